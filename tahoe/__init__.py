@@ -1,0 +1,34 @@
+"""tahoe: Delta Lake and Delta Sharing in Python.
+
+- `tahoe.Table` — the Spark-free facade: open a table (latest, a version, a timestamp), inspect it,
+  read its rows as Arrow/pandas.
+- `tahoe.DeltaLog` — the log core underneath (snapshots, history, time travel).
+- `tahoe.errors` — every exception tahoe raises.
+
+Attributes are imported on first use, so `import tahoe` (and every spawned worker that imports a
+submodule) stays cheap.
+"""
+
+from importlib import import_module
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "DeltaLog": ("tahoe.log", "DeltaLog"),
+    "Snapshot": ("tahoe.log", "Snapshot"),
+    "Table": ("tahoe.table", "Table"),
+    "errors": ("tahoe.errors", None),
+}
+
+__all__ = sorted(_LAZY) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        mod, attr = _LAZY[name]
+        m = import_module(mod)
+        value = m if attr is None else getattr(m, attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tahoe' has no attribute {name!r}")

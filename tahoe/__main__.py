@@ -1,0 +1,5 @@
+"""`python -m tahoe` runs the CLI."""
+
+from .cli import main
+
+main()

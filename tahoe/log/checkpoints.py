@@ -1,0 +1,688 @@
+"""Writing checkpoints (spec "Checkpoints", "Checkpoint Format", "Checkpoint Schema", "Last
+Checkpoint File") and cleaning up expired log files (delta-spark's metadata cleanup / log
+retention).
+
+Owns: the checkpoint parquet schema (delta-spark's: top-level struct columns `txn`, `add`,
+`remove`, `metaData`, `protocol`, `domainMetadata`, plus `checkpointMetadata`/`sidecar` for
+v2Checkpoint tables), building it column-wise from a snapshot's Arrow file tables (never one
+Python object per file), writing it as one file or as a multi-part set, `_last_checkpoint`, the
+post-commit hook `checkpoint_if_needed`, and `cleanup_expired_logs`.
+
+Invariants of a written checkpoint:
+  1. it is the state of a committed version: `write_checkpoint` loads that snapshot, so a version
+     the log cannot reconstruct raises VersionNotFoundError;
+  2. one action per row; adds and removes carry `dataChange = false`; only tombstones younger than
+     `delta.deletedFileRetentionDuration` are kept;
+  3. each file appears whole or not at all (put-if-absent through the log store: temp file + link
+     locally, one PUT on S3); an existing checkpoint file of the same name is kept as it is;
+  4. a multi-part set is range-partitioned by file path (sorted), non-file actions in part 1, so a
+     retry writes identical parts; `_last_checkpoint` is written only after every part exists.
+
+Table properties honoured (delta-spark names and defaults): `delta.checkpointInterval` (10),
+`delta.checkpoint.writeStatsAsJson` (true), `delta.checkpoint.writeStatsAsStruct` (unset: only
+`partitionValues_parsed`, like delta-spark; true: also `stats_parsed`; false: neither),
+`delta.checkpoint.partSize` (actions per part; default 1,000,000 — the table-property form of
+delta-spark's `spark.databricks.delta.checkpoint.partSize`), `delta.deletedFileRetentionDuration`
+(`interval 1 week`), `delta.logRetentionDuration` (`interval 30 days`),
+`delta.enableExpiredLogCleanup` (true).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import threading
+import time
+from datetime import date, datetime, timezone
+from typing import Any, Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pajson
+import pyarrow.parquet as pq
+
+from ..errors import CorruptLogError, InvalidTableOperationError, VersionNotFoundError
+from ..protocol import column_mapping
+from ..protocol.filenames import (
+    LogFileKind, checkpoint_file_name, commit_file_name, multipart_checkpoint_file_names,
+)
+from ..protocol.partition_values import partition_column_to_arrow
+from ..protocol.schema import (
+    ArrayType, DataType, DecimalType, MapType, PrimitiveType, StructField, StructType, to_arrow_type,
+)
+from ..protocol.stats import DEFAULT_NUM_INDEXED_COLS, stats_columns, typed_value
+from ..protocol.table_features import check_writable, is_feature_supported
+from .last_checkpoint import LastCheckpoint, read_last_checkpoint, write_last_checkpoint
+from .replay import DV_TYPE, STRING_MAP, read_commit
+from .segment import _complete_checkpoints, list_log
+from .snapshot import Snapshot
+
+_logger = logging.getLogger(__name__)
+
+__all__ = [
+    "write_checkpoint", "checkpoint_if_needed", "cleanup_expired_logs", "checkpoint_schema",
+    "build_checkpoint", "parse_interval_ms", "CHECKPOINT_INTERVAL_KEY", "DEFAULT_CHECKPOINT_INTERVAL",
+    "DEFAULT_PART_SIZE",
+]
+
+CHECKPOINT_INTERVAL_KEY = "delta.checkpointInterval"
+WRITE_STATS_AS_JSON_KEY = "delta.checkpoint.writeStatsAsJson"
+WRITE_STATS_AS_STRUCT_KEY = "delta.checkpoint.writeStatsAsStruct"
+PART_SIZE_KEY = "delta.checkpoint.partSize"
+DELETED_FILE_RETENTION_KEY = "delta.deletedFileRetentionDuration"
+LOG_RETENTION_KEY = "delta.logRetentionDuration"
+EXPIRED_LOG_CLEANUP_KEY = "delta.enableExpiredLogCleanup"
+CHECKPOINT_POLICY_KEY = "delta.checkpointPolicy"
+
+DEFAULT_CHECKPOINT_INTERVAL = 10
+DEFAULT_PART_SIZE = 1_000_000
+DEFAULT_DELETED_FILE_RETENTION = "interval 1 week"
+DEFAULT_LOG_RETENTION = "interval 30 days"
+
+# --- table properties --------------------------------------------------------------------------
+
+_UNIT_MS = {
+    "microsecond": 0.001, "millisecond": 1, "second": 1000, "minute": 60_000, "hour": 3_600_000,
+    "day": 86_400_000, "week": 7 * 86_400_000,
+}
+_INTERVAL_PART = re.compile(r"([+-]?\d+(?:\.\d+)?)\s*([a-z]+)")
+
+
+def parse_interval_ms(text: str) -> int:
+    """Milliseconds of a delta-spark interval string: `interval 1 week`, `interval 30 days`,
+    `interval 2 days 12 hours`, `1 week` (the `interval` keyword is optional). Units from
+    microseconds to weeks; months and years are refused, as delta-spark refuses them (their length
+    is not fixed). InvalidTableOperationError for anything else."""
+    s = str(text).strip().lower()
+    if s.startswith("interval"):
+        s = s[len("interval"):].strip()
+    if not s:
+        raise InvalidTableOperationError(f"invalid interval {text!r}: no amount")
+    total = 0.0
+    pos = 0
+    for m in _INTERVAL_PART.finditer(s):
+        if s[pos:m.start()].strip():
+            break
+        amount, unit = float(m.group(1)), m.group(2)
+        unit = unit[:-1] if unit.endswith("s") and unit[:-1] in _UNIT_MS else unit
+        if unit in ("month", "year", "months", "years"):
+            raise InvalidTableOperationError(
+                f"invalid interval {text!r}: months and years are not allowed (use days or weeks)")
+        if unit not in _UNIT_MS:
+            raise InvalidTableOperationError(f"invalid interval {text!r}: unknown unit '{m.group(2)}'")
+        total += amount * _UNIT_MS[unit]
+        pos = m.end()
+    if pos == 0 or s[pos:].strip():
+        raise InvalidTableOperationError(
+            f"invalid interval {text!r}; expected e.g. 'interval 1 week' or 'interval 30 days'")
+    if total < 0:
+        raise InvalidTableOperationError(f"invalid interval {text!r}: negative durations are not allowed")
+    return int(total)
+
+
+def _bool_prop(conf: dict, key: str, default: bool | None) -> bool | None:
+    raw = conf.get(key)
+    if raw is None:
+        return default
+    v = str(raw).strip().lower()
+    if v in ("true", "false"):
+        return v == "true"
+    raise InvalidTableOperationError(f"table property {key} must be true or false, got {raw!r}")
+
+
+def _int_prop(conf: dict, key: str, default: int, minimum: int = 1) -> int:
+    raw = conf.get(key)
+    if raw is None:
+        return default
+    try:
+        v = int(str(raw).strip())
+    except ValueError:
+        raise InvalidTableOperationError(f"table property {key} must be an integer, got {raw!r}") from None
+    if v < minimum:
+        raise InvalidTableOperationError(f"table property {key} must be >= {minimum}, got {v}")
+    return v
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# --- schema ------------------------------------------------------------------------------------
+
+_TXN = pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])
+_PROTOCOL = pa.struct([
+    ("minReaderVersion", pa.int32()), ("minWriterVersion", pa.int32()),
+    ("readerFeatures", pa.list_(pa.string())), ("writerFeatures", pa.list_(pa.string())),
+])
+_METADATA = pa.struct([
+    ("id", pa.string()), ("name", pa.string()), ("description", pa.string()),
+    ("format", pa.struct([("provider", pa.string()), ("options", STRING_MAP)])),
+    ("schemaString", pa.string()), ("partitionColumns", pa.list_(pa.string())),
+    ("configuration", STRING_MAP), ("createdTime", pa.int64()),
+])
+_DOMAIN = pa.struct([("domain", pa.string()), ("configuration", pa.string()), ("removed", pa.bool_())])
+_CHECKPOINT_METADATA = pa.struct([("version", pa.int64()), ("tags", STRING_MAP)])
+_SIDECAR = pa.struct([("path", pa.string()), ("sizeInBytes", pa.int64()),
+                      ("modificationTime", pa.int64()), ("tags", STRING_MAP)])
+_ADD_BASE = [
+    ("path", pa.string()), ("partitionValues", STRING_MAP), ("size", pa.int64()),
+    ("modificationTime", pa.int64()), ("dataChange", pa.bool_()), ("tags", STRING_MAP),
+    ("deletionVector", DV_TYPE), ("baseRowId", pa.int64()), ("defaultRowCommitVersion", pa.int64()),
+]
+_REMOVE = pa.struct([
+    ("path", pa.string()), ("deletionTimestamp", pa.int64()), ("dataChange", pa.bool_()),
+    ("extendedFileMetadata", pa.bool_()), ("partitionValues", STRING_MAP), ("size", pa.int64()),
+    ("deletionVector", DV_TYPE), ("baseRowId", pa.int64()), ("defaultRowCommitVersion", pa.int64()),
+])
+_ADD_COLUMNS = [n for n, _ in _ADD_BASE] + ["clusteringProvider", "stats"]
+_REMOVE_COLUMNS = [_REMOVE.field(i).name for i in range(_REMOVE.num_fields)]
+
+
+def _stats_eligible(dt: DataType) -> bool:
+    if isinstance(dt, DecimalType):
+        return True
+    return isinstance(dt, PrimitiveType) and dt.name in (
+        "byte", "short", "integer", "long", "float", "double", "date", "timestamp",
+        "timestamp_ntz", "string")
+
+
+def _phys(f: StructField, mapped: bool) -> str:
+    return column_mapping.physical_name(f) if mapped else f.name
+
+
+def _minmax_type(struct: StructType, mapped: bool) -> pa.DataType | None:
+    fields = []
+    for f in struct.fields:
+        if isinstance(f.type, StructType):
+            inner = _minmax_type(f.type, mapped)
+            if inner is not None:
+                fields.append(pa.field(_phys(f, mapped), inner))
+        elif _stats_eligible(f.type):
+            fields.append(pa.field(_phys(f, mapped), to_arrow_type(f.type)))
+    return pa.struct(fields) if fields else None
+
+
+def _nullcount_type(struct: StructType, mapped: bool) -> pa.DataType | None:
+    fields = []
+    for f in struct.fields:
+        if isinstance(f.type, StructType):
+            inner = _nullcount_type(f.type, mapped)
+            if inner is not None:
+                fields.append(pa.field(_phys(f, mapped), inner))
+        else:
+            fields.append(pa.field(_phys(f, mapped), pa.int64()))
+    return pa.struct(fields) if fields else None
+
+
+def stats_parsed_type(snapshot: Snapshot) -> pa.DataType:
+    """The typed form of the table's `stats` (delta-spark's statsSchema): numRecords, then
+    minValues/maxValues over the stats-eligible columns, nullCount over every collected leaf, and
+    tightBounds when the table supports deletion vectors; physical names under column mapping."""
+    conf = snapshot.configuration
+    mapped = column_mapping.mode(conf) in ("name", "id")
+    raw_cols = conf.get("delta.dataSkippingStatsColumns")
+    indexed = [c for c in raw_cols.split(",")] if raw_cols else None
+    num = _int_prop(conf, "delta.dataSkippingNumIndexedCols", DEFAULT_NUM_INDEXED_COLS, minimum=-1)
+    cols = stats_columns(snapshot.schema, num, indexed, snapshot.partition_columns)
+    fields = [pa.field("numRecords", pa.int64())]
+    mm = _minmax_type(cols, mapped)
+    if mm is not None:
+        fields += [pa.field("minValues", mm), pa.field("maxValues", mm)]
+    nc = _nullcount_type(cols, mapped)
+    if nc is not None:
+        fields.append(pa.field("nullCount", nc))
+    if is_feature_supported(snapshot.protocol, "deletionVectors"):
+        fields.append(pa.field("tightBounds", pa.bool_()))
+    return pa.struct(fields)
+
+
+def _partition_fields(snapshot: Snapshot) -> list[tuple[StructField, str]]:
+    """(logical field, physical name) of each partition column, in partitionColumns order."""
+    mapped = snapshot.column_mapping_mode in ("name", "id")
+    out = []
+    for name in snapshot.partition_columns:
+        f = snapshot.schema.get(name) or snapshot.schema.get(name, case_insensitive=True)
+        if f is None:
+            raise CorruptLogError(f"partition column '{name}' is not in the table schema")
+        out.append((f, _phys(f, mapped)))
+    return out
+
+
+class _Layout:
+    """What a checkpoint of one snapshot holds, decided from its properties and protocol."""
+
+    def __init__(self, snapshot: Snapshot):
+        conf = snapshot.configuration
+        self.write_json = _bool_prop(conf, WRITE_STATS_AS_JSON_KEY, True)
+        as_struct = _bool_prop(conf, WRITE_STATS_AS_STRUCT_KEY, None)
+        self.partition_fields = _partition_fields(snapshot)
+        # delta-spark writes partitionValues_parsed unless the property is false, and never
+        # stats_parsed; the spec's stats_parsed is written when the property is set to true.
+        self.write_pv_parsed = as_struct is not False and bool(self.partition_fields)
+        self.write_stats_parsed = as_struct is True
+        self.v2 = is_feature_supported(snapshot.protocol, "v2Checkpoint")
+        files = snapshot.files_table(["clusteringProvider"])
+        self.clustering = files.num_rows > 0 and files.column(0).null_count < files.num_rows
+        self.stats_type = stats_parsed_type(snapshot) if self.write_stats_parsed else None
+        self.pv_type = pa.struct([pa.field(phys, to_arrow_type(f.type)) for f, phys in self.partition_fields]) \
+            if self.write_pv_parsed else None
+        add_fields = list(_ADD_BASE)
+        if self.clustering:
+            add_fields.append(("clusteringProvider", pa.string()))
+        if self.write_json:
+            add_fields.append(("stats", pa.string()))
+        if self.pv_type is not None:
+            add_fields.append(("partitionValues_parsed", self.pv_type))
+        if self.stats_type is not None:
+            add_fields.append(("stats_parsed", self.stats_type))
+        self.add_type = pa.struct(add_fields)
+        cols = [("txn", _TXN), ("add", self.add_type), ("remove", _REMOVE), ("metaData", _METADATA),
+                ("protocol", _PROTOCOL), ("domainMetadata", _DOMAIN)]
+        if self.v2:
+            cols += [("checkpointMetadata", _CHECKPOINT_METADATA), ("sidecar", _SIDECAR)]
+        self.schema = pa.schema(cols)
+
+
+def checkpoint_schema(snapshot: Snapshot) -> pa.Schema:
+    """The parquet schema of a checkpoint of `snapshot`."""
+    return _Layout(snapshot).schema
+
+
+# --- building ----------------------------------------------------------------------------------
+
+def _single_column_batch(schema: pa.Schema, column: str, arr: pa.Array) -> pa.RecordBatch:
+    n = len(arr)
+    return pa.RecordBatch.from_arrays(
+        [arr if name == column else pa.nulls(n, schema.field(name).type) for name in schema.names],
+        schema=schema)
+
+
+def _map_items(d: dict | None) -> list[tuple[str, str | None]] | None:
+    return None if d is None else [(k, v) for k, v in d.items()]
+
+
+def _non_file_batch(snapshot: Snapshot, layout: _Layout) -> pa.RecordBatch:
+    """protocol, metaData, txns (by appId), domain metadata (by domain), checkpointMetadata."""
+    schema = layout.schema
+    p = snapshot.protocol
+    md = snapshot.metadata
+    rows: list[tuple[str, dict]] = [
+        ("protocol", {
+            "minReaderVersion": p.min_reader_version, "minWriterVersion": p.min_writer_version,
+            "readerFeatures": sorted(p.reader_features) if p.reader_features is not None else None,
+            "writerFeatures": sorted(p.writer_features) if p.writer_features is not None else None,
+        }),
+        ("metaData", {
+            "id": md.id, "name": md.name, "description": md.description,
+            "format": {"provider": md.format.provider, "options": _map_items(md.format.options)},
+            "schemaString": md.schema_string, "partitionColumns": list(md.partition_columns),
+            "configuration": _map_items(md.configuration), "createdTime": md.created_time,
+        }),
+    ]
+    for app_id in sorted(snapshot.set_transactions):
+        t = snapshot.set_transactions[app_id]
+        rows.append(("txn", {"appId": t.app_id, "version": t.version, "lastUpdated": t.last_updated}))
+    for name in sorted(snapshot.domain_metadata):
+        d = snapshot.domain_metadata[name]
+        rows.append(("domainMetadata", {"domain": d.domain, "configuration": d.configuration,
+                                        "removed": False}))
+    if layout.v2:
+        rows.append(("checkpointMetadata", {"version": snapshot.version, "tags": None}))
+    arrays = []
+    for name in schema.names:
+        values = [v if col == name else None for col, v in rows]
+        arrays.append(pa.array(values, type=schema.field(name).type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _col(batch: pa.RecordBatch, name: str) -> pa.Array:
+    return batch.column(batch.schema.get_field_index(name))
+
+
+def _add_struct(batch: pa.RecordBatch, layout: _Layout) -> pa.Array:
+    n = batch.num_rows
+    children = []
+    for i in range(layout.add_type.num_fields):
+        f = layout.add_type.field(i)
+        if f.name == "dataChange":
+            arr = pa.array(np.zeros(n, dtype=bool))
+        elif f.name == "partitionValues_parsed":
+            arr = _partition_values_parsed(_col(batch, "partitionValues"), layout)
+        elif f.name == "stats_parsed":
+            arr = _stats_parsed(_col(batch, "stats"), layout.stats_type)
+        else:
+            arr = _col(batch, f.name)
+            if arr.type != f.type:
+                arr = arr.cast(f.type)
+        children.append(arr)
+    return pa.StructArray.from_arrays(children, fields=list(layout.add_type))
+
+
+def _remove_struct(batch: pa.RecordBatch) -> pa.Array:
+    n = batch.num_rows
+    children = []
+    for i in range(_REMOVE.num_fields):
+        f = _REMOVE.field(i)
+        children.append(pa.array(np.zeros(n, dtype=bool)) if f.name == "dataChange" else _col(batch, f.name))
+    return pa.StructArray.from_arrays(children, fields=list(_REMOVE))
+
+
+def _partition_values_parsed(pv: pa.Array, layout: _Layout) -> pa.Array:
+    children = []
+    n = len(pv)
+    for f, phys in layout.partition_fields:
+        if n == 0:
+            children.append(pa.array([], to_arrow_type(f.type)))
+            continue
+        raw = pc.map_lookup(pv, pa.scalar(phys), "first")
+        if raw.null_count == n and phys != f.name:   # a writer that used logical names
+            raw = pc.map_lookup(pv, pa.scalar(f.name), "first")
+        children.append(partition_column_to_arrow(raw, f.type))
+    assert layout.pv_type is not None
+    return pa.StructArray.from_arrays(children, fields=list(layout.pv_type))
+
+
+# stats_parsed: the JSON reader parses typed values directly, except dates (read as strings and
+# cast). Anything it cannot parse (NaN/Infinity strings, odd timestamp spellings) falls back to a
+# per-row Python parse with the stats module's `typed_value`.
+
+def _raw_json_type(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(t.field(i).name, _raw_json_type(t.field(i).type)) for i in range(t.num_fields)])
+    if pa.types.is_date(t):
+        return pa.string()
+    return t
+
+
+def _convert_raw(arr: pa.Array, t: pa.DataType) -> pa.Array:
+    if pa.types.is_struct(t):
+        children = [_convert_raw(pc.struct_field(arr, [i]), t.field(i).type) for i in range(t.num_fields)]
+        return pa.StructArray.from_arrays(children, fields=list(t), mask=pc.is_null(arr))
+    if arr.type != t:
+        return pc.cast(arr, t)
+    return arr
+
+
+def _json_lines_buffer(strings: pa.Array) -> pa.Buffer:
+    joined = pc.binary_join_element_wise(pc.fill_null(strings, "{}"), "\n", "")
+    joined = joined.cast(pa.large_string())
+    offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64)
+    start, end = int(offsets[joined.offset]), int(offsets[joined.offset + len(joined)])
+    return joined.buffers()[2].slice(start, end - start)
+
+
+def _stats_parsed(stats: pa.Array, t: pa.DataType | None) -> pa.Array:
+    assert t is not None
+    n = len(stats)
+    if n == 0:
+        return pa.array([], t)
+    if stats.null_count == n:
+        return pa.nulls(n, t)
+    raw_t = _raw_json_type(t)
+    try:
+        parsed = pajson.read_json(
+            pa.BufferReader(_json_lines_buffer(stats)),
+            read_options=pajson.ReadOptions(block_size=8 << 20),
+            parse_options=pajson.ParseOptions(explicit_schema=pa.schema(list(raw_t)),
+                                              unexpected_field_behavior="ignore"))
+        if parsed.num_rows != n:
+            raise ValueError("stats JSON spans lines")
+        arr = pa.StructArray.from_arrays(
+            [c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in parsed.columns],
+            fields=list(raw_t))
+        arr = _convert_raw(arr, t)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
+        arr = pa.array([_typed_stats(s, t) for s in stats.to_pylist()], type=t)
+    return pa.StructArray.from_arrays([arr.field(i) for i in range(t.num_fields)], fields=list(t),
+                                      mask=pc.is_null(stats))
+
+
+def _typed_from_arrow(raw: Any, t: pa.DataType) -> Any:
+    if raw is None:
+        return None
+    if pa.types.is_struct(t):
+        if not isinstance(raw, dict):
+            return None
+        return {t.field(i).name: _typed_from_arrow(raw.get(t.field(i).name), t.field(i).type)
+                for i in range(t.num_fields)}
+    from ..protocol.schema import from_arrow_type
+    try:
+        return typed_value(raw, from_arrow_type(t))
+    except Exception:
+        return None
+
+
+def _typed_stats(text: str | None, t: pa.DataType) -> dict | None:
+    if text is None:
+        return None
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    return _typed_from_arrow(obj, t) if isinstance(obj, dict) else None
+
+
+def _file_batches(table: pa.Table, max_rows: int = 256 * 1024) -> Iterable[pa.RecordBatch]:
+    for b in table.to_batches(max_chunksize=max_rows):
+        if b.num_rows:
+            yield b
+
+
+def build_checkpoint(snapshot: Snapshot, now_ms: int | None = None) -> tuple[pa.Table, int, int]:
+    """The checkpoint of `snapshot` as one Arrow table in delta-spark's schema, and
+    (number of non-file action rows, number of add rows). Row order: protocol, metaData, txns,
+    domain metadata, [checkpointMetadata], adds, removes."""
+    layout = _Layout(snapshot)
+    schema = layout.schema
+    now_ms = _now_ms() if now_ms is None else now_ms
+    retention = parse_interval_ms(snapshot.configuration.get(DELETED_FILE_RETENTION_KEY, DEFAULT_DELETED_FILE_RETENTION))
+    batches = [_non_file_batch(snapshot, layout)]
+    n_non_file = batches[0].num_rows
+    adds = snapshot.files_table([c for c in _ADD_COLUMNS if c != "clusteringProvider" or layout.clustering])
+    for b in _file_batches(adds):
+        batches.append(_single_column_batch(schema, "add", _add_struct(b, layout)))
+    tomb = snapshot.tombstones_table(_REMOVE_COLUMNS)
+    if tomb.num_rows:
+        ts = tomb.column("deletionTimestamp")
+        keep = pc.fill_null(pc.greater_equal(ts, pa.scalar(now_ms - retention, pa.int64())), False)
+        tomb = tomb.filter(keep)
+    for b in _file_batches(tomb):
+        batches.append(_single_column_batch(schema, "remove", _remove_struct(b)))
+    return pa.Table.from_batches(batches, schema=schema), n_non_file, adds.num_rows
+
+
+# --- writing -----------------------------------------------------------------------------------
+
+def _parquet_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="snappy", row_group_size=1 << 20,
+                   write_statistics=["add.path", "remove.path"])
+    return sink.getvalue().to_pybytes()
+
+
+def _split_parts(table: pa.Table, n_non_file: int, parts: int) -> list[pa.Table]:
+    """Range-partition the file actions by path (adds before removes on equal paths), equal row
+    counts per part; non-file actions lead part 1."""
+    files = table.slice(n_non_file)
+    if files.num_rows:
+        paths = pc.coalesce(pc.struct_field(files.column("add"), "path"),
+                            pc.struct_field(files.column("remove"), "path"))
+        order = pc.sort_indices(pa.table({"p": paths, "i": pa.array(np.arange(files.num_rows))}),
+                                sort_keys=[("p", "ascending"), ("i", "ascending")])
+        files = files.take(order)
+    out = []
+    total = files.num_rows
+    per = math.ceil(total / parts) if total else 0
+    for i in range(parts):
+        chunk = files.slice(min(i * per, total), per) if per else files.slice(0, 0)
+        if i == 0:
+            chunk = pa.concat_tables([table.slice(0, n_non_file), chunk])
+        out.append(chunk)
+    return out
+
+
+def _put_if_absent(store, path: str, data: bytes) -> int:
+    """Write `data` unless the file exists; the size of the file now at `path`."""
+    try:
+        store.write(path, data, overwrite=False)
+        return len(data)
+    except FileExistsError:
+        _logger.info("checkpoint file %s already exists; keeping it", path)
+        for st in store.list_from(path):
+            if st.path.rsplit("/", 1)[-1] == path.rsplit("/", 1)[-1] or st.path == path:
+                return st.size
+            break
+        return len(data)
+
+
+def write_checkpoint(log: Any, version: int | None = None, parts: int | None = None, *,
+                     now_ms: int | None = None) -> LastCheckpoint:
+    """Write a checkpoint of the latest version (or `version`) of the table of `log` (a DeltaLog),
+    then update `_last_checkpoint` (unless it already names a newer checkpoint).
+
+    `parts`: None → one file, or `ceil(actions / delta.checkpoint.partSize)` parts when the
+    actions exceed that size; an explicit number > 1 → exactly that many parts (classic
+    multi-part; v2Checkpoint tables always get one classic-named v2 file). `now_ms` is the clock
+    for tombstone retention (tests)."""
+    if version is not None and version < 0:
+        raise VersionNotFoundError(f"version must be >= 0, got {version}")
+    if parts is not None and parts < 1:
+        raise ValueError(f"parts must be >= 1, got {parts}")
+    snapshot = log.snapshot(version=version)
+    check_writable(snapshot.protocol)
+    table, n_non_file, n_adds = build_checkpoint(snapshot, now_ms)
+    store = log.store
+    v = snapshot.version
+    n_rows = table.num_rows
+    v2 = is_feature_supported(snapshot.protocol, "v2Checkpoint")
+    if parts is None:
+        part_size = _int_prop(snapshot.configuration, PART_SIZE_KEY, DEFAULT_PART_SIZE)
+        parts = max(1, math.ceil(n_rows / part_size))
+    if v2:
+        if parts > 1:
+            _logger.info("table %s has the v2Checkpoint feature: writing one checkpoint file instead of %d parts",
+                     log.table_root, parts)
+        parts = 1
+    if parts == 1:
+        names = [checkpoint_file_name(v)]
+        tables = [table]
+    else:
+        names = multipart_checkpoint_file_names(v, parts)
+        tables = _split_parts(table, n_non_file, parts)
+    size_in_bytes = 0
+    for name, t in zip(names, tables):
+        size_in_bytes += _put_if_absent(store, store.join(log.logdir, name), _parquet_bytes(t))
+    lc = LastCheckpoint(version=v, size=n_rows, parts=parts if parts > 1 else None,
+                        size_in_bytes=size_in_bytes, num_of_add_files=n_adds)
+    current = read_last_checkpoint(store, log.logdir)
+    if current is None or current.version <= v:
+        write_last_checkpoint(store, log.logdir, lc)
+    return lc
+
+
+# --- post-commit hook --------------------------------------------------------------------------
+
+_conf_cache: dict[tuple[int, str], tuple[int, dict]] = {}
+_conf_lock = threading.Lock()
+
+
+def _configuration_at(log: Any, version: int) -> dict:
+    """The table configuration at `version`, cheaply: the cached configuration of an earlier
+    version brought forward by the metaData actions of the commits in between (usually one small
+    file); a full snapshot load only the first time or when a commit is missing."""
+    key = (id(log.store), log.table_root)
+    with _conf_lock:
+        cached = _conf_cache.get(key)
+    conf = None
+    if cached is not None and cached[0] <= version and version - cached[0] <= 100:
+        conf = dict(cached[1])
+        try:
+            for v in range(cached[0] + 1, version + 1):
+                for obj in read_commit(log.store, log.store.join(log.logdir, commit_file_name(v))):
+                    md = obj.get("metaData")
+                    if isinstance(md, dict):
+                        conf = {k: x for k, x in (md.get("configuration") or {}).items() if x is not None}
+        except (FileNotFoundError, CorruptLogError):
+            conf = None
+    if conf is None:
+        conf = log.snapshot(version=version).configuration
+    with _conf_lock:
+        _conf_cache[key] = (version, conf)
+        if len(_conf_cache) > 1024:
+            _conf_cache.pop(next(iter(_conf_cache)))
+    return conf
+
+
+def checkpoint_if_needed(log: Any, version: int, configuration: dict | None = None) -> LastCheckpoint | None:
+    """Post-commit hook: when `version` > 0 is a multiple of `delta.checkpointInterval`, write its
+    checkpoint, then (if `delta.enableExpiredLogCleanup`) clean up expired log files. Returns the
+    checkpoint written, or None. Never raises — the commit already succeeded — but logs a warning.
+    `configuration`: the table configuration at `version` when the caller knows it (saves a read)."""
+    try:
+        conf = configuration if configuration is not None else _configuration_at(log, version)
+        interval = _int_prop(conf, CHECKPOINT_INTERVAL_KEY, DEFAULT_CHECKPOINT_INTERVAL)
+        if version <= 0 or version % interval != 0:
+            return None
+        lc = write_checkpoint(log, version)
+    except Exception as e:  # noqa: BLE001 - a failed checkpoint never fails the commit
+        _logger.warning("checkpoint of %s at version %s failed: %s: %s",
+                    getattr(log, "table_root", "?"), version, type(e).__name__, e)
+        return None
+    try:
+        if _bool_prop(conf, EXPIRED_LOG_CLEANUP_KEY, True):
+            cleanup_expired_logs(log)
+    except Exception as e:  # noqa: BLE001
+        _logger.warning("log cleanup of %s after version %s failed: %s: %s",
+                    getattr(log, "table_root", "?"), version, type(e).__name__, e)
+    return lc
+
+
+# --- metadata cleanup --------------------------------------------------------------------------
+
+def cleanup_expired_logs(log: Any, now_ms: int | None = None) -> list[str]:
+    """Delete the log files (commits, checkpoints, version checksums, compactions) that no version
+    within `delta.logRetentionDuration` needs, and return their paths.
+
+    Let B be the first version whose commit is younger than the retention boundary (the latest
+    version if none is) and C the newest complete checkpoint at or before B. Every version >= B is
+    rebuilt from C and the commits after it, so exactly the files of versions < C whose
+    modification time is older than the boundary are deleted (oldest first). Without such a
+    checkpoint nothing is deleted."""
+    now_ms = _now_ms() if now_ms is None else now_ms
+    snapshot = log.snapshot()
+    conf = snapshot.configuration
+    cutoff = now_ms - parse_interval_ms(conf.get(LOG_RETENTION_KEY, DEFAULT_LOG_RETENTION))
+    store = log.store
+    files = list_log(store, log.logdir, 0)
+    commits = sorted((f for f in files if f.name.kind == LogFileKind.COMMIT), key=lambda f: f.version)
+    if not commits:
+        return []
+    boundary = next((c.version for c in commits if c.status.modification_time > cutoff), commits[-1].version)
+    checkpoints = [v for v in _complete_checkpoints(files) if v <= boundary]
+    if not checkpoints:
+        return []
+    keep_from = max(checkpoints)
+    protected = conf.get("delta.requireCheckpointProtectionBeforeVersion")
+    if protected is not None and is_feature_supported(snapshot.protocol, "checkpointProtection"):
+        try:
+            if int(protected) > 0:
+                return []   # this writer does not implement checkpoint protection's cleanup rules
+        except ValueError:
+            return []
+    local = type(store).__name__ == "LocalLogStore"
+    deleted: list[str] = []
+    for f in sorted(files, key=lambda f: (f.version, f.name.name)):
+        last_version = f.name.end_version if f.name.kind == LogFileKind.COMPACTION else f.version
+        if last_version is None or last_version >= keep_from:
+            continue
+        if f.status.modification_time > cutoff:
+            continue
+        store.delete(f.path)
+        deleted.append(f.path)
+        if local:  # Hadoop's side checksum file, if a JVM writer left one
+            d, _, name = f.path.rpartition("/")
+            store.delete(store.join(d, f".{name}.crc"))
+    return deleted

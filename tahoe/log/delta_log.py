@@ -1,0 +1,163 @@
+"""A table's log as a whole: where it lives, its versions, snapshots at a version or timestamp
+(time travel), and history (spec "Commit Provenance Information").
+
+Commit timestamps: the inCommitTimestamp of a commit when the table has that feature enabled,
+else the commit file's modification time, made strictly increasing the way delta-spark does
+(a timestamp not after its predecessor's becomes predecessor + 1 ms), so "the version as of T" —
+the newest version whose timestamp is <= T — is well defined.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from ..errors import TableNotFoundError, VersionNotFoundError
+from ..protocol.filenames import LOG_DIR, LogFileKind
+from ..storage import log_store_for
+from ..storage.base import LogStore
+from .replay import read_commit
+from .segment import LogFile, list_log
+from .snapshot import Snapshot
+
+__all__ = ["DeltaLog", "CommitEntry", "parse_timestamp"]
+
+
+@dataclass(frozen=True)
+class CommitEntry:
+    """One version of the history: its commitInfo (empty when the commit carried none)."""
+    version: int
+    timestamp: int                       # ms since epoch
+    commit_info: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.commit_info)
+        d["version"] = self.version
+        d["timestamp"] = self.timestamp
+        return d
+
+
+def parse_timestamp(ts: str | int | float | datetime) -> int:
+    """A timestamp as ms since epoch: datetime (naive = UTC), epoch ms (int), or an ISO string
+    (`2024-01-01`, `2024-01-01 10:00:00`, `2024-01-01T10:00:00.123Z`, with offsets)."""
+    if isinstance(ts, datetime):
+        dt = ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+        return int(dt.timestamp() * 1000)
+    if isinstance(ts, (int, float)):
+        return int(ts)
+    s = ts.strip()
+    if s.endswith("Z"):
+        s = s[:-1] + "+00:00"
+    try:
+        dt = datetime.fromisoformat(s)
+    except ValueError:
+        raise ValueError(f"cannot parse timestamp {ts!r}: use ISO 8601, e.g. 2024-01-01T10:00:00Z") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp() * 1000)
+
+
+class DeltaLog:
+    """Entry point of the log core: `DeltaLog.for_table(path)`."""
+
+    def __init__(self, store: LogStore, table_root: str):
+        self.store = store
+        self.table_root = table_root
+        self.log_dir = store.join(table_root, LOG_DIR)
+
+    @classmethod
+    def for_table(cls, uri: str, storage_options: dict | None = None) -> "DeltaLog":
+        store, root = log_store_for(uri, storage_options)
+        return cls(store, root)
+
+    # --- snapshots ---------------------------------------------------------------------------
+    def snapshot(self, version: int | None = None, timestamp: Any = None) -> Snapshot:
+        """The latest snapshot, or the one at `version`, or the one as of `timestamp`."""
+        if version is not None and timestamp is not None:
+            raise ValueError("give either version or timestamp, not both")
+        if timestamp is not None:
+            version = self.version_at_timestamp(timestamp)
+        return Snapshot.load(self.store, self.table_root, version)
+
+    def exists(self) -> bool:
+        try:
+            return any(f.name.kind == LogFileKind.COMMIT for f in list_log(self.store, self.log_dir, 0))
+        except TableNotFoundError:
+            return False
+
+    def _commits(self) -> list[LogFile]:
+        commits = [f for f in list_log(self.store, self.log_dir, 0) if f.name.kind == LogFileKind.COMMIT]
+        if not commits:
+            raise TableNotFoundError(f"not a Delta table: no commit files in {self.log_dir}")
+        return commits
+
+    def _ict_enabled(self) -> bool:
+        try:
+            snap = self.snapshot()
+        except Exception:
+            return False
+        return snap.metadata.configuration.get("delta.enableInCommitTimestamps", "").lower() == "true"
+
+    def commit_timestamps(self) -> list[tuple[int, int]]:
+        """(version, timestamp ms) of every commit still in the log, ascending."""
+        commits = self._commits()
+        use_ict = self._ict_enabled()
+        out: list[tuple[int, int]] = []
+        prev = None
+        for c in commits:
+            ts = c.status.modification_time
+            if use_ict:
+                ci = self._commit_info(c)
+                if ci.get("inCommitTimestamp") is not None:
+                    ts = int(ci["inCommitTimestamp"])
+            if prev is not None and ts <= prev:
+                ts = prev + 1
+            out.append((c.version, ts))
+            prev = ts
+        return out
+
+    def version_at_timestamp(self, timestamp: Any) -> int:
+        """The newest version committed at or before `timestamp`."""
+        ts = parse_timestamp(timestamp)
+        stamps = self.commit_timestamps()
+        if ts < stamps[0][1]:
+            raise VersionNotFoundError(
+                f"timestamp {_fmt(ts)} is before the earliest available version "
+                f"{stamps[0][0]} ({_fmt(stamps[0][1])})")
+        if ts > stamps[-1][1]:
+            # As delta-spark: a timestamp after the latest commit is an error, not "latest".
+            raise VersionNotFoundError(
+                f"timestamp {_fmt(ts)} is after the latest version {stamps[-1][0]} ({_fmt(stamps[-1][1])})")
+        best = stamps[0][0]
+        for v, t in stamps:
+            if t <= ts:
+                best = v
+            else:
+                break
+        return best
+
+    # --- history -----------------------------------------------------------------------------
+    def _commit_info(self, c: LogFile) -> dict[str, Any]:
+        for obj in read_commit(self.store, c.path):
+            ci = obj.get("commitInfo")
+            if isinstance(ci, dict):
+                return ci
+        return {}
+
+    def history(self, limit: int | None = None) -> list[CommitEntry]:
+        """Commit entries, newest first (at most `limit`)."""
+        stamps = dict(self.commit_timestamps())
+        commits = self._commits()[::-1]
+        if limit is not None:
+            commits = commits[:limit]
+        out = []
+        for c in commits:
+            ci = self._commit_info(c)
+            out.append(CommitEntry(c.version, stamps[c.version], ci))
+        return out
+
+
+def _fmt(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat()
+

@@ -1,0 +1,76 @@
+"""The `_delta_log/_last_checkpoint` hint (spec "Last Checkpoint File").
+
+A reader uses it only as a hint: a missing, empty, unparsable or checksum-failing file is ignored
+(the caller falls back to listing the log), never an error. Writers rewrite it after each checkpoint
+with the checksum (spec "JSON checksum").
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from ..protocol import checksum
+from ..protocol.filenames import LAST_CHECKPOINT
+from ..storage.base import LogStore
+
+log = logging.getLogger(__name__)
+
+__all__ = ["LastCheckpoint", "read_last_checkpoint", "write_last_checkpoint"]
+
+
+@dataclass(frozen=True)
+class LastCheckpoint:
+    version: int
+    size: int | None = None
+    parts: int | None = None
+    size_in_bytes: int | None = None
+    num_of_add_files: int | None = None
+    v2_checkpoint_file: str | None = None   # v2Checkpoint: the top-level checkpoint file name
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"version": self.version, "size": self.size or 0}
+        if self.parts is not None:
+            d["parts"] = self.parts
+        if self.size_in_bytes is not None:
+            d["sizeInBytes"] = self.size_in_bytes
+        if self.num_of_add_files is not None:
+            d["numOfAddFiles"] = self.num_of_add_files
+        return d
+
+
+def read_last_checkpoint(store: LogStore, log_dir: str) -> LastCheckpoint | None:
+    path = store.join(log_dir, LAST_CHECKPOINT)
+    try:
+        text = store.read(path).decode("utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        log.warning("ignoring unreadable %s: %s", path, e)
+        return None
+    try:
+        obj = json.loads(text)
+        if not isinstance(obj, dict) or not isinstance(obj.get("version"), int):
+            raise ValueError("no integer 'version'")
+        if "checksum" in obj and not checksum.verify(text):
+            raise ValueError("checksum mismatch")
+    except Exception as e:  # any problem: the hint is not trusted
+        log.warning("ignoring invalid %s (%s); listing the log instead", path, e)
+        return None
+    v2 = obj.get("v2Checkpoint") or {}
+    return LastCheckpoint(
+        version=obj["version"],
+        size=obj.get("size"),
+        parts=obj.get("parts"),
+        size_in_bytes=obj.get("sizeInBytes"),
+        num_of_add_files=obj.get("numOfAddFiles"),
+        v2_checkpoint_file=v2.get("path") if isinstance(v2, dict) else None,
+    )
+
+
+def write_last_checkpoint(store: LogStore, log_dir: str, lc: LastCheckpoint) -> None:
+    body = checksum.with_checksum(lc.to_dict())
+    store.write(store.join(log_dir, LAST_CHECKPOINT),
+                json.dumps(body, separators=(",", ":")).encode("utf-8"), overwrite=True)

@@ -1,0 +1,415 @@
+"""Log replay (spec "Action Reconciliation"): turn a log segment into table state.
+
+The checkpoint is the bulk of the state and is never turned into Python objects: its `add` rows
+stay in Arrow, read column by column on demand (`ActiveFiles.table(columns)`), and the commits
+after it — usually few — are replayed in Python into a set of *touched* logical-file keys that
+masks the checkpoint rows in one vectorised `is_in`, plus the tail's surviving adds and removes.
+
+Reconciliation rules: the latest protocol / metaData / rowIdHighWaterMark win; the latest txn
+version per appId wins; domainMetadata per domain (a `removed` one drops it); logical files are
+keyed by (canonical path, deletionVector.uniqueId) and the newest reference decides whether the
+file is active (add) or a tombstone (remove).
+
+Path canonicalization for keys: `file:///a`, `file:/a` and `/a` name the same file; relative
+paths are keyed by the table root + path. Action paths themselves are kept as written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..errors import CorruptLogError
+from ..protocol.actions import (
+    CommitInfo, DomainMetadata, Metadata, Protocol, RowIdHighWaterMark, SetTransaction, Sidecar,
+)
+from ..protocol.filenames import LOG_DIR, LogFileKind
+from ..storage.base import LogStore
+from .segment import Checkpoint, LogSegment
+
+__all__ = [
+    "ADD_SCHEMA", "REMOVE_SCHEMA", "DV_TYPE", "STRING_MAP", "ActiveFiles", "ReplayState",
+    "replay", "file_keys", "canonical_key", "read_commit",
+]
+
+STRING_MAP = pa.map_(pa.string(), pa.string())
+DV_TYPE = pa.struct([
+    ("storageType", pa.string()),
+    ("pathOrInlineDv", pa.string()),
+    ("offset", pa.int32()),
+    ("sizeInBytes", pa.int32()),
+    ("cardinality", pa.int64()),
+    ("maxRowIndex", pa.int64()),
+])
+ADD_SCHEMA = pa.schema([
+    ("path", pa.string()),
+    ("partitionValues", STRING_MAP),
+    ("size", pa.int64()),
+    ("modificationTime", pa.int64()),
+    ("dataChange", pa.bool_()),
+    ("stats", pa.string()),
+    ("tags", STRING_MAP),
+    ("deletionVector", DV_TYPE),
+    ("baseRowId", pa.int64()),
+    ("defaultRowCommitVersion", pa.int64()),
+    ("clusteringProvider", pa.string()),
+])
+REMOVE_SCHEMA = pa.schema([
+    ("path", pa.string()),
+    ("deletionTimestamp", pa.int64()),
+    ("dataChange", pa.bool_()),
+    ("extendedFileMetadata", pa.bool_()),
+    ("partitionValues", STRING_MAP),
+    ("size", pa.int64()),
+    ("tags", STRING_MAP),
+    ("deletionVector", DV_TYPE),
+    ("baseRowId", pa.int64()),
+    ("defaultRowCommitVersion", pa.int64()),
+    ("stats", pa.string()),
+])
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
+
+
+def _root_uri(table_root: str) -> str:
+    if _SCHEME.match(table_root) and not table_root.startswith("file:"):
+        return table_root.rstrip("/")
+    root = table_root[5:] if table_root.startswith("file:") else table_root
+    root = "/" + root.lstrip("/")
+    return quote(root.rstrip("/"), safe="/~@!$&'()*+,;=:")
+
+
+def canonical_key(path: str, dv_unique_id: str | None, root_uri: str) -> str:
+    if path.startswith("file:"):
+        path = "/" + path[5:].lstrip("/")
+    elif not path.startswith("/") and not _SCHEME.match(path):
+        path = root_uri + "/" + path
+    return path if dv_unique_id is None else path + "\x00" + dv_unique_id
+
+
+def _dv_unique_id(dv: dict | None) -> str | None:
+    if not dv:
+        return None
+    uid = f"{dv.get('storageType')}{dv.get('pathOrInlineDv')}"
+    if dv.get("offset") is not None:
+        uid += f"@{dv['offset']}"
+    return uid
+
+
+def file_keys(paths: pa.Array, dvs: pa.Array | None, root_uri: str) -> pa.Array:
+    """Vectorised `canonical_key` over a path column and a deletionVector struct column."""
+    paths = paths.combine_chunks() if isinstance(paths, pa.ChunkedArray) else paths
+    is_file_uri = pc.starts_with(paths, "file:")
+    if pc.any(is_file_uri).as_py():
+        paths = pc.replace_substring_regex(paths, r"^file:/*", "/")
+    absolute = pc.or_(pc.starts_with(paths, "/"), pc.match_substring_regex(paths, r"^[A-Za-z][A-Za-z0-9+.\-]*:"))
+    if not pc.all(absolute).as_py():
+        paths = pc.if_else(absolute, paths, pc.binary_join_element_wise(pa.scalar(root_uri), paths, "/"))
+    if dvs is None:
+        return paths
+    dvs = dvs.combine_chunks() if isinstance(dvs, pa.ChunkedArray) else dvs
+    if dvs.null_count == len(dvs):
+        return paths
+    st = pc.struct_field(dvs, "storageType")
+    pid = pc.struct_field(dvs, "pathOrInlineDv")
+    off = pc.struct_field(dvs, "offset")
+    off_s = pc.if_else(pc.is_valid(off), pc.binary_join_element_wise(pa.scalar("@"), pc.cast(off, pa.string()), ""), pa.scalar(""))
+    uid = pc.binary_join_element_wise(pc.fill_null(st, ""), pc.fill_null(pid, ""), off_s, "")
+    with_dv = pc.binary_join_element_wise(paths, uid, "\x00")
+    return pc.if_else(pc.is_valid(dvs), with_dv, paths)
+
+
+def _conform(struct_arr: pa.Array | pa.ChunkedArray, schema: pa.Schema, columns: Iterable[str]) -> dict[str, pa.Array]:
+    """Select `columns` from a checkpoint's add/remove struct column, cast to our schema; fields the
+    checkpoint lacks come back as nulls."""
+    if isinstance(struct_arr, pa.ChunkedArray):
+        struct_arr = struct_arr.combine_chunks() if struct_arr.num_chunks != 1 else struct_arr.chunk(0)
+    present = {struct_arr.type.field(i).name for i in range(struct_arr.type.num_fields)}
+    out = {}
+    for c in columns:
+        t = schema.field(c).type
+        if c in present:
+            arr = pc.struct_field(struct_arr, c)
+            if arr.type != t:
+                arr = _cast_loose(arr, t)
+            out[c] = arr
+        else:
+            out[c] = pa.nulls(len(struct_arr), t)
+    return out
+
+
+def _cast_loose(arr: pa.Array, t: pa.DataType) -> pa.Array:
+    if pa.types.is_struct(t) and pa.types.is_struct(arr.type):
+        have = {arr.type.field(i).name for i in range(arr.type.num_fields)}
+        children = []
+        for i in range(t.num_fields):
+            f = t.field(i)
+            children.append(_cast_loose(pc.struct_field(arr, f.name), f.type) if f.name in have else pa.nulls(len(arr), f.type))
+        return pa.StructArray.from_arrays(children, fields=list(t), mask=pc.invert(pc.is_valid(arr)))
+    return arr.cast(t)
+
+
+def _read_parquet(store: LogStore, path: str, columns: list[str] | None = None) -> pa.Table:
+    try:
+        with store.filesystem.open_input_file(store.to_fs_path(path)) as f:
+            pf = pq.ParquetFile(f)
+            names = set(pf.schema_arrow.names)
+            if columns is not None:
+                cols = [c for c in columns if c.split(".", 1)[0] in names]
+                if not cols:
+                    return pa.table({})
+                # nested selections of fields a checkpoint lacks are dropped
+                ok = []
+                for c in cols:
+                    top, _, sub = c.partition(".")
+                    if not sub:
+                        ok.append(c)
+                        continue
+                    t = pf.schema_arrow.field(top).type
+                    if pa.types.is_struct(t) and t.get_field_index(sub) >= 0:
+                        ok.append(c)
+                return pf.read(columns=ok, use_threads=True) if ok else pa.table({})
+            return pf.read(use_threads=True)
+    except FileNotFoundError:
+        raise CorruptLogError(f"checkpoint file {path} is missing") from None
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
+        raise CorruptLogError(f"cannot read checkpoint file {path}: {e}") from None
+
+
+def read_commit(store: LogStore, path: str) -> list[dict]:
+    """A commit (or JSON checkpoint) file as a list of action objects; malformed JSON raises
+    CorruptLogError naming the file and line."""
+    data = store.read(path)
+    out = []
+    for lineno, line in enumerate(data.split(b"\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            raise CorruptLogError(f"{path}: line {lineno} is not valid JSON: {e}") from None
+        if not isinstance(obj, dict):
+            raise CorruptLogError(f"{path}: line {lineno} is not a JSON object")
+        out.append(obj)
+    return out
+
+
+@dataclass
+class ReplayState:
+    protocol: Protocol | None = None
+    metadata: Metadata | None = None
+    row_id_high_water_mark: RowIdHighWaterMark | None = None
+    txns: dict[str, SetTransaction] = field(default_factory=dict)
+    domains: dict[str, DomainMetadata] = field(default_factory=dict)
+    last_commit_info: CommitInfo | None = None
+    files: "ActiveFiles | None" = None
+
+
+class ActiveFiles:
+    """The active logical files of a snapshot, materialized lazily as Arrow tables."""
+
+    def __init__(self, store: LogStore, root_uri: str, sources: list[str], base_adds: list[dict],
+                 base_removes: list[dict], touched: set[str], tail_adds: list[dict], tail_removes: list[dict]):
+        self._store = store
+        self._root_uri = root_uri
+        self._sources = sources            # checkpoint parquet files (parts / sidecars)
+        self._base_adds = base_adds        # adds inline in a JSON v2 checkpoint (already reconciled)
+        self._base_removes = base_removes
+        self._touched = touched            # keys referenced by the commits after the checkpoint
+        self._tail_adds = tail_adds
+        self._tail_removes = tail_removes
+        self._masks: dict[str, list[pa.Array]] = {}
+        self._cache: dict[tuple[str, tuple[str, ...]], pa.Table] = {}
+
+    def _read_projected(self, action: str, columns: list[str]) -> list[pa.Table]:
+        schema = ADD_SCHEMA if action == "add" else REMOVE_SCHEMA
+
+        def one(p: str) -> pa.Table:
+            t = _read_parquet(self._store, p, [f"{action}.{c}" for c in columns])
+            n = t.num_rows
+            if action in t.column_names:
+                arrays = _conform(t.column(action), schema, columns)
+            else:
+                arrays = {c: pa.nulls(n, schema.field(c).type) for c in columns}
+            return pa.table(arrays) if arrays else pa.table({})
+
+        if len(self._sources) <= 1:
+            return [one(p) for p in self._sources]
+        with ThreadPoolExecutor(max_workers=min(8, len(self._sources))) as ex:
+            return list(ex.map(one, self._sources))
+
+    def _mask(self, action: str) -> list[pa.Array]:
+        """Per source: which rows are live `action` rows not superseded by the tail."""
+        if action not in self._masks:
+            key_tables = self._read_projected(action, ["path", "deletionVector"])
+            masks = []
+            touched = pa.array(sorted(self._touched), pa.string()) if self._touched else None
+            for t in key_tables:
+                paths = t.column("path").combine_chunks() if t.num_rows else pa.array([], pa.string())
+                m = pc.is_valid(paths)
+                if touched is not None and len(paths):
+                    keys = file_keys(paths, t.column("deletionVector"), self._root_uri)
+                    m = pc.and_(m, pc.invert(pc.fill_null(pc.is_in(keys, value_set=touched), False)))
+                masks.append(m)
+            self._masks[action] = masks
+        return self._masks[action]
+
+    def table(self, columns: Iterable[str] | None = None, action: str = "add") -> pa.Table:
+        """Active adds (action="add") or tombstones (action="remove") with the given columns of
+        ADD_SCHEMA / REMOVE_SCHEMA (all when None). Row order: checkpoint rows, then the tail's."""
+        schema = ADD_SCHEMA if action == "add" else REMOVE_SCHEMA
+        cols = tuple(columns) if columns is not None else tuple(schema.names)
+        for c in cols:
+            if c not in schema.names:
+                raise ValueError(f"unknown {action} column '{c}'; known: {', '.join(schema.names)}")
+        ck = (action, cols)
+        if ck in self._cache:
+            return self._cache[ck]
+        sub = pa.schema([schema.field(c) for c in cols])
+        parts: list[pa.Table] = []
+        if self._sources:
+            masks = self._mask(action)
+            for t, m in zip(self._read_projected(action, list(cols)), masks):
+                if t.num_rows:
+                    parts.append(t.filter(m).select(list(cols)) if t.num_columns else t)
+        base = self._base_adds if action == "add" else self._base_removes
+        if base:
+            bt = pa.Table.from_pylist(base, schema=schema)
+            keys = file_keys(bt.column("path"), bt.column("deletionVector"), self._root_uri)
+            if self._touched:
+                bt = bt.filter(pc.invert(pc.is_in(keys, value_set=pa.array(sorted(self._touched), pa.string()))))
+            parts.append(bt.select(list(cols)))
+        tail = self._tail_adds if action == "add" else self._tail_removes
+        if tail:
+            parts.append(pa.Table.from_pylist(tail, schema=schema).select(list(cols)))
+        parts = [p.cast(sub) if p.schema != sub else p for p in parts if p.num_columns]
+        result = pa.concat_tables(parts) if parts else sub.empty_table()
+        self._cache[ck] = result
+        return result
+
+    def num_files(self) -> int:
+        return self.table(["path"]).num_rows
+
+
+def _apply_non_file(state: ReplayState, obj: dict) -> None:
+    if (p := obj.get("protocol")) is not None:
+        state.protocol = Protocol.from_dict(p)
+    elif (m := obj.get("metaData")) is not None:
+        state.metadata = Metadata.from_dict(m)
+    elif (t := obj.get("txn")) is not None:
+        txn = SetTransaction.from_dict(t)
+        state.txns[txn.app_id] = txn
+    elif (d := obj.get("domainMetadata")) is not None:
+        dm = DomainMetadata.from_dict(d)
+        if dm.removed:
+            state.domains.pop(dm.domain, None)
+        else:
+            state.domains[dm.domain] = dm
+    elif (r := obj.get("rowIdHighWaterMark")) is not None:
+        state.row_id_high_water_mark = RowIdHighWaterMark.from_dict(r)
+
+
+def _check_file_action(kind: str, d: Any, source: str) -> dict:
+    if not isinstance(d, dict) or not isinstance(d.get("path"), str):
+        raise CorruptLogError(f"{source}: {kind} action without a valid 'path': {d!r}"[:300])
+    if kind == "add" and not isinstance(d.get("size"), int):
+        raise CorruptLogError(f"{source}: add action for {d['path']} without a valid 'size'")
+    return d
+
+
+def _read_checkpoint_non_file(store: LogStore, cp: Checkpoint, state: ReplayState) -> tuple[list[str], list[dict], list[dict]]:
+    """Apply the checkpoint's protocol/metaData/txn/domainMetadata to `state`; return the parquet
+    files that hold its add/remove rows, and the adds/removes inline in a JSON checkpoint."""
+    sources: list[str] = []
+    inline_adds: list[dict] = []
+    inline_removes: list[dict] = []
+    sidecars: list[Sidecar] = []
+    small_cols = ["protocol", "metaData", "txn", "domainMetadata", "sidecar", "checkpointMetadata"]
+    for f in cp.files:
+        if f.name.ext == "json":
+            for obj in read_commit(store, f.path):
+                if (a := obj.get("add")) is not None:
+                    inline_adds.append(_check_file_action("add", a, f.path))
+                elif (r := obj.get("remove")) is not None:
+                    inline_removes.append(_check_file_action("remove", r, f.path))
+                elif (s := obj.get("sidecar")) is not None:
+                    sidecars.append(Sidecar.from_dict(s))
+                else:
+                    _apply_non_file(state, obj)
+            continue
+        t = _read_parquet(store, f.path, small_cols)
+        for col in t.column_names:
+            arr = t.column(col)
+            valid = pc.is_valid(arr)
+            if not pc.any(valid).as_py():
+                continue
+            for v in arr.filter(valid).to_pylist():
+                if col == "sidecar":
+                    sidecars.append(Sidecar.from_dict(v))
+                else:
+                    if col in ("metaData",) and v.get("configuration") is not None and isinstance(v["configuration"], list):
+                        v["configuration"] = dict(v["configuration"])
+                    _apply_non_file(state, {col: _maps_to_dicts(v)})
+        sources.append(f.path)
+    for sc in sidecars:
+        p = sc.path
+        if not _SCHEME.match(p) and not p.startswith("/"):
+            p = store.join(cp.files[0].path.rsplit("/", 1)[0], "_sidecars", p)
+        sources.append(p)
+    return sources, inline_adds, inline_removes
+
+
+def _maps_to_dicts(v: Any) -> Any:
+    """pyarrow returns map values as lists of (key, value) tuples; the action models want dicts."""
+    if isinstance(v, dict):
+        return {k: _maps_to_dicts(x) for k, x in v.items()}
+    if isinstance(v, list) and v and all(isinstance(x, tuple) and len(x) == 2 for x in v):
+        return {k: x for k, x in v}
+    if isinstance(v, list):
+        return [_maps_to_dicts(x) for x in v]
+    return v
+
+
+def replay(store: LogStore, table_root: str, segment: LogSegment) -> ReplayState:
+    """Reconstruct the state of `segment.version`."""
+    state = ReplayState()
+    root_uri = _root_uri(table_root)
+    sources: list[str] = []
+    base_adds: list[dict] = []
+    base_removes: list[dict] = []
+    if segment.checkpoint is not None:
+        sources, base_adds, base_removes = _read_checkpoint_non_file(store, segment.checkpoint, state)
+    adds: dict[str, dict] = {}
+    removes: dict[str, dict] = {}
+    for c in segment.commits:
+        for obj in read_commit(store, c.path):
+            if (a := obj.get("add")) is not None:
+                _check_file_action("add", a, c.path)
+                k = canonical_key(a["path"], _dv_unique_id(a.get("deletionVector")), root_uri)
+                adds[k] = a
+                removes.pop(k, None)
+            elif (r := obj.get("remove")) is not None:
+                _check_file_action("remove", r, c.path)
+                k = canonical_key(r["path"], _dv_unique_id(r.get("deletionVector")), root_uri)
+                adds.pop(k, None)
+                removes[k] = r
+            elif (ci := obj.get("commitInfo")) is not None:
+                if c is segment.commits[-1] and isinstance(ci, dict):
+                    state.last_commit_info = CommitInfo.from_dict(ci)
+            else:
+                try:
+                    _apply_non_file(state, obj)
+                except CorruptLogError as e:
+                    raise CorruptLogError(f"{c.path}: {e}") from None
+    touched = set(adds) | set(removes)
+    state.files = ActiveFiles(store, root_uri, sources, base_adds, base_removes, touched,
+                              list(adds.values()), list(removes.values()))
+    return state

@@ -1,0 +1,151 @@
+"""A log segment: the exact set of `_delta_log` files that reconstruct one version of a table.
+
+Invariants, checked at construction (`LogSegment.for_version`):
+  1. `checkpoint` is the newest *complete* checkpoint at or below the version (a multi-part
+     checkpoint with a missing part is skipped; a v2 checkpoint counts as one file);
+  2. `commits` are exactly the commit files after the checkpoint up to the version, contiguous
+     (a gap is a CorruptLogError naming the missing version);
+  3. without a checkpoint, `commits` start at version 0;
+  4. the segment's version is the requested one, or the newest the log holds.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ..errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
+from ..protocol.filenames import LOG_DIR, LogFileKind, LogFileName, parse_log_file_name
+from ..storage.base import FileStatus, LogStore
+from .last_checkpoint import read_last_checkpoint
+
+__all__ = ["LogSegment", "LogFile", "list_log"]
+
+
+@dataclass(frozen=True)
+class LogFile:
+    status: FileStatus
+    name: LogFileName
+
+    @property
+    def path(self) -> str:
+        return self.status.path
+
+    @property
+    def version(self) -> int:
+        return self.name.version
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    version: int
+    kind: LogFileKind
+    files: tuple[LogFile, ...]   # all parts, in part order
+
+
+@dataclass(frozen=True)
+class LogSegment:
+    log_dir: str
+    version: int
+    checkpoint: Checkpoint | None
+    commits: tuple[LogFile, ...] = field(default_factory=tuple)
+
+    @property
+    def checkpoint_version(self) -> int | None:
+        return self.checkpoint.version if self.checkpoint else None
+
+    @property
+    def last_commit(self) -> LogFile | None:
+        return self.commits[-1] if self.commits else None
+
+    @classmethod
+    def for_version(cls, store: LogStore, table_root: str, version: int | None = None) -> "LogSegment":
+        """The segment of `version` (None: the latest)."""
+        log_dir = store.join(table_root, LOG_DIR)
+        hint = read_last_checkpoint(store, log_dir)
+        start = 0
+        if hint is not None and (version is None or hint.version <= version):
+            start = hint.version
+        files = list_log(store, log_dir, start)
+        seg = _build(log_dir, files, version, allow_retry=start > 0)
+        if seg is None:  # the hint pointed at a checkpoint we cannot use: list everything
+            seg = _build(log_dir, list_log(store, log_dir, 0), version, allow_retry=False)
+        assert seg is not None
+        return seg
+
+
+def list_log(store: LogStore, log_dir: str, start_version: int = 0) -> list[LogFile]:
+    """Delta files in `log_dir` from `start_version` on, parsed, in name order."""
+    try:
+        listing = store.list_from(store.join(log_dir, f"{start_version:020d}"))
+        out = []
+        for st in listing:
+            name = parse_log_file_name(st.path.rsplit("/", 1)[-1])
+            if name is not None:
+                out.append(LogFile(st, name))
+        return out
+    except FileNotFoundError:
+        raise TableNotFoundError(f"not a Delta table: there is no {LOG_DIR} directory at {log_dir.rsplit('/', 1)[0]}") from None
+
+
+def _complete_checkpoints(files: list[LogFile]) -> dict[int, Checkpoint]:
+    by_version: dict[int, list[LogFile]] = defaultdict(list)
+    for f in files:
+        if f.name.is_checkpoint:
+            by_version[f.version].append(f)
+    out: dict[int, Checkpoint] = {}
+    for v, cps in by_version.items():
+        # Preference among complete candidates of one version: v2 (UUID) > classic > multi-part.
+        v2 = [c for c in cps if c.name.kind == LogFileKind.V2_CHECKPOINT]
+        classic = [c for c in cps if c.name.kind == LogFileKind.CHECKPOINT]
+        if v2:
+            out[v] = Checkpoint(v, LogFileKind.V2_CHECKPOINT, (sorted(v2, key=lambda c: c.name.name)[0],))
+            continue
+        if classic:
+            out[v] = Checkpoint(v, LogFileKind.CHECKPOINT, (classic[0],))
+            continue
+        groups: dict[int, dict[int, LogFile]] = defaultdict(dict)
+        for c in cps:
+            if c.name.kind == LogFileKind.MULTIPART_CHECKPOINT:
+                groups[c.name.num_parts or 0][c.name.part or 0] = c
+        for n, parts in sorted(groups.items()):
+            if n > 0 and set(parts) == set(range(1, n + 1)):
+                out[v] = Checkpoint(v, LogFileKind.MULTIPART_CHECKPOINT, tuple(parts[i] for i in range(1, n + 1)))
+                break
+    return out
+
+
+def _build(log_dir: str, files: list[LogFile], version: int | None, allow_retry: bool) -> LogSegment | None:
+    commits = {f.version: f for f in files if f.name.kind == LogFileKind.COMMIT}
+    checkpoints = _complete_checkpoints(files)
+    if not commits and not checkpoints:
+        if allow_retry:
+            return None
+        raise TableNotFoundError(f"not a Delta table: no commit files in {log_dir}")
+    newest = max(list(commits) + list(checkpoints))
+    if version is None:
+        version = newest
+    elif version > newest:
+        if allow_retry:
+            return None
+        raise VersionNotFoundError(f"cannot time travel to version {version}: the latest version is {newest}")
+    elif version < 0:
+        raise VersionNotFoundError(f"version must be >= 0, got {version}")
+    usable = [v for v in checkpoints if v <= version]
+    cp = checkpoints[max(usable)] if usable else None
+    first = cp.version + 1 if cp else 0
+    if cp is None and 0 not in commits:
+        if allow_retry:
+            return None
+        earliest = min(commits) if commits else None
+        raise VersionNotFoundError(
+            f"cannot reconstruct version {version}: no checkpoint at or before it and the log starts at "
+            f"version {earliest} (earlier commits were cleaned up)")
+    missing = [v for v in range(first, version + 1) if v not in commits]
+    if missing:
+        if allow_retry:
+            return None
+        raise CorruptLogError(
+            f"commit versions have a gap in {log_dir}: version {missing[0]} is missing "
+            f"(needed to reconstruct version {version})")
+    return LogSegment(log_dir, version, cp, tuple(commits[v] for v in range(first, version + 1)))

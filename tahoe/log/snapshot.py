@@ -1,0 +1,165 @@
+"""A snapshot: the state of a table at one version (spec "Delta Table Specification").
+
+Invariants, checked at construction (`Snapshot.load`):
+  1. exactly one protocol and one metaData are known (missing → CorruptLogError);
+  2. the protocol is readable by this client (else UnsupportedFeatureError naming the features);
+  3. the schema parses;
+  4. the active files are reconciled (see `tahoe.log.replay`) and read lazily as Arrow.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from typing import Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import CorruptLogError
+from ..protocol import column_mapping
+from ..protocol.actions import AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, SetTransaction
+from ..protocol.schema import StructType
+from ..protocol.table_features import check_readable, is_feature_supported
+from ..storage.base import LogStore
+from .replay import ReplayState, replay
+from .segment import LogSegment
+
+__all__ = ["Snapshot"]
+
+
+def _maps(v):
+    if isinstance(v, list) and all(isinstance(x, tuple) and len(x) == 2 for x in v):
+        return dict(v)
+    return v
+
+
+def _row_to_dict(row: dict) -> dict:
+    return {k: _maps(v) for k, v in row.items()}
+
+
+class Snapshot:
+    def __init__(self, store: LogStore, table_root: str, segment: LogSegment, state: ReplayState):
+        self.store = store
+        self.table_root = table_root
+        self.segment = segment
+        self._state = state
+        if state.protocol is None:
+            where = "checkpoint" if segment.checkpoint and not segment.commits else "log"
+            raise CorruptLogError(
+                f"table {table_root} at version {segment.version} has no protocol action in its {where}")
+        check_readable(state.protocol)
+        self.protocol: Protocol = state.protocol
+        if state.metadata is not None and state.metadata.schema_string is not None:
+            state.metadata.schema  # parse now: a bad schema fails the load
+
+    @property
+    def metadata(self) -> Metadata:
+        """The table's metaData. A log without one loads (its version, protocol and files are
+        known) but everything that needs the schema fails here with a CorruptLogError."""
+        md = self._state.metadata
+        if md is None:
+            seg = self.segment
+            where = "checkpoint" if seg.checkpoint and not seg.commits else "log"
+            raise CorruptLogError(
+                f"table {self.table_root} at version {seg.version} has no metaData action in its {where}")
+        return md
+
+    @classmethod
+    def load(cls, store: LogStore, table_root: str, version: int | None = None) -> "Snapshot":
+        segment = LogSegment.for_version(store, table_root, version)
+        return cls(store, table_root, segment, replay(store, table_root, segment))
+
+    # --- identity ------------------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        return self.segment.version
+
+    @cached_property
+    def timestamp(self) -> int:
+        """The commit timestamp of this version in ms: the inCommitTimestamp when the table has
+        that feature enabled, else the commit file's modification time."""
+        ci = self._state.last_commit_info
+        if ci is not None and ci.in_commit_timestamp is not None and \
+                self.metadata.configuration.get("delta.enableInCommitTimestamps", "").lower() == "true":
+            return int(ci.in_commit_timestamp)
+        last = self.segment.last_commit
+        if last is not None:
+            return last.status.modification_time
+        return self.segment.checkpoint.files[0].status.modification_time if self.segment.checkpoint else 0
+
+    # --- metadata ------------------------------------------------------------------------------
+    @property
+    def schema(self) -> StructType:
+        return self.metadata.schema
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self.metadata.partition_columns)
+
+    @property
+    def configuration(self) -> dict[str, str]:
+        return dict(self.metadata.configuration)
+
+    @property
+    def column_mapping_mode(self) -> str:
+        return column_mapping.mode(self.metadata.configuration)
+
+    def supports_feature(self, name: str) -> bool:
+        return is_feature_supported(self.protocol, name)
+
+    @property
+    def set_transactions(self) -> dict[str, SetTransaction]:
+        return dict(self._state.txns)
+
+    def txn_version(self, app_id: str) -> int | None:
+        """The last committed version of an application transaction id (idempotent writes)."""
+        t = self._state.txns.get(app_id)
+        return t.version if t else None
+
+    @property
+    def domain_metadata(self) -> dict[str, DomainMetadata]:
+        return dict(self._state.domains)
+
+    @property
+    def row_id_high_water_mark(self) -> int | None:
+        """Highest row id assigned: the `delta.rowTracking` domain (current) or the
+        rowIdHighWaterMark action (seed spec), whichever the table uses."""
+        dm = self._state.domains.get("delta.rowTracking")
+        if dm is not None:
+            try:
+                return int(json.loads(dm.configuration)["rowIdHighWaterMark"])
+            except (ValueError, KeyError, TypeError):
+                raise CorruptLogError(f"invalid delta.rowTracking domain configuration: {dm.configuration!r}")
+        hw = self._state.row_id_high_water_mark
+        return hw.high_water_mark if hw else None
+
+    # --- files ---------------------------------------------------------------------------------
+    def files_table(self, columns: Iterable[str] | None = None) -> pa.Table:
+        """Active files as Arrow (columns of `ADD_SCHEMA`; all when None)."""
+        assert self._state.files is not None
+        return self._state.files.table(columns, "add")
+
+    def tombstones_table(self, columns: Iterable[str] | None = None) -> pa.Table:
+        """Tombstones (remove actions kept for VACUUM) as Arrow."""
+        assert self._state.files is not None
+        return self._state.files.table(columns, "remove")
+
+    def add_files(self) -> list[AddFile]:
+        return [AddFile.from_dict(_row_to_dict(r)) for r in self.files_table().to_pylist()]
+
+    def tombstones(self) -> list[RemoveFile]:
+        return [RemoveFile.from_dict(_row_to_dict(r)) for r in self.tombstones_table().to_pylist()]
+
+    @property
+    def num_files(self) -> int:
+        return self.files_table(["path"]).num_rows
+
+    @property
+    def size_in_bytes(self) -> int:
+        s = pc.sum(self.files_table(["size"]).column("size")).as_py()
+        return int(s or 0)
+
+    def __repr__(self) -> str:
+        return f"Snapshot(table={self.table_root!r}, version={self.version})"
+

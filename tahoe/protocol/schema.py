@@ -1,0 +1,652 @@
+"""Delta schema types (spec "Schema Serialization Format") and their mapping to Arrow.
+
+Owns: the immutable type model — primitives, decimal, array, map, struct and fields — parsing it
+from and serializing it to the exact JSON a `metaData.schemaString` holds (compact, field keys in
+Spark's order name/type/nullable/metadata, so an unchanged schema round-trips byte for byte), the
+conversion to and from Arrow types, and the two schema checks writers need: `merge_schemas`
+(schema evolution, delta-spark's mergeSchema rules) and `check_write_compatible` (plain appends).
+
+Column names compare case-insensitively wherever the table is matched against incoming data, as
+in Spark; `StructType.field` is exact unless asked otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field as dc_field
+from typing import Any, Iterable, Iterator
+
+import pyarrow as pa
+
+from ..errors import SchemaError
+
+__all__ = [
+    "DataType", "PrimitiveType", "DecimalType", "ArrayType", "MapType", "StructField",
+    "StructType", "PRIMITIVE_NAMES",
+    "STRING", "LONG", "INTEGER", "SHORT", "BYTE", "FLOAT", "DOUBLE", "BOOLEAN", "BINARY", "DATE",
+    "TIMESTAMP", "TIMESTAMP_NTZ", "VOID", "VARIANT",
+    "parse_data_type", "to_arrow_type", "to_arrow_schema", "from_arrow_type", "from_arrow_schema",
+    "merge_schemas", "check_write_compatible", "is_integral", "is_numeric",
+]
+
+PRIMITIVE_NAMES = frozenset({
+    "string", "long", "integer", "short", "byte", "float", "double", "boolean", "binary", "date",
+    "timestamp", "timestamp_ntz", "void", "variant",
+})
+
+_DECIMAL_RE = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(-?\d+)\s*\)$")
+MAX_DECIMAL_PRECISION = 38
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+# --- types -------------------------------------------------------------------------------------
+
+class DataType:
+    """Base of every Delta data type."""
+
+    def to_json_obj(self) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def simple_string(self) -> str:
+        """Short readable form for messages: `integer`, `decimal(10,2)`, `array<string>`."""
+        raise NotImplementedError  # pragma: no cover
+
+    def __str__(self) -> str:
+        return self.simple_string()
+
+
+@dataclass(frozen=True)
+class PrimitiveType(DataType):
+    name: str
+
+    def __post_init__(self) -> None:
+        if self.name not in PRIMITIVE_NAMES:
+            raise SchemaError(f"unknown primitive type '{self.name}'")
+
+    def to_json_obj(self) -> str:
+        return self.name
+
+    def simple_string(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"PrimitiveType({self.name!r})"
+
+
+@dataclass(frozen=True)
+class DecimalType(DataType):
+    precision: int = 10
+    scale: int = 0
+
+    def __post_init__(self) -> None:
+        if not (1 <= self.precision <= MAX_DECIMAL_PRECISION):
+            raise SchemaError(f"decimal precision {self.precision} is out of range 1..38")
+        if not (0 <= self.scale <= self.precision):
+            raise SchemaError(
+                f"decimal scale {self.scale} is out of range 0..{self.precision} (precision)")
+
+    def to_json_obj(self) -> str:
+        return f"decimal({self.precision},{self.scale})"
+
+    def simple_string(self) -> str:
+        return self.to_json_obj()
+
+
+@dataclass(frozen=True)
+class ArrayType(DataType):
+    element_type: DataType
+    contains_null: bool = True
+
+    def to_json_obj(self) -> dict:
+        return {"type": "array", "elementType": self.element_type.to_json_obj(),
+                "containsNull": self.contains_null}
+
+    def simple_string(self) -> str:
+        return f"array<{self.element_type.simple_string()}>"
+
+
+@dataclass(frozen=True)
+class MapType(DataType):
+    key_type: DataType
+    value_type: DataType
+    value_contains_null: bool = True
+
+    def to_json_obj(self) -> dict:
+        return {"type": "map", "keyType": self.key_type.to_json_obj(),
+                "valueType": self.value_type.to_json_obj(),
+                "valueContainsNull": self.value_contains_null}
+
+    def simple_string(self) -> str:
+        return f"map<{self.key_type.simple_string()},{self.value_type.simple_string()}>"
+
+
+@dataclass(frozen=True, eq=True)
+class StructField:
+    name: str
+    type: DataType
+    nullable: bool = True
+    metadata: dict = dc_field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise SchemaError(f"field name must be a string, got {self.name!r}")
+        if not isinstance(self.type, DataType):
+            raise SchemaError(f"field '{self.name}' has no valid type: {self.type!r}")
+        if self.metadata is None:
+            object.__setattr__(self, "metadata", {})
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.type, self.nullable, _dumps(self.metadata)))
+
+    def to_json_obj(self) -> dict:
+        return {"name": self.name, "type": self.type.to_json_obj(), "nullable": self.nullable,
+                "metadata": self.metadata}
+
+    def with_name(self, name: str) -> "StructField":
+        return StructField(name, self.type, self.nullable, self.metadata)
+
+    def with_type(self, type_: DataType) -> "StructField":
+        return StructField(self.name, type_, self.nullable, self.metadata)
+
+    def with_metadata(self, metadata: dict) -> "StructField":
+        return StructField(self.name, self.type, self.nullable, metadata)
+
+    def with_nullable(self, nullable: bool) -> "StructField":
+        return StructField(self.name, self.type, nullable, self.metadata)
+
+
+@dataclass(frozen=True, eq=True)
+class StructType(DataType):
+    fields: tuple[StructField, ...] = ()
+
+    def __post_init__(self) -> None:
+        fields = tuple(self.fields)
+        for f in fields:
+            if not isinstance(f, StructField):
+                raise SchemaError(f"struct fields must be StructField, got {f!r}")
+        object.__setattr__(self, "fields", fields)
+
+    # -- JSON --
+    def to_json_obj(self) -> dict:
+        return {"type": "struct", "fields": [f.to_json_obj() for f in self.fields]}
+
+    def to_json(self) -> str:
+        """The schemaString form: compact JSON, as Spark writes it."""
+        return _dumps(self.to_json_obj())
+
+    @staticmethod
+    def from_json(text: str) -> "StructType":
+        try:
+            obj = json.loads(text)
+        except (TypeError, ValueError) as e:
+            raise SchemaError(f"schema is not valid JSON: {e}") from None
+        dt = parse_data_type(obj)
+        if not isinstance(dt, StructType):
+            raise SchemaError(f"a table schema must be a struct, got {dt.simple_string()}")
+        return dt
+
+    def simple_string(self) -> str:
+        return "struct<" + ",".join(f"{f.name}:{f.type.simple_string()}" for f in self.fields) + ">"
+
+    # -- access --
+    def __iter__(self) -> Iterator[StructField]:
+        return iter(self.fields)
+
+    def __len__(self) -> int:
+        return len(self.fields)
+
+    def __getitem__(self, key: int | str) -> StructField:
+        if isinstance(key, str):
+            return self.field(key)
+        return self.fields[key]
+
+    @property
+    def names(self) -> list[str]:
+        return [f.name for f in self.fields]
+
+    def index_of(self, name: str, case_insensitive: bool = False) -> int:
+        """Position of the named field, -1 when absent."""
+        for i, f in enumerate(self.fields):
+            if f.name == name:
+                return i
+        if case_insensitive:
+            low = name.lower()
+            for i, f in enumerate(self.fields):
+                if f.name.lower() == low:
+                    return i
+        return -1
+
+    def get(self, name: str, case_insensitive: bool = False) -> StructField | None:
+        i = self.index_of(name, case_insensitive)
+        return self.fields[i] if i >= 0 else None
+
+    def field(self, name: str, case_insensitive: bool = False) -> StructField:
+        f = self.get(name, case_insensitive)
+        if f is None:
+            raise SchemaError(f"column '{name}' not found; available columns: {self.names}")
+        return f
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.index_of(name) >= 0
+
+    def select(self, names: Iterable[str], case_insensitive: bool = False) -> "StructType":
+        return StructType([self.field(n, case_insensitive) for n in names])
+
+    def find_nested(self, path: list[str] | tuple[str, ...], case_insensitive: bool = False) -> StructField:
+        """The field at `path` (names from the top level down). Arrays and maps are walked through
+        with the pseudo-names `element`, `key` and `value`."""
+        if not path:
+            raise SchemaError("empty column path")
+        current: DataType = self
+        found: StructField | None = None
+        for i, part in enumerate(path):
+            where = ".".join(path[:i]) or "<root>"
+            if isinstance(current, StructType):
+                found = current.get(part, case_insensitive)
+                if found is None:
+                    raise SchemaError(f"column '{'.'.join(path)}' not found; available at "
+                                      f"'{where}': {current.names}")
+            elif isinstance(current, ArrayType) and part == "element":
+                found = StructField("element", current.element_type, current.contains_null)
+            elif isinstance(current, MapType) and part in ("key", "value"):
+                found = (StructField("key", current.key_type, False) if part == "key" else
+                         StructField("value", current.value_type, current.value_contains_null))
+            else:
+                raise SchemaError(f"column '{'.'.join(path)}' not found: '{where}' is "
+                                  f"{current.simple_string()}")
+            current = found.type
+        assert found is not None
+        return found
+
+    def add(self, name: str, type_: DataType, nullable: bool = True, metadata: dict | None = None) -> "StructType":
+        if self.index_of(name, case_insensitive=True) >= 0:
+            raise SchemaError(f"column '{name}' already exists")
+        return StructType(list(self.fields) + [StructField(name, type_, nullable, metadata or {})])
+
+
+STRING = PrimitiveType("string")
+LONG = PrimitiveType("long")
+INTEGER = PrimitiveType("integer")
+SHORT = PrimitiveType("short")
+BYTE = PrimitiveType("byte")
+FLOAT = PrimitiveType("float")
+DOUBLE = PrimitiveType("double")
+BOOLEAN = PrimitiveType("boolean")
+BINARY = PrimitiveType("binary")
+DATE = PrimitiveType("date")
+TIMESTAMP = PrimitiveType("timestamp")
+TIMESTAMP_NTZ = PrimitiveType("timestamp_ntz")
+VOID = PrimitiveType("void")
+VARIANT = PrimitiveType("variant")
+
+_INTEGRAL_RANK = {"byte": 1, "short": 2, "integer": 3, "long": 4}
+
+
+def is_integral(dt: DataType) -> bool:
+    return isinstance(dt, PrimitiveType) and dt.name in _INTEGRAL_RANK
+
+
+def is_numeric(dt: DataType) -> bool:
+    return is_integral(dt) or isinstance(dt, DecimalType) or dt in (FLOAT, DOUBLE)
+
+
+# --- JSON parsing ------------------------------------------------------------------------------
+
+def parse_data_type(obj: Any) -> DataType:
+    """A Delta type from its JSON value (a type-name string, or an object for struct/array/map)."""
+    if isinstance(obj, str):
+        name = obj.strip()
+        if name in PRIMITIVE_NAMES:
+            return PrimitiveType(name)
+        if name == "decimal":
+            return DecimalType(10, 0)
+        m = _DECIMAL_RE.match(name)
+        if m:
+            return DecimalType(int(m.group(1)), int(m.group(2)))
+        raise SchemaError(f"unknown data type '{obj}'")
+    if isinstance(obj, dict):
+        kind = obj.get("type")
+        try:
+            if kind == "struct":
+                fields = obj.get("fields")
+                if not isinstance(fields, list):
+                    raise SchemaError(f"struct type without a 'fields' list: {_dumps(obj)[:200]}")
+                return StructType([_parse_field(f) for f in fields])
+            if kind == "array":
+                return ArrayType(parse_data_type(obj["elementType"]),
+                                 _bool(obj.get("containsNull", True), "containsNull"))
+            if kind == "map":
+                return MapType(parse_data_type(obj["keyType"]), parse_data_type(obj["valueType"]),
+                               _bool(obj.get("valueContainsNull", True), "valueContainsNull"))
+        except KeyError as e:
+            raise SchemaError(f"{kind} type is missing '{e.args[0]}': {_dumps(obj)[:200]}") from None
+        if isinstance(kind, str) and kind not in ("struct", "array", "map"):
+            # Spark serializes user-defined types as {"type": "udt", ...}; anything else is unknown.
+            raise SchemaError(f"unknown data type '{kind}'")
+        raise SchemaError(f"unknown data type {_dumps(obj)[:200]}")
+    raise SchemaError(f"unknown data type {obj!r}")
+
+
+def _bool(v: Any, what: str) -> bool:
+    if not isinstance(v, bool):
+        raise SchemaError(f"'{what}' must be a boolean, got {v!r}")
+    return v
+
+
+def _parse_field(obj: Any) -> StructField:
+    if not isinstance(obj, dict):
+        raise SchemaError(f"struct field must be an object, got {obj!r}")
+    name = obj.get("name")
+    if not isinstance(name, str):
+        raise SchemaError(f"struct field without a name: {_dumps(obj)[:200]}")
+    if "type" not in obj:
+        raise SchemaError(f"field '{name}' has no type")
+    metadata = obj.get("metadata")
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, dict):
+        raise SchemaError(f"field '{name}' has non-object metadata: {metadata!r}")
+    try:
+        dt = parse_data_type(obj["type"])
+    except SchemaError as e:
+        raise SchemaError(f"field '{name}': {e}") from None
+    return StructField(name, dt, _bool(obj.get("nullable", True), f"{name}.nullable"), metadata)
+
+
+# --- Arrow -------------------------------------------------------------------------------------
+
+_TO_ARROW = {
+    "string": pa.string(), "long": pa.int64(), "integer": pa.int32(), "short": pa.int16(),
+    "byte": pa.int8(), "float": pa.float32(), "double": pa.float64(), "boolean": pa.bool_(),
+    "binary": pa.binary(), "date": pa.date32(), "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": pa.timestamp("us"), "void": pa.null(),
+    # Parquet's variant encoding: a group of two required binaries.
+    "variant": pa.struct([pa.field("value", pa.binary(), nullable=False),
+                          pa.field("metadata", pa.binary(), nullable=False)]),
+}
+
+
+def to_arrow_type(dt: DataType) -> pa.DataType:
+    if isinstance(dt, PrimitiveType):
+        return _TO_ARROW[dt.name]
+    if isinstance(dt, DecimalType):
+        return pa.decimal128(dt.precision, dt.scale)
+    if isinstance(dt, ArrayType):
+        return pa.list_(pa.field("element", to_arrow_type(dt.element_type), nullable=dt.contains_null))
+    if isinstance(dt, MapType):
+        return pa.map_(pa.field("key", to_arrow_type(dt.key_type), nullable=False),
+                       pa.field("value", to_arrow_type(dt.value_type), nullable=dt.value_contains_null))
+    if isinstance(dt, StructType):
+        return pa.struct([to_arrow_field(f) for f in dt.fields])
+    raise SchemaError(f"cannot convert {dt!r} to an Arrow type")
+
+
+def to_arrow_field(f: StructField, metadata: dict[bytes, bytes] | None = None) -> pa.Field:
+    return pa.field(f.name, to_arrow_type(f.type), nullable=f.nullable, metadata=metadata)
+
+
+def to_arrow_schema(struct: StructType) -> pa.Schema:
+    return pa.schema([to_arrow_field(f) for f in struct.fields])
+
+
+def from_arrow_type(t: pa.DataType) -> DataType:
+    """The Delta type for an Arrow type. Unsigned integers widen to the next signed type (uint64
+    cannot and raises); large/view strings and binaries map to string/binary; timestamps of every
+    unit map to `timestamp` when they carry a time zone and `timestamp_ntz` when not."""
+    T = pa.types
+    if T.is_dictionary(t):
+        return from_arrow_type(t.value_type)
+    if isinstance(t, pa.ExtensionType):
+        return from_arrow_type(t.storage_type)
+    if T.is_null(t):
+        return VOID
+    if T.is_boolean(t):
+        return BOOLEAN
+    if T.is_int8(t):
+        return BYTE
+    if T.is_int16(t) or T.is_uint8(t):
+        return SHORT
+    if T.is_int32(t) or T.is_uint16(t):
+        return INTEGER
+    if T.is_int64(t) or T.is_uint32(t):
+        return LONG
+    if T.is_uint64(t):
+        raise SchemaError("Arrow type uint64 has no Delta equivalent (long cannot hold it); "
+                          "cast to int64 or decimal(20,0) first")
+    if T.is_float16(t) or T.is_float32(t):
+        return FLOAT
+    if T.is_float64(t):
+        return DOUBLE
+    if T.is_string(t) or T.is_large_string(t) or _is(t, "is_string_view"):
+        return STRING
+    if T.is_binary(t) or T.is_large_binary(t) or T.is_fixed_size_binary(t) or _is(t, "is_binary_view"):
+        return BINARY
+    if T.is_date(t):
+        return DATE
+    if T.is_timestamp(t):
+        return TIMESTAMP if t.tz is not None else TIMESTAMP_NTZ
+    if T.is_decimal(t):
+        if t.precision > MAX_DECIMAL_PRECISION:
+            raise SchemaError(f"Arrow type {t} exceeds Delta's maximum decimal precision 38")
+        return DecimalType(t.precision, t.scale)
+    if T.is_list(t) or T.is_large_list(t) or T.is_fixed_size_list(t) or _is(t, "is_list_view") \
+            or _is(t, "is_large_list_view"):
+        vf = t.value_field
+        return ArrayType(from_arrow_type(vf.type), vf.nullable)
+    if T.is_map(t):
+        return MapType(from_arrow_type(t.key_type), from_arrow_type(t.item_type), t.item_field.nullable)
+    if T.is_struct(t):
+        return StructType([from_arrow_field(t.field(i)) for i in range(t.num_fields)])
+    raise SchemaError(f"Arrow type {t} has no Delta equivalent")
+
+
+def _is(t: pa.DataType, pred: str) -> bool:
+    fn = getattr(pa.types, pred, None)
+    return bool(fn and fn(t))
+
+
+def from_arrow_field(f: pa.Field) -> StructField:
+    try:
+        dt = from_arrow_type(f.type)
+    except SchemaError as e:
+        raise SchemaError(f"column '{f.name}': {e}") from None
+    return StructField(f.name, dt, f.nullable, {})
+
+
+def from_arrow_schema(schema: pa.Schema) -> StructType:
+    return StructType([from_arrow_field(f) for f in schema])
+
+
+# --- writer checks -----------------------------------------------------------------------------
+
+def _as_nullable(dt: DataType) -> DataType:
+    if isinstance(dt, StructType):
+        return StructType([StructField(f.name, _as_nullable(f.type), True, f.metadata) for f in dt.fields])
+    if isinstance(dt, ArrayType):
+        return ArrayType(_as_nullable(dt.element_type), True)
+    if isinstance(dt, MapType):
+        return MapType(_as_nullable(dt.key_type), _as_nullable(dt.value_type), True)
+    return dt
+
+
+def _check_duplicates(struct: StructType, where: str, prefix: str = "") -> None:
+    seen: dict[str, str] = {}
+    for f in struct.fields:
+        low = f.name.lower()
+        if low in seen:
+            raise SchemaError(f"duplicate column {where}: '{prefix}{seen[low]}' and '{prefix}{f.name}' "
+                              f"(column names are case-insensitive)")
+        seen[low] = f.name
+        for inner in _nested_structs(f.type):
+            _check_duplicates(inner, where, f"{prefix}{f.name}.")
+
+
+def _nested_structs(dt: DataType) -> Iterator[StructType]:
+    if isinstance(dt, StructType):
+        yield dt
+    elif isinstance(dt, ArrayType):
+        yield from _nested_structs(dt.element_type)
+    elif isinstance(dt, MapType):
+        yield from _nested_structs(dt.key_type)
+        yield from _nested_structs(dt.value_type)
+
+
+def _fits_decimal(src: DataType, dst: DecimalType) -> bool:
+    """Whether every value of `src` is exactly representable in `dst`."""
+    if isinstance(src, DecimalType):
+        return dst.scale >= src.scale and (dst.precision - dst.scale) >= (src.precision - src.scale)
+    digits = {"byte": 3, "short": 5, "integer": 10, "long": 20}.get(getattr(src, "name", ""))
+    return digits is not None and dst.precision - dst.scale >= digits
+
+
+def _safe_upcast(src: DataType, dst: DataType) -> bool:
+    """Whether data of type `src` can be written losslessly into a column of type `dst` (the
+    writer casts). Used for appends without schema change."""
+    if src == dst or src == VOID:
+        return True
+    if is_integral(src) and is_integral(dst):
+        return _INTEGRAL_RANK[src.name] <= _INTEGRAL_RANK[dst.name]  # type: ignore[union-attr]
+    if src == FLOAT and dst == DOUBLE:
+        return True
+    if is_integral(src) and dst == DOUBLE:
+        return _INTEGRAL_RANK[src.name] <= 3  # type: ignore[union-attr]
+    if isinstance(dst, DecimalType) and (isinstance(src, DecimalType) or is_integral(src)):
+        return _fits_decimal(src, dst)
+    return False
+
+
+def _auto_widening(current: DataType, update: DataType) -> bool:
+    """Type changes the typeWidening feature applies automatically during schema evolution
+    (integer→decimal/double widenings need a manual ALTER and are excluded, as in delta-spark)."""
+    if is_integral(current) and is_integral(update):
+        return _INTEGRAL_RANK[current.name] < _INTEGRAL_RANK[update.name]  # type: ignore[union-attr]
+    if current == FLOAT and update == DOUBLE:
+        return True
+    if isinstance(current, DecimalType) and isinstance(update, DecimalType):
+        k1 = update.precision - current.precision
+        k2 = update.scale - current.scale
+        return k1 >= k2 >= 0 and (k1, k2) != (0, 0)
+    if current == DATE and update == TIMESTAMP_NTZ:
+        return True
+    return False
+
+
+_SMALL_INTS = ("byte", "short", "integer")
+
+
+def merge_schemas(table: StructType, incoming: StructType, *, allow_type_widening: bool = False) -> StructType:
+    """The table schema after writing data of schema `incoming` with schema evolution on.
+
+    delta-spark's mergeSchema rules: columns match case-insensitively and keep the table's name,
+    nullability and metadata; new columns (nullable, as data nullability is not trusted) are
+    appended at the end of their struct, recursively; arrays and maps merge element-wise; `void`
+    merges with anything; byte/short/integer merge to the wider of the two (Parquet stores them
+    alike); decimals must match exactly. With `allow_type_widening` (the table has the
+    typeWidening feature) a column also widens to the incoming type for byte/short/integer→long,
+    float→double, decimal(p,s)→decimal(p+k1,s+k2) with k1≥k2≥0, and date→timestamp_ntz.
+
+    One deliberate leniency: incoming data of a narrower type that casts losslessly into the
+    table's type (e.g. integer data for a long column) keeps the table type instead of failing
+    (delta-spark raises DELTA_MERGE_INCOMPATIBLE_DATATYPE there); the writer casts the data.
+    Anything else raises SchemaError naming the column and both types.
+    """
+    _check_duplicates(incoming, "in the data to write")
+
+    def merge(current: DataType, update: DataType, path: str) -> DataType:
+        if isinstance(current, StructType) and isinstance(update, StructType):
+            p = f"{path}." if path else ""
+            by_name = {f.name.lower(): f for f in update.fields}
+            out = []
+            for cf in current.fields:
+                uf = by_name.pop(cf.name.lower(), None)
+                if uf is None:
+                    out.append(cf)
+                else:
+                    out.append(StructField(cf.name, merge(cf.type, uf.type, f"{p}{cf.name}"),
+                                           cf.nullable, cf.metadata))
+            current_names = {f.name.lower() for f in current.fields}
+            for uf in update.fields:
+                if uf.name.lower() not in current_names:
+                    out.append(StructField(uf.name, _as_nullable(uf.type), True, uf.metadata))
+            return StructType(out)
+        if isinstance(current, ArrayType) and isinstance(update, ArrayType):
+            return ArrayType(merge(current.element_type, update.element_type, f"{path}.element"),
+                             current.contains_null)
+        if isinstance(current, MapType) and isinstance(update, MapType):
+            return MapType(merge(current.key_type, update.key_type, f"{path}.key"),
+                           merge(current.value_type, update.value_type, f"{path}.value"),
+                           current.value_contains_null)
+        if current == update:
+            return current
+        if current == VOID:
+            return _as_nullable(update)
+        if update == VOID:
+            return current
+        if allow_type_widening and _auto_widening(current, update):
+            return update
+        if isinstance(current, DecimalType) and isinstance(update, DecimalType) \
+                and not _safe_upcast(update, current):
+            raise SchemaError(
+                f"cannot merge column '{path}': incompatible decimal types "
+                f"{current.simple_string()} (table) and {update.simple_string()} (data)")
+        if isinstance(current, PrimitiveType) and isinstance(update, PrimitiveType) \
+                and current.name in _SMALL_INTS and update.name in _SMALL_INTS:
+            return current if _INTEGRAL_RANK[current.name] >= _INTEGRAL_RANK[update.name] else update
+        if _safe_upcast(update, current):
+            return current
+        raise SchemaError(
+            f"cannot merge column '{path}': incompatible types {current.simple_string()} (table) "
+            f"and {update.simple_string()} (data)")
+
+    result = merge(table, incoming, "")
+    assert isinstance(result, StructType)
+    return result
+
+
+def check_write_compatible(table: StructType, incoming: StructType) -> None:
+    """Raise SchemaError unless data of schema `incoming` can be appended to the table as is.
+
+    Rules (Spark-like, case-insensitive names): the data may omit nullable columns (they are
+    written as nulls) but not non-nullable ones; it may not add columns (that needs schema
+    evolution, see `merge_schemas`); each column's type must equal the table's or cast to it
+    losslessly (narrower integers, float→double, decimals that fit, void). Nullability of the data
+    is not trusted and not checked here (NOT NULL is enforced on values, not on schemas)."""
+    _check_duplicates(incoming, "in the data to write")
+
+    def check(t: DataType, d: DataType, path: str) -> None:
+        if isinstance(t, StructType) and isinstance(d, StructType):
+            p = f"{path}." if path else ""
+            tmap = {f.name.lower(): f for f in t.fields}
+            extra = [f"{p}{f.name}" for f in d.fields if f.name.lower() not in tmap]
+            if extra:
+                raise SchemaError(
+                    f"the data has columns the table does not: {extra}; table columns at "
+                    f"'{path or '<root>'}': {t.names} (enable schema evolution to add them)")
+            dmap = {f.name.lower(): f for f in d.fields}
+            missing = [f"{p}{f.name}" for f in t.fields
+                       if f.name.lower() not in dmap and not f.nullable]
+            if missing:
+                raise SchemaError(f"the data is missing non-nullable columns {missing}")
+            for tf in t.fields:
+                df = dmap.get(tf.name.lower())
+                if df is not None:
+                    check(tf.type, df.type, f"{p}{tf.name}")
+            return
+        if isinstance(t, ArrayType) and isinstance(d, ArrayType):
+            check(t.element_type, d.element_type, f"{path}.element")
+            return
+        if isinstance(t, MapType) and isinstance(d, MapType):
+            check(t.key_type, d.key_type, f"{path}.key")
+            check(t.value_type, d.value_type, f"{path}.value")
+            return
+        if _safe_upcast(d, t):
+            return
+        raise SchemaError(
+            f"column '{path}' has type {d.simple_string()} in the data but "
+            f"{t.simple_string()} in the table")
+
+    check(table, incoming, "")

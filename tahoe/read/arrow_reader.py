@@ -1,0 +1,226 @@
+"""Reading a table's data files into Arrow, Spark-free (spec "Reader Requirements" of column
+mapping, deletion vectors, timestampNtz; "Partition Value Serialization").
+
+For each logical file: read the parquet file with pyarrow; resolve every logical column to the
+file's column (by name, by physical name in column-mapping name mode, by parquet field id in id
+mode — recursively inside structs, arrays and maps); cast to the table's logical Arrow type (INT96
+and millisecond timestamps, narrower integers after type widening, decimals); fill columns missing
+from the file with nulls; add partition columns typed from `partitionValues`; drop rows whose
+index is in the file's deletion vector; drop `void` columns.
+
+The output schema is `logical_arrow_schema(schema)`: every non-void column of the table schema in
+schema order, named by its logical name.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..errors import CorruptLogError, DeletionVectorError
+from ..protocol import column_mapping
+from ..protocol.deletion_vectors import DeletionVectorDescriptor, deleted_mask, load_deletion_vector
+from ..protocol.partition_values import parse_partition_value
+from ..protocol.schema import ArrayType, DataType, MapType, PrimitiveType, StructField, StructType, to_arrow_type
+from ..storage import resolve_data_path
+from ..storage.base import LogStore
+
+__all__ = ["ArrowFileReader", "logical_arrow_schema"]
+
+_FIELD_ID = b"PARQUET:field_id"
+
+
+def _is_void(dt: DataType) -> bool:
+    return isinstance(dt, PrimitiveType) and dt.name == "void"
+
+
+def logical_arrow_schema(schema: StructType, columns: Iterable[str] | None = None) -> pa.Schema:
+    fields = [f for f in schema.fields if not _is_void(f.type)]
+    if columns is not None:
+        wanted = {c.lower() for c in columns}
+        fields = [f for f in fields if f.name.lower() in wanted]
+    return pa.schema([pa.field(f.name, to_arrow_type(f.type), nullable=f.nullable) for f in fields])
+
+
+def _field_id_of(f: pa.Field) -> int | None:
+    md = f.metadata or {}
+    v = md.get(_FIELD_ID)
+    return int(v) if v is not None else None
+
+
+class ArrowFileReader:
+    """Reads logical files of one table version. Thread-safe; one per scan."""
+
+    def __init__(self, store: LogStore, table_root: str, schema: StructType, partition_columns: list[str],
+                 mode: str = "none", columns: Iterable[str] | None = None):
+        self.store = store
+        self.table_root = table_root
+        self.schema = schema
+        self.mode = mode
+        self.partition_columns = list(partition_columns)
+        pcs_lower = {p.lower() for p in self.partition_columns}
+        wanted = None if columns is None else {c.lower() for c in columns}
+        if wanted is not None:
+            unknown = wanted - {f.name.lower() for f in schema.fields}
+            if unknown:
+                raise ValueError(f"unknown column(s) {sorted(unknown)}; the table has {schema.names}")
+        self.out_fields = [f for f in schema.fields if not _is_void(f.type)
+                           and (wanted is None or f.name.lower() in wanted)]
+        self.data_fields = [f for f in self.out_fields if f.name.lower() not in pcs_lower]
+        self.out_schema = pa.schema([pa.field(f.name, to_arrow_type(f.type), nullable=True) for f in self.out_fields])
+
+    # --- one file ------------------------------------------------------------------------------
+    def read_file(self, path: str, partition_values: dict[str, str | None] | None,
+                  deletion_vector: dict | DeletionVectorDescriptor | None = None) -> pa.Table:
+        full = resolve_data_path(self.table_root, path)
+        fs_path = self.store.to_fs_path(full)
+        try:
+            pf = pq.ParquetFile(self.store.filesystem.open_input_file(fs_path))
+        except FileNotFoundError:
+            raise CorruptLogError(f"data file {full} listed in the log does not exist") from None
+        except (pa.ArrowInvalid, OSError) as e:
+            raise CorruptLogError(f"cannot read data file {full}: {e}") from None
+        file_schema = pf.schema_arrow
+        resolved = [(f, self._find(file_schema, f)) for f in self.data_fields]
+        read_idx = sorted({i for _, i in resolved if i is not None})
+        names = [file_schema.field(i).name for i in read_idx]
+        num_rows = pf.metadata.num_rows
+        try:
+            t = pf.read(columns=names, use_threads=False) if names else None
+        except (pa.ArrowInvalid, OSError) as e:
+            raise CorruptLogError(f"cannot read data file {full}: {e}") from None
+        cols: dict[str, pa.Array] = {}
+        for f, i in resolved:
+            if i is None:
+                cols[f.name] = pa.nulls(num_rows, to_arrow_type(f.type))
+            else:
+                arr = t.column(file_schema.field(i).name)
+                arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+                cols[f.name] = self._conform(arr, f.type)
+        pv = partition_values or {}
+        for f in self.out_fields:
+            if f.name in cols:
+                continue
+            raw = self._partition_raw(pv, f)
+            try:
+                value = parse_partition_value(raw, f.type)
+            except Exception as e:
+                raise CorruptLogError(f"invalid partition value {raw!r} for column {f.name} in {path}: {e}") from None
+            cols[f.name] = pa.repeat(pa.scalar(value, to_arrow_type(f.type)), num_rows)
+        table = pa.table([cols[f.name] for f in self.out_fields], schema=self.out_schema) if self.out_fields \
+            else pa.table({"__rows": pa.nulls(num_rows)}).drop(["__rows"])
+        if deletion_vector:
+            dv = deletion_vector if isinstance(deletion_vector, DeletionVectorDescriptor) \
+                else DeletionVectorDescriptor.from_dict(deletion_vector)
+            try:
+                bitmap = load_deletion_vector(dv, self.table_root, self._read_range)
+            except DeletionVectorError as e:
+                raise DeletionVectorError(f"deletion vector of {full}: {e}") from None
+            mask = deleted_mask(bitmap, num_rows)
+            if mask.any():
+                keep = pa.array(~mask)
+                table = table.filter(keep) if table.num_columns else table.slice(0, int((~mask).sum()))
+        return table
+
+    def _read_range(self, path: str, start: int, length: int) -> bytes:
+        return self.store.read_range(path, start, length)
+
+    def _partition_raw(self, pv: dict, f: StructField) -> str | None:
+        phys = column_mapping.physical_name(f) if self.mode != "none" else f.name
+        if phys in pv:
+            return pv[phys]
+        if f.name in pv:
+            return pv[f.name]
+        low = f.name.lower()
+        for k, v in pv.items():
+            if k.lower() == low:
+                return v
+        return None
+
+    # --- column resolution ---------------------------------------------------------------------
+    def _find(self, file_schema_or_type, f: StructField) -> int | None:
+        """Index of the file's field that holds logical field `f` (None: absent from the file)."""
+        n = file_schema_or_type.num_fields if isinstance(file_schema_or_type, pa.StructType) else len(file_schema_or_type)
+        fields = [file_schema_or_type.field(i) for i in range(n)]
+        if self.mode == "id":
+            fid = column_mapping.field_id(f)
+            if fid is not None:
+                for i, ff in enumerate(fields):
+                    if _field_id_of(ff) == fid:
+                        return i
+        target = column_mapping.physical_name(f) if self.mode in ("name", "id") else f.name
+        for i, ff in enumerate(fields):
+            if ff.name == target:
+                return i
+        low = target.lower()
+        for i, ff in enumerate(fields):
+            if ff.name.lower() == low:
+                return i
+        return None
+
+    def _conform(self, arr: pa.Array, dt: DataType) -> pa.Array:
+        target = to_arrow_type(dt)
+        if isinstance(dt, StructType):
+            if not pa.types.is_struct(arr.type):
+                raise CorruptLogError(f"expected a struct column, the file has {arr.type}")
+            children, fields = [], []
+            for f in dt.fields:
+                if _is_void(f.type):
+                    continue
+                i = self._find(arr.type, f)
+                ct = to_arrow_type(f.type)
+                children.append(pa.nulls(len(arr), ct) if i is None else self._conform(_child(arr, i), f.type))
+                fields.append(pa.field(f.name, ct, nullable=True))
+            mask = arr.is_null() if arr.null_count else None
+            return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
+        if isinstance(dt, ArrayType):
+            if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+                raise CorruptLogError(f"expected a list column, the file has {arr.type}")
+            arr = arr.cast(pa.list_(arr.type.value_field)) if pa.types.is_large_list(arr.type) else arr
+            values = self._conform(arr.values, dt.element_type)
+            offsets = arr.offsets
+            out = pa.ListArray.from_arrays(offsets, values, type=target, mask=arr.is_null() if arr.null_count else None)
+            return out
+        if isinstance(dt, MapType):
+            if not pa.types.is_map(arr.type):
+                raise CorruptLogError(f"expected a map column, the file has {arr.type}")
+            keys = self._conform(arr.keys, dt.key_type)
+            items = self._conform(arr.items, dt.value_type)
+            return pa.MapArray.from_arrays(arr.offsets, keys, items, type=target,
+                                           mask=arr.is_null() if arr.null_count else None)
+        if arr.type == target:
+            return arr
+        if pa.types.is_timestamp(target) and pa.types.is_timestamp(arr.type):
+            if arr.type.tz is None and target.tz is not None:
+                arr = pc.assume_timezone(arr, "UTC") if arr.type.unit else arr
+            return arr.cast(target, safe=False)
+        try:
+            return arr.cast(target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise CorruptLogError(f"cannot read a {arr.type} column as {dt}: {e}") from None
+
+    # --- many files ----------------------------------------------------------------------------
+    def read_files(self, files: pa.Table, threads: int = 4) -> Iterator[pa.Table]:
+        """Tables of the given active files (a table with path, partitionValues, deletionVector
+        columns), in file order."""
+        paths = files.column("path").to_pylist()
+        pvs = files.column("partitionValues").to_pylist() if "partitionValues" in files.column_names else [None] * len(paths)
+        dvs = files.column("deletionVector").to_pylist() if "deletionVector" in files.column_names else [None] * len(paths)
+        jobs = [(p, dict(pv) if pv else {}, dv) for p, pv, dv in zip(paths, pvs, dvs)]
+        if threads <= 1 or len(jobs) <= 1:
+            for j in jobs:
+                yield self.read_file(*j)
+            return
+        with ThreadPoolExecutor(max_workers=threads) as ex:
+            yield from ex.map(lambda j: self.read_file(*j), jobs)
+
+
+def _child(arr: pa.StructArray, i: int) -> pa.Array:
+    # `field(i)` ignores the parent's validity; flatten() applies it. Either works for us since the
+    # parent's mask is re-applied; flatten keeps offsets right for sliced arrays.
+    return arr.flatten()[i] if arr.offset else arr.field(i)
+

@@ -1,0 +1,119 @@
+"""The log store contract: every byte of a Delta log is read, listed and written through a
+`LogStore`, so the rest of tahoe never touches `os` or an object-store client directly.
+
+A store provides exactly what the protocol needs from a blob store (spec "Blob Store
+Requirements"):
+
+* atomic file creation — a file appears whole or not at all (`write`);
+* mutual exclusion — of two writers creating the same file, exactly one succeeds; the other
+  gets `FileExistsError` (`write(..., overwrite=False)`);
+* partial listing — the files of a directory, in lexicographic order, starting at a given name
+  (`list_from`).
+
+Paths are strings in the store's own spelling: absolute OS paths for the local store,
+`s3://bucket/key` for S3. `FileStatus.path` is always in a form the same store accepts back.
+Data files (parquet) are read and written through `filesystem` (a `pyarrow.fs.FileSystem`),
+addressed by `to_fs_path(path)`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover - typing only; keeps `import tahoe.storage` light
+    import pyarrow.fs
+
+__all__ = ["FileStatus", "LogStore"]
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    """One listed file."""
+
+    path: str               # full path/URI, as accepted by the store's methods
+    size: int               # bytes
+    modification_time: int  # milliseconds since the epoch
+
+    @property
+    def name(self) -> str:
+        """The file name (last path component)."""
+        return self.path.rstrip("/").rsplit("/", 1)[-1]
+
+
+class LogStore(ABC):
+    """Abstract store; see the module docstring for the guarantees each method must give."""
+
+    # --- listing -------------------------------------------------------------------------
+
+    @abstractmethod
+    def list_from(self, path: str) -> Iterator[FileStatus]:
+        """Files in the directory of `path` whose name is >= basename(path), sorted by name.
+
+        Only direct children that are files; names starting with "." (temp files, Hadoop
+        `.crc` side files) are never returned. A `path` ending in "/" lists the whole directory.
+        Raises FileNotFoundError (eagerly, on the call) if the directory does not exist.
+        """
+
+    def list_dir(self, dir_path: str) -> Iterator[FileStatus]:
+        """All files directly in `dir_path`, sorted by name (same filtering as `list_from`)."""
+        return self.list_from(self.join(dir_path, ""))
+
+    @abstractmethod
+    def walk(self, dir_path: str) -> Iterator[FileStatus]:
+        """Every file under `dir_path`, recursively, sorted by path. Unlike the listings above
+        this returns hidden files too (VACUUM decides what to skip).
+        FileNotFoundError if the directory does not exist."""
+
+    # --- reading -------------------------------------------------------------------------
+
+    @abstractmethod
+    def read(self, path: str) -> bytes:
+        """The whole file. FileNotFoundError if absent."""
+
+    @abstractmethod
+    def read_range(self, path: str, start: int, length: int) -> bytes:
+        """`length` bytes from offset `start` (fewer if the file ends first; b"" past the end).
+        FileNotFoundError if absent."""
+
+    @abstractmethod
+    def exists(self, path: str) -> bool:
+        """Whether a file (or, for the local store, a directory) exists at `path`."""
+
+    # --- writing -------------------------------------------------------------------------
+
+    @abstractmethod
+    def write(self, path: str, data: bytes, overwrite: bool = False) -> None:
+        """Write a whole file atomically; readers never observe a partial file.
+
+        overwrite=False: put-if-absent. Exactly one of several concurrent writers of the same
+        path succeeds; the others (and any writer of an existing path) get FileExistsError and
+        the existing content is untouched.
+        overwrite=True: atomic replace (used for `_last_checkpoint`).
+        Missing parent directories are created.
+        """
+
+    @abstractmethod
+    def delete(self, path: str) -> None:
+        """Delete a file; a missing file is not an error."""
+
+    @abstractmethod
+    def mkdirs(self, dir_path: str) -> None:
+        """Create a directory and its parents (no-op where directories are implicit)."""
+
+    # --- data files and paths ------------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def filesystem(self) -> pyarrow.fs.FileSystem:
+        """A pyarrow filesystem reaching the same storage, for data files."""
+
+    @abstractmethod
+    def to_fs_path(self, path: str) -> str:
+        """`path` as `filesystem` expects it."""
+
+    @abstractmethod
+    def join(self, *parts: str) -> str:
+        """Join path components in the store's spelling."""

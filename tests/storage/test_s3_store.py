@@ -1,0 +1,254 @@
+"""S3LogStore against moto's S3 server on 127.0.0.1 (plus botocore stubs for 409/412 paths
+moto cannot produce)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+import urllib.request
+
+import boto3
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from botocore.stub import Stubber
+
+from tahoe.errors import CommitFailedException
+from tahoe.storage import FileStatus, S3LogStore, log_store_for
+from tests.storage import _workers
+
+
+def commit(v: int) -> str:
+    return f"{v:020d}.json"
+
+
+def names(statuses) -> list[str]:
+    return [s.path.rsplit("/", 1)[1] for s in statuses]
+
+
+def test_moto_server_honours_if_none_match(s3_bucket, s3_env):
+    """The premise of these tests: moto really answers 412 to a conditional PUT of an
+    existing key (checked with plain boto3, not through the store)."""
+    from botocore.exceptions import ClientError
+
+    c = boto3.client("s3", endpoint_url=s3_env)
+    c.put_object(Bucket=s3_bucket, Key="k", Body=b"1", IfNoneMatch="*")
+    with pytest.raises(ClientError) as ei:
+        c.put_object(Bucket=s3_bucket, Key="k", Body=b"2", IfNoneMatch="*")
+    assert ei.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+    assert ei.value.response["Error"]["Code"] == "PreconditionFailed"
+    assert c.get_object(Bucket=s3_bucket, Key="k")["Body"].read() == b"1"
+
+
+def test_log_store_for_s3(s3_bucket):
+    store, root = log_store_for(f"s3a://{s3_bucket}/a/b/")
+    assert isinstance(store, S3LogStore) and root == f"s3://{s3_bucket}/a/b"
+    assert store.join(root, "_delta_log", commit(0)) == f"s3://{s3_bucket}/a/b/_delta_log/{commit(0)}"
+    assert store.to_fs_path(root) == f"{s3_bucket}/a/b"
+    assert log_store_for(f"s3://{s3_bucket}")[1] == f"s3://{s3_bucket}"
+
+
+def test_options_override_environment(s3_bucket, s3_env, monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")  # nothing listens there
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "wrong")
+    store = S3LogStore({"endpoint_url": s3_env, "aws_access_key_id": "testing",
+                        "aws_secret_access_key": "testing", "region": "us-east-1"})
+    store.write(f"s3://{s3_bucket}/x", b"x")
+    assert store.read(f"s3://{s3_bucket}/x") == b"x"
+    # host:port without a scheme needs allow_http to mean http
+    host = s3_env.split("://", 1)[1]
+    store = S3LogStore({"endpoint_url": host, "allow_http": "true"})
+    assert store.read(f"s3://{s3_bucket}/x") == b"x"
+    with pytest.raises(ValueError, match="allow_http"):
+        S3LogStore({"endpoint_url": s3_env, "allow_http": False})
+
+
+def test_put_if_absent_and_overwrite(s3_store):
+    store, root = s3_store
+    p = store.join(root, "_delta_log", commit(0))
+    store.write(p, b"first")
+    with pytest.raises(FileExistsError) as ei:
+        store.write(p, b"second")
+    assert ei.value.filename == p
+    assert store.read(p) == b"first"
+
+    lc = store.join(root, "_delta_log", "_last_checkpoint")
+    store.write(lc, b'{"version":1}', overwrite=True)
+    store.write(lc, b'{"version":2}', overwrite=True)
+    assert store.read(lc) == b'{"version":2}'
+
+
+def test_list_from_with_start_key(s3_store):
+    store, root = s3_store
+    log = store.join(root, "_delta_log")
+    for v in (3, 0, 10, 2, 1):
+        store.write(store.join(log, commit(v)), b"{}")
+    store.write(store.join(log, "00000000000000000002.checkpoint.parquet"), b"PAR1")
+    store.write(store.join(log, ".00000000000000000003.json.crc"), b"c")
+    store.write(store.join(log, "_sidecars", "a.parquet"), b"s")  # a "subdirectory"
+    store.write(store.join(root, "_delta_log_other", "x"), b"x")   # a sibling sharing the prefix
+
+    got = list(store.list_from(store.join(log, commit(2))))
+    assert names(got) == [commit(2), commit(3), commit(10)]
+    assert names(store.list_from(store.join(log, "00000000000000000002"))) == [
+        "00000000000000000002.checkpoint.parquet", commit(2), commit(3), commit(10)]
+    assert all(isinstance(s, FileStatus) and s.path.startswith("s3://") for s in got)
+    assert got[0].size == 2 and abs(got[0].modification_time - time.time() * 1000) < 300_000
+    assert names(store.list_from(store.join(log, "00000000000000000004"))) == [commit(10)]
+    assert names(store.list_dir(log)) == [commit(0), commit(1),
+                                          "00000000000000000002.checkpoint.parquet",
+                                          commit(2), commit(3), commit(10)]
+    assert names(store.list_from(store.join(log, "zzz"))) == []
+    with pytest.raises(FileNotFoundError):
+        store.list_from(store.join(root, "nope", commit(0)))
+    with pytest.raises(FileNotFoundError):
+        store.list_dir("s3://tahoe-no-such-bucket-xyz/t/_delta_log")
+
+
+def test_list_from_paginates(s3_bucket):
+    store = S3LogStore(page_size=3)
+    log = f"s3://{s3_bucket}/t/_delta_log"
+    for v in range(11):
+        store.write(store.join(log, commit(v)), b"{}")
+    assert names(store.list_from(store.join(log, commit(4)))) == [commit(v) for v in range(4, 11)]
+    assert len(list(store.walk(f"s3://{s3_bucket}/t"))) == 11
+
+
+def test_read_range_and_missing(s3_store):
+    store, root = s3_store
+    p = store.join(root, "f.bin")
+    store.write(p, b"0123456789")
+    assert store.read_range(p, 0, 4) == b"0123"
+    assert store.read_range(p, 6, 100) == b"6789"
+    assert store.read_range(p, 10, 5) == b""
+    assert store.read_range(p, 3, 0) == b""
+    missing = store.join(root, "missing.bin")
+    for call in (lambda: store.read(missing), lambda: store.read_range(missing, 0, 3),
+                 lambda: store.read_range(missing, 0, 0)):
+        with pytest.raises(FileNotFoundError):
+            call()
+
+
+def test_exists_delete_walk(s3_store):
+    store, root = s3_store
+    store.mkdirs(store.join(root, "p=1"))  # no-op
+    store.write(store.join(root, "p=1", "a.parquet"), b"a")
+    store.write(store.join(root, "b.parquet"), b"bb")
+    assert store.exists(store.join(root, "b.parquet"))
+    assert store.exists(store.join(root, "p=1"))       # a "directory"
+    assert not store.exists(store.join(root, "p=2"))
+    assert [s.path[len(root) + 1:] for s in store.walk(root)] == ["b.parquet", "p=1/a.parquet"]
+    store.delete(store.join(root, "b.parquet"))
+    store.delete(store.join(root, "b.parquet"))  # missing is fine
+    assert not store.exists(store.join(root, "b.parquet"))
+    with pytest.raises(FileNotFoundError):
+        store.walk(store.join(root, "nope"))
+
+
+def test_presign_get_is_fetchable(s3_store):
+    store, root = s3_store
+    p = store.join(root, "dir", "data file.parquet")
+    store.write(p, b"hello presigned")
+    url = store.presign_get(p, 60)
+    assert url.startswith("http://127.0.0.1:")
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        assert resp.read() == b"hello presigned"
+
+
+def test_pyarrow_filesystem_parquet_roundtrip(s3_store):
+    store, root = s3_store
+    path = store.join(root, "part-00000.parquet")
+    table = pa.table({"id": [1, 2, 3], "s": ["a", "b", None]})
+    pq.write_table(table, store.to_fs_path(path), filesystem=store.filesystem)
+    assert pq.read_table(store.to_fs_path(path), filesystem=store.filesystem).equals(table)
+    # and the log store sees what pyarrow wrote
+    assert store.read(path)[:4] == b"PAR1"
+    assert names(store.list_dir(root)) == ["part-00000.parquet"]
+
+
+def test_store_is_picklable(s3_store):
+    import pickle
+
+    store, root = s3_store
+    store.write(store.join(root, "x"), b"x")
+    clone = pickle.loads(pickle.dumps(store))
+    assert clone.read(store.join(root, "x")) == b"x"
+
+
+@pytest.mark.slow
+def test_concurrent_put_if_absent_processes(s3_store, s3_env):
+    """4 processes race to create the same 30 keys: each key is won exactly once."""
+    store, root = s3_store
+    log = store.join(root, "_delta_log")
+    writers, versions = 4, 30
+    ctx = mp.get_context("spawn")
+    barrier, queue = ctx.Barrier(writers), ctx.Queue()
+    procs = [ctx.Process(target=_workers.s3_writer,
+                         args=(s3_env, log, w, versions, barrier, queue))
+             for w in range(writers)]
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+        assert p.exitcode == 0
+
+    winner_of: dict[int, int] = {}
+    for writer, wins, torn in results:
+        assert torn == []
+        for v in wins:
+            assert v not in winner_of, f"key {v} won by {winner_of[v]} and {writer}"
+            winner_of[v] = writer
+    assert sorted(winner_of) == list(range(versions))
+    listed = list(store.list_dir(log))
+    assert names(listed) == [commit(v) for v in range(versions)]
+    for v, st in enumerate(listed):
+        assert _workers.parse_payload(store.read(st.path))["writer"] == winner_of[v]
+
+
+# --- error paths moto cannot produce (botocore Stubber) ----------------------------------
+
+
+def _stubbed_store(**kw) -> tuple[S3LogStore, Stubber]:
+    client = boto3.client("s3", region_name="us-east-1",
+                          aws_access_key_id="x", aws_secret_access_key="x")
+    return S3LogStore(client=client, conflict_backoff=0.001, **kw), Stubber(client)
+
+
+def test_409_conflict_is_retried_then_fails():
+    store, stub = _stubbed_store(conflict_retries=2)
+    for _ in range(2):
+        stub.add_client_error("put_object", "ConditionalRequestConflict", http_status_code=409)
+    stub.add_response("put_object", {})
+    with stub:
+        store.write("s3://bkt/k", b"x")  # two conflicts, then success
+        stub.assert_no_pending_responses()
+
+    for _ in range(3):
+        stub.add_client_error("put_object", "ConditionalRequestConflict", http_status_code=409)
+    with stub, pytest.raises(CommitFailedException):
+        store.write("s3://bkt/k", b"x")
+
+
+def test_412_after_botocore_retry_with_our_bytes_is_success():
+    """If the SDK retried our PUT (the first response was lost) the 412 may be caused by our
+    own first attempt: the object holding our exact bytes means we won."""
+    import io
+
+    from botocore.response import StreamingBody
+
+    store, stub = _stubbed_store()
+    stub.add_client_error("put_object", "PreconditionFailed", http_status_code=412,
+                          response_meta={"RetryAttempts": 1})
+    stub.add_response("get_object", {"Body": StreamingBody(io.BytesIO(b"mine"), 4)})
+    with stub:
+        store.write("s3://bkt/k", b"mine")
+    stub.add_client_error("put_object", "PreconditionFailed", http_status_code=412,
+                          response_meta={"RetryAttempts": 1})
+    stub.add_response("get_object", {"Body": StreamingBody(io.BytesIO(b"theirs"), 6)})
+    with stub, pytest.raises(FileExistsError):
+        store.write("s3://bkt/k", b"mine")
+    # without a retry, a 412 is a plain loss (no extra GET)
+    stub.add_client_error("put_object", "PreconditionFailed", http_status_code=412)
+    with stub, pytest.raises(FileExistsError):
+        store.write("s3://bkt/k", b"mine")

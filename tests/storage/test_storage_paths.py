@@ -1,0 +1,69 @@
+"""log_store_for (URI → store + normalized root) and resolve_data_path (action path → location)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tahoe.storage import LocalLogStore, log_store_for, resolve_data_path
+
+
+@pytest.mark.parametrize("uri", ["/tmp/tbl", "/tmp/tbl/", "file:/tmp/tbl", "file:///tmp/tbl",
+                                 "file://localhost/tmp/tbl/", "FILE:///tmp/tbl"])
+def test_log_store_for_local(uri):
+    store, root = log_store_for(uri)
+    assert isinstance(store, LocalLogStore)
+    assert root == "/tmp/tbl"
+
+
+def test_log_store_for_relative_and_escaped(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert log_store_for("rel/tbl")[1] == os.path.join(str(tmp_path), "rel", "tbl")
+    assert log_store_for("file:///tmp/a%20b")[1] == "/tmp/a b"
+
+
+@pytest.mark.parametrize("uri", ["gs://b/t", "abfss://c@acct.dfs.core.windows.net/t",
+                                 "hdfs://nn/t", "http://x/t"])
+def test_log_store_for_unknown_scheme(uri):
+    scheme = uri.split(":", 1)[0]
+    with pytest.raises(ValueError, match=repr(scheme)):
+        log_store_for(uri)
+
+
+def test_log_store_for_s3_root_needs_a_bucket():
+    with pytest.raises(ValueError):
+        log_store_for("s3:///no-bucket")
+
+
+@pytest.mark.parametrize("root, path, expected", [
+    # relative, percent-decoded, joined to the root
+    ("/tmp/t", "a%20b/part-0.parquet", "/tmp/t/a b/part-0.parquet"),
+    ("/tmp/t/", "part-0.parquet", "/tmp/t/part-0.parquet"),
+    ("/tmp/t", "%C3%A9t%C3%A9/x.parquet", "/tmp/t/été/x.parquet"),
+    ("/tmp/t", "a+b/x.parquet", "/tmp/t/a+b/x.parquet"),          # "+" is not a space in URIs
+    ("/tmp/t", "date=2024-01-01/x.parquet", "/tmp/t/date=2024-01-01/x.parquet"),
+    # Hive-escaped partition dir on disk (p=a%3Ab) is URI-encoded again in the log
+    ("/tmp/t", "p=a%253Ab/part-0.parquet", "/tmp/t/p=a%3Ab/part-0.parquet"),
+    ("s3://b/t", "p=a%253Ab/part-0.parquet", "s3://b/t/p=a%3Ab/part-0.parquet"),
+    ("s3://b/t", "a%20b/part-0.parquet", "s3://b/t/a b/part-0.parquet"),
+    ("s3://b", "x.parquet", "s3://b/x.parquet"),
+    # absolute: as is after decoding; file URIs become OS paths
+    ("/tmp/t", "file:/tmp/t/x%3Ay.parquet", "/tmp/t/x:y.parquet"),
+    ("/tmp/t", "file:///tmp/other/x.parquet", "/tmp/other/x.parquet"),
+    ("/tmp/t", "/abs/x%20y.parquet", "/abs/x y.parquet"),
+    ("s3://b/t", "s3://b/t/x.parquet", "s3://b/t/x.parquet"),
+    ("s3://b/t", "s3://other/t/x%20y.parquet", "s3://other/t/x y.parquet"),
+    ("/tmp/t", "s3a://b/t/x.parquet", "s3a://b/t/x.parquet"),
+    # a path-absolute reference under an s3 root stays in the bucket
+    ("s3://b/t", "/elsewhere/x.parquet", "s3://b/elsewhere/x.parquet"),
+    # a file: URI root is taken as the OS path it names
+    ("file:///tmp/t", "a%20b/x.parquet", "/tmp/t/a b/x.parquet"),
+])
+def test_resolve_data_path(root, path, expected):
+    assert resolve_data_path(root, path) == expected
+
+
+def test_resolve_data_path_decodes_exactly_once():
+    once = resolve_data_path("/t", "x%2520y.parquet")
+    assert once == "/t/x%20y.parquet"
