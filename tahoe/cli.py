@@ -86,7 +86,7 @@ def describe_dict(t) -> dict[str, Any]:
             "format": snap.metadata.format.provider,
         },
         "partitionColumns": snap.partition_columns,
-        "schema": json.loads(snap.metadata.schema_string),
+        "schema": snap.schema.to_json_obj(),
         "numFiles": snap.num_files,
         "sizeInBytes": snap.size_in_bytes,
     }

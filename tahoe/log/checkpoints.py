@@ -531,10 +531,9 @@ def _put_if_absent(store, path: str, data: bytes) -> int:
         return len(data)
     except FileExistsError:
         _logger.info("checkpoint file %s already exists; keeping it", path)
+        name = path.replace("\\", "/").rsplit("/", 1)[-1]
         for st in store.list_from(path):
-            if st.path.rsplit("/", 1)[-1] == path.rsplit("/", 1)[-1] or st.path == path:
-                return st.size
-            break
+            return st.size if st.name == name else len(data)
         return len(data)
 
 
@@ -563,8 +562,8 @@ def write_checkpoint(log: Any, version: int | None = None, parts: int | None = N
         parts = max(1, math.ceil(n_rows / part_size))
     if v2:
         if parts > 1:
-            _logger.info("table %s has the v2Checkpoint feature: writing one checkpoint file instead of %d parts",
-                     log.table_root, parts)
+            _logger.info("table %s has the v2Checkpoint feature: writing one checkpoint file "
+                         "instead of %d parts", log.table_root, parts)
         parts = 1
     if parts == 1:
         names = [checkpoint_file_name(v)]
@@ -574,12 +573,12 @@ def write_checkpoint(log: Any, version: int | None = None, parts: int | None = N
         tables = _split_parts(table, n_non_file, parts)
     size_in_bytes = 0
     for name, t in zip(names, tables):
-        size_in_bytes += _put_if_absent(store, store.join(log.logdir, name), _parquet_bytes(t))
+        size_in_bytes += _put_if_absent(store, store.join(log.log_dir, name), _parquet_bytes(t))
     lc = LastCheckpoint(version=v, size=n_rows, parts=parts if parts > 1 else None,
                         size_in_bytes=size_in_bytes, num_of_add_files=n_adds)
-    current = read_last_checkpoint(store, log.logdir)
+    current = read_last_checkpoint(store, log.log_dir)
     if current is None or current.version <= v:
-        write_last_checkpoint(store, log.logdir, lc)
+        write_last_checkpoint(store, log.log_dir, lc)
     return lc
 
 
@@ -601,7 +600,7 @@ def _configuration_at(log: Any, version: int) -> dict:
         conf = dict(cached[1])
         try:
             for v in range(cached[0] + 1, version + 1):
-                for obj in read_commit(log.store, log.store.join(log.logdir, commit_file_name(v))):
+                for obj in read_commit(log.store, log.store.join(log.log_dir, commit_file_name(v))):
                     md = obj.get("metaData")
                     if isinstance(md, dict):
                         conf = {k: x for k, x in (md.get("configuration") or {}).items() if x is not None}
@@ -629,14 +628,14 @@ def checkpoint_if_needed(log: Any, version: int, configuration: dict | None = No
         lc = write_checkpoint(log, version)
     except Exception as e:  # noqa: BLE001 - a failed checkpoint never fails the commit
         _logger.warning("checkpoint of %s at version %s failed: %s: %s",
-                    getattr(log, "table_root", "?"), version, type(e).__name__, e)
+                        getattr(log, "table_root", "?"), version, type(e).__name__, e)
         return None
     try:
         if _bool_prop(conf, EXPIRED_LOG_CLEANUP_KEY, True):
             cleanup_expired_logs(log)
     except Exception as e:  # noqa: BLE001
         _logger.warning("log cleanup of %s after version %s failed: %s: %s",
-                    getattr(log, "table_root", "?"), version, type(e).__name__, e)
+                        getattr(log, "table_root", "?"), version, type(e).__name__, e)
     return lc
 
 
@@ -656,7 +655,7 @@ def cleanup_expired_logs(log: Any, now_ms: int | None = None) -> list[str]:
     conf = snapshot.configuration
     cutoff = now_ms - parse_interval_ms(conf.get(LOG_RETENTION_KEY, DEFAULT_LOG_RETENTION))
     store = log.store
-    files = list_log(store, log.logdir, 0)
+    files = list_log(store, log.log_dir, 0)
     commits = sorted((f for f in files if f.name.kind == LogFileKind.COMMIT), key=lambda f: f.version)
     if not commits:
         return []

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ..errors import TableNotFoundError, VersionNotFoundError
+from ..errors import DeltaError, TableNotFoundError, VersionNotFoundError
 from ..protocol.filenames import LOG_DIR, LogFileKind
 from ..storage import log_store_for
 from ..storage.base import LogStore
@@ -94,10 +94,10 @@ class DeltaLog:
 
     def _ict_enabled(self) -> bool:
         try:
-            snap = self.snapshot()
-        except Exception:
+            conf = self.snapshot().metadata.configuration
+        except DeltaError:  # a log without readable metaData has no in-commit timestamps
             return False
-        return snap.metadata.configuration.get("delta.enableInCommitTimestamps", "").lower() == "true"
+        return conf.get("delta.enableInCommitTimestamps", "").lower() == "true"
 
     def commit_timestamps(self) -> list[tuple[int, int]]:
         """(version, timestamp ms) of every commit still in the log, ascending."""

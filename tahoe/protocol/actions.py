@@ -76,6 +76,13 @@ class Protocol(Action):
     writer_features: tuple[str, ...] | None = None
     key = "protocol"
 
+    def __post_init__(self) -> None:
+        # feature lists are sets: kept sorted so equal protocols compare equal
+        for name in ("reader_features", "writer_features"):
+            v = getattr(self, name)
+            if v is not None:
+                object.__setattr__(self, name, tuple(sorted(set(v))))
+
     @classmethod
     def from_dict(cls, d: dict) -> "Protocol":
         rf = d.get("readerFeatures")

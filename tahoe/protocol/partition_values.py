@@ -18,6 +18,7 @@ from datetime import date, datetime, timedelta, timezone
 from decimal import Context, Decimal, InvalidOperation
 from typing import Any, Callable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -111,6 +112,8 @@ def _parse_decimal(text: str, dt: DecimalType) -> Decimal:
     if not d.is_finite():
         raise _bad(text, dt)
     q = d.quantize(Decimal(1).scaleb(-dt.scale), context=_DEC_CTX) if d.as_tuple().exponent != -dt.scale else d
+    if q != d:
+        raise _bad(text, dt, f"more than {dt.scale} decimal places")
     if len(q.as_tuple().digits) > dt.precision and q != 0:
         raise _bad(text, dt, f"does not fit in precision {dt.precision}")
     return q
@@ -194,15 +197,6 @@ def _per_unique(arr: pa.Array, target: pa.DataType, parse: Callable[[str], Any])
     return pc.take(parsed, enc.indices)
 
 
-def _first_bad(arr: pa.Array, dt: DataType) -> CorruptLogError:
-    for v in arr.to_pylist():
-        try:
-            parse_partition_value(v, dt)
-        except CorruptLogError as e:
-            return e
-    return _bad("?", dt)
-
-
 def partition_column_to_arrow(values: list[str | None] | pa.Array | pa.ChunkedArray, dt: DataType) -> pa.Array:
     """A whole partition column at once: the serialized strings (list or Arrow string array) →
     an Arrow array of `to_arrow_type(dt)`. Simple types go through Arrow casts; timestamps that
@@ -226,15 +220,15 @@ def partition_column_to_arrow(values: list[str | None] | pa.Array | pa.ChunkedAr
         low = pc.utf8_lower(pc.utf8_trim_whitespace(arr))
         ok = pc.or_kleene(pc.equal(low, "true"), pc.equal(low, "false"))
         if not pc.all(pc.fill_null(ok, True)).as_py():
-            raise _first_bad(arr, dt)
+            return _per_unique(arr, target, lambda s: parse_partition_value(s, dt))  # raises
         return pc.equal(low, "true")
     if name in _INT_RANGES or name in ("float", "double", "date"):
         try:
             return pc.cast(pc.utf8_trim_whitespace(arr), target)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            if name == "date":  # unusual spellings Arrow's parser rejects
-                return _per_unique(arr, target, lambda s: _parse_date(s, dt))
-            raise _first_bad(arr, dt) from None
+            # spellings Arrow's parser rejects but the spec's readers accept (e.g. "+3"), or a
+            # malformed value: parse each distinct value, which names the bad one
+            return _per_unique(arr, target, lambda s: parse_partition_value(s, dt))
     if name == "timestamp":
         zoned = pc.match_substring_regex(arr, _ZONE_SUFFIX, ignore_case=True)
         n_zoned = pc.sum(zoned).as_py() or 0
@@ -325,7 +319,6 @@ def serialize_partition_value(value: Any, dt: DataType, *, iso_timestamps: bool 
         if math.isinf(f):
             return "Infinity" if f > 0 else "-Infinity"
         if name == "float":
-            import numpy as np
             return repr(float(str(np.float32(f))))
         return repr(f)
     if name == "date":

@@ -26,7 +26,8 @@ __all__ = [
     "StructType", "PRIMITIVE_NAMES",
     "STRING", "LONG", "INTEGER", "SHORT", "BYTE", "FLOAT", "DOUBLE", "BOOLEAN", "BINARY", "DATE",
     "TIMESTAMP", "TIMESTAMP_NTZ", "VOID", "VARIANT",
-    "parse_data_type", "to_arrow_type", "to_arrow_schema", "from_arrow_type", "from_arrow_schema",
+    "parse_data_type", "to_arrow_type", "to_arrow_field", "to_arrow_schema", "from_arrow_type",
+    "from_arrow_field", "from_arrow_schema",
     "merge_schemas", "check_write_compatible", "is_integral", "is_numeric",
 ]
 
@@ -400,7 +401,7 @@ def from_arrow_type(t: pa.DataType) -> DataType:
     T = pa.types
     if T.is_dictionary(t):
         return from_arrow_type(t.value_type)
-    if isinstance(t, pa.ExtensionType):
+    if isinstance(t, pa.BaseExtensionType):
         return from_arrow_type(t.storage_type)
     if T.is_null(t):
         return VOID

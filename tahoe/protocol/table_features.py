@@ -92,16 +92,11 @@ def canonical_feature_name(name: str) -> str:
 def implied_features(min_reader_version: int, min_writer_version: int) -> set[str]:
     """Features bundled with a legacy protocol version pair (versions 3/7 imply nothing by
     themselves: their features are listed)."""
-    out = set()
-    for f in FEATURES.values():
-        if f.legacy_writer >= 7:
-            continue
-        if min_writer_version < 7 and f.legacy_writer <= min_writer_version:
-            out.add(f.name)
-        if f.reader_writer and min_reader_version < 3 and f.legacy_reader <= min_reader_version and \
-                min_writer_version >= f.legacy_writer:
-            out.add(f.name)
-    return out
+    if min_writer_version >= 7:
+        return set()
+    return {f.name for f in FEATURES.values()
+            if f.legacy_writer < 7 and f.legacy_writer <= min_writer_version
+            and (not f.reader_writer or f.legacy_reader <= min_reader_version)}
 
 
 def reader_features_of(p: Protocol) -> set[str]:

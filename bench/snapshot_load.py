@@ -1,0 +1,157 @@
+"""Snapshot load + active-file list: tahoe beside delta-rs and beside the limit, in one run.
+
+    python -m bench.snapshot_load            # 100k and 1M active files
+    python -m bench.snapshot_load --quick    # 10k and 100k
+
+Each table is built here: commit 0 holds protocol, metaData and N adds (partitioned by `part`,
+with realistic stats), tahoe writes a checkpoint of it, then 1,000 JSON commits of one add each
+follow. Timed (best of 3, warm cache):
+  - tahoe:    DeltaLog.for_table(p).snapshot().files_table(["path"])  (and with partitionValues,
+              size, stats: the full add list)
+  - delta-rs: deltalake.DeltaTable(p) and dt.file_uris()  (and dt.get_add_actions())
+  - limit:    pyarrow reading only the checkpoint's add.path column + json-parsing the tail
+Ratios are tahoe / reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from tahoe.log import DeltaLog
+from tahoe.log.checkpoints import write_checkpoint
+from tahoe.protocol.actions import AddFile, CommitInfo, Metadata, Protocol, actions_to_json_lines
+from tahoe.protocol.filenames import commit_file_name
+from tahoe.storage import log_store_for
+
+DATA = Path(__file__).resolve().parent / ".data"
+SCHEMA = json.dumps({"type": "struct", "fields": [
+    {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+    {"name": "value", "type": "string", "nullable": True, "metadata": {}},
+    {"name": "part", "type": "integer", "nullable": True, "metadata": {}},
+]}, separators=(",", ":"))
+TAIL_COMMITS = 1000
+
+
+def _add_line(i: int) -> str:
+    stats = ('{"numRecords":100,"minValues":{"id":%d,"value":"a%d"},"maxValues":{"id":%d,"value":"z%d"},'
+             '"nullCount":{"id":0,"value":0}}' % (i * 100, i, i * 100 + 99, i))
+    return json.dumps({"add": {
+        "path": f"part={i % 100}/part-{i:08d}-{uuid.UUID(int=i)}-c000.snappy.parquet",
+        "partitionValues": {"part": str(i % 100)}, "size": 1000 + i % 977,
+        "modificationTime": 1700000000000 + i, "dataChange": True, "stats": stats}},
+        separators=(",", ":"))
+
+
+def build(path: Path, n_files: int) -> None:
+    marker = path / "_delta_log" / "_bench_complete"
+    if marker.exists():
+        return
+    shutil.rmtree(path, ignore_errors=True)
+    store, root = log_store_for(str(path))
+    log_dir = store.join(root, "_delta_log")
+    head = [
+        CommitInfo({"timestamp": 1700000000000, "operation": "WRITE"}),
+        Protocol(1, 2),
+        Metadata(id=str(uuid.uuid4()), schema_string=SCHEMA, partition_columns=("part",),
+                 configuration={}, created_time=1700000000000),
+    ]
+    body = actions_to_json_lines(head) + ("\n".join(_add_line(i) for i in range(n_files)) + "\n").encode()
+    store.write(store.join(log_dir, commit_file_name(0)), body)
+    write_checkpoint(DeltaLog.for_table(str(path)), 0)
+    for v in range(1, TAIL_COMMITS + 1):
+        i = n_files + v
+        add = AddFile(path=f"part={i % 100}/part-{i:08d}-{uuid.UUID(int=i)}-c000.snappy.parquet",
+                      partition_values={"part": str(i % 100)}, size=1000, modification_time=1700000000000 + i,
+                      stats=json.dumps({"numRecords": 100}))
+        ci = CommitInfo({"timestamp": 1700000000000 + v, "operation": "WRITE", "readVersion": v - 1,
+                         "isBlindAppend": True})
+        store.write(store.join(log_dir, commit_file_name(v)), actions_to_json_lines([ci, add]))
+    marker.write_text("ok")
+
+
+def best(fn, repeat: int = 3) -> tuple[float, object]:
+    times, out = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), out
+
+
+def tahoe_paths(p: str):
+    return DeltaLog.for_table(p).snapshot().files_table(["path"]).num_rows
+
+
+def tahoe_full(p: str):
+    return DeltaLog.for_table(p).snapshot().files_table(
+        ["path", "partitionValues", "size", "modificationTime", "stats"]).num_rows
+
+
+def deltars_paths(p: str):
+    import deltalake
+
+    return len(deltalake.DeltaTable(p).file_uris())
+
+
+def deltars_full(p: str):
+    import deltalake
+
+    return deltalake.DeltaTable(p).get_add_actions(flatten=False).num_rows
+
+
+def limit(p: str):
+    log = Path(p) / "_delta_log"
+    parts = sorted(log.glob("00000000000000000000.checkpoint*.parquet"))  # single or multi-part
+    n = sum(pq.read_table(f, columns=["add.path"]).num_rows for f in parts)
+    for v in range(1, TAIL_COMMITS + 1):
+        for line in (log / commit_file_name(v)).read_bytes().splitlines():
+            json.loads(line)
+    return n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="10k and 100k files instead of 100k and 1M")
+    args = ap.parse_args()
+    sizes = [10_000, 100_000] if args.quick else [100_000, 1_000_000]
+    DATA.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for n in sizes:
+        path = DATA / f"snapshot_{n}"
+        t0 = time.perf_counter()
+        build(path, n)
+        print(f"table with {n:,} checkpointed files + {TAIL_COMMITS} commits ready "
+              f"({time.perf_counter() - t0:.1f} s)", flush=True)
+        p = str(path)
+        t_tahoe, c1 = best(lambda: tahoe_paths(p))
+        t_rs, c2 = best(lambda: deltars_paths(p))
+        t_lim, c3 = best(lambda: limit(p))
+        t_tahoe_full, c4 = best(lambda: tahoe_full(p))
+        t_rs_full, c5 = best(lambda: deltars_full(p))
+        expected = n + TAIL_COMMITS
+        assert c1 == c2 == c4 == c5 == expected, (c1, c2, c4, c5, expected)
+        assert c3 >= n  # the limit counts checkpoint rows (incl. protocol/metaData rows)
+        rows.append((n, t_tahoe, t_rs, t_lim, t_tahoe_full, t_rs_full))
+    print()
+    print(f"{'files':>10} | {'tahoe':>8} {'delta-rs':>9} {'limit':>8} | {'vs rs':>6} {'vs limit':>8} |"
+          f" {'tahoe full':>10} {'rs full':>8} {'vs rs':>6}")
+    for n, tt, tr, tl, ttf, trf in rows:
+        print(f"{n:>10,} | {tt:8.3f} {tr:9.3f} {tl:8.3f} | {tt / tr:6.2f} {tt / tl:8.2f} |"
+              f" {ttf:10.3f} {trf:8.3f} {ttf / trf:6.2f}")
+    print("\n(seconds, best of 3; 'full' = paths + partitionValues + size + modificationTime + stats;"
+          " ratios = tahoe / reference)")
+    sys.stdout.flush()
+    os._exit(0)  # delta-rs can abort in interpreter teardown
+
+
+if __name__ == "__main__":
+    main()

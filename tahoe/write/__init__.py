@@ -1,0 +1,8 @@
+"""The Spark-free Arrow writer (in the spirit of delta-rs's `write_deltalake`): `write_table`
+appends, overwrites or replaces-where Arrow data in a Delta table, creating it when absent;
+`write_data_files` is the file-writing half used by other operations."""
+
+from .files import conform_to_schema, write_data_files
+from .writer import write_table
+
+__all__ = ["write_table", "write_data_files", "conform_to_schema"]

@@ -1,0 +1,316 @@
+"""Writing data files (spec "Data Files", "Partition Value Serialization", "Per-file Statistics",
+column mapping's writer requirements): Arrow rows in the table's logical schema → parquet files
+under the table root → the `add` actions describing them.
+
+Owns: conforming incoming Arrow data to the table's logical schema (`conform_to_schema`:
+case-insensitive column matching, missing nullable columns as nulls, nested structs/lists/maps,
+lossless casts), splitting rows by partition values into Hive-style directories, naming files
+uniquely, writing physical column names and field ids, and the AddFile of each file (URI-encoded
+relative path, serialized partition values keyed by physical name, size, stats computed from the
+rows in memory).
+
+Invariants of every file written by `write_data_files`:
+  1. its name is unique (`part-<5 digits>-<uuid4>-c000.snappy.parquet`) and it is never overwritten;
+  2. it holds no partition column, and its columns carry the physical names (and, under column
+     mapping, the parquet field ids) of `column_mapping.physical_arrow_schema`;
+  3. timestamps are INT64 microseconds (UTC-adjusted for `timestamp`, local for `timestamp_ntz`);
+  4. all its rows share one set of partition values, the ones in its AddFile.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import Any, Iterable
+from urllib.parse import quote
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..errors import SchemaError
+from ..protocol import column_mapping
+from ..protocol.actions import AddFile
+from ..protocol.partition_values import partition_path, serialize_partition_value
+from ..protocol.schema import (
+    ArrayType, DataType, DecimalType, MapType, PrimitiveType, StructField, StructType, to_arrow_type,
+)
+from ..protocol.stats import DEFAULT_NUM_INDEXED_COLS, DEFAULT_STRING_PREFIX_LENGTH, compute_stats
+from ..storage import resolve_data_path
+from ..storage.base import LogStore
+
+__all__ = ["write_data_files", "conform_to_schema", "to_arrow_table", "encode_log_path",
+           "DEFAULT_TARGET_FILE_ROWS"]
+
+DEFAULT_TARGET_FILE_ROWS = 1_000_000
+
+# Characters a URI path keeps as they are (RFC 2396 pchar + "/"); everything else, "%" included,
+# is percent-encoded — so a Hive-escaped directory `p=a%3Ab` is `p=a%253Ab` in the log, as
+# delta-spark writes it.
+_URI_PATH_SAFE = "/!$&'()*+,;=:@~-._"
+
+
+def encode_log_path(relative_path: str) -> str:
+    """The `add.path` of a file at `relative_path` (as on storage) under the table root."""
+    return quote(relative_path, safe=_URI_PATH_SAFE)
+
+
+# --- input -------------------------------------------------------------------------------------
+
+def to_arrow_table(data: Any) -> pa.Table:
+    """Any Arrow-ish input as a `pa.Table`: a Table, RecordBatch, RecordBatchReader, an iterable
+    of RecordBatches, a pandas DataFrame, or anything exporting the Arrow C stream interface."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover
+        pd = None
+    if pd is not None and isinstance(data, pd.DataFrame):
+        return pa.Table.from_pandas(data, preserve_index=False)
+    if hasattr(data, "__arrow_c_stream__"):
+        return pa.table(data)
+    if isinstance(data, Iterable):
+        batches = list(data)
+        if not batches:
+            raise SchemaError("no data: an empty iterable of record batches has no schema")
+        if not all(isinstance(b, pa.RecordBatch) for b in batches):
+            raise TypeError("an iterable passed as data must yield pyarrow.RecordBatch objects")
+        return pa.Table.from_batches(batches)
+    raise TypeError(f"cannot write data of type {type(data).__name__}: pass a pyarrow Table, "
+                    f"RecordBatch(es), a RecordBatchReader or a pandas DataFrame")
+
+
+# --- conforming to the table schema ------------------------------------------------------------
+
+def _cast_leaf(arr: pa.Array, target: pa.DataType, path: str) -> pa.Array:
+    if arr.type == target:
+        return arr
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+        if arr.type == target:
+            return arr
+    safe = not (pa.types.is_timestamp(arr.type) and pa.types.is_timestamp(target))
+    try:
+        return pc.cast(arr, target, safe=safe)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise SchemaError(f"column '{path}': cannot cast {arr.type} to {target}: {e}") from None
+
+
+def _conform_array(arr: pa.Array, target: pa.DataType, path: str) -> pa.Array:
+    t = arr.type
+    if t == target:
+        return arr
+    if pa.types.is_struct(target):
+        if not pa.types.is_struct(t):
+            raise SchemaError(f"column '{path}' is {t} in the data but a struct in the table")
+        names = [t.field(i).name for i in range(t.num_fields)]
+        lower = {n.lower(): i for i, n in reversed(list(enumerate(names)))}
+        children = []
+        for i in range(target.num_fields):
+            f = target.field(i)
+            j = names.index(f.name) if f.name in names else lower.get(f.name.lower(), -1)
+            sub = f"{path}.{f.name}"
+            if j < 0:
+                children.append(pa.nulls(len(arr), f.type))
+            else:
+                children.append(_conform_array(pc.struct_field(arr, [j]), f.type, sub))
+        mask = pc.is_null(arr) if arr.null_count else None
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+    if pa.types.is_list(target):
+        if pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or \
+                (hasattr(pa.types, "is_list_view") and (pa.types.is_list_view(t) or pa.types.is_large_list_view(t))):
+            arr = arr.cast(pa.list_(t.value_type))
+            t = arr.type
+        if not pa.types.is_list(t):
+            raise SchemaError(f"column '{path}' is {t} in the data but an array in the table")
+        values = _conform_array(arr.values, target.value_type, f"{path}.element")
+        mask = pc.is_null(arr) if arr.null_count else None
+        return pa.ListArray.from_arrays(arr.offsets, values, type=target, mask=mask)
+    if pa.types.is_map(target):
+        if not pa.types.is_map(t):
+            raise SchemaError(f"column '{path}' is {t} in the data but a map in the table")
+        keys = _conform_array(arr.keys, target.key_type, f"{path}.key")
+        items = _conform_array(arr.items, target.item_type, f"{path}.value")
+        mask = pc.is_null(arr) if arr.null_count else None
+        return pa.MapArray.from_arrays(arr.offsets, keys, items, type=target, mask=mask)
+    return _cast_leaf(arr, target, path)
+
+
+def conform_to_schema(data: pa.Table, schema: StructType) -> pa.Table:
+    """`data` with exactly the columns of `schema` (logical names, schema order, the table's Arrow
+    types): columns matched case-insensitively, nested structs field by field, absent nullable
+    columns filled with nulls, values cast (integers widen, timestamps become microseconds).
+    A column of `data` the schema lacks, or an absent non-nullable column, raises SchemaError."""
+    names = data.column_names
+    lower: dict[str, int] = {}
+    for i, n in enumerate(names):
+        lower.setdefault(n.lower(), i)
+    wanted = {f.name.lower() for f in schema.fields}
+    extra = [n for n in names if n.lower() not in wanted]
+    if extra:
+        raise SchemaError(f"the data has columns the table does not: {extra}; table columns: {schema.names}")
+    columns = []
+    fields = []
+    for f in schema.fields:
+        target = to_arrow_type(f.type)
+        i = names.index(f.name) if f.name in names else lower.get(f.name.lower(), -1)
+        if i < 0:
+            if not f.nullable:
+                raise SchemaError(f"the data is missing the non-nullable column '{f.name}'")
+            col = pa.chunked_array([pa.nulls(data.num_rows, target)])
+        else:
+            src = data.column(i)
+            col = pa.chunked_array([_conform_array(c, target, f.name) for c in src.chunks], type=target) \
+                if src.type != target else src
+        columns.append(col)
+        fields.append(pa.field(f.name, target, nullable=True))
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+
+
+# --- partitions --------------------------------------------------------------------------------
+
+def _serialize_column(arr: pa.ChunkedArray | pa.Array, dt: DataType) -> pa.Array:
+    """The partitionValues strings of a partition column (null for null), each distinct value
+    serialized once."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if len(arr) == 0:
+        return pa.array([], pa.string())
+    if isinstance(dt, (StructType, ArrayType, MapType)):
+        raise SchemaError(f"type {dt.simple_string()} cannot be a partition column type")
+    if pa.types.is_null(arr.type):
+        return pa.nulls(len(arr), pa.string())
+    enc = pc.dictionary_encode(arr)
+    uniques = [serialize_partition_value(v, dt) for v in enc.dictionary.to_pylist()]
+    return pc.take(pa.array(uniques, pa.string()), enc.indices)
+
+
+def _partition_groups(data: pa.Table, part_fields: list[StructField]) -> list[tuple[dict[str, str | None], np.ndarray]]:
+    """(serialized values by logical column, row indices) per distinct partition."""
+    n = data.num_rows
+    if not part_fields:
+        return [({}, np.arange(n))]
+    serialized = [_serialize_column(data.column(f.name), f.type) for f in part_fields]
+    if len(serialized) == 1:
+        key = pc.fill_null(serialized[0], "\x00")
+    else:
+        key = pc.binary_join_element_wise(*[pc.fill_null(s, "\x00") for s in serialized], "\x01")
+    enc = pc.dictionary_encode(key)
+    ids = enc.indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
+    ends = np.r_[starts[1:], n]
+    out = []
+    for s, e in zip(starts, ends):
+        first = int(order[s])
+        values = {f.name: serialized[k][first].as_py() for k, f in enumerate(part_fields)}
+        out.append((values, order[s:e]))
+    return out
+
+
+# --- writing -----------------------------------------------------------------------------------
+
+def _retype(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Same data, physical names/field ids (layout-compatible types: a zero-copy view)."""
+    cols = []
+    for col, f in zip(table.columns, schema):
+        cols.append(col if col.type == f.type else pa.chunked_array([c.view(f.type) for c in col.chunks], type=f.type))
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def _parquet_bytes(table: pa.Table) -> pa.Buffer:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="snappy", coerce_timestamps="us",
+                   allow_truncated_timestamps=True, use_compliant_nested_type=True,
+                   row_group_size=1 << 20)
+    return sink.getvalue()
+
+
+def _int_conf(conf: dict, key: str, default: int) -> int:
+    raw = conf.get(key)
+    if raw is None:
+        return default
+    try:
+        return int(str(raw).strip())
+    except ValueError:
+        raise SchemaError(f"table property {key} must be an integer, got {raw!r}") from None
+
+
+def write_data_files(store: LogStore, table_root: str, data: pa.Table | Iterable[pa.RecordBatch],
+                     snapshot_schema: StructType, partition_columns: Iterable[str] = (),
+                     column_mapping_mode: str = "none", configuration: dict | None = None,
+                     target_file_rows: int = DEFAULT_TARGET_FILE_ROWS, *,
+                     tight_bounds: bool | None = None) -> list[AddFile]:
+    """Write `data` (already in the table's logical schema, see `conform_to_schema`) as parquet
+    files under `table_root` and return their AddFiles (dataChange=true), one or more per distinct
+    partition, at most `target_file_rows` rows each. No rows → no files.
+
+    Stats honour `delta.dataSkippingNumIndexedCols`, `delta.dataSkippingStatsColumns` and
+    `delta.dataSkippingStringPrefixLength`; `tight_bounds` (pass True on tables with deletion
+    vectors, as delta-spark does) is written into the stats when given."""
+    table = to_arrow_table(data)
+    if target_file_rows < 1:
+        raise ValueError(f"target_file_rows must be >= 1, got {target_file_rows}")
+    conf = dict(configuration or {})
+    pcols = list(partition_columns)
+    part_fields = [snapshot_schema.field(c, case_insensitive=True) for c in pcols]
+    part_lower = {c.lower() for c in pcols}
+    data_schema = StructType([f for f in snapshot_schema.fields if f.name.lower() not in part_lower])
+    physical_schema = column_mapping.physical_arrow_schema(data_schema, column_mapping_mode)
+    mapped = column_mapping_mode in ("name", "id")
+    pv_key = {f.name: (column_mapping.physical_name(f) if mapped else f.name) for f in part_fields}
+
+    stats_cols_raw = conf.get("delta.dataSkippingStatsColumns")
+    indexed = [c for c in stats_cols_raw.split(",") if c.strip()] if stats_cols_raw else None
+    num_indexed = _int_conf(conf, "delta.dataSkippingNumIndexedCols", DEFAULT_NUM_INDEXED_COLS)
+    prefix_len = _int_conf(conf, "delta.dataSkippingStringPrefixLength", DEFAULT_STRING_PREFIX_LENGTH)
+
+    if table.num_rows == 0:
+        return []
+    data_names = [f.name for f in data_schema.fields]
+    adds: list[AddFile] = []
+    made_dirs: set[str] = set()
+    file_no = 0
+    for values, idx in _partition_groups(table, part_fields):
+        rows = table.select(data_names)
+        if len(idx) != table.num_rows:
+            rows = rows.take(pa.array(idx))
+        pvs = {pv_key[f.name]: values[f.name] for f in part_fields}
+        # directories are named by the partitionValues keys: physical names under column mapping
+        rel_dir = partition_path([pv_key[f.name] for f in part_fields], pvs) if part_fields else ""
+        for start in range(0, rows.num_rows, target_file_rows):
+            chunk = rows.slice(start, target_file_rows)
+            name = f"part-{file_no:05d}-{uuid.uuid4()}-c000.snappy.parquet"
+            file_no += 1
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            log_path = encode_log_path(rel)
+            full = resolve_data_path(table_root, log_path)
+            parent = full.rsplit("/", 1)[0] if "/" in full else full
+            if os.sep != "/" and not full.startswith(("s3:", "s3a:")):  # pragma: no cover - Windows
+                parent = os.path.dirname(full)
+            if parent not in made_dirs:
+                store.mkdirs(parent)
+                made_dirs.add(parent)
+            body = _parquet_bytes(_retype(chunk, physical_schema))
+            with store.filesystem.open_output_stream(store.to_fs_path(full)) as out:
+                out.write(body)
+            stats = compute_stats(chunk, snapshot_schema, num_indexed, indexed, prefix_len,
+                                  column_mapping_mode=column_mapping_mode, partition_columns=pcols,
+                                  tight_bounds=tight_bounds)
+            adds.append(AddFile(
+                path=log_path,
+                partition_values=dict(pvs),
+                size=body.size,
+                modification_time=int(time.time() * 1000),
+                data_change=True,
+                stats=stats,
+            ))
+    return adds
