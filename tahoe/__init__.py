@@ -3,6 +3,7 @@
 - `tahoe.Table` — the Spark-free facade: open a table (latest, a version, a timestamp), inspect it,
   read its rows as Arrow/pandas.
 - `tahoe.DeltaLog` — the log core underneath (snapshots, history, time travel).
+- `tahoe.write_table` — write Arrow data to a table (append, overwrite, replaceWhere, create).
 - `tahoe.errors` — every exception tahoe raises.
 
 Attributes are imported on first use, so `import tahoe` (and every spawned worker that imports a
@@ -19,6 +20,7 @@ _LAZY = {
     "Snapshot": ("tahoe.log", "Snapshot"),
     "Table": ("tahoe.table", "Table"),
     "errors": ("tahoe.errors", None),
+    "write_table": ("tahoe.write", "write_table"),
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

@@ -4,6 +4,9 @@
     tahoe history PATH [--limit N] [--json]
     tahoe files PATH [--version N | --timestamp T] [--json]
     tahoe export PATH OUT.parquet [--version N | --timestamp T]
+    tahoe create PATH --schema JSON_OR_DDL [--partition-by C ...] [--property K=V ...]
+    tahoe set-property PATH K=V [K=V ...]
+    tahoe checkpoint PATH [--version N] [--parts N] [--json]
     tahoe demo [DIR]
 
 Errors go to stderr with exit code 1 (2 for bad usage). `--json` prints one JSON document on stdout.
@@ -217,11 +220,92 @@ def export(path: str, out_path: str = typer.Argument(..., metavar="OUT.parquet")
 
 
 @app.command()
+def checkpoint(path: str,
+               version: Optional[int] = typer.Option(None, "--version", "-v", help="checkpoint this version (default: latest)"),
+               parts: Optional[int] = typer.Option(None, "--parts", help="write a multi-part checkpoint of N parts"),
+               as_json: bool = typer.Option(False, "--json", help="print JSON")):
+    """Write a checkpoint of the table and update _delta_log/_last_checkpoint."""
+    def go():
+        from .log import DeltaLog
+        from .log.checkpoints import write_checkpoint
+
+        if parts is not None and parts < 1:
+            _fail("--parts must be >= 1", 2)
+        lc = write_checkpoint(DeltaLog.for_table(path), version=version, parts=parts)
+        if as_json:
+            _print_json(lc.to_dict())
+            return
+        out.print(f"checkpoint of version {lc.version}: {lc.size} actions ({lc.num_of_add_files} files)"
+                  f"{f' in {lc.parts} parts' if lc.parts else ''}, {lc.size_in_bytes} bytes", highlight=False)
+    _run(go)
+
+
+def _parse_kv(pairs: list[str]) -> dict[str, str]:
+    props: dict[str, str] = {}
+    for item in pairs:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            _fail(f"expected KEY=VALUE, got {item!r}", 2)
+        props[key.strip()] = value.strip()
+    return props
+
+
+@app.command()
+def create(path: str,
+           schema: str = typer.Option(..., "--schema", "-s",
+                                      help="Delta JSON schema or DDL such as 'id BIGINT, name STRING'"),
+           partition_by: Optional[list[str]] = typer.Option(None, "--partition-by", "-p", help="partition column (repeatable)"),
+           prop: Optional[list[str]] = typer.Option(None, "--property", help="table property KEY=VALUE (repeatable)"),
+           name: Optional[str] = typer.Option(None, "--name"),
+           description: Optional[str] = typer.Option(None, "--description"),
+           mode: str = typer.Option("error", "--mode", help="error | ignore | overwrite"),
+           as_json: bool = typer.Option(False, "--json", help="print JSON")):
+    """Create a Delta table."""
+    def go():
+        from .table import Table
+
+        if mode not in ("error", "ignore", "overwrite"):
+            _fail(f"--mode must be error, ignore or overwrite, got {mode!r}", 2)
+        t = Table.create(path, schema, partition_columns=partition_by or (), properties=_parse_kv(prop or []),
+                         name=name, description=description, mode=mode)
+        d = t.detail()
+        if as_json:
+            _print_json(d)
+            return
+        out.print(f"created {d['location']} at version {t.version}: protocol "
+                  f"({d['minReaderVersion']}, {d['minWriterVersion']}), features "
+                  f"{', '.join(d['tableFeatures']) or '-'}", highlight=False)
+    _run(go)
+
+
+@app.command("set-property")
+def set_property(path: str, pairs: list[str] = typer.Argument(..., metavar="KEY=VALUE...")):
+    """Set table properties (enabling a feature upgrades the protocol)."""
+    def go():
+        from .table import Table
+
+        t = Table(path)
+        before = t.version
+        t.set_properties(_parse_kv(pairs))
+        if t.version == before:
+            out.print(f"nothing to change (version {before})", highlight=False)
+        else:
+            out.print(f"committed version {t.version}", highlight=False)
+    _run(go)
+
+
+@app.command()
 def demo(directory: str = typer.Argument("demo-output", help="where to put the demo table")):
     """Run the demo pipeline on local disk."""
     from .demo import run_demo
 
     _run(lambda: run_demo(directory))
+
+
+# --- Delta Sharing (tahoe/sharing/cli.py) ---------------------------------------------------------
+from .sharing.cli import app as _sharing_app  # noqa: E402
+
+app.add_typer(_sharing_app, name="sharing")
 
 
 def main() -> None:

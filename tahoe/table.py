@@ -6,6 +6,14 @@ protocol, metadata, files and history; read its rows as Arrow or pandas.
     t.version, t.schema, t.files()
     t.to_arrow(columns=["id"])
     Table("/data/events", version=3).to_pandas()
+
+Creating and evolving tables (each call is one commit, see `tahoe.txn.table_ops`):
+
+    t = Table.create("/data/events", "id BIGINT, day DATE, v DOUBLE", partition_columns=["day"],
+                     properties={"delta.enableChangeDataFeed": "true"})
+    t.set_properties({"delta.appendOnly": "true"}); t.add_constraint("pos", "v >= 0")
+    t.detail()                                   # like DESCRIBE DETAIL
+    txn = t.transaction("WRITE"); txn.add_files(adds); txn.commit()
 """
 
 from __future__ import annotations
@@ -92,6 +100,107 @@ class Table:
 
     def to_pandas(self, columns: Iterable[str] | None = None):
         return self.to_arrow(columns).to_pandas()
+
+    # --- creating and evolving (tahoe.txn) -----------------------------------------------------
+    @classmethod
+    def create(cls, uri: str, schema: Any, partition_columns: Iterable[str] = (),
+               properties: dict | None = None, name: str | None = None,
+               description: str | None = None, storage_options: dict | None = None,
+               mode: str = "error", protocol: Any = None) -> "Table":
+        """Create a table (`schema`: a StructType, a pyarrow schema, Delta JSON or a DDL column
+        list such as "id BIGINT, name STRING"); mode "error" | "ignore" | "overwrite"."""
+        from .txn import create_table
+
+        log = DeltaLog.for_table(uri, storage_options)
+        snap = create_table(log, schema, partition_columns, properties, name=name,
+                            description=description, mode=mode, protocol=protocol)
+        return cls._from_snapshot(log, snap)
+
+    def _evolved(self, snap: Snapshot) -> "Table":
+        self.snapshot = snap
+        return self
+
+    def set_properties(self, properties: dict) -> "Table":
+        from .txn import set_properties
+
+        return self._evolved(set_properties(self.log, properties))
+
+    def unset_properties(self, keys: Iterable[str], if_exists: bool = False) -> "Table":
+        from .txn import unset_properties
+
+        return self._evolved(unset_properties(self.log, keys, if_exists=if_exists))
+
+    def add_constraint(self, name: str, expression: str, validate: Any = None) -> "Table":
+        """Add a CHECK constraint; `validate(expression) -> int` counts existing violating rows
+        (nonzero: ConstraintViolationError, nothing committed)."""
+        from .txn import add_constraint
+
+        return self._evolved(add_constraint(self.log, name, expression, validate=validate))
+
+    def drop_constraint(self, name: str, if_exists: bool = True) -> "Table":
+        from .txn import drop_constraint
+
+        return self._evolved(drop_constraint(self.log, name, if_exists=if_exists))
+
+    def add_feature(self, name: str) -> "Table":
+        from .txn import add_feature
+
+        return self._evolved(add_feature(self.log, name))
+
+    def upgrade_protocol(self, reader_version: int | None = None, writer_version: int | None = None) -> "Table":
+        from .txn import upgrade_protocol
+
+        return self._evolved(upgrade_protocol(self.log, reader_version, writer_version))
+
+    def update_schema(self, schema: Any, merge: bool = True) -> "Table":
+        from .txn import update_schema
+
+        return self._evolved(update_schema(self.log, schema, merge=merge))
+
+    def rename_column(self, column: str, new_name: str) -> "Table":
+        from .txn import rename_column
+
+        return self._evolved(rename_column(self.log, column, new_name))
+
+    def drop_column(self, column: str) -> "Table":
+        from .txn import drop_column
+
+        return self._evolved(drop_column(self.log, column))
+
+    def transaction(self, operation: str, operation_parameters: dict | None = None,
+                    isolation_level: str | None = None, engine_info: str | None = None,
+                    max_retries: int = 50):
+        """A `tahoe.txn.Transaction` reading this table's snapshot."""
+        from .txn import Transaction
+
+        return Transaction(self.log, operation, operation_parameters, snapshot=self.snapshot,
+                           isolation_level=isolation_level, engine_info=engine_info,
+                           max_retries=max_retries)
+
+    def detail(self) -> dict:
+        """The table's details, like delta-spark's DESCRIBE DETAIL."""
+        from .protocol.table_features import reader_features_of, writer_features_of
+
+        snap = self.snapshot
+        md = snap.metadata
+        p = snap.protocol
+        return {
+            "format": "delta",
+            "id": md.id,
+            "name": md.name,
+            "description": md.description,
+            "location": self.table_root,
+            "createdAt": md.created_time,
+            "lastModified": snap.timestamp,
+            "version": snap.version,
+            "partitionColumns": list(md.partition_columns),
+            "numFiles": snap.num_files,
+            "sizeInBytes": snap.size_in_bytes,
+            "properties": dict(md.configuration),
+            "minReaderVersion": p.min_reader_version,
+            "minWriterVersion": p.min_writer_version,
+            "tableFeatures": sorted(reader_features_of(p) | writer_features_of(p)),
+        }
 
     def __repr__(self) -> str:
         return f"Table({self.table_root!r}, version={self.version})"

@@ -265,7 +265,9 @@ def _to_datetime(value: Any, dt: DataType) -> datetime:
         return datetime(value.year, value.month, value.day)
     if isinstance(value, str):
         return _parse_timestamp(value, dt, ntz=(dt.simple_string() == "timestamp_ntz"))
-    if hasattr(value, "to_pydatetime"):  # pandas / numpy scalars
+    if isinstance(value, np.datetime64):
+        return value.astype("datetime64[us]").astype(datetime)
+    if hasattr(value, "to_pydatetime"):  # pandas scalars
         return value.to_pydatetime()
     raise SchemaError(f"cannot use {value!r} as a {dt.simple_string()} partition value")
 

@@ -76,6 +76,7 @@ def local_session(master: str = "local[2]", app_name: str = "tahoe", extra: dict
     b = (SparkSession.builder.master(master).appName(app_name)
          .config("spark.ui.enabled", "false")
          .config("spark.sql.shuffle.partitions", "2")
+         .config("spark.ui.showConsoleProgress", "false")
          .config("spark.driver.host", "127.0.0.1")
          .config("spark.driver.bindAddress", "127.0.0.1")
          .config("spark.driver.extraJavaOptions", java_opts)

@@ -12,7 +12,8 @@ rows in memory).
 Invariants of every file written by `write_data_files`:
   1. its name is unique (`part-<5 digits>-<uuid4>-c000.snappy.parquet`) and it is never overwritten;
   2. it holds no partition column, and its columns carry the physical names (and, under column
-     mapping, the parquet field ids) of `column_mapping.physical_arrow_schema`;
+     mapping, the parquet field ids) of `column_mapping.physical_arrow_schema`, all nullable
+     (as Spark writes files: NOT NULL is checked on the values, see `nullable_type`);
   3. timestamps are INT64 microseconds (UTC-adjusted for `timestamp`, local for `timestamp_ntz`);
   4. all its rows share one set of partition values, the ones in its AddFile.
 """
@@ -42,7 +43,7 @@ from ..storage import resolve_data_path
 from ..storage.base import LogStore
 
 __all__ = ["write_data_files", "conform_to_schema", "to_arrow_table", "encode_log_path",
-           "DEFAULT_TARGET_FILE_ROWS"]
+           "nullable_type", "DEFAULT_TARGET_FILE_ROWS"]
 
 DEFAULT_TARGET_FILE_ROWS = 1_000_000
 
@@ -88,6 +89,28 @@ def to_arrow_table(data: Any) -> pa.Table:
 
 
 # --- conforming to the table schema ------------------------------------------------------------
+
+def nullable_type(t: pa.DataType) -> pa.DataType:
+    """`t` with every nested field nullable (map keys stay required), field metadata kept.
+
+    Data files are written all-nullable, as Spark writes them: NOT NULL is a property of the
+    table, enforced on the values before writing (`tahoe.write.constraints`), and a required
+    child of a null struct would otherwise be unwritable."""
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(nullable_type(t.field(i).type)).with_nullable(True)
+                          for i in range(t.num_fields)])
+    if pa.types.is_map(t):
+        return pa.map_(t.key_field.with_type(nullable_type(t.key_type)),
+                       t.item_field.with_type(nullable_type(t.item_type)).with_nullable(True))
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(nullable_type(t.value_type)).with_nullable(True))
+    return t
+
+
+def _nullable_schema(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f.with_type(nullable_type(f.type)).with_nullable(True) for f in schema],
+                     metadata=schema.metadata)
+
 
 def _cast_leaf(arr: pa.Array, target: pa.DataType, path: str) -> pa.Array:
     if arr.type == target:
@@ -159,7 +182,7 @@ def conform_to_schema(data: pa.Table, schema: StructType) -> pa.Table:
     columns = []
     fields = []
     for f in schema.fields:
-        target = to_arrow_type(f.type)
+        target = nullable_type(to_arrow_type(f.type))
         i = names.index(f.name) if f.name in names else lower.get(f.name.lower(), -1)
         if i < 0:
             if not f.nullable:
@@ -264,7 +287,7 @@ def write_data_files(store: LogStore, table_root: str, data: pa.Table | Iterable
     part_fields = [snapshot_schema.field(c, case_insensitive=True) for c in pcols]
     part_lower = {c.lower() for c in pcols}
     data_schema = StructType([f for f in snapshot_schema.fields if f.name.lower() not in part_lower])
-    physical_schema = column_mapping.physical_arrow_schema(data_schema, column_mapping_mode)
+    physical_schema = _nullable_schema(column_mapping.physical_arrow_schema(data_schema, column_mapping_mode))
     mapped = column_mapping_mode in ("name", "id")
     pv_key = {f.name: (column_mapping.physical_name(f) if mapped else f.name) for f in part_fields}
 

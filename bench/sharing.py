@@ -1,0 +1,208 @@
+"""Sharing server benchmarks on loopback (the server runs as a separate process).
+
+    python -m bench.sharing            # 100k-file /query; ~1 GB load_as_pandas
+    python -m bench.sharing --quick    # 20k files; ~100 MB
+
+1. `/query` over a table of N files (one JSON commit with N adds, hard links to a few real small
+   parquet files, each with stats): time to first byte and to the last line, cold (first request:
+   snapshot load) and warm (snapshot cached). Targets: first byte < 200 ms, last line < 2 s.
+2. `delta_sharing.load_as_pandas` (the official client, parquet format) of a ~1 GB table through
+   the server, beside pyarrow reading the same files locally (`pq.read_table(...).to_pandas()`),
+   and tahoe's own client (`tahoe.sharing.client.load_as_arrow(...).to_pandas()`).
+   Target ratio (official client / local) ≤ 1.3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = {"type": "struct", "fields": [
+    {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+    {"name": "value", "type": "double", "nullable": True, "metadata": {}},
+    {"name": "name", "type": "string", "nullable": True, "metadata": {}},
+]}
+
+
+def _commit0(root: Path, adds: list[dict]) -> None:
+    log = root / "_delta_log"
+    log.mkdir(parents=True, exist_ok=True)
+    md = {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
+          "schemaString": json.dumps(SCHEMA), "partitionColumns": [], "configuration": {}, "createdTime": 0}
+    with open(log / "00000000000000000000.json", "w") as f:
+        f.write(json.dumps({"commitInfo": {"timestamp": int(time.time() * 1000), "operation": "WRITE"}}) + "\n")
+        f.write(json.dumps({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}) + "\n")
+        f.write(json.dumps({"metaData": md}) + "\n")
+        for a in adds:
+            f.write(json.dumps({"add": a}, separators=(",", ":")) + "\n")
+
+
+def _table(n_rows: int, seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    ids = np.arange(n_rows, dtype=np.int64) + seed * n_rows
+    return pa.table({"id": ids, "value": rng.random(n_rows),
+                     "name": pa.array(np.char.add("name-", (ids % 100_000).astype(str)))})
+
+
+def build_many_files(root: Path, n_files: int) -> None:
+    data = root / "data"
+    data.mkdir(parents=True)
+    srcs = []
+    for i in range(4):
+        p = data / f"src-{i}.parquet"
+        pq.write_table(_table(100, i), p)
+        srcs.append(p)
+    adds = []
+    for i in range(n_files):
+        name = f"part-{i:06d}-{uuid.uuid4()}.parquet"
+        os.link(srcs[i % 4], data / name)
+        lo = i * 100
+        adds.append({"path": f"data/{name}", "partitionValues": {}, "size": srcs[i % 4].stat().st_size,
+                     "modificationTime": 1700000000000, "dataChange": True,
+                     "stats": json.dumps({"numRecords": 100, "minValues": {"id": lo, "value": 0.0, "name": "name-0"},
+                                          "maxValues": {"id": lo + 99, "value": 1.0, "name": "name-99999"},
+                                          "nullCount": {"id": 0, "value": 0, "name": 0}})})
+    _commit0(root, adds)
+
+
+def build_big(root: Path, total_mb: int) -> list[Path]:
+    data = root / "data"
+    data.mkdir(parents=True)
+    rows_per_file = 2_000_000          # ~ 40 MB per file with these columns
+    files, adds, size = [], [], 0
+    i = 0
+    while size < total_mb * 1_000_000:
+        p = data / f"part-{i:05d}.parquet"
+        t = _table(rows_per_file, i)
+        pq.write_table(t, p, compression="snappy")
+        files.append(p)
+        s = p.stat().st_size
+        size += s
+        adds.append({"path": f"data/{p.name}", "partitionValues": {}, "size": s, "modificationTime": 0,
+                     "dataChange": True, "stats": json.dumps({"numRecords": rows_per_file})})
+        i += 1
+    _commit0(root, adds)
+    return files
+
+
+def start(config: Path, port: int) -> subprocess.Popen:
+    import httpx
+
+    proc = subprocess.Popen([sys.executable, "-m", "tahoe", "sharing", "serve", "--config", str(config),
+                             "--port", str(port)], cwd=str(REPO))
+    for _ in range(300):
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=1)
+            return proc
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("server did not start")
+
+
+def free_port() -> int:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def time_query(endpoint: str, token: str, table: str) -> tuple[float, float, int, int]:
+    import httpx
+
+    t0 = time.perf_counter()
+    first = None
+    lines = 0
+    nbytes = 0
+    with httpx.stream("POST", f"{endpoint}/shares/s/schemas/b/tables/{table}/query", json={},
+                      headers={"Authorization": f"Bearer {token}"}, timeout=120) as r:
+        assert r.status_code == 200, r.read()
+        for chunk in r.iter_bytes():
+            if first is None:
+                first = time.perf_counter() - t0
+            lines += chunk.count(b"\n")
+            nbytes += len(chunk)
+    return first, time.perf_counter() - t0, lines, nbytes
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--files", type=int, default=None)
+    ap.add_argument("--mb", type=int, default=None)
+    args = ap.parse_args()
+    n_files = args.files or (20_000 if args.quick else 100_000)
+    mb = args.mb or (100 if args.quick else 1000)
+    tmp = Path(tempfile.mkdtemp(prefix="tahoe-sharing-bench-"))
+    proc = None
+    try:
+        t = time.perf_counter()
+        build_many_files(tmp / "many", n_files)
+        print(f"built {n_files}-file table in {time.perf_counter() - t:.1f}s", flush=True)
+        t = time.perf_counter()
+        files = build_big(tmp / "big", mb)
+        total = sum(f.stat().st_size for f in files)
+        print(f"built {total / 1e6:.0f} MB table ({len(files)} files) in {time.perf_counter() - t:.1f}s", flush=True)
+        port = free_port()
+        import yaml
+
+        cfg = {"shares": [{"name": "s", "schemas": [{"name": "b", "tables": [
+            {"name": "many", "location": str(tmp / "many")}, {"name": "big", "location": str(tmp / "big")}]}]}],
+            "authorization": {"bearerToken": "bench-token"}, "host": "127.0.0.1", "port": port}
+        (tmp / "server.yaml").write_text(yaml.safe_dump(cfg))
+        proc = start(tmp / "server.yaml", port)
+        endpoint = f"http://127.0.0.1:{port}/delta-sharing"
+
+        print(f"\n/query over {n_files} files (NDJSON streamed):")
+        for label in ("first", "warm", "warm"):
+            first, last, lines, nbytes = time_query(endpoint, "bench-token", "many")
+            print(f"  {label:5s}  first byte {first * 1000:7.1f} ms   last line {last * 1000:7.1f} ms   "
+                  f"{lines} lines, {nbytes / 1e6:.1f} MB")
+
+        prof = tmp / "bench.share"
+        prof.write_text(json.dumps({"shareCredentialsVersion": 1, "endpoint": endpoint, "bearerToken": "bench-token"}))
+        import delta_sharing
+
+        from tahoe.sharing.client import load_as_arrow
+
+        print(f"\nload of the {total / 1e6:.0f} MB table ({len(files)} files), best of 2 (first runs pay imports):")
+
+        def best(fn):
+            times, n = [], 0
+            for _ in range(2):
+                t = time.perf_counter()
+                n = len(fn())
+                times.append(time.perf_counter() - t)
+            return min(times), n
+
+        t_local, n = best(lambda: pq.read_table([str(f) for f in files]).to_pandas())
+        print(f"  pyarrow local read + to_pandas         {t_local:6.2f} s  ({n} rows)")
+        t_off, n = best(lambda: delta_sharing.load_as_pandas(f"{prof}#s.b.big", use_delta_format=False))
+        print(f"  delta_sharing.load_as_pandas (parquet) {t_off:6.2f} s  ({n} rows)  ratio {t_off / t_local:.2f}x")
+        t_tc, n = best(lambda: load_as_arrow(f"{prof}#s.b.big").to_pandas())
+        print(f"  tahoe client load_as_arrow+to_pandas   {t_tc:6.2f} s  ({n} rows)  ratio {t_tc / t_local:.2f}x")
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,384 @@
+"""One shared table as the server sees it: its log (with a cache of the latest snapshot), the
+response format a request gets, and the NDJSON lines of metadata, files and changes in both
+response formats (spec "API Response Format in Parquet" / "... in Delta").
+
+Owns: format negotiation from the `delta-sharing-capabilities` header, file URL minting (the
+server's own signed URLs for local tables, S3 pre-signed URLs for s3:// tables), rewriting
+deletion vectors to `storageType: "p"` with their own signed URL, and refusing file paths that
+point outside the table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
+
+from ..log import DeltaLog
+from ..log.segment import list_log
+from ..protocol.filenames import LogFileKind
+from ..protocol.table_features import reader_features_of
+from ..storage import resolve_data_path
+from .config import TableConfig
+from .signing import Signer, file_id
+
+__all__ = ["SharingError", "Capabilities", "SharedTable", "dumps"]
+
+
+class SharingError(Exception):
+    """An error answered as `{"errorCode", "message"}` with an HTTP status."""
+
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_enc = json.encoder.encode_basestring  # a JSON string literal (C implementation)
+
+
+def dumps(obj: Any) -> str:
+    return _ENCODER.encode(obj)
+
+
+@dataclass
+class Capabilities:
+    formats: list[str] = field(default_factory=lambda: ["parquet"])
+    reader_features: set[str] = field(default_factory=set)
+    include_end_stream_action: bool = False
+
+    @classmethod
+    def parse(cls, header: str | None) -> "Capabilities":
+        caps = cls()
+        if not header:
+            return caps
+        for part in header.lower().split(";"):
+            if "=" not in part:
+                continue
+            k, v = part.split("=", 1)
+            vals = [x.strip() for x in v.split(",") if x.strip()]
+            k = k.strip()
+            if k == "responseformat" and vals:
+                caps.formats = vals
+            elif k == "readerfeatures":
+                caps.reader_features = set(vals)
+            elif k == "includeendstreamaction":
+                caps.include_end_stream_action = bool(vals) and vals[0] == "true"
+        return caps
+
+
+# Reader features a recipient must list to read a table in delta format.
+_GATED = {"deletionVectors": "deletionvectors", "columnMapping": "columnmapping"}
+
+
+def _table_features(snap) -> set[str]:
+    feats = set(reader_features_of(snap.protocol))
+    if snap.column_mapping_mode != "none":
+        feats.add("columnMapping")
+    return feats
+
+
+class SharedTable:
+    """A configured table; thread-safe; snapshots cached per version (latest re-checked by listing
+    the log from the cached version on)."""
+
+    def __init__(self, cfg: TableConfig, signer: Signer, url_ttl: int):
+        self.cfg = cfg
+        self.key = cfg.key
+        self._root: str | None = None
+        self.signer = signer
+        self.url_ttl = url_ttl
+        self._lock = threading.Lock()
+        self._log: DeltaLog | None = None
+        self._snaps: dict[int, Any] = {}
+        self._latest: int | None = None
+        self._line_cache: tuple[tuple, list[str]] | None = None
+        self._load_lock = threading.Lock()
+        self._sizes: dict[tuple, tuple[int, int]] = {}
+
+    @property
+    def log(self) -> DeltaLog:
+        with self._lock:
+            if self._log is None:
+                self._log = DeltaLog.for_table(self.cfg.location, self.cfg.storage_options or None)
+            return self._log
+
+    @property
+    def root(self) -> str:
+        if self._root is None:
+            self._root = self.log.table_root
+        return self._root
+
+    @property
+    def is_s3(self) -> bool:
+        return self.root.startswith("s3://")
+
+    def latest_version(self) -> int:
+        log = self.log
+        start = self._latest or 0
+        files = [f for f in list_log(log.store, log.log_dir, start) if f.name.kind == LogFileKind.COMMIT]
+        if not files:
+            if start:
+                files = [f for f in list_log(log.store, log.log_dir, 0) if f.name.kind == LogFileKind.COMMIT]
+            if not files:
+                # a checkpoint-only log: let the snapshot decide
+                return log.snapshot().version
+        v = files[-1].version
+        self._latest = max(v, self._latest or 0)
+        return v
+
+    def snapshot(self, version: int | None = None):
+        if version is None:
+            version = self.latest_version()
+        with self._lock:
+            s = self._snaps.get(version)
+        if s is None:
+            with self._load_lock:  # one load at a time per table: concurrent askers wait for it
+                with self._lock:
+                    s = self._snaps.get(version)
+                if s is None:
+                    s = self.log.snapshot(version)
+                    with self._lock:
+                        if len(self._snaps) > 8:
+                            self._snaps.pop(next(iter(self._snaps)))
+                        self._snaps[version] = s
+        return s
+
+    def size_and_count(self, snap) -> tuple[int, int]:
+        """(sizeInBytes, numFiles) of a snapshot, computed once per version."""
+        key = (id(snap), snap.version)
+        got = self._sizes.get(key)
+        if got is None:
+            ft = snap.files_table(["size"])
+            got = (int(pa.compute.sum(ft.column("size")).as_py() or 0), ft.num_rows)
+            if len(self._sizes) > 16:
+                self._sizes.clear()
+            self._sizes[key] = got
+        return got
+
+    def cached_lines(self, key: tuple) -> list[str] | None:
+        c = self._line_cache
+        return c[1] if c is not None and c[0] == key else None
+
+    def store_lines(self, key: tuple, lines: list[str]) -> None:
+        self._line_cache = (key, lines)
+
+    # --- format ---------------------------------------------------------------------------------
+    def choose_format(self, caps: Capabilities, snap) -> str:
+        feats = _table_features(snap)
+        gated = {f for f in feats if f in _GATED}
+        missing = sorted(f for f in gated if _GATED[f] not in caps.reader_features)
+        if "delta" in caps.formats and "parquet" in caps.formats:
+            fmt = "parquet" if not feats and snap.protocol.min_reader_version < 2 else "delta"
+        elif "delta" in caps.formats:
+            fmt = "delta"
+        elif "parquet" in caps.formats:
+            fmt = "parquet"
+        else:
+            raise SharingError(400, "INVALID_PARAMETER_VALUE",
+                               f"unsupported responseformat {','.join(caps.formats)}: use parquet or delta")
+        if missing:
+            raise SharingError(400, "UNSUPPORTED_OPERATION",
+                               f"table {self.cfg.name} needs reader features {', '.join(missing)} that the client "
+                               f"did not declare: read it with a client that supports them "
+                               f"(responseformat=delta;readerfeatures=...)")
+        return fmt
+
+    # --- lines ----------------------------------------------------------------------------------
+    def protocol_line(self, fmt: str, snap) -> str:
+        if fmt == "delta":
+            return dumps({"protocol": {"deltaProtocol": snap.protocol.to_dict()}})
+        return dumps({"protocol": {"minReaderVersion": 1}})
+
+    def metadata_line(self, fmt: str, snap, metadata=None, version: int | None = None,
+                      with_size: bool = True) -> str:
+        md = metadata if metadata is not None else snap.metadata
+        extra: dict[str, Any] = {}
+        if version is not None:
+            extra["version"] = version
+        if with_size:
+            extra["size"], extra["numFiles"] = self.size_and_count(snap)
+        if fmt == "delta":
+            return dumps({"metaData": {"deltaMetadata": md.to_dict(), **extra}})
+        d = {"id": md.id}
+        if md.name is not None:
+            d["name"] = md.name
+        if md.description is not None:
+            d["description"] = md.description
+        d.update({"format": md.format.to_dict(), "schemaString": md.schema_string,
+                  "partitionColumns": list(md.partition_columns), "configuration": dict(md.configuration)})
+        d.update(extra)
+        return dumps({"metaData": d})
+
+    # --- URLs -----------------------------------------------------------------------------------
+    def _rel_path(self, path: str) -> str:
+        """The file's path within the table root; SharingError if it lies outside."""
+        root = self.root
+        if ":" not in path and not path.startswith("/") and "\\" not in path:
+            rel = unquote(path) if "%" in path else path
+        else:
+            full = resolve_data_path(root, path)
+            if self.is_s3:
+                prefix = root.rstrip("/") + "/"
+                if not full.startswith(prefix):
+                    raise SharingError(400, "UNSUPPORTED_OPERATION",
+                                       f"table {self.cfg.name} references files outside its location")
+                rel = full[len(prefix):]
+            else:
+                rel = os.path.relpath(os.path.normpath(full), root).replace(os.sep, "/")
+        if rel.startswith("/") or ".." in rel.split("/") or "\x00" in rel:
+            raise SharingError(400, "UNSUPPORTED_OPERATION",
+                               f"table {self.cfg.name} references files outside its location")
+        return rel
+
+    def url_for(self, base: str, path: str, expires: int) -> str:
+        rel = self._rel_path(path)
+        if self.is_s3:
+            from ..storage.s3 import split_s3_path
+
+            full = self.root.rstrip("/") + "/" + rel
+            bucket, key = split_s3_path(full)
+            return self._presigner().generate_presigned_url(
+                "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=int(self.url_ttl))
+        return self.signer.file_url(base, self.key, rel, expires)
+
+    def _presigner(self):
+        """A boto3 client signing with SigV4 (`X-Amz-Signature=` URLs, which the official client's
+        kernel recognizes as pre-signed; boto3 may default to SigV2 query auth on custom endpoints)."""
+        store = self.log.store
+        with self._lock:
+            if getattr(self, "_s3v4", None) is None:
+                import boto3
+                from botocore.config import Config
+
+                s = getattr(store, "_settings", {}) or {}
+                cfg: dict[str, Any] = {"signature_version": "s3v4"}
+                if s.get("endpoint_url"):
+                    cfg["s3"] = {"addressing_style": "path"}
+                session = boto3.session.Session(
+                    aws_access_key_id=s.get("aws_access_key_id"), aws_secret_access_key=s.get("aws_secret_access_key"),
+                    aws_session_token=s.get("aws_session_token"), region_name=s.get("region") or "us-east-1")
+                self._s3v4 = session.client("s3", endpoint_url=s.get("endpoint_url"), config=Config(**cfg))
+            return self._s3v4
+
+    def dv_for(self, base: str, dv: dict | None, expires: int) -> tuple[dict | None, str | None]:
+        """The deletion vector rewritten to an absolute signed URL ('p'), and its file id."""
+        if not dv:
+            return None, None
+        if dv.get("storageType") == "i":
+            return dv, None
+        from ..protocol.deletion_vectors import DeletionVectorDescriptor
+
+        d = DeletionVectorDescriptor.from_dict(dv)
+        root = self.log.table_root
+        if d.storage_type == "u":
+            rel = d.relative_path()
+        else:
+            rel = self._rel_path(d.path_or_inline_dv)
+        url = self.url_for(base, rel, expires)
+        out = {"storageType": "p", "pathOrInlineDv": url, "sizeInBytes": d.size_in_bytes,
+               "cardinality": d.cardinality}
+        if d.offset is not None:
+            out["offset"] = d.offset
+        del root
+        return out, file_id(rel)
+
+    def file_size(self, path: str) -> int:
+        try:
+            full = resolve_data_path(self.log.table_root, path)
+            store = self.log.store
+            return int(store.filesystem.get_file_info(store.to_fs_path(full)).size or 0)
+        except Exception:
+            return 0
+
+    # --- file lines -----------------------------------------------------------------------------
+    def file_line(self, fmt: str, base: str, add: dict, expires: int, wrapper: str = "file",
+                  version: int | None = None, timestamp: int | None = None, action: str = "add") -> str:
+        """One file line. Parquet: `{wrapper: {url, id, partitionValues, size, stats?, version?,
+        timestamp?, expirationTimestamp}}`; delta: `{"file": {id, deltaSingleAction: {action: ...}}}`."""
+        path = add["path"]
+        url = self.url_for(base, path, expires)
+        fid = file_id(path)
+        exp_ms = expires * 1000
+        if fmt == "delta":
+            a = {k: v for k, v in add.items() if v is not None}
+            a["path"] = url
+            out: dict[str, Any] = {"id": fid}
+            if a.get("deletionVector"):
+                dv, dvid = self.dv_for(base, a["deletionVector"], expires)
+                a["deletionVector"] = dv
+                if dvid:
+                    out["deletionVectorFileId"] = dvid
+            if action in ("add", "remove") and "size" not in a:
+                a["size"] = self.file_size(path)
+            if action == "add":
+                a.setdefault("modificationTime", 0)
+                a.setdefault("dataChange", True)
+                a.setdefault("partitionValues", {})
+            if version is not None:
+                out["version"] = version
+            if timestamp is not None:
+                out["timestamp"] = timestamp
+            out["expirationTimestamp"] = exp_ms
+            out["deltaSingleAction"] = {action: a}
+            return dumps({"file": out})
+        size = add.get("size")
+        if size is None:
+            size = self.file_size(path)
+        # hand-assembled (this is the hot loop of /query): the same JSON json.dumps would give
+        pv = add.get("partitionValues")
+        parts = ['{"', wrapper, '":{"url":', _enc(url), ',"id":"', fid, '","partitionValues":',
+                 dumps(pv) if pv else "{}", ',"size":', str(int(size))]
+        stats = add.get("stats")
+        if stats and wrapper in ("file", "add"):
+            parts += [',"stats":', _enc(stats)]
+        if version is not None:
+            parts += [',"version":', str(int(version))]
+        if timestamp is not None:
+            parts += [',"timestamp":', str(int(timestamp))]
+        parts += [',"expirationTimestamp":', str(exp_ms), "}}"]
+        return "".join(parts)
+
+
+PARQUET_COLUMNS = ["path", "partitionValues", "size", "stats"]
+DELTA_COLUMNS = ["path", "partitionValues", "size", "modificationTime", "dataChange", "stats", "tags",
+                 "deletionVector", "baseRowId", "defaultRowCommitVersion"]
+
+
+def iter_file_rows(snap, fmt: str = "delta") -> Iterator[dict]:
+    """The active files of a snapshot as dicts, batch by batch (cheap to start streaming); only
+    the columns the response format needs."""
+    ft = snap.files_table(PARQUET_COLUMNS if fmt == "parquet" else DELTA_COLUMNS)
+    for batch in ft.to_batches(max_chunksize=1000):
+        for r in batch.to_pylist():
+            pv = r.get("partitionValues")
+            if isinstance(pv, list):
+                r["partitionValues"] = dict(pv)
+            tags = r.get("tags")
+            if isinstance(tags, list):
+                r["tags"] = dict(tags)
+            dv = r.get("deletionVector")
+            if isinstance(dv, dict):
+                r["deletionVector"] = {k: v for k, v in dv.items() if v is not None}
+            yield r
+
+
+def now_s() -> int:
+    return int(time.time())
+
+
+def rel_ok(rel: str) -> bool:
+    if not rel or rel.startswith("/") or "\\" in rel or "\x00" in rel:
+        return False
+    parts = rel.split("/")
+    return ".." not in parts and "." not in parts and posixpath.normpath(rel) == rel

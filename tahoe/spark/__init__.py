@@ -1,0 +1,42 @@
+"""tahoe on PySpark: read and write Delta tables with Spark, without the delta-spark jars.
+
+- `DeltaTable.forPath(spark, path)` — delta-spark's Python API names (`toDF`, `history`,
+  `detail`, `alias`, `create*` builders).
+- `read_delta(spark, path, version=, timestamp=, filters=)` — the fast read: a native parquet scan
+  over exactly the snapshot's files (partition pruning, data skipping, column mapping, DVs).
+- `write_delta(df, path, mode=..., ...)` — the fast write: native parquet files + one commit.
+- `register(spark)` — registers the `delta` Python data source, so
+  `spark.read.format("delta").load(path)` and `df.write.format("delta").save(path)` work.
+
+Shipping tahoe to a cluster: executors need `tahoe` importable only for the data-source path
+(`format("delta")`), whose readers/writers run Python on executors. Either `pip install tahoe` on
+every node (same version as the driver), or ship it with the job:
+`spark-submit --py-files tahoe.zip ...`, `spark.submit.pyFiles`, `spark.sparkContext.addPyFile(zip)`
+or, over Spark Connect, `spark.addArtifacts("tahoe.zip", pyfile=True)`. The fast paths
+(`read_delta`, `write_delta`, `DeltaTable.toDF`) run tahoe on the driver only; executors run
+Spark's own parquet reader/writer.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+__all__ = ["DeltaTable", "read_delta", "write_delta", "register", "local_session"]
+
+_LAZY = {
+    "DeltaTable": ("tahoe.spark.delta_table", "DeltaTable"),
+    "read_delta": ("tahoe.spark.read", "read_delta"),
+    "write_delta": ("tahoe.spark.write", "write_delta"),
+    "register": ("tahoe.spark.datasource", "register"),
+    "local_session": ("tahoe.spark.session", "local_session"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        mod, attr = _LAZY[name]
+        value = getattr(import_module(mod), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tahoe.spark' has no attribute {name!r}")

@@ -1,0 +1,226 @@
+"""The `delta` Python data source: `spark.read.format("delta")` / `df.write.format("delta")`.
+
+Owns the data-source path. Reading: the driver plans the snapshot's files (with partition pruning
+and stats skipping from pushed-down filters), splits them into input partitions, and executors read
+each file as Arrow with tahoe's Spark-free reader (`tahoe.read.ArrowFileReader`: column mapping,
+DVs, partition values) — so it reaches any store tahoe's storage layer reaches (s3:// via pyarrow)
+even when the JVM cannot. Options: `versionAsOf`, `timestampAsOf`, storage options as
+`storage.<key>`. Writing: executors write parquet files with pyarrow under the table root and send
+back AddFile actions; the driver-side `commit` makes one transaction (`tahoe.spark.write`).
+Executors need tahoe importable (see `tahoe.spark` on shipping it to a cluster).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition
+
+__all__ = ["DeltaDataSource", "register", "read_via_datasource"]
+
+_FILES_PER_PARTITION_BYTES = 128 << 20
+
+
+def _storage_options(options: dict) -> dict | None:
+    so = {k[len("storage."):]: v for k, v in options.items() if k.lower().startswith("storage.")}
+    return so or None
+
+
+def _opt(options, name):
+    for k, v in options.items():
+        if k.lower() == name.lower():
+            return v
+    return None
+
+
+class _FilesPartition(InputPartition):
+    def __init__(self, files: list[tuple[str, dict, Any]]):
+        super().__init__(None)
+        self.files = files
+
+
+class DeltaDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "delta"
+
+    def _path(self) -> str:
+        p = _opt(self.options, "path")
+        if not p:
+            raise ValueError("format('delta') needs a path: .load(path) / .save(path)")
+        return p
+
+    def _snapshot(self):
+        from ..log import DeltaLog
+
+        if getattr(self, "_snap", None) is None:
+            log = DeltaLog.for_table(self._path(), _storage_options(dict(self.options)))
+            v = _opt(self.options, "versionAsOf")
+            ts = _opt(self.options, "timestampAsOf")
+            if v is not None and ts is not None:
+                raise ValueError("give versionAsOf or timestampAsOf, not both")
+            self._snap = log.snapshot(version=int(v) if v is not None else None, timestamp=ts)
+        return self._snap
+
+    def schema(self):
+        from ..read.arrow_reader import _is_void
+        from ..protocol.schema import StructType
+        from .types import to_spark_schema
+
+        snap = self._snapshot()
+        fields = [f for f in snap.schema.fields if not _is_void(f.type)]
+        return to_spark_schema(StructType(fields), strip_metadata=True, nullable=True)
+
+    def reader(self, schema):
+        return DeltaReader(self, schema)
+
+    def writer(self, schema, overwrite: bool):
+        return DeltaWriter(self._path(), dict(self.options), schema, overwrite)
+
+
+class DeltaReader(DataSourceReader):
+    def __init__(self, source: DeltaDataSource, schema):
+        snap = source._snapshot()
+        self.table_root = snap.table_root
+        self.schema_json = snap.schema.to_json()
+        self.partition_columns = snap.partition_columns
+        self.mode = snap.column_mapping_mode
+        self.storage_options = _storage_options(dict(source.options))
+        self.columns = [f.name for f in schema.fields]
+        self.out_schema_json = schema.json()
+        self._snap = snap
+        self._filters: list = []
+
+    def pushFilters(self, filters):
+        # Spark re-applies every filter; tahoe uses the supported ones for file skipping only.
+        for f in filters:
+            sql = _filter_to_sql(f)
+            if sql is not None:
+                self._filters.append(sql)
+            yield f
+
+    def partitions(self):
+        from .read import plan_files
+
+        files = plan_files(self._snap, self._filters)
+        paths = files.column("path").to_pylist()
+        pvs = files.column("partitionValues").to_pylist()
+        dvs = files.column("deletionVector").to_pylist()
+        sizes = files.column("size").to_pylist()
+        parts, cur, cur_size = [], [], 0
+        for p, pv, dv, sz in zip(paths, pvs, dvs, sizes):
+            cur.append((p, dict(pv) if pv else {}, dict(dv) if dv else None))
+            cur_size += sz or 0
+            if cur_size >= _FILES_PER_PARTITION_BYTES:
+                parts.append(_FilesPartition(cur))
+                cur, cur_size = [], 0
+        if cur:
+            parts.append(_FilesPartition(cur))
+        return parts or [_FilesPartition([])]
+
+    def read(self, partition: _FilesPartition) -> Iterator:
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_schema
+        from pyspark.sql.types import StructType as SparkStruct
+
+        from ..protocol.schema import StructType
+        from ..read.arrow_reader import ArrowFileReader
+        from ..storage import log_store_for
+
+        store, root = log_store_for(self.table_root, self.storage_options)
+        reader = ArrowFileReader(store, root, StructType.from_json(self.schema_json), self.partition_columns,
+                                 self.mode, self.columns)
+        target = to_arrow_schema(SparkStruct.fromJson(json.loads(self.out_schema_json)), timezone="UTC")
+        for path, pv, dv in partition.files:
+            t = reader.read_file(path, pv, dv)
+            t = t.select(target.names) if target.names else t
+            for b in t.cast(target).to_batches(max_chunksize=65536):
+                yield b
+
+
+def _filter_to_sql(f) -> str | None:
+    from pyspark.sql import datasource as ds
+
+    def name(attr) -> str | None:
+        return "`" + attr[0].replace("`", "``") + "`" if len(attr) == 1 else None
+
+    def lit(v) -> str | None:
+        import datetime as dt
+        if isinstance(v, bool):
+            return "TRUE" if v else "FALSE"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, str):
+            return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        if isinstance(v, (dt.date, dt.datetime)):
+            return "'" + v.isoformat(sep=" ") + "'" if isinstance(v, dt.datetime) else "'" + v.isoformat() + "'"
+        return None
+
+    ops = {ds.EqualTo: "=", ds.GreaterThan: ">", ds.GreaterThanOrEqual: ">=", ds.LessThan: "<",
+           ds.LessThanOrEqual: "<="}
+    for cls, op in ops.items():
+        if type(f) is cls:
+            n, v = name(f.attribute), lit(f.value)
+            return f"{n} {op} {v}" if n and v else None
+    if isinstance(f, ds.IsNull):
+        n = name(f.attribute)
+        return f"{n} IS NULL" if n else None
+    if isinstance(f, ds.IsNotNull):
+        n = name(f.attribute)
+        return f"{n} IS NOT NULL" if n else None
+    if isinstance(f, ds.In):
+        n = name(f.attribute)
+        vs = [lit(v) for v in f.value]
+        return f"{n} IN ({', '.join(vs)})" if n and vs and all(vs) else None
+    return None
+
+
+class DeltaWriter(DataSourceArrowWriter):
+    def __init__(self, path: str, options: dict, schema, overwrite: bool):
+        from .write import prepare_datasource_write
+
+        self.path = path
+        self.options = options
+        self.overwrite = overwrite
+        self.plan = prepare_datasource_write(path, options, schema, overwrite)
+
+    def write(self, iterator):
+        from .write import datasource_write_task
+
+        return datasource_write_task(self.plan, iterator)
+
+    def commit(self, messages):
+        from .write import datasource_commit
+
+        datasource_commit(self.plan, [m for m in messages if m is not None])
+
+    def abort(self, messages):
+        from .write import datasource_abort
+
+        datasource_abort(self.plan, [m for m in messages if m is not None])
+
+
+_registered: set[int] = set()
+
+
+def register(spark) -> None:
+    """Register the `delta` data source on `spark` (once per session) and apply tahoe's confs."""
+    from .session import configure
+
+    configure(spark)
+    key = id(spark)
+    if key in _registered:
+        return
+    spark.dataSource.register(DeltaDataSource)
+    _registered.add(key)
+
+
+def read_via_datasource(spark, path: str, version: int | None = None, options: dict | None = None):
+    register(spark)
+    r = spark.read.format("delta")
+    if version is not None:
+        r = r.option("versionAsOf", str(version))
+    for k, v in (options or {}).items():
+        r = r.option(f"storage.{k}", v)
+    return r.load(path)

@@ -1,0 +1,231 @@
+"""`tahoe.spark.DeltaTable`: delta-spark's Python `DeltaTable` API over tahoe.
+
+Owns the delta-spark-compatible surface: `forPath`, `isDeltaTable`, `toDF`, `alias`, `history`,
+`detail`, and the `create` / `createIfNotExists` / `createOrReplace` builders (`location`,
+`addColumn(s)`, generated and identity columns, `partitionedBy`, `property`, `comment`,
+`execute`). Reads go through the fast path (`tahoe.spark.read`); table creation through
+`tahoe.txn.table_ops.create_table`. DML (`delete`, `update`, `merge`) is not implemented yet.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+from ..errors import TableNotFoundError
+from ..log import DeltaLog
+from .read import read_snapshot
+
+__all__ = ["DeltaTable", "DeltaTableBuilder"]
+
+
+class DeltaTable:
+    def __init__(self, spark, path: str, alias: str | None = None, storage_options: dict | None = None):
+        self._spark = spark
+        self._path = path
+        self._alias = alias
+        self._storage_options = storage_options
+        self._log = DeltaLog.for_table(path, storage_options)
+
+    # --- opening ----------------------------------------------------------------------------
+    @classmethod
+    def forPath(cls, sparkSession, path: str, hadoopConf: dict | None = None) -> "DeltaTable":
+        from .datasource import register
+
+        register(sparkSession)
+        t = cls(sparkSession, path, storage_options=hadoopConf or None)
+        t._log.snapshot()  # fails now (TableNotFoundError) when there is no table
+        return t
+
+    @classmethod
+    def forName(cls, sparkSession, tableOrViewName: str) -> "DeltaTable":
+        raise NotImplementedError("tahoe has no catalog: use DeltaTable.forPath(spark, path)")
+
+    @classmethod
+    def isDeltaTable(cls, sparkSession, identifier: str) -> bool:
+        try:
+            DeltaLog.for_table(identifier).snapshot()
+            return True
+        except (TableNotFoundError, ValueError, FileNotFoundError):
+            return False
+
+    # --- reading ----------------------------------------------------------------------------
+    def toDF(self):
+        df = read_snapshot(self._spark, self._log.snapshot())
+        return df.alias(self._alias) if self._alias else df
+
+    def alias(self, aliasName: str) -> "DeltaTable":
+        return DeltaTable(self._spark, self._path, aliasName, self._storage_options)
+
+    def history(self, limit: int | None = None):
+        from pyspark.sql.types import (
+            BooleanType, LongType, MapType, StringType, StructField, StructType, TimestampType,
+        )
+        import datetime as dt
+
+        rows = []
+        for e in self._log.history(limit):
+            ci = e.commit_info
+            params = ci.get("operationParameters") or {}
+            metrics = ci.get("operationMetrics") or {}
+            rows.append((
+                e.version, dt.datetime.fromtimestamp(e.timestamp / 1000, tz=dt.timezone.utc),
+                ci.get("userId"), ci.get("userName"), ci.get("operation"),
+                {str(k): (v if isinstance(v, str) else json.dumps(v)) for k, v in params.items()},
+                ci.get("clusterId"), ci.get("readVersion"), ci.get("isolationLevel"), ci.get("isBlindAppend"),
+                {str(k): str(v) for k, v in metrics.items()}, ci.get("userMetadata"), ci.get("engineInfo"),
+            ))
+        schema = StructType([
+            StructField("version", LongType()), StructField("timestamp", TimestampType()),
+            StructField("userId", StringType()), StructField("userName", StringType()),
+            StructField("operation", StringType()),
+            StructField("operationParameters", MapType(StringType(), StringType())),
+            StructField("clusterId", StringType()), StructField("readVersion", LongType()),
+            StructField("isolationLevel", StringType()), StructField("isBlindAppend", BooleanType()),
+            StructField("operationMetrics", MapType(StringType(), StringType())),
+            StructField("userMetadata", StringType()), StructField("engineInfo", StringType()),
+        ])
+        return self._spark.createDataFrame(rows, schema)
+
+    def detail(self):
+        from pyspark.sql.types import (
+            ArrayType, IntegerType, LongType, MapType, StringType, StructField, StructType, TimestampType,
+        )
+        import datetime as dt
+
+        from ..protocol.table_features import reader_features_of, writer_features_of
+
+        snap = self._log.snapshot()
+        md = snap.metadata
+        created = dt.datetime.fromtimestamp(md.created_time / 1000, tz=dt.timezone.utc) if md.created_time else None
+        features = sorted(reader_features_of(snap.protocol) | writer_features_of(snap.protocol))
+        row = ("delta", md.id, md.name, md.description, self._log.table_root, created,
+               dt.datetime.fromtimestamp(snap.timestamp / 1000, tz=dt.timezone.utc),
+               list(md.partition_columns), [], snap.num_files, snap.size_in_bytes, dict(md.configuration),
+               snap.protocol.min_reader_version, snap.protocol.min_writer_version, features)
+        schema = StructType([
+            StructField("format", StringType()), StructField("id", StringType()), StructField("name", StringType()),
+            StructField("description", StringType()), StructField("location", StringType()),
+            StructField("createdAt", TimestampType()), StructField("lastModified", TimestampType()),
+            StructField("partitionColumns", ArrayType(StringType())), StructField("clusteringColumns", ArrayType(StringType())),
+            StructField("numFiles", LongType()), StructField("sizeInBytes", LongType()),
+            StructField("properties", MapType(StringType(), StringType())),
+            StructField("minReaderVersion", IntegerType()), StructField("minWriterVersion", IntegerType()),
+            StructField("tableFeatures", ArrayType(StringType())),
+        ])
+        return self._spark.createDataFrame([row], schema)
+
+    # --- not yet --------------------------------------------------------------------------
+    def delete(self, condition=None):
+        raise NotImplementedError("DeltaTable.delete is not implemented in tahoe yet")
+
+    def update(self, condition=None, set=None):
+        raise NotImplementedError("DeltaTable.update is not implemented in tahoe yet")
+
+    def merge(self, source, condition):
+        raise NotImplementedError("DeltaTable.merge is not implemented in tahoe yet")
+
+    # --- builders ---------------------------------------------------------------------------
+    @classmethod
+    def create(cls, sparkSession=None) -> "DeltaTableBuilder":
+        return DeltaTableBuilder(sparkSession, "error")
+
+    @classmethod
+    def createIfNotExists(cls, sparkSession=None) -> "DeltaTableBuilder":
+        return DeltaTableBuilder(sparkSession, "ignore")
+
+    @classmethod
+    def createOrReplace(cls, sparkSession=None) -> "DeltaTableBuilder":
+        return DeltaTableBuilder(sparkSession, "overwrite")
+
+    @classmethod
+    def replace(cls, sparkSession=None) -> "DeltaTableBuilder":
+        return DeltaTableBuilder(sparkSession, "replace")
+
+    def __repr__(self) -> str:
+        return f"DeltaTable({self._log.table_root!r})"
+
+
+class DeltaTableBuilder:
+    """delta-spark's DeltaTableBuilder: collect the definition, `execute()` creates the table."""
+
+    def __init__(self, spark, mode: str):
+        self._spark = spark
+        self._mode = mode
+        self._location: str | None = None
+        self._fields: list = []
+        self._partition: list[str] = []
+        self._props: dict[str, str] = {}
+        self._comment: str | None = None
+        self._name: str | None = None
+
+    def tableName(self, identifier: str) -> "DeltaTableBuilder":
+        self._name = identifier
+        return self
+
+    def location(self, location: str) -> "DeltaTableBuilder":
+        self._location = location
+        return self
+
+    def comment(self, comment: str) -> "DeltaTableBuilder":
+        self._comment = comment
+        return self
+
+    def property(self, key: str, value: str) -> "DeltaTableBuilder":
+        self._props[key] = value
+        return self
+
+    def partitionedBy(self, *cols) -> "DeltaTableBuilder":
+        for c in cols:
+            self._partition.extend([c] if isinstance(c, str) else list(c))
+        return self
+
+    def addColumn(self, colName: str, dataType, nullable: bool = True, generatedAlwaysAs: str | None = None,
+                  generatedAlwaysAsIdentity: bool | None = None, generatedByDefaultAsIdentity: bool | None = None,
+                  identityStart: int | None = None, identityStep: int | None = None,
+                  comment: str | None = None) -> "DeltaTableBuilder":
+        from ..protocol.schema import StructField
+        from ..txn.ddl import parse_ddl
+        from .types import from_spark_schema
+
+        if isinstance(dataType, str):
+            dt = parse_ddl(f"`{colName.replace('`', '``')}` {dataType}").fields[0].type
+        else:
+            from pyspark.sql.types import StructField as SF, StructType as SS
+            dt = from_spark_schema(SS([SF("x", dataType)])).fields[0].type
+        md: dict[str, Any] = {}
+        if comment:
+            md["comment"] = comment
+        if generatedAlwaysAs:
+            md["delta.generationExpression"] = generatedAlwaysAs
+        if generatedAlwaysAsIdentity or generatedByDefaultAsIdentity or identityStart is not None or identityStep is not None:
+            if identityStep == 0:
+                raise ValueError("identity step cannot be 0")
+            md["delta.identity.start"] = int(identityStart if identityStart is not None else 1)
+            md["delta.identity.step"] = int(identityStep if identityStep is not None else 1)
+            md["delta.identity.allowExplicitInsert"] = bool(generatedByDefaultAsIdentity)
+        self._fields.append(StructField(colName, dt, nullable, md))
+        return self
+
+    def addColumns(self, cols) -> "DeltaTableBuilder":
+        from .types import from_spark_schema
+
+        for f in from_spark_schema(cols).fields:
+            self._fields.append(f)
+        return self
+
+    def execute(self) -> DeltaTable:
+        from ..protocol.schema import StructType
+        from ..txn.table_ops import create_table
+
+        if not self._location:
+            raise ValueError("tahoe has no catalog: give the table a location()")
+        mode = self._mode
+        if mode == "replace":
+            if not DeltaTable.isDeltaTable(self._spark, self._location):
+                raise TableNotFoundError(f"no Delta table at {self._location} to replace")
+            mode = "overwrite"
+        create_table(self._location, StructType(self._fields), self._partition, self._props,
+                     name=self._name, description=self._comment, mode=mode)
+        return DeltaTable.forPath(self._spark, self._location) if self._spark is not None else \
+            DeltaTable(None, self._location)

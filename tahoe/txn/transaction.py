@@ -1,0 +1,777 @@
+"""Transactions: one atomic commit to a table's log with optimistic concurrency control
+(spec "Requirements for Writers"; delta-spark's OptimisticTransaction).
+
+A `Transaction` is opened on a snapshot (the read version), collects what it read (files,
+partition predicates, application transaction ids) and what it writes (metaData, protocol, add,
+remove, cdc, txn, domainMetadata), and `commit()` writes version read_version+1 with put-if-absent.
+When another writer got there first it reads the winning commits, asks `conflicts.check_conflicts`
+whether it can go on top of them — raising the specific ConcurrentModificationException if not —
+and otherwise rebases (row ids, row commit versions and the in-commit timestamp are recomputed for
+the new version) and tries the next version, with jittered exponential backoff, at most
+`max_retries` times.
+
+Writer rules enforced at commit, before anything is written:
+  1. the table's protocol (and a new one) is writable by this client (UnsupportedFeatureError);
+  2. at most one metaData and one protocol; a new protocol never drops a feature or lowers a
+     version; a metaData that needs features (column mapping, CDF, deletion vectors, row
+     tracking, timestamp_ntz, identity/generated columns, CHECK constraints, ...) upgrades the
+     protocol in the same commit; column mapping ids/physical names are assigned to new fields and
+     `delta.columnMapping.maxColumnId` only grows;
+  3. at most one add and one remove per path (whatever the deletion vector); partition values name
+     exactly the partition columns (physical names under column mapping); removes carry a
+     deletionTimestamp and extendedFileMetadata when they hold partitionValues and size;
+  4. append-only tables (`delta.appendOnly=true`) accept no removal with dataChange=true
+     (InvalidTableOperationError);
+  5. row tracking (feature `rowTracking`): every new add gets a fresh `baseRowId` from the
+     `delta.rowTracking` domain's high-water mark (numRecords from its stats is required) and a
+     `defaultRowCommitVersion`; the domain records the new high-water mark; removes carry their
+     add's baseRowId;
+  6. the first line is `commitInfo` (timestamp, operation, operationParameters, readVersion,
+     isolationLevel, isBlindAppend, operationMetrics, engineInfo, txnId, userMetadata, and the
+     strictly increasing `inCommitTimestamp` when `delta.enableInCommitTimestamps` is on).
+
+After a successful commit `tahoe.log.checkpoints.checkpoint_if_needed(log, version)` runs when
+that module exists; a failing checkpoint is logged and never fails the commit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import random
+import time
+import uuid
+from typing import Any, Callable, Iterable
+
+import pyarrow as pa
+
+from ..errors import (
+    CommitFailedException, InvalidTableOperationError, SchemaError, TableNotFoundError,
+    UnsupportedFeatureError,
+)
+from ..log.delta_log import DeltaLog
+from ..log.replay import _root_uri, canonical_key, read_commit
+from ..log.segment import list_log
+from ..log.snapshot import Snapshot
+from ..protocol import column_mapping
+from ..protocol.actions import (
+    Action, AddCDCFile, AddFile, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile,
+    SetTransaction, actions_to_json_lines,
+)
+from ..protocol.filenames import LogFileKind, commit_file_name
+from ..protocol.table_features import (
+    MAX_READER_VERSION, MAX_WRITER_VERSION, check_writable, is_feature_supported,
+    merge_protocols, protocol_for_features, reader_features_of, writer_features_of,
+)
+from .conflicts import (
+    IDENTITY_UPDATE_TAG, ROW_TRACKING_DOMAIN, TransactionSummary, WinningCommit,
+    check_conflicts, isolation_level_for_commit,
+)
+from .properties import (
+    ISOLATION_LEVELS, ROW_COMMIT_VERSION_COLUMN_PROP, ROW_ID_COLUMN_PROP,
+    advance_identity_high_water_mark, features_for_metadata, is_true, isolation_level,
+    normalize_property, split_protocol_properties,
+)
+
+__all__ = ["Transaction", "now_ms", "protocol_features", "same_protocol", "raise_protocol_versions"]
+
+log = logging.getLogger(__name__)
+
+ICT_KEY = "delta.enableInCommitTimestamps"
+ICT_VERSION_KEY = "delta.inCommitTimestampEnablementVersion"
+ICT_TIMESTAMP_KEY = "delta.inCommitTimestampEnablementTimestamp"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def protocol_features(p: Protocol) -> set[str]:
+    return writer_features_of(p) | reader_features_of(p)
+
+
+def same_protocol(a: Protocol | None, b: Protocol | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return (a.min_reader_version, a.min_writer_version, set(a.reader_features or ()),
+            set(a.writer_features or ()), a.reader_features is None, a.writer_features is None) == \
+        (b.min_reader_version, b.min_writer_version, set(b.reader_features or ()),
+         set(b.writer_features or ()), b.reader_features is None, b.writer_features is None)
+
+
+def raise_protocol_versions(p: Protocol, reader: int | None, writer: int | None) -> Protocol:
+    """`p` with its versions raised to at least (reader, writer), keeping every feature it has.
+    Reader 3 needs writer 7 (spec "Table Features"); versions above the maximum are refused."""
+    r = max(p.min_reader_version, reader or 0)
+    w = max(p.min_writer_version, writer or 0)
+    if r > MAX_READER_VERSION or w > MAX_WRITER_VERSION:
+        raise UnsupportedFeatureError(
+            f"protocol ({r}, {w}) is above what tahoe supports ({MAX_READER_VERSION}, {MAX_WRITER_VERSION})")
+    if r >= 3 and w < 7:
+        raise InvalidTableOperationError(
+            f"reader version 3 needs writer version 7 (table features); asked for ({r}, {w})")
+    if (r, w) == (p.min_reader_version, p.min_writer_version):
+        return p
+    feats = protocol_features(p)
+    if w < 7:
+        return Protocol(r, w)
+    from ..protocol.table_features import FEATURES
+
+    rw = sorted(f for f in feats if f in FEATURES and FEATURES[f].reader_writer)
+    if r >= 3:
+        return Protocol(r, 7, tuple(rw), tuple(sorted(feats)))
+    return Protocol(r, 7, None, tuple(sorted(feats)))
+
+
+def _check_no_downgrade(old: Protocol, new: Protocol) -> None:
+    lost = protocol_features(old) - protocol_features(new)
+    if lost:
+        raise InvalidTableOperationError(
+            f"the new protocol drops table features {sorted(lost)}; features are never removed")
+    if new.min_reader_version < old.min_reader_version or new.min_writer_version < old.min_writer_version:
+        raise InvalidTableOperationError(
+            f"the new protocol ({new.min_reader_version}, {new.min_writer_version}) lowers the "
+            f"table's ({old.min_reader_version}, {old.min_writer_version})")
+
+
+def _param(v: Any) -> str:
+    """operationParameters values as delta-spark writes them: strings as is, the rest as JSON."""
+    if isinstance(v, str):
+        return v
+    return json.dumps(v, separators=(",", ":"), default=str)
+
+
+def _metric(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+@dataclasses.dataclass
+class _TableState:
+    """The newest table state this transaction knows: the read snapshot, then every winning
+    commit it has rebased over."""
+    version: int
+    protocol: Protocol | None
+    metadata: Metadata | None
+    row_id_high_water_mark: int          # -1: none assigned yet
+    last_timestamp: int                  # commit timestamp of `version` (ms), 0 before version 0
+
+    def apply(self, w: WinningCommit) -> None:
+        if w.protocol is not None:
+            self.protocol = w.protocol
+        if w.metadata:
+            self.metadata = Metadata.from_dict(w.metadata[-1])
+        hwm = w.row_id_high_water_mark
+        if hwm is not None:
+            self.row_id_high_water_mark = max(self.row_id_high_water_mark, hwm)
+        ts = w.in_commit_timestamp
+        if ts is None or not (self.metadata and is_true(self.metadata.configuration, ICT_KEY)):
+            ts = w.file_timestamp if w.file_timestamp is not None else ts
+        if ts is not None:
+            self.last_timestamp = int(ts)
+        self.version = w.version
+
+
+class Transaction:
+    """One optimistic transaction on a table (see the module docstring).
+
+    Invariants: `read_version` is the version of `read_snapshot` (-1 when the table does not
+    exist yet); metaData and protocol are each updated at most once; a transaction commits at
+    most once (`committed_version` is set after it did)."""
+
+    def __init__(self, log: DeltaLog, operation: str, operation_parameters: dict | None = None,
+                 snapshot: Snapshot | None = None, isolation_level: str | None = None,
+                 engine_info: str | None = None, max_retries: int = 50):
+        self.log = log
+        self.operation = operation
+        self.operation_parameters = dict(operation_parameters or {})
+        if snapshot is None:
+            try:
+                snapshot = log.snapshot()
+            except TableNotFoundError:
+                snapshot = None
+        self.read_snapshot: Snapshot | None = snapshot
+        self.read_version: int = snapshot.version if snapshot is not None else -1
+        if snapshot is not None:
+            check_writable(snapshot.protocol)
+        if isolation_level is not None:
+            match = [lvl for lvl in ISOLATION_LEVELS if lvl.lower() == str(isolation_level).lower()]
+            if not match:
+                raise InvalidTableOperationError(
+                    f"unknown isolation level '{isolation_level}'; expected one of {list(ISOLATION_LEVELS)}")
+            isolation_level = match[0]
+        self.isolation_level = isolation_level
+        self.engine_info = engine_info
+        if max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        self.max_retries = max_retries
+        self.txn_id = str(uuid.uuid4())
+
+        self._root_uri = _root_uri(log.table_root)
+        self._read_paths: set[str] = set()
+        self._read_predicates: list[Callable[[dict], bool]] = []
+        self._read_whole_table = False
+        self._read_app_ids: set[str] = set()
+        self._new_metadata: Metadata | None = None
+        self._new_protocol: Protocol | None = None
+        self._adds: list[AddFile] = []
+        self._removes: list[RemoveFile] = []
+        self._cdcs: list[AddCDCFile] = []
+        self._txns: dict[str, SetTransaction] = {}
+        self._domains: dict[str, DomainMetadata] = {}
+        self._identity_updates: dict[str, int] = {}
+        self._tags: dict[str, str] = {}
+        self._replaces_table = False
+        self.committed_version: int | None = None
+        self.committed_actions: list[Action] | None = None
+        self.attempts = 0
+
+    # --- what the transaction sees ---------------------------------------------------------
+    @property
+    def metadata(self) -> Metadata | None:
+        """The metadata this transaction will commit with (its update, else the read one)."""
+        if self._new_metadata is not None:
+            return self._new_metadata
+        return self.read_snapshot.metadata if self.read_snapshot is not None else None
+
+    @property
+    def protocol(self) -> Protocol | None:
+        if self._new_protocol is not None:
+            return self._new_protocol
+        return self.read_snapshot.protocol if self.read_snapshot is not None else None
+
+    def txn_version(self, app_id: str) -> int | None:
+        """The last version committed by application transaction `app_id` as of the read
+        snapshot. The transaction now depends on it: a concurrent commit of the same appId
+        makes this one fail with ConcurrentTransactionException."""
+        self._read_app_ids.add(app_id)
+        return self.read_snapshot.txn_version(app_id) if self.read_snapshot is not None else None
+
+    # --- what the transaction read -----------------------------------------------------------
+    def read_files(self, files: pa.Table | Iterable[AddFile]) -> None:
+        """Record files this transaction read (an Arrow table with a `path` column, such as
+        `Snapshot.files_table()`, or AddFile actions): a concurrent removal of any of them is a
+        ConcurrentDeleteReadException."""
+        if isinstance(files, pa.Table):
+            paths = files.column("path").to_pylist()
+        else:
+            paths = [f.path for f in files]
+        self._read_paths.update(canonical_key(p, None, self._root_uri) for p in paths if p is not None)
+
+    def read_predicate(self, partition_filter: Callable[[dict[str, str | None]], bool] | None) -> None:
+        """Record what this transaction read as a predicate on partition values (logical column
+        name → serialized value, None for null); None means the whole table. Files a concurrent
+        writer adds where the predicate holds are a ConcurrentAppendException."""
+        if partition_filter is None:
+            self._read_whole_table = True
+        else:
+            self._read_predicates.append(partition_filter)
+
+    def read_whole_table(self) -> None:
+        self._read_whole_table = True
+
+    # --- what the transaction writes -----------------------------------------------------------
+    def _check_open(self) -> None:
+        if self.committed_version is not None:
+            raise InvalidTableOperationError(
+                f"this transaction already committed version {self.committed_version}")
+
+    def update_metadata(self, metadata: Metadata) -> None:
+        self._check_open()
+        if self._new_metadata is not None:
+            raise InvalidTableOperationError("the metadata can be changed only once per transaction")
+        self._new_metadata = metadata
+
+    def update_protocol(self, protocol: Protocol) -> None:
+        self._check_open()
+        if self._new_protocol is not None:
+            raise InvalidTableOperationError("the protocol can be changed only once per transaction")
+        self._new_protocol = protocol
+
+    def add_files(self, adds: Iterable[AddFile]) -> None:
+        self._check_open()
+        for a in adds:
+            if not isinstance(a, AddFile):
+                raise TypeError(f"add_files expects AddFile actions, got {type(a).__name__}")
+            self._adds.append(a)
+
+    def remove_files(self, removes: Iterable[RemoveFile | AddFile]) -> None:
+        """Record removals; an AddFile is turned into its tombstone (`AddFile.remove`)."""
+        self._check_open()
+        ts = now_ms()
+        for r in removes:
+            if isinstance(r, AddFile):
+                r = r.remove(ts)
+            if not isinstance(r, RemoveFile):
+                raise TypeError(f"remove_files expects RemoveFile actions, got {type(r).__name__}")
+            self._removes.append(r)
+
+    def add_cdc_files(self, cdcs: Iterable[AddCDCFile]) -> None:
+        self._check_open()
+        for c in cdcs:
+            if not isinstance(c, AddCDCFile):
+                raise TypeError(f"add_cdc_files expects AddCDCFile actions, got {type(c).__name__}")
+            self._cdcs.append(c)
+
+    def set_txn(self, app_id: str, version: int) -> None:
+        """Record application transaction `app_id` at `version` (idempotent writes). The
+        transaction depends on `app_id` as if it had read it."""
+        self._check_open()
+        if app_id in self._txns:
+            raise InvalidTableOperationError(f"application transaction '{app_id}' is set twice")
+        self._txns[app_id] = SetTransaction(app_id, int(version), now_ms())
+        self._read_app_ids.add(app_id)
+
+    def set_domain_metadata(self, dm: DomainMetadata) -> None:
+        self._check_open()
+        if dm.domain in self._domains:
+            raise InvalidTableOperationError(f"metadata domain '{dm.domain}' is set twice")
+        self._domains[dm.domain] = dm
+
+    def update_identity_high_water_mark(self, column: str, value: int) -> None:
+        """Advance `delta.identity.highWaterMark` of identity column `column` to `value` at
+        commit (only forward; a value that does not advance it is ignored)."""
+        self._check_open()
+        prev = self._identity_updates.get(column)
+        self._identity_updates[column] = int(value) if prev is None else (
+            max(prev, int(value)) if self._identity_step(column) > 0 else min(prev, int(value)))
+
+    def _identity_step(self, column: str) -> int:
+        md = self.metadata
+        if md is None:
+            return 1
+        f = md.schema.get(column, case_insensitive=True)
+        if f is None:
+            raise SchemaError(f"column '{column}' not found; available columns: {md.schema.names}")
+        return int(f.metadata.get("delta.identity.step", 1) or 1)
+
+    def replace_table(self) -> None:
+        """Mark this transaction as replacing the table (CREATE OR REPLACE: every file removed,
+        new metadata): the column mapping mode may then change and columns get fresh physical
+        names. Column ids keep counting up from the old maxColumnId."""
+        self._check_open()
+        self._replaces_table = True
+
+    def set_tag(self, key: str, value: str) -> None:
+        """A commitInfo tag (delta-spark's `tags` map)."""
+        self._tags[key] = value
+
+    # --- preparing the commit ------------------------------------------------------------------
+    def _finalize_metadata(self) -> tuple[Metadata | None, Protocol | None]:
+        """The metadata and protocol to commit (before the version-specific parts), validated.
+        Protocol None: unchanged."""
+        read_md = self.read_snapshot.metadata if self.read_snapshot is not None else None
+        read_proto = self.read_snapshot.protocol if self.read_snapshot is not None else None
+        md = self._new_metadata
+        if md is None and read_md is None:
+            raise InvalidTableOperationError(
+                f"table {self.log.table_root} does not exist: the first commit needs metadata "
+                f"(create the table first)")
+        features: set[str] = set()
+        reader_v = writer_v = None
+        if md is not None:
+            md, features, reader_v, writer_v = self._normalize_metadata(md, read_md)
+        effective_md = md or read_md
+        assert effective_md is not None
+        required = features_for_metadata(effective_md.configuration, effective_md.schema) | features
+        base = self._new_protocol if self._new_protocol is not None else read_proto
+        proto = protocol_for_features(required) if base is None else merge_protocols(base, required)
+        if reader_v is not None or writer_v is not None:
+            proto = raise_protocol_versions(proto, reader_v, writer_v)
+        check_writable(proto)
+        if read_proto is not None:
+            for candidate in (self._new_protocol, proto):
+                if candidate is not None:
+                    _check_no_downgrade(read_proto, candidate)
+        if md is not None and is_feature_supported(proto, "rowTracking") and \
+                ROW_ID_COLUMN_PROP not in md.configuration:
+            conf = dict(md.configuration)
+            conf[ROW_ID_COLUMN_PROP] = f"_row-id-col-{uuid.uuid4()}"
+            conf[ROW_COMMIT_VERSION_COLUMN_PROP] = f"_row-commit-version-col-{uuid.uuid4()}"
+            md = dataclasses.replace(md, configuration=conf)
+        if md is not None and read_md is not None and is_true(md.configuration, "delta.enableRowTracking") \
+                and not is_true(read_md.configuration, "delta.enableRowTracking"):
+            self._check_row_ids_backfilled()
+        new_proto = None if read_proto is not None and same_protocol(proto, read_proto) else proto
+        return md, new_proto
+
+    def _normalize_metadata(self, md: Metadata, read_md: Metadata | None) -> tuple[Metadata, set[str], int | None, int | None]:
+        conf, features, reader_v, writer_v = split_protocol_properties(dict(md.configuration))
+        old_conf = read_md.configuration if read_md is not None else {}
+        checked: dict[str, str] = {}
+        for k, v in conf.items():
+            if old_conf.get(k) == v:
+                checked[k] = v          # unchanged: another writer's business, kept as is
+            else:
+                ck, cv = normalize_property(k, v)
+                checked[ck] = cv
+        conf = checked
+        schema = md.schema
+        names = schema.names
+        for pc in md.partition_columns:
+            if pc not in names:
+                raise SchemaError(f"partition column '{pc}' is not in the schema {names}")
+        old_mode = column_mapping.mode(old_conf) if read_md is not None else "none"
+        new_mode = column_mapping.mode(conf)
+        if read_md is not None and old_mode != new_mode and not self._replaces_table and \
+                not (old_mode == "none" and new_mode == "name"):
+            raise InvalidTableOperationError(
+                f"changing the column mapping mode from '{old_mode}' to '{new_mode}' is not supported "
+                f"(only 'none' → 'name' on an existing table)")
+        schema_string = md.schema_string
+        if new_mode != "none":
+            key = column_mapping.MAX_COLUMN_ID_KEY
+            prev_max = max(int(old_conf.get(key, 0) or 0), int(conf.get(key, 0) or 0))
+            new_schema, new_max = column_mapping.assign_ids(
+                schema, prev_max, physical_names_from_logical=read_md is not None and old_mode == "none" and not self._replaces_table)
+            conf[key] = str(max(new_max, prev_max))
+            if new_schema != schema:
+                schema_string = new_schema.to_json()
+        md = dataclasses.replace(md, configuration=conf, schema_string=schema_string)
+        return md, features, reader_v, writer_v
+
+    def _check_row_ids_backfilled(self) -> None:
+        """Enabling row tracking needs a baseRowId on every file (spec "Row IDs")."""
+        snap = self.read_snapshot
+        assert snap is not None
+        t = snap.files_table(["path", "baseRowId"])
+        readded = {canonical_key(a.path, None, self._root_uri) for a in self._adds if a.base_row_id is None}
+        removed = {canonical_key(r.path, None, self._root_uri) for r in self._removes}
+        for path, brid in zip(t.column("path").to_pylist(), t.column("baseRowId").to_pylist()):
+            if brid is None:
+                k = canonical_key(path, None, self._root_uri)
+                if k not in readded and k not in removed:
+                    raise InvalidTableOperationError(
+                        f"cannot enable row tracking: file {path} has no baseRowId; re-add every "
+                        f"file with row ids assigned in the same commit (table_ops.set_properties "
+                        f"does this)")
+
+    def _check_files(self, md: Metadata) -> None:
+        seen: dict[str, AddFile] = {}
+        for a in self._adds:
+            k = canonical_key(a.path, None, self._root_uri)
+            if k in seen:
+                raise InvalidTableOperationError(
+                    f"file {a.path} is added twice in one commit (at most one add per path)")
+            seen[k] = a
+        seen_r: set[str] = set()
+        for r in self._removes:
+            k = canonical_key(r.path, None, self._root_uri)
+            if k in seen_r:
+                raise InvalidTableOperationError(
+                    f"file {r.path} is removed twice in one commit (at most one remove per path)")
+            seen_r.add(k)
+        mode = column_mapping.mode(md.configuration)
+        pcols = list(md.partition_columns)
+        if pcols and mode != "none":
+            phys = column_mapping.logical_to_physical_names(md.schema, mode)
+            expected = {phys[c] for c in pcols}
+        else:
+            expected = set(pcols)
+        for a in self._adds:
+            if set(a.partition_values) != expected:
+                raise InvalidTableOperationError(
+                    f"add {a.path}: partitionValues name {sorted(a.partition_values)} but the "
+                    f"table's partition columns are {sorted(expected)}")
+
+    def _finalize_removes(self) -> list[RemoveFile]:
+        ts = now_ms()
+        out = []
+        for r in self._removes:
+            changes: dict[str, Any] = {}
+            if r.deletion_timestamp is None:
+                changes["deletion_timestamp"] = ts
+            if r.extended_file_metadata is None and r.partition_values is not None and r.size is not None:
+                changes["extended_file_metadata"] = True
+            out.append(dataclasses.replace(r, **changes) if changes else r)
+        return out
+
+    def _fill_remove_row_ids(self, removes: list[RemoveFile]) -> list[RemoveFile]:
+        missing = [r for r in removes if r.base_row_id is None]
+        if not missing or self.read_snapshot is None:
+            return removes
+        t = self.read_snapshot.files_table(["path", "baseRowId", "defaultRowCommitVersion"])
+        by_key = {}
+        for p, b, d in zip(t.column("path").to_pylist(), t.column("baseRowId").to_pylist(),
+                           t.column("defaultRowCommitVersion").to_pylist()):
+            if b is not None:
+                by_key[canonical_key(p, None, self._root_uri)] = (b, d)
+        out = []
+        for r in removes:
+            hit = by_key.get(canonical_key(r.path, None, self._root_uri)) if r.base_row_id is None else None
+            if hit is not None:
+                r = dataclasses.replace(r, base_row_id=hit[0],
+                                        default_row_commit_version=r.default_row_commit_version
+                                        if r.default_row_commit_version is not None else hit[1])
+            out.append(r)
+        return out
+
+    # --- per attempt -----------------------------------------------------------------------------
+    def _actions_for(self, version: int, state: _TableState, plan: "_Plan",
+                     operation_metrics: dict | None, user_metadata: str | None) -> tuple[list[Action], TransactionSummary]:
+        protocol = plan.protocol if plan.protocol is not None else state.protocol
+        metadata = plan.metadata if plan.metadata is not None else state.metadata
+        assert protocol is not None and metadata is not None
+        check_writable(protocol)
+        out_metadata = plan.metadata
+        tags = dict(self._tags)
+
+        # identity high-water marks
+        if self._identity_updates:
+            schema = metadata.schema
+            changed = False
+            for col, value in self._identity_updates.items():
+                new_schema = advance_identity_high_water_mark(schema, col, value)
+                if new_schema is not None:
+                    schema, changed = new_schema, True
+            if changed:
+                if out_metadata is None:
+                    tags[IDENTITY_UPDATE_TAG] = "true"
+                out_metadata = dataclasses.replace(metadata, schema_string=schema.to_json())
+                metadata = out_metadata
+
+        conf = metadata.configuration
+        # append-only
+        if any(r.data_change for r in plan.removes) and is_true(conf, "delta.appendOnly") and \
+                is_feature_supported(protocol, "appendOnly"):
+            raise InvalidTableOperationError(
+                f"table {self.log.table_root} is append-only (delta.appendOnly=true): "
+                f"{self.operation} may not remove or change data")
+        # deletion vectors
+        dv_adds = [a for a in self._adds if a.deletion_vector is not None]
+        if dv_adds and not is_feature_supported(protocol, "deletionVectors"):
+            raise InvalidTableOperationError(
+                f"add {dv_adds[0].path} has a deletion vector but the table does not support the "
+                f"'deletionVectors' feature")
+        for a in dv_adds:
+            if a.num_records is None:
+                raise InvalidTableOperationError(
+                    f"add {a.path} has a deletion vector but no numRecords in its stats")
+        # domain metadata
+        if self._domains and not is_feature_supported(protocol, "domainMetadata"):
+            raise InvalidTableOperationError(
+                "domain metadata needs the table feature 'domainMetadata' (add it first)")
+
+        # in-commit timestamps
+        ict = None
+        if is_true(conf, ICT_KEY):
+            ict = max(now_ms(), state.last_timestamp + 1)
+            was_on = state.metadata is not None and is_true(state.metadata.configuration, ICT_KEY)
+            if out_metadata is not None and not was_on and self.read_version >= 0:
+                c = dict(out_metadata.configuration)
+                c[ICT_VERSION_KEY] = str(version)
+                c[ICT_TIMESTAMP_KEY] = str(ict)
+                out_metadata = dataclasses.replace(out_metadata, configuration=c)
+
+        # row tracking
+        adds = self._adds
+        removes = plan.removes
+        row_domain = None
+        if is_feature_supported(protocol, "rowTracking") and not is_true(conf, "delta.rowTrackingSuspended"):
+            if ROW_TRACKING_DOMAIN in self._domains:
+                raise InvalidTableOperationError(
+                    f"the '{ROW_TRACKING_DOMAIN}' domain is maintained by the transaction itself")
+            hwm = state.row_id_high_water_mark
+            assigned = False
+            new_adds = []
+            for a in adds:
+                changes: dict[str, Any] = {}
+                if a.base_row_id is None or a.base_row_id > plan.read_row_id_high_water_mark:
+                    n = a.num_records
+                    if n is None:
+                        raise InvalidTableOperationError(
+                            f"add {a.path}: row tracking needs numRecords in the file's stats to "
+                            f"assign row ids")
+                    changes["base_row_id"] = hwm + 1
+                    hwm += int(n)
+                    assigned = True
+                if a.default_row_commit_version is None:
+                    changes["default_row_commit_version"] = version
+                new_adds.append(dataclasses.replace(a, **changes) if changes else a)
+            adds = new_adds
+            if assigned:
+                row_domain = DomainMetadata(ROW_TRACKING_DOMAIN,
+                                            json.dumps({"rowIdHighWaterMark": hwm}, separators=(",", ":")))
+            removes = plan.removes_with_row_ids
+
+        data_changed = any(a.data_change for a in adds) or any(r.data_change for r in removes)
+        level = isolation_level_for_commit(data_changed, self.isolation_level, isolation_level(conf))
+        reads = bool(self._read_paths or self._read_predicates or self._read_whole_table)
+        blind = not reads and not removes
+
+        from .. import __version__
+
+        engine = f"tahoe/{__version__}"
+        if self.engine_info:
+            engine = f"{self.engine_info} {engine}"
+        now = now_ms()
+        ci: dict[str, Any] = {}
+        if ict is not None:
+            ci["inCommitTimestamp"] = ict
+        ci["timestamp"] = ict if ict is not None else now
+        ci["operation"] = self.operation
+        ci["operationParameters"] = {k: _param(v) for k, v in self.operation_parameters.items() if v is not None}
+        if self.read_version >= 0:
+            ci["readVersion"] = self.read_version
+        ci["isolationLevel"] = level
+        ci["isBlindAppend"] = blind
+        if operation_metrics:
+            ci["operationMetrics"] = {k: _metric(v) for k, v in operation_metrics.items() if v is not None}
+        if user_metadata is not None:
+            ci["userMetadata"] = user_metadata
+        if tags:
+            ci["tags"] = tags
+        ci["engineInfo"] = engine
+        ci["txnId"] = self.txn_id
+
+        actions: list[Action] = [CommitInfo(ci)]
+        if plan.protocol is not None:
+            actions.append(plan.protocol)
+        if out_metadata is not None:
+            actions.append(out_metadata)
+        if row_domain is not None:
+            actions.append(row_domain)
+        actions.extend(self._txns.values())
+        actions.extend(self._domains.values())
+        actions.extend(adds)
+        actions.extend(removes)
+        actions.extend(self._cdcs)
+
+        summary = TransactionSummary(
+            isolation_level=level,
+            read_protocol=self.read_snapshot.protocol if self.read_snapshot is not None else None,
+            read_paths=frozenset(self._read_paths),
+            read_predicates=tuple(self._read_predicates),
+            read_whole_table=self._read_whole_table,
+            read_app_ids=frozenset(self._read_app_ids),
+            partition_columns=plan.read_partition_columns,
+            physical_to_logical=plan.physical_to_logical,
+            is_blind_append=blind,
+            metadata_changed=out_metadata is not None and IDENTITY_UPDATE_TAG not in tags,
+            protocol_changed=plan.protocol is not None,
+            removed_paths=frozenset(canonical_key(r.path, None, self._root_uri) for r in removes),
+            domains=frozenset(self._domains),
+            path_key=lambda p: canonical_key(p, None, self._root_uri),
+        )
+        return actions, summary
+
+    # --- commit --------------------------------------------------------------------------------
+    def commit(self, operation_metrics: dict | None = None, user_metadata: str | None = None) -> int:
+        """Write the transaction as the next version (see the module docstring); returns the
+        committed version."""
+        self._check_open()
+        plan = self._plan()
+        snap = self.read_snapshot
+        if snap is not None:
+            state = _TableState(snap.version, snap.protocol, snap.metadata,
+                                plan.read_row_id_high_water_mark, snap.timestamp)
+        else:
+            state = _TableState(-1, None, None, -1, 0)
+        if state.protocol is None:
+            state.protocol = plan.protocol
+        if state.metadata is None:
+            state.metadata = plan.metadata
+        store = self.log.store
+        version = self.read_version + 1
+        attempt = 0
+        while True:
+            self.attempts = attempt + 1
+            actions, summary = self._actions_for(version, state, plan, operation_metrics, user_metadata)
+            path = store.join(self.log.log_dir, commit_file_name(version))
+            try:
+                store.write(path, actions_to_json_lines(actions), overwrite=False)
+                break
+            except FileExistsError:
+                pass
+            attempt += 1
+            if attempt > self.max_retries:
+                raise CommitFailedException(
+                    f"{self.operation} on {self.log.table_root}: gave up after {self.max_retries} "
+                    f"retries; version {version} was taken by another writer")
+            winners = self._read_winners(version)
+            for w in winners:
+                check_conflicts(summary, w)
+                state.apply(w)
+            version = (winners[-1].version if winners else version) + 1
+            self._backoff(attempt)
+        self.committed_version = version
+        self.committed_actions = actions
+        final_md = next((a for a in actions if isinstance(a, Metadata)), None) or state.metadata
+        self._post_commit(version, final_md.configuration if final_md is not None else None)
+        return version
+
+    def _read_winners(self, from_version: int) -> list[WinningCommit]:
+        store = self.log.store
+        try:
+            files = [f for f in list_log(store, self.log.log_dir, from_version)
+                     if f.name.kind == LogFileKind.COMMIT and f.version >= from_version]
+        except TableNotFoundError:
+            files = []
+        out: list[WinningCommit] = []
+        expected = from_version
+        for f in files:
+            if f.version != expected:
+                break
+            out.append(WinningCommit.from_actions(f.version, read_commit(store, f.path),
+                                                  f.status.modification_time))
+            expected += 1
+        if not out:  # listed nothing yet (eventual listing): read the taken version directly
+            path = store.join(self.log.log_dir, commit_file_name(from_version))
+            out.append(WinningCommit.from_actions(from_version, read_commit(store, path), None))
+        return out
+
+    @staticmethod
+    def _backoff(attempt: int) -> None:
+        cap = min(0.25, 0.002 * (2 ** min(attempt, 12)))
+        time.sleep(random.uniform(0, cap))
+
+    def _post_commit(self, version: int, configuration: dict | None) -> None:
+        try:
+            from ..log import checkpoints  # type: ignore[attr-defined]
+        except ImportError:
+            return
+        hook = getattr(checkpoints, "checkpoint_if_needed", None)
+        if hook is None:
+            return
+        try:
+            hook(self.log, version, configuration=dict(configuration) if configuration is not None else None)
+        except Exception as e:  # a checkpoint is an optimization: never fail the commit for it
+            log.warning("checkpoint after version %s of %s failed: %s: %s",
+                        version, self.log.table_root, type(e).__name__, e)
+
+    def _plan(self) -> "_Plan":
+        md, proto = self._finalize_metadata()
+        effective_md = md or (self.read_snapshot.metadata if self.read_snapshot is not None else None)
+        assert effective_md is not None
+        self._check_files(effective_md)
+        removes = self._finalize_removes()
+        final_proto = proto or (self.read_snapshot.protocol if self.read_snapshot is not None else None)
+        removes_rt = removes
+        if final_proto is not None and is_feature_supported(final_proto, "rowTracking"):
+            removes_rt = self._fill_remove_row_ids(removes)
+        read_md = self.read_snapshot.metadata if self.read_snapshot is not None else effective_md
+        pcols = tuple(read_md.partition_columns)
+        mode = column_mapping.mode(read_md.configuration)
+        p2l: dict[str, str] = {}
+        if pcols and mode != "none":
+            phys = column_mapping.logical_to_physical_names(read_md.schema, mode)
+            p2l = {phys[c]: c for c in pcols}
+        hwm = self.read_snapshot.row_id_high_water_mark if self.read_snapshot is not None else None
+        return _Plan(md, proto, removes, removes_rt, pcols, p2l, -1 if hwm is None else int(hwm))
+
+    def __repr__(self) -> str:
+        return (f"Transaction({self.operation!r} on {self.log.table_root!r}, "
+                f"read_version={self.read_version})")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    metadata: Metadata | None            # metaData to commit (before version-specific keys)
+    protocol: Protocol | None            # protocol to commit; None: unchanged
+    removes: list[RemoveFile]
+    removes_with_row_ids: list[RemoveFile]
+    read_partition_columns: tuple[str, ...]
+    physical_to_logical: dict[str, str]
+    read_row_id_high_water_mark: int

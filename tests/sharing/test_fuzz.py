@@ -1,0 +1,29 @@
+"""A bounded schemathesis run over the served `/openapi.json`: no generated request (with a valid
+token, and without) may produce a 5xx."""
+
+from __future__ import annotations
+
+import pytest
+
+schemathesis = pytest.importorskip("schemathesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+
+
+def test_no_server_errors(server):
+    schema = schemathesis.openapi.from_url(server.base + "/openapi.json")
+    auth = {"Authorization": f"Bearer {server.tokens['alice']}"}
+    failures = []
+    ops = [r.ok() for r in schema.get_all_operations()]
+    assert len(ops) >= 10
+    for op in ops:
+        @settings(max_examples=30, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(case=op.as_strategy())
+        def run(case):
+            for headers in (auth, {}):
+                resp = case.call(base_url=server.base, headers={**(case.headers or {}), **headers}, timeout=30)
+                if resp.status_code >= 500:
+                    failures.append((op.label, case.path_parameters, case.query, case.body, resp.status_code,
+                                     resp.text[:200]))
+        run()
+    assert not failures, failures[:5]
