@@ -12,12 +12,14 @@ refresh tokens), `/changes`, and serving the server's own signed file URLs (GET 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import itertools
 import json
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Optional
@@ -120,14 +122,9 @@ def create_app(config: ServerConfig) -> FastAPI:
     prefix = config.endpoint
     bearer = HTTPBearer(auto_error=False, description="A recipient's bearer token")
 
-    app = FastAPI(title="tahoe Delta Sharing server", version="1",
-                  description="Delta Sharing protocol server over Delta tables (tahoe).")
-
-    @app.on_event("startup")
-    def _warm_up() -> None:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
         """Load every table's latest snapshot in the background, so first queries are warm."""
-        import threading
-
         def run():
             for st in tables.values():
                 try:
@@ -135,6 +132,10 @@ def create_app(config: ServerConfig) -> FastAPI:
                 except Exception:  # a broken table answers its own errors when asked
                     pass
         threading.Thread(target=run, name="sharing-warm-up", daemon=True).start()
+        yield
+
+    app = FastAPI(title="tahoe Delta Sharing server", version="1", lifespan=lifespan,
+                  description="Delta Sharing protocol server over Delta tables (tahoe).")
 
     # --- errors -----------------------------------------------------------------------------------
     @app.exception_handler(SharingError)

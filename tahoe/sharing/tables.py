@@ -280,7 +280,6 @@ class SharedTable:
         from ..protocol.deletion_vectors import DeletionVectorDescriptor
 
         d = DeletionVectorDescriptor.from_dict(dv)
-        root = self.log.table_root
         if d.storage_type == "u":
             rel = d.relative_path()
         else:
@@ -290,7 +289,6 @@ class SharedTable:
                "cardinality": d.cardinality}
         if d.offset is not None:
             out["offset"] = d.offset
-        del root
         return out, file_id(rel)
 
     def file_size(self, path: str) -> int:

@@ -1,0 +1,19 @@
+"""The README's main job: the demo pipeline runs end to end and the recipient reads what was written."""
+
+from __future__ import annotations
+
+import pytest
+
+from tahoe.demo import run_demo
+from tahoe.table import Table
+
+
+@pytest.mark.xdist_group("servers")
+def test_demo_pipeline(tmp_path, capsys):
+    run_demo(str(tmp_path / "demo"))
+    out = capsys.readouterr().out
+    assert "identical" in out and "DIFFERENT" not in out
+    t = Table(str(tmp_path / "demo" / "orders"))
+    assert t.version == 3
+    assert [h["operation"] for h in t.history()] == ["DELETE", "WRITE", "WRITE", "CREATE TABLE AS SELECT"]
+    assert (tmp_path / "demo" / "analyst.share").exists()
