@@ -8,7 +8,8 @@ so tahoe checkpoints every 10 commits and delta-rs every 100):
   - tahoe write_table:   `tahoe.write_table(path, one_row)` — one tiny parquet file + one commit
   - tahoe log-only:      `Transaction(...).add_files([AddFile]).commit()` — a blind append of an
                          add action (no data file): the cost of the commit protocol alone
-  - delta-rs:            `deltalake.write_deltalake(path, one_row, mode="append")`
+  - delta-rs:            `deltalake.write_deltalake(path, one_row, mode="append")` (with
+                         max_commit_retries=1000: its default of 15 gives up under 8 writers)
   for 1 writer, and for 8 writer processes appending to the same table concurrently (commits
   per second over the wall time of the whole run; conflicts are retried by each library).
 
@@ -61,7 +62,7 @@ def _tahoe_log_only(path: str, n: int, offset: int) -> None:
 
     log = DeltaLog.for_table(path)
     for i in range(n):
-        txn = Transaction(log, "WRITE", {"mode": "Append", "partitionBy": []})
+        txn = Transaction(log, "WRITE", {"mode": "Append", "partitionBy": []}, max_retries=1000)
         txn.add_files([AddFile(path=f"fake-{offset + i}-{uuid.uuid4()}.parquet", partition_values={},
                                size=100, modification_time=int(time.time() * 1000),
                                stats='{"numRecords":1}')])
@@ -69,10 +70,11 @@ def _tahoe_log_only(path: str, n: int, offset: int) -> None:
 
 
 def _deltars_write(path: str, n: int, offset: int) -> None:
-    from deltalake import write_deltalake
+    from deltalake import CommitProperties, write_deltalake
 
+    props = CommitProperties(max_commit_retries=1000)   # its default (15) gives up under 8 writers
     for i in range(n):
-        write_deltalake(path, _row(offset + i), mode="append")
+        write_deltalake(path, _row(offset + i), mode="append", commit_properties=props)
 
 
 _KINDS = {"tahoe write_table": _tahoe_write, "tahoe log-only": _tahoe_log_only,
@@ -100,6 +102,8 @@ def _worker(kind: str, path: str, n: int, offset: int, start_at: float, q) -> No
         q.put(("ok", t0, time.time()))
     except BaseException as e:  # noqa: BLE001
         q.put(("error", f"{type(e).__name__}: {e}", 0.0))
+    q.close()
+    q.join_thread()   # flush the result before the hard exit below
     sys.stdout.flush()
     os._exit(0)   # delta-rs can abort in interpreter teardown
 
@@ -298,7 +302,12 @@ def _checkpoint_rows(sizes: list[int]) -> list[tuple[str, int, float, float]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a small run")
+    ap.add_argument("--dir", help="where to build the tables (default bench/.data/commits; e.g. /dev/shm "
+                                  "to take the disk's fsync latency out of the commit figures)")
     args = ap.parse_args()
+    global DATA
+    if args.dir:
+        DATA = Path(args.dir) / "tahoe-bench-commits"
     single, per_writer, writers = (100, 15, 8) if args.quick else (500, 50, 8)
     sizes = [10_000, 100_000] if args.quick else [100_000, 1_000_000]
     DATA.mkdir(parents=True, exist_ok=True)
@@ -322,9 +331,9 @@ def main() -> None:
     for kind, one, many in commit_rows:
         print(f"{kind:<28} | {one:9.1f} {one / rs[0]:6.2f} | {many:10.1f} {many / rs[1]:6.2f}")
     print()
-    print(f"{'checkpoint write (s)':<40} | {'tahoe':>7} {'delta-rs':>9} {'tahoe/rs':>9}")
+    print(f"{'checkpoint write (s)':<44} | {'tahoe':>7} {'delta-rs':>9} {'tahoe/rs':>9}")
     for layout, n, tt, tr in cp_rows:
-        print(f"{f'{n:,} files, {layout}':<40} | {tt:7.2f} {tr:9.2f} {tt / tr:9.2f}")
+        print(f"{f'{n:,} files, {layout}':<44} | {tt:7.2f} {tr:9.2f} {tt / tr:9.2f}")
     print("\n(commits/s: higher is better, 'vs rs' = tahoe / delta-rs; checkpoint seconds include loading"
           " the snapshot; lower is better)")
     sys.stdout.flush()

@@ -4,6 +4,7 @@
   read its rows as Arrow/pandas.
 - `tahoe.DeltaLog` — the log core underneath (snapshots, history, time travel).
 - `tahoe.write_table` — write Arrow data to a table (append, overwrite, replaceWhere, create).
+- `tahoe.write_table(...)` / `tahoe.delete(...)` — the Spark-free writer and copy-on-write DELETE.
 - `tahoe.errors` — every exception tahoe raises.
 
 Attributes are imported on first use, so `import tahoe` (and every spawned worker that imports a
@@ -20,7 +21,9 @@ _LAZY = {
     "Snapshot": ("tahoe.log", "Snapshot"),
     "Table": ("tahoe.table", "Table"),
     "errors": ("tahoe.errors", None),
+    "DeltaTable": ("tahoe.spark.delta_table", "DeltaTable"),  # needs pyspark
     "write_table": ("tahoe.write", "write_table"),
+    "delete": ("tahoe.write.dml", "delete"),
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

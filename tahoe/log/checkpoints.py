@@ -35,7 +35,6 @@ import math
 import re
 import threading
 import time
-from datetime import date, datetime, timezone
 from typing import Any, Iterable
 
 import numpy as np
@@ -51,7 +50,7 @@ from ..protocol.filenames import (
 )
 from ..protocol.partition_values import partition_column_to_arrow
 from ..protocol.schema import (
-    ArrayType, DataType, DecimalType, MapType, PrimitiveType, StructField, StructType, to_arrow_type,
+    DataType, DecimalType, PrimitiveType, StructField, StructType, from_arrow_type, to_arrow_type,
 )
 from ..protocol.stats import DEFAULT_NUM_INDEXED_COLS, stats_columns, typed_value
 from ..protocol.table_features import check_writable, is_feature_supported
@@ -254,7 +253,7 @@ def _partition_fields(snapshot: Snapshot) -> list[tuple[StructField, str]]:
 class _Layout:
     """What a checkpoint of one snapshot holds, decided from its properties and protocol."""
 
-    def __init__(self, snapshot: Snapshot):
+    def __init__(self, snapshot: Snapshot, adds: pa.Table | None = None):
         conf = snapshot.configuration
         self.write_json = _bool_prop(conf, WRITE_STATS_AS_JSON_KEY, True)
         as_struct = _bool_prop(conf, WRITE_STATS_AS_STRUCT_KEY, None)
@@ -264,8 +263,8 @@ class _Layout:
         self.write_pv_parsed = as_struct is not False and bool(self.partition_fields)
         self.write_stats_parsed = as_struct is True
         self.v2 = is_feature_supported(snapshot.protocol, "v2Checkpoint")
-        files = snapshot.files_table(["clusteringProvider"])
-        self.clustering = files.num_rows > 0 and files.column(0).null_count < files.num_rows
+        cp = (adds if adds is not None else snapshot.files_table(["clusteringProvider"])).column("clusteringProvider")
+        self.clustering = len(cp) > 0 and cp.null_count < len(cp)
         self.stats_type = stats_parsed_type(snapshot) if self.write_stats_parsed else None
         self.pv_type = pa.struct([pa.field(phys, to_arrow_type(f.type)) for f, phys in self.partition_fields]) \
             if self.write_pv_parsed else None
@@ -448,7 +447,6 @@ def _typed_from_arrow(raw: Any, t: pa.DataType) -> Any:
             return None
         return {t.field(i).name: _typed_from_arrow(raw.get(t.field(i).name), t.field(i).type)
                 for i in range(t.num_fields)}
-    from ..protocol.schema import from_arrow_type
     try:
         return typed_value(raw, from_arrow_type(t))
     except Exception:
@@ -475,13 +473,15 @@ def build_checkpoint(snapshot: Snapshot, now_ms: int | None = None) -> tuple[pa.
     """The checkpoint of `snapshot` as one Arrow table in delta-spark's schema, and
     (number of non-file action rows, number of add rows). Row order: protocol, metaData, txns,
     domain metadata, [checkpointMetadata], adds, removes."""
-    layout = _Layout(snapshot)
+    adds = snapshot.files_table(_ADD_COLUMNS)   # one read of the add columns for everything below
+    layout = _Layout(snapshot, adds)
     schema = layout.schema
     now_ms = _now_ms() if now_ms is None else now_ms
     retention = parse_interval_ms(snapshot.configuration.get(DELETED_FILE_RETENTION_KEY, DEFAULT_DELETED_FILE_RETENTION))
     batches = [_non_file_batch(snapshot, layout)]
     n_non_file = batches[0].num_rows
-    adds = snapshot.files_table([c for c in _ADD_COLUMNS if c != "clusteringProvider" or layout.clustering])
+    if not layout.clustering:
+        adds = adds.drop_columns(["clusteringProvider"])
     for b in _file_batches(adds):
         batches.append(_single_column_batch(schema, "add", _add_struct(b, layout)))
     tomb = snapshot.tombstones_table(_REMOVE_COLUMNS)
@@ -632,7 +632,7 @@ def checkpoint_if_needed(log: Any, version: int, configuration: dict | None = No
         return None
     try:
         if _bool_prop(conf, EXPIRED_LOG_CLEANUP_KEY, True):
-            cleanup_expired_logs(log)
+            cleanup_expired_logs(log, configuration=conf)
     except Exception as e:  # noqa: BLE001
         _logger.warning("log cleanup of %s after version %s failed: %s: %s",
                         getattr(log, "table_root", "?"), version, type(e).__name__, e)
@@ -641,7 +641,7 @@ def checkpoint_if_needed(log: Any, version: int, configuration: dict | None = No
 
 # --- metadata cleanup --------------------------------------------------------------------------
 
-def cleanup_expired_logs(log: Any, now_ms: int | None = None) -> list[str]:
+def cleanup_expired_logs(log: Any, now_ms: int | None = None, configuration: dict | None = None) -> list[str]:
     """Delete the log files (commits, checkpoints, version checksums, compactions) that no version
     within `delta.logRetentionDuration` needs, and return their paths.
 
@@ -649,28 +649,36 @@ def cleanup_expired_logs(log: Any, now_ms: int | None = None) -> list[str]:
     version if none is) and C the newest complete checkpoint at or before B. Every version >= B is
     rebuilt from C and the commits after it, so exactly the files of versions < C whose
     modification time is older than the boundary are deleted (oldest first). Without such a
-    checkpoint nothing is deleted."""
+    checkpoint nothing is deleted. `configuration`: the table's, when the caller has it (saves
+    loading the snapshot when nothing is old enough)."""
     now_ms = _now_ms() if now_ms is None else now_ms
-    snapshot = log.snapshot()
-    conf = snapshot.configuration
-    cutoff = now_ms - parse_interval_ms(conf.get(LOG_RETENTION_KEY, DEFAULT_LOG_RETENTION))
     store = log.store
     files = list_log(store, log.log_dir, 0)
     commits = sorted((f for f in files if f.name.kind == LogFileKind.COMMIT), key=lambda f: f.version)
     if not commits:
         return []
+    snapshot = None
+    if configuration is None:
+        snapshot = log.snapshot()
+        configuration = snapshot.configuration
+    conf = configuration
+    cutoff = now_ms - parse_interval_ms(conf.get(LOG_RETENTION_KEY, DEFAULT_LOG_RETENTION))
+    if min(f.status.modification_time for f in files) > cutoff:
+        return []   # nothing is old enough
     boundary = next((c.version for c in commits if c.status.modification_time > cutoff), commits[-1].version)
     checkpoints = [v for v in _complete_checkpoints(files) if v <= boundary]
     if not checkpoints:
         return []
     keep_from = max(checkpoints)
     protected = conf.get("delta.requireCheckpointProtectionBeforeVersion")
-    if protected is not None and is_feature_supported(snapshot.protocol, "checkpointProtection"):
-        try:
-            if int(protected) > 0:
-                return []   # this writer does not implement checkpoint protection's cleanup rules
-        except ValueError:
-            return []
+    if protected is not None:
+        protocol = (snapshot or log.snapshot()).protocol
+        if is_feature_supported(protocol, "checkpointProtection"):
+            try:
+                if int(protected) > 0:
+                    return []   # this writer does not implement checkpoint protection's cleanup rules
+            except ValueError:
+                return []
     local = type(store).__name__ == "LocalLogStore"
     deleted: list[str] = []
     for f in sorted(files, key=lambda f: (f.version, f.name.name)):

@@ -161,7 +161,8 @@ def _read_parquet(store: LogStore, path: str, columns: list[str] | None = None) 
     try:
         with store.filesystem.open_input_file(store.to_fs_path(path)) as f:
             pf = pq.ParquetFile(f)
-            names = set(pf.schema_arrow.names)
+            file_schema = pf.schema_arrow   # a property that rebuilds the schema on every access
+            names = set(file_schema.names)
             if columns is not None:
                 cols = [c for c in columns if c.split(".", 1)[0] in names]
                 if not cols:
@@ -173,7 +174,7 @@ def _read_parquet(store: LogStore, path: str, columns: list[str] | None = None) 
                     if not sub:
                         ok.append(c)
                         continue
-                    t = pf.schema_arrow.field(top).type
+                    t = file_schema.field(top).type
                     if pa.types.is_struct(t) and t.get_field_index(sub) >= 0:
                         ok.append(c)
                 return pf.read(columns=ok, use_threads=True) if ok else pa.table({})

@@ -66,6 +66,10 @@ def add(name: str, share: list[str] = typer.Option(..., "--share", "-s", help="s
     from .config import profile_for
 
     cfg = _load(config)
+    unknown = [s for s in share if s != "*" and cfg.share(s) is None]
+    if unknown:
+        typer.echo(f"error: no share named {', '.join(unknown)} in {config}", err=True)
+        raise typer.Exit(1)
     r, token = _guard(lambda: _store(cfg).add(name, share, expires_in_days))
     sys.stdout.write(json.dumps(profile_for(cfg, token, r.expires_at), indent=2) + "\n")
 

@@ -17,7 +17,7 @@ import io
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 from urllib.parse import quote
 
 import pyarrow as pa
@@ -48,6 +48,10 @@ class Profile:
         if d.get("shareCredentialsVersion") != 1:
             raise ValueError(f"unsupported shareCredentialsVersion {d.get('shareCredentialsVersion')!r}")
         return cls(d["endpoint"].rstrip("/"), d["bearerToken"], d.get("expirationTime"))
+
+    @classmethod
+    def from_file(cls, path: str) -> "Profile":
+        return cls.read(path)
 
 
 def _split_url(table_url: str) -> tuple[str, str, str, str]:

@@ -8,6 +8,8 @@ ungranted share answers exactly like a missing one), request validation, error m
 refresh tokens), `/changes`, and serving the server's own signed file URLs (GET with Range, HEAD).
 
 `create_app(config)` builds the app; `python -m tahoe sharing serve --config FILE` runs it.
+A config with neither `authorization.bearerToken` nor a recipient file serves everyone (as the
+reference server without authorization does); `serve` warns about it.
 """
 
 from __future__ import annotations
@@ -31,8 +33,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..errors import (CorruptLogError, DeltaError, TableNotFoundError, UnsupportedFeatureError,
-                      VersionNotFoundError)
+from ..errors import TableNotFoundError, UnsupportedFeatureError, VersionNotFoundError
 from ..log.changes import CdfNotEnabledError, check_cdf_enabled
 from ..log.delta_log import parse_timestamp
 from .config import RecipientStore, ServerConfig, TableConfig, hash_token, valid_name
@@ -128,7 +129,10 @@ def create_app(config: ServerConfig) -> FastAPI:
         def run():
             for st in tables.values():
                 try:
-                    st.snapshot()
+                    snap = st.snapshot()
+                    st.size_and_count(snap)
+                    if not st.is_s3:
+                        st._static_parquet(snap)
                 except Exception:  # a broken table answers its own errors when asked
                     pass
         threading.Thread(target=run, name="sharing-warm-up", daemon=True).start()
@@ -491,16 +495,20 @@ def create_app(config: ServerConfig) -> FastAPI:
         def lines() -> Iterator[str]:
             yield st.protocol_line(fmt, snap)
             yield st.metadata_line(fmt, snap, version=tt_version)
-            cacheable = keep is None and limit is None and not paginate and tt_version is None
-            if cacheable:
+            whole = keep is None and not paginate and tt_version is None
+            if whole and limit is not None:
+                yield from st.whole_lines(snap, fmt, base, expires, limit)
+                if end_stream:
+                    yield end_stream_line(0, False)
+                return
+            if whole and limit is None:
                 ckey = (snap.version, fmt, base, expires)
                 cached = st.cached_lines(ckey)
                 if cached is not None:
                     yield from cached
                 else:
                     rendered = []
-                    for r in iter_file_rows(snap, fmt):
-                        line = st.file_line(fmt, base, r, expires)
+                    for line in st.whole_lines(snap, fmt, base, expires):
                         rendered.append(line)
                         yield line
                     st.store_lines(ckey, rendered)
@@ -795,7 +803,13 @@ def _parse_range(h: str, size: int) -> tuple[int, int] | None:
 
 
 def serve(config: ServerConfig, host: str | None = None, port: int | None = None) -> None:
+    import sys
+
     import uvicorn
+
+    if not config.bearer_token and not (config.recipients_file and os.path.exists(config.recipients_file)):
+        sys.stderr.write("warning: no authorization.bearerToken and no recipients: every request is allowed "
+                         "(add a recipient with `tahoe sharing recipient add`)\n")
 
     uvicorn.run(create_app(config), host=host or config.host, port=port or config.port,
                 log_level=os.environ.get("TAHOE_SHARING_LOG_LEVEL", "warning"))

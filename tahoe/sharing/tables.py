@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from ..protocol.filenames import LogFileKind
 from ..protocol.table_features import reader_features_of
 from ..storage import resolve_data_path
 from .config import TableConfig
-from .signing import Signer, file_id
+from .signing import Signer, b64e, file_id
 
 __all__ = ["SharingError", "Capabilities", "SharedTable", "dumps"]
 
@@ -105,6 +106,8 @@ class SharedTable:
         self._line_cache: tuple[tuple, list[str]] | None = None
         self._load_lock = threading.Lock()
         self._sizes: dict[tuple, tuple[int, int]] = {}
+        self._static: dict[tuple, list[tuple[str, str, int | None]]] = {}
+        self._static_lock = threading.Lock()
 
     @property
     def log(self) -> DeltaLog:
@@ -165,6 +168,139 @@ class SharedTable:
                 self._sizes.clear()
             self._sizes[key] = got
         return got
+
+    def _static_parquet(self, snap) -> list[tuple[str, str]]:
+        """Per active file of a (local-table) snapshot, the parts of its parquet-format line that
+        do not depend on the request: (b64 path, the JSON after the URL up to the expiration
+        value). Built once per version, so a request only signs and joins."""
+        key = (id(snap), snap.version)
+        got = self._static.get(key)
+        if got is not None:
+            return got
+        with self._static_lock:
+            got = self._static.get(key)
+            if got is not None:
+                return got
+            got = []
+            for r in iter_file_rows(snap, "parquet"):
+                path = r["path"]
+                pv = r.get("partitionValues")
+                tail = ['","id":"', file_id(path), '","partitionValues":', dumps(pv) if pv else "{}",
+                        ',"size":', str(int(r["size"]))]
+                if r.get("stats"):
+                    tail += [',"stats":', _enc(r["stats"])]
+                tail.append(',"expirationTimestamp":')
+                got.append((b64e(self._rel_path(path).encode("utf-8")), "".join(tail), _num_records(r.get("stats"))))
+            with self._lock:
+                for k in [k for k in self._static if len(k) == 2]:
+                    del self._static[k]
+                self._static[key] = got
+        return got
+
+    def parquet_lines(self, snap, base: str, expires: int, limit: int | None = None) -> Iterator[str]:
+        """The `file` lines of a whole snapshot in parquet format (no filter, no time travel);
+        with `limit`, files stop once their summed numRecords reach it."""
+        if self.is_s3:
+            total = 0
+            for r in iter_file_rows(snap, "parquet"):
+                if limit is not None and total >= limit:
+                    return
+                yield self.file_line("parquet", base, r, expires)
+                total += _num_records(r.get("stats")) or 0
+            return
+        static = self._static_parquet(snap)
+        head = '{"file":{"url":"' + _enc(f"{base}/files/{self.key}/")[1:-1]
+        q = f"?X-Amz-Expires={expires}&X-Amz-Signature="
+        end = f"{expires * 1000}}}}}"
+        sig = self.signer._file_sig
+        k = self.key
+        total = 0
+        for b64, tail, n in static:
+            if limit is not None:
+                if total >= limit:
+                    return
+                total += n or 0
+            yield "".join((head, b64, q, sig(k, b64, expires), tail, end))
+
+    def _static_delta(self, snap) -> list[tuple]:
+        """Per active file of a (local-table) snapshot, the request-independent parts of its
+        delta-format line: (b64 path, file id, (dv b64 path, dv file id, dv JSON tail) or None,
+        the add's other fields as JSON members, numRecords). Built once per version."""
+        key = (id(snap), snap.version, "delta")
+        got = self._static.get(key)
+        if got is not None:
+            return got
+        from ..protocol.deletion_vectors import DeletionVectorDescriptor
+
+        with self._static_lock:
+            got = self._static.get(key)
+            if got is not None:
+                return got
+            got = []
+            for r in iter_file_rows(snap, "delta"):
+                path = r["path"]
+                a = {k: v for k, v in r.items() if v is not None and k != "path"}
+                a.setdefault("modificationTime", 0)
+                a.setdefault("dataChange", True)
+                a.setdefault("partitionValues", {})
+                dv_part = None
+                dv = a.get("deletionVector")
+                if dv and dv.get("storageType") != "i":
+                    d = DeletionVectorDescriptor.from_dict(dv)
+                    rel = d.relative_path() if d.storage_type == "u" else self._rel_path(d.path_or_inline_dv)
+                    tail = ""
+                    if d.offset is not None:
+                        tail += f',"offset":{int(d.offset)}'
+                    tail += f',"sizeInBytes":{int(d.size_in_bytes)},"cardinality":{int(d.cardinality)}}}'
+                    dv_part = (b64e(rel.encode("utf-8")), file_id(rel), tail)
+                    del a["deletionVector"]
+                rest = dumps(a)[1:-1]
+                got.append((b64e(self._rel_path(path).encode("utf-8")), file_id(path), dv_part, rest,
+                            _num_records(r.get("stats"))))
+            with self._lock:
+                for k in [k for k in self._static if len(k) == 3]:
+                    del self._static[k]
+                self._static[key] = got
+        return got
+
+    def delta_lines(self, snap, base: str, expires: int, limit: int | None = None) -> Iterator[str]:
+        """The `file` lines of a whole snapshot in delta format (no filter, no time travel)."""
+        if self.is_s3:
+            total = 0
+            for r in iter_file_rows(snap, "delta"):
+                if limit is not None and total >= limit:
+                    return
+                yield self.file_line("delta", base, r, expires)
+                total += _num_records(r.get("stats")) or 0
+            return
+        static = self._static_delta(snap)
+        url_head = _enc(f"{base}/files/{self.key}/")[1:-1]
+        q = f"?X-Amz-Expires={expires}&X-Amz-Signature="
+        exp = f',"expirationTimestamp":{expires * 1000},"deltaSingleAction":{{"add":{{"path":"'
+        sig = self.signer._file_sig
+        k = self.key
+        total = 0
+        for b64, fid, dv, rest, n in static:
+            if limit is not None:
+                if total >= limit:
+                    return
+                total += n or 0
+            parts = ['{"file":{"id":"', fid, '"']
+            if dv is not None:
+                parts += [',"deletionVectorFileId":"', dv[1], '"']
+            parts += [exp, url_head, b64, q, sig(k, b64, expires), '"']
+            if dv is not None:
+                parts += [',"deletionVector":{"storageType":"p","pathOrInlineDv":"', url_head, dv[0], q,
+                          sig(k, dv[0], expires), '"', dv[2]]
+            if rest:
+                parts += [",", rest]
+            parts.append("}}}}")
+            yield "".join(parts)
+
+    def whole_lines(self, snap, fmt: str, base: str, expires: int, limit: int | None = None) -> Iterator[str]:
+        if fmt == "parquet":
+            return self.parquet_lines(snap, base, expires, limit)
+        return self.delta_lines(snap, base, expires, limit)
 
     def cached_lines(self, key: tuple) -> list[str] | None:
         c = self._line_cache
@@ -244,32 +380,8 @@ class SharedTable:
     def url_for(self, base: str, path: str, expires: int) -> str:
         rel = self._rel_path(path)
         if self.is_s3:
-            from ..storage.s3 import split_s3_path
-
-            full = self.root.rstrip("/") + "/" + rel
-            bucket, key = split_s3_path(full)
-            return self._presigner().generate_presigned_url(
-                "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=int(self.url_ttl))
+            return self.log.store.presign_get(self.root.rstrip("/") + "/" + rel, int(self.url_ttl))
         return self.signer.file_url(base, self.key, rel, expires)
-
-    def _presigner(self):
-        """A boto3 client signing with SigV4 (`X-Amz-Signature=` URLs, which the official client's
-        kernel recognizes as pre-signed; boto3 may default to SigV2 query auth on custom endpoints)."""
-        store = self.log.store
-        with self._lock:
-            if getattr(self, "_s3v4", None) is None:
-                import boto3
-                from botocore.config import Config
-
-                s = getattr(store, "_settings", {}) or {}
-                cfg: dict[str, Any] = {"signature_version": "s3v4"}
-                if s.get("endpoint_url"):
-                    cfg["s3"] = {"addressing_style": "path"}
-                session = boto3.session.Session(
-                    aws_access_key_id=s.get("aws_access_key_id"), aws_secret_access_key=s.get("aws_secret_access_key"),
-                    aws_session_token=s.get("aws_session_token"), region_name=s.get("region") or "us-east-1")
-                self._s3v4 = session.client("s3", endpoint_url=s.get("endpoint_url"), config=Config(**cfg))
-            return self._s3v4
 
     def dv_for(self, base: str, dv: dict | None, expires: int) -> tuple[dict | None, str | None]:
         """The deletion vector rewritten to an absolute signed URL ('p'), and its file id."""
@@ -353,22 +465,45 @@ DELTA_COLUMNS = ["path", "partitionValues", "size", "modificationTime", "dataCha
                  "deletionVector", "baseRowId", "defaultRowCommitVersion"]
 
 
+def _column_values(arr: pa.Array, n: int) -> list:
+    """A column as Python values, fast paths for what is usually empty (all-null columns, maps
+    without entries)."""
+    if arr.null_count == n:
+        return [None] * n
+    if pa.types.is_map(arr.type):
+        if len(arr.values) == 0:
+            return [{} if v else None for v in arr.is_valid().to_pylist()]
+        return [None if v is None else dict(v) for v in arr.to_pylist()]
+    return arr.to_pylist()
+
+
 def iter_file_rows(snap, fmt: str = "delta") -> Iterator[dict]:
     """The active files of a snapshot as dicts, batch by batch (cheap to start streaming); only
-    the columns the response format needs."""
-    ft = snap.files_table(PARQUET_COLUMNS if fmt == "parquet" else DELTA_COLUMNS)
-    for batch in ft.to_batches(max_chunksize=1000):
-        for r in batch.to_pylist():
-            pv = r.get("partitionValues")
-            if isinstance(pv, list):
-                r["partitionValues"] = dict(pv)
-            tags = r.get("tags")
-            if isinstance(tags, list):
-                r["tags"] = dict(tags)
-            dv = r.get("deletionVector")
-            if isinstance(dv, dict):
-                r["deletionVector"] = {k: v for k, v in dv.items() if v is not None}
+    the columns the response format needs; null fields of a deletion vector dropped."""
+    names = PARQUET_COLUMNS if fmt == "parquet" else DELTA_COLUMNS
+    ft = snap.files_table(names)
+    for batch in ft.to_batches(max_chunksize=2000):
+        n = batch.num_rows
+        cols = [_column_values(batch.column(name), n) for name in names]
+        dv_i = names.index("deletionVector") if "deletionVector" in names else None
+        for values in zip(*cols):
+            r = dict(zip(names, values))
+            if dv_i is not None:
+                dv = values[dv_i]
+                if isinstance(dv, dict):
+                    r["deletionVector"] = {k: v for k, v in dv.items() if v is not None}
             yield r
+
+
+_NUM_RECORDS = re.compile(r'"numRecords"\s*:\s*(\d+)')
+
+
+def _num_records(stats: str | None) -> int | None:
+    """numRecords of a stats JSON string (a regex: json-parsing every file's stats is slow)."""
+    if not stats:
+        return None
+    m = _NUM_RECORDS.search(stats)
+    return int(m.group(1)) if m else None
 
 
 def now_s() -> int:

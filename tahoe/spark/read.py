@@ -74,6 +74,11 @@ def glob_escape(path: str) -> str:
     return re.sub(r"([\[\]{}*?\\])", r"\\\1", path)
 
 
+def _jvm_unreachable(root: str) -> bool:
+    """Tables the fast path cannot scan: object stores (plain PySpark ships no s3a jars)."""
+    return "://" in root and not root.startswith("file:")
+
+
 def _is_void(f: StructField) -> bool:
     return isinstance(f.type, PrimitiveType) and f.type.name == "void"
 
@@ -85,12 +90,12 @@ def _session_tz(spark) -> str:
         return "UTC"
 
 
-def plan_files(snapshot, filters: Iterable[Any] | None = None, session_tz: str = "UTC") -> pa.Table:
+def plan_files(snapshot, filters: Iterable[Any] | None = None, session_tz: str = "UTC", spark: Any = None) -> pa.Table:
     """The snapshot's active files that may hold rows matching `filters`."""
     files = snapshot.files_table(["path", "partitionValues", "size", "stats", "deletionVector"])
     if filters and files.num_rows:
         mask = file_mask(files, list(filters), snapshot.schema, snapshot.partition_columns,
-                         snapshot.column_mapping_mode, session_tz)
+                         snapshot.column_mapping_mode, session_tz, spark)
         if not mask.all():
             files = files.filter(pa.array(mask))
     return files
@@ -115,7 +120,12 @@ def read_delta(spark, path: str, version: int | None = None, timestamp: Any = No
         filters = [filters]
     log = DeltaLog.for_table(path, storage_options)
     snap = log.snapshot(version=version, timestamp=timestamp)
-    df = read_snapshot(spark, snap, filters)
+    if _jvm_unreachable(snap.table_root):
+        from .datasource import read_via_datasource
+
+        df = read_via_datasource(spark, snap.table_root, snap.version, storage_options)
+    else:
+        df = read_snapshot(spark, snap, filters)
     for f in filters or ():
         df = df.filter(f)
     return df
@@ -126,7 +136,7 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None):
     from pyspark.sql import functions as F
 
     root = snap.table_root
-    if "://" in root and not root.startswith("file:"):
+    if _jvm_unreachable(root):
         from .datasource import read_via_datasource
 
         return read_via_datasource(spark, root, snap.version)
@@ -138,7 +148,7 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None):
     data_fields = [f for f in out_fields if f.name.lower() not in pcs_lower]
     part_fields = [f for f in out_fields if f.name.lower() in pcs_lower]
     logical_spark = to_spark_schema(StructType(out_fields), strip_metadata=True) if out_fields else None
-    files = plan_files(snap, filters, _session_tz(spark))
+    files = plan_files(snap, filters, _session_tz(spark), spark)
     if files.num_rows == 0:
         from pyspark.sql.types import StructType as SparkStruct
         return spark.createDataFrame([], logical_spark or SparkStruct([]))
@@ -156,19 +166,42 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None):
 
     paths = files.column("path").to_pylist()
     abs_paths = [resolve_data_path(root, p) for p in paths]
-    reader = spark.read.schema(spark_phys)
-    df = reader.parquet(*[glob_escape(p) for p in abs_paths])
-
     dvs = files.column("deletionVector").to_pylist()
     has_dv = any(dvs)
-    if part_fields or has_dv:
+    reader = spark.read.schema(spark_phys)
+
+    sizes = _unique_sizes(abs_paths) if has_dv else None
+    groups = _partition_groups(files, part_fields, mode) if part_fields else None
+    if (not has_dv or sizes is not None) and (groups is None or len(groups) <= _MAX_UNION_GROUPS):
+        # no join for partition values: one scan per partition with literal columns
+        if groups is None:
+            df = reader.parquet(*[glob_escape(p) for p in abs_paths])
+        else:
+            parts = []
+            for values, idx in groups:
+                g = reader.parquet(*[glob_escape(abs_paths[i]) for i in idx])
+                for f, v in zip(part_fields, values):
+                    g = g.withColumn(f.name, F.lit(v).cast(to_spark_type(f.type)))
+                parts.append(g)
+            df = parts[0]
+            for g in parts[1:]:
+                df = df.unionByName(g)
+        if has_dv:
+            # deleted rows keyed by (file size, row index): file sizes are unique among these files
+            deleted = _deleted_rows(spark, snap, dvs, key=sizes)
+            if deleted is not None:
+                df = df.withColumn(_FID, F.col("_metadata.file_size")).withColumn(_ROW, F.col("_metadata.row_index"))
+                df = df.join(F.broadcast(deleted), on=[_FID, _ROW], how="left_anti")
+    else:
+        df = reader.parquet(*[glob_escape(p) for p in abs_paths])
         df = df.withColumn(_KEY, F.col("_metadata.file_path"))
         if has_dv:
             df = df.withColumn(_ROW, F.col("_metadata.row_index"))
         info = _file_info(spark, files, abs_paths, part_fields, mode)
         df = df.join(F.broadcast(info), on=_KEY, how="left")
-        df = df.withColumn(_FID, F.coalesce(
-            F.col(_FID), F.raise_error(F.concat(F.lit("tahoe: data file not matched to the log: "), F.col(_KEY))).cast("int")))
+        # a path that failed to match the log fails the query (a filter is never pruned away)
+        df = df.filter(F.when(F.col(_FID).isNull(), F.raise_error(
+            F.concat(F.lit("tahoe: data file not matched to the log: "), F.col(_KEY)))).otherwise(F.lit(True)))
         if has_dv:
             deleted = _deleted_rows(spark, snap, dvs)
             if deleted is not None:
@@ -236,7 +269,47 @@ def _needs_pandas(t: pa.Table) -> bool:
     return False
 
 
-def _deleted_rows(spark, snap, dvs: list):
+_MAX_UNION_GROUPS = 32
+
+
+def _unique_sizes(abs_paths: list[str]) -> list[int] | None:
+    """On-disk sizes of the files (what Spark reports as `_metadata.file_size`) when they are
+    pairwise distinct — then a size identifies a file — else None."""
+    try:
+        sizes = [os.stat(p).st_size for p in abs_paths]
+    except OSError:
+        return None
+    return sizes if len(set(sizes)) == len(sizes) else None
+
+
+def _partition_groups(files: pa.Table, part_fields: list[StructField], mode: str):
+    """[(typed partition values, [file indexes])] in first-seen order."""
+    pvs = [dict(x) if x else {} for x in files.column("partitionValues").to_pylist()]
+    cols = []
+    for f in part_fields:
+        key = column_mapping.physical_name(f) if mode in ("name", "id") else f.name
+        raw = []
+        for pv in pvs:
+            if key in pv:
+                raw.append(pv[key])
+            elif f.name in pv:
+                raw.append(pv[f.name])
+            else:
+                low = f.name.lower()
+                raw.append(next((v for k, v in pv.items() if k.lower() == low), None))
+        cols.append(partition_column_to_arrow(raw, f.type).to_pylist())
+    groups: dict = {}
+    for i in range(files.num_rows):
+        k = tuple(repr(c[i]) for c in cols)
+        if k not in groups:
+            groups[k] = (tuple(c[i] for c in cols), [])
+        groups[k][1].append(i)
+    return list(groups.values())
+
+
+def _deleted_rows(spark, snap, dvs: list, key: list[int] | None = None):
+    """(file id, row index) of every deleted row — file id = index in `dvs`, or `key[i]` (the
+    file's size) when given — as a DataFrame."""
     from pyspark.sql.types import IntegerType, LongType, StructField as SF, StructType as SparkStruct
 
     fids, rows = [], []
@@ -247,10 +320,15 @@ def _deleted_rows(spark, snap, dvs: list):
             continue
         d = DeletionVectorDescriptor.from_dict(dict(dv))
         bm = load_deletion_vector(d, root, store.read_range)
-        arr = np.fromiter(iter(bm), dtype=np.int64, count=len(bm)) if len(bm) else np.zeros(0, np.int64)
-        fids.append(np.full(len(arr), i, dtype=np.int32))
+        to_array = getattr(bm, "to_array", None)
+        if to_array is not None:
+            arr = np.asarray(to_array()).astype(np.int64, copy=False)
+        else:  # pragma: no cover - older pyroaring
+            arr = np.fromiter(iter(bm), dtype=np.int64, count=len(bm))
+        fids.append(np.full(len(arr), i if key is None else key[i], dtype=np.int32 if key is None else np.int64))
         rows.append(arr)
     if not fids:
         return None
     t = pa.table({_FID: pa.array(np.concatenate(fids)), _ROW: pa.array(np.concatenate(rows))})
-    return spark.createDataFrame(t, SparkStruct([SF(_FID, IntegerType(), False), SF(_ROW, LongType(), False)]))
+    kt = IntegerType() if key is None else LongType()
+    return spark.createDataFrame(t, SparkStruct([SF(_FID, kt, False), SF(_ROW, LongType(), False)]))

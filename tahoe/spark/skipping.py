@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import re
 from decimal import Decimal
 from typing import Any, Iterable
 from zoneinfo import ZoneInfo
@@ -29,26 +30,33 @@ __all__ = ["filter_sql", "parse_filters", "file_mask"]
 MAYBE = None  # three-valued: True (some row may match), False (no row matches)
 
 
-def filter_sql(f: Any) -> str | None:
-    """SQL text of a filter: a string as is; a PySpark Column via its string form."""
+_SUFFIX = re.compile(r"(?<![\w.'])(\d+(?:\.\d*)?(?:E[+-]?\d+)?)(BD|L|S|Y|D|F)\b")
+
+
+def filter_sql(f: Any, spark: Any = None, schema: Any = None) -> str | None:
+    """SQL text of a filter: a string as is; a PySpark Column (classic) through Spark's analyzer
+    over an empty DataFrame of the table's `schema` (Spark 4 Columns print in prefix form);
+    literal suffixes (`5L`, `1.5D`, `2BD`) are dropped. None when it cannot be had."""
     if isinstance(f, str):
         return f
-    try:  # classic PySpark: the JVM expression's SQL
-        return f._jc.expr().sql()
-    except Exception:
-        pass
-    s = str(f)  # Spark Connect: infix SQL-like text (prefix forms such as "=(a, 1)" fail to parse)
+    if spark is not None and schema is not None:
+        try:
+            plan = spark.createDataFrame([], schema).filter(f)._jdf.queryExecution().analyzed()
+            return _SUFFIX.sub(r"\1", plan.condition().sql())
+        except Exception:
+            pass
+    s = str(f)  # Spark Connect
     if s.startswith("Column<'") and s.endswith("'>"):
         return s[len("Column<'"):-2]
     return None
 
 
-def parse_filters(filters: Iterable[Any]) -> list:
+def parse_filters(filters: Iterable[Any], spark: Any = None, schema: Any = None) -> list:
     import sqlglot
 
     out = []
     for f in filters:
-        text = filter_sql(f)
+        text = filter_sql(f, spark, schema)
         if not text:
             continue
         try:
@@ -270,12 +278,17 @@ def _may(node, ctx: _FileCtx, negate: bool = False) -> bool:
 
 
 def file_mask(files: pa.Table, filters: Iterable[Any], schema: StructType, partition_columns: list[str],
-              mode: str = "none", session_tz: str = "UTC") -> np.ndarray:
+              mode: str = "none", session_tz: str = "UTC", spark: Any = None) -> np.ndarray:
     """Boolean mask over `files` (ADD_SCHEMA columns incl. partitionValues, stats): True = the
     file may hold matching rows."""
     n = files.num_rows
     keep = np.ones(n, dtype=bool)
-    asts = parse_filters(filters)
+    filters = list(filters)
+    spark_schema = None
+    if spark is not None and any(not isinstance(f, str) for f in filters):
+        from .types import to_spark_schema
+        spark_schema = to_spark_schema(schema, strip_metadata=True)
+    asts = parse_filters(filters, spark, spark_schema)
     if not asts or n == 0:
         return keep
     pcs = {p.lower() for p in partition_columns}

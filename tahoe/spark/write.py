@@ -525,17 +525,40 @@ def _json_value(v, f: StructField, is_max: bool, prefix_len: int):
     return None
 
 
+def _arrow_leaves(schema, prefix=()):
+    """Leaf column paths (tuples of names) of an Arrow schema in parquet leaf order."""
+    import pyarrow as pa
+
+    def walk(t, pre):
+        if pa.types.is_struct(t):
+            for i in range(t.num_fields):
+                yield from walk(t.field(i).type, pre + (t.field(i).name,))
+        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            yield from walk(t.value_type, pre + ("\0list",))
+        elif pa.types.is_map(t):
+            yield from walk(t.key_type, pre + ("\0key",))
+            yield from walk(t.item_type, pre + ("\0value",))
+        else:
+            yield pre
+
+    for f in schema:
+        yield from walk(f.type, prefix + (f.name,))
+
+
 def footer_stats(md, stats_schema: StructType, mapped: bool, prefix_len: int = DEFAULT_STRING_PREFIX_LENGTH,
                  identity_cols: Iterable[str] = (), schema: StructType | None = None) -> tuple[str, dict]:
     """The Delta stats JSON of a parquet file from its footer (`pq.FileMetaData`), and the max (by
     step direction: min for negative steps) of identity columns."""
     n = md.num_rows
     by_path: dict[tuple, list] = {}
+    arrow_schema = md.schema.to_arrow_schema()
+    top_level = set(arrow_schema.names)
     if md.num_row_groups:
+        leaf_paths = list(_arrow_leaves(arrow_schema))
         rg0 = md.row_group(0)
-        for j in range(rg0.num_columns):
-            p = tuple(rg0.column(j).path_in_schema.split("."))
-            by_path[p] = [md.row_group(i).column(j).statistics for i in range(md.num_row_groups)]
+        if len(leaf_paths) == rg0.num_columns:
+            for j in range(rg0.num_columns):
+                by_path[leaf_paths[j]] = [md.row_group(i).column(j).statistics for i in range(md.num_row_groups)]
     mins: dict = {}
     maxs: dict = {}
     nulls: dict = {}
@@ -549,10 +572,8 @@ def footer_stats(md, stats_schema: StructType, mapped: bool, prefix_len: int = D
     for path, f in _leaf_paths(stats_schema, mapped):
         sts = by_path.get(path)
         if sts is None:
-            if n == 0 or not md.num_row_groups:
-                put(nulls, path, n)
-            elif not any(p[:len(path)] == path for p in by_path):
-                put(nulls, path, n)  # column absent from the file: all null
+            if n == 0 or path[0] not in top_level:
+                put(nulls, path, n)  # no rows, or the column is absent from the file: all null
             continue
         if all(s is not None and s.has_null_count for s in sts):
             put(nulls, path, sum(s.null_count for s in sts))

@@ -182,7 +182,9 @@ class S3LogStore(LogStore):
         from botocore.config import Config
 
         s = self._settings
-        cfg: dict[str, Any] = {"retries": {"max_attempts": 5, "mode": "standard"}}
+        # SigV4 everywhere: boto3 may fall back to SigV2 query auth for presigned URLs on custom
+        # endpoints, and Delta Sharing clients only accept `X-Amz-Signature=` URLs as presigned.
+        cfg: dict[str, Any] = {"retries": {"max_attempts": 5, "mode": "standard"}, "signature_version": "s3v4"}
         if s["endpoint_url"]:
             # S3-compatible endpoints: path-style addressing, and no default CRC checksums
             # (not every compatible store understands them).

@@ -33,7 +33,9 @@ removes nothing.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable, Iterable
 
 from ..errors import (
@@ -97,7 +99,7 @@ class TransactionSummary:
 @dataclass(frozen=True)
 class WinningCommit:
     """One commit that won the race: its version, its actions (the JSON objects of its lines)
-    and the commit file's modification time. Derived views are computed once at construction."""
+    and the commit file's modification time. Derived views are computed once, on first use."""
 
     version: int
     actions: tuple[dict, ...]
@@ -113,58 +115,56 @@ class WinningCommit:
     def _all(self, key: str) -> list[dict]:
         return [a[key] for a in self.actions if isinstance(a.get(key), dict)]
 
-    @property
+    @cached_property
     def commit_info(self) -> dict:
         ci = self._all("commitInfo")
         return ci[0] if ci else {}
 
-    @property
+    @cached_property
     def operation(self) -> str:
         return str(self.commit_info.get("operation") or "an unknown operation")
 
-    @property
+    @cached_property
     def protocol(self) -> Protocol | None:
         p = self._all("protocol")
         return Protocol.from_dict(p[-1]) if p else None
 
-    @property
+    @cached_property
     def metadata(self) -> list[dict]:
         return self._all("metaData")
 
-    @property
+    @cached_property
     def adds(self) -> list[dict]:
         return self._all("add")
 
-    @property
+    @cached_property
     def removes(self) -> list[dict]:
         return self._all("remove")
 
-    @property
+    @cached_property
     def app_ids(self) -> set[str]:
         return {t.get("appId") for t in self._all("txn")}
 
-    @property
+    @cached_property
     def domains(self) -> dict[str, dict]:
         return {d.get("domain"): d for d in self._all("domainMetadata")}
 
-    @property
+    @cached_property
     def is_blind_append(self) -> bool:
         return bool(self.commit_info.get("isBlindAppend", False))
 
-    @property
+    @cached_property
     def identity_only_metadata_update(self) -> bool:
         tags = self.commit_info.get("tags") or {}
         return str(tags.get(IDENTITY_UPDATE_TAG, "")).lower() == "true"
 
-    @property
+    @cached_property
     def in_commit_timestamp(self) -> int | None:
         v = self.commit_info.get("inCommitTimestamp")
         return int(v) if v is not None else None
 
-    @property
+    @cached_property
     def row_id_high_water_mark(self) -> int | None:
-        import json
-
         d = self.domains.get(ROW_TRACKING_DOMAIN)
         if d is None or d.get("removed"):
             return None

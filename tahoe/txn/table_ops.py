@@ -10,8 +10,8 @@
   add_constraint      ALTER TABLE ADD CONSTRAINT ... CHECK (existing rows validated by the engine)
   drop_constraint     ALTER TABLE DROP CONSTRAINT
   update_schema       schema evolution: merge (mergeSchema rules) or replace (overwriteSchema)
-  rename_column       ALTER TABLE RENAME COLUMN (column mapping)
-  drop_column         ALTER TABLE DROP COLUMN (column mapping)
+  rename_column       ALTER TABLE RENAME COLUMN (column mapping mode 'name')
+  drop_column         ALTER TABLE DROP COLUMN (column mapping mode 'name')
   set_identity_high_water_mark   advance an identity column's high-water mark
 
 Every operation validates its input before anything is written: on an error the table's version
@@ -506,14 +506,16 @@ def update_schema(log: DeltaLog | str, new_schema: StructType | pa.Schema | str,
 
 
 def _require_mapping(snap: Snapshot, what: str) -> None:
-    if column_mapping.mode(snap.configuration) not in ("name", "id"):
+    mode = column_mapping.mode(snap.configuration)
+    if mode != "name":
         raise InvalidTableOperationError(
-            f"{what} needs column mapping; enable it first: "
+            f"{what} needs column mapping mode 'name' (the table's is '{mode}'); enable it first: "
             f"set_properties(..., {{'delta.columnMapping.mode': 'name'}})")
 
 
 def rename_column(log: DeltaLog | str, column: str, new_name: str, storage_options: dict | None = None) -> Snapshot:
-    """Rename a column (dotted path for nested fields) without rewriting data (column mapping)."""
+    """Rename a column (dotted path for nested fields) without rewriting data (column mapping
+    mode 'name'; other modes are an InvalidTableOperationError)."""
     log = _log(log, storage_options)
     snap = log.snapshot()
     _require_mapping(snap, "renaming a column")
@@ -532,8 +534,8 @@ def rename_column(log: DeltaLog | str, column: str, new_name: str, storage_optio
 
 
 def drop_column(log: DeltaLog | str, column: str, storage_options: dict | None = None) -> Snapshot:
-    """Drop a column (dotted path for nested fields) without rewriting data (column mapping).
-    Partition columns and columns used by CHECK constraints cannot be dropped."""
+    """Drop a column (dotted path for nested fields) without rewriting data (column mapping mode
+    'name'). Partition columns and columns used by CHECK constraints cannot be dropped."""
     log = _log(log, storage_options)
     snap = log.snapshot()
     _require_mapping(snap, "dropping a column")

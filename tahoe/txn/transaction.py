@@ -391,6 +391,9 @@ class Transaction:
             conf[ROW_ID_COLUMN_PROP] = f"_row-id-col-{uuid.uuid4()}"
             conf[ROW_COMMIT_VERSION_COLUMN_PROP] = f"_row-commit-version-col-{uuid.uuid4()}"
             md = dataclasses.replace(md, configuration=conf)
+        if md is not None and read_md is not None and \
+                [c.lower() for c in md.partition_columns] != [c.lower() for c in read_md.partition_columns]:
+            self._check_all_files_removed("change the partition columns")
         if md is not None and read_md is not None and is_true(md.configuration, "delta.enableRowTracking") \
                 and not is_true(read_md.configuration, "delta.enableRowTracking"):
             self._check_row_ids_backfilled()
@@ -431,6 +434,17 @@ class Transaction:
                 schema_string = new_schema.to_json()
         md = dataclasses.replace(md, configuration=conf, schema_string=schema_string)
         return md, features, reader_v, writer_v
+
+    def _check_all_files_removed(self, what: str) -> None:
+        """Some changes (partitioning) are only valid when the table's data is replaced."""
+        snap = self.read_snapshot
+        assert snap is not None
+        removed = {canonical_key(r.path, None, self._root_uri) for r in self._removes}
+        for path in snap.files_table(["path"]).column("path").to_pylist():
+            if canonical_key(path, None, self._root_uri) not in removed:
+                raise InvalidTableOperationError(
+                    f"cannot {what} of {self.log.table_root} while it holds data: the same commit "
+                    f"must remove every file (overwrite the table)")
 
     def _check_row_ids_backfilled(self) -> None:
         """Enabling row tracking needs a baseRowId on every file (spec "Row IDs")."""

@@ -35,9 +35,7 @@ from ..errors import SchemaError
 from ..protocol import column_mapping
 from ..protocol.actions import AddFile
 from ..protocol.partition_values import partition_path, serialize_partition_value
-from ..protocol.schema import (
-    ArrayType, DataType, DecimalType, MapType, PrimitiveType, StructField, StructType, to_arrow_type,
-)
+from ..protocol.schema import ArrayType, DataType, MapType, StructField, StructType, to_arrow_type
 from ..protocol.stats import DEFAULT_NUM_INDEXED_COLS, DEFAULT_STRING_PREFIX_LENGTH, compute_stats
 from ..storage import resolve_data_path
 from ..storage.base import LogStore

@@ -30,8 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import (
-    ConstraintViolationError, InvalidTableOperationError, SchemaError, TableNotFoundError,
-    UnsupportedFeatureError,
+    ConstraintViolationError, InvalidTableOperationError, MetadataChangedException,
+    ProtocolChangedException, SchemaError, TableNotFoundError, UnsupportedFeatureError,
 )
 from ..log.delta_log import DeltaLog
 from ..log.snapshot import Snapshot
@@ -55,6 +55,7 @@ _log = logging.getLogger(__name__)
 _MODES = ("append", "overwrite", "error", "ignore")
 _SCHEMA_MODES = (None, "merge", "overwrite")
 _SPARK_MODE = {"append": "Append", "overwrite": "Overwrite", "error": "ErrorIfExists", "ignore": "Ignore"}
+_MAX_COMMIT_RETRIES = 1000   # Transaction's default (50) starves writers among many concurrent ones
 _IDENTITY_START = "delta.identity.start"
 _IDENTITY_STEP = "delta.identity.step"
 _IDENTITY_HWM = "delta.identity.highWaterMark"
@@ -169,26 +170,13 @@ def _replace_where(predicate: str, schema: StructType, partition_columns: list[s
 
 # --- the operation -----------------------------------------------------------------------------
 
-def write_table(uri: str, data: Any, mode: str = "append", partition_by: str | Iterable[str] | None = None,
+def _write_once(uri: str, data: Any, mode: str = "append", partition_by: str | Iterable[str] | None = None,
                 schema_mode: str | None = None, predicate: str | None = None,
                 properties: dict[str, Any] | None = None, name: str | None = None,
                 description: str | None = None, txn_app_id: str | None = None, txn_version: int | None = None,
                 user_metadata: str | None = None, storage_options: dict | None = None,
                 target_file_rows: int = DEFAULT_TARGET_FILE_ROWS) -> int:
-    """Write `data` (a pyarrow Table / RecordBatch(es) / RecordBatchReader / pandas DataFrame) to
-    the Delta table at `uri`; returns the table version after the write.
-
-    mode: "append"; "overwrite" (every current file removed — or, with `predicate`, the files of
-    the partitions matching it: replaceWhere, where every new row must match it); "error" (refuse
-    an existing table); "ignore" (leave an existing table alone). A missing table is created with
-    the data's schema, `partition_by`, `properties`, `name` and `description`.
-
-    schema_mode: None — the data must fit the table's schema (SchemaError naming the columns
-    otherwise; narrower types are cast); "merge" — new columns are added (mergeSchema);
-    "overwrite" — with mode="overwrite", the table takes the data's schema and partitioning.
-
-    txn_app_id / txn_version: an idempotent write; when the table already recorded this version
-    (or a later one) for the app id, nothing is written and the current version is returned."""
+    """One attempt of `write_table` (see there)."""
     if mode not in _MODES:
         raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
     if schema_mode not in _SCHEMA_MODES:
@@ -312,27 +300,30 @@ def write_table(uri: str, data: Any, mode: str = "append", partition_by: str | I
                    for r in files.to_pylist()]
 
     # --- write files, then commit once ---------------------------------------------------------
+    # refuses a protocol we cannot write; blind appends never conflict, so retrying long is safe
+    txn = Transaction(log, operation, params, snapshot=snap, max_retries=_MAX_COMMIT_RETRIES)
+    if snap is None and txn.read_snapshot is not None:
+        raise _CreatedConcurrently()   # given no snapshot, the Transaction read the table just created
+    if new_metadata is not None:
+        txn.update_metadata(new_metadata)
+    if snap is not None and mode == "overwrite":
+        if replace_node is None:
+            txn.read_whole_table()
+        else:
+            txn.read_predicate(_partition_predicate(replace_node, snap.schema, list(snap.partition_columns)))
+        txn.read_files(removes)
+        txn.remove_files(removes)
+    for col, value in identity_hwm.items():
+        txn.update_identity_high_water_mark(col, value)
+    if txn_app_id is not None:
+        txn.set_txn(txn_app_id, int(txn_version))  # type: ignore[arg-type]
     tight = True if (_is_true(conf_now, "delta.enableDeletionVectors") or
                      (snap is not None and is_feature_supported(snap.protocol, "deletionVectors"))) else None
     store = log.store
     adds = write_data_files(store, log.table_root, rows, schema, pcols, cm_mode, conf_now,
                             target_file_rows, tight_bounds=tight)
     try:
-        txn = Transaction(log, operation, params, snapshot=snap)
-        if new_metadata is not None:
-            txn.update_metadata(new_metadata)
-        if snap is not None and mode == "overwrite":
-            if replace_node is None:
-                txn.read_whole_table()
-            else:
-                txn.read_predicate(_partition_predicate(replace_node, snap.schema, list(snap.partition_columns)))
-            txn.read_files(removes)
-            txn.remove_files(removes)
         txn.add_files(adds)
-        for col, value in identity_hwm.items():
-            txn.update_identity_high_water_mark(col, value)
-        if txn_app_id is not None:
-            txn.set_txn(txn_app_id, int(txn_version))  # type: ignore[arg-type]
         metrics = {
             "numFiles": len(adds),
             "numOutputRows": rows.num_rows,
@@ -341,7 +332,12 @@ def write_table(uri: str, data: Any, mode: str = "append", partition_by: str | I
         if removes:
             metrics["numRemovedFiles"] = len(removes)
             metrics["numRemovedBytes"] = sum(r.size for r in removes)
-        return txn.commit(operation_metrics=metrics, user_metadata=user_metadata)
+        try:
+            return txn.commit(operation_metrics=metrics, user_metadata=user_metadata)
+        except (ProtocolChangedException, MetadataChangedException) as e:
+            if snap is None:   # another writer created the table first
+                raise _CreatedConcurrently() from e
+            raise
     except BaseException:
         for a in adds:   # nothing committed: the new files are garbage
             try:
@@ -349,6 +345,47 @@ def write_table(uri: str, data: Any, mode: str = "append", partition_by: str | I
             except Exception:  # noqa: BLE001 - best effort; VACUUM removes what is left
                 _log.debug("could not delete %s after a failed commit", a.path)
         raise
+
+
+class _CreatedConcurrently(Exception):
+    """Internal: the table this call was creating was created by another writer meanwhile."""
+
+
+def write_table(uri: str, data: Any, mode: str = "append", partition_by: str | Iterable[str] | None = None,
+                schema_mode: str | None = None, predicate: str | None = None,
+                properties: dict[str, Any] | None = None, name: str | None = None,
+                description: str | None = None, txn_app_id: str | None = None, txn_version: int | None = None,
+                user_metadata: str | None = None, storage_options: dict | None = None,
+                target_file_rows: int = DEFAULT_TARGET_FILE_ROWS) -> int:
+    """Write `data` (a pyarrow Table / RecordBatch(es) / RecordBatchReader / pandas DataFrame) to
+    the Delta table at `uri`; returns the table version after the write.
+
+    mode: "append"; "overwrite" (every current file removed — or, with `predicate`, the files of
+    the partitions matching it: replaceWhere, where every new row must match it); "error" (refuse
+    an existing table); "ignore" (leave an existing table alone). A missing table is created with
+    the data's schema, `partition_by`, `properties`, `name` and `description`.
+
+    schema_mode: None — the data must fit the table's schema (SchemaError naming the columns
+    otherwise; narrower types are cast); "merge" — new columns are added (mergeSchema);
+    "overwrite" — with mode="overwrite", the table takes the data's schema and partitioning.
+
+    txn_app_id / txn_version: an idempotent write; when the table already recorded this version
+    (or a later one) for the app id, nothing is written and the current version is returned."""
+    kwargs = dict(mode=mode, partition_by=partition_by, schema_mode=schema_mode, predicate=predicate,
+                  properties=properties, name=name, description=description, txn_app_id=txn_app_id,
+                  txn_version=txn_version, user_metadata=user_metadata, storage_options=storage_options,
+                  target_file_rows=target_file_rows)
+    if not isinstance(data, (pa.Table, pa.RecordBatch)):
+        data = to_arrow_table(data)   # a stream can be read only once; a retry needs the rows
+    try:
+        return _write_once(uri, data, **kwargs)
+    except _CreatedConcurrently:
+        # Another writer created the table between our read and our commit: this write now
+        # applies to that table (its schema is checked like any append/overwrite).
+        if mode == "error":
+            raise InvalidTableOperationError(
+                f"a Delta table was created at {uri} by another writer while this write was creating it") from None
+        return _write_once(uri, data, **kwargs)
 
 
 def _partition_predicate(node, schema: StructType, partition_columns: list[str]):

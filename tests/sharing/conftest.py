@@ -115,6 +115,21 @@ def build_tables(root: Path) -> dict[str, str]:
     nc = TableBuilder(root / "nocdf", pa.schema([("x", pa.int64())]))
     nc.append(pa.table({"x": [1, 2, 3]}))
     out["nocdf"] = str(root / "nocdf")
+    # written by tahoe's own writer (append, replaceWhere overwrite, copy-on-write DELETE with CDF)
+    try:
+        from tahoe.write.dml import delete
+        from tahoe.write.writer import write_table
+    except ImportError:  # the writer is optional for these tests
+        return out
+    w = str(root / "written")
+    rows = lambda lo, n, cs: pa.table({"id": list(range(lo, lo + n)), "amount": [float(i % 50) for i in range(lo, lo + n)],
+                                       "country": [cs[i % len(cs)] for i in range(n)]})
+    write_table(w, rows(0, 300, ["FR", "DE", "US"]), partition_by=["country"],
+                properties={"delta.enableChangeDataFeed": "true"})
+    write_table(w, rows(300, 100, ["JP"]), mode="append")
+    write_table(w, rows(500, 30, ["FR"]), mode="overwrite", predicate="country = 'FR'")
+    delete(w, "amount < 10")
+    out["written"] = w
     return out
 
 
@@ -126,8 +141,7 @@ def server(tmp_path_factory) -> Server:
         dst = d / "golden" / g
         shutil.copytree(GOLDEN / g / "delta", dst)
         tables[tname(g)] = str(dst)
-    share_tables = [{"name": n, "location": loc, "historyShared": n != "nocdf_nohist"}
-                    for n, loc in tables.items()]
+    share_tables = [{"name": n, "location": loc, "historyShared": True} for n, loc in tables.items()]
     share_tables.append({"name": "nohist", "location": tables["cdf"], "historyShared": False})
     cfg = {
         "shares": [

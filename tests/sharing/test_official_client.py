@@ -167,3 +167,34 @@ def test_tahoe_client(server):
     c = tc.SharingClient(server.profiles["alice"])
     assert {t["name"] for t in c.list_all_tables()} >= {"cdf", "t"}
     assert tc.load_as_pandas(server.table_url("alice", "s1", tname("basic-decimal-table"))).shape[0] == 4
+
+
+@pytest.mark.parametrize("fmt", [False, True])
+def test_table_written_by_tahoe(server, fmt):
+    if "written" not in server.tables:
+        pytest.skip("tahoe writer not available")
+    url = server.table_url("alice", "s1", "written")
+    path = server.tables["written"]
+    assert_same_rows(delta_sharing.load_as_pandas(url, use_delta_format=fmt), Table(path).to_arrow(), "latest")
+    assert_same_rows(delta_sharing.load_as_pandas(url, version=1, use_delta_format=fmt),
+                     Table(path, version=1).to_arrow(), "v1")
+    from tahoe.log import DeltaLog
+    from tahoe.log.changes import read_changes_arrow
+
+    oracle = read_changes_arrow(DeltaLog.for_table(path), 1, None)
+    if not fmt:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        ms = pc.divide(oracle.column("_commit_timestamp").cast(pa.int64()), 1000)
+        oracle = oracle.set_column(oracle.schema.get_field_index("_commit_timestamp"), "_commit_timestamp", ms)
+    else:
+        # the client's delta-format CDF path reports _commit_timestamp at whole seconds
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        secs = pc.floor_temporal(oracle.column("_commit_timestamp"), unit="second")
+        oracle = oracle.set_column(oracle.schema.get_field_index("_commit_timestamp"), "_commit_timestamp", secs)
+    df = delta_sharing.load_table_changes_as_pandas(url, starting_version=1, use_delta_format=fmt)
+    assert_same_rows(df, oracle, "changes")
+    assert "delete" in set(df["_change_type"])

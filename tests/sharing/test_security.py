@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from tahoe.sharing.signing import Signer, b64e
+from tahoe.sharing.signing import Signer, b64d, b64e
 
 ENDPOINTS = [
     ("GET", "/shares", None),
@@ -142,11 +142,11 @@ def test_expired_url_forbidden(server):
     url = _file_urls(server)[0]
     u, q, segs = _parts(url)
     expired = Signer(key).file_url(f"{u.scheme}://{u.netloc}/delta-sharing", segs[-2],
-                                   __import__("tahoe.sharing.signing", fromlist=["b64d"]).b64d(segs[-1]).decode(),
+                                   b64d(segs[-1]).decode(),
                                    int(time.time()) - 5)
     assert httpx.get(expired).status_code == 403
     fresh = Signer(key).file_url(f"{u.scheme}://{u.netloc}/delta-sharing", segs[-2],
-                                 __import__("tahoe.sharing.signing", fromlist=["b64d"]).b64d(segs[-1]).decode(),
+                                 b64d(segs[-1]).decode(),
                                  int(time.time()) + 60)
     assert httpx.get(fresh).status_code == 200
     # a correctly signed traversal path is still refused

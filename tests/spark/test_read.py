@@ -84,3 +84,38 @@ def test_delta_table_api(spark, tmp_path):
     assert len(h) == 1 and h[0].operation == "CREATE TABLE AS SELECT"
     a = dt.alias("t").toDF()
     assert a.select("t.id").count() == 10
+
+
+_JOIN_TABLES = [p for p in manifest_params("rows")
+                if p.values[0]["partition_columns"] or p.values[0]["deletion_vectors"]]
+
+
+@pytest.mark.parametrize("entry", _JOIN_TABLES)
+def test_fast_path_join_plan(spark, entry, monkeypatch):
+    """The fallback plan (broadcast join on `_metadata.file_path`, used for many partitions or
+    files of equal size) returns the same rows."""
+    from tahoe.spark import read as R
+
+    monkeypatch.setattr(R, "_MAX_UNION_GROUPS", 0)
+    monkeypatch.setattr(R, "_unique_sizes", lambda paths: None)
+    df = R.read_delta(spark, str(GOLDEN / entry["table"]))
+    assert_rows_equal(_arrow(df), read_expected(entry), entry["name"])
+
+
+def test_footer_stats_odd_names(spark, tmp_path):
+    """Stats from parquet footers: nested, dotted and absent columns."""
+    import json
+
+    from tahoe import Table
+    from tahoe.spark import read_delta, write_delta
+
+    path = str(tmp_path / "odd")
+    df = spark.sql("select id as `a.b`, named_struct('x', id, 'y.z', cast(id as string)) as s, "
+                   "array(id) as arr, cast(null as int) as n from range(10)")
+    write_delta(df, path)
+    st = json.loads(Table(path).files(["stats"]).column("stats")[0].as_py())
+    assert st["numRecords"] == 10
+    assert st["minValues"]["a.b"] == 0 and st["maxValues"]["a.b"] == 9
+    assert st["minValues"]["s"]["y.z"] == "0" and st["nullCount"]["s"]["x"] == 0
+    assert st["nullCount"]["n"] == 10 and st["nullCount"]["a.b"] == 0
+    assert read_delta(spark, path, filters="`a.b` > 5").count() == 4

@@ -151,6 +151,7 @@ def test_presign_get_is_fetchable(s3_store):
     store.write(p, b"hello presigned")
     url = store.presign_get(p, 60)
     assert url.startswith("http://127.0.0.1:")
+    assert "X-Amz-Signature=" in url  # SigV4: what Delta Sharing clients accept as pre-signed
     with urllib.request.urlopen(url, timeout=10) as resp:
         assert resp.read() == b"hello presigned"
 

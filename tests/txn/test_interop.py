@@ -15,7 +15,6 @@ import pytest
 from tahoe import Table
 from tahoe.protocol.actions import AddFile, RemoveFile
 from tahoe.protocol.table_features import reader_features_of, writer_features_of
-from tahoe.txn import Transaction
 from tests.txn._helpers import fake_add
 
 pytest.importorskip("deltalake")

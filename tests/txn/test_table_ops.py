@@ -391,3 +391,11 @@ def test_set_properties_by_path(tmp_path):
         rename_column(path, "w", "x")
     with pytest.raises(InvalidTableOperationError):
         drop_column(path, "w")
+
+
+def test_rename_and_drop_need_name_mode(tmp_path):
+    t = Table.create(str(tmp_path / "idmode"), SCHEMA, properties={"delta.columnMapping.mode": "id"})
+    for op in (lambda: t.rename_column("v", "w"), lambda: t.drop_column("v")):
+        with pytest.raises(InvalidTableOperationError, match="mode 'name'.*'id'"):
+            op()
+    assert latest_version(t.table_root) == 0

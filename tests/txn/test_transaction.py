@@ -501,3 +501,23 @@ def test_facade_transaction(table):
     txn.add_files([fake_add("p=a/1.parquet", "a")])
     assert txn.commit() == 1
     assert t.refresh().files().num_rows == 1
+
+
+def test_partitioning_changes_only_with_overwrite(log, table):
+    import dataclasses
+
+    append(log, fake_add("p=a/1.parquet", "a"))
+    snap = log.snapshot()
+    md = dataclasses.replace(snap.metadata, partition_columns=("id",))
+    t = Transaction(log, "WRITE")
+    t.update_metadata(md)
+    with pytest.raises(InvalidTableOperationError, match="partition columns"):
+        t.commit()
+    _unchanged(table, 1)
+    t = Transaction(log, "WRITE", {"mode": "Overwrite"})
+    t.read_whole_table()
+    t.update_metadata(md)
+    t.remove_files(snap.add_files())
+    t.add_files([dataclasses.replace(fake_add("id=1/x.parquet"), partition_values={"id": "1"})])
+    assert t.commit() == 2
+    assert log.snapshot().partition_columns == ["id"]

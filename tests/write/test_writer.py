@@ -426,3 +426,58 @@ def test_commits_trigger_checkpoints_readable_by_delta_rs(tmp_path):
     snap = DeltaLog.for_table(path).snapshot()
     assert snap.segment.checkpoint_version == 10 and snap.num_files == 12
     read_back(path, tmp_path, pa.table({"id": list(range(12)), "p": [str(i % 3) for i in range(12)]}))
+
+
+def test_concurrent_writers_creating_the_same_table(tmp_path):
+    """Two writers both find no table: one creates it, the other's write lands on top (or, with
+    mode='error', fails cleanly)."""
+    import threading
+
+    path = str(tmp_path / "t")
+    results, errors = [], []
+    barrier = threading.Barrier(4)
+
+    def go(i):
+        barrier.wait()
+        try:
+            results.append(tahoe.write_table(path, pa.table({"id": [i]})))
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and sorted(results) == [0, 1, 2, 3]
+    assert sorted(Table(path).to_arrow().column("id").to_pylist()) == [0, 1, 2, 3]
+    assert len(data_files(path)) == 4   # the losers' first attempts left no files behind
+
+
+def test_write_and_checkpoint_on_s3(tmp_path):
+    """The writer and the checkpoint writer through the S3 store (moto, put-if-absent)."""
+    import uuid as _uuid
+
+    import boto3
+
+    from tahoe.log.checkpoints import write_checkpoint
+    from tests.fixtures.moto import TEST_CREDENTIALS, start_moto_server
+
+    url, stop = start_moto_server()
+    try:
+        bucket = f"tahoe-write-{_uuid.uuid4().hex[:12]}"
+        boto3.client("s3", endpoint_url=url, aws_access_key_id="testing", aws_secret_access_key="testing",
+                     region_name="us-east-1").create_bucket(Bucket=bucket)
+        opts = {**TEST_CREDENTIALS, "endpoint_url": url, "allow_http": "true"}
+        uri = f"s3://{bucket}/tables/t"
+        tahoe.write_table(uri, pa.table({"id": [1, 2], "p": ["a b", None]}), partition_by="p", storage_options=opts)
+        tahoe.write_table(uri, pa.table({"id": [3], "p": ["a b"]}), storage_options=opts)
+        log = DeltaLog.for_table(uri, opts)
+        lc = write_checkpoint(log)
+        assert lc.version == 1 and lc.num_of_add_files == 3
+        assert write_checkpoint(log).size_in_bytes == lc.size_in_bytes   # exists: kept
+        t = Table(uri, storage_options=opts)
+        assert t.snapshot.segment.checkpoint_version == 1
+        assert sorted(t.to_arrow().column("id").to_pylist()) == [1, 2, 3]
+    finally:
+        stop()

@@ -1,0 +1,160 @@
+"""tahoe on Spark: scan and write throughput beside plain Spark parquet, in one run.
+
+    python -m bench.spark_scan_write            # ~2 GB partitioned table (100M rows)
+    python -m bench.spark_scan_write --quick    # ~180 MB (10M rows)
+
+One local[2] session. The table: id bigint, a double (random), s string, ts timestamp,
+partitioned by p (8 values), one file per partition per write task.
+
+Writes (same DataFrame, same partitioning):
+  - tahoe write_delta: native `df.write.parquet` into a staging dir + footer stats + one commit
+  - spark parquet:     `df.write.partitionBy("p").parquet(dir)`
+Scans (an aggregate touching every column, so nothing is pruned):
+  - tahoe fast path:   `read_delta(spark, table)` — a native parquet scan of the snapshot's files
+  - spark parquet:     `spark.read.parquet(<the same files>)` with the partition column
+  - tahoe fast path with 10% of rows deleted by deletion vectors (one DV file, commit of adds with
+    DVs): the broadcast anti-join on (file, row_index) included
+  - tahoe data source: `spark.read.format("delta").load(table)` — Arrow batches from tahoe's
+    Python reader in Python workers (with and without the DVs)
+Each scan is run twice and the faster run is reported (the first warms the JVM and OS cache).
+Ratios are tahoe / spark (lower is better).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+
+
+def _timed(fn, repeat: int = 2):
+    best = None
+    out = None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        dt = time.perf_counter() - t
+        best = dt if best is None else min(best, dt)
+    return best, out
+
+
+def _agg(df):
+    from pyspark.sql import functions as F
+
+    r = df.agg(F.count(F.lit(1)).alias("n"), F.sum("a").alias("a"), F.sum(F.length("s")).alias("s"),
+               F.max("ts").alias("ts"), F.sum("p").alias("p"), F.sum("id").alias("id")).collect()[0]
+    return r
+
+
+def _du(path: str) -> int:
+    total = 0
+    for d, _, names in os.walk(path):
+        for n in names:
+            if n.endswith(".parquet"):
+                total += os.path.getsize(os.path.join(d, n))
+    return total
+
+
+def add_deletion_vectors(path: str, fraction: float = 0.1, seed: int = 7) -> int:
+    """Delete `fraction` of each file's rows with deletion vectors (one DV file); returns the
+    number of rows deleted."""
+    import dataclasses
+
+    import numpy as np
+    from pyroaring import BitMap64
+
+    from tahoe.log import DeltaLog
+    from tahoe.protocol.deletion_vectors import DeletionVectorDescriptor, encode_dv_file, new_dv_path_component
+    from tahoe.protocol.stats import parse_stats
+    from tahoe.txn import Transaction
+
+    log = DeltaLog.for_table(path)
+    snap = log.snapshot()
+    adds = snap.add_files()
+    rng = np.random.default_rng(seed)
+    bitmaps = []
+    for a in adds:
+        n = parse_stats(a.stats).num_records
+        rows = np.sort(rng.choice(n, size=int(n * fraction), replace=False)).astype(np.uint64)
+        bitmaps.append(BitMap64(rows.tolist()))
+    data, placements = encode_dv_file(bitmaps)
+    path_or_inline, u = new_dv_path_component()
+    prefix = path_or_inline[:-20]
+    os.makedirs(os.path.join(path, prefix), exist_ok=True)
+    with open(os.path.join(path, prefix, f"deletion_vector_{u}.bin"), "wb") as f:
+        f.write(data)
+    new_adds = []
+    for a, bm, (off, size) in zip(adds, bitmaps, placements):
+        dv = DeletionVectorDescriptor("u", path_or_inline, size, len(bm), off)
+        new_adds.append(dataclasses.replace(a, deletion_vector=dv, data_change=True))
+    txn = Transaction(log, "DELETE", {"predicate": "[\"bench\"]"}, snapshot=snap)
+    txn.read_whole_table()
+    txn.remove_files(adds)
+    txn.add_files(new_adds)
+    txn.commit()
+    return sum(len(b) for b in bitmaps)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rows", type=int, default=None)
+    ap.add_argument("--dir", default=None)
+    args = ap.parse_args(argv)
+    rows = args.rows or (10_000_000 if args.quick else 100_000_000)
+
+    from pyspark.sql import functions as F
+
+    from tahoe import Table
+    from tahoe.spark import local_session, read_delta, register, write_delta
+    from tahoe.spark.read import glob_escape
+
+    spark = local_session("local[2]", "tahoe-bench", extra={"spark.driver.memory": "2g"})
+    register(spark)
+    base = tempfile.mkdtemp(prefix="tahoe-spark-bench-", dir=args.dir)
+    table, plain = os.path.join(base, "delta"), os.path.join(base, "plain")
+    try:
+        df = (spark.range(0, rows, 1, 16)
+              .select(F.col("id"), F.rand(1).alias("a"),
+                      F.concat(F.lit("s-"), (F.col("id") % 100_003).cast("string")).alias("s"),
+                      (F.lit(1_700_000_000).cast("timestamp") + F.make_interval(secs=(F.col("id") % 86400).cast("int"))).alias("ts"),
+                      (F.col("id") % 8).cast("int").alias("p"))
+              .repartition(16, "p"))
+        print(f"rows: {rows:,}")
+        t_plain, _ = _timed(lambda: df.write.mode("overwrite").partitionBy("p").parquet(plain), 1)
+        t_write, _ = _timed(lambda: write_delta(df, table, partition_by=["p"],
+                                                properties={"delta.enableDeletionVectors": "true"}), 1)
+        size = _du(table)
+        files = Table(table).file_uris()
+        print(f"table: {size / 1e6:,.0f} MB in {len(files)} files")
+        print(f"write  tahoe write_delta   {t_write:7.2f} s   spark parquet {t_plain:7.2f} s   "
+              f"ratio {t_write / t_plain:5.2f}")
+
+        t_fast, r_fast = _timed(lambda: _agg(read_delta(spark, table)))
+        t_pq, r_pq = _timed(lambda: _agg(spark.read.option("basePath", table).parquet(*[glob_escape(f) for f in files])))
+        assert r_fast.n == r_pq.n == rows, (r_fast, r_pq)
+        print(f"scan   tahoe fast path     {t_fast:7.2f} s   spark parquet {t_pq:7.2f} s   ratio {t_fast / t_pq:5.2f}"
+              f"   ({rows / t_fast / 1e6:,.1f} M rows/s)")
+        t_ds, r_ds = _timed(lambda: _agg(spark.read.format("delta").load(table)))
+        assert r_ds.n == rows
+        print(f"scan   tahoe data source   {t_ds:7.2f} s   spark parquet {t_pq:7.2f} s   ratio {t_ds / t_pq:5.2f}")
+
+        t0 = time.perf_counter()
+        deleted = add_deletion_vectors(table, 0.1)
+        t_dv_commit = time.perf_counter() - t0
+        t_dv, r_dv = _timed(lambda: _agg(read_delta(spark, table)))
+        assert r_dv.n == rows - deleted, (r_dv.n, rows, deleted)
+        print(f"scan   tahoe fast + 10% DV {t_dv:7.2f} s   spark parquet {t_pq:7.2f} s   ratio {t_dv / t_pq:5.2f}"
+              f"   ({deleted:,} rows deleted; DV file + commit {t_dv_commit:.2f} s)")
+        t_dsdv, r_dsdv = _timed(lambda: _agg(spark.read.format("delta").load(table)), 1)
+        assert r_dsdv.n == rows - deleted
+        print(f"scan   tahoe DS + 10% DV   {t_dsdv:7.2f} s   spark parquet {t_pq:7.2f} s   ratio {t_dsdv / t_pq:5.2f}")
+    finally:
+        spark.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""tahoe on a standalone Spark cluster (executors in their own JVMs and Python workers, tahoe
+shipped with `addPyFile`) and over Spark Connect. Each runs its driver in a subprocess: one JVM
+can hold only one SparkContext, and the test run's shared session already has it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import GOLDEN
+
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spark_home() -> str:
+    import pyspark
+
+    return os.path.dirname(pyspark.__file__)
+
+
+def _env(tmp_path) -> dict:
+    env = dict(os.environ)
+    env.update({"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
+                "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_HOME": _spark_home(),
+                "SPARK_LOG_DIR": str(tmp_path / "logs"), "SPARK_WORKER_DIR": str(tmp_path / "work"),
+                "SPARK_NO_DAEMONIZE": "1"})
+    env.pop("PYTHONPATH", None)  # executors get tahoe from addPyFile, not from the environment
+    return env
+
+
+def _wait_port(port: int, timeout: float = 60) -> None:
+    end = time.time() + timeout
+    while time.time() < end:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.3)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port}")
+
+
+def _run_driver(code: str, env: dict, timeout: int = 240) -> str:
+    env = dict(env)
+    env["PYTHONPATH"] = str(REPO)  # the driver imports tahoe from the checkout
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
+    assert "TAHOE-OK" in r.stdout, (r.stdout[-3000:], r.stderr[-5000:])
+    return r.stdout
+
+
+def test_standalone_cluster(tmp_path):
+    env = _env(tmp_path)
+    spark_class = os.path.join(_spark_home(), "bin", "spark-class")
+    port = _free_port()
+    procs = []
+    try:
+        procs.append(subprocess.Popen(
+            [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+             "--webui-port", str(_free_port())], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True))
+        _wait_port(port)
+        procs.append(subprocess.Popen(
+            [spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host", "127.0.0.1",
+             "--cores", "1", "--memory", "1g", "--webui-port", str(_free_port())],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        zip_base = str(tmp_path / "tahoe_pkg")
+        shutil.make_archive(zip_base, "zip", root_dir=str(REPO), base_dir="tahoe")
+        table = str(tmp_path / "t")
+        code = textwrap.dedent(f"""
+            import os
+            from tahoe.spark import local_session, read_delta, write_delta, register
+            spark = local_session("spark://127.0.0.1:{port}", "tahoe-cluster-test",
+                                  extra={{"spark.executor.memory": "512m", "spark.cores.max": "1"}})
+            spark.sparkContext.addPyFile({zip_base + '.zip'!r})   # ship tahoe to the executors
+            register(spark)
+            df = spark.sql("select id, cast(id % 3 as string) as p from range(1000)")
+            write_delta(df, {table!r}, partition_by=["p"])
+            assert read_delta(spark, {table!r}).count() == 1000
+            assert read_delta(spark, {table!r}, filters="p = '1'").count() == 333
+            # the data-source path runs tahoe's Python reader on the executors
+            assert spark.read.format("delta").load({table!r}).filter("p = '2'").count() == 333
+            pids = spark.sparkContext.parallelize(range(2), 2).map(lambda _: os.getpid()).collect()
+            assert os.getpid() not in pids
+            print("TAHOE-OK")
+            spark.stop()
+        """)
+        _run_driver(code, env)
+    finally:
+        for p in reversed(procs):
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+
+
+def test_spark_connect(tmp_path):
+    env = _env(tmp_path)
+    table = str(GOLDEN / "dv-with-columnmapping" / "delta") if (GOLDEN / "dv-with-columnmapping" / "delta").exists() \
+        else str(GOLDEN / "dv-with-columnmapping")
+    code = textwrap.dedent(f"""
+        import os
+        from pyspark.sql import SparkSession
+        from tahoe import Table
+        from tahoe.spark import read_delta, register
+        spark = (SparkSession.builder.remote("local[2]")
+                 .config("spark.connect.grpc.binding.address", "127.0.0.1")
+                 .config("spark.ui.enabled", "false")
+                 .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+        expected = Table({table!r}).to_arrow()
+        got = read_delta(spark, {table!r}).toArrow()
+        assert got.num_rows == expected.num_rows, (got.num_rows, expected.num_rows)
+        assert sorted(map(repr, got.select(expected.column_names).to_pylist())) == \\
+            sorted(map(repr, expected.to_pylist()))
+        register(spark)
+        ds = spark.read.format("delta").load({table!r}).toArrow()
+        assert ds.num_rows == expected.num_rows
+        print("TAHOE-OK")
+        os._exit(0)
+    """)
+    _run_driver(code, env)

@@ -1,0 +1,232 @@
+"""Writing with tahoe on Spark: round trips with delta-rs (both directions), constraints,
+generated and identity columns, schema enforcement, replaceWhere, refused protocols."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import assert_rows_equal
+
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
+
+
+def delta_rs_read(path: str, tmp_path, sql: bool = True) -> pa.Table:
+    """The table's rows as delta-rs (QueryBuilder SQL) reads them, in a subprocess (delta-rs can
+    abort at interpreter exit)."""
+    out = str(tmp_path / f"rs_{abs(hash(path))}.parquet")
+    code = textwrap.dedent(f"""
+        import os, pyarrow.parquet as pq
+        from deltalake import DeltaTable, QueryBuilder
+        dt = DeltaTable({path!r})
+        import pyarrow as pa
+        t = pa.table(QueryBuilder().register("t", dt).execute("select * from t").read_all())
+        pq.write_table(t, {out!r})
+        os._exit(0)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert os.path.exists(out), r.stderr[-2000:]
+    return pq.read_table(out)
+
+
+def delta_rs_write(path: str, table: pa.Table, tmp_path, **kw) -> None:
+    src = str(tmp_path / f"src_{abs(hash(path))}.parquet")
+    pq.write_table(table, src)
+    code = textwrap.dedent(f"""
+        import os, pyarrow.parquet as pq
+        from deltalake import write_deltalake
+        write_deltalake({path!r}, pq.read_table({src!r}), **{kw!r})
+        print("OK")
+        os._exit(0)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "OK" in r.stdout, r.stderr[-2000:]
+
+
+def _norm(t: pa.Table) -> pa.Table:
+    """Compare values: delta-rs reads timestamps/strings with its own Arrow types."""
+    cols = {}
+    for f in t.schema:
+        c = t.column(f.name)
+        if pa.types.is_timestamp(f.type):
+            c = c.cast(pa.timestamp("us", tz=f.type.tz and "UTC"))
+        elif pa.types.is_large_string(f.type) or pa.types.is_string_view(f.type):
+            c = c.cast(pa.string())
+        elif pa.types.is_dictionary(f.type):
+            c = c.cast(f.type.value_type)
+            if pa.types.is_large_string(c.type) or pa.types.is_string_view(c.type):
+                c = c.cast(pa.string())
+        cols[f.name] = c
+    return pa.table(cols)
+
+
+def test_roundtrip_partitioned_to_delta_rs(spark, tmp_path):
+    from tahoe.spark import read_delta, write_delta
+
+    path = str(tmp_path / "parted")
+    df = spark.sql("""
+        select id, cast(id * 1.5 as double) as x,
+               case when id % 4 = 0 then null when id % 4 = 1 then 'a b' when id % 4 = 2 then 'c%3Ad/e=f' else 'ü' end as p,
+               date'2024-02-29' + cast(id % 2 as int) as d,
+               timestamp'2024-01-01 10:11:12.345678' + make_interval(0,0,0,0,id,0,0) as ts
+        from range(40)""")
+    write_delta(df, path, partition_by=["p", "d"])
+    expected = df.toArrow()
+    assert_rows_equal(_norm(read_delta(spark, path).toArrow()), _norm(expected), "tahoe")
+    assert_rows_equal(_norm(delta_rs_read(path, tmp_path)), _norm(expected), "delta-rs")
+    # a second append and an overwrite
+    write_delta(df.limit(5), path)
+    assert read_delta(spark, path).count() == 45
+    write_delta(df.limit(3), path, mode="overwrite")
+    assert read_delta(spark, path).count() == 3
+    assert delta_rs_read(path, tmp_path).num_rows == 3
+
+
+def test_roundtrip_column_mapping_ntz_to_delta_rs(spark, tmp_path):
+    from tahoe import Table
+    from tahoe.spark import read_delta, write_delta
+
+    path = str(tmp_path / "cm")
+    df = spark.sql("""
+        select id, cast(id as string) as `my col`, named_struct('a', id, 'b b', 'x') as s,
+               timestamp_ntz'2024-01-01 00:00:00' + make_interval(0,0,0,id,0,0,0) as tntz,
+               cast(id % 2 as int) as part
+        from range(20)""")
+    write_delta(df, path, partition_by=["part"], properties={"delta.columnMapping.mode": "name"})
+    t = Table(path)
+    assert t.snapshot.column_mapping_mode == "name"
+    phys = [column for column in pq.read_schema(os.path.join(path, t.files(["path"]).column("path")[0].as_py().replace("%20", " "))).names]
+    assert all(n.startswith("col-") for n in phys), phys
+    expected = df.toArrow()
+    assert_rows_equal(read_delta(spark, path).toArrow(), expected, "tahoe fast")
+    assert_rows_equal(t.to_arrow().cast(expected.schema), expected, "tahoe arrow")
+    rs = delta_rs_read(path, tmp_path)
+    assert sorted(rs.column("id").to_pylist()) == list(range(20))
+    assert sorted(rs.column("my col").to_pylist()) == sorted(str(i) for i in range(20))
+    assert sorted(rs.column("tntz").cast(pa.timestamp("us")).to_pylist()) == \
+        sorted(expected.column("tntz").to_pylist())
+
+
+def test_identity_generated_constraints(spark, tmp_path):
+    from tahoe import Table
+    from tahoe.errors import ConstraintViolationError
+    from tahoe.spark import DeltaTable, read_delta, write_delta
+
+    path = str(tmp_path / "special")
+    (DeltaTable.create(spark).location(path)
+        .addColumn("id", "BIGINT", generatedAlwaysAsIdentity=True, identityStart=10, identityStep=5)
+        .addColumn("x", "INT", nullable=False)
+        .addColumn("y", "INT", generatedAlwaysAs="x * 2")
+        .addColumn("p", "STRING")
+        .partitionedBy("p")
+        .property("delta.constraints.x_pos", "x > 0")
+        .execute())
+    write_delta(spark.sql("select cast(id + 1 as int) as x, 'a' as p from range(50)"), path)
+    rows = read_delta(spark, path).collect()
+    ids = [r.id for r in rows]
+    assert len(set(ids)) == 50 and all(i >= 10 and (i - 10) % 5 == 0 for i in ids)
+    assert all(r.y == r.x * 2 for r in rows)
+    hwm = Table(path).schema.field("id").metadata["delta.identity.highWaterMark"]
+    assert int(hwm) == max(ids)
+    write_delta(spark.sql("select 7 as x, 'b' as p"), path)
+    new_id = [r.id for r in read_delta(spark, path, filters="p = 'b'").collect()][0]
+    assert new_id > max(ids) and (new_id - 10) % 5 == 0
+    v = Table(path).version
+
+    files_before = sorted(os.listdir(path))
+    with pytest.raises(ConstraintViolationError, match="x_pos") as ei:
+        write_delta(spark.sql("select -1 as x, 'c' as p"), path)
+    assert '"x":-1' in str(ei.value)
+    with pytest.raises(ConstraintViolationError, match="NOT NULL"):
+        write_delta(spark.sql("select cast(null as int) as x, 'c' as p"), path)
+    with pytest.raises(ConstraintViolationError, match="Generated Column"):
+        write_delta(spark.sql("select 3 as x, 5 as y, 'c' as p"), path)
+    write_delta(spark.sql("select 3 as x, 6 as y, 'c' as p"), path)  # a correct given value is fine
+    assert Table(path).version == v + 1
+    assert sorted(os.listdir(path)) == sorted(files_before + ["p=c"])
+    rs = delta_rs_read(path, tmp_path)
+    assert rs.num_rows == 52 and len(set(rs.column("id").to_pylist())) == 52
+
+
+def test_schema_enforcement_merge_replace_where(spark, tmp_path):
+    from tahoe import Table
+    from tahoe.errors import ConstraintViolationError, SchemaError
+    from tahoe.spark import read_delta, write_delta
+
+    path = str(tmp_path / "schema")
+    write_delta(spark.sql("select id, cast(id % 3 as int) as p from range(9)"), path, partition_by="p")
+    with pytest.raises(SchemaError, match="extra"):
+        write_delta(spark.sql("select 1L as id, 1 as p, 'z' as extra"), path)
+    write_delta(spark.sql("select 100L as id, 1 as p, 'z' as extra"), path, merge_schema=True)
+    assert Table(path).schema.names == ["id", "p", "extra"]
+    assert read_delta(spark, path).filter("extra = 'z'").count() == 1
+    v = Table(path).version
+    with pytest.raises(ConstraintViolationError, match="replaceWhere"):
+        write_delta(spark.sql("select 5L as id, 2 as p"), path, mode="overwrite", replace_where="p = 1")
+    assert Table(path).version == v
+    write_delta(spark.sql("select 5L as id, 1 as p"), path, mode="overwrite", replace_where="p = 1")
+    got = sorted((r.id, r.p) for r in read_delta(spark, path).collect())
+    assert got == [(0, 0), (2, 2), (3, 0), (5, 1), (5, 2), (6, 0), (8, 2)]
+    # idempotent writes
+    v = write_delta(spark.range(1).selectExpr("id", "0 as p"), path, txn_app_id="app", txn_version=1)
+    assert write_delta(spark.range(1).selectExpr("id", "0 as p"), path, txn_app_id="app", txn_version=1) == v
+    # error / ignore modes
+    from tahoe.errors import InvalidTableOperationError
+    with pytest.raises(InvalidTableOperationError):
+        write_delta(spark.range(1), path, mode="error")
+    assert write_delta(spark.range(1), path, mode="ignore") == v
+
+
+def test_unsupported_writer_feature_refused(spark, tmp_path):
+    from tahoe.errors import UnsupportedFeatureError
+    from tahoe.spark import write_delta
+
+    path = tmp_path / "future"
+    (path / "_delta_log").mkdir(parents=True)
+    schema = json.dumps({"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]})
+    lines = [
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["someFutureFeature"]}},
+        {"metaData": {"id": "x", "format": {"provider": "parquet", "options": {}}, "schemaString": schema,
+                      "partitionColumns": [], "configuration": {}, "createdTime": 0}},
+    ]
+    (path / "_delta_log" / "00000000000000000000.json").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    with pytest.raises(UnsupportedFeatureError, match="someFutureFeature"):
+        write_delta(spark.range(3), str(path))
+    assert sorted(os.listdir(path)) == ["_delta_log"]
+
+
+def test_delta_rs_written_tables_read_by_tahoe_spark(spark, tmp_path):
+    from tahoe.spark import read_delta
+
+    t = pa.table({"id": pa.array(range(30), pa.int64()), "s": [f"v{i}" for i in range(30)],
+                  "p": [["x", "y z", None][i % 3] for i in range(30)],
+                  "ts": pa.array([1_700_000_000_000_000 + i for i in range(30)], pa.timestamp("us", tz="UTC"))})
+    plain = str(tmp_path / "rs_plain")
+    delta_rs_write(plain, t, tmp_path, partition_by=["p"])
+    delta_rs_write(plain, t.slice(0, 5), tmp_path, mode="append", partition_by=["p"])
+    exp = pa.concat_tables([t, t.slice(0, 5)])
+    assert_rows_equal(read_delta(spark, plain).toArrow().select(exp.column_names), exp, "fast")
+    assert_rows_equal(spark.read.format("delta").load(plain).toArrow().select(exp.column_names), exp, "datasource")
+    cm = str(tmp_path / "rs_cm")
+    delta_rs_write(cm, t, tmp_path, configuration={"delta.columnMapping.mode": "name"})
+    assert_rows_equal(read_delta(spark, cm).toArrow().select(exp.column_names), t, "cm fast")
+
+
+def test_datasource_writer(spark, tmp_path):
+    from tahoe.spark import read_delta
+
+    path = str(tmp_path / "dsw")
+    df = spark.sql("select id, cast(id % 2 as string) as s from range(100)")
+    df.write.format("delta").mode("append").save(path)
+    df.write.format("delta").mode("append").save(path)
+    assert read_delta(spark, path).count() == 200
+    df.limit(10).write.format("delta").mode("overwrite").save(path)
+    assert spark.read.format("delta").load(path).count() == 10
+    assert delta_rs_read(path, tmp_path).num_rows == 10
