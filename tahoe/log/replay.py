@@ -16,13 +16,13 @@ paths are keyed by the table root + path. Action paths themselves are kept as wr
 
 from __future__ import annotations
 
-import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 from urllib.parse import quote
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -194,8 +194,8 @@ def read_commit(store: LogStore, path: str) -> list[dict]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except ValueError as e:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError as e:
             raise CorruptLogError(f"{path}: line {lineno} is not valid JSON: {e}") from None
         if not isinstance(obj, dict):
             raise CorruptLogError(f"{path}: line {lineno} is not a JSON object")
