@@ -233,14 +233,15 @@ class ActiveFiles:
     def _read_projected(self, action: str, columns: list[str]) -> list[pa.Table]:
         schema = ADD_SCHEMA if action == "add" else REMOVE_SCHEMA
 
+        # `path` is always read: every add/remove row has one, so it fixes the row count even
+        # when the checkpoint lacks all the requested fields (e.g. stats not written as JSON).
+        wanted = list(dict.fromkeys(["path", *columns]))
+
         def one(p: str) -> pa.Table:
-            t = _read_parquet(self._store, p, [f"{action}.{c}" for c in columns])
-            n = t.num_rows
-            if action in t.column_names:
-                arrays = _conform(t.column(action), schema, columns)
-            else:
-                arrays = {c: pa.nulls(n, schema.field(c).type) for c in columns}
-            return pa.table(arrays) if arrays else pa.table({})
+            t = _read_parquet(self._store, p, [f"{action}.{c}" for c in wanted])
+            if action not in t.column_names:  # e.g. a v2 checkpoint whose files are all in sidecars
+                return pa.table({c: pa.array([], schema.field(c).type) for c in columns})
+            return pa.table(_conform(t.column(action), schema, columns))
 
         if len(self._sources) <= 1:
             return [one(p) for p in self._sources]
@@ -280,7 +281,10 @@ class ActiveFiles:
             masks = self._mask(action)
             for t, m in zip(self._read_projected(action, list(cols)), masks):
                 if t.num_rows:
-                    parts.append(t.filter(m).select(list(cols)) if t.num_columns else t)
+                    if t.num_columns:   # an all-true mask (nothing superseded) needs no copy
+                        t = t if m.true_count == len(m) else t.filter(m)
+                        t = t.select(list(cols))
+                    parts.append(t)
         base = self._base_adds if action == "add" else self._base_removes
         if base:
             bt = pa.Table.from_pylist(base, schema=schema)

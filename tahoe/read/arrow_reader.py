@@ -34,6 +34,22 @@ __all__ = ["ArrowFileReader", "logical_arrow_schema"]
 _FIELD_ID = b"PARQUET:field_id"
 
 
+def _relax(t: pa.DataType) -> pa.DataType:
+    """`t` with every nested field nullable (map keys excepted): a NOT NULL field inside a
+    nullable struct, list or map is null wherever its parent is, which Arrow must be able to hold."""
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _relax(f.type), nullable=True, metadata=f.metadata) for f in t])
+    if pa.types.is_list(t):
+        return pa.list_(pa.field(t.value_field.name, _relax(t.value_type), nullable=True))
+    if pa.types.is_map(t):
+        return pa.map_(t.key_type, pa.field(t.item_field.name, _relax(t.item_type), nullable=True))
+    return t
+
+
+def _out_type(dt: DataType) -> pa.DataType:
+    return _relax(to_arrow_type(dt))
+
+
 def _is_void(dt: DataType) -> bool:
     return isinstance(dt, PrimitiveType) and dt.name == "void"
 
@@ -43,7 +59,7 @@ def logical_arrow_schema(schema: StructType, columns: Iterable[str] | None = Non
     if columns is not None:
         wanted = {c.lower() for c in columns}
         fields = [f for f in fields if f.name.lower() in wanted]
-    return pa.schema([pa.field(f.name, to_arrow_type(f.type), nullable=f.nullable) for f in fields])
+    return pa.schema([pa.field(f.name, _out_type(f.type), nullable=f.nullable) for f in fields])
 
 
 def _field_id_of(f: pa.Field) -> int | None:
@@ -71,7 +87,7 @@ class ArrowFileReader:
         self.out_fields = [f for f in schema.fields if not _is_void(f.type)
                            and (wanted is None or f.name.lower() in wanted)]
         self.data_fields = [f for f in self.out_fields if f.name.lower() not in pcs_lower]
-        self.out_schema = pa.schema([pa.field(f.name, to_arrow_type(f.type), nullable=True) for f in self.out_fields])
+        self.out_schema = pa.schema([pa.field(f.name, _out_type(f.type), nullable=True) for f in self.out_fields])
 
     # --- one file ------------------------------------------------------------------------------
     def read_file(self, path: str, partition_values: dict[str, str | None] | None,
@@ -96,7 +112,7 @@ class ArrowFileReader:
         cols: dict[str, pa.Array] = {}
         for f, i in resolved:
             if i is None:
-                cols[f.name] = pa.nulls(num_rows, to_arrow_type(f.type))
+                cols[f.name] = pa.nulls(num_rows, _out_type(f.type))
             else:
                 arr = t.column(file_schema.field(i).name)
                 arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
@@ -110,7 +126,7 @@ class ArrowFileReader:
                 value = parse_partition_value(raw, f.type)
             except Exception as e:
                 raise CorruptLogError(f"invalid partition value {raw!r} for column {f.name} in {path}: {e}") from None
-            cols[f.name] = pa.repeat(pa.scalar(value, to_arrow_type(f.type)), num_rows)
+            cols[f.name] = pa.repeat(pa.scalar(value, _out_type(f.type)), num_rows)
         table = pa.table([cols[f.name] for f in self.out_fields], schema=self.out_schema) if self.out_fields \
             else pa.table({"__rows": pa.nulls(num_rows)}).drop(["__rows"])
         if deletion_vector:
@@ -163,7 +179,7 @@ class ArrowFileReader:
         return None
 
     def _conform(self, arr: pa.Array, dt: DataType) -> pa.Array:
-        target = to_arrow_type(dt)
+        target = _out_type(dt)
         if isinstance(dt, StructType):
             if not pa.types.is_struct(arr.type):
                 raise CorruptLogError(f"expected a struct column, the file has {arr.type}")
@@ -172,7 +188,7 @@ class ArrowFileReader:
                 if _is_void(f.type):
                     continue
                 i = self._find(arr.type, f)
-                ct = to_arrow_type(f.type)
+                ct = _out_type(f.type)
                 children.append(pa.nulls(len(arr), ct) if i is None else self._conform(_child(arr, i), f.type))
                 fields.append(pa.field(f.name, ct, nullable=True))
             mask = arr.is_null() if arr.null_count else None

@@ -7,10 +7,13 @@ Owns `read_delta(spark, path, version=None, timestamp=None, filters=None)`:
 2. the remaining files are read with `spark.read.schema(physical).parquet(*files)` — the table's
    physical schema (column mapping: physical names; id mode: `parquet.field.id` reads), so columns
    missing from a file come back as nulls and timestamp_ntz/INT96/millis are Spark's own reads;
-3. partition values and deletion vectors are joined on `_metadata.file_path`: a broadcast
-   left join onto a small (file path → file id, partition values) table, guarded by `raise_error`
-   so a path that failed to match can never drop or mislabel rows silently; then a broadcast
-   left-anti join on (file id, `_metadata.row_index`) against the rows the DV bitmaps delete;
+3. partition values: with at most 32 partitions, one scan per partition with literal partition
+   columns, unioned (no join); otherwise a broadcast left join onto a small (file URI → file id,
+   partition values) table on `_metadata.file_path`, guarded by a `raise_error` filter so a path
+   that failed to match can never drop or mislabel rows silently;
+   deletion vectors: a broadcast left-anti join against the rows the DV bitmaps delete, keyed by
+   (`_metadata.file_size`, `_metadata.row_index`) when the files' on-disk sizes are pairwise
+   distinct (two longs, no string hashing), else by (file id from the join, row index);
 4. columns are renamed/cast to the logical schema (nested physical names too).
 
 Tables on stores the JVM cannot reach (s3:// without hadoop-aws) go through the Python data
@@ -105,13 +108,6 @@ def _same_names(a, b) -> bool:
     return a.simpleString() == b.simpleString()
 
 
-def _physical_struct(fields: list[StructField], mode: str) -> StructType:
-    phys = column_mapping.to_physical_schema(StructType(fields), mode)
-    if mode != "id":
-        return phys
-    return phys
-
-
 def read_delta(spark, path: str, version: int | None = None, timestamp: Any = None,
                filters: Iterable[Any] | str | None = None, storage_options: dict | None = None):
     """A DataFrame of the table at `path` (latest, `version` or `timestamp`), with `filters`
@@ -171,15 +167,26 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None):
     reader = spark.read.schema(spark_phys)
 
     sizes = _unique_sizes(abs_paths) if has_dv else None
+    # one long key (size << 32 | row index) when it cannot collide: a single-long broadcast join
+    # is Spark's cheapest (LongHashedRelation)
+    packed = sizes is not None and max(sizes) < (1 << 31) and _rows_below(files, 1 << 32)
     groups = _partition_groups(files, part_fields, mode) if part_fields else None
     if (not has_dv or sizes is not None) and (groups is None or len(groups) <= _MAX_UNION_GROUPS):
         # no join for partition values: one scan per partition with literal columns
+        def scan(idx):
+            g = reader.parquet(*[glob_escape(abs_paths[i]) for i in idx])
+            if has_dv and packed:  # `_metadata` exists only on the scan itself (not after a union)
+                g = g.withColumn(_FID, F.shiftleft(F.col("_metadata.file_size"), 32).bitwiseOR(F.col("_metadata.row_index")))
+            elif has_dv:
+                g = g.withColumn(_FID, F.col("_metadata.file_size")).withColumn(_ROW, F.col("_metadata.row_index"))
+            return g
+
         if groups is None:
-            df = reader.parquet(*[glob_escape(p) for p in abs_paths])
+            df = scan(range(len(abs_paths)))
         else:
             parts = []
             for values, idx in groups:
-                g = reader.parquet(*[glob_escape(abs_paths[i]) for i in idx])
+                g = scan(idx)
                 for f, v in zip(part_fields, values):
                     g = g.withColumn(f.name, F.lit(v).cast(to_spark_type(f.type)))
                 parts.append(g)
@@ -188,10 +195,9 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None):
                 df = df.unionByName(g)
         if has_dv:
             # deleted rows keyed by (file size, row index): file sizes are unique among these files
-            deleted = _deleted_rows(spark, snap, dvs, key=sizes)
+            deleted = _deleted_rows(spark, snap, dvs, key=sizes, packed=packed)
             if deleted is not None:
-                df = df.withColumn(_FID, F.col("_metadata.file_size")).withColumn(_ROW, F.col("_metadata.row_index"))
-                df = df.join(F.broadcast(deleted), on=[_FID, _ROW], how="left_anti")
+                df = df.join(F.broadcast(deleted), on=[_FID] if packed else [_FID, _ROW], how="left_anti")
     else:
         df = reader.parquet(*[glob_escape(p) for p in abs_paths])
         df = df.withColumn(_KEY, F.col("_metadata.file_path"))
@@ -262,11 +268,7 @@ def _file_info(spark, files: pa.Table, abs_paths: list[str], part_fields: list[S
         cols[f.name] = partition_column_to_arrow(raw, f.type)
         fields.append(SF(f.name, to_spark_type(f.type), True))
     t = pa.table(cols)
-    return spark.createDataFrame(t.to_pandas() if _needs_pandas(t) else t, SparkStruct(fields))
-
-
-def _needs_pandas(t: pa.Table) -> bool:
-    return False
+    return spark.createDataFrame(t, SparkStruct(fields))
 
 
 _MAX_UNION_GROUPS = 32
@@ -280,6 +282,19 @@ def _unique_sizes(abs_paths: list[str]) -> list[int] | None:
     except OSError:
         return None
     return sizes if len(set(sizes)) == len(sizes) else None
+
+
+def _rows_below(files: pa.Table, limit: int) -> bool:
+    from ..protocol.stats import parse_stats
+
+    for text in files.column("stats").to_pylist():
+        try:
+            st = parse_stats(text)
+        except Exception:
+            return False
+        if st is None or st.num_records is None or st.num_records >= limit:
+            return False
+    return True
 
 
 def _partition_groups(files: pa.Table, part_fields: list[StructField], mode: str):
@@ -307,7 +322,7 @@ def _partition_groups(files: pa.Table, part_fields: list[StructField], mode: str
     return list(groups.values())
 
 
-def _deleted_rows(spark, snap, dvs: list, key: list[int] | None = None):
+def _deleted_rows(spark, snap, dvs: list, key: list[int] | None = None, packed: bool = False):
     """(file id, row index) of every deleted row — file id = index in `dvs`, or `key[i]` (the
     file's size) when given — as a DataFrame."""
     from pyspark.sql.types import IntegerType, LongType, StructField as SF, StructType as SparkStruct
@@ -329,6 +344,9 @@ def _deleted_rows(spark, snap, dvs: list, key: list[int] | None = None):
         rows.append(arr)
     if not fids:
         return None
+    if packed:
+        k = (np.concatenate(fids).astype(np.int64) << 32) | np.concatenate(rows)
+        return spark.createDataFrame(pa.table({_FID: pa.array(k)}), SparkStruct([SF(_FID, LongType(), False)]))
     t = pa.table({_FID: pa.array(np.concatenate(fids)), _ROW: pa.array(np.concatenate(rows))})
     kt = IntegerType() if key is None else LongType()
     return spark.createDataFrame(t, SparkStruct([SF(_FID, kt, False), SF(_ROW, LongType(), False)]))

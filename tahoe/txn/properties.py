@@ -143,6 +143,8 @@ TABLE_PROPERTIES: dict[str, Callable[[str], str]] = {
     "delta.checkpointRetentionDuration": _interval,
     "delta.dataSkippingNumIndexedCols": _int(-1),
     "delta.dataSkippingStatsColumns": _column_list,
+    "delta.dataSkippingStringPrefixLength": _int(0),
+    "delta.checkpoint.partSize": _int(1),
     "delta.minReaderVersion": _int(1, 3),
     "delta.minWriterVersion": _int(1, 7),
     ROW_ID_COLUMN_PROP: _non_empty,

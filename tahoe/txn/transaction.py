@@ -183,7 +183,7 @@ class Transaction:
 
     def __init__(self, log: DeltaLog, operation: str, operation_parameters: dict | None = None,
                  snapshot: Snapshot | None = None, isolation_level: str | None = None,
-                 engine_info: str | None = None, max_retries: int = 50):
+                 engine_info: str | None = None, max_retries: int = 10_000):
         self.log = log
         self.operation = operation
         self.operation_parameters = dict(operation_parameters or {})

@@ -327,10 +327,12 @@ def test_stats_parsed_and_partition_values_parsed_typed(tmp_path):
     pv_null = {"pi": None, "pd": None, "pts": None, "ps": None}
     commit(root, 1, _add("f1.parquet", pv, json.dumps(stats)), _add("f2.parquet", pv_null, None),
            _add("f3.parquet", pv, json.dumps({"numRecords": 1, "minValues": {"d": "NaN"}, "maxValues": {"d": "Infinity"}})))
+    reordered = {"ps": "z", "pts": "", "pi": "-3", "pd": "1999-12-31"}   # keys in another order
+    commit(root, 2, _add("f4.parquet", reordered, None))
     log = DeltaLog.for_table(root)
     before = log.snapshot()
     write_checkpoint(log)
-    t = pq.read_table(Path(root) / "_delta_log" / "00000000000000000001.checkpoint.parquet")
+    t = pq.read_table(Path(root) / "_delta_log" / "00000000000000000002.checkpoint.parquet")
     add_t = t.schema.field("add").type
     sp = add_t.field("stats_parsed").type
     assert [sp.field(i).name for i in range(sp.num_fields)] == ["numRecords", "minValues", "maxValues", "nullCount"]
@@ -356,6 +358,7 @@ def test_stats_parsed_and_partition_values_parsed_typed(tmp_path):
     assert pvp == {"pi": 7, "pd": dt.date(2020, 2, 29),
                    "pts": dt.datetime(2021, 9, 8, 11, 11, 11, tzinfo=dt.timezone.utc), "ps": "a b"}
     assert adds["f2.parquet"]["partitionValues_parsed"] == {"pi": None, "pd": None, "pts": None, "ps": None}
+    assert adds["f4.parquet"]["partitionValues_parsed"] == {"pi": -3, "pd": dt.date(1999, 12, 31), "pts": None, "ps": "z"}
     assert_same_state(before, DeltaLog.for_table(root).snapshot())
 
 

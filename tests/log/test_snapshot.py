@@ -296,3 +296,27 @@ def test_missing_data_file_is_named(table):
     table.commit(1, _add("gone.parquet"))
     with pytest.raises(CorruptLogError, match="gone.parquet"):
         Table(str(table.root)).to_arrow()
+
+
+def test_null_struct_with_not_null_child(tmp_path):
+    from tahoe.write.writer import write_table
+
+    st = pa.struct([pa.field("a", pa.int64(), nullable=False), pa.field("b", pa.string())])
+    write_table(str(tmp_path), pa.table({"id": pa.array([1, 2], pa.int64()),
+                                         "s": pa.array([{"a": 1, "b": "x"}, None], st)}))
+    rows = sorted(Table(str(tmp_path)).to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert rows == [{"id": 1, "s": {"a": 1, "b": "x"}}, {"id": 2, "s": None}]
+
+
+def test_checkpoint_without_the_requested_columns_keeps_row_count(tmp_path):
+    from tahoe.log.checkpoints import write_checkpoint
+    from tahoe.write.writer import write_table
+
+    write_table(str(tmp_path), pa.table({"id": pa.array([1], pa.int64())}),
+                properties={"delta.checkpoint.writeStatsAsJson": "false"})
+    write_table(str(tmp_path), pa.table({"id": pa.array([2], pa.int64())}), mode="append")
+    write_checkpoint(DeltaLog.for_table(str(tmp_path)))
+    snap = DeltaLog.for_table(str(tmp_path)).snapshot()
+    assert snap.segment.checkpoint_version == 1
+    stats = snap.files_table(["stats"])
+    assert stats.num_rows == 2 and stats.column("stats").null_count == 2

@@ -111,7 +111,7 @@ def test_footer_stats_odd_names(spark, tmp_path):
 
     path = str(tmp_path / "odd")
     df = spark.sql("select id as `a.b`, named_struct('x', id, 'y.z', cast(id as string)) as s, "
-                   "array(id) as arr, cast(null as int) as n from range(10)")
+                   "array(id) as arr, cast(null as int) as n from range(10)").coalesce(1)
     write_delta(df, path)
     st = json.loads(Table(path).files(["stats"]).column("stats")[0].as_py())
     assert st["numRecords"] == 10
