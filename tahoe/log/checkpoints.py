@@ -49,6 +49,7 @@ from ..protocol.filenames import (
     LogFileKind, checkpoint_file_name, commit_file_name, multipart_checkpoint_file_names,
 )
 from ..protocol.partition_values import partition_column_to_arrow
+from ..protocol.intervals import parse_interval_ms
 from ..protocol.schema import (
     DataType, DecimalType, PrimitiveType, StructField, StructType, from_arrow_type, to_arrow_type,
 )
@@ -63,7 +64,7 @@ _logger = logging.getLogger(__name__)
 
 __all__ = [
     "write_checkpoint", "checkpoint_if_needed", "cleanup_expired_logs", "checkpoint_schema",
-    "build_checkpoint", "parse_interval_ms", "CHECKPOINT_INTERVAL_KEY", "DEFAULT_CHECKPOINT_INTERVAL",
+    "build_checkpoint", "CHECKPOINT_INTERVAL_KEY", "DEFAULT_CHECKPOINT_INTERVAL",
     "DEFAULT_PART_SIZE",
 ]
 
@@ -83,43 +84,12 @@ DEFAULT_LOG_RETENTION = "interval 30 days"
 
 # --- table properties --------------------------------------------------------------------------
 
-_UNIT_MS = {
-    "microsecond": 0.001, "millisecond": 1, "second": 1000, "minute": 60_000, "hour": 3_600_000,
-    "day": 86_400_000, "week": 7 * 86_400_000,
-}
-_INTERVAL_PART = re.compile(r"([+-]?\d+(?:\.\d+)?)\s*([a-z]+)")
-
-
-def parse_interval_ms(text: str) -> int:
-    """Milliseconds of a delta-spark interval string: `interval 1 week`, `interval 30 days`,
-    `interval 2 days 12 hours`, `1 week` (the `interval` keyword is optional). Units from
-    microseconds to weeks; months and years are refused, as delta-spark refuses them (their length
-    is not fixed). InvalidTableOperationError for anything else."""
-    s = str(text).strip().lower()
-    if s.startswith("interval"):
-        s = s[len("interval"):].strip()
-    if not s:
-        raise InvalidTableOperationError(f"invalid interval {text!r}: no amount")
-    total = 0.0
-    pos = 0
-    for m in _INTERVAL_PART.finditer(s):
-        if s[pos:m.start()].strip():
-            break
-        amount, unit = float(m.group(1)), m.group(2)
-        unit = unit[:-1] if unit.endswith("s") and unit[:-1] in _UNIT_MS else unit
-        if unit in ("month", "year", "months", "years"):
-            raise InvalidTableOperationError(
-                f"invalid interval {text!r}: months and years are not allowed (use days or weeks)")
-        if unit not in _UNIT_MS:
-            raise InvalidTableOperationError(f"invalid interval {text!r}: unknown unit '{m.group(2)}'")
-        total += amount * _UNIT_MS[unit]
-        pos = m.end()
-    if pos == 0 or s[pos:].strip():
-        raise InvalidTableOperationError(
-            f"invalid interval {text!r}; expected e.g. 'interval 1 week' or 'interval 30 days'")
-    if total < 0:
-        raise InvalidTableOperationError(f"invalid interval {text!r}: negative durations are not allowed")
-    return int(total)
+def _interval_property_ms(conf: dict, key: str, default: str) -> int:
+    raw = conf.get(key, default)
+    try:
+        return parse_interval_ms(raw)
+    except ValueError as e:
+        raise InvalidTableOperationError(f"table property {key}: {e}") from None
 
 
 def _bool_prop(conf: dict, key: str, default: bool | None) -> bool | None:
@@ -499,7 +469,7 @@ def build_checkpoint(snapshot: Snapshot, now_ms: int | None = None) -> tuple[pa.
     layout = _Layout(snapshot, adds)
     schema = layout.schema
     now_ms = _now_ms() if now_ms is None else now_ms
-    retention = parse_interval_ms(snapshot.configuration.get(DELETED_FILE_RETENTION_KEY, DEFAULT_DELETED_FILE_RETENTION))
+    retention = _interval_property_ms(snapshot.configuration, DELETED_FILE_RETENTION_KEY, DEFAULT_DELETED_FILE_RETENTION)
     batches = [_non_file_batch(snapshot, layout)]
     n_non_file = batches[0].num_rows
     if not layout.clustering:
@@ -684,7 +654,7 @@ def cleanup_expired_logs(log: Any, now_ms: int | None = None, configuration: dic
         snapshot = log.snapshot()
         configuration = snapshot.configuration
     conf = configuration
-    cutoff = now_ms - parse_interval_ms(conf.get(LOG_RETENTION_KEY, DEFAULT_LOG_RETENTION))
+    cutoff = now_ms - _interval_property_ms(conf, LOG_RETENTION_KEY, DEFAULT_LOG_RETENTION)
     if min(f.status.modification_time for f in files) > cutoff:
         return []   # nothing is old enough
     boundary = next((c.version for c in commits if c.status.modification_time > cutoff), commits[-1].version)

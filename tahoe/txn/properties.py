@@ -22,6 +22,7 @@ import re
 from typing import Any, Callable, Iterable
 
 from ..errors import InvalidTableOperationError, SchemaError
+from ..protocol.intervals import parse_interval_ms
 from ..protocol.schema import ArrayType, DataType, MapType, PrimitiveType, StructField, StructType
 from ..protocol.table_features import FEATURES, canonical_feature_name
 
@@ -255,39 +256,6 @@ def isolation_level(conf: dict[str, str] | None) -> str:
         if raw.strip().lower() == lvl.lower():
             return lvl
     return WRITE_SERIALIZABLE
-
-
-_UNITS_MS = {
-    "microsecond": 0.001, "millisecond": 1, "second": 1000, "minute": 60_000,
-    "hour": 3_600_000, "day": 86_400_000, "week": 7 * 86_400_000,
-}
-
-
-def parse_interval_ms(text: str) -> int:
-    """A calendar interval as delta-spark accepts it for durations (`interval 7 days`, `7 days`,
-    `interval 1 day 12 hours`, `30 minutes`) → milliseconds. Months/years (not a fixed duration)
-    and negative values are rejected with ValueError."""
-    s = text.strip().lower()
-    if s.startswith("interval"):
-        s = s[len("interval"):].strip()
-    tokens = s.split()
-    if not tokens or len(tokens) % 2:
-        raise ValueError(f"expected an interval such as 'interval 7 days', got '{text}'")
-    total = 0.0
-    for num, unit in zip(tokens[::2], tokens[1::2]):
-        try:
-            n = float(num.strip("'\""))
-        except ValueError:
-            raise ValueError(f"expected an interval such as 'interval 7 days', got '{text}'") from None
-        u = unit.rstrip("s") if unit not in ("s",) else unit
-        if u in ("month", "year"):
-            raise ValueError(f"'{unit}' is not a fixed duration; use days, hours, ...")
-        if u not in _UNITS_MS:
-            raise ValueError(f"unknown interval unit '{unit}'")
-        total += n * _UNITS_MS[u]
-    if total < 0:
-        raise ValueError("interval must not be negative")
-    return int(total)
 
 
 # --- constraints ---------------------------------------------------------------------------

@@ -22,8 +22,9 @@ import pytest
 
 from tahoe import DeltaLog, Table
 from tahoe.errors import InvalidTableOperationError, VersionNotFoundError
+from tahoe.protocol.intervals import parse_interval_ms
 from tahoe.log.checkpoints import (
-    checkpoint_if_needed, checkpoint_schema, cleanup_expired_logs, parse_interval_ms, write_checkpoint,
+    checkpoint_if_needed, checkpoint_schema, cleanup_expired_logs, write_checkpoint,
 )
 from tahoe.log.last_checkpoint import read_last_checkpoint
 from tahoe.protocol import checksum
@@ -437,18 +438,6 @@ def test_last_checkpoint_file(simple):
     assert read_last_checkpoint(log.store, log.log_dir) == lc
 
 
-@pytest.mark.parametrize("text,ms", [
-    ("interval 1 week", 7 * DAY_MS), ("interval 30 days", 30 * DAY_MS), ("1 day", DAY_MS),
-    ("interval 2 days 12 hours", 60 * 3_600_000), ("INTERVAL 90 MINUTES", 90 * 60_000),
-    ("interval 500 milliseconds", 500), ("interval 1 second", 1000)])
-def test_parse_interval(text, ms):
-    assert parse_interval_ms(text) == ms
-
-
-@pytest.mark.parametrize("text", ["interval 1 month", "1 year", "interval", "forever", "interval -1 day", "1 fortnight"])
-def test_parse_interval_invalid(text):
-    with pytest.raises(InvalidTableOperationError):
-        parse_interval_ms(text)
 
 
 # --- crash safety ------------------------------------------------------------------------------
