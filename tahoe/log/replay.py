@@ -37,7 +37,7 @@ from .segment import Checkpoint, LogSegment
 
 __all__ = [
     "ADD_SCHEMA", "REMOVE_SCHEMA", "DV_TYPE", "STRING_MAP", "ActiveFiles", "ReplayState",
-    "replay", "file_keys", "canonical_key", "read_commit",
+    "replay", "file_keys", "canonical_key", "read_commit", "root_uri",
 ]
 
 STRING_MAP = pa.map_(pa.string(), pa.string())
@@ -79,7 +79,8 @@ REMOVE_SCHEMA = pa.schema([
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
 
 
-def _root_uri(table_root: str) -> str:
+def root_uri(table_root: str) -> str:
+    """The table root as the URI prefix that relative action paths are keyed under."""
     if _SCHEME.match(table_root) and not table_root.startswith("file:"):
         return table_root.rstrip("/")
     root = table_root[5:] if table_root.startswith("file:") else table_root
@@ -386,7 +387,7 @@ def _maps_to_dicts(v: Any) -> Any:
 def replay(store: LogStore, table_root: str, segment: LogSegment) -> ReplayState:
     """Reconstruct the state of `segment.version`."""
     state = ReplayState()
-    root_uri = _root_uri(table_root)
+    key_root = root_uri(table_root)
     sources: list[str] = []
     base_adds: list[dict] = []
     base_removes: list[dict] = []
@@ -398,12 +399,12 @@ def replay(store: LogStore, table_root: str, segment: LogSegment) -> ReplayState
         for obj in read_commit(store, c.path):
             if (a := obj.get("add")) is not None:
                 _check_file_action("add", a, c.path)
-                k = canonical_key(a["path"], _dv_unique_id(a.get("deletionVector")), root_uri)
+                k = canonical_key(a["path"], _dv_unique_id(a.get("deletionVector")), key_root)
                 adds[k] = a
                 removes.pop(k, None)
             elif (r := obj.get("remove")) is not None:
                 _check_file_action("remove", r, c.path)
-                k = canonical_key(r["path"], _dv_unique_id(r.get("deletionVector")), root_uri)
+                k = canonical_key(r["path"], _dv_unique_id(r.get("deletionVector")), key_root)
                 adds.pop(k, None)
                 removes[k] = r
             elif (ci := obj.get("commitInfo")) is not None:
@@ -415,6 +416,6 @@ def replay(store: LogStore, table_root: str, segment: LogSegment) -> ReplayState
                 except CorruptLogError as e:
                     raise CorruptLogError(f"{c.path}: {e}") from None
     touched = set(adds) | set(removes)
-    state.files = ActiveFiles(store, root_uri, sources, base_adds, base_removes, touched,
+    state.files = ActiveFiles(store, key_root, sources, base_adds, base_removes, touched,
                               list(adds.values()), list(removes.values()))
     return state

@@ -51,7 +51,7 @@ from ..errors import (
     UnsupportedFeatureError,
 )
 from ..log.delta_log import DeltaLog
-from ..log.replay import _root_uri, canonical_key, read_commit
+from ..log.replay import canonical_key, read_commit, root_uri
 from ..log.segment import list_log
 from ..log.snapshot import Snapshot
 from ..protocol import column_mapping
@@ -209,7 +209,7 @@ class Transaction:
         self.max_retries = max_retries
         self.txn_id = str(uuid.uuid4())
 
-        self._root_uri = _root_uri(log.table_root)
+        self._root_uri = root_uri(log.table_root)
         self._read_paths: set[str] = set()
         self._read_predicates: list[Callable[[dict], bool]] = []
         self._read_whole_table = False
