@@ -17,6 +17,8 @@ paths are keyed by the table root + path. Action paths themselves are kept as wr
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -384,6 +386,38 @@ def _maps_to_dicts(v: Any) -> Any:
     return v
 
 
+# Checkpoint files never change once written, so their non-file state (protocol, metaData, txns,
+# domains, sidecar list, inline adds) is parsed once per file and reused: a writer committing in
+# a loop reloads its snapshot every commit, and this is most of that cost. Keyed by every part's
+# (path, size, mtime); bounded.
+_CP_CACHE: "OrderedDict[tuple, tuple]" = OrderedDict()
+_CP_CACHE_LOCK = threading.Lock()
+_CP_CACHE_SIZE = 32
+
+
+def _checkpoint_state(store: LogStore, cp: Checkpoint, state: ReplayState) -> tuple[list[str], list[dict], list[dict]]:
+    key = (id(type(store)),) + tuple((f.path, f.status.size, f.status.modification_time) for f in cp.files)
+    with _CP_CACHE_LOCK:
+        hit = _CP_CACHE.get(key)
+        if hit is not None:
+            _CP_CACHE.move_to_end(key)
+    if hit is None:
+        fresh = ReplayState()
+        result = _read_checkpoint_non_file(store, cp, fresh)
+        hit = (fresh, result)
+        with _CP_CACHE_LOCK:
+            _CP_CACHE[key] = hit
+            while len(_CP_CACHE) > _CP_CACHE_SIZE:
+                _CP_CACHE.popitem(last=False)
+    cached, (sources, adds, removes) = hit
+    state.protocol = cached.protocol
+    state.metadata = cached.metadata
+    state.row_id_high_water_mark = cached.row_id_high_water_mark
+    state.txns = dict(cached.txns)
+    state.domains = dict(cached.domains)
+    return list(sources), list(adds), list(removes)
+
+
 def replay(store: LogStore, table_root: str, segment: LogSegment) -> ReplayState:
     """Reconstruct the state of `segment.version`."""
     state = ReplayState()
@@ -392,7 +426,7 @@ def replay(store: LogStore, table_root: str, segment: LogSegment) -> ReplayState
     base_adds: list[dict] = []
     base_removes: list[dict] = []
     if segment.checkpoint is not None:
-        sources, base_adds, base_removes = _read_checkpoint_non_file(store, segment.checkpoint, state)
+        sources, base_adds, base_removes = _checkpoint_state(store, segment.checkpoint, state)
     adds: dict[str, dict] = {}
     removes: dict[str, dict] = {}
     for c in segment.commits:
