@@ -4,7 +4,8 @@
     python -m bench.commits --quick    # 100 commits x 1 writer, 8 writers x 15; 10k and 100k files
 
 Commits (local disk, each table created first, then timed appends; default table properties,
-so tahoe checkpoints every 10 commits and delta-rs every 100):
+so tahoe checkpoints every 10 commits and delta-rs every 100; every writer process first makes
+5 untimed warm-up commits, so the figures are steady-state rates, not interpreter start-up):
   - tahoe write_table:   `tahoe.write_table(path, one_row)` — one tiny parquet file + one commit
   - tahoe log-only:      `Transaction(...).add_files([AddFile]).commit()` — a blind append of an
                          add action (no data file): the cost of the commit protocol alone
@@ -77,6 +78,8 @@ def _deltars_write(path: str, n: int, offset: int) -> None:
         write_deltalake(path, _row(offset + i), mode="append", commit_properties=props)
 
 
+WARMUP_COMMITS = 5   # per writer process, for every library alike, before the clock starts
+
 _KINDS = {"tahoe write_table": _tahoe_write, "tahoe log-only": _tahoe_log_only,
           "delta-rs write_deltalake": _deltars_write}
 
@@ -95,6 +98,7 @@ def _create(kind: str, path: str) -> None:
 
 def _worker(kind: str, path: str, n: int, offset: int, start_at: float, q) -> None:
     try:
+        _KINDS[kind](path, WARMUP_COMMITS, 10_000_000 + offset)  # imports and first-call costs, untimed
         while time.time() < start_at:
             time.sleep(0.001)
         t0 = time.time()
@@ -115,7 +119,7 @@ def _run(kind: str, path: str, writers: int, per_writer: int) -> float:
     setup.start()
     setup.join()
     q = ctx.Queue()
-    start_at = time.time() + 2.0 + 0.3 * writers   # let the spawned interpreters import first
+    start_at = time.time() + 4.0 + 0.5 * writers   # let the spawned interpreters import and warm up first
     procs = [ctx.Process(target=_worker, args=(kind, path, per_writer, w * per_writer, start_at, q))
              for w in range(writers)]
     for p in procs:
@@ -128,7 +132,7 @@ def _run(kind: str, path: str, writers: int, per_writer: int) -> float:
         raise RuntimeError(f"{kind}: {errors[0]}")
     begin = min(r[1] for r in results)
     end = max(r[2] for r in results)
-    _check_version(kind, path, writers * per_writer)
+    _check_version(kind, path, writers * (per_writer + WARMUP_COMMITS))
     return writers * per_writer / (end - begin)
 
 
