@@ -25,7 +25,7 @@ from ..storage.base import LogStore
 from .replay import ReplayState, replay
 from .segment import LogSegment
 
-__all__ = ["Snapshot"]
+__all__ = ["Snapshot", "add_files_from_table"]
 
 
 def _maps(v):
@@ -36,6 +36,12 @@ def _maps(v):
 
 def _row_to_dict(row: dict) -> dict:
     return {k: _maps(v) for k, v in row.items()}
+
+
+def add_files_from_table(files: pa.Table) -> list[AddFile]:
+    """AddFile actions from rows of `files_table()` (any subset of its columns that includes
+    path and size)."""
+    return [AddFile.from_dict(_row_to_dict(r)) for r in files.to_pylist()]
 
 
 class Snapshot:
@@ -146,7 +152,7 @@ class Snapshot:
         return self._state.files.table(columns, "remove")
 
     def add_files(self) -> list[AddFile]:
-        return [AddFile.from_dict(_row_to_dict(r)) for r in self.files_table().to_pylist()]
+        return add_files_from_table(self.files_table())
 
     def tombstones(self) -> list[RemoveFile]:
         return [RemoveFile.from_dict(_row_to_dict(r)) for r in self.tombstones_table().to_pylist()]

@@ -55,6 +55,7 @@ from ..protocol.stats import (
     truncate_max_string, truncate_min_string,
 )
 from ..protocol.table_features import check_writable, is_feature_supported
+from ..write.writer import files_to_replace, parse_replace_where, stage_overwrite
 from .session import configure
 from .types import col, from_spark_schema, quote, to_spark_schema, to_spark_type
 
@@ -193,8 +194,7 @@ def write_delta(df, path: str, mode: str = "append", partition_by: str | Iterabl
 
     replace_node = None
     if replace_where is not None and snap is not None:
-        from ..write.writer import _replace_where
-        replace_node = _replace_where(replace_where, snap.schema, list(snap.partition_columns))
+        replace_node = parse_replace_where(replace_where, snap.schema, list(snap.partition_columns))
 
     shaped, identity_cols = _shape(df, incoming, schema, pcols, conf_now, cm_mode, replace_where)
     adds, stats_max = _write_files(spark, shaped, log.table_root, schema, pcols, cm_mode, conf_now,
@@ -203,30 +203,12 @@ def write_delta(df, path: str, mode: str = "append", partition_by: str | Iterabl
     removes: list[AddFile] = []
     try:
         if snap is not None and mode == "overwrite":
-            files = snap.files_table(["path", "partitionValues", "size", "modificationTime", "stats", "tags",
-                                      "deletionVector", "baseRowId", "defaultRowCommitVersion"])
-            if replace_node is not None:
-                import pyarrow as pa
-                from ..write.constraints import evaluate, table_resolver
-                from ..write.writer import _typed_partitions
-                typed = _typed_partitions(files, snap.schema, list(snap.partition_columns), snap.column_mapping_mode)
-                if files.num_rows:
-                    hit = evaluate(replace_node, table_resolver(typed), files.num_rows)
-                    import pyarrow.compute as pc
-                    files = files.filter(pc.fill_null(hit.cast(pa.bool_()), False))
-            removes = [AddFile.from_dict({k: (dict(v) if isinstance(v, list) and k in ("partitionValues", "tags") else v)
-                                          for k, v in r.items() if v is not None}) for r in files.to_pylist()]
+            removes = files_to_replace(snap, replace_node)
         txn = Transaction(log, operation, params, snapshot=snap)
         if new_md is not None:
             txn.update_metadata(new_md)
         if snap is not None and mode == "overwrite":
-            if replace_node is None:
-                txn.read_whole_table()
-            else:
-                from ..write.writer import _partition_predicate
-                txn.read_predicate(_partition_predicate(replace_node, snap.schema, list(snap.partition_columns)))
-            txn.read_files(removes)
-            txn.remove_files(removes)
+            stage_overwrite(txn, snap, replace_node, removes)
         txn.add_files(adds)
         for name, value in stats_max.items():
             txn.update_identity_high_water_mark(name, value)

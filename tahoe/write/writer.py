@@ -23,7 +23,7 @@ import dataclasses
 import logging
 import time
 import uuid
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -34,7 +34,7 @@ from ..errors import (
     ProtocolChangedException, SchemaError, TableNotFoundError, UnsupportedFeatureError,
 )
 from ..log.delta_log import DeltaLog
-from ..log.snapshot import Snapshot
+from ..log.snapshot import Snapshot, add_files_from_table
 from ..protocol import column_mapping
 from ..protocol.actions import AddFile, Metadata
 from ..protocol.partition_values import parse_partition_value, partition_column_to_arrow
@@ -48,6 +48,9 @@ from .constraints import (
 )
 from .files import DEFAULT_TARGET_FILE_ROWS, conform_to_schema, to_arrow_table, write_data_files
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ..txn import Transaction
+
 __all__ = ["write_table"]
 
 _log = logging.getLogger(__name__)
@@ -55,7 +58,6 @@ _log = logging.getLogger(__name__)
 _MODES = ("append", "overwrite", "error", "ignore")
 _SCHEMA_MODES = (None, "merge", "overwrite")
 _SPARK_MODE = {"append": "Append", "overwrite": "Overwrite", "error": "ErrorIfExists", "ignore": "Ignore"}
-_MAX_COMMIT_RETRIES = 1000   # Transaction's default (50) starves writers among many concurrent ones
 _IDENTITY_START = "delta.identity.start"
 _IDENTITY_STEP = "delta.identity.step"
 _IDENTITY_HWM = "delta.identity.highWaterMark"
@@ -157,7 +159,7 @@ def _typed_partitions(files: pa.Table, schema: StructType, partition_columns: li
     return pa.table(cols) if cols else pa.table({"_": pa.nulls(files.num_rows)}).drop(["_"])
 
 
-def _replace_where(predicate: str, schema: StructType, partition_columns: list[str]):
+def parse_replace_where(predicate: str, schema: StructType, partition_columns: list[str]):
     node = parse_sql(predicate)
     lower = {c.lower() for c in partition_columns}
     for parts in column_references(node):
@@ -281,10 +283,8 @@ def _write_once(uri: str, data: Any, mode: str = "append", partition_by: str | I
     removes: list[AddFile] = []
     replace_node = None
     if snap is not None and mode == "overwrite":
-        files = snap.files_table(["path", "partitionValues", "size", "modificationTime", "stats", "tags",
-                                  "deletionVector", "baseRowId", "defaultRowCommitVersion"])
         if predicate is not None:
-            replace_node = _replace_where(predicate, snap.schema, list(snap.partition_columns))
+            replace_node = parse_replace_where(predicate, snap.schema, list(snap.partition_columns))
             ok = evaluate(replace_node, table_resolver(rows), rows.num_rows)
             bad = pc.invert(pc.fill_null(ok.cast(pa.bool_()), False)) if rows.num_rows else None
             if bad is not None and pc.any(bad).as_py():
@@ -292,27 +292,17 @@ def _write_once(uri: str, data: Any, mode: str = "append", partition_by: str | I
                 raise ConstraintViolationError(
                     f"data written with replaceWhere does not match the predicate {predicate!r}: row "
                     f"{rows.slice(row, 1).to_pylist()[0]}")
-            typed = _typed_partitions(files, snap.schema, list(snap.partition_columns), snap.column_mapping_mode)
-            hit = evaluate(replace_node, table_resolver(typed), files.num_rows) if files.num_rows else None
-            files = files.filter(pc.fill_null(hit.cast(pa.bool_()), False)) if hit is not None else files
-        removes = [AddFile.from_dict({k: (dict(v) if isinstance(v, list) and k in ("partitionValues", "tags") else v)
-                                      for k, v in r.items() if v is not None})
-                   for r in files.to_pylist()]
+        removes = files_to_replace(snap, replace_node)
 
     # --- write files, then commit once ---------------------------------------------------------
     # refuses a protocol we cannot write; blind appends never conflict, so retrying long is safe
-    txn = Transaction(log, operation, params, snapshot=snap, max_retries=_MAX_COMMIT_RETRIES)
+    txn = Transaction(log, operation, params, snapshot=snap)
     if snap is None and txn.read_snapshot is not None:
         raise _CreatedConcurrently()   # given no snapshot, the Transaction read the table just created
     if new_metadata is not None:
         txn.update_metadata(new_metadata)
     if snap is not None and mode == "overwrite":
-        if replace_node is None:
-            txn.read_whole_table()
-        else:
-            txn.read_predicate(_partition_predicate(replace_node, snap.schema, list(snap.partition_columns)))
-        txn.read_files(removes)
-        txn.remove_files(removes)
+        stage_overwrite(txn, snap, replace_node, removes)
     for col, value in identity_hwm.items():
         txn.update_identity_high_water_mark(col, value)
     if txn_app_id is not None:
@@ -386,6 +376,29 @@ def write_table(uri: str, data: Any, mode: str = "append", partition_by: str | I
             raise InvalidTableOperationError(
                 f"a Delta table was created at {uri} by another writer while this write was creating it") from None
         return _write_once(uri, data, **kwargs)
+
+
+def files_to_replace(snap: Snapshot, replace_node=None) -> list[AddFile]:
+    """The active files an overwrite removes: all of them, or (replaceWhere) those whose partition
+    values satisfy the parsed predicate. Shared by every writer (Arrow and Spark)."""
+    files = snap.files_table(["path", "partitionValues", "size", "modificationTime", "stats", "tags",
+                              "deletionVector", "baseRowId", "defaultRowCommitVersion"])
+    if replace_node is not None and files.num_rows:
+        typed = _typed_partitions(files, snap.schema, list(snap.partition_columns), snap.column_mapping_mode)
+        hit = evaluate(replace_node, table_resolver(typed), files.num_rows)
+        files = files.filter(pc.fill_null(hit.cast(pa.bool_()), False))
+    return add_files_from_table(files)
+
+
+def stage_overwrite(txn: Transaction, snap: Snapshot, replace_node, removes: list[AddFile]) -> None:
+    """Record what an overwrite read (the whole table, or the replaceWhere partitions) and remove
+    the files it replaces."""
+    if replace_node is None:
+        txn.read_whole_table()
+    else:
+        txn.read_predicate(_partition_predicate(replace_node, snap.schema, list(snap.partition_columns)))
+    txn.read_files(removes)
+    txn.remove_files(removes)
 
 
 def _partition_predicate(node, schema: StructType, partition_columns: list[str]):
