@@ -24,7 +24,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -112,6 +112,27 @@ def _batched(lines: Iterable[str], first: int = 2) -> Iterator[bytes]:
             limit = BATCH_LINES
     if buf:
         yield ("\n".join(buf) + "\n").encode()
+
+
+def paged_lines(head: list[str], files: Iterable[str], page_size: int | None, end_stream: bool,
+                expires: int, next_token: Callable[[int], str]) -> Iterator[str]:
+    """The head lines (protocol, metaData), then at most `page_size` file lines, then — only when
+    the client asked for one — an endStreamAction, with a token for the next page when more lines
+    remain (`next_token(number of file lines on this page)`)."""
+    yield from head
+    n = 0
+    more = False
+    for line in files:
+        if page_size is not None and n >= page_size:
+            more = True
+            break
+        yield line
+        n += 1
+    if end_stream:
+        esa: dict[str, Any] = {"minUrlExpirationTimestamp": expires * 1000}
+        if more:
+            esa["nextPageToken"] = next_token(n)
+        yield dumps({"endStreamAction": esa})
 
 
 def create_app(config: ServerConfig) -> FastAPI:
@@ -588,27 +609,13 @@ def create_app(config: ServerConfig) -> FastAPI:
                         yield st.file_line(fmt, base, r, expires, wrapper="remove", version=vc.version,
                                            timestamp=vc.timestamp, action="remove")
 
-        def lines() -> Iterator[str]:
-            yield st.protocol_line(fmt, start_snap)
-            yield st.metadata_line(fmt, start_snap, version=start, with_size=False)
-            it = itertools.islice(file_lines(), offset, None) if paginate else file_lines()
-            n = 0
-            more = False
-            for line in it:
-                if page_size is not None and n >= page_size:
-                    more = True
-                    break
-                yield line
-                n += 1
-            if end_stream:
-                esa: dict[str, Any] = {"minUrlExpirationTimestamp": expires * 1000}
-                if more:
-                    esa["nextPageToken"] = signer.token({"k": "query", "r": p.name, "t": st.cfg.key, "q": qh,
-                                                         "v": end, "o": offset + n})
-                yield dumps({"endStreamAction": esa})
-
+        head = [st.protocol_line(fmt, start_snap), st.metadata_line(fmt, start_snap, version=start, with_size=False)]
+        lines = paged_lines(head, itertools.islice(file_lines(), offset, None) if paginate else file_lines(),
+                            page_size, end_stream, expires,
+                            lambda n: signer.token({"k": "query", "r": p.name, "t": st.cfg.key, "q": qh,
+                                                    "v": end, "o": offset + n}))
         headers = {"Delta-Table-Version": str(start), **caps_headers(fmt, end_stream)}
-        return StreamingResponse(_batched(lines()), media_type=NDJSON, headers=headers)
+        return StreamingResponse(_batched(lines), media_type=NDJSON, headers=headers)
 
     # --- changes ----------------------------------------------------------------------------------
     @app.get(prefix + "/shares/{share}/schemas/{schema}/tables/{table}/changes", tags=["table"])
@@ -682,27 +689,14 @@ def create_app(config: ServerConfig) -> FastAPI:
                         yield st.file_line(fmt, base, r, expires, wrapper="remove", version=vc.version,
                                            timestamp=vc.timestamp, action="remove")
 
-        def lines() -> Iterator[str]:
-            yield st.protocol_line(fmt, end_snap)
-            yield st.metadata_line(fmt, start_snap, version=start if historical else None, with_size=False)
-            it = itertools.islice(file_lines(), offset, None) if paginate else file_lines()
-            n = 0
-            more = False
-            for line in it:
-                if maxFiles is not None and n >= maxFiles:
-                    more = True
-                    break
-                yield line
-                n += 1
-            if end_stream:
-                esa: dict[str, Any] = {"minUrlExpirationTimestamp": expires * 1000}
-                if more:
-                    esa["nextPageToken"] = signer.token({"k": "changes", "r": p.name, "t": st.cfg.key,
-                                                         "q": qh, "o": offset + n})
-                yield dumps({"endStreamAction": esa})
-
+        head = [st.protocol_line(fmt, end_snap),
+                st.metadata_line(fmt, start_snap, version=start if historical else None, with_size=False)]
+        lines = paged_lines(head, itertools.islice(file_lines(), offset, None) if paginate else file_lines(),
+                            maxFiles, end_stream, expires,
+                            lambda n: signer.token({"k": "changes", "r": p.name, "t": st.cfg.key,
+                                                    "q": qh, "o": offset + n}))
         headers = {"Delta-Table-Version": str(start), **caps_headers(fmt, end_stream)}
-        return StreamingResponse(_batched(lines()), media_type=NDJSON, headers=headers)
+        return StreamingResponse(_batched(lines), media_type=NDJSON, headers=headers)
 
     # --- the server's own file URLs -------------------------------------------------------------------
     def _deny() -> JSONResponse:
