@@ -25,7 +25,7 @@ __all__ = [
     "MODE_KEY", "MAX_COLUMN_ID_KEY", "ID_KEY", "PHYSICAL_NAME_KEY", "PARQUET_FIELD_ID_KEY",
     "ARROW_FIELD_ID_KEY", "mode", "physical_name", "field_id", "to_physical_schema",
     "physical_arrow_schema", "logical_to_physical_names", "assign_ids", "max_field_id",
-    "rename_column", "drop_column",
+    "rename_column", "drop_column", "assign_ids_for_table",
 ]
 
 MODE_KEY = "delta.columnMapping.mode"
@@ -281,3 +281,14 @@ def drop_column(schema: StructType, path: str | list[str]) -> StructType:
         return StructType([f for i, f in enumerate(struct.fields) if i != idx])
 
     return _transform_at(schema, parts, do, "drop")
+
+
+def assign_ids_for_table(schema: StructType, configuration: dict) -> tuple[StructType, dict]:
+    """`schema` with ids and physical names for fields that lack them, and `configuration` with
+    `delta.columnMapping.maxColumnId` advanced, when the table uses column mapping (unchanged
+    otherwise). What every writer does before it commits a new or evolved schema."""
+    if mode(configuration) == "none":
+        return schema, configuration
+    prev = int(configuration.get(MAX_COLUMN_ID_KEY, 0) or 0)
+    schema, new_max = assign_ids(schema, prev)
+    return schema, {**configuration, MAX_COLUMN_ID_KEY: str(max(prev, new_max))}

@@ -55,6 +55,10 @@ from ..protocol.stats import (
     truncate_max_string, truncate_min_string,
 )
 from ..protocol.table_features import check_writable, is_feature_supported
+from ..txn.properties import (
+    GENERATION_EXPRESSION, IDENTITY_ALLOW_EXPLICIT_INSERT, IDENTITY_HIGH_WATER_MARK, IDENTITY_START, IDENTITY_STEP,
+    INVARIANTS, is_true,
+)
 from ..write.writer import files_to_replace, parse_replace_where, stage_overwrite
 from .session import configure
 from .types import col, from_spark_schema, quote, to_spark_schema, to_spark_type
@@ -63,25 +67,7 @@ __all__ = ["write_delta", "footer_stats"]
 
 _MODES = ("append", "overwrite", "error", "ignore")
 _SPARK_MODE = {"append": "Append", "overwrite": "Overwrite", "error": "ErrorIfExists", "ignore": "Ignore"}
-_ID_START = "delta.identity.start"
-_ID_STEP = "delta.identity.step"
-_ID_HWM = "delta.identity.highWaterMark"
-_ID_EXPLICIT = "delta.identity.allowExplicitInsert"
-_GEN = "delta.generationExpression"
-_INVARIANTS = "delta.invariants"
 _ERR = "TAHOE_VIOLATION:"
-
-
-def _is_true(conf: dict, key: str) -> bool:
-    return str(conf.get(key, "")).strip().lower() == "true"
-
-
-def _with_cm(schema: StructType, conf: dict) -> tuple[StructType, dict]:
-    if column_mapping.mode(conf) == "none":
-        return schema, conf
-    prev = int(conf.get(column_mapping.MAX_COLUMN_ID_KEY, 0) or 0)
-    schema, new_max = column_mapping.assign_ids(schema, prev)
-    return schema, {**conf, column_mapping.MAX_COLUMN_ID_KEY: str(max(prev, new_max))}
 
 
 def _resolve(schema: StructType, names: Iterable[str]) -> list[str]:
@@ -95,7 +81,7 @@ def _resolve(schema: StructType, names: Iterable[str]) -> list[str]:
 
 
 def _is_identity(f: StructField) -> bool:
-    return _ID_START in f.metadata or _ID_STEP in f.metadata
+    return IDENTITY_START in f.metadata or IDENTITY_STEP in f.metadata
 
 
 # --- the public API ------------------------------------------------------------------------------
@@ -145,7 +131,7 @@ def write_delta(df, path: str, mode: str = "append", partition_by: str | Iterabl
     if snap is None:
         conf = normalize_properties(properties)
         pcols = _resolve(incoming, partition_by or [])
-        schema, conf = _with_cm(_strip_metadata(incoming), conf)
+        schema, conf = column_mapping.assign_ids_for_table(_strip_metadata(incoming), conf)
         new_md = Metadata(id=str(uuid.uuid4()), schema_string=schema.to_json(), partition_columns=tuple(pcols),
                           configuration=conf, created_time=int(time.time() * 1000))
         operation = "CREATE TABLE AS SELECT"
@@ -168,7 +154,7 @@ def write_delta(df, path: str, mode: str = "append", partition_by: str | Iterabl
             for f in _strip_metadata(incoming).fields:
                 old = schema.get(f.name, case_insensitive=True)
                 kept.append(f.with_metadata(dict(old.metadata)) if old is not None and old.type == f.type else f)
-            schema, conf_now = _with_cm(StructType(kept), dict(conf_now))
+            schema, conf_now = column_mapping.assign_ids_for_table(StructType(kept), dict(conf_now))
             new_md = dataclasses.replace(snap.metadata, schema_string=schema.to_json(),
                                          partition_columns=tuple(pcols), configuration=conf_now)
         else:
@@ -178,13 +164,13 @@ def write_delta(df, path: str, mode: str = "append", partition_by: str | Iterabl
             if merge_schema:
                 merged = merge_schemas(schema, _strip_metadata(incoming))
                 if merged != schema:
-                    merged, conf_now = _with_cm(merged, dict(conf_now))
+                    merged, conf_now = column_mapping.assign_ids_for_table(merged, dict(conf_now))
                     new_md = dataclasses.replace(snap.metadata, schema_string=merged.to_json(),
                                                  configuration=conf_now)
                     schema = merged
             else:
                 _check_compatible(schema, incoming)
-        if mode == "overwrite" and _is_true(conf_now, "delta.appendOnly"):
+        if mode == "overwrite" and is_true(conf_now, "delta.appendOnly"):
             raise InvalidTableOperationError(f"table {log.table_root} is append-only (delta.appendOnly=true)")
         operation = "WRITE"
         params = {"mode": _SPARK_MODE[mode], "partitionBy": pcols}
@@ -273,21 +259,21 @@ def _shape(df, incoming: StructType, schema: StructType, pcols: list[str], conf:
         src = given.get(f.name.lower())
         if _is_identity(f):
             if src is not None:
-                if str(f.metadata.get(_ID_EXPLICIT, "")).lower() != "true":
+                if str(f.metadata.get(IDENTITY_ALLOW_EXPLICIT_INSERT, "")).lower() != "true":
                     raise ConstraintViolationError(
                         f"column '{f.name}' is an identity column (GENERATED ALWAYS AS IDENTITY): its values "
                         f"cannot be written explicitly")
                 c = col(src).cast(st)
             else:
-                start = int(f.metadata.get(_ID_START, 1))
-                step = int(f.metadata.get(_ID_STEP, 1))
-                hwm = f.metadata.get(_ID_HWM)
+                start = int(f.metadata.get(IDENTITY_START, 1))
+                step = int(f.metadata.get(IDENTITY_STEP, 1))
+                hwm = f.metadata.get(IDENTITY_HIGH_WATER_MARK)
                 base = start if hwm is None else int(hwm) + step
                 c = (F.lit(base).cast("long") + F.lit(step).cast("long") * F.monotonically_increasing_id()).cast(st)
                 identity_cols.append(f.name)
         elif src is not None:
             c = col(src).cast(st)
-        elif f.metadata.get(_GEN):
+        elif f.metadata.get(GENERATION_EXPRESSION):
             c = None  # computed below, once the other columns exist
         else:
             c = F.lit(None).cast(st)
@@ -295,7 +281,7 @@ def _shape(df, incoming: StructType, schema: StructType, pcols: list[str], conf:
     base_df = df.select(*[c.alias(f.name) for f, c in logical_cols if c is not None])
     for f, c in logical_cols:
         if c is None:
-            base_df = base_df.withColumn(f.name, F.expr(f.metadata[_GEN]).cast(to_spark_type(f.type)))
+            base_df = base_df.withColumn(f.name, F.expr(f.metadata[GENERATION_EXPRESSION]).cast(to_spark_type(f.type)))
     base_df = base_df.select(*[col(f.name) for f in schema.fields])
 
     names = [col(f.name) for f in schema.fields]
@@ -303,7 +289,7 @@ def _shape(df, incoming: StructType, schema: StructType, pcols: list[str], conf:
     for f in schema.fields:
         if not f.nullable:
             checks.append((col(f.name).isNotNull(), f"NOT NULL constraint on column {f.name}"))
-        expr = f.metadata.get(_GEN)
+        expr = f.metadata.get(GENERATION_EXPRESSION)
         if expr and f.name.lower() in given:
             checks.append((F.expr(f"{quote(f.name)} <=> ({expr})"),
                            f"CHECK constraint Generated Column ({f.name} <=> {expr})"))
@@ -407,7 +393,7 @@ def _write_files(spark, df, table_root: str, schema: StructType, pcols: list[str
     hwm: dict[str, int] = {}
     for name in identity_cols:
         f = schema.field(name)
-        step = int(f.metadata.get(_ID_STEP, 1))
+        step = int(f.metadata.get(IDENTITY_STEP, 1))
         vals = [m[name] for _, m in results if m.get(name) is not None]
         if vals:
             hwm[name] = max(vals) if step > 0 else min(vals)
@@ -583,7 +569,7 @@ def footer_stats(md, stats_schema: StructType, mapped: bool, prefix_len: int = D
             sts = by_path.get(key)
             if not sts or not all(s is not None and s.has_min_max for s in sts):
                 continue
-            step = int(f.metadata.get(_ID_STEP, 1))
+            step = int(f.metadata.get(IDENTITY_STEP, 1))
             ident[name] = int(max(s.max for s in sts)) if step > 0 else int(min(s.min for s in sts))
     return _emit(out), ident
 
@@ -631,7 +617,7 @@ def prepare_datasource_write(path: str, options: dict, spark_schema, overwrite: 
         _check_compatible(schema, incoming)
     if any(_is_identity(f) and f.name.lower() not in {g.name.lower() for g in incoming.fields} for f in schema.fields):
         raise UnsupportedFeatureError("format('delta') cannot generate identity values; use tahoe.spark.write_delta")
-    schema, conf = _with_cm(schema, dict(snap.configuration))
+    schema, conf = column_mapping.assign_ids_for_table(schema, dict(snap.configuration))
     return _DSPlan(path, log.table_root, so, overwrite, True, snap.version, schema.to_json(),
                    list(snap.partition_columns), column_mapping.mode(conf), conf, False, part_by)
 

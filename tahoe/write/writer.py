@@ -42,6 +42,9 @@ from ..protocol.schema import (
     StructType, check_write_compatible, from_arrow_schema, merge_schemas, to_arrow_type,
 )
 from ..protocol.table_features import is_feature_supported
+from ..txn.properties import (
+    IDENTITY_ALLOW_EXPLICIT_INSERT, IDENTITY_HIGH_WATER_MARK, IDENTITY_START, IDENTITY_STEP, is_true,
+)
 from ..storage import resolve_data_path
 from .constraints import (
     GENERATION_EXPRESSION_KEY, check_constraints, column_references, evaluate, parse_sql, table_resolver,
@@ -58,14 +61,6 @@ _log = logging.getLogger(__name__)
 _MODES = ("append", "overwrite", "error", "ignore")
 _SCHEMA_MODES = (None, "merge", "overwrite")
 _SPARK_MODE = {"append": "Append", "overwrite": "Overwrite", "error": "ErrorIfExists", "ignore": "Ignore"}
-_IDENTITY_START = "delta.identity.start"
-_IDENTITY_STEP = "delta.identity.step"
-_IDENTITY_HWM = "delta.identity.highWaterMark"
-_IDENTITY_EXPLICIT = "delta.identity.allowExplicitInsert"
-
-
-def _is_true(conf: dict, key: str) -> bool:
-    return str(conf.get(key, "")).strip().lower() == "true"
 
 
 def _resolve_partitions(schema: StructType, partition_by: Iterable[str]) -> list[str]:
@@ -76,16 +71,6 @@ def _resolve_partitions(schema: StructType, partition_by: Iterable[str]) -> list
             raise SchemaError(f"partition column '{c}' is not in the data's columns {schema.names}")
         out.append(f.name)
     return out
-
-
-def _with_column_mapping(schema: StructType, conf: dict) -> tuple[StructType, dict]:
-    """Ids and physical names for fields that lack them when the table uses column mapping."""
-    if column_mapping.mode(conf) == "none":
-        return schema, conf
-    prev = int(conf.get(column_mapping.MAX_COLUMN_ID_KEY, 0) or 0)
-    schema, new_max = column_mapping.assign_ids(schema, prev)
-    conf = {**conf, column_mapping.MAX_COLUMN_ID_KEY: str(max(prev, new_max))}
-    return schema, conf
 
 
 # --- generated and identity columns ------------------------------------------------------------
@@ -99,18 +84,18 @@ def _fill_special_columns(data: pa.Table, incoming: StructType, schema: StructTy
     n = data.num_rows
     for f in schema.fields:
         md = f.metadata
-        if _IDENTITY_START in md or _IDENTITY_STEP in md:
+        if IDENTITY_START in md or IDENTITY_STEP in md:
             if f.name.lower() in given:
-                if str(md.get(_IDENTITY_EXPLICIT, "")).lower() != "true":
+                if str(md.get(IDENTITY_ALLOW_EXPLICIT_INSERT, "")).lower() != "true":
                     raise ConstraintViolationError(
                         f"column '{f.name}' is an identity column (GENERATED ALWAYS AS IDENTITY): "
                         f"its values cannot be written explicitly")
                 continue
             if n == 0:
                 continue
-            start = int(md.get(_IDENTITY_START, 1))
-            step = int(md.get(_IDENTITY_STEP, 1))
-            hwm = md.get(_IDENTITY_HWM)
+            start = int(md.get(IDENTITY_START, 1))
+            step = int(md.get(IDENTITY_STEP, 1))
+            hwm = md.get(IDENTITY_HIGH_WATER_MARK)
             first = start if hwm is None else int(hwm) + step
             values = first + step * np.arange(n, dtype=np.int64)
             i = data.schema.get_field_index(f.name)
@@ -214,7 +199,7 @@ def _write_once(uri: str, data: Any, mode: str = "append", partition_by: str | I
         # --- create the table with the data (CREATE TABLE AS SELECT) -------------------------
         conf = normalize_properties(properties)
         pcols = _resolve_partitions(incoming, partition_by or [])
-        schema, conf = _with_column_mapping(incoming, conf)
+        schema, conf = column_mapping.assign_ids_for_table(incoming, conf)
         new_metadata = Metadata(id=str(uuid.uuid4()), schema_string=schema.to_json(),
                                 partition_columns=tuple(pcols), configuration=conf, name=name,
                                 description=description, created_time=int(time.time() * 1000))
@@ -240,7 +225,7 @@ def _write_once(uri: str, data: Any, mode: str = "append", partition_by: str | I
             for f in incoming.fields:
                 old = schema.get(f.name, case_insensitive=True)
                 kept.append(f.with_metadata(dict(old.metadata)) if old is not None and old.type == f.type else f)
-            new_schema, conf = _with_column_mapping(StructType(kept), dict(read_conf))
+            new_schema, conf = column_mapping.assign_ids_for_table(StructType(kept), dict(read_conf))
             new_metadata = dataclasses.replace(snap.metadata, schema_string=new_schema.to_json(),
                                                partition_columns=tuple(pcols), configuration=conf)
             schema = new_schema
@@ -251,10 +236,10 @@ def _write_once(uri: str, data: Any, mode: str = "append", partition_by: str | I
                     f"(changing the partitioning needs mode='overwrite' and schema_mode='overwrite')")
             if schema_mode == "merge":
                 widening = is_feature_supported(snap.protocol, "typeWidening") and \
-                    _is_true(read_conf, "delta.enableTypeWidening")
+                    is_true(read_conf, "delta.enableTypeWidening")
                 merged = merge_schemas(schema, incoming, allow_type_widening=widening)
                 if merged != schema:
-                    merged, conf = _with_column_mapping(merged, dict(read_conf))
+                    merged, conf = column_mapping.assign_ids_for_table(merged, dict(read_conf))
                     new_metadata = dataclasses.replace(snap.metadata, schema_string=merged.to_json(),
                                                        configuration=conf)
                     schema = merged
@@ -264,7 +249,7 @@ def _write_once(uri: str, data: Any, mode: str = "append", partition_by: str | I
                 except SchemaError as e:
                     raise SchemaError(f"{e}. To change the table's schema use schema_mode='merge' "
                                       f"(or 'overwrite' with mode='overwrite')") from None
-        if mode == "overwrite" and _is_true(read_conf, "delta.appendOnly"):
+        if mode == "overwrite" and is_true(read_conf, "delta.appendOnly"):
             raise InvalidTableOperationError(
                 f"table {log.table_root} is append-only (delta.appendOnly=true): an overwrite would "
                 f"remove data")
@@ -307,7 +292,7 @@ def _write_once(uri: str, data: Any, mode: str = "append", partition_by: str | I
         txn.update_identity_high_water_mark(col, value)
     if txn_app_id is not None:
         txn.set_txn(txn_app_id, int(txn_version))  # type: ignore[arg-type]
-    tight = True if (_is_true(conf_now, "delta.enableDeletionVectors") or
+    tight = True if (is_true(conf_now, "delta.enableDeletionVectors") or
                      (snap is not None and is_feature_supported(snap.protocol, "deletionVectors"))) else None
     store = log.store
     adds = write_data_files(store, log.table_root, rows, schema, pcols, cm_mode, conf_now,

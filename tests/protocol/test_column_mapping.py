@@ -209,3 +209,15 @@ def test_rename_and_drop_keep_physical_names():
         cm.rename_column(StructType([StructField("a", LONG), StructField("b", LONG)]), "a", "c")
     with pytest.raises(SchemaError, match="column mapping"):
         cm.drop_column(StructType([StructField("a", LONG), StructField("b", LONG)]), "a")
+
+
+def test_assign_ids_for_table_advances_max_column_id_only_with_mapping():
+    from tahoe.protocol.column_mapping import MAX_COLUMN_ID_KEY, assign_ids_for_table, field_id
+    from tahoe.protocol.schema import LONG, STRING, StructField, StructType
+
+    schema = StructType([StructField("a", LONG), StructField("b", STRING)])
+    same, conf = assign_ids_for_table(schema, {})
+    assert same == schema and conf == {}
+    mapped, conf = assign_ids_for_table(schema, {"delta.columnMapping.mode": "name", MAX_COLUMN_ID_KEY: "5"})
+    assert [field_id(f) for f in mapped.fields] == [6, 7]
+    assert conf[MAX_COLUMN_ID_KEY] == "7"
