@@ -426,3 +426,35 @@ def parse_partition_path(path: str) -> dict[str, str | None]:
         v = unescape_path_name(v)
         out[unescape_path_name(k)] = None if v == HIVE_DEFAULT_PARTITION else v
     return out
+
+
+def partition_values_to_arrow(partition_values: pa.Array | pa.ChunkedArray | list, fields: list, mode: str = "none") -> dict[str, pa.Array]:
+    """Typed partition columns (logical name → Arrow array) from `add.partitionValues` of many
+    files (an Arrow map array, or a list of dicts / key-value lists / None).
+
+    The value of a column is found under its physical name (column mapping name/id mode), else its
+    logical name, else a key equal to it ignoring case (old writers); absent → null."""
+    from . import column_mapping
+
+    if not isinstance(partition_values, (pa.Array, pa.ChunkedArray)):
+        partition_values = pa.array([dict(x) if x else {} for x in partition_values], pa.map_(pa.string(), pa.string()))
+    pv = partition_values.combine_chunks() if isinstance(partition_values, pa.ChunkedArray) else partition_values
+    out: dict[str, pa.Array] = {}
+    as_dicts = None
+    for f in fields:
+        keys = [column_mapping.physical_name(f)] if mode in ("name", "id") else []
+        keys = list(dict.fromkeys(keys + [f.name]))
+        raw = pc.map_lookup(pv, pa.scalar(keys[0]), "first")
+        for k in keys[1:]:
+            raw = pc.coalesce(raw, pc.map_lookup(pv, pa.scalar(k), "first"))
+        if raw.null_count and len(pv):
+            if as_dicts is None:
+                as_dicts = [dict(x) if x else {} for x in pv.to_pylist()]
+            low = {k.lower() for k in keys}
+            vals = raw.to_pylist()
+            for i, v in enumerate(vals):
+                if v is None:
+                    vals[i] = next((x for k, x in as_dicts[i].items() if k.lower() in low), None)
+            raw = pa.array(vals, pa.string())
+        out[f.name] = partition_column_to_arrow(raw, f.type)
+    return out

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from ..errors import CorruptLogError, DeletionVectorError
 from ..protocol import column_mapping
 from ..protocol.deletion_vectors import DeletionVectorDescriptor, deleted_mask, load_deletion_vector
-from ..protocol.partition_values import parse_partition_value
+from ..protocol.partition_values import partition_values_to_arrow
 from ..protocol.schema import ArrayType, DataType, MapType, PrimitiveType, StructField, StructType, to_arrow_type
 from ..storage import resolve_data_path
 from ..storage.base import LogStore
@@ -117,16 +117,14 @@ class ArrowFileReader:
                 arr = t.column(file_schema.field(i).name)
                 arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
                 cols[f.name] = self._conform(arr, f.type)
-        pv = partition_values or {}
-        for f in self.out_fields:
-            if f.name in cols:
-                continue
-            raw = self._partition_raw(pv, f)
+        part_fields = [f for f in self.out_fields if f.name not in cols]
+        if part_fields:
             try:
-                value = parse_partition_value(raw, f.type)
-            except Exception as e:
-                raise CorruptLogError(f"invalid partition value {raw!r} for column {f.name} in {path}: {e}") from None
-            cols[f.name] = pa.repeat(pa.scalar(value, _out_type(f.type)), num_rows)
+                typed = partition_values_to_arrow([partition_values], part_fields, self.mode)
+            except CorruptLogError as e:
+                raise CorruptLogError(f"invalid partition value in {path}: {e}") from None
+            for f in part_fields:
+                cols[f.name] = pa.repeat(typed[f.name][0].cast(_out_type(f.type)), num_rows)
         table = pa.table([cols[f.name] for f in self.out_fields], schema=self.out_schema) if self.out_fields \
             else pa.table({"__rows": pa.nulls(num_rows)}).drop(["__rows"])
         if deletion_vector:
@@ -145,17 +143,6 @@ class ArrowFileReader:
     def _read_range(self, path: str, start: int, length: int) -> bytes:
         return self.store.read_range(path, start, length)
 
-    def _partition_raw(self, pv: dict, f: StructField) -> str | None:
-        phys = column_mapping.physical_name(f) if self.mode != "none" else f.name
-        if phys in pv:
-            return pv[phys]
-        if f.name in pv:
-            return pv[f.name]
-        low = f.name.lower()
-        for k, v in pv.items():
-            if k.lower() == low:
-                return v
-        return None
 
     # --- column resolution ---------------------------------------------------------------------
     def _find(self, file_schema_or_type, f: StructField) -> int | None:

@@ -33,7 +33,7 @@ import pyarrow as pa
 from ..log import DeltaLog
 from ..protocol import column_mapping
 from ..protocol.deletion_vectors import DeletionVectorDescriptor, load_deletion_vector
-from ..protocol.partition_values import partition_column_to_arrow
+from ..protocol.partition_values import partition_values_to_arrow
 from ..protocol.schema import PrimitiveType, StructField, StructType
 from ..storage import resolve_data_path
 from .session import configure
@@ -253,19 +253,9 @@ def _file_info(spark, files: pa.Table, abs_paths: list[str], part_fields: list[S
     cols = {_KEY: pa.array([hadoop_uri(p) for p in abs_paths], pa.string()),
             _FID: pa.array(np.arange(n, dtype=np.int32))}
     fields = [SF(_KEY, StringType(), False), SF(_FID, IntegerType(), False)]
-    pvs = [dict(x) if x else {} for x in files.column("partitionValues").to_pylist()]
+    typed = partition_values_to_arrow(files.column("partitionValues"), part_fields, mode)
     for f in part_fields:
-        key = column_mapping.physical_name(f) if mode in ("name", "id") else f.name
-        raw = []
-        for pv in pvs:
-            if key in pv:
-                raw.append(pv[key])
-            elif f.name in pv:
-                raw.append(pv[f.name])
-            else:
-                low = f.name.lower()
-                raw.append(next((v for k, v in pv.items() if k.lower() == low), None))
-        cols[f.name] = partition_column_to_arrow(raw, f.type)
+        cols[f.name] = typed[f.name]
         fields.append(SF(f.name, to_spark_type(f.type), True))
     t = pa.table(cols)
     return spark.createDataFrame(t, SparkStruct(fields))
@@ -299,20 +289,8 @@ def _rows_below(files: pa.Table, limit: int) -> bool:
 
 def _partition_groups(files: pa.Table, part_fields: list[StructField], mode: str):
     """[(typed partition values, [file indexes])] in first-seen order."""
-    pvs = [dict(x) if x else {} for x in files.column("partitionValues").to_pylist()]
-    cols = []
-    for f in part_fields:
-        key = column_mapping.physical_name(f) if mode in ("name", "id") else f.name
-        raw = []
-        for pv in pvs:
-            if key in pv:
-                raw.append(pv[key])
-            elif f.name in pv:
-                raw.append(pv[f.name])
-            else:
-                low = f.name.lower()
-                raw.append(next((v for k, v in pv.items() if k.lower() == low), None))
-        cols.append(partition_column_to_arrow(raw, f.type).to_pylist())
+    typed = partition_values_to_arrow(files.column("partitionValues"), part_fields, mode)
+    cols = [typed[f.name].to_pylist() for f in part_fields]
     groups: dict = {}
     for i in range(files.num_rows):
         k = tuple(repr(c[i]) for c in cols)

@@ -37,7 +37,7 @@ from ..log.delta_log import DeltaLog
 from ..log.snapshot import Snapshot, add_files_from_table
 from ..protocol import column_mapping
 from ..protocol.actions import AddFile, Metadata
-from ..protocol.partition_values import parse_partition_value, partition_column_to_arrow
+from ..protocol.partition_values import parse_partition_value, partition_values_to_arrow
 from ..protocol.schema import (
     StructType, check_write_compatible, from_arrow_schema, merge_schemas, to_arrow_type,
 )
@@ -132,15 +132,7 @@ def _fill_special_columns(data: pa.Table, incoming: StructType, schema: StructTy
 
 def _typed_partitions(files: pa.Table, schema: StructType, partition_columns: list[str], mode: str) -> pa.Table:
     """The typed partition values of `files` (Arrow: logical names)."""
-    pv = files.column("partitionValues").combine_chunks() if files.num_rows else None
-    cols = {}
-    for name in partition_columns:
-        f = schema.field(name)
-        key = column_mapping.physical_name(f) if mode in ("name", "id") else f.name
-        if pv is None:
-            cols[f.name] = pa.array([], to_arrow_type(f.type))
-        else:
-            cols[f.name] = partition_column_to_arrow(pc.map_lookup(pv, pa.scalar(key), "first"), f.type)
+    cols = partition_values_to_arrow(files.column("partitionValues"), [schema.field(n) for n in partition_columns], mode)
     return pa.table(cols) if cols else pa.table({"_": pa.nulls(files.num_rows)}).drop(["_"])
 
 

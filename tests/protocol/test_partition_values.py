@@ -299,3 +299,20 @@ def test_serialize_parse_round_trip():
                 assert back == v, (dt, v, text, back)
             if dt == TIMESTAMP:
                 assert parse_partition_value(serialize_partition_value(v, dt, iso_timestamps=True), dt) == v
+
+
+def test_partition_values_to_arrow_finds_physical_logical_and_case_insensitive_keys():
+    import pyarrow as pa
+
+    from tahoe.protocol.partition_values import partition_values_to_arrow
+    from tahoe.protocol.schema import DATE, INTEGER, StructField
+
+    mapped = StructField("day", DATE, metadata={"delta.columnMapping.physicalName": "col-1", "delta.columnMapping.id": 1})
+    plain = StructField("Part", INTEGER)
+    pvs = [{"col-1": "2024-01-02", "Part": "1"}, None, {"day": "2024-01-03", "part": "3"}, {"col-1": "", "PART": None}]
+    out = partition_values_to_arrow(pvs, [mapped, plain], "name")
+    assert out["day"].type == pa.date32()
+    assert [str(d) if d else None for d in out["day"].to_pylist()] == ["2024-01-02", None, "2024-01-03", None]
+    assert out["Part"].to_pylist() == [1, None, 3, None]
+    as_map = pa.array([{"Part": "7"}], pa.map_(pa.string(), pa.string()))
+    assert partition_values_to_arrow(as_map, [plain])["Part"].to_pylist() == [7]
