@@ -173,7 +173,25 @@ class SharedTable:
         """Per active file of a (local-table) snapshot, the parts of its parquet-format line that
         do not depend on the request: (b64 path, the JSON after the URL up to the expiration
         value). Built once per version, so a request only signs and joins."""
-        key = (id(snap), snap.version)
+        return self._per_version(snap, "parquet", lambda: self._build_static_parquet(snap))
+
+    def _build_static_parquet(self, snap) -> list[tuple[str, str]]:
+        got = []
+        for r in iter_file_rows(snap, "parquet"):
+            path = r["path"]
+            pv = r.get("partitionValues")
+            tail = ['","id":"', file_id(path), '","partitionValues":', dumps(pv) if pv else "{}",
+                    ',"size":', str(int(r["size"]))]
+            if r.get("stats"):
+                tail += [',"stats":', _enc(r["stats"])]
+            tail.append(',"expirationTimestamp":')
+            got.append((b64e(self._rel_path(path).encode("utf-8")), "".join(tail), _num_records(r.get("stats"))))
+        return got
+
+    def _per_version(self, snap, fmt: str, build):
+        """The request-independent lines of `snap` in `fmt`, built once per snapshot version (one
+        version kept per format; concurrent first requests build it once)."""
+        key = (id(snap), snap.version, fmt)
         got = self._static.get(key)
         if got is not None:
             return got
@@ -181,18 +199,9 @@ class SharedTable:
             got = self._static.get(key)
             if got is not None:
                 return got
-            got = []
-            for r in iter_file_rows(snap, "parquet"):
-                path = r["path"]
-                pv = r.get("partitionValues")
-                tail = ['","id":"', file_id(path), '","partitionValues":', dumps(pv) if pv else "{}",
-                        ',"size":', str(int(r["size"]))]
-                if r.get("stats"):
-                    tail += [',"stats":', _enc(r["stats"])]
-                tail.append(',"expirationTimestamp":')
-                got.append((b64e(self._rel_path(path).encode("utf-8")), "".join(tail), _num_records(r.get("stats"))))
+            got = build()
             with self._lock:
-                for k in [k for k in self._static if len(k) == 2]:
+                for k in [k for k in self._static if k[2] == fmt]:
                     del self._static[k]
                 self._static[key] = got
         return got
@@ -226,41 +235,32 @@ class SharedTable:
         """Per active file of a (local-table) snapshot, the request-independent parts of its
         delta-format line: (b64 path, file id, (dv b64 path, dv file id, dv JSON tail) or None,
         the add's other fields as JSON members, numRecords). Built once per version."""
-        key = (id(snap), snap.version, "delta")
-        got = self._static.get(key)
-        if got is not None:
-            return got
+        return self._per_version(snap, "delta", lambda: self._build_static_delta(snap))
+
+    def _build_static_delta(self, snap) -> list[tuple]:
         from ..protocol.deletion_vectors import DeletionVectorDescriptor
 
-        with self._static_lock:
-            got = self._static.get(key)
-            if got is not None:
-                return got
-            got = []
-            for r in iter_file_rows(snap, "delta"):
-                path = r["path"]
-                a = {k: v for k, v in r.items() if v is not None and k != "path"}
-                a.setdefault("modificationTime", 0)
-                a.setdefault("dataChange", True)
-                a.setdefault("partitionValues", {})
-                dv_part = None
-                dv = a.get("deletionVector")
-                if dv and dv.get("storageType") != "i":
-                    d = DeletionVectorDescriptor.from_dict(dv)
-                    rel = d.relative_path() if d.storage_type == "u" else self._rel_path(d.path_or_inline_dv)
-                    tail = ""
-                    if d.offset is not None:
-                        tail += f',"offset":{int(d.offset)}'
-                    tail += f',"sizeInBytes":{int(d.size_in_bytes)},"cardinality":{int(d.cardinality)}}}'
-                    dv_part = (b64e(rel.encode("utf-8")), file_id(rel), tail)
-                    del a["deletionVector"]
-                rest = dumps(a)[1:-1]
-                got.append((b64e(self._rel_path(path).encode("utf-8")), file_id(path), dv_part, rest,
-                            _num_records(r.get("stats"))))
-            with self._lock:
-                for k in [k for k in self._static if len(k) == 3]:
-                    del self._static[k]
-                self._static[key] = got
+        got = []
+        for r in iter_file_rows(snap, "delta"):
+            path = r["path"]
+            a = {k: v for k, v in r.items() if v is not None and k != "path"}
+            a.setdefault("modificationTime", 0)
+            a.setdefault("dataChange", True)
+            a.setdefault("partitionValues", {})
+            dv_part = None
+            dv = a.get("deletionVector")
+            if dv and dv.get("storageType") != "i":
+                d = DeletionVectorDescriptor.from_dict(dv)
+                rel = d.relative_path() if d.storage_type == "u" else self._rel_path(d.path_or_inline_dv)
+                tail = ""
+                if d.offset is not None:
+                    tail += f',"offset":{int(d.offset)}'
+                tail += f',"sizeInBytes":{int(d.size_in_bytes)},"cardinality":{int(d.cardinality)}}}'
+                dv_part = (b64e(rel.encode("utf-8")), file_id(rel), tail)
+                del a["deletionVector"]
+            rest = dumps(a)[1:-1]
+            got.append((b64e(self._rel_path(path).encode("utf-8")), file_id(path), dv_part, rest,
+                        _num_records(r.get("stats"))))
         return got
 
     def delta_lines(self, snap, base: str, expires: int, limit: int | None = None) -> Iterator[str]:
