@@ -26,11 +26,40 @@ def load_manifest() -> list[dict]:
 MANIFEST = load_manifest()
 
 
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+NO_GOLDEN = (f"the Delta conformance tables are not here ({GOLDEN}); set TAHOE_SHARED to the folder "
+             "that holds conformance/golden to run these tests")
+
+
 def manifest_params(expect: str | None = None):
-    """pytest params over the manifest entries (optionally only one `expect` kind)."""
+    """pytest params over the manifest entries (optionally only one `expect` kind). Without the
+    conformance tables: one skipped param on a user's machine, a hard failure in CI."""
     if not MANIFEST:
-        pytest.fail(f"conformance manifest not found under {GOLDEN} (set TAHOE_SHARED)")
+        if IN_CI:
+            raise RuntimeError(f"CI must run the conformance suite: {NO_GOLDEN}")
+        return [pytest.param(None, id="no-conformance-tables", marks=pytest.mark.skip(reason=NO_GOLDEN))]
     return [pytest.param(e, id=e["name"]) for e in MANIFEST if expect is None or e["expect"] == expect]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests that read the conformance tables are skipped (with the reason) where they are absent,
+    e.g. on a user's machine; CI has them and a missing folder fails there (see manifest_params)."""
+    if GOLDEN.exists():
+        return
+    if IN_CI:
+        raise RuntimeError(f"CI must run the conformance suite: {NO_GOLDEN}")
+    uses: dict[str, bool] = {}
+    skip = pytest.mark.skip(reason=NO_GOLDEN)
+    for item in items:
+        path = str(item.fspath)
+        if path not in uses:
+            try:
+                text = Path(path).read_text()
+            except OSError:
+                text = ""
+            uses[path] = "GOLDEN" in text or "golden" in text
+        if uses[path]:
+            item.add_marker(skip)
 
 
 def _norm(v):
