@@ -28,7 +28,7 @@ __all__ = [
     "TIMESTAMP", "TIMESTAMP_NTZ", "VOID", "VARIANT",
     "parse_data_type", "to_arrow_type", "to_arrow_field", "to_arrow_schema", "from_arrow_type",
     "from_arrow_field", "from_arrow_schema",
-    "merge_schemas", "check_write_compatible", "is_integral", "is_numeric",
+    "merge_schemas", "check_write_compatible", "is_integral", "is_numeric", "check_column_names",
 ]
 
 PRIMITIVE_NAMES = frozenset({
@@ -474,16 +474,19 @@ def _as_nullable(dt: DataType) -> DataType:
     return dt
 
 
-def _check_duplicates(struct: StructType, where: str, prefix: str = "") -> None:
+def check_column_names(struct: StructType, where: str = "in the schema", prefix: str = "") -> None:
+    """Refuse empty names and names that repeat case-insensitively, at every nesting level."""
     seen: dict[str, str] = {}
     for f in struct.fields:
+        if not f.name:
+            raise SchemaError(f"empty column name {where}" + (f" (inside '{prefix[:-1]}')" if prefix else ""))
         low = f.name.lower()
         if low in seen:
             raise SchemaError(f"duplicate column {where}: '{prefix}{seen[low]}' and '{prefix}{f.name}' "
                               f"(column names are case-insensitive)")
         seen[low] = f.name
         for inner in _nested_structs(f.type):
-            _check_duplicates(inner, where, f"{prefix}{f.name}.")
+            check_column_names(inner, where, f"{prefix}{f.name}.")
 
 
 def _nested_structs(dt: DataType) -> Iterator[StructType]:
@@ -555,7 +558,7 @@ def merge_schemas(table: StructType, incoming: StructType, *, allow_type_widenin
     (delta-spark raises DELTA_MERGE_INCOMPATIBLE_DATATYPE there); the writer casts the data.
     Anything else raises SchemaError naming the column and both types.
     """
-    _check_duplicates(incoming, "in the data to write")
+    check_column_names(incoming, "in the data to write")
 
     def merge(current: DataType, update: DataType, path: str) -> DataType:
         if isinstance(current, StructType) and isinstance(update, StructType):
@@ -616,7 +619,7 @@ def check_write_compatible(table: StructType, incoming: StructType) -> None:
     evolution, see `merge_schemas`); each column's type must equal the table's or cast to it
     losslessly (narrower integers, float→double, decimals that fit, void). Nullability of the data
     is not trusted and not checked here (NOT NULL is enforced on values, not on schemas)."""
-    _check_duplicates(incoming, "in the data to write")
+    check_column_names(incoming, "in the data to write")
 
     def check(t: DataType, d: DataType, path: str) -> None:
         if isinstance(t, StructType) and isinstance(d, StructType):

@@ -36,7 +36,7 @@ from ..log.snapshot import Snapshot
 from ..protocol import column_mapping
 from ..protocol.actions import Metadata, Protocol
 from ..protocol.schema import (
-    ArrayType, DataType, MapType, StructField, StructType, from_arrow_schema, merge_schemas,
+    ArrayType, DataType, MapType, StructField, StructType, check_column_names, from_arrow_schema, merge_schemas,
 )
 from ..protocol.table_features import FEATURES, canonical_feature_name, merge_protocols
 from .properties import (
@@ -72,34 +72,10 @@ def _as_schema(schema: StructType | pa.Schema | str) -> StructType:
 
 # --- schema checks --------------------------------------------------------------------------
 
-def _check_names(struct: StructType, prefix: str = "") -> None:
-    seen: dict[str, str] = {}
-    for f in struct.fields:
-        if not f.name:
-            raise SchemaError(f"empty column name in {prefix or 'the schema'}")
-        low = f.name.lower()
-        if low in seen:
-            raise SchemaError(f"duplicate column '{prefix}{seen[low]}' and '{prefix}{f.name}' "
-                              f"(column names are case-insensitive)")
-        seen[low] = f.name
-        for inner in _structs_in(f.type):
-            _check_names(inner, f"{prefix}{f.name}.")
-
-
-def _structs_in(dt: DataType) -> Iterable[StructType]:
-    if isinstance(dt, StructType):
-        yield dt
-    elif isinstance(dt, ArrayType):
-        yield from _structs_in(dt.element_type)
-    elif isinstance(dt, MapType):
-        yield from _structs_in(dt.key_type)
-        yield from _structs_in(dt.value_type)
-
-
 def _check_schema(schema: StructType) -> None:
     if not schema.fields:
         raise SchemaError("a table needs at least one column")
-    _check_names(schema)
+    check_column_names(schema)
 
 
 def _resolve_partition_columns(schema: StructType, partition_columns: Iterable[str]) -> tuple[str, ...]:

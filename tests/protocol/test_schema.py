@@ -301,3 +301,17 @@ def test_write_compatible():
     check_write_compatible(arr, S(F("a", ArrayType(INTEGER, False))))
     with pytest.raises(SchemaError, match=r"'a.element'"):
         check_write_compatible(arr, S(F("a", ArrayType(STRING))))
+
+
+def test_check_column_names_refuses_empty_and_case_insensitive_duplicates_at_any_depth():
+    from tahoe.errors import SchemaError
+    from tahoe.protocol.schema import INTEGER, ArrayType, StructField, StructType, check_column_names
+
+    check_column_names(StructType([StructField("a", INTEGER), StructField("b", INTEGER)]))
+    with pytest.raises(SchemaError, match="duplicate column in the schema: 'a' and 'A'"):
+        check_column_names(StructType([StructField("a", INTEGER), StructField("A", INTEGER)]))
+    nested = StructType([StructField("s", ArrayType(StructType([StructField("x", INTEGER), StructField("X", INTEGER)])))])
+    with pytest.raises(SchemaError, match="'s.x' and 's.X'"):
+        check_column_names(nested)
+    with pytest.raises(SchemaError, match="empty column name in the data to write"):
+        check_column_names(StructType([StructField("", INTEGER)]), "in the data to write")
