@@ -59,25 +59,15 @@ from ..txn.properties import (
     GENERATION_EXPRESSION, IDENTITY_ALLOW_EXPLICIT_INSERT, IDENTITY_HIGH_WATER_MARK, IDENTITY_START, IDENTITY_STEP,
     INVARIANTS, is_true,
 )
-from ..write.writer import files_to_replace, parse_replace_where, stage_overwrite
+from ..write.writer import (
+    OPERATION_MODE, WRITE_MODES, files_to_replace, parse_replace_where, resolve_partition_columns, stage_overwrite,
+)
 from .session import configure
 from .types import col, from_spark_schema, quote, to_spark_schema, to_spark_type
 
 __all__ = ["write_delta", "footer_stats"]
 
-_MODES = ("append", "overwrite", "error", "ignore")
-_SPARK_MODE = {"append": "Append", "overwrite": "Overwrite", "error": "ErrorIfExists", "ignore": "Ignore"}
 _ERR = "TAHOE_VIOLATION:"
-
-
-def _resolve(schema: StructType, names: Iterable[str]) -> list[str]:
-    out = []
-    for c in names:
-        f = schema.get(c, case_insensitive=True)
-        if f is None:
-            raise SchemaError(f"partition column '{c}' is not in the data's columns {schema.names}")
-        out.append(f.name)
-    return out
 
 
 def _is_identity(f: StructField) -> bool:
@@ -93,8 +83,8 @@ def write_delta(df, path: str, mode: str = "append", partition_by: str | Iterabl
     """Write DataFrame `df` to the Delta table at `path` (created when absent); returns the table
     version after the write (the current version when nothing was written: mode='ignore' on an
     existing table, or an already-recorded txn_app_id/txn_version)."""
-    if mode not in _MODES:
-        raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+    if mode not in WRITE_MODES:
+        raise ValueError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
     if replace_where is not None and mode != "overwrite":
         raise InvalidTableOperationError("replace_where needs mode='overwrite'")
     if overwrite_schema and mode != "overwrite":
@@ -130,7 +120,7 @@ def write_delta(df, path: str, mode: str = "append", partition_by: str | Iterabl
     new_md: Metadata | None = None
     if snap is None:
         conf = normalize_properties(properties)
-        pcols = _resolve(incoming, partition_by or [])
+        pcols = resolve_partition_columns(incoming, partition_by or [])
         schema, conf = column_mapping.assign_ids_for_table(_strip_metadata(incoming), conf)
         new_md = Metadata(id=str(uuid.uuid4()), schema_string=schema.to_json(), partition_columns=tuple(pcols),
                           configuration=conf, created_time=int(time.time() * 1000))
@@ -148,7 +138,7 @@ def write_delta(df, path: str, mode: str = "append", partition_by: str | Iterabl
         schema = snap.schema
         pcols = list(snap.partition_columns)
         if overwrite_schema:
-            pcols = _resolve(incoming, partition_by if partition_by is not None else
+            pcols = resolve_partition_columns(incoming, partition_by if partition_by is not None else
                              [c for c in pcols if incoming.get(c, case_insensitive=True)])
             kept = []
             for f in _strip_metadata(incoming).fields:
@@ -173,7 +163,7 @@ def write_delta(df, path: str, mode: str = "append", partition_by: str | Iterabl
         if mode == "overwrite" and is_true(conf_now, "delta.appendOnly"):
             raise InvalidTableOperationError(f"table {log.table_root} is append-only (delta.appendOnly=true)")
         operation = "WRITE"
-        params = {"mode": _SPARK_MODE[mode], "partitionBy": pcols}
+        params = {"mode": OPERATION_MODE[mode], "partitionBy": pcols}
         if replace_where is not None:
             params["predicate"] = [replace_where]
     cm_mode = column_mapping.mode(conf_now)
@@ -605,7 +595,7 @@ def prepare_datasource_write(path: str, options: dict, spark_schema, overwrite: 
         snap = None
     if snap is None:
         schema, conf = incoming, {}
-        pcols = _resolve(incoming, part_by)
+        pcols = resolve_partition_columns(incoming, part_by)
         return _DSPlan(path, log.table_root, so, overwrite, False, -1, schema.to_json(), pcols, "none", conf, True, pcols)
     check_writable(snap.protocol)
     schema = snap.schema

@@ -58,12 +58,13 @@ __all__ = ["write_table"]
 
 _log = logging.getLogger(__name__)
 
-_MODES = ("append", "overwrite", "error", "ignore")
+WRITE_MODES = ("append", "overwrite", "error", "ignore")
 _SCHEMA_MODES = (None, "merge", "overwrite")
-_SPARK_MODE = {"append": "Append", "overwrite": "Overwrite", "error": "ErrorIfExists", "ignore": "Ignore"}
+OPERATION_MODE = {"append": "Append", "overwrite": "Overwrite", "error": "ErrorIfExists", "ignore": "Ignore"}
 
 
-def _resolve_partitions(schema: StructType, partition_by: Iterable[str]) -> list[str]:
+def resolve_partition_columns(schema: StructType, partition_by: Iterable[str]) -> list[str]:
+    """The partition columns as the schema spells them (matched case-insensitively)."""
     out = []
     for c in partition_by:
         f = schema.get(c, case_insensitive=True)
@@ -156,8 +157,8 @@ def _write_once(uri: str, data: Any, mode: str = "append", partition_by: str | I
                 user_metadata: str | None = None, storage_options: dict | None = None,
                 target_file_rows: int = DEFAULT_TARGET_FILE_ROWS) -> int:
     """One attempt of `write_table` (see there)."""
-    if mode not in _MODES:
-        raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+    if mode not in WRITE_MODES:
+        raise ValueError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
     if schema_mode not in _SCHEMA_MODES:
         raise ValueError(f"schema_mode must be one of {_SCHEMA_MODES}, got {schema_mode!r}")
     if schema_mode == "overwrite" and mode != "overwrite":
@@ -190,7 +191,7 @@ def _write_once(uri: str, data: Any, mode: str = "append", partition_by: str | I
     if snap is None:
         # --- create the table with the data (CREATE TABLE AS SELECT) -------------------------
         conf = normalize_properties(properties)
-        pcols = _resolve_partitions(incoming, partition_by or [])
+        pcols = resolve_partition_columns(incoming, partition_by or [])
         schema, conf = column_mapping.assign_ids_for_table(incoming, conf)
         new_metadata = Metadata(id=str(uuid.uuid4()), schema_string=schema.to_json(),
                                 partition_columns=tuple(pcols), configuration=conf, name=name,
@@ -210,7 +211,7 @@ def _write_once(uri: str, data: Any, mode: str = "append", partition_by: str | I
         schema = snap.schema
         pcols = list(snap.partition_columns)
         if schema_mode == "overwrite":
-            pcols = _resolve_partitions(incoming, partition_by if partition_by is not None else
+            pcols = resolve_partition_columns(incoming, partition_by if partition_by is not None else
                                         [c for c in pcols if incoming.get(c, case_insensitive=True)])
             # columns the table already has keep their column mapping metadata
             kept = []
@@ -246,7 +247,7 @@ def _write_once(uri: str, data: Any, mode: str = "append", partition_by: str | I
                 f"table {log.table_root} is append-only (delta.appendOnly=true): an overwrite would "
                 f"remove data")
         operation = "WRITE"
-        params = {"mode": _SPARK_MODE[mode], "partitionBy": pcols}
+        params = {"mode": OPERATION_MODE[mode], "partitionBy": pcols}
         if predicate is not None:
             params["predicate"] = [predicate]
     conf_now = new_metadata.configuration if new_metadata is not None else read_conf
