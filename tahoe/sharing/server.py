@@ -114,6 +114,16 @@ def _batched(lines: Iterable[str], first: int = 2) -> Iterator[bytes]:
         yield ("\n".join(buf) + "\n").encode()
 
 
+def data_change_lines(st: SharedTable, fmt: str, base: str, vc, expires: int) -> Iterator[str]:
+    """A version's add and remove lines that change data (`dataChange=false` rearrangements such
+    as compaction are left out), with the version and its commit timestamp."""
+    for kind, actions in (("add", vc.adds), ("remove", vc.removes)):
+        for a in actions:
+            if a.get("dataChange", True):
+                yield st.file_line(fmt, base, a, expires, wrapper=kind, version=vc.version,
+                                   timestamp=vc.timestamp, action=kind)
+
+
 def paged_lines(head: list[str], files: Iterable[str], page_size: int | None, end_stream: bool,
                 expires: int, next_token: Callable[[int], str]) -> Iterator[str]:
     """The head lines (protocol, metaData), then at most `page_size` file lines, then — only when
@@ -600,14 +610,7 @@ def create_app(config: ServerConfig) -> FastAPI:
             for vc in changes:
                 if vc.metadata is not None and vc.version != start:
                     yield st.metadata_line(fmt, start_snap, metadata=vc.metadata, version=vc.version, with_size=False)
-                for a in vc.adds:
-                    if a.get("dataChange", True):
-                        yield st.file_line(fmt, base, a, expires, wrapper="add", version=vc.version,
-                                           timestamp=vc.timestamp, action="add")
-                for r in vc.removes:
-                    if r.get("dataChange", True):
-                        yield st.file_line(fmt, base, r, expires, wrapper="remove", version=vc.version,
-                                           timestamp=vc.timestamp, action="remove")
+                yield from data_change_lines(st, fmt, base, vc, expires)
 
         head = [st.protocol_line(fmt, start_snap), st.metadata_line(fmt, start_snap, version=start, with_size=False)]
         lines = paged_lines(head, itertools.islice(file_lines(), offset, None) if paginate else file_lines(),
@@ -680,14 +683,7 @@ def create_app(config: ServerConfig) -> FastAPI:
                         yield st.file_line(fmt, base, c, expires, wrapper="cdf", version=vc.version,
                                            timestamp=vc.timestamp, action="cdc")
                     continue
-                for a in vc.adds:
-                    if a.get("dataChange", True):
-                        yield st.file_line(fmt, base, a, expires, wrapper="add", version=vc.version,
-                                           timestamp=vc.timestamp, action="add")
-                for r in vc.removes:
-                    if r.get("dataChange", True):
-                        yield st.file_line(fmt, base, r, expires, wrapper="remove", version=vc.version,
-                                           timestamp=vc.timestamp, action="remove")
+                yield from data_change_lines(st, fmt, base, vc, expires)
 
         head = [st.protocol_line(fmt, end_snap),
                 st.metadata_line(fmt, start_snap, version=start if historical else None, with_size=False)]
