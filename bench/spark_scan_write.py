@@ -1,6 +1,6 @@
 """tahoe on Spark: scan and write throughput beside plain Spark parquet, in one run.
 
-    python -m bench.spark_scan_write            # ~2 GB partitioned table (100M rows)
+    python -m bench.spark_scan_write            # ~2 GB partitioned table (115M rows)
     python -m bench.spark_scan_write --quick    # ~180 MB (10M rows)
 
 One local[2] session. The table: id bigint, a double (random), s string, ts timestamp,
@@ -13,7 +13,7 @@ Scans (an aggregate touching every column, so nothing is pruned):
   - tahoe fast path:   `read_delta(spark, table)` — a native parquet scan of the snapshot's files
   - spark parquet:     `spark.read.parquet(<the same files>)` with the partition column
   - tahoe fast path with 10% of rows deleted by deletion vectors (one DV file, commit of adds with
-    DVs): the broadcast anti-join on (file, row_index) included
+    DVs): the DV bitmaps as 64-row words, joined by a broadcast left join and tested bit by bit
   - tahoe data source: `spark.read.format("delta").load(table)` — Arrow batches from tahoe's
     Python reader in Python workers (with and without the DVs)
 Each scan is run twice and the faster run is reported (the first warms the JVM and OS cache).
@@ -103,7 +103,7 @@ def main(argv=None) -> None:
     ap.add_argument("--rows", type=int, default=None)
     ap.add_argument("--dir", default=None)
     args = ap.parse_args(argv)
-    rows = args.rows or (10_000_000 if args.quick else 100_000_000)
+    rows = args.rows or (10_000_000 if args.quick else 115_000_000)
 
     from pyspark.sql import functions as F
 

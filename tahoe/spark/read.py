@@ -7,13 +7,18 @@ Owns `read_delta(spark, path, version=None, timestamp=None, filters=None)`:
 2. the remaining files are read with `spark.read.schema(physical).parquet(*files)` — the table's
    physical schema (column mapping: physical names; id mode: `parquet.field.id` reads), so columns
    missing from a file come back as nulls and timestamp_ntz/INT96/millis are Spark's own reads;
-3. partition values: with at most 32 partitions, one scan per partition with literal partition
-   columns, unioned (no join); otherwise a broadcast left join onto a small (file URI → file id,
-   partition values) table on `_metadata.file_path`, guarded by a `raise_error` filter so a path
-   that failed to match can never drop or mislabel rows silently;
-   deletion vectors: a broadcast left-anti join against the rows the DV bitmaps delete, keyed by
-   (`_metadata.file_size`, `_metadata.row_index`) when the files' on-disk sizes are pairwise
-   distinct (two longs, no string hashing), else by (file id from the join, row index);
+3. partition values, cheapest first: when every file sits in the `a=1/b=x` directory its log
+   values name (and the types parse exactly), one scan and Spark's own partition discovery with
+   the table's types — the same plan as `spark.read.parquet`; else, with at most 32 partitions, one
+   scan per partition with literal partition columns, unioned; otherwise a broadcast left join
+   onto a small (file URI → file id, partition values) table on `_metadata.file_path`, guarded by
+   a `raise_error` filter so a path that failed to match can never drop or mislabel rows silently;
+   deletion vectors: the bitmaps become 64-row words — (file key, row index >> 6) → mask of the
+   deleted rows — joined by a broadcast left join and tested bit by bit. The file key is
+   `_metadata.file_size` when the files' on-disk sizes are pairwise distinct (a per-file constant:
+   no string hashing), else the file id from the join; packed with the word into one long where
+   it fits (Spark's cheapest hash join). 64 consecutive rows share a probe, and the broadcast
+   holds ~1/64 of the entries a per-row anti-join needs;
 4. columns are renamed/cast to the logical schema (nested physical names too).
 
 Tables on stores the JVM cannot reach (s3:// without hadoop-aws) go through the Python data
@@ -33,7 +38,7 @@ import pyarrow as pa
 from ..log import DeltaLog
 from ..protocol import column_mapping
 from ..protocol.deletion_vectors import DeletionVectorDescriptor, load_deletion_vector
-from ..protocol.partition_values import partition_values_to_arrow
+from ..protocol.partition_values import partition_path, partition_values_to_arrow
 from ..protocol.schema import PrimitiveType, StructField, StructType
 from ..storage import resolve_data_path
 from .session import configure
@@ -45,6 +50,10 @@ __all__ = ["read_delta", "read_snapshot", "hadoop_uri", "glob_escape", "plan_fil
 _KEY = "__tahoe_file"
 _FID = "__tahoe_fid"
 _ROW = "__tahoe_row"
+_W = "__tahoe_word"
+_BIT = "__tahoe_bit"
+_MASK = "__tahoe_mask"
+_WORD_BITS = 26  # row index >> 6 of a row index below 2^32
 
 # Characters Java's multi-argument URI constructor leaves unquoted in a path (besides letters,
 # digits and non-ASCII characters that are neither spaces nor controls).
@@ -166,38 +175,43 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None):
     has_dv = any(dvs)
     reader = spark.read.schema(spark_phys)
 
+    # deletion vectors are keyed by the file's on-disk size (`_metadata.file_size`, a per-file
+    # constant: no string hashing) when the sizes are pairwise distinct, else by a file id
     sizes = _unique_sizes(abs_paths) if has_dv else None
-    # one long key (size << 32 | row index) when it cannot collide: a single-long broadcast join
-    # is Spark's cheapest (LongHashedRelation)
-    packed = sizes is not None and max(sizes) < (1 << 31) and _rows_below(files, 1 << 32)
+    packed = _packable(files, sizes)
     groups = _partition_groups(files, part_fields, mode) if part_fields else None
-    if (not has_dv or sizes is not None) and (groups is None or len(groups) <= _MAX_UNION_GROUPS):
-        # no join for partition values: one scan per partition with literal columns
-        def scan(idx):
-            g = reader.parquet(*[glob_escape(abs_paths[i]) for i in idx])
-            if has_dv and packed:  # `_metadata` exists only on the scan itself (not after a union)
-                g = g.withColumn(_FID, F.shiftleft(F.col("_metadata.file_size"), 32).bitwiseOR(F.col("_metadata.row_index")))
-            elif has_dv:
-                g = g.withColumn(_FID, F.col("_metadata.file_size")).withColumn(_ROW, F.col("_metadata.row_index"))
-            return g
 
-        if groups is None:
-            df = scan(range(len(abs_paths)))
-        else:
-            parts = []
-            for values, idx in groups:
-                g = scan(idx)
-                for f, v in zip(part_fields, values):
-                    g = g.withColumn(f.name, F.lit(v).cast(to_spark_type(f.type)))
-                parts.append(g)
-            df = parts[0]
-            for g in parts[1:]:
-                df = df.unionByName(g)
+    def dv_keys(g, fid):
+        """The DV join columns, computed on the scan itself (`_metadata` is gone after a union)."""
+        return _dv_key_columns(g, fid, F.col("_metadata.row_index"), packed)
+
+    if (not has_dv or sizes is not None) and (
+            not part_fields or _hive_layout(root, abs_paths, files, pcs, part_fields, mode)):
+        # one scan: Spark types the partition columns from the `col=value` directories, which
+        # match the log's values exactly (checked per file, for types whose parse is exact)
+        if part_fields:
+            from pyspark.sql.types import StructType as SparkStruct
+            scan_schema = SparkStruct(list(spark_phys.fields) + list(
+                to_spark_schema(StructType(part_fields), strip_metadata=True, nullable=True).fields))
+            scan = spark.read.schema(scan_schema).option("basePath", _os_root(root))
+        else:  # no discovery: directories of an unpartitioned table are not partitions
+            scan = reader
+        df = scan.parquet(*[glob_escape(p) for p in abs_paths])
         if has_dv:
-            # deleted rows keyed by (file size, row index): file sizes are unique among these files
-            deleted = _deleted_rows(spark, snap, dvs, key=sizes, packed=packed)
-            if deleted is not None:
-                df = df.join(F.broadcast(deleted), on=[_FID] if packed else [_FID, _ROW], how="left_anti")
+            df = dv_keys(df, F.col("_metadata.file_size"))
+    elif (not has_dv or sizes is not None) and len(groups) <= _MAX_UNION_GROUPS:
+        # no join for partition values: one scan per partition with literal columns
+        parts = []
+        for values, idx in groups:
+            g = reader.parquet(*[glob_escape(abs_paths[i]) for i in idx])
+            if has_dv:
+                g = dv_keys(g, F.col("_metadata.file_size"))
+            for f, v in zip(part_fields, values):
+                g = g.withColumn(f.name, F.lit(v).cast(to_spark_type(f.type)))
+            parts.append(g)
+        df = parts[0]
+        for g in parts[1:]:
+            df = df.unionByName(g)
     else:
         df = reader.parquet(*[glob_escape(p) for p in abs_paths])
         df = df.withColumn(_KEY, F.col("_metadata.file_path"))
@@ -209,9 +223,12 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None):
         df = df.filter(F.when(F.col(_FID).isNull(), F.raise_error(
             F.concat(F.lit("tahoe: data file not matched to the log: "), F.col(_KEY)))).otherwise(F.lit(True)))
         if has_dv:
-            deleted = _deleted_rows(spark, snap, dvs)
-            if deleted is not None:
-                df = df.join(F.broadcast(deleted), on=[_FID, _ROW], how="left_anti")
+            sizes = None  # keyed by the file id from the join
+            df = _dv_key_columns(df, F.col(_FID), F.col(_ROW), packed)
+    if has_dv:
+        deleted = _deleted_words(spark, snap, dvs, key=sizes, packed=packed)
+        if deleted is not None:
+            df = _drop_deleted(df, deleted, packed)
 
     phys_by_name = {f.name: p for f, p in zip(data_fields, phys.fields)}
     sel = []
@@ -300,12 +317,66 @@ def _partition_groups(files: pa.Table, part_fields: list[StructField], mode: str
     return list(groups.values())
 
 
-def _deleted_rows(spark, snap, dvs: list, key: list[int] | None = None, packed: bool = False):
-    """(file id, row index) of every deleted row — file id = index in `dvs`, or `key[i]` (the
-    file's size) when given — as a DataFrame."""
-    from pyspark.sql.types import IntegerType, LongType, StructField as SF, StructType as SparkStruct
+# partition types whose value Spark parses from a `col=value` directory exactly as the log's
+# serialized value reads (timestamps, decimals, floats and binary go through literal columns)
+_DIRECTORY_TYPES = frozenset({"string", "byte", "short", "integer", "long", "boolean", "date"})
 
-    fids, rows = [], []
+
+def _os_root(root: str) -> str:
+    return os.path.dirname(resolve_data_path(root, "x"))
+
+
+def _hive_layout(root: str, abs_paths: list[str], files: pa.Table, pcs: list[str],
+                 part_fields: list[StructField], mode: str) -> bool:
+    """Whether every file sits in exactly the `a=1/b=x` directory its partition values name, so
+    Spark's own partition discovery (with the table's types) yields the log's values."""
+    if mode != "none" or not all(isinstance(f.type, PrimitiveType) and f.type.name in _DIRECTORY_TYPES
+                                 for f in part_fields):
+        return False
+    base = _os_root(root)
+    lower = {p.lower(): p for p in pcs}
+    for path, pv in zip(abs_paths, files.column("partitionValues").to_pylist()):
+        values = {lower.get(k.lower(), k): v for k, v in (pv or ())}
+        if any(p not in values for p in pcs) or os.path.dirname(path) != os.path.join(base, partition_path(pcs, values)):
+            return False
+    return True
+
+
+def _packable(files: pa.Table, sizes: list[int] | None) -> bool:
+    """Whether (file key, row word) fits one long: file key < 2^37 and row indexes < 2^32."""
+    key_max = max(sizes) if sizes is not None else files.num_rows
+    return key_max < (1 << 37) and _rows_below(files, 1 << 32)
+
+
+def _dv_key_columns(df, fid, row, packed: bool):
+    """Add the columns a row is matched to its DV word by: the 64-row word it falls in (packed
+    with the file key into one long when `packed`) and its bit within that word."""
+    from pyspark.sql import functions as F
+
+    word = F.shiftright(row, 6)
+    if packed:
+        df = df.withColumn(_W, F.shiftleft(fid.cast("long"), _WORD_BITS).bitwiseOR(word))
+    else:
+        df = df.withColumn(_FID, fid.cast("long")).withColumn(_W, word)
+    return df.withColumn(_BIT, row.bitwiseAND(F.lit(63)).cast("int"))
+
+
+def _drop_deleted(df, deleted, packed: bool):
+    """Remove the rows whose bit is set in their DV word: a broadcast left join on the word key
+    (64 consecutive rows share a key, so probes stay in cache) and a bit test."""
+    from pyspark.sql import functions as F
+
+    df = df.join(F.broadcast(deleted), on=[_W] if packed else [_FID, _W], how="left")
+    return df.filter(F.expr(f"{_MASK} IS NULL OR shiftright({_MASK}, {_BIT}) & 1 = 0"))
+
+
+def _deleted_words(spark, snap, dvs: list, key: list[int] | None = None, packed: bool = False):
+    """The DV bitmaps as 64-row words: (file key, row index >> 6) → a mask of the deleted rows
+    (bit = row index & 63), one entry per word holding at least one deleted row. File key =
+    index in `dvs`, or `key[i]` (the file's size) when given. None when nothing is deleted."""
+    from pyspark.sql.types import LongType, StructField as SF, StructType as SparkStruct
+
+    fids, words, masks = [], [], []
     root = snap.table_root
     store = snap.store
     for i, dv in enumerate(dvs):
@@ -315,16 +386,24 @@ def _deleted_rows(spark, snap, dvs: list, key: list[int] | None = None, packed: 
         bm = load_deletion_vector(d, root, store.read_range)
         to_array = getattr(bm, "to_array", None)
         if to_array is not None:
-            arr = np.asarray(to_array()).astype(np.int64, copy=False)
+            rows = np.asarray(to_array()).astype(np.uint64, copy=False)
         else:  # pragma: no cover - older pyroaring
-            arr = np.fromiter(iter(bm), dtype=np.int64, count=len(bm))
-        fids.append(np.full(len(arr), i if key is None else key[i], dtype=np.int32 if key is None else np.int64))
-        rows.append(arr)
+            rows = np.fromiter(iter(bm), dtype=np.uint64, count=len(bm))
+        if not len(rows):
+            continue
+        w = (rows >> np.uint64(6)).astype(np.int64)
+        bits = np.left_shift(np.uint64(1), rows & np.uint64(63))
+        starts = np.flatnonzero(np.r_[True, w[1:] != w[:-1]])  # bitmaps iterate in order
+        words.append(w[starts])
+        masks.append(np.bitwise_or.reduceat(bits, starts).view(np.int64))
+        fids.append(np.full(len(starts), i if key is None else key[i], dtype=np.int64))
     if not fids:
         return None
+    fid, word, mask = np.concatenate(fids), np.concatenate(words), np.concatenate(masks)
     if packed:
-        k = (np.concatenate(fids).astype(np.int64) << 32) | np.concatenate(rows)
-        return spark.createDataFrame(pa.table({_FID: pa.array(k)}), SparkStruct([SF(_FID, LongType(), False)]))
-    t = pa.table({_FID: pa.array(np.concatenate(fids)), _ROW: pa.array(np.concatenate(rows))})
-    kt = IntegerType() if key is None else LongType()
-    return spark.createDataFrame(t, SparkStruct([SF(_FID, kt, False), SF(_ROW, LongType(), False)]))
+        t = pa.table({_W: pa.array((fid << _WORD_BITS) | word), _MASK: pa.array(mask)})
+        fields = [SF(_W, LongType(), False), SF(_MASK, LongType(), False)]
+    else:
+        t = pa.table({_FID: pa.array(fid), _W: pa.array(word), _MASK: pa.array(mask)})
+        fields = [SF(_FID, LongType(), False), SF(_W, LongType(), False), SF(_MASK, LongType(), False)]
+    return spark.createDataFrame(t, SparkStruct(fields))

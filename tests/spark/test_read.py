@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+from urllib.parse import unquote
+
+import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import GOLDEN, assert_rows_equal, manifest_params, read_expected
@@ -90,16 +94,103 @@ _JOIN_TABLES = [p for p in manifest_params("rows")
                 if p.values[0]["partition_columns"] or p.values[0]["deletion_vectors"]]
 
 
-@pytest.mark.parametrize("entry", _JOIN_TABLES)
-def test_fast_path_join_plan(spark, entry, monkeypatch):
-    """The fallback plan (broadcast join on `_metadata.file_path`, used for many partitions or
-    files of equal size) returns the same rows."""
+def _force_plan(monkeypatch, plan: str) -> None:
+    """Steer the fast path away from the one-scan directory plan to `plan`."""
     from tahoe.spark import read as R
 
-    monkeypatch.setattr(R, "_MAX_UNION_GROUPS", 0)
-    monkeypatch.setattr(R, "_unique_sizes", lambda paths: None)
+    monkeypatch.setattr(R, "_hive_layout", lambda *a: False)
+    if plan == "join":
+        monkeypatch.setattr(R, "_MAX_UNION_GROUPS", 0)
+        monkeypatch.setattr(R, "_unique_sizes", lambda paths: None)
+    if plan == "unpacked":
+        monkeypatch.setattr(R, "_packable", lambda files, sizes: False)
+
+
+@pytest.mark.parametrize("plan", ["union", "join", "unpacked"])
+@pytest.mark.parametrize("entry", _JOIN_TABLES)
+def test_fast_path_other_plans(spark, entry, plan, monkeypatch):
+    """The plans the fast path falls back to return the same rows: one scan per partition with
+    literal columns (`union`: directories that don't name the partition values), a broadcast
+    join on `_metadata.file_path` (`join`: many partitions or files of equal size), and DV words
+    keyed by two columns instead of one packed long (`unpacked`)."""
+    from tahoe.spark import read as R
+
+    _force_plan(monkeypatch, plan)
     df = R.read_delta(spark, str(GOLDEN / entry["table"]))
     assert_rows_equal(_arrow(df), read_expected(entry), entry["name"])
+
+
+def _add_dvs(path: str, deleted: list[list[int]]) -> None:
+    """Mark rows of each active file (in `files()` order) deleted with one DV file."""
+    import dataclasses
+    import os
+
+    from pyroaring import BitMap64
+
+    from tahoe.log import DeltaLog
+    from tahoe.protocol.deletion_vectors import DeletionVectorDescriptor, encode_dv_file, new_dv_path_component
+    from tahoe.txn import Transaction
+
+    log = DeltaLog.for_table(path)
+    snap = log.snapshot()
+    adds = snap.add_files()
+    bitmaps = [BitMap64(rows) for rows in deleted]
+    data, placements = encode_dv_file(bitmaps)
+    path_or_inline, u = new_dv_path_component()
+    os.makedirs(os.path.join(path, path_or_inline[:-20]), exist_ok=True)
+    with open(os.path.join(path, path_or_inline[:-20], f"deletion_vector_{u}.bin"), "wb") as f:
+        f.write(data)
+    new = [dataclasses.replace(a, deletion_vector=DeletionVectorDescriptor("u", path_or_inline, size, len(bm), off))
+           for a, bm, (off, size) in zip(adds, bitmaps, placements)]
+    txn = Transaction(log, "DELETE", {"predicate": "[]"}, snapshot=snap)
+    txn.read_whole_table()
+    txn.remove_files(adds)
+    txn.add_files(new)
+    txn.commit()
+
+
+@pytest.mark.parametrize("plan", ["directories", "union", "join", "unpacked"])
+def test_deletion_vector_words(spark, tmp_path, plan, monkeypatch):
+    """Deleted rows on 64-row word edges (bit 0, bit 63 — a negative mask — and the next word),
+    a lone row far into a file and a file's last row are removed exactly, in every plan."""
+    from pyspark.sql import functions as F
+
+    from tahoe import Table
+    from tahoe.spark import read as R, write_delta
+
+    path = str(tmp_path / "dv")
+    df = spark.range(0, 3000, 1, 1).select(F.col("id"), (F.col("id") % 2).cast("int").alias("p"))
+    write_delta(df.repartition(1), path, partition_by=["p"], properties={"delta.enableDeletionVectors": "true"})
+    files = Table(path).files(["partitionValues", "stats"])
+    assert files.num_rows == 2
+    deleted = [[0, 62, 63, 64, 127, 128, 1000, 1499], [1, 63, 1498]]
+    _add_dvs(path, deleted)
+    if plan != "directories":
+        _force_plan(monkeypatch, plan)
+    got = sorted(r.id for r in R.read_delta(spark, path).collect())
+    gone = set()  # the ids at the deleted row positions of each file
+    for add, rows in zip(Table(path, version=0).snapshot.add_files(), deleted):
+        ids = pq.read_table(os.path.join(path, unquote(add.path)), columns=["id"]).column("id").to_pylist()
+        gone.update(ids[r] for r in rows)
+    assert got == sorted(set(range(3000)) - gone)
+    assert got == sorted(Table(path).to_arrow(columns=["id"]).column("id").to_pylist())
+
+
+def test_directory_plan_is_one_scan(spark, tmp_path):
+    """A table whose files sit in the directories their partition values name is read with one
+    scan and Spark's partition discovery (no union, no join), partition columns typed from the log."""
+    from tahoe.spark import read_delta, write_delta
+
+    path = str(tmp_path / "dirs")
+    df = spark.sql("select id, cast(id % 3 as int) as p, cast(id % 2 = 0 as boolean) as b, "
+                   "case when id % 4 = 0 then null else concat('x y/', id % 4) end as s, "
+                   "date_add(date'2024-01-01', cast(id % 2 as int)) as d from range(40)")
+    write_delta(df, path, partition_by=["p", "b", "s", "d"])
+    out = read_delta(spark, path)
+    plan = out._jdf.queryExecution().executedPlan().toString()
+    assert "Union" not in plan and "Join" not in plan, plan
+    assert out.schema.simpleString() == "struct<id:bigint,p:int,b:boolean,s:string,d:date>"
+    assert sorted(map(tuple, out.collect())) == sorted(map(tuple, df.collect()))
 
 
 def test_footer_stats_odd_names(spark, tmp_path):
