@@ -4,17 +4,20 @@
   `detail`, `alias`, `create*` builders).
 - `read_delta(spark, path, version=, timestamp=, filters=)` — the fast read: a native parquet scan
   over exactly the snapshot's files (partition pruning, data skipping, column mapping, DVs).
-- `write_delta(df, path, mode=..., ...)` — the fast write: native parquet files + one commit.
+- `write_delta(df, path, mode=..., ...)` — the fast write: native parquet files + one commit
+  (object stores such as s3://, which plain PySpark cannot write: pyarrow in the executors).
 - `register(spark)` — registers the `delta` Python data source, so
-  `spark.read.format("delta").load(path)` and `df.write.format("delta").save(path)` work.
+  `spark.read.format("delta").load(path)` and `df.write.format("delta").save(path)` work (all
+  four save modes: see `tahoe.spark.datasource`).
 
 Shipping tahoe to a cluster: executors need `tahoe` importable only for the data-source path
 (`format("delta")`), whose readers/writers run Python on executors. Either `pip install tahoe` on
 every node (same version as the driver), or ship it with the job:
 `spark-submit --py-files tahoe.zip ...`, `spark.submit.pyFiles`, `spark.sparkContext.addPyFile(zip)`
 or, over Spark Connect, `spark.addArtifacts("tahoe.zip", pyfile=True)`. The fast paths
-(`read_delta`, `write_delta`, `DeltaTable.toDF`) run tahoe on the driver only; executors run
-Spark's own parquet reader/writer.
+(`read_delta`, `write_delta` to local paths, `DeltaTable.toDF`) run tahoe on the driver only;
+executors run Spark's own parquet reader/writer. `write_delta` to an object store runs tahoe's
+file writer in the executors too.
 """
 
 from __future__ import annotations

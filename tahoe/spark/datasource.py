@@ -6,7 +6,25 @@ each file as Arrow with tahoe's Spark-free reader (`tahoe.read.ArrowFileReader`:
 DVs, partition values) — so it reaches any store tahoe's storage layer reaches (s3:// via pyarrow)
 even when the JVM cannot. Options: `versionAsOf`, `timestampAsOf`, storage options as
 `storage.<key>`. Writing: executors write parquet files with pyarrow under the table root and send
-back AddFile actions; the driver-side `commit` makes one transaction (`tahoe.spark.write`).
+back AddFile actions; the driver-side `commit` makes one transaction (`tahoe.spark.write`: the
+same plan and commit as `write_delta` — schema rules, generated/identity columns, constraints,
+stats). Options (names case-insensitive; Spark lower-cases them): `mergeSchema`, `overwriteSchema`,
+`replaceWhere` (every row must match; rows outside it fail the job, nothing is committed),
+`partitionOverwriteMode` (`dynamic`: an overwrite replaces only the partitions the data writes
+to), `userMetadata`, `txnAppId` + `txnVersion` (idempotent writes), `delta.<property>` (table
+properties of a table the write creates, as delta-spark's DataFrameWriter), `partitionBy`
+(`.partitionBy()` is refused by Spark for Python data sources), storage options, `saveMode`.
+
+Save modes: Spark hands a Python data source only append/overwrite; `ErrorIfExists` — also the
+default when `.mode()` is not called — and `Ignore` are refused at analysis
+(UNSUPPORTED_DATA_SOURCE_SAVE_MODE) before any Python runs. `register` therefore wraps
+`DataFrameWriter.save` (classic and Spark Connect): for `format("delta")` in a session where tahoe
+registered the source, those modes become `append` plus the option `saveMode=error|ignore`, which
+the writer enforces like delta-spark — error: refuse an existing table; ignore: leave it alone
+(the job still runs, its tasks write nothing); either creates a missing table. The option can be
+given directly where the wrapper is not installed. The wrapper also hands the writer the session's
+`spark.sql.sources.partitionOverwriteMode` (the writer runs in a Python worker that cannot read the
+session's confs); an explicit `partitionOverwriteMode` option wins over it, as in delta-spark.
 Executors need tahoe importable (see `tahoe.spark` on shipping it to a cluster).
 """
 
@@ -16,6 +34,8 @@ import json
 from typing import Any, Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition
+
+from .write import SAVE_MODE_OPTION, SESSION_OVERWRITE_MODE_OPTION
 
 __all__ = ["DeltaDataSource", "register", "read_via_datasource"]
 
@@ -205,7 +225,8 @@ _registered: set[int] = set()
 
 
 def register(spark) -> None:
-    """Register the `delta` data source on `spark` (once per session) and apply tahoe's confs."""
+    """Register the `delta` data source on `spark` (once per session), apply tahoe's confs and
+    map the error/ignore save modes (see the module docstring)."""
     from .session import configure
 
     configure(spark)
@@ -214,6 +235,64 @@ def register(spark) -> None:
         return
     spark.dataSource.register(DeltaDataSource)
     _registered.add(key)
+    _install_save_modes()
+
+
+# --- save modes Spark does not hand to Python data sources ---------------------------------------
+
+_MAPPED_MODES = {"errorifexists": "error", "error": "error", "default": "error", "ignore": "ignore"}
+
+
+def _classic_state(w) -> tuple[str, str]:
+    """(format, save mode) of a classic DataFrameWriter, from its JVM object (`source`/`curmode`
+    are Spark-internal accessors; should they go away, the wrapper stands aside and Spark's own
+    UNSUPPORTED_DATA_SOURCE_SAVE_MODE error stands)."""
+    return str(w._jwrite.source()), str(w._jwrite.curmode().toString())
+
+
+def _connect_state(w) -> tuple[str, str]:
+    return str(w._write.source or ""), str(w._write.mode or "errorifexists")
+
+
+def _wrap_save(cls, state) -> None:
+    original = cls.save
+    if getattr(original, "_tahoe_save_modes", False):
+        return
+
+    def save(self, path=None, format=None, mode=None, partitionBy=None, **options):
+        if format is not None:
+            self.format(format)
+        if mode is not None:
+            self.mode(mode)
+        try:
+            source, current = state(self)
+        except Exception:  # noqa: BLE001 - an unexpected writer: leave it to Spark
+            source, current = "", ""
+        if source.lower() == "delta" and id(self._spark) in _registered:
+            mapped = _MAPPED_MODES.get(current.lower())
+            if mapped is not None:
+                self.mode("append").option(SAVE_MODE_OPTION, mapped)
+            from .write import _session_overwrite_mode
+
+            session_mode = _session_overwrite_mode(self._spark)
+            if session_mode is not None:
+                self.option(SESSION_OVERWRITE_MODE_OPTION, session_mode)
+        return original(self, path, None, None, partitionBy, **options)
+
+    save.__doc__ = original.__doc__
+    save._tahoe_save_modes = True  # type: ignore[attr-defined]
+    cls.save = save
+
+
+def _install_save_modes() -> None:
+    from pyspark.sql.readwriter import DataFrameWriter
+
+    _wrap_save(DataFrameWriter, _classic_state)
+    try:
+        from pyspark.sql.connect.readwriter import DataFrameWriter as ConnectWriter
+    except Exception:  # noqa: BLE001 - Spark Connect extras not installed
+        return
+    _wrap_save(ConnectWriter, _connect_state)
 
 
 def read_via_datasource(spark, path: str, version: int | None = None, options: dict | None = None):

@@ -2,23 +2,41 @@
 
 Owns writing a DataFrame into a Delta table with Spark doing the data work and tahoe the log work:
 
-1. the table's schema/metadata is decided on the driver (create, append, overwrite, mergeSchema,
-   overwriteSchema) with the same rules as the Spark-free `tahoe.write_table`;
-2. the DataFrame is shaped to the table: columns cast to the table types and renamed to physical
-   names with `parquet.field.id` metadata (column mapping), absent columns null, generated columns
-   computed (or checked with `<=>` when given), identity values generated (`start + step * k`,
-   k from `monotonically_increasing_id()` — unique, not dense, like delta-spark);
-3. every row check — NOT NULL, CHECK constraints, invariants, generated columns, replaceWhere —
-   is a `raise_error` column evaluated inside the single write job (no extra scan); a violation
-   fails the job, the staged files are deleted, ConstraintViolationError names the constraint and
-   a sample row (as JSON), nothing is committed;
-4. `df.write.partitionBy(...).parquet(staging)` writes into `<root>/_tahoe_staging_<uuid>`; the
-   files are moved into the table's partition directories, stats come from the parquet footers
-   (pyarrow, ~0.2 ms a file; no second scan), partitionValues are parsed from Spark's Hive
-   directory names (unescaped, `__HIVE_DEFAULT_PARTITION__` = null, timestamps from the session
-   time zone to UTC) and serialized per the Delta spec;
-5. ONE `tahoe.txn.Transaction` commit (blind append; overwrite removes the files it read;
-   replaceWhere removes the matching partitions' files).
+1. the table's schema/metadata is decided on the driver (`_plan_write`: create, append, overwrite,
+   error, ignore, mergeSchema, overwriteSchema, replaceWhere, dynamic partition overwrite,
+   idempotent txnAppId/txnVersion) with the same rules as the Spark-free `tahoe.write_table`;
+2. the DataFrame is shaped to the table: columns cast to the table types, absent columns null,
+   generated columns computed (or checked with `<=>` when given), identity values generated —
+   `tahoe.write.writer.identity_generation` decides first value and step for every writer; here
+   value k is `first + step * monotonically_increasing_id()` (unique, not dense, like
+   delta-spark), computed with `try_add`/`try_multiply`/`try_cast` so an overflow is a violation,
+   not a wrapped value; the high-water mark advances to the write's last value;
+3. every row check — NOT NULL, CHECK constraints, invariants, generated columns, identity
+   overflow, replaceWhere — is a `raise_error` column evaluated inside the single write job (no
+   extra scan); a violation fails the job, ConstraintViolationError names the constraint and a
+   sample row (as JSON), nothing is committed;
+4. the files: for local tables `df.write.partitionBy(...).parquet(staging)` writes into
+   `<root>/_tahoe_staging_<uuid>` (physical names and field ids under column mapping), the files
+   are moved into the table's partition directories (the staging directory is deleted whatever
+   happens), stats come from the parquet footers (pyarrow, ~0.2 ms a file; no second scan; float
+   bounds only from writers that order NaN last, see `_nan_ordering_writer`), partitionValues are
+   parsed from Spark's Hive directory names (unescaped, `__HIVE_DEFAULT_PARTITION__` = null,
+   timestamps from the session time zone to UTC) and serialized per the Delta spec. Object stores
+   (plain PySpark has no S3A connector): one `mapInArrow` job whose tasks write the files with
+   pyarrow (`tahoe.write.files`, stats from the rows in memory) and return their AddFiles;
+5. ONE `tahoe.txn.Transaction` commit through the table's log store (`_commit`: blind append;
+   overwrite removes the files it read; replaceWhere the matching partitions' files; dynamic
+   partition overwrite — `partition_overwrite_mode="dynamic"` or the session's
+   `spark.sql.sources.partitionOverwriteMode` — the files of the partitions the new files are in,
+   known once the files are written, recorded as a read partition predicate so concurrent writers
+   into those partitions conflict; `tahoe.write.writer.stage_overwrite`).
+
+The data-source writer (`prepare_datasource_write` on the driver, `datasource_write_task` on
+executors, `datasource_commit`) shares the plan (`_plan_write`: its options are mapped onto
+write_delta's arguments, `delta.*` options become the properties of a table it creates), the
+identity generation (positions `partitionId << 33 + row`, as monotonically_increasing_id), the
+replaceWhere row check (`tahoe.write.writer.check_replace_where`, in the tasks), the file writing
+and the commit.
 """
 
 from __future__ import annotations
@@ -33,16 +51,12 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from typing import Any, Iterable
-from urllib.parse import unquote
 from zoneinfo import ZoneInfo
 
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import WriterCommitMessage
 
-from ..errors import (
-    ConstraintViolationError, InvalidTableOperationError, SchemaError, TableNotFoundError,
-    UnsupportedFeatureError,
-)
+from ..errors import ConstraintViolationError, InvalidTableOperationError, SchemaError, TableNotFoundError
 from ..log import DeltaLog
 from ..protocol import column_mapping
 from ..protocol.actions import AddFile, Metadata
@@ -54,13 +68,11 @@ from ..protocol.stats import (
     DEFAULT_NUM_INDEXED_COLS, DEFAULT_STRING_PREFIX_LENGTH, _emit, _fmt_float, stats_columns,
     truncate_max_string, truncate_min_string,
 )
-from ..protocol.table_features import check_writable, is_feature_supported
-from ..txn.properties import (
-    GENERATION_EXPRESSION, IDENTITY_ALLOW_EXPLICIT_INSERT, IDENTITY_HIGH_WATER_MARK, IDENTITY_START, IDENTITY_STEP,
-    INVARIANTS, is_true,
-)
+from ..protocol.table_features import check_writable
+from ..txn.properties import GENERATION_EXPRESSION, IDENTITY_STEP, is_true
 from ..write.writer import (
-    OPERATION_MODE, WRITE_MODES, files_to_replace, parse_replace_where, resolve_partition_columns, stage_overwrite,
+    WRITE_MODES, parse_replace_where, resolve_partition_columns, stage_overwrite, tight_bounds,
+    use_dynamic_overwrite, write_parameters,
 )
 from .session import configure
 from .types import col, from_spark_schema, quote, to_spark_schema, to_spark_type
@@ -68,10 +80,7 @@ from .types import col, from_spark_schema, quote, to_spark_schema, to_spark_type
 __all__ = ["write_delta", "footer_stats"]
 
 _ERR = "TAHOE_VIOLATION:"
-
-
-def _is_identity(f: StructField) -> bool:
-    return IDENTITY_START in f.metadata or IDENTITY_STEP in f.metadata
+_CHECK = "__tahoe_check"
 
 
 # --- the public API ------------------------------------------------------------------------------
@@ -79,49 +88,135 @@ def _is_identity(f: StructField) -> bool:
 def write_delta(df, path: str, mode: str = "append", partition_by: str | Iterable[str] | None = None,
                 replace_where: str | None = None, merge_schema: bool = False, overwrite_schema: bool = False,
                 user_metadata: str | None = None, txn_app_id: str | None = None, txn_version: int | None = None,
-                properties: dict | None = None, storage_options: dict | None = None) -> int:
+                properties: dict | None = None, storage_options: dict | None = None,
+                partition_overwrite_mode: str | None = None) -> int:
     """Write DataFrame `df` to the Delta table at `path` (created when absent); returns the table
     version after the write (the current version when nothing was written: mode='ignore' on an
-    existing table, or an already-recorded txn_app_id/txn_version)."""
+    existing table, or an already-recorded txn_app_id/txn_version).
+
+    partition_overwrite_mode: 'static' or 'dynamic' — with mode='overwrite' on a partitioned
+    table, 'dynamic' replaces only the partitions `df` writes to; when None, the session's
+    `spark.sql.sources.partitionOverwriteMode` decides (see
+    `tahoe.write.writer.use_dynamic_overwrite` for delta-spark's rules)."""
+    spark = df.sparkSession
+    configure(spark)
+    plan, snap = _plan_write(
+        path, storage_options, from_spark_schema(df.schema), mode, partition_by, replace_where=replace_where,
+        merge_schema=merge_schema, overwrite_schema=overwrite_schema,
+        partition_overwrite_mode=partition_overwrite_mode, session_overwrite_mode=_session_overwrite_mode(spark),
+        properties=properties, user_metadata=user_metadata, txn_app_id=txn_app_id, txn_version=txn_version)
+    if plan.skip:
+        return plan.read_version
+    schema = StructType.from_json(plan.schema_json)
+    shaped, identity_cols = _shape(df, from_spark_schema(df.schema), schema, plan.conf, plan.replace_where)
+    log = DeltaLog.for_table(path, storage_options)
+    cm_mode = column_mapping.mode(plan.conf)
+    if _is_local(log.table_root):
+        adds, marks = _write_native(spark, shaped, log.table_root, schema, plan.pcols, cm_mode, plan.conf,
+                                    identity_cols)
+    else:
+        target = _ArrowTarget(log.table_root, storage_options, plan.schema_json, plan.pcols, cm_mode, plan.conf,
+                              identity_cols, tight_bounds(plan.conf, snap.protocol if snap else None))
+        adds, marks = _write_arrow(shaped, target)
+    try:
+        return _commit(plan, log, snap, adds, marks)
+    except BaseException:
+        _delete_files(log.store, log.table_root, adds)
+        raise
+
+
+# --- the driver's plan and the commit, shared by write_delta and the data-source writer ----------
+
+@dataclasses.dataclass
+class _Plan:
+    """The driver's decisions for one write (picklable: the data-source writer ships it to its
+    tasks and to its commit, which runs in another Python process)."""
+    table_root: str
+    storage_options: dict | None
+    mode: str
+    read_version: int            # the snapshot the write is planned on; -1: the write creates the table
+    operation: str
+    params: dict
+    schema_json: str             # the table's schema after the write
+    pcols: list
+    conf: dict                   # the table's configuration after the write
+    new_metadata: Metadata | None
+    replace_where: str | None
+    dynamic: bool                # dynamic partition overwrite
+    user_metadata: str | None = None
+    txn_app_id: str | None = None
+    txn_version: int | None = None
+    skip: bool = False           # write nothing, commit nothing (mode 'ignore' on an existing table,
+                                 # or the txn_app_id/txn_version is already recorded)
+
+
+def _session_overwrite_mode(spark) -> str | None:
+    """The session's `spark.sql.sources.partitionOverwriteMode` (None when it cannot be read)."""
+    try:
+        return spark.conf.get("spark.sql.sources.partitionOverwriteMode", None)
+    except Exception:  # noqa: BLE001 - a session without the conf
+        return None
+
+
+def _plan_write(path: str, storage_options: dict | None, incoming: StructType, mode: str,
+                partition_by: str | Iterable[str] | None, replace_where: str | None = None,
+                merge_schema: bool = False, overwrite_schema: bool = False,
+                partition_overwrite_mode: str | None = None, session_overwrite_mode: str | None = None,
+                properties: dict | None = None, user_metadata: str | None = None,
+                txn_app_id: str | None = None, txn_version: int | str | None = None,
+                api: str = "write_delta") -> tuple[_Plan, Any]:
+    """The table's schema, partitioning and metadata after the write (create, append, overwrite,
+    error, ignore, mergeSchema, overwriteSchema — the rules of `tahoe.write_table`), the overwrite
+    flavour (all files, replaceWhere, dynamic partitions) and the commitInfo parameters; every
+    refusal that needs no data happens here, before any job runs. Returns (plan, snapshot)."""
+    from ..txn.properties import normalize_properties
+
     if mode not in WRITE_MODES:
         raise ValueError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
     if replace_where is not None and mode != "overwrite":
-        raise InvalidTableOperationError("replace_where needs mode='overwrite'")
+        raise InvalidTableOperationError(f"{_HOW[api][2]} needs mode='overwrite'")
     if overwrite_schema and mode != "overwrite":
-        raise InvalidTableOperationError("overwrite_schema needs mode='overwrite'")
+        raise InvalidTableOperationError(f"{_HOW[api][1]} needs mode='overwrite'")
     if (txn_app_id is None) != (txn_version is None):
-        raise ValueError("give both txn_app_id and txn_version, or neither")
+        raise ValueError("give both txn_app_id and txn_version (txnAppId and txnVersion), or neither")
+    if txn_version is not None:
+        try:
+            txn_version = int(txn_version)
+        except (TypeError, ValueError):
+            txn_version = -1
+        if txn_version < 0:
+            raise ValueError(f"txnVersion must be a non-negative integer, got {txn_version!r}")
     if isinstance(partition_by, str):
         partition_by = [partition_by]
     partition_by = list(partition_by) if partition_by is not None else None
+    incoming = _strip_metadata(incoming)
+    properties = normalize_properties(properties)   # validated always, applied when creating (delta-spark)
 
-    from ..txn import Transaction
-    from ..txn.properties import normalize_properties
-
-    spark = df.sparkSession
-    configure(spark)
     log = DeltaLog.for_table(path, storage_options)
-    if "://" in log.table_root:
-        raise UnsupportedFeatureError(
-            f"write_delta writes through Spark's file system; {log.table_root} is not local — use "
-            f"df.write.format('delta') (the Python data source) for object stores")
     try:
         snap = log.snapshot()
     except TableNotFoundError:
         snap = None
+
+    def plan(**kw) -> _Plan:
+        base = dict(table_root=log.table_root, storage_options=storage_options, mode=mode,
+                    read_version=snap.version if snap is not None else -1, replace_where=replace_where,
+                    user_metadata=user_metadata, txn_app_id=txn_app_id, txn_version=txn_version)
+        return _Plan(**{**base, **kw})
+
     if snap is not None:
         check_writable(snap.protocol)
-        if txn_app_id is not None:
-            done = snap.txn_version(txn_app_id)
-            if done is not None and done >= int(txn_version):
-                return snap.version
+        done = snap.txn_version(txn_app_id) if txn_app_id is not None else None
+        if (done is not None and done >= txn_version) or mode == "ignore":
+            return plan(operation="WRITE", params={}, schema_json=snap.schema.to_json(),
+                        pcols=list(snap.partition_columns), conf=snap.configuration, new_metadata=None,
+                        dynamic=False, skip=True), snap
 
-    incoming = from_spark_schema(df.schema)
     new_md: Metadata | None = None
     if snap is None:
         conf = normalize_properties(properties)
         pcols = resolve_partition_columns(incoming, partition_by or [])
-        schema, conf = column_mapping.assign_ids_for_table(_strip_metadata(incoming), conf)
+        schema, conf = column_mapping.assign_ids_for_table(incoming, conf)
         new_md = Metadata(id=str(uuid.uuid4()), schema_string=schema.to_json(), partition_columns=tuple(pcols),
                           configuration=conf, created_time=int(time.time() * 1000))
         operation = "CREATE TABLE AS SELECT"
@@ -130,18 +225,17 @@ def write_delta(df, path: str, mode: str = "append", partition_by: str | Iterabl
         conf_now = conf
     else:
         if mode == "error":
-            raise InvalidTableOperationError(f"a Delta table already exists at {log.table_root} "
-                                             f"(version {snap.version})")
-        if mode == "ignore":
-            return snap.version
+            raise InvalidTableOperationError(
+                f"a Delta table already exists at {log.table_root} (version {snap.version}); use "
+                f"{_HOW[api][3]}")
         conf_now = snap.configuration
         schema = snap.schema
         pcols = list(snap.partition_columns)
         if overwrite_schema:
             pcols = resolve_partition_columns(incoming, partition_by if partition_by is not None else
-                             [c for c in pcols if incoming.get(c, case_insensitive=True)])
+                                              [c for c in pcols if incoming.get(c, case_insensitive=True)])
             kept = []
-            for f in _strip_metadata(incoming).fields:
+            for f in incoming.fields:
                 old = schema.get(f.name, case_insensitive=True)
                 kept.append(f.with_metadata(dict(old.metadata)) if old is not None and old.type == f.type else f)
             schema, conf_now = column_mapping.assign_ids_for_table(StructType(kept), dict(conf_now))
@@ -152,57 +246,69 @@ def write_delta(df, path: str, mode: str = "append", partition_by: str | Iterabl
                 raise InvalidTableOperationError(
                     f"partition_by {partition_by} does not match the table's partition columns {pcols}")
             if merge_schema:
-                merged = merge_schemas(schema, _strip_metadata(incoming))
+                merged = merge_schemas(schema, incoming)
                 if merged != schema:
                     merged, conf_now = column_mapping.assign_ids_for_table(merged, dict(conf_now))
                     new_md = dataclasses.replace(snap.metadata, schema_string=merged.to_json(),
                                                  configuration=conf_now)
                     schema = merged
             else:
-                _check_compatible(schema, incoming)
+                _check_compatible(schema, incoming, api)
         if mode == "overwrite" and is_true(conf_now, "delta.appendOnly"):
             raise InvalidTableOperationError(f"table {log.table_root} is append-only (delta.appendOnly=true)")
         operation = "WRITE"
-        params = {"mode": OPERATION_MODE[mode], "partitionBy": pcols}
-        if replace_where is not None:
-            params["predicate"] = [replace_where]
-    cm_mode = column_mapping.mode(conf_now)
+    dynamic = use_dynamic_overwrite(mode, partition_overwrite_mode, pcols, replace_where, overwrite_schema,
+                                    session_overwrite_mode)
+    if snap is not None:
+        params = write_parameters(mode, pcols, replace_where, dynamic=dynamic, merge_schema=merge_schema,
+                                  overwrite_schema=overwrite_schema)
+        if replace_where is not None:   # refuse a predicate on non-partition columns before any job
+            parse_replace_where(replace_where, snap.schema, list(snap.partition_columns))
+    return plan(operation=operation, params=params, schema_json=schema.to_json(), pcols=pcols, conf=conf_now,
+                new_metadata=new_md, dynamic=dynamic and snap is not None), snap
 
-    replace_node = None
-    if replace_where is not None and snap is not None:
-        replace_node = parse_replace_where(replace_where, snap.schema, list(snap.partition_columns))
 
-    shaped, identity_cols = _shape(df, incoming, schema, pcols, conf_now, cm_mode, replace_where)
-    adds, stats_max = _write_files(spark, shaped, log.table_root, schema, pcols, cm_mode, conf_now,
-                                   identity_cols)
+def _commit(plan: _Plan, log, snap, adds: list[AddFile], marks: dict[str, int]) -> int:
+    """ONE transaction for the write: the metadata change, the overwrite's removes (all files, the
+    replaceWhere partitions, or — dynamic — the partitions of `adds`; see
+    `tahoe.write.writer.stage_overwrite`), the new files, identity high-water marks, the
+    application transaction id. Conflicts raise the Concurrent*Exception of the transaction."""
+    from ..txn import Transaction
 
+    txn = Transaction(log, plan.operation, plan.params, snapshot=snap)
+    if plan.new_metadata is not None:
+        txn.update_metadata(plan.new_metadata)
     removes: list[AddFile] = []
-    try:
-        if snap is not None and mode == "overwrite":
-            removes = files_to_replace(snap, replace_node)
-        txn = Transaction(log, operation, params, snapshot=snap)
-        if new_md is not None:
-            txn.update_metadata(new_md)
-        if snap is not None and mode == "overwrite":
-            stage_overwrite(txn, snap, replace_node, removes)
-        txn.add_files(adds)
-        for name, value in stats_max.items():
-            txn.update_identity_high_water_mark(name, value)
-        if txn_app_id is not None:
-            txn.set_txn(txn_app_id, int(txn_version))
-        metrics = {"numFiles": len(adds), "numOutputRows": sum(a.num_records or 0 for a in adds),
-                   "numOutputBytes": sum(a.size for a in adds)}
-        if removes:
-            metrics["numRemovedFiles"] = len(removes)
-        return txn.commit(operation_metrics=metrics, user_metadata=user_metadata)
-    except BaseException:
-        from ..storage import resolve_data_path
-        for a in adds:
-            try:
-                os.remove(resolve_data_path(log.table_root, a.path))
-            except OSError:
-                pass
-        raise
+    if snap is not None and plan.mode == "overwrite":
+        replace_node = None if plan.replace_where is None else \
+            parse_replace_where(plan.replace_where, snap.schema, list(snap.partition_columns))
+        removes = stage_overwrite(txn, snap, replace_node, adds if plan.dynamic else None)
+    txn.add_files(adds)
+    for name, value in marks.items():
+        txn.update_identity_high_water_mark(name, value)
+    if plan.txn_app_id is not None:
+        txn.set_txn(plan.txn_app_id, int(plan.txn_version))
+    metrics = {"numFiles": len(adds), "numOutputRows": sum(a.num_records or 0 for a in adds),
+               "numOutputBytes": sum(a.size for a in adds)}
+    if removes:
+        metrics["numRemovedFiles"] = len(removes)
+        metrics["numRemovedBytes"] = sum(r.size for r in removes)
+    return txn.commit(operation_metrics=metrics, user_metadata=plan.user_metadata)
+
+
+def _is_local(table_root: str) -> bool:
+    return "://" not in table_root or table_root.startswith("file:")
+
+
+def _delete_files(store, table_root: str, adds: list[AddFile]) -> None:
+    """Best effort: the data files of a write that did not commit (VACUUM removes what is left)."""
+    from ..storage import resolve_data_path
+
+    for a in adds:
+        try:
+            store.filesystem.delete_file(store.to_fs_path(resolve_data_path(table_root, a.path)))
+        except Exception:  # noqa: BLE001
+            pass
 
 
 def _strip_metadata(s: StructType) -> StructType:
@@ -212,17 +318,27 @@ def _strip_metadata(s: StructType) -> StructType:
     return from_spark_schema(_ts(s, strip_metadata=True, nullable=True))
 
 
-def _check_compatible(schema: StructType, incoming: StructType) -> None:
+# how each API spells: mergeSchema, overwriteSchema, replaceWhere, the modes that accept an existing table
+_HOW = {"write_delta": ("merge_schema=True", "overwrite_schema=True", "replace_where",
+                        "mode='append', 'overwrite' or 'ignore'"),
+        "datasource": (".option('mergeSchema', 'true')", ".option('overwriteSchema', 'true')",
+                       "option replaceWhere", "mode('append'), mode('overwrite') or mode('ignore')")}
+
+
+def _check_compatible(schema: StructType, incoming: StructType, api: str = "write_delta") -> None:
+    merge, overwrite = _HOW[api][:2]
     lower = {f.name.lower() for f in schema.fields}
     extra = [f.name for f in incoming.fields if f.name.lower() not in lower]
     if extra:
         raise SchemaError(f"the data has columns {extra} that the table does not have (table columns: "
-                          f"{schema.names}); write with merge_schema=True (mergeSchema) to add them")
+                          f"{schema.names}); write with {merge} (mergeSchema) to add them")
+    from ..write.writer import with_computed_columns
+
     try:
-        check_write_compatible(schema, _strip_metadata(incoming))
+        check_write_compatible(schema, with_computed_columns(schema, _strip_metadata(incoming)))
     except SchemaError as e:
-        raise SchemaError(f"{e}. To change the table's schema use merge_schema=True or "
-                          f"overwrite_schema=True") from None
+        raise SchemaError(f"{e}. To change the table's schema use {merge} or (overwriting) "
+                          f"{overwrite}") from None
 
 
 # --- shaping the rows ----------------------------------------------------------------------------
@@ -236,10 +352,28 @@ def _violation(cond, what: str, df_cols: list):
     return F.when(F.coalesce(cond, F.lit(False)), F.lit(None)).otherwise(F.raise_error(msg))
 
 
-def _shape(df, incoming: StructType, schema: StructType, pcols: list[str], conf: dict, cm_mode: str,
-           replace_where: str | None):
-    """(DataFrame in the table's physical layout with check columns, identity column names)."""
+def _identity_column(f: StructField, gen: tuple[int, int]):
+    """The generated values of identity column `f`: `first + step * monotonically_increasing_id()`
+    (unique, not dense, like delta-spark), null where the value overflows the column's type
+    (`_shape` turns that null into an error inside the job)."""
     from pyspark.sql import functions as F
+
+    from ..write.writer import identity_overflow_message, identity_range
+
+    lo, hi = identity_range(f)
+    first, step = gen
+    if not lo <= first <= hi:
+        raise ConstraintViolationError(identity_overflow_message(f))
+    v = F.try_add(F.lit(first).cast("long"), F.try_multiply(F.lit(step).cast("long"), F.monotonically_increasing_id()))
+    return v.try_cast(to_spark_type(f.type))
+
+
+def _shape(df, incoming: StructType, schema: StructType, conf: dict, replace_where: str | None):
+    """(DataFrame with the table's columns — logical names, table types — plus a check column,
+    the identity columns this write generates)."""
+    from pyspark.sql import functions as F
+
+    from ..write.writer import identity_generation, identity_overflow_message
 
     given = {f.name.lower(): f.name for f in incoming.fields}
     logical_cols = []
@@ -247,20 +381,10 @@ def _shape(df, incoming: StructType, schema: StructType, pcols: list[str], conf:
     for f in schema.fields:
         st = to_spark_type(f.type)
         src = given.get(f.name.lower())
-        if _is_identity(f):
-            if src is not None:
-                if str(f.metadata.get(IDENTITY_ALLOW_EXPLICIT_INSERT, "")).lower() != "true":
-                    raise ConstraintViolationError(
-                        f"column '{f.name}' is an identity column (GENERATED ALWAYS AS IDENTITY): its values "
-                        f"cannot be written explicitly")
-                c = col(src).cast(st)
-            else:
-                start = int(f.metadata.get(IDENTITY_START, 1))
-                step = int(f.metadata.get(IDENTITY_STEP, 1))
-                hwm = f.metadata.get(IDENTITY_HIGH_WATER_MARK)
-                base = start if hwm is None else int(hwm) + step
-                c = (F.lit(base).cast("long") + F.lit(step).cast("long") * F.monotonically_increasing_id()).cast(st)
-                identity_cols.append(f.name)
+        gen = identity_generation(f, src is not None)
+        if gen is not None:
+            c = _identity_column(f, gen)
+            identity_cols.append(f.name)
         elif src is not None:
             c = col(src).cast(st)
         elif f.metadata.get(GENERATION_EXPRESSION):
@@ -275,7 +399,7 @@ def _shape(df, incoming: StructType, schema: StructType, pcols: list[str], conf:
     base_df = base_df.select(*[col(f.name) for f in schema.fields])
 
     names = [col(f.name) for f in schema.fields]
-    checks = []
+    checks = [(col(name).isNotNull(), identity_overflow_message(schema.field(name))) for name in identity_cols]
     for f in schema.fields:
         if not f.nullable:
             checks.append((col(f.name).isNotNull(), f"NOT NULL constraint on column {f.name}"))
@@ -290,15 +414,28 @@ def _shape(df, incoming: StructType, schema: StructType, pcols: list[str], conf:
         checks.append((F.expr(replace_where), f"replaceWhere predicate ({replace_where})"))
     if checks:
         conds = [_violation(c, what, names) for c, what in checks]
-        base_df = base_df.withColumn("__tahoe_check", F.coalesce(*conds) if len(conds) > 1 else conds[0])
+        base_df = base_df.withColumn(_CHECK, F.coalesce(*conds) if len(conds) > 1 else conds[0])
+    return base_df, identity_cols
 
-    # physical layout: data columns renamed/cast to physical names with field ids
+
+def _checked(df):
+    """`df` without its check column, the column still evaluated for every row: a filter on it
+    (never false — a violation raises) keeps it in the plan."""
+    from pyspark.sql import functions as F
+
+    if _CHECK not in df.columns:
+        return df
+    return df.filter(F.col(_CHECK).isNull()).drop(_CHECK)
+
+
+def _physical(df, schema: StructType, cm_mode: str):
+    """The logical-layout DataFrame in the files' physical layout: under column mapping, columns
+    renamed to physical names and given `parquet.field.id` metadata."""
     mapped = cm_mode in ("name", "id")
+    if not mapped:
+        return df
     out = []
     for f in schema.fields:
-        if not mapped:
-            out.append(col(f.name))
-            continue
         pf = column_mapping.to_physical_schema(StructType([f]), cm_mode).fields[0]
         spark_pf = to_spark_schema(StructType([pf])).fields[0]
         md = {}
@@ -309,9 +446,7 @@ def _shape(df, incoming: StructType, schema: StructType, pcols: list[str], conf:
         if spark_pf.dataType.simpleString() != to_spark_type(f.type).simpleString():
             c = c.cast(spark_pf.dataType)
         out.append(c.alias(pf.name, metadata=md))
-    if checks:
-        out.append(F.col("__tahoe_check"))
-    return base_df.select(*out), identity_cols
+    return df.select(*out)
 
 
 # --- writing the files ---------------------------------------------------------------------------
@@ -326,17 +461,14 @@ def _violation_message(e: BaseException) -> str | None:
     return (rest if end < 0 else rest[:end]).strip().rstrip(".").rstrip("'\"")
 
 
-def _write_files(spark, df, table_root: str, schema: StructType, pcols: list[str], cm_mode: str, conf: dict,
-                 identity_cols: list[str]) -> tuple[list[AddFile], dict[str, int]]:
-    from pyspark.sql import functions as F
-
+def _write_native(spark, df, table_root: str, schema: StructType, pcols: list[str], cm_mode: str, conf: dict,
+                  identity_cols: list[str]) -> tuple[list[AddFile], dict[str, int]]:
+    """Local tables: Spark's own parquet writer into a staging directory under the table root,
+    files moved into place, stats from their footers. (AddFiles, identity high-water marks)."""
     mapped = cm_mode in ("name", "id")
     part_fields = [schema.field(c, case_insensitive=True) for c in pcols]
     part_phys = [column_mapping.physical_name(f) if mapped else f.name for f in part_fields]
-    has_check = "__tahoe_check" in df.columns
-    if has_check:
-        # keep the check column in the plan but out of the files: filter on it (never true)
-        df = df.filter(F.col("__tahoe_check").isNull()).drop("__tahoe_check")
+    df = _physical(_checked(df), schema, cm_mode)
     staging_rel = f"_tahoe_staging_{uuid.uuid4().hex}"
     staging = os.path.join(table_root, staging_rel)
     w = df.write.mode("overwrite").option("compression", "snappy")
@@ -379,15 +511,105 @@ def _write_files(spark, df, table_root: str, schema: StructType, pcols: list[str
             results = list(ex.map(one, files))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    adds = [a for a, _ in results]
-    hwm: dict[str, int] = {}
-    for name in identity_cols:
-        f = schema.field(name)
-        step = int(f.metadata.get(IDENTITY_STEP, 1))
-        vals = [m[name] for _, m in results if m.get(name) is not None]
-        if vals:
-            hwm[name] = max(vals) if step > 0 else min(vals)
-    return adds, hwm
+    return [a for a, _ in results], _merge_marks(schema, [m for _, m in results])
+
+
+def _identity_mark(f: StructField, lo, hi) -> int:
+    """The high-water mark a write's values [lo, hi] of identity column `f` leave: the last value
+    in the step's direction."""
+    return int(hi) if int(f.metadata.get(IDENTITY_STEP, 1)) > 0 else int(lo)
+
+
+def _merge_marks(schema: StructType, marks: Iterable[dict]) -> dict[str, int]:
+    """The identity high-water marks of a write from those of its files/tasks."""
+    out: dict[str, int] = {}
+    for m in marks:
+        for name, v in m.items():
+            f = schema.field(name)
+            prev = out.get(name)
+            out[name] = v if prev is None else _identity_mark(f, min(prev, v), max(prev, v))
+    return out
+
+
+@dataclasses.dataclass
+class _ArrowTarget:
+    """What an executor needs to write rows as data files of a table with pyarrow (picklable):
+    used by write_delta for object stores and by the data-source writer."""
+    table_root: str
+    storage_options: dict | None
+    schema_json: str
+    pcols: list
+    cm_mode: str
+    conf: dict
+    identity_cols: list       # identity columns generated by this write: they advance high-water marks
+    tight_bounds: bool | None = None
+
+
+def _write_rows(target: _ArrowTarget, rows) -> tuple[list[str], dict[str, int]]:
+    """Executor side: rows (Arrow, the table's logical columns) → data files (stats from the rows
+    in memory) → (AddFile JSON lines, identity high-water marks of these rows)."""
+    import pyarrow.compute as pc
+
+    from ..storage import log_store_for
+    from ..write.files import conform_to_schema, write_data_files
+
+    schema = StructType.from_json(target.schema_json)
+    rows = conform_to_schema(rows, schema)
+    store, root = log_store_for(target.table_root, target.storage_options)
+    adds = write_data_files(store, root, rows, schema, target.pcols, target.cm_mode, target.conf,
+                            tight_bounds=target.tight_bounds)
+    marks = {}
+    for name in target.identity_cols:
+        mm = pc.min_max(rows.column(name))
+        if mm["min"].is_valid:
+            marks[name] = _identity_mark(schema.field(name), mm["min"].as_py(), mm["max"].as_py())
+    return [a.to_json() for a in adds], marks
+
+
+def _arrow_task(target: _ArrowTarget):
+    """A `mapInArrow` function writing each task's rows (flushed every DEFAULT_TARGET_FILE_ROWS)
+    and yielding one row per flush: its AddFiles and identity marks, as JSON."""
+    def task(batches):
+        import pyarrow as pa
+
+        from ..write.files import DEFAULT_TARGET_FILE_ROWS
+
+        pending: list = []
+        count = 0
+
+        def flush():
+            adds, marks = _write_rows(target, pa.Table.from_batches(pending))
+            pending.clear()
+            return pa.RecordBatch.from_pydict({"adds": [json.dumps(adds)], "marks": [json.dumps(marks)]})
+
+        for b in batches:
+            if b.num_rows:
+                pending.append(b)
+                count += b.num_rows
+            if count >= DEFAULT_TARGET_FILE_ROWS:
+                yield flush()
+                count = 0
+        if pending:
+            yield flush()
+    return task
+
+
+def _write_arrow(df, target: _ArrowTarget) -> tuple[list[AddFile], dict[str, int]]:
+    """Object stores (no Hadoop connector in plain PySpark): executors write the files with
+    pyarrow's filesystem (`tahoe.write.files`) inside one `mapInArrow` job, stats from the rows
+    in memory; the driver gets the AddFiles back. A violated check fails the job before that
+    task writes; files of tasks that finished before a failure stay behind (unreferenced)."""
+    out = _checked(df).mapInArrow(_arrow_task(target), "adds string, marks string")
+    try:
+        rows = out.collect()
+    except Exception as e:  # noqa: BLE001
+        msg = _violation_message(e)
+        if msg is not None:
+            raise ConstraintViolationError(msg) from None
+        raise
+    adds = [AddFile.from_dict(json.loads(a)["add"]) for r in rows for a in json.loads(r.adds)]
+    schema = StructType.from_json(target.schema_json)
+    return adds, _merge_marks(schema, [json.loads(r.marks) for r in rows])
 
 
 def _session_tz(spark) -> str:
@@ -464,7 +686,10 @@ def _json_value(v, f: StructField, is_max: bool, prefix_len: int):
     if name in ("byte", "short", "integer", "long"):
         return int(v)
     if name in ("float", "double"):
-        return None  # parquet-mr ignores NaN in min/max; Spark orders NaN last: no safe bound
+        v = float(v)
+        if v == 0.0:  # a bound on zero covers both signed zeros (as parquet-mr reads it, PARQUET-1246)
+            v = 0.0 if is_max else -0.0
+        return _fmt_float(v, name == "float")
     if name == "date":
         return v.isoformat() if hasattr(v, "isoformat") else None
     if name in ("timestamp", "timestamp_ntz"):
@@ -503,6 +728,35 @@ def _arrow_leaves(schema, prefix=()):
         yield from walk(f.type, prefix + (f.name,))
 
 
+def _is_floating(f: StructField) -> bool:
+    return isinstance(f.type, PrimitiveType) and f.type.name in ("float", "double")
+
+
+def _nan_ordering_writer(created_by: str | None) -> bool:
+    """Whether a parquet writer's float/double min/max follow Spark's order — NaN above every
+    value, so a NaN in the column makes the max NaN, as the Delta stats need. parquet-mr/-java
+    orders with Float.compare/Double.compare (measured with 1.17, PySpark 4.3's: a NaN anywhere in
+    a row group makes its max NaN, its min is NaN only when every value is; -0.0 < 0.0); versions
+    before 1.13 (older than any PySpark 4 ships) are not trusted. Writers that leave NaN out of
+    min/max (parquet-cpp/Arrow, parquet-rs) would give a finite max for a file holding NaN: their
+    float bounds are dropped."""
+    import re
+
+    m = re.match(r"parquet-(?:mr|java) version (\d+)\.(\d+)", created_by or "")
+    return bool(m) and (int(m.group(1)), int(m.group(2))) >= (1, 13)
+
+
+def _float_bounds(mins: list, maxs: list) -> tuple[float, float]:
+    """A file's float bounds from its row groups' (NaN-largest order, see `_nan_ordering_writer`):
+    NaN is the max when any row group's max is; the min is NaN only when every min is."""
+    import math
+
+    finite_mins = [float(v) for v in mins if not math.isnan(v)]
+    lo = min(finite_mins) if finite_mins else math.nan
+    hi = math.nan if any(math.isnan(v) for v in maxs) else max(float(v) for v in maxs)
+    return lo, hi
+
+
 def footer_stats(md, stats_schema: StructType, mapped: bool, prefix_len: int = DEFAULT_STRING_PREFIX_LENGTH,
                  identity_cols: Iterable[str] = (), schema: StructType | None = None) -> tuple[str, dict]:
     """The Delta stats JSON of a parquet file from its footer (`pq.FileMetaData`), and the max (by
@@ -520,6 +774,7 @@ def footer_stats(md, stats_schema: StructType, mapped: bool, prefix_len: int = D
     mins: dict = {}
     maxs: dict = {}
     nulls: dict = {}
+    floats_ok = _nan_ordering_writer(md.created_by)
 
     def put(d, path, v):
         cur = d
@@ -540,11 +795,16 @@ def footer_stats(md, stats_schema: StructType, mapped: bool, prefix_len: int = D
         with_mm = [s for s in sts if s.has_min_max]
         if not with_mm:
             continue
-        try:
-            lo = min(s.min for s in with_mm)
-            hi = max(s.max for s in with_mm)
-        except TypeError:
-            continue
+        if _is_floating(f):
+            if not floats_ok:
+                continue
+            lo, hi = _float_bounds([s.min for s in with_mm], [s.max for s in with_mm])
+        else:
+            try:
+                lo = min(s.min for s in with_mm)
+                hi = max(s.max for s in with_mm)
+            except TypeError:
+                continue
         jlo, jhi = _json_value(lo, f, False, prefix_len), _json_value(hi, f, True, prefix_len)
         if jlo is not None:
             put(mins, path, jlo)
@@ -559,131 +819,131 @@ def footer_stats(md, stats_schema: StructType, mapped: bool, prefix_len: int = D
             sts = by_path.get(key)
             if not sts or not all(s is not None and s.has_min_max for s in sts):
                 continue
-            step = int(f.metadata.get(IDENTITY_STEP, 1))
-            ident[name] = int(max(s.max for s in sts)) if step > 0 else int(min(s.min for s in sts))
+            ident[name] = _identity_mark(f, min(s.min for s in sts), max(s.max for s in sts))
     return _emit(out), ident
 
 
 # --- the data-source writer (format("delta").save) -----------------------------------------------
 
+SAVE_MODE_OPTION = "saveMode"
+# set by the `register` save wrapper: the session's partitionOverwriteMode, which the data source
+# cannot read itself (its writer runs in a Python worker without the user's session)
+SESSION_OVERWRITE_MODE_OPTION = "__tahoe_sessionPartitionOverwriteMode"
+
+
 @dataclasses.dataclass
 class _DSPlan:
-    path: str
-    table_root: str
-    storage_options: dict | None
-    overwrite: bool
-    exists: bool
-    read_version: int
-    schema_json: str
-    pcols: list
-    cm_mode: str
-    conf: dict
-    new_table: bool
-    partition_by: list
+    """The driver's decisions for one `format("delta")` write, shipped to its tasks and commit."""
+    plan: _Plan
+    target: _ArrowTarget
+    incoming_json: str        # the DataFrame's schema (Delta JSON): which columns the data gives
+
+
+def _option(options: dict, name: str):
+    """An option by case-insensitive name (Spark hands data sources lower-cased keys)."""
+    low = name.lower()
+    for k, v in options.items():
+        if k.lower() == low:
+            return v
+    return None
+
+
+def _flag(options: dict, name: str) -> bool:
+    return str(_option(options, name)).strip().lower() == "true"
 
 
 def prepare_datasource_write(path: str, options: dict, spark_schema, overwrite: bool) -> _DSPlan:
-    from ..storage import log_store_for
+    """Driver side of `df.write.format("delta")`: the options mapped onto `_plan_write` — saveMode
+    (`tahoe.spark.datasource` maps Spark's `.mode("error"|"ignore")` onto it), partitionBy,
+    replaceWhere, mergeSchema, overwriteSchema, partitionOverwriteMode (else the session's, passed
+    by the save wrapper), userMetadata, txnAppId/txnVersion, `delta.*` table properties for a
+    table the write creates (as delta-spark's DataFrameWriter), `storage.<key>` storage options —
+    and the identity columns the tasks generate."""
     so = {k[len("storage."):]: v for k, v in options.items() if k.lower().startswith("storage.")} or None
-    log = DeltaLog.for_table(path, so)
     incoming = _strip_metadata(from_spark_schema(spark_schema))
-    pb = options.get("partitionBy") or options.get("__partition_columns")
-    part_by = json.loads(pb) if pb and pb.startswith("[") else ([c for c in pb.split(",") if c] if pb else [])
-    try:
-        snap = log.snapshot()
-    except TableNotFoundError:
-        snap = None
-    if snap is None:
-        schema, conf = incoming, {}
-        pcols = resolve_partition_columns(incoming, part_by)
-        return _DSPlan(path, log.table_root, so, overwrite, False, -1, schema.to_json(), pcols, "none", conf, True, pcols)
-    check_writable(snap.protocol)
-    schema = snap.schema
-    if str(options.get("mergeSchema", "")).lower() == "true":
-        schema = merge_schemas(schema, incoming)
-    elif overwrite and str(options.get("overwriteSchema", "")).lower() == "true":
-        schema = incoming
-    else:
-        _check_compatible(schema, incoming)
-    if any(_is_identity(f) and f.name.lower() not in {g.name.lower() for g in incoming.fields} for f in schema.fields):
-        raise UnsupportedFeatureError("format('delta') cannot generate identity values; use tahoe.spark.write_delta")
-    schema, conf = column_mapping.assign_ids_for_table(schema, dict(snap.configuration))
-    return _DSPlan(path, log.table_root, so, overwrite, True, snap.version, schema.to_json(),
-                   list(snap.partition_columns), column_mapping.mode(conf), conf, False, part_by)
+    pb = _option(options, "partitionBy") or _option(options, "__partition_columns")
+    part_by = (json.loads(pb) if pb.startswith("[") else [c.strip() for c in pb.split(",") if c.strip()]) if pb else None
+    save_mode = str(_option(options, SAVE_MODE_OPTION) or ("overwrite" if overwrite else "append")).lower()
+    if save_mode == "errorifexists":
+        save_mode = "error"
+    if save_mode not in WRITE_MODES:
+        raise ValueError(f"option {SAVE_MODE_OPTION} must be one of {WRITE_MODES}, got {save_mode!r}")
+    properties = {k: v for k, v in options.items() if k.lower().startswith("delta.")}
+    plan, snap = _plan_write(
+        path, so, incoming, save_mode, part_by, replace_where=_option(options, "replaceWhere"),
+        merge_schema=_flag(options, "mergeSchema"), overwrite_schema=_flag(options, "overwriteSchema"),
+        partition_overwrite_mode=_option(options, "partitionOverwriteMode"),
+        session_overwrite_mode=_option(options, SESSION_OVERWRITE_MODE_OPTION), properties=properties,
+        user_metadata=_option(options, "userMetadata"), txn_app_id=_option(options, "txnAppId"),
+        txn_version=_option(options, "txnVersion"), api="datasource")
+    from ..write.writer import identity_generation
 
-
-def datasource_write_task(plan: _DSPlan, batches) -> Any:
-    import pyarrow as pa
-
-    from ..storage import log_store_for
-    from ..write.constraints import check_constraints
-    from ..write.files import conform_to_schema, write_data_files
-    from ..write.writer import _fill_special_columns
-    from ..protocol.schema import from_arrow_schema
-
-    store, root = log_store_for(plan.table_root, plan.storage_options)
     schema = StructType.from_json(plan.schema_json)
-    adds = []
-    batches = list(batches)
-    if batches:
-        t = pa.Table.from_batches(batches)
-        incoming = from_arrow_schema(t.schema)
-        rows = conform_to_schema(t, schema)
-        rows, _ = _fill_special_columns(rows, incoming, schema, plan.conf)
-        check_constraints(rows, schema, plan.conf)
-        adds = write_data_files(store, root, rows, schema, plan.pcols, plan.cm_mode, plan.conf)
+    given = {g.name.lower() for g in incoming.fields}
+    identity_cols = [f.name for f in schema.fields if identity_generation(f, f.name.lower() in given) is not None]
+    target = _ArrowTarget(plan.table_root, so, plan.schema_json, plan.pcols, column_mapping.mode(plan.conf),
+                          plan.conf, identity_cols, tight_bounds(plan.conf, snap.protocol if snap else None))
+    return _DSPlan(plan, target, incoming.to_json())
 
-    return _adds_message([a.to_json() for a in adds])
+
+def datasource_write_task(ds: _DSPlan, batches) -> Any:
+    """Executor side: the task's rows cast to the table, generated/identity columns filled
+    (identity positions `partitionId << 33 + row`, as monotonically_increasing_id), constraints and
+    the replaceWhere predicate checked, files written (`_write_rows`)."""
+    import pyarrow as pa
+    from pyspark import TaskContext
+
+    from ..write.constraints import check_constraints, parse_sql
+    from ..write.files import conform_to_schema
+    from ..write.writer import _fill_special_columns, check_replace_where, computed_columns
+
+    if ds.plan.skip:
+        for _ in batches:  # drain: Spark streams the rows to this worker either way
+            pass
+        return AddsMessage([], {})
+    target = ds.target
+    batches = list(batches)
+    if not batches:
+        return AddsMessage([], {})
+    schema = StructType.from_json(target.schema_json)
+    incoming = StructType.from_json(ds.incoming_json)
+    rows = conform_to_schema(pa.Table.from_batches(batches), schema,
+                             computed=[f.name for f in computed_columns(schema, incoming)])
+    ctx = TaskContext.get()
+    first = (ctx.partitionId() if ctx is not None else 0) << 33
+    rows, _ = _fill_special_columns(rows, incoming, schema, target.conf, first)
+    check_constraints(rows, schema, target.conf)
+    if ds.plan.replace_where is not None:
+        check_replace_where(rows, parse_sql(ds.plan.replace_where), ds.plan.replace_where)
+    adds, marks = _write_rows(target, rows)
+    return AddsMessage(adds, marks)
 
 
 @dataclasses.dataclass
 class AddsMessage(WriterCommitMessage):
-    """What a data-source write task sends the driver: its AddFile actions as JSON lines."""
+    """What a data-source write task sends the driver: its AddFile actions as JSON lines and the
+    identity high-water marks of its rows."""
     adds: list
+    marks: dict = dataclasses.field(default_factory=dict)
 
 
-def _adds_message(adds: list[str]) -> AddsMessage:
-    return AddsMessage(adds)
-
-
-def datasource_commit(plan: _DSPlan, messages: list) -> int:
-    from ..txn import Transaction
-
+def datasource_commit(ds: _DSPlan, messages: list) -> int | None:
+    """Driver side (a Python worker): one transaction with every task's AddFiles (`_commit`), on
+    the snapshot the write was planned on."""
+    plan = ds.plan
+    if plan.skip:
+        return None
     log = DeltaLog.for_table(plan.table_root, plan.storage_options)
     adds = [AddFile.from_dict(json.loads(a)["add"]) for m in messages for a in m.adds]
+    snap = log.snapshot(version=plan.read_version) if plan.read_version >= 0 else None
     schema = StructType.from_json(plan.schema_json)
-    try:
-        snap = log.snapshot() if plan.exists else None
-    except TableNotFoundError:
-        snap = None
-    if plan.exists and snap is not None and snap.version != plan.read_version:
-        snap = log.snapshot(version=plan.read_version)
-    txn = Transaction(log, "CREATE TABLE AS SELECT" if plan.new_table else "WRITE",
-                      {"mode": "Overwrite" if plan.overwrite else "Append", "partitionBy": plan.pcols},
-                      snapshot=snap)
-    if plan.new_table:
-        txn.update_metadata(Metadata(id=str(uuid.uuid4()), schema_string=schema.to_json(),
-                                     partition_columns=tuple(plan.pcols), configuration=plan.conf,
-                                     created_time=int(time.time() * 1000)))
-    elif snap is not None and schema != snap.schema:
-        txn.update_metadata(dataclasses.replace(snap.metadata, schema_string=schema.to_json(), configuration=plan.conf))
-    if plan.overwrite and snap is not None:
-        txn.read_whole_table()
-        existing = snap.add_files()
-        txn.read_files(existing)
-        txn.remove_files(existing)
-    txn.add_files(adds)
-    return txn.commit(operation_metrics={"numFiles": len(adds)})
+    marks = _merge_marks(schema, [getattr(m, "marks", {}) for m in messages])
+    return _commit(plan, log, snap, adds, marks)
 
 
-def datasource_abort(plan: _DSPlan, messages: list) -> None:
-    from ..storage import log_store_for, resolve_data_path
+def datasource_abort(ds: _DSPlan, messages: list) -> None:
+    from ..storage import log_store_for
 
-    store, root = log_store_for(plan.table_root, plan.storage_options)
-    for m in messages:
-        for a in getattr(m, "adds", []):
-            try:
-                p = json.loads(a)["add"]["path"]
-                store.filesystem.delete_file(store.to_fs_path(resolve_data_path(root, p)))
-            except Exception:  # noqa: BLE001
-                pass
+    store, root = log_store_for(ds.target.table_root, ds.target.storage_options)
+    adds = [AddFile.from_dict(json.loads(a)["add"]) for m in messages for a in getattr(m, "adds", [])]
+    _delete_files(store, root, adds)

@@ -164,11 +164,12 @@ def _conform_array(arr: pa.Array, target: pa.DataType, path: str) -> pa.Array:
     return _cast_leaf(arr, target, path)
 
 
-def conform_to_schema(data: pa.Table, schema: StructType) -> pa.Table:
+def conform_to_schema(data: pa.Table, schema: StructType, computed: Iterable[str] = ()) -> pa.Table:
     """`data` with exactly the columns of `schema` (logical names, schema order, the table's Arrow
     types): columns matched case-insensitively, nested structs field by field, absent nullable
     columns filled with nulls, values cast (integers widen, timestamps become microseconds).
-    A column of `data` the schema lacks, or an absent non-nullable column, raises SchemaError."""
+    A column of `data` the schema lacks, or an absent non-nullable column (unless named in
+    `computed`: identity/generated columns the writer fills in afterwards), raises SchemaError."""
     names = data.column_names
     lower: dict[str, int] = {}
     for i, n in enumerate(names):
@@ -177,13 +178,14 @@ def conform_to_schema(data: pa.Table, schema: StructType) -> pa.Table:
     extra = [n for n in names if n.lower() not in wanted]
     if extra:
         raise SchemaError(f"the data has columns the table does not: {extra}; table columns: {schema.names}")
+    computed_lower = {c.lower() for c in computed}
     columns = []
     fields = []
     for f in schema.fields:
         target = nullable_type(to_arrow_type(f.type))
         i = names.index(f.name) if f.name in names else lower.get(f.name.lower(), -1)
         if i < 0:
-            if not f.nullable:
+            if not f.nullable and f.name.lower() not in computed_lower:
                 raise SchemaError(f"the data is missing the non-nullable column '{f.name}'")
             col = pa.chunked_array([pa.nulls(data.num_rows, target)])
         else:

@@ -199,6 +199,8 @@ def test_unsupported_writer_feature_refused(spark, tmp_path):
     (path / "_delta_log" / "00000000000000000000.json").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     with pytest.raises(UnsupportedFeatureError, match="someFutureFeature"):
         write_delta(spark.range(3), str(path))
+    with pytest.raises(Exception, match="someFutureFeature"):   # the data source refuses it on the driver
+        spark.range(3).write.format("delta").mode("append").save(str(path))
     assert sorted(os.listdir(path)) == ["_delta_log"]
 
 
@@ -230,3 +232,78 @@ def test_datasource_writer(spark, tmp_path):
     df.limit(10).write.format("delta").mode("overwrite").save(path)
     assert spark.read.format("delta").load(path).count() == 10
     assert delta_rs_read(path, tmp_path).num_rows == 10
+
+
+def test_float_stats_from_spark_footers(spark, tmp_path):
+    """Float/double min/max after a native Spark write: parquet-mr orders NaN last, so a NaN makes
+    the max "NaN" (min NaN only when all values are), as the Arrow writer and delta-spark's
+    Spark ordering do; a bound on zero covers both signed zeros. Data skipping keeps NaN rows,
+    and delta-rs reads the stats."""
+    from tahoe import Table
+    from tahoe.spark import read_delta, write_delta
+
+    nan, inf = float("nan"), float("inf")
+    rows = [("a", nan, 1.5), ("a", 1.0, nan), ("a", 5.0, -2.0),
+            ("b", nan, None), ("b", nan, None),
+            ("c", -0.0, 0.0), ("c", 0.0, 3.25),
+            ("d", -inf, 0.1), ("d", inf, None),
+            ("e", -0.0, -0.0)]
+    df = spark.createDataFrame(rows, "p string, d double, f float").coalesce(1)
+    path = str(tmp_path / "floats")
+    write_delta(df, path, partition_by="p")
+    files = Table(path).files(["partitionValues", "stats"])
+    stats = {dict(pv)["p"]: json.loads(s) for pv, s in zip(files.column("partitionValues").to_pylist(),
+                                                          files.column("stats").to_pylist())}
+
+    def bounds(p, c):
+        return stats[p]["minValues"].get(c), stats[p]["maxValues"].get(c)
+
+    assert bounds("a", "d") == (1.0, "NaN") and bounds("a", "f") == (-2.0, "NaN")
+    assert bounds("b", "d") == ("NaN", "NaN") and bounds("b", "f") == (None, None)
+    assert stats["b"]["nullCount"]["f"] == 2
+    assert bounds("c", "d") == (-0.0, 0.0) and str(stats["c"]["minValues"]["d"]) == "-0.0"
+    assert bounds("c", "f") == (-0.0, 3.25) and str(stats["c"]["minValues"]["f"]) == "-0.0"
+    assert bounds("d", "d") == ("-Infinity", "Infinity") and bounds("d", "f") == (0.1, 0.1)
+    assert bounds("e", "d") == (-0.0, 0.0) and str(stats["e"]["maxValues"]["d"]) == "0.0"
+
+    # skipping with these stats keeps every matching row (NaN is above every value in Spark)
+    for pred, want in [("d > 2", 5), ("d < -1", 1), ("d = 0", 3), ("f > 3", 2), ("f < 0", 1), ("isnan(d)", 3),
+                       ("d > 6", 4), ("f > 4", 1)]:
+        assert read_delta(spark, path, filters=[pred]).count() == df.filter(pred).count() == want, pred
+    assert delta_rs_read(path, tmp_path).num_rows == len(rows)
+    preds = ["d > 6", "f > 4", "d = 0", "d < -1"]
+    code = textwrap.dedent(f"""
+        import os, pyarrow as pa
+        from deltalake import DeltaTable, QueryBuilder
+        dt = DeltaTable({path!r})
+        for q in {preds!r}:
+            print(pa.table(QueryBuilder().register("t", dt).execute("select * from t where " + q).read_all()).num_rows)
+        os._exit(0)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.stdout.split() == [str(df.filter(q).count()) for q in preds], r.stderr[-2000:]
+
+
+def test_footer_float_bounds_only_from_nan_ordering_writers(tmp_path):
+    """A footer from a writer that leaves NaN out of min/max (Arrow C++) yields no float bounds;
+    row groups combine with NaN above every value."""
+    from tahoe.protocol.schema import StructType
+    from tahoe.spark.write import _float_bounds, _nan_ordering_writer, footer_stats
+
+    t = pa.table({"d": [float("nan"), 1.0, 2.0], "i": [1, 2, 3]})
+    pq.write_table(t, tmp_path / "arrow.parquet", row_group_size=2)
+    md = pq.ParquetFile(tmp_path / "arrow.parquet").metadata
+    schema = StructType.from_json(json.dumps({"type": "struct", "fields": [
+        {"name": "d", "type": "double", "nullable": True, "metadata": {}},
+        {"name": "i", "type": "long", "nullable": True, "metadata": {}}]}))
+    st = json.loads(footer_stats(md, schema, False)[0])
+    assert st["minValues"] == {"i": 1} and st["maxValues"] == {"i": 3}
+    assert not _nan_ordering_writer(md.created_by)
+    assert _nan_ordering_writer("parquet-mr version 1.17.0 (build fac0c74)")
+    assert not _nan_ordering_writer("parquet-mr version 1.8.1")
+    nan = float("nan")
+    lo, hi = _float_bounds([nan, 1.0], [nan, 4.0])
+    assert lo == 1.0 and hi != hi
+    lo, hi = _float_bounds([nan, nan], [nan, nan])
+    assert lo != lo and hi != hi
+    assert _float_bounds([2.0, -1.0], [3.0, 0.5]) == (-1.0, 3.0)

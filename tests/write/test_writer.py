@@ -481,3 +481,148 @@ def test_write_and_checkpoint_on_s3(tmp_path):
         assert sorted(t.to_arrow().column("id").to_pylist()) == [1, 2, 3]
     finally:
         stop()
+
+
+# --- dynamic partition overwrite ---------------------------------------------------------------
+
+_SPECIAL = "x/y=z %é"
+
+
+def _dpo_base(path: str) -> None:
+    tahoe.write_table(path, pa.table({"id": [1, 2, 3, 4, 5], "p": ["a", "b", None, _SPECIAL, "a"]}),
+                      partition_by="p")
+
+
+def _files_by_partition(path: str) -> dict:
+    files = Table(path).files()
+    out: dict = {}
+    for path_, pv in zip(files.column("path").to_pylist(), files.column("partitionValues").to_pylist()):
+        out.setdefault(dict(pv)["p"], set()).add(path_)
+    return out
+
+
+def test_dynamic_partition_overwrite(tmp_path):
+    """Only the partitions the data writes to are replaced (a null partition and one with special
+    characters included); the commit removes exactly their files; delta-rs reads the result."""
+    from tests.txn._helpers import commit_actions, commit_info
+
+    path = str(tmp_path / "t")
+    _dpo_base(path)
+    before = _files_by_partition(path)
+    v = tahoe.write_table(path, pa.table({"id": [10, 30, 40], "p": ["a", None, _SPECIAL]}), mode="overwrite",
+                          partition_overwrite_mode="DYNAMIC")
+    expected = pa.table({"id": [2, 10, 30, 40], "p": ["b", "a", None, _SPECIAL]})
+    read_back(path, tmp_path, expected)
+    removed = {a["remove"]["path"] for a in commit_actions(path, v) if "remove" in a}
+    assert removed == before["a"] | before[None] | before[_SPECIAL]
+    assert _files_by_partition(path)["b"] == before["b"]
+    ci = commit_info(path, v)
+    assert ci["operationParameters"] == {"mode": "Overwrite", "partitionBy": '["p"]',
+                                         "isDynamicPartitionOverwrite": "true"}
+    assert ci["operationMetrics"]["numRemovedFiles"] == str(len(removed)) and not ci["isBlindAppend"]
+    # no rows: nothing replaced; 'static' (and the default) replaces everything
+    tahoe.write_table(path, pa.table({"id": pa.array([], pa.int64()), "p": pa.array([], pa.string())}),
+                      mode="overwrite", partition_overwrite_mode="dynamic")
+    assert Table(path).to_arrow().num_rows == 4
+    tahoe.write_table(path, pa.table({"id": [7], "p": ["b"]}), mode="overwrite", partition_overwrite_mode="static")
+    assert Table(path).to_arrow().to_pylist() == [{"id": 7, "p": "b"}]
+
+
+def test_dynamic_partition_overwrite_rules_like_delta_spark(tmp_path):
+    path = str(tmp_path / "t")
+    _dpo_base(path)
+    v = Table(path).version
+    one = pa.table({"id": [9], "p": ["a"]})
+    with pytest.raises(InvalidTableOperationError, match="replaceWhere"):
+        tahoe.write_table(path, one, mode="overwrite", predicate="p = 'a'", partition_overwrite_mode="dynamic")
+    with pytest.raises(InvalidTableOperationError, match="overwriteSchema"):
+        tahoe.write_table(path, one, mode="overwrite", schema_mode="overwrite", partition_overwrite_mode="dynamic")
+    with pytest.raises(ValueError, match="'static' or 'dynamic'"):
+        tahoe.write_table(path, one, mode="overwrite", partition_overwrite_mode="sometimes")
+    assert Table(path).version == v
+    # append: the mode has no effect
+    tahoe.write_table(path, one, mode="append", partition_overwrite_mode="dynamic")
+    assert Table(path).to_arrow().num_rows == 6
+    # an unpartitioned table: ignored, the whole table is overwritten
+    flat = str(tmp_path / "flat")
+    tahoe.write_table(flat, pa.table({"id": [1, 2], "p": ["a", "b"]}))
+    tahoe.write_table(flat, one, mode="overwrite", partition_overwrite_mode="dynamic")
+    assert Table(flat).to_arrow().to_pylist() == [{"id": 9, "p": "a"}]
+
+
+def _with_concurrent_commit(monkeypatch, concurrent):
+    """Run `concurrent()` once, after the writer read the table and wrote its files, before it
+    commits."""
+    import tahoe.write.writer as writer_mod
+
+    original = writer_mod.write_data_files
+    state = {"done": False}
+
+    def hooked(*a, **kw):
+        out = original(*a, **kw)
+        if not state["done"]:
+            state["done"] = True
+            concurrent()
+        return out
+
+    monkeypatch.setattr(writer_mod, "write_data_files", hooked)
+
+
+@pytest.mark.parametrize("case", ["serializable_blind_append", "reading_writer", "delete"])
+def test_dynamic_overwrite_conflicts_with_writers_into_replaced_partitions(tmp_path, monkeypatch, case):
+    from tahoe.errors import ConcurrentAppendException, ConcurrentDeleteDeleteException
+    from tahoe.txn import Transaction
+    from tests.txn._helpers import fake_add
+
+    path = str(tmp_path / "t")
+    _dpo_base(path)
+    if case == "serializable_blind_append":
+        Table(path).set_properties({"delta.isolationLevel": "Serializable"})
+    files_a = sorted(_files_by_partition(path)["a"])
+
+    def concurrent():
+        if case == "serializable_blind_append":
+            tahoe.write_table(path, pa.table({"id": [99], "p": ["a"]}))
+        elif case == "reading_writer":   # e.g. an UPDATE of partition a: read it, wrote into it
+            txn = Transaction(DeltaLog.for_table(path), "UPDATE")
+            txn.read_predicate(lambda pv: pv.get("p") == "a")
+            txn.add_files([fake_add("p=a/new.parquet", "a")])
+            txn.commit()
+        else:
+            txn = Transaction(DeltaLog.for_table(path), "DELETE")
+            txn.remove_files([a for a in Table(path).snapshot.add_files() if a.path == files_a[0]])
+            txn.commit()
+
+    _with_concurrent_commit(monkeypatch, concurrent)
+    v = Table(path).version
+    before = {os.path.normpath(f) for f in data_files(path)}
+    expected = ConcurrentDeleteDeleteException if case == "delete" else ConcurrentAppendException
+    with pytest.raises(expected, match="p=a"):
+        tahoe.write_table(path, pa.table({"id": [10], "p": ["a"]}), mode="overwrite",
+                          partition_overwrite_mode="dynamic")
+    assert Table(path).version == v + 1             # the concurrent commit only
+    live = {os.path.normpath(resolve_data_path(path, f)) for f in Table(path).files().column("path").to_pylist()}
+    assert {os.path.normpath(f) for f in data_files(path)} - before <= live   # the failed write's files are gone
+
+
+@pytest.mark.parametrize("isolation", [None, "Serializable"])
+def test_dynamic_overwrite_does_not_conflict_with_appends_into_other_partitions(tmp_path, monkeypatch, isolation):
+    path = str(tmp_path / "t")
+    _dpo_base(path)
+    if isolation:
+        Table(path).set_properties({"delta.isolationLevel": isolation})
+    _with_concurrent_commit(monkeypatch, lambda: tahoe.write_table(path, pa.table({"id": [77], "p": ["b"]})))
+    tahoe.write_table(path, pa.table({"id": [10], "p": ["a"]}), mode="overwrite", partition_overwrite_mode="dynamic")
+    rows = sorted((r["id"], r["p"]) for r in Table(path).to_arrow().to_pylist())
+    assert rows == [(2, "b"), (3, None), (4, _SPECIAL), (10, "a"), (77, "b")]
+
+
+def test_dynamic_overwrite_and_a_blind_append_under_write_serializable(tmp_path, monkeypatch):
+    """WriteSerializable (the default): a concurrent blind append does not conflict, as in
+    delta-spark — the overwrite commits after it and the appended row stays (as if appended
+    after the overwrite)."""
+    path = str(tmp_path / "t")
+    _dpo_base(path)
+    _with_concurrent_commit(monkeypatch, lambda: tahoe.write_table(path, pa.table({"id": [99], "p": ["a"]})))
+    tahoe.write_table(path, pa.table({"id": [10], "p": ["a"]}), mode="overwrite", partition_overwrite_mode="dynamic")
+    assert sorted(r["id"] for r in Table(path).to_arrow().to_pylist() if r["p"] == "a") == [10, 99]
