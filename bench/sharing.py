@@ -9,7 +9,12 @@
 2. `delta_sharing.load_as_pandas` (the official client, parquet format) of a ~1 GB table through
    the server, beside pyarrow reading the same files locally (`pq.read_table(...).to_pandas()`),
    and tahoe's own client (`tahoe.sharing.client.load_as_arrow(...).to_pandas()`).
-   Target ratio (official client / local) ≤ 1.3.
+   Target ratio (official client / local) ≤ 1.3. Also printed: the official client's own
+   conversion work on the same files read locally (its per-file steps and final concat, without
+   HTTP) — the floor no server can go below — and the server process's CPU time per load.
+
+The machine's load average is printed with each section: on a shared machine, read the numbers
+beside it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -141,6 +147,50 @@ def time_query(endpoint: str, token: str, table: str, body: dict | None = None) 
     return first, time.perf_counter() - t0, lines, nbytes
 
 
+def client_work_local(files: list[Path], phases: dict[str, float] | None = None):
+    """What `delta_sharing.load_as_pandas` (1.4.2, parquet format) does with the files once it has
+    them, on the same files read from local disk: `DeltaSharingReader._to_pandas` per file (it
+    opens a ParquetFile, then reads a one-file dataset and converts it with use_threads=False),
+    then `to_pandas`'s concat and column selection (reader.py). The client's code itself cannot
+    be called on local paths (its fsspec filesystem for a file:// URL is refused by pyarrow).
+    `phases` gets the seconds of each step."""
+    import pandas as pd
+    from pyarrow.dataset import dataset
+
+    ph = {"read": 0.0, "to_pandas": 0.0}
+    pdfs = []
+    for f in files:
+        t0 = time.perf_counter()
+        pq.ParquetFile(str(f))
+        t = dataset(source=str(f), format="parquet").to_table()
+        t1 = time.perf_counter()
+        pdfs.append(t.to_pandas(date_as_object=True, use_threads=False, split_blocks=False, self_destruct=True))
+        ph["read"] += t1 - t0
+        ph["to_pandas"] += time.perf_counter() - t1
+    t0 = time.perf_counter()
+    merged = pd.concat(pdfs, axis=0, ignore_index=True, copy=False)
+    t1 = time.perf_counter()
+    col_map = {c.lower(): c for c in merged.columns}
+    out = merged[[col_map[f["name"].lower()] for f in SCHEMA["fields"]]]
+    ph["concat"], ph["column selection"] = t1 - t0, time.perf_counter() - t1
+    if phases is not None:
+        phases.update(ph)
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc)."""
+    try:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+def load_avg() -> str:
+    return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -169,7 +219,7 @@ def main() -> None:
         proc = start(tmp / "server.yaml", port)
         endpoint = f"http://127.0.0.1:{port}/delta-sharing"
 
-        print(f"\n/query over {n_files} files (NDJSON streamed):")
+        print(f"\n/query over {n_files} files (NDJSON streamed; {load_avg()}):")
         for label, body in (("first", {}), ("warm", {}), ("warm", {}),
                             ("warm, lines rendered (not from the line cache: limitHint path)", {"limitHint": 10 ** 12})):
             first, last, lines, nbytes = time_query(endpoint, "bench-token", "many", body)
@@ -182,22 +232,49 @@ def main() -> None:
 
         from tahoe.sharing.client import load_as_arrow
 
-        print(f"\nload of the {total / 1e6:.0f} MB table ({len(files)} files), best of 2 (first runs pay imports):")
-
-        def best(fn):
-            times, n = [], 0
-            for _ in range(2):
+        print(f"\nload of the {total / 1e6:.0f} MB table ({len(files)} files of ~{total / len(files) / 1e6:.0f} MB), "
+              f"best of 3, the variants interleaved (first runs pay imports; {load_avg()}):")
+        variants = {
+            "local": lambda: pq.read_table([str(f) for f in files]).to_pandas(),
+            "client work, local files": lambda: client_work_local(files, phases),
+            "official": lambda: delta_sharing.load_as_pandas(f"{prof}#s.b.big", use_delta_format=False),
+            "tahoe": lambda: load_as_arrow(f"{prof}#s.b.big").to_pandas(),
+        }
+        phases: dict[str, float] = {}
+        phase_runs: list[dict[str, float]] = []
+        times: dict[str, list[float]] = {k: [] for k in variants}
+        server_cpu: dict[str, list[float]] = {k: [] for k in variants}
+        own_cpu: dict[str, list[float]] = {k: [] for k in variants}
+        rows: dict[str, int] = {}
+        for _ in range(3):
+            for k, fn in variants.items():
+                c = cpu_seconds(proc.pid)
+                u = resource.getrusage(resource.RUSAGE_SELF)
                 t = time.perf_counter()
-                n = len(fn())
-                times.append(time.perf_counter() - t)
-            return min(times), n
-
-        t_local, n = best(lambda: pq.read_table([str(f) for f in files]).to_pandas())
-        print(f"  pyarrow local read + to_pandas         {t_local:6.2f} s  ({n} rows)")
-        t_off, n = best(lambda: delta_sharing.load_as_pandas(f"{prof}#s.b.big", use_delta_format=False))
-        print(f"  delta_sharing.load_as_pandas (parquet) {t_off:6.2f} s  ({n} rows)  ratio {t_off / t_local:.2f}x")
-        t_tc, n = best(lambda: load_as_arrow(f"{prof}#s.b.big").to_pandas())
-        print(f"  tahoe client load_as_arrow+to_pandas   {t_tc:6.2f} s  ({n} rows)  ratio {t_tc / t_local:.2f}x")
+                rows[k] = len(fn())
+                times[k].append(time.perf_counter() - t)
+                if k == "client work, local files":
+                    phase_runs.append(dict(phases))
+                u2 = resource.getrusage(resource.RUSAGE_SELF)
+                own_cpu[k].append(u2.ru_utime + u2.ru_stime - u.ru_utime - u.ru_stime)
+                server_cpu[k].append(cpu_seconds(proc.pid) - c)
+        best = {k: min(v) for k, v in times.items()}
+        t_local = best["local"]
+        labels = {"local": "pyarrow local read + to_pandas        ",
+                  "client work, local files": "official client's own work, local   ",
+                  "official": "delta_sharing.load_as_pandas (parquet)",
+                  "tahoe": "tahoe client load_as_arrow+to_pandas  "}
+        cpu = {k: min(a + b for a, b in zip(own_cpu[k], server_cpu[k])) for k in variants}
+        for k, label in labels.items():
+            extra = f"  ratio {best[k] / t_local:.2f}x" if k != "local" else ""
+            print(f"  {label} {best[k]:6.2f} s  ({rows[k]} rows){extra}   runs: {', '.join(f'{x:.2f}' for x in times[k])}")
+            print(f"  {'':38s} CPU {cpu[k]:6.2f} s (client + server; server {min(server_cpu[k]):.2f} s)  "
+                  f"CPU ratio {cpu[k] / cpu['local']:.2f}x")
+        fastest = phase_runs[times["client work, local files"].index(best["client work, local files"])]
+        print("  the client's own work (fastest run): " + ", ".join(f"{k} {v:.2f} s" for k, v in fastest.items())
+              + " (per file: read one-file dataset, then to_pandas on one thread)")
+        print(f"  official client / its own work on local files: {best['official'] / best['client work, local files']:.2f}x "
+              f"(what HTTP and the server add); {load_avg()}")
     finally:
         if proc is not None:
             proc.terminate()

@@ -4,6 +4,8 @@ The checkpoint is the bulk of the state and is never turned into Python objects:
 stay in Arrow, read column by column on demand (`ActiveFiles.table(columns)`), and the commits
 after it — usually few — are replayed in Python into a set of *touched* logical-file keys that
 masks the checkpoint rows in one vectorised `is_in`, plus the tail's surviving adds and removes.
+A large commit (a log without checkpoints, a big first write) is replayed in Arrow instead, with
+the same rules (`tahoe.log.json_commits`).
 
 Reconciliation rules: the latest protocol / metaData / rowIdHighWaterMark win; the latest txn
 version per appId wins; domainMetadata per domain (a `removed` one drops it); logical files are
@@ -35,11 +37,12 @@ from ..protocol.actions import (
 )
 from ..protocol.filenames import LOG_DIR, LogFileKind
 from ..storage.base import LogStore
+from . import json_commits
 from .segment import Checkpoint, LogSegment
 
 __all__ = [
     "ADD_SCHEMA", "REMOVE_SCHEMA", "DV_TYPE", "STRING_MAP", "ActiveFiles", "ReplayState",
-    "replay", "file_keys", "canonical_key", "read_commit", "root_uri",
+    "replay", "file_keys", "canonical_key", "read_commit", "parse_commit", "root_uri",
 ]
 
 STRING_MAP = pa.map_(pa.string(), pa.string())
@@ -191,7 +194,11 @@ def _read_parquet(store: LogStore, path: str, columns: list[str] | None = None) 
 def read_commit(store: LogStore, path: str) -> list[dict]:
     """A commit (or JSON checkpoint) file as a list of action objects; malformed JSON raises
     CorruptLogError naming the file and line."""
-    data = store.read(path)
+    return parse_commit(store.read(path), path)
+
+
+def parse_commit(data: bytes, path: str) -> list[dict]:
+    """`read_commit` of a file's bytes."""
     out = []
     for lineno, line in enumerate(data.split(b"\n"), 1):
         if not line.strip():
@@ -221,15 +228,13 @@ class ActiveFiles:
     """The active logical files of a snapshot, materialized lazily as Arrow tables."""
 
     def __init__(self, store: LogStore, root_uri: str, sources: list[str], base_adds: list[dict],
-                 base_removes: list[dict], touched: set[str], tail_adds: list[dict], tail_removes: list[dict]):
+                 base_removes: list[dict], tail: "DictTail | json_commits.PieceTail"):
         self._store = store
         self._root_uri = root_uri
         self._sources = sources            # checkpoint parquet files (parts / sidecars)
         self._base_adds = base_adds        # adds inline in a JSON v2 checkpoint (already reconciled)
         self._base_removes = base_removes
-        self._touched = touched            # keys referenced by the commits after the checkpoint
-        self._tail_adds = tail_adds
-        self._tail_removes = tail_removes
+        self._tail = tail                  # the reconciled file actions of the commits after it
         self._masks: dict[str, list[pa.Array]] = {}
         self._cache: dict[tuple[str, tuple[str, ...]], pa.Table] = {}
 
@@ -256,7 +261,7 @@ class ActiveFiles:
         if action not in self._masks:
             key_tables = self._read_projected(action, ["path", "deletionVector"])
             masks = []
-            touched = pa.array(sorted(self._touched), pa.string()) if self._touched else None
+            touched = self._tail.touched()
             for t in key_tables:
                 paths = t.column("path").combine_chunks() if t.num_rows else pa.array([], pa.string())
                 m = pc.is_valid(paths)
@@ -292,12 +297,13 @@ class ActiveFiles:
         if base:
             bt = pa.Table.from_pylist(base, schema=schema)
             keys = file_keys(bt.column("path"), bt.column("deletionVector"), self._root_uri)
-            if self._touched:
-                bt = bt.filter(pc.invert(pc.is_in(keys, value_set=pa.array(sorted(self._touched), pa.string()))))
+            touched = self._tail.touched()
+            if touched is not None:
+                bt = bt.filter(pc.invert(pc.is_in(keys, value_set=touched)))
             parts.append(bt.select(list(cols)))
-        tail = self._tail_adds if action == "add" else self._tail_removes
-        if tail:
-            parts.append(pa.Table.from_pylist(tail, schema=schema).select(list(cols)))
+        tail = self._tail.table(action, cols)
+        if tail is not None:
+            parts.append(tail)
         parts = [p.cast(sub) if p.schema != sub else p for p in parts if p.num_columns]
         result = pa.concat_tables(parts) if parts else sub.empty_table()
         self._cache[ck] = result
@@ -418,8 +424,40 @@ def _checkpoint_state(store: LogStore, cp: Checkpoint, state: ReplayState) -> tu
     return list(sources), list(adds), list(removes)
 
 
+class DictTail:
+    """The file actions of the commits after a checkpoint reconciled in Python dicts (the usual
+    case: a few small commits): the newest action per key, in first-reference order."""
+
+    def __init__(self, adds: dict[str, dict], removes: dict[str, dict]):
+        self._rows = {"add": list(adds.values()), "remove": list(removes.values())}
+        self._keys = set(adds) | set(removes)
+
+    def touched(self) -> pa.Array | None:
+        """Every key the tail references (a checkpoint row with one of them is superseded)."""
+        return pa.array(sorted(self._keys), pa.string()) if self._keys else None
+
+    def table(self, action: str, columns: Iterable[str]) -> pa.Table | None:
+        rows = self._rows[action]
+        if not rows:
+            return None
+        return pa.Table.from_pylist(rows, schema=ADD_SCHEMA if action == "add" else REMOVE_SCHEMA).select(list(columns))
+
+
+def _apply_commit_action(state: ReplayState, obj: dict, path: str, last: bool) -> None:
+    """A commit's action other than add/remove: commitInfo (kept for the last commit) or state."""
+    if (ci := obj.get("commitInfo")) is not None:
+        if last and isinstance(ci, dict):
+            state.last_commit_info = CommitInfo.from_dict(ci)
+        return
+    try:
+        _apply_non_file(state, obj)
+    except CorruptLogError as e:
+        raise CorruptLogError(f"{path}: {e}") from None
+
+
 def replay(store: LogStore, table_root: str, segment: LogSegment) -> ReplayState:
-    """Reconstruct the state of `segment.version`."""
+    """Reconstruct the state of `segment.version`. Commits of at least
+    `json_commits.VECTOR_MIN_BYTES` are replayed vectorised (see `tahoe.log.json_commits`)."""
     state = ReplayState()
     key_root = root_uri(table_root)
     sources: list[str] = []
@@ -427,29 +465,45 @@ def replay(store: LogStore, table_root: str, segment: LogSegment) -> ReplayState
     base_removes: list[dict] = []
     if segment.checkpoint is not None:
         sources, base_adds, base_removes = _checkpoint_state(store, segment.checkpoint, state)
+    vectorise = any(c.status.size >= json_commits.VECTOR_MIN_BYTES for c in segment.commits)
     adds: dict[str, dict] = {}
     removes: dict[str, dict] = {}
+    pieces: list = []
     for c in segment.commits:
-        for obj in read_commit(store, c.path):
+        last = c is segment.commits[-1]
+        data = None
+        if vectorise and c.status.size >= json_commits.VECTOR_MIN_BYTES:
+            data = store.read(c.path)
+            try:
+                piece = json_commits.JsonCommit(store, c.path, data, key_root)
+            except json_commits.Fallback:
+                pass
+            else:
+                for obj in piece.others:
+                    _apply_commit_action(state, obj, c.path, last)
+                pieces.append(piece)
+                continue
+        actions: list[tuple[str, str, dict]] = []
+        for obj in (parse_commit(data, c.path) if data is not None else read_commit(store, c.path)):
             if (a := obj.get("add")) is not None:
-                _check_file_action("add", a, c.path)
-                k = canonical_key(a["path"], _dv_unique_id(a.get("deletionVector")), key_root)
+                kind = "add"
+            elif (a := obj.get("remove")) is not None:
+                kind = "remove"
+            else:
+                _apply_commit_action(state, obj, c.path, last)
+                continue
+            _check_file_action(kind, a, c.path)
+            k = canonical_key(a["path"], _dv_unique_id(a.get("deletionVector")), key_root)
+            if vectorise:
+                actions.append((kind, k, a))
+            elif kind == "add":
                 adds[k] = a
                 removes.pop(k, None)
-            elif (r := obj.get("remove")) is not None:
-                _check_file_action("remove", r, c.path)
-                k = canonical_key(r["path"], _dv_unique_id(r.get("deletionVector")), key_root)
-                adds.pop(k, None)
-                removes[k] = r
-            elif (ci := obj.get("commitInfo")) is not None:
-                if c is segment.commits[-1] and isinstance(ci, dict):
-                    state.last_commit_info = CommitInfo.from_dict(ci)
             else:
-                try:
-                    _apply_non_file(state, obj)
-                except CorruptLogError as e:
-                    raise CorruptLogError(f"{c.path}: {e}") from None
-    touched = set(adds) | set(removes)
-    state.files = ActiveFiles(store, key_root, sources, base_adds, base_removes, touched,
-                              list(adds.values()), list(removes.values()))
+                adds.pop(k, None)
+                removes[k] = a
+        if vectorise:
+            pieces.append(json_commits.DictPiece(actions))
+    tail = json_commits.PieceTail(pieces) if vectorise else DictTail(adds, removes)
+    state.files = ActiveFiles(store, key_root, sources, base_adds, base_removes, tail)
     return state

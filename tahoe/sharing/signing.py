@@ -11,6 +11,7 @@ expiry; verification is constant-time.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import json
@@ -20,8 +21,12 @@ from typing import Any
 __all__ = ["Signer", "b64e", "b64d", "file_id"]
 
 
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
+
+
 def b64e(b: bytes) -> str:
-    return base64.urlsafe_b64encode(b).rstrip(b"=").decode("ascii")
+    """URL-safe base64 without padding (binascii directly: this runs once per file per version)."""
+    return binascii.b2a_base64(b, newline=False).translate(_URLSAFE).rstrip(b"=").decode("ascii")
 
 
 def b64d(s: str) -> bytes:

@@ -228,6 +228,45 @@ def test_fast_parquet_lines_match_generic_rendering(server):
         assert all(json.loads(x) for x in fast)
 
 
+def test_fast_parquet_lines_of_a_large_commit_with_odd_stats_and_partition_values(tmp_path, monkeypatch):
+    """The column-wise renderer over a vectorised (large-commit) snapshot: stats with quotes,
+    backslashes, control characters and non-ASCII text, missing and empty stats, partition values
+    with special characters and nulls, paths needing percent-decoding — the same lines as the
+    generic renderer."""
+    from tahoe.log import json_commits
+    from tahoe.sharing.config import TableConfig
+    from tahoe.sharing.signing import Signer
+    from tahoe.sharing.tables import SharedTable, iter_file_rows
+
+    schema = json.dumps({"type": "struct", "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "p", "type": "string", "nullable": True, "metadata": {}}]})
+    stats = [None, "", '{"numRecords":3}', '{"numRecords":5,"minValues":{"s":"a\\"b\\\\c"}}',
+             '{"numRecords":1,"minValues":{"s":"tab\there"}}', '{"minValues":{"s":"é日本\u2028"},"numRecords":99999999999}']
+    parts = ["a", 'x"y', "}{", None, "a b/c", "ü"]
+    lines = [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+             {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}}, "schemaString": schema,
+                           "partitionColumns": ["p"], "configuration": {}, "createdTime": 1}}]
+    for i in range(60):
+        a = {"path": f"p={i}/f%20{i}.parquet" if i % 5 == 0 else f"p={i}/f{i}.parquet",
+             "partitionValues": {"p": parts[i % len(parts)]}, "size": 100 + i, "modificationTime": 1, "dataChange": True}
+        if stats[i % len(stats)] is not None:
+            a["stats"] = stats[i % len(stats)]
+        lines.append({"add": a})
+    log = tmp_path / "t" / "_delta_log"
+    log.mkdir(parents=True)
+    (log / f"{0:020d}.json").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    monkeypatch.setattr(json_commits, "VECTOR_MIN_BYTES", 0)
+    st = SharedTable(TableConfig("t", str(tmp_path / "t"), "s", "sc", "id"), Signer(b"k" * 32), 60)
+    snap = st.snapshot()
+    assert type(snap._state.files._tail._pieces[0]).__name__ == "JsonCommit"
+    fast = list(st.parquet_lines(snap, "http://h/delta-sharing", 1_900_000_000))
+    slow = [st.file_line("parquet", "http://h/delta-sharing", r, 1_900_000_000) for r in iter_file_rows(snap, "parquet")]
+    assert fast == slow and len(fast) == 60
+    assert [json.loads(x)["file"]["partitionValues"]["p"] for x in fast[:6]] == parts
+    assert len(list(st.parquet_lines(snap, "http://h/delta-sharing", 1_900_000_000, limit=4))) == 4
+
+
 def test_starting_version_query_delta_format(server):
     r = _q(server, "cdf", {"startingVersion": 3, "endingVersion": 4}, DELTA_CAPS)
     assert r.status_code == 200 and r.headers["delta-sharing-capabilities"] == "responseformat=delta"

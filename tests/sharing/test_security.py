@@ -201,3 +201,51 @@ def test_openapi_served(server):
     r = httpx.get(server.base + "/openapi.json")
     assert r.status_code == 200
     assert "/delta-sharing/shares/{share}/schemas/{schema}/tables/{table}/query" in r.json()["paths"]
+
+
+def test_files_larger_than_a_send_piece_stream_whole_and_by_range(tmp_path):
+    """Files above the server's send piece (FILE_CHUNK) go out in pieces: whole, by ranges across
+    piece boundaries, and by HEAD — the same bytes and lengths as the file (in-process app)."""
+    import os
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from fastapi.testclient import TestClient
+
+    from tahoe.sharing.config import parse_config
+    from tahoe.sharing.server import FILE_CHUNK, create_app
+    from tests.sharing.tablegen import schema_string
+
+    root = tmp_path / "big"
+    (root / "_delta_log").mkdir(parents=True)
+    t = pa.table({"x": np.random.default_rng(1).random(3 * FILE_CHUNK // 8 + 12345)})
+    pq.write_table(t, root / "f.parquet", compression="none")
+    size = os.path.getsize(root / "f.parquet")
+    assert size > 3 * FILE_CHUNK
+    actions = [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+               {"metaData": {"id": "b", "format": {"provider": "parquet", "options": {}},
+                             "schemaString": schema_string(t.schema), "partitionColumns": [], "configuration": {}}},
+               {"add": {"path": "f.parquet", "partitionValues": {}, "size": size, "modificationTime": 1,
+                        "dataChange": True}}]
+    (root / "_delta_log" / f"{0:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
+    cfg = parse_config({"shares": [{"name": "s", "schemas": [{"name": "b", "tables": [
+        {"name": "big", "location": str(root)}]}]}], "authorization": {"bearerToken": "tok"},
+        "signingKey": "k" * 64})
+    data = (root / "f.parquet").read_bytes()
+    with TestClient(create_app(cfg)) as c:
+        r = c.post("/delta-sharing/shares/s/schemas/b/tables/big/query", json={},
+                   headers={"Authorization": "Bearer tok"})
+        url = json.loads(r.text.splitlines()[2])["file"]["url"]
+        whole = c.get(url)
+        assert whole.status_code == 200 and whole.content == data
+        assert int(whole.headers["Content-Length"]) == size
+        h = c.head(url)
+        assert h.status_code == 200 and int(h.headers["Content-Length"]) == size and not h.content
+        for a, b in ((0, FILE_CHUNK), (FILE_CHUNK - 3, 2 * FILE_CHUNK + 7), (5, size - 1), (FILE_CHUNK, FILE_CHUNK)):
+            p = c.get(url, headers={"Range": f"bytes={a}-{b}"})
+            assert p.status_code == 206 and p.content == data[a:b + 1], (a, b)
+            assert p.headers["Content-Range"] == f"bytes {a}-{min(b, size - 1)}/{size}"
+        tail = c.get(url, headers={"Range": f"bytes=-{FILE_CHUNK + 10}"})
+        assert tail.content == data[-(FILE_CHUNK + 10):]
+        assert c.get(url.replace("X-Amz-Signature=", "X-Amz-Signature=0")).status_code == 403
