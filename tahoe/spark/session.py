@@ -64,15 +64,19 @@ def _log4j_file() -> str:
     return path
 
 
-def local_session(master: str = "local[2]", app_name: str = "tahoe", extra: dict | None = None) -> Any:
+def local_session(master: str = "local[2]", app_name: str = "tahoe", extra: dict | None = None,
+                  quick_start: bool = False) -> Any:
     """A quiet local SparkSession with tahoe's settings (UI off, 127.0.0.1, this interpreter
-    for Python workers, 2 shuffle partitions)."""
+    for Python workers, 2 shuffle partitions). `quick_start` limits the JVM to its C1 compiler:
+    seconds faster to a first result, but long scans run slower — for tests and short jobs."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    java_opts = f"-Dlog4j.configurationFile=file:{_log4j_file()} -XX:TieredStopAtLevel=1"
+    java_opts = f"-Dlog4j.configurationFile=file:{_log4j_file()}"
+    if quick_start:  # C1 only: a faster start and less JIT CPU, slower long scans (tests, short jobs)
+        java_opts += " -XX:TieredStopAtLevel=1"
     b = (SparkSession.builder.master(master).appName(app_name)
          .config("spark.ui.enabled", "false")
          .config("spark.sql.shuffle.partitions", "2")

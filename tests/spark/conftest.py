@@ -9,7 +9,7 @@ import pytest
 def spark():
     from tahoe.spark.session import local_session
 
-    s = local_session("local[2]", "tahoe-tests")
+    s = local_session("local[2]", "tahoe-tests", quick_start=True)
     import tahoe.spark
 
     tahoe.spark.register(s)

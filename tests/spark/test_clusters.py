@@ -85,7 +85,7 @@ def test_standalone_cluster(tmp_path):
             import os
             from tahoe.spark import local_session, read_delta, write_delta, register
             spark = local_session("spark://127.0.0.1:{port}", "tahoe-cluster-test",
-                                  extra={{"spark.executor.memory": "512m", "spark.cores.max": "1"}})
+                                  extra={{"spark.executor.memory": "512m", "spark.cores.max": "1"}}, quick_start=True)
             spark.sparkContext.addPyFile({zip_base + '.zip'!r})   # ship tahoe to the executors
             register(spark)
             df = spark.sql("select id, cast(id % 3 as string) as p from range(1000)")
