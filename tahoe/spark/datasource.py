@@ -35,6 +35,7 @@ from typing import Any, Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition
 
+from .session import session_overwrite_mode
 from .write import SAVE_MODE_OPTION, SESSION_OVERWRITE_MODE_OPTION
 
 __all__ = ["DeltaDataSource", "register", "read_via_datasource"]
@@ -272,9 +273,7 @@ def _wrap_save(cls, state) -> None:
             mapped = _MAPPED_MODES.get(current.lower())
             if mapped is not None:
                 self.mode("append").option(SAVE_MODE_OPTION, mapped)
-            from .write import _session_overwrite_mode
-
-            session_mode = _session_overwrite_mode(self._spark)
+            session_mode = session_overwrite_mode(self._spark)
             if session_mode is not None:
                 self.option(SESSION_OVERWRITE_MODE_OPTION, session_mode)
         return original(self, path, None, None, partitionBy, **options)

@@ -41,7 +41,7 @@ from ..protocol.deletion_vectors import DeletionVectorDescriptor, load_deletion_
 from ..protocol.partition_values import partition_path, partition_values_to_arrow
 from ..protocol.schema import PrimitiveType, StructField, StructType
 from ..storage import resolve_data_path
-from .session import configure
+from .session import configure, session_time_zone
 from .skipping import file_mask
 from .types import col, to_spark_schema, to_spark_type
 
@@ -95,13 +95,6 @@ def _is_void(f: StructField) -> bool:
     return isinstance(f.type, PrimitiveType) and f.type.name == "void"
 
 
-def _session_tz(spark) -> str:
-    try:
-        return spark.conf.get("spark.sql.session.timeZone") or "UTC"
-    except Exception:
-        return "UTC"
-
-
 def plan_files(snapshot, filters: Iterable[Any] | None = None, session_tz: str = "UTC", spark: Any = None) -> pa.Table:
     """The snapshot's active files that may hold rows matching `filters`."""
     files = snapshot.files_table(["path", "partitionValues", "size", "stats", "deletionVector"])
@@ -153,7 +146,7 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None):
     data_fields = [f for f in out_fields if f.name.lower() not in pcs_lower]
     part_fields = [f for f in out_fields if f.name.lower() in pcs_lower]
     logical_spark = to_spark_schema(StructType(out_fields), strip_metadata=True) if out_fields else None
-    files = plan_files(snap, filters, _session_tz(spark), spark)
+    files = plan_files(snap, filters, session_time_zone(spark), spark)
     if files.num_rows == 0:
         from pyspark.sql.types import StructType as SparkStruct
         return spark.createDataFrame([], logical_spark or SparkStruct([]))
@@ -179,7 +172,6 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None):
     # constant: no string hashing) when the sizes are pairwise distinct, else by a file id
     sizes = _unique_sizes(abs_paths) if has_dv else None
     packed = _packable(files, sizes)
-    groups = _partition_groups(files, part_fields, mode) if part_fields else None
 
     def dv_keys(g, fid):
         """The DV join columns, computed on the scan itself (`_metadata` is gone after a union)."""
@@ -199,7 +191,8 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None):
         df = scan.parquet(*[glob_escape(p) for p in abs_paths])
         if has_dv:
             df = dv_keys(df, F.col("_metadata.file_size"))
-    elif (not has_dv or sizes is not None) and len(groups) <= _MAX_UNION_GROUPS:
+    elif (not has_dv or sizes is not None) and len(
+            groups := _partition_groups(files, part_fields, mode)) <= _MAX_UNION_GROUPS:
         # no join for partition values: one scan per partition with literal columns
         parts = []
         for values, idx in groups:

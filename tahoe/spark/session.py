@@ -12,7 +12,7 @@ import sys
 import tempfile
 from typing import Any
 
-__all__ = ["configure", "local_session", "RUNTIME_CONF", "STATIC_CONF"]
+__all__ = ["configure", "local_session", "session_overwrite_mode", "session_time_zone", "RUNTIME_CONF", "STATIC_CONF"]
 
 # Runtime confs (settable on a live session). Field-id reads only act when the requested schema
 # carries `parquet.field.id` metadata (tahoe's id-mode scans), so they are harmless elsewhere.
@@ -50,6 +50,22 @@ def configure(spark: Any) -> Any:
             pass
     _configured.add(key)
     return spark
+
+
+def session_time_zone(spark: Any) -> str:
+    """The session's `spark.sql.session.timeZone` (UTC when unset or unreadable)."""
+    try:
+        return spark.conf.get("spark.sql.session.timeZone") or "UTC"
+    except Exception:
+        return "UTC"
+
+
+def session_overwrite_mode(spark: Any) -> str | None:
+    """The session's `spark.sql.sources.partitionOverwriteMode` (None when unset or unreadable)."""
+    try:
+        return spark.conf.get("spark.sql.sources.partitionOverwriteMode", None)
+    except Exception:  # noqa: BLE001 - a session without the conf
+        return None
 
 
 def _log4j_file() -> str:

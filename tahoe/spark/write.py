@@ -74,7 +74,7 @@ from ..write.writer import (
     WRITE_MODES, parse_replace_where, resolve_partition_columns, stage_overwrite, tight_bounds,
     use_dynamic_overwrite, write_parameters,
 )
-from .session import configure
+from .session import configure, session_overwrite_mode, session_time_zone
 from .types import col, from_spark_schema, quote, to_spark_schema, to_spark_type
 
 __all__ = ["write_delta", "footer_stats"]
@@ -103,7 +103,7 @@ def write_delta(df, path: str, mode: str = "append", partition_by: str | Iterabl
     plan, snap = _plan_write(
         path, storage_options, from_spark_schema(df.schema), mode, partition_by, replace_where=replace_where,
         merge_schema=merge_schema, overwrite_schema=overwrite_schema,
-        partition_overwrite_mode=partition_overwrite_mode, session_overwrite_mode=_session_overwrite_mode(spark),
+        partition_overwrite_mode=partition_overwrite_mode, session_overwrite_mode=session_overwrite_mode(spark),
         properties=properties, user_metadata=user_metadata, txn_app_id=txn_app_id, txn_version=txn_version)
     if plan.skip:
         return plan.read_version
@@ -148,14 +148,6 @@ class _Plan:
     txn_version: int | None = None
     skip: bool = False           # write nothing, commit nothing (mode 'ignore' on an existing table,
                                  # or the txn_app_id/txn_version is already recorded)
-
-
-def _session_overwrite_mode(spark) -> str | None:
-    """The session's `spark.sql.sources.partitionOverwriteMode` (None when it cannot be read)."""
-    try:
-        return spark.conf.get("spark.sql.sources.partitionOverwriteMode", None)
-    except Exception:  # noqa: BLE001 - a session without the conf
-        return None
 
 
 def _plan_write(path: str, storage_options: dict | None, incoming: StructType, mode: str,
@@ -488,7 +480,7 @@ def _write_native(spark, df, table_root: str, schema: StructType, pcols: list[st
             for n in names:
                 if n.endswith(".parquet") and not n.startswith((".", "_")):
                     files.append(os.path.relpath(os.path.join(dirpath, n), staging))
-        tz = _session_tz(spark)
+        tz = session_time_zone(spark)
         data_fields = [f for f in schema.fields if f.name.lower() not in {p.lower() for p in pcols}]
         stats_schema = _stats_schema(schema, pcols, conf)
         prefix_len = int(conf.get("delta.dataSkippingStringPrefixLength", DEFAULT_STRING_PREFIX_LENGTH))
@@ -610,13 +602,6 @@ def _write_arrow(df, target: _ArrowTarget) -> tuple[list[AddFile], dict[str, int
     adds = [AddFile.from_dict(json.loads(a)["add"]) for r in rows for a in json.loads(r.adds)]
     schema = StructType.from_json(target.schema_json)
     return adds, _merge_marks(schema, [json.loads(r.marks) for r in rows])
-
-
-def _session_tz(spark) -> str:
-    try:
-        return spark.conf.get("spark.sql.session.timeZone") or "UTC"
-    except Exception:
-        return "UTC"
 
 
 def _partition_values(rel: str, part_fields: list[StructField], part_phys: list[str], tz: str) -> dict:
