@@ -13,7 +13,8 @@ Scans (an aggregate touching every column, so nothing is pruned):
   - tahoe fast path:   `read_delta(spark, table)` — a native parquet scan of the snapshot's files
   - spark parquet:     `spark.read.parquet(<the same files>)` with the partition column
   - tahoe fast path with 10% of rows deleted by deletion vectors (one DV file, commit of adds with
-    DVs): the DV bitmaps as 64-row words, joined by a broadcast left join and tested bit by bit
+    DVs): the DV bitmaps as 64-row words in one array shipped with the query, each row's bit
+    tested on the scan (file located by `_metadata.file_size`, word by `_metadata.row_index`)
   - tahoe data source: `spark.read.format("delta").load(table)` — Arrow batches from tahoe's
     Python reader in Python workers (with and without the DVs)
 tahoe's scans and the Spark parquet scan alternate for --rounds rounds (default 3) and the best of

@@ -13,12 +13,15 @@ Owns `read_delta(spark, path, version=None, timestamp=None, filters=None)`:
    scan per partition with literal partition columns, unioned; otherwise a broadcast left join
    onto a small (file URI → file id, partition values) table on `_metadata.file_path`, guarded by
    a `raise_error` filter so a path that failed to match can never drop or mislabel rows silently;
-   deletion vectors: the bitmaps become 64-row words — (file key, row index >> 6) → mask of the
-   deleted rows — joined by a broadcast left join and tested bit by bit. The file key is
-   `_metadata.file_size` when the files' on-disk sizes are pairwise distinct (a per-file constant:
-   no string hashing), else the file id from the join; packed with the word into one long where
-   it fits (Spark's cheapest hash join). 64 consecutive rows share a probe, and the broadcast
-   holds ~1/64 of the entries a per-row anti-join needs;
+   deletion vectors: the bitmaps become 64-row words laid end to end in one array of longs
+   (file after file, each file's run covering all its rows), shipped with the query
+   as a scalar subquery (an UnsafeArrayData: bytes, cheap to serialize per task). A row is kept
+   unless bit `row_index & 63` of word `offset + (row_index >> 6)` is set — the row index from
+   the column Spark's parquet readers fill when asked (`_tmp_metadata_row_index`, as delta-spark
+   does; a null there fails the query), else `_metadata.row_index` — and the file's run offset
+   comes from a small CASE tree on `_metadata.file_size` when the files' on-disk sizes are
+   pairwise distinct, else from the file-path join. Past `_MAX_DV_WORDS` words (too much to
+   ship with every task) the words go into a broadcast left join keyed by (file, word) instead;
 4. columns are renamed/cast to the logical schema (nested physical names too).
 
 Tables on stores the JVM cannot reach (s3:// without hadoop-aws) go through the Python data
@@ -53,6 +56,8 @@ _ROW = "__tahoe_row"
 _W = "__tahoe_word"
 _BIT = "__tahoe_bit"
 _MASK = "__tahoe_mask"
+_DVKEY = "__tahoe_dv"  # where a DV file's run of words starts in the word array
+_WORDS = "__tahoe_words"
 _WORD_BITS = 26  # row index >> 6 of a row index below 2^32
 
 # Characters Java's multi-argument URI constructor leaves unquoted in a path (besides letters,
@@ -165,19 +170,44 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None):
     paths = files.column("path").to_pylist()
     abs_paths = [resolve_data_path(root, p) for p in paths]
     dvs = files.column("deletionVector").to_pylist()
-    has_dv = any(dvs)
+    loaded = _load_dv_words(snap, dvs) if any(dvs) else []
+    has_dv = bool(loaded)
+    row_col = _row_index_column(spark, spark_phys) if has_dv else None
+    if row_col is not None:  # Spark fills it with each row's index in its file
+        from pyspark.sql.types import LongType, StructField as SF, StructType as SparkStruct
+        spark_phys = SparkStruct(list(spark_phys.fields) + [SF(row_col, LongType(), True)])
+        row_sql = f"`{row_col}`"
+        # a null row index fails the query: it is never read as "not deleted"
+        unfilled = (f"raise_error('tahoe: Spark {spark.version} did not fill the row index column "
+                    f"{row_col}; deletion vectors cannot be applied')")
+    else:
+        row_sql, unfilled = "_metadata.row_index", None
     reader = spark.read.schema(spark_phys)
 
-    # deletion vectors are keyed by the file's on-disk size (`_metadata.file_size`, a per-file
-    # constant: no string hashing) when the sizes are pairwise distinct, else by a file id
+    # the DV words: one array shipped with the query (keys[i] = where file i's run starts), or —
+    # too many to ship — a broadcast join keyed by the file's on-disk size (when the sizes are
+    # pairwise distinct: `_metadata.file_size` is a per-file constant) or by the file id
+    array = _word_array(spark, loaded, files) if has_dv else None
     sizes = _unique_sizes(abs_paths) if has_dv else None
-    packed = _packable(files, sizes)
+    packed = array is None and _packable(files, sizes)
+    if array is not None:
+        keys, words = array
+        on_scan = sizes is not None and sum(k is not None for k in keys) <= _MAX_KEYED_FILES
+    else:
+        on_scan = sizes is not None
 
-    def dv_keys(g, fid):
-        """The DV join columns, computed on the scan itself (`_metadata` is gone after a union)."""
-        return _dv_key_columns(g, fid, F.col("_metadata.row_index"), packed)
+    def drop_on_scan(g, idx):
+        """Apply the DVs of files `idx` on a scan (`_metadata` is gone after a union)."""
+        if array is None:
+            row = F.expr(f"coalesce({row_sql}, {unfilled})") if unfilled else F.expr(row_sql)
+            return _dv_key_columns(g, F.col("_metadata.file_size"), row, packed)
+        pairs = sorted((sizes[i], keys[i]) for i in idx if keys[i] is not None)
+        if not pairs:
+            return g
+        key_sql = _key_by_size_sql("_metadata.file_size", pairs)
+        return g.withColumn(_WORDS, words).filter(F.expr(_dv_keep_sql(row_sql, key_sql, _WORDS, unfilled)))
 
-    if (not has_dv or sizes is not None) and (
+    if (not has_dv or on_scan) and (
             not part_fields or _hive_layout(root, abs_paths, files, pcs, part_fields, mode)):
         # one scan: Spark types the partition columns from the `col=value` directories, which
         # match the log's values exactly (checked per file, for types whose parse is exact)
@@ -190,15 +220,15 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None):
             scan = reader
         df = scan.parquet(*[glob_escape(p) for p in abs_paths])
         if has_dv:
-            df = dv_keys(df, F.col("_metadata.file_size"))
-    elif (not has_dv or sizes is not None) and len(
+            df = drop_on_scan(df, range(len(abs_paths)))
+    elif (not has_dv or on_scan) and len(
             groups := _partition_groups(files, part_fields, mode)) <= _MAX_UNION_GROUPS:
         # no join for partition values: one scan per partition with literal columns
         parts = []
         for values, idx in groups:
             g = reader.parquet(*[glob_escape(abs_paths[i]) for i in idx])
             if has_dv:
-                g = dv_keys(g, F.col("_metadata.file_size"))
+                g = drop_on_scan(g, idx)
             for f, v in zip(part_fields, values):
                 g = g.withColumn(f.name, F.lit(v).cast(to_spark_type(f.type)))
             parts.append(g)
@@ -209,19 +239,21 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None):
         df = reader.parquet(*[glob_escape(p) for p in abs_paths])
         df = df.withColumn(_KEY, F.col("_metadata.file_path"))
         if has_dv:
-            df = df.withColumn(_ROW, F.col("_metadata.row_index"))
-        info = _file_info(spark, files, abs_paths, part_fields, mode)
+            df = df.withColumn(_ROW, F.expr(row_sql if array is not None or not unfilled
+                                            else f"coalesce({row_sql}, {unfilled})"))
+        info = _file_info(spark, files, abs_paths, part_fields, mode,
+                          dv_keys=keys if array is not None else None)
         df = df.join(F.broadcast(info), on=_KEY, how="left")
         # a path that failed to match the log fails the query (a filter is never pruned away)
         df = df.filter(F.when(F.col(_FID).isNull(), F.raise_error(
             F.concat(F.lit("tahoe: data file not matched to the log: "), F.col(_KEY)))).otherwise(F.lit(True)))
-        if has_dv:
+        if array is not None:
+            df = df.withColumn(_WORDS, words).filter(F.expr(_dv_keep_sql(_ROW, _DVKEY, _WORDS, unfilled)))
+        elif has_dv:
             sizes = None  # keyed by the file id from the join
             df = _dv_key_columns(df, F.col(_FID), F.col(_ROW), packed)
-    if has_dv:
-        deleted = _deleted_words(spark, snap, dvs, key=sizes, packed=packed)
-        if deleted is not None:
-            df = _drop_deleted(df, deleted, packed)
+    if has_dv and array is None:
+        df = _drop_deleted(df, _deleted_words(spark, loaded, key=sizes, packed=packed), packed)
 
     phys_by_name = {f.name: p for f, p in zip(data_fields, phys.fields)}
     sel = []
@@ -242,6 +274,25 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None):
     return df.select(*sel)
 
 
+# Spark's parquet readers (3.4 and later) fill a requested column of this name with each row's
+# index in its file — the column behind `_metadata.row_index`, and how delta-spark applies DVs.
+# Asked for directly it costs nothing per row, where `_metadata.row_index` builds a struct per row.
+_ROW_INDEX_COLUMN = "_tmp_metadata_row_index"
+
+
+def _row_index_column(spark, spark_phys) -> str | None:
+    """The row-index column to request on a DV scan: `_ROW_INDEX_COLUMN` on Spark 4 (the
+    versions it is known on) unless a table column has that name, else None (`_metadata`).
+    A null in it fails the query (see the `coalesce` guard), never drops rows silently."""
+    try:
+        major = int(str(spark.version).split(".")[0])
+    except (ValueError, AttributeError):
+        return None
+    if major != 4 or any(f.name.lower() == _ROW_INDEX_COLUMN for f in spark_phys.fields):
+        return None
+    return _ROW_INDEX_COLUMN
+
+
 def _only_field_ids(obj):
     if isinstance(obj, dict):
         out = {}
@@ -256,8 +307,10 @@ def _only_field_ids(obj):
     return obj
 
 
-def _file_info(spark, files: pa.Table, abs_paths: list[str], part_fields: list[StructField], mode: str):
-    from pyspark.sql.types import IntegerType, StringType, StructField as SF, StructType as SparkStruct
+def _file_info(spark, files: pa.Table, abs_paths: list[str], part_fields: list[StructField], mode: str,
+               dv_keys: list[int | None] | None = None):
+    """The (file URI → file id, partition values[, DV word-array key]) table of the join plan."""
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField as SF, StructType as SparkStruct
 
     n = files.num_rows
     cols = {_KEY: pa.array([hadoop_uri(p) for p in abs_paths], pa.string()),
@@ -267,6 +320,9 @@ def _file_info(spark, files: pa.Table, abs_paths: list[str], part_fields: list[S
     for f in part_fields:
         cols[f.name] = typed[f.name]
         fields.append(SF(f.name, to_spark_type(f.type), True))
+    if dv_keys is not None:
+        cols[_DVKEY] = pa.array(dv_keys, pa.int64())
+        fields.append(SF(_DVKEY, LongType(), True))
     t = pa.table(cols)
     return spark.createDataFrame(t, SparkStruct(fields))
 
@@ -363,13 +419,11 @@ def _drop_deleted(df, deleted, packed: bool):
     return df.filter(F.expr(f"{_MASK} IS NULL OR shiftright({_MASK}, {_BIT}) & 1 = 0"))
 
 
-def _deleted_words(spark, snap, dvs: list, key: list[int] | None = None, packed: bool = False):
-    """The DV bitmaps as 64-row words: (file key, row index >> 6) → a mask of the deleted rows
-    (bit = row index & 63), one entry per word holding at least one deleted row. File key =
-    index in `dvs`, or `key[i]` (the file's size) when given. None when nothing is deleted."""
-    from pyspark.sql.types import LongType, StructField as SF, StructType as SparkStruct
-
-    fids, words, masks = [], [], []
+def _load_dv_words(snap, dvs: list) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """[(file index in `dvs`, words, masks)] for each file with deleted rows: the DV bitmap as
+    64-row words (word = row index >> 6, ascending) and masks of the deleted rows in each
+    (bit = row index & 63), one entry per word holding at least one deleted row."""
+    out = []
     root = snap.table_root
     store = snap.store
     for i, dv in enumerate(dvs):
@@ -387,12 +441,82 @@ def _deleted_words(spark, snap, dvs: list, key: list[int] | None = None, packed:
         w = (rows >> np.uint64(6)).astype(np.int64)
         bits = np.left_shift(np.uint64(1), rows & np.uint64(63))
         starts = np.flatnonzero(np.r_[True, w[1:] != w[:-1]])  # bitmaps iterate in order
-        words.append(w[starts])
-        masks.append(np.bitwise_or.reduceat(bits, starts).view(np.int64))
-        fids.append(np.full(len(starts), i if key is None else key[i], dtype=np.int64))
-    if not fids:
+        out.append((i, w[starts], np.bitwise_or.reduceat(bits, starts).view(np.int64)))
+    return out
+
+
+# Most words shipped with a query as one array (32 MB: the runs of ~268M rows); more go into a
+# broadcast join. Each task deserializes the array, so it is kept well below a task's budget.
+_MAX_DV_WORDS = 1 << 22
+# Most files told apart by a CASE tree on `_metadata.file_size` on a scan (depth log2(64)).
+_MAX_KEYED_FILES = 64
+
+
+def _word_array(spark, loaded: list, files: pa.Table):
+    """(keys, words): the DV words of all files end to end in one array column (a scalar
+    subquery over a one-row table: Spark ships it as an UnsafeArrayData, bytes). Each file's run
+    covers all its rows (numRecords / 64 words, so no row reads past its run and a row's word is
+    found with one use of the key); keys[i] = where file i's run starts, None for a file with
+    no deleted rows. None — the caller joins the words instead — when the runs exceed
+    `_MAX_DV_WORDS`, a DV'd file has no numRecords, or the session has no scalar subqueries."""
+    from pyspark.sql.types import ArrayType, LongType, StructField as SF, StructType as SparkStruct
+
+    from ..protocol.stats import parse_stats
+
+    stats = files.column("stats").to_pylist()
+    runs = []
+    for i, w, m in loaded:
+        try:
+            st = parse_stats(stats[i])
+        except Exception:
+            return None
+        if st is None or st.num_records is None:
+            return None
+        runs.append(max((st.num_records + 63) >> 6, int(w[-1]) + 1))
+    total = sum(runs)
+    if total > _MAX_DV_WORDS:
         return None
-    fid, word, mask = np.concatenate(fids), np.concatenate(words), np.concatenate(masks)
+    keys: list[int | None] = [None] * files.num_rows
+    flat = np.zeros(total, dtype=np.int64)
+    off = 0
+    for (i, w, m), n in zip(loaded, runs):
+        flat[off + w] = m
+        keys[i] = off
+        off += n
+    t = pa.table({"w": pa.ListArray.from_arrays(pa.array([0, total], pa.int32()), pa.array(flat))})
+    one = spark.createDataFrame(t, SparkStruct([SF("w", ArrayType(LongType(), False), False)]))
+    scalar = getattr(one, "scalar", None)
+    return (keys, scalar()) if scalar is not None else None
+
+
+def _key_by_size_sql(size: str, pairs: list[tuple[int, int]]) -> str:
+    """SQL for a CASE tree over sorted (file size, key) pairs: the key of the file whose size is
+    `size`, null for a file not listed (no deleted rows)."""
+    if len(pairs) == 1:
+        return f"CASE WHEN {size} = {pairs[0][0]}L THEN {pairs[0][1]} END"
+    mid = len(pairs) // 2
+    return (f"CASE WHEN {size} < {pairs[mid][0]}L THEN {_key_by_size_sql(size, pairs[:mid])} "
+            f"ELSE {_key_by_size_sql(size, pairs[mid:])} END")
+
+
+def _dv_keep_sql(row: str, key: str, words: str, unfilled: str | None) -> str:
+    """SQL true for a row not deleted: bit `row & 63` of word `key + (row >> 6)` is clear, or the
+    row's file has no run (`key` null). `key` appears once, so Spark evaluates it once per row
+    (the optimizer copies a column's expression into every use). `unfilled` (an error) is raised
+    where the row index is null."""
+    test = f"shiftright(get({words}, {key} + cast(shiftright({row}, 6) as int)), cast({row} & 63 as int)) & 1 = 0"
+    otherwise = f"CASE WHEN {row} IS NULL THEN {unfilled} ELSE true END" if unfilled else "true"
+    return f"coalesce({test}, {otherwise})"
+
+
+def _deleted_words(spark, loaded: list, key: list[int] | None = None, packed: bool = False):
+    """The loaded DV words as a table to join: (file key, word) → mask. File key = index in
+    `dvs`, or `key[i]` (the file's size) when given."""
+    from pyspark.sql.types import LongType, StructField as SF, StructType as SparkStruct
+
+    fid = np.concatenate([np.full(len(w), i if key is None else key[i], dtype=np.int64) for i, w, _ in loaded])
+    word = np.concatenate([w for _, w, _ in loaded])
+    mask = np.concatenate([m for _, _, m in loaded])
     if packed:
         t = pa.table({_W: pa.array((fid << _WORD_BITS) | word), _MASK: pa.array(mask)})
         fields = [SF(_W, LongType(), False), SF(_MASK, LongType(), False)]

@@ -91,28 +91,45 @@ def test_delta_table_api(spark, tmp_path):
 
 
 _JOIN_TABLES = [p for p in manifest_params("rows")
-                if p.values[0]["partition_columns"] or p.values[0]["deletion_vectors"]]
+                if p.values[0] and (p.values[0]["partition_columns"] or p.values[0]["deletion_vectors"])]
 
 
 def _force_plan(monkeypatch, plan: str) -> None:
-    """Steer the fast path away from the one-scan directory plan to `plan`."""
+    """Steer the fast path away from its first choices to `plan`:
+    `union` — one scan per partition (directories don't name the partition values);
+    `join` — a broadcast join on `_metadata.file_path` (many partitions, or files of equal size:
+    the DV word array is located through the join);
+    `words-join` — the DV words in a broadcast join keyed by (file size, word), as when they are
+    too many to ship with the query; `words-join-by-id` — the same keyed by the file id from the
+    path join; `unpacked` — that join keyed by two columns instead of one packed long."""
     from tahoe.spark import read as R
 
-    monkeypatch.setattr(R, "_hive_layout", lambda *a: False)
-    if plan == "join":
+    if plan == "metadata-row-index":  # row indexes from `_metadata` (another Spark version)
+        monkeypatch.setattr(R, "_row_index_column", lambda spark, schema: None)
+        return
+    if plan != "words-join":
+        monkeypatch.setattr(R, "_hive_layout", lambda *a: False)
+    if plan.startswith("words-join") or plan == "unpacked":
+        monkeypatch.setattr(R, "_MAX_DV_WORDS", 0)
+    if plan in ("join", "words-join-by-id"):
         monkeypatch.setattr(R, "_MAX_UNION_GROUPS", 0)
         monkeypatch.setattr(R, "_unique_sizes", lambda paths: None)
     if plan == "unpacked":
         monkeypatch.setattr(R, "_packable", lambda files, sizes: False)
 
 
-@pytest.mark.parametrize("plan", ["union", "join", "unpacked"])
-@pytest.mark.parametrize("entry", _JOIN_TABLES)
+_PLANS = ["union", "join", "words-join", "words-join-by-id", "unpacked", "metadata-row-index"]
+
+
+# the DV-only variants only for tables with deletion vectors
+_PLAN_CASES = [pytest.param(p.values[0], plan, id=f"{p.id}-{plan}")
+               for p in _JOIN_TABLES for plan in _PLANS
+               if plan in ("union", "join") or p.values[0]["deletion_vectors"]]
+
+
+@pytest.mark.parametrize("entry,plan", _PLAN_CASES)
 def test_fast_path_other_plans(spark, entry, plan, monkeypatch):
-    """The plans the fast path falls back to return the same rows: one scan per partition with
-    literal columns (`union`: directories that don't name the partition values), a broadcast
-    join on `_metadata.file_path` (`join`: many partitions or files of equal size), and DV words
-    keyed by two columns instead of one packed long (`unpacked`)."""
+    """The plans the fast path falls back to (see `_force_plan`) return the same rows."""
     from tahoe.spark import read as R
 
     _force_plan(monkeypatch, plan)
@@ -149,10 +166,11 @@ def _add_dvs(path: str, deleted: list[list[int]]) -> None:
     txn.commit()
 
 
-@pytest.mark.parametrize("plan", ["directories", "union", "join", "unpacked"])
+@pytest.mark.parametrize("plan", ["directories", *_PLANS, "many-files"])
 def test_deletion_vector_words(spark, tmp_path, plan, monkeypatch):
     """Deleted rows on 64-row word edges (bit 0, bit 63 — a negative mask — and the next word),
-    a lone row far into a file and a file's last row are removed exactly, in every plan."""
+    a lone row far into a file and a file's last row are removed exactly, and rows past a file's
+    last deleted word are kept, in every plan."""
     from pyspark.sql import functions as F
 
     from tahoe import Table
@@ -163,17 +181,67 @@ def test_deletion_vector_words(spark, tmp_path, plan, monkeypatch):
     write_delta(df.repartition(1), path, partition_by=["p"], properties={"delta.enableDeletionVectors": "true"})
     files = Table(path).files(["partitionValues", "stats"])
     assert files.num_rows == 2
-    deleted = [[0, 62, 63, 64, 127, 128, 1000, 1499], [1, 63, 1498]]
+    deleted = [[0, 62, 63, 64, 127, 128, 1000, 1499], [1, 63]]
     _add_dvs(path, deleted)
-    if plan != "directories":
+    if plan == "many-files":  # more files with DVs than a CASE tree on the file size takes
+        monkeypatch.setattr(R, "_MAX_KEYED_FILES", 1)
+    elif plan != "directories":
         _force_plan(monkeypatch, plan)
-    got = sorted(r.id for r in R.read_delta(spark, path).collect())
+    out = R.read_delta(spark, path)
+    got = sorted(r.id for r in out.collect())
+    if plan == "directories":  # the word array on one scan: no join at all
+        assert "Join" not in out._jdf.queryExecution().executedPlan().toString()
     gone = set()  # the ids at the deleted row positions of each file
     for add, rows in zip(Table(path, version=0).snapshot.add_files(), deleted):
         ids = pq.read_table(os.path.join(path, unquote(add.path)), columns=["id"]).column("id").to_pylist()
         gone.update(ids[r] for r in rows)
     assert got == sorted(set(range(3000)) - gone)
     assert got == sorted(Table(path).to_arrow(columns=["id"]).column("id").to_pylist())
+
+
+def test_deletion_vectors_on_split_files(spark, tmp_path):
+    """Row indexes stay right when Spark splits a file (many row groups, small splits) and the
+    DV'd scan runs as many tasks."""
+    from pyspark.sql import functions as F
+
+    from tahoe import Table
+    from tahoe.spark import read_delta, write_delta
+
+    path = str(tmp_path / "split")
+    hconf = spark.sparkContext._jsc.hadoopConfiguration()
+    hconf.set("parquet.block.size", "4096")
+    try:
+        write_delta(spark.range(0, 20000, 1, 1).select(F.col("id"), (F.col("id") * 7).alias("v")), path,
+                    properties={"delta.enableDeletionVectors": "true"})
+    finally:
+        hconf.unset("parquet.block.size")
+    assert pq.ParquetFile(Table(path).file_uris()[0].removeprefix("file://")).num_row_groups > 4
+    deleted = sorted({0, 1, 63, 64, 4095, 4096, 9999, 19999} | set(range(500, 20000, 997)))
+    _add_dvs(path, [deleted])
+    old = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "8192")
+    try:
+        df = read_delta(spark, path)
+        assert df.rdd.getNumPartitions() > 4
+        got = sorted(r.id for r in df.collect())
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", old)
+    assert got == sorted(set(range(20000)) - set(deleted))
+
+
+def test_unfilled_row_index_fails_loudly(spark, tmp_path, monkeypatch):
+    """Should a Spark version stop filling the row-index column, a DV'd read fails with a clear
+    error instead of dropping or keeping rows silently."""
+    from pyspark.sql import functions as F
+
+    from tahoe.spark import read as R, write_delta
+
+    path = str(tmp_path / "t")
+    write_delta(spark.range(0, 100, 1, 1).select(F.col("id")), path, properties={"delta.enableDeletionVectors": "true"})
+    _add_dvs(path, [[3, 4]])
+    monkeypatch.setattr(R, "_ROW_INDEX_COLUMN", "__tahoe_not_a_row_index")
+    with pytest.raises(Exception, match="did not fill the row index column"):
+        R.read_delta(spark, path).collect()
 
 
 def test_directory_plan_is_one_scan(spark, tmp_path):
