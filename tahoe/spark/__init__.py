@@ -25,10 +25,11 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-__all__ = ["DeltaTable", "read_delta", "write_delta", "register", "local_session"]
+__all__ = ["DeltaTable", "IdentityGenerator", "read_delta", "write_delta", "register", "local_session"]
 
 _LAZY = {
     "DeltaTable": ("tahoe.spark.delta_table", "DeltaTable"),
+    "IdentityGenerator": ("tahoe.spark.delta_table", "IdentityGenerator"),
     "read_delta": ("tahoe.spark.read", "read_delta"),
     "write_delta": ("tahoe.spark.write", "write_delta"),
     "register": ("tahoe.spark.datasource", "register"),

@@ -31,7 +31,8 @@ __all__ = [
     "normalize_property", "split_protocol_properties", "features_for_metadata",
     "features_for_schema", "is_true", "parse_interval_ms", "isolation_level",
     "ISOLATION_LEVELS", "SERIALIZABLE", "WRITE_SERIALIZABLE", "SNAPSHOT_ISOLATION",
-    "constraint_key", "constraints_of", "identity_columns", "advance_identity_high_water_mark",
+    "constraint_key", "constraints_of", "identity_columns", "check_identity_columns",
+    "advance_identity_high_water_mark",
     "IDENTITY_START", "IDENTITY_STEP", "IDENTITY_HIGH_WATER_MARK",
     "IDENTITY_ALLOW_EXPLICIT_INSERT", "GENERATION_EXPRESSION", "INVARIANTS",
     "ROW_ID_COLUMN_PROP", "ROW_COMMIT_VERSION_COLUMN_PROP",
@@ -332,6 +333,28 @@ def identity_columns(schema: StructType) -> dict[str, StructField]:
     """Top-level identity columns by name."""
     return {f.name: f for f in schema.fields
             if IDENTITY_START in f.metadata or IDENTITY_STEP in f.metadata}
+
+
+def check_identity_columns(schema: StructType, partition_columns: Iterable[str] = ()) -> None:
+    """The rules delta-spark applies when a table gets identity columns: BIGINT only, a step
+    other than 0, no generation expression besides, and not a partition column. SchemaError
+    naming the column otherwise."""
+    parts = {p.lower() for p in partition_columns}
+    for f in identity_columns(schema).values():
+        if not (isinstance(f.type, PrimitiveType) and f.type.name == "long"):
+            raise SchemaError(f"identity column '{f.name}' has type {f.type.simple_string()}; "
+                              f"identity columns must be BIGINT")
+        try:
+            step = int(f.metadata.get(IDENTITY_STEP, 1))
+            int(f.metadata.get(IDENTITY_START, 1))
+        except (TypeError, ValueError):
+            raise SchemaError(f"identity column '{f.name}' has a start or step that is not an integer") from None
+        if step == 0:
+            raise SchemaError(f"identity column '{f.name}' has step 0; the step cannot be 0")
+        if GENERATION_EXPRESSION in f.metadata:
+            raise SchemaError(f"identity column '{f.name}' cannot also have a generation expression")
+        if f.name.lower() in parts:
+            raise SchemaError(f"identity column '{f.name}' cannot be a partition column")
 
 
 def advance_identity_high_water_mark(schema: StructType, column: str, value: int) -> StructType | None:

@@ -40,7 +40,7 @@ from ..protocol.schema import (
 )
 from ..protocol.table_features import FEATURES, canonical_feature_name, merge_protocols
 from .properties import (
-    CONSTRAINT_PREFIX, FEATURE_PREFIX, advance_identity_high_water_mark, constraint_key,
+    CONSTRAINT_PREFIX, FEATURE_PREFIX, advance_identity_high_water_mark, check_identity_columns, constraint_key,
     constraints_of, is_true, normalize_properties,
 )
 from .transaction import Transaction, now_ms, raise_protocol_versions, same_protocol
@@ -175,6 +175,7 @@ def create_table(uri: str | DeltaLog, schema: StructType | pa.Schema | str, part
     schema = _as_schema(schema)
     _check_schema(schema)
     pcols = _resolve_partition_columns(schema, partition_columns)
+    check_identity_columns(schema, pcols)
     conf = normalize_properties(properties)
     for cname, expr in constraints_of(conf).items():
         check_expression_columns(expr, schema, f"CHECK constraint '{cname}'")

@@ -117,11 +117,11 @@ def test_roundtrip_column_mapping_ntz_to_delta_rs(spark, tmp_path):
 def test_identity_generated_constraints(spark, tmp_path):
     from tahoe import Table
     from tahoe.errors import ConstraintViolationError
-    from tahoe.spark import DeltaTable, read_delta, write_delta
+    from tahoe.spark import DeltaTable, IdentityGenerator, read_delta, write_delta
 
     path = str(tmp_path / "special")
     (DeltaTable.create(spark).location(path)
-        .addColumn("id", "BIGINT", generatedAlwaysAsIdentity=True, identityStart=10, identityStep=5)
+        .addColumn("id", "BIGINT", generatedAlwaysAs=IdentityGenerator(start=10, step=5))
         .addColumn("x", "INT", nullable=False)
         .addColumn("y", "INT", generatedAlwaysAs="x * 2")
         .addColumn("p", "STRING")

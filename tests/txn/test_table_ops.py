@@ -133,6 +133,11 @@ def test_create_schema_forms(tmp_path):
 
 # --- bad input: clear errors, nothing committed ---------------------------------------------------
 
+def _identity_schema(type_, extra: dict | None = None) -> StructType:
+    md = {"delta.identity.start": 1, "delta.identity.step": 1, "delta.identity.allowExplicitInsert": False}
+    return StructType([StructField("id", type_, False, {**md, **(extra or {})}), StructField("v", LONG)])
+
+
 @pytest.mark.parametrize("kwargs, exc, match", [
     (dict(properties={"delta.appendOnly": "yes"}), InvalidTableOperationError, "delta.appendOnly"),
     (dict(properties={"delta.checkpointInterval": "0"}), InvalidTableOperationError, "checkpointInterval"),
@@ -149,6 +154,13 @@ def test_create_schema_forms(tmp_path):
     (dict(schema="id BIGINT, s STRUCT<a: INT, A: INT>"), SchemaError, "duplicate"),
     (dict(schema="id BIGINT", partition_columns=["id"]), SchemaError, "all columns"),
     (dict(schema="id WHATEVER"), SchemaError, "WHATEVER"),
+    # identity columns: delta-spark's rules
+    (dict(schema=_identity_schema(STRING)), SchemaError, "identity column 'id' has type string"),
+    (dict(schema=_identity_schema(LONG, {"delta.identity.step": 0})), SchemaError, "step 0"),
+    (dict(schema=_identity_schema(LONG, {"delta.identity.start": "x"})), SchemaError, "not an integer"),
+    (dict(schema=_identity_schema(LONG, {"delta.generationExpression": "v + 1"})), SchemaError,
+     "generation expression"),
+    (dict(schema=_identity_schema(LONG), partition_columns=["id"]), SchemaError, "cannot be a partition column"),
 ])
 def test_create_bad_input(tmp_path, kwargs, exc, match):
     path = str(tmp_path / "t")
