@@ -92,6 +92,49 @@ class ArrowFileReader:
     # --- one file ------------------------------------------------------------------------------
     def read_file(self, path: str, partition_values: dict[str, str | None] | None,
                   deletion_vector: dict | DeletionVectorDescriptor | None = None) -> pa.Table:
+        """The logical rows of one data file, in one table."""
+        full, pf, resolved, names = self._open(path)
+        num_rows = pf.metadata.num_rows
+        try:
+            t = pf.read(columns=names, use_threads=False) if names else None
+        except (pa.ArrowInvalid, OSError) as e:
+            raise CorruptLogError(f"cannot read data file {full}: {e}") from None
+        deleted = self._deleted(full, deletion_vector, num_rows)
+        return self._assemble(t, resolved, num_rows, path, partition_values, deleted)
+
+    def read_row_groups(self, path: str, partition_values: dict[str, str | None] | None,
+                        deletion_vector: dict | DeletionVectorDescriptor | None = None,
+                        row_groups: Iterable[int] | None = None) -> Iterator[pa.Table]:
+        """The logical rows of one data file one parquet row group at a time (all of them, or
+        `row_groups`, ascending indexes): memory stays at a row group, and a large file can be
+        read by several tasks. Deletion vectors apply by the rows' positions in the file."""
+        full, pf, resolved, names = self._open(path)
+        md = pf.metadata
+        starts = [0] * (md.num_row_groups + 1)
+        for i in range(md.num_row_groups):
+            starts[i + 1] = starts[i] + md.row_group(i).num_rows
+        deleted = self._deleted(full, deletion_vector, md.num_rows)
+        for i in (range(md.num_row_groups) if row_groups is None else row_groups):
+            if not 0 <= i < md.num_row_groups:
+                raise CorruptLogError(f"data file {full} has {md.num_row_groups} row groups, not a row group {i}")
+            n = starts[i + 1] - starts[i]
+            try:
+                t = pf.read_row_group(i, columns=names, use_threads=False) if names else None
+            except (pa.ArrowInvalid, OSError) as e:
+                raise CorruptLogError(f"cannot read data file {full}: {e}") from None
+            yield self._assemble(t, resolved, n, path, partition_values,
+                                 None if deleted is None else deleted[starts[i]:starts[i + 1]])
+
+    def row_group_bytes(self, path: str) -> list[int]:
+        """The compressed size of each row group of a data file (from its footer): how a scan
+        splits a large file into parts of about equal size."""
+        _full, pf, _resolved, _names = self._open(path)
+        md = pf.metadata
+        return [sum(md.row_group(i).column(j).total_compressed_size for j in range(md.num_columns))
+                for i in range(md.num_row_groups)]
+
+    def _open(self, path: str):
+        """(full path, ParquetFile, [(logical field, file column index | None)], file columns to read)."""
         full = resolve_data_path(self.table_root, path)
         fs_path = self.store.to_fs_path(full)
         try:
@@ -102,19 +145,32 @@ class ArrowFileReader:
             raise CorruptLogError(f"cannot read data file {full}: {e}") from None
         file_schema = pf.schema_arrow
         resolved = [(f, self._find(file_schema, f)) for f in self.data_fields]
-        read_idx = sorted({i for _, i in resolved if i is not None})
-        names = [file_schema.field(i).name for i in read_idx]
-        num_rows = pf.metadata.num_rows
+        names = [file_schema.field(i).name for i in sorted({i for _, i in resolved if i is not None})]
+        return full, pf, [(f, None if i is None else file_schema.field(i).name) for f, i in resolved], names
+
+    def _deleted(self, full: str, deletion_vector, num_rows: int):
+        """The file's deleted rows as a boolean mask (None: no deletion vector)."""
+        if not deletion_vector:
+            return None
+        dv = deletion_vector if isinstance(deletion_vector, DeletionVectorDescriptor) \
+            else DeletionVectorDescriptor.from_dict(deletion_vector)
         try:
-            t = pf.read(columns=names, use_threads=False) if names else None
-        except (pa.ArrowInvalid, OSError) as e:
-            raise CorruptLogError(f"cannot read data file {full}: {e}") from None
+            bitmap = load_deletion_vector(dv, self.table_root, self._read_range)
+        except DeletionVectorError as e:
+            raise DeletionVectorError(f"deletion vector of {full}: {e}") from None
+        return deleted_mask(bitmap, num_rows)
+
+    def _assemble(self, t: pa.Table | None, resolved, num_rows: int, path: str,
+                  partition_values, deleted) -> pa.Table:
+        """The logical table of `num_rows` rows read into `t` (the file's columns): columns
+        conformed to the logical types, missing ones null, partition columns added, rows
+        marked in `deleted` dropped."""
         cols: dict[str, pa.Array] = {}
-        for f, i in resolved:
-            if i is None:
+        for f, name in resolved:
+            if name is None:
                 cols[f.name] = pa.nulls(num_rows, _out_type(f.type))
             else:
-                arr = t.column(file_schema.field(i).name)
+                arr = t.column(name)
                 arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
                 cols[f.name] = self._conform(arr, f.type)
         part_fields = [f for f in self.out_fields if f.name not in cols]
@@ -127,17 +183,9 @@ class ArrowFileReader:
                 cols[f.name] = pa.repeat(typed[f.name][0].cast(_out_type(f.type)), num_rows)
         table = pa.table([cols[f.name] for f in self.out_fields], schema=self.out_schema) if self.out_fields \
             else pa.table({"__rows": pa.nulls(num_rows)}).drop(["__rows"])
-        if deletion_vector:
-            dv = deletion_vector if isinstance(deletion_vector, DeletionVectorDescriptor) \
-                else DeletionVectorDescriptor.from_dict(deletion_vector)
-            try:
-                bitmap = load_deletion_vector(dv, self.table_root, self._read_range)
-            except DeletionVectorError as e:
-                raise DeletionVectorError(f"deletion vector of {full}: {e}") from None
-            mask = deleted_mask(bitmap, num_rows)
-            if mask.any():
-                keep = pa.array(~mask)
-                table = table.filter(keep) if table.num_columns else table.slice(0, int((~mask).sum()))
+        if deleted is not None and deleted.any():
+            keep = ~deleted
+            table = table.filter(pa.array(keep)) if table.num_columns else table.slice(0, int(keep.sum()))
         return table
 
     def _read_range(self, path: str, start: int, length: int) -> bytes:

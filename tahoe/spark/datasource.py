@@ -1,10 +1,11 @@
 """The `delta` Python data source: `spark.read.format("delta")` / `df.write.format("delta")`.
 
 Owns the data-source path. Reading: the driver plans the snapshot's files (with partition pruning
-and stats skipping from pushed-down filters), splits them into input partitions, and executors read
-each file as Arrow with tahoe's Spark-free reader (`tahoe.read.ArrowFileReader`: column mapping,
-DVs, partition values) — so it reaches any store tahoe's storage layer reaches (s3:// via pyarrow)
-even when the JVM cannot. Options: `versionAsOf`, `timestampAsOf`, storage options as
+and stats skipping from pushed-down filters) and splits them into input partitions of about
+128 MB (small files packed together, large files split into runs of row groups); executors read
+them as Arrow one row group at a time with tahoe's Spark-free reader
+(`tahoe.read.ArrowFileReader`: column mapping, DVs, partition values) — so it reaches any store
+tahoe's storage layer reaches (s3:// via pyarrow) even when the JVM cannot. Options: `versionAsOf`, `timestampAsOf`, storage options as
 `storage.<key>`. Writing: executors write parquet files with pyarrow under the table root and send
 back AddFile actions; the driver-side `commit` makes one transaction (`tahoe.spark.write`: the
 same plan and commit as `write_delta` — schema rules, generated/identity columns, constraints,
@@ -40,7 +41,8 @@ from .write import SAVE_MODE_OPTION, SESSION_OVERWRITE_MODE_OPTION
 
 __all__ = ["DeltaDataSource", "register", "read_via_datasource"]
 
-_FILES_PER_PARTITION_BYTES = 128 << 20
+# about what one task reads (Spark's spark.sql.files.maxPartitionBytes default)
+_PARTITION_BYTES = 128 << 20
 
 
 def _storage_options(options: dict) -> dict | None:
@@ -113,6 +115,10 @@ class DeltaReader(DataSourceReader):
         self._snap = snap
         self._filters: list = []
 
+    def __getstate__(self):
+        # what the executors' read() needs: not the snapshot nor the filters (driver-side planning)
+        return {k: v for k, v in self.__dict__.items() if k not in ("_snap", "_filters")}
+
     def pushFilters(self, filters):
         # Spark re-applies every filter; tahoe uses the supported ones for file skipping only.
         for f in filters:
@@ -122,6 +128,8 @@ class DeltaReader(DataSourceReader):
             yield f
 
     def partitions(self):
+        """Input partitions of about `_PARTITION_BYTES` each: small files packed together, a
+        file larger than that split into runs of its row groups (its footer read here)."""
         from .read import plan_files
 
         files = plan_files(self._snap, self._filters)
@@ -130,34 +138,56 @@ class DeltaReader(DataSourceReader):
         dvs = files.column("deletionVector").to_pylist()
         sizes = files.column("size").to_pylist()
         parts, cur, cur_size = [], [], 0
-        for p, pv, dv, sz in zip(paths, pvs, dvs, sizes):
-            cur.append((p, dict(pv) if pv else {}, dict(dv) if dv else None))
-            cur_size += sz or 0
-            if cur_size >= _FILES_PER_PARTITION_BYTES:
+
+        def add(entry, size):
+            nonlocal cur, cur_size
+            cur.append(entry)
+            cur_size += size
+            if cur_size >= _PARTITION_BYTES:
                 parts.append(_FilesPartition(cur))
                 cur, cur_size = [], 0
+
+        reader = None
+        for p, pv, dv, sz in zip(paths, pvs, dvs, sizes):
+            pv = dict(pv) if pv else {}
+            dv = dict(dv) if dv else None
+            if (sz or 0) <= _PARTITION_BYTES:
+                add((p, pv, dv, None), sz or 0)
+                continue
+            reader = reader or self._arrow_reader()
+            run, run_size = [], 0
+            for i, b in enumerate(reader.row_group_bytes(p)):
+                run.append(i)
+                run_size += b
+                if run_size >= _PARTITION_BYTES:
+                    add((p, pv, dv, run), run_size)
+                    run, run_size = [], 0
+            if run:
+                add((p, pv, dv, run), run_size)
         if cur:
             parts.append(_FilesPartition(cur))
         return parts or [_FilesPartition([])]
 
-    def read(self, partition: _FilesPartition) -> Iterator:
-        import pyarrow as pa
-        from pyspark.sql.pandas.types import to_arrow_schema
-        from pyspark.sql.types import StructType as SparkStruct
-
+    def _arrow_reader(self):
         from ..protocol.schema import StructType
         from ..read.arrow_reader import ArrowFileReader
         from ..storage import log_store_for
 
         store, root = log_store_for(self.table_root, self.storage_options)
-        reader = ArrowFileReader(store, root, StructType.from_json(self.schema_json), self.partition_columns,
-                                 self.mode, self.columns)
+        return ArrowFileReader(store, root, StructType.from_json(self.schema_json), self.partition_columns,
+                               self.mode, self.columns)
+
+    def read(self, partition: _FilesPartition) -> Iterator:
+        from pyspark.sql.pandas.types import to_arrow_schema
+        from pyspark.sql.types import StructType as SparkStruct
+
+        reader = self._arrow_reader()
         target = to_arrow_schema(SparkStruct.fromJson(json.loads(self.out_schema_json)), timezone="UTC")
-        for path, pv, dv in partition.files:
-            t = reader.read_file(path, pv, dv)
-            t = t.select(target.names) if target.names else t
-            for b in t.cast(target).to_batches(max_chunksize=65536):
-                yield b
+        for path, pv, dv, row_groups in partition.files:
+            for t in reader.read_row_groups(path, pv, dv, row_groups):
+                t = t.select(target.names) if target.names else t
+                for b in t.cast(target).to_batches(max_chunksize=65536):
+                    yield b
 
 
 def _filter_to_sql(f) -> str | None:

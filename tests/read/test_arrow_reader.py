@@ -1,0 +1,111 @@
+"""The Spark-free reader's row-group path (`ArrowFileReader.read_row_groups`, what the `delta`
+data source's tasks use): the same rows as whole-file reads on every conformance table, deletion
+vectors applied by file position across row-group boundaries, any run of row groups on its own."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyroaring import BitMap64
+
+from tahoe import Table
+from tahoe.errors import CorruptLogError
+from tahoe.log import DeltaLog
+from tahoe.read.arrow_reader import ArrowFileReader
+from tests.conftest import GOLDEN, assert_rows_equal, manifest_params, read_expected
+
+
+def _reader(snap) -> ArrowFileReader:
+    return ArrowFileReader(snap.store, snap.table_root, snap.schema, snap.partition_columns,
+                           snap.column_mapping_mode)
+
+
+@pytest.mark.parametrize("entry", manifest_params("rows"))
+def test_row_groups_read_every_conformance_table(entry):
+    snap = DeltaLog.for_table(str(GOLDEN / entry["table"])).snapshot()
+    reader = _reader(snap)
+    parts = []
+    for a in snap.add_files():
+        dv = a.deletion_vector.to_dict() if a.deletion_vector else None
+        whole = reader.read_file(a.path, a.partition_values, dv)
+        groups = list(reader.read_row_groups(a.path, a.partition_values, dv))
+        got = pa.concat_tables(groups) if groups else whole.slice(0, 0)
+        assert got.equals(whole), a.path
+        parts.append(got)
+    expected = read_expected(entry)
+    actual = pa.concat_tables(parts) if parts else expected.slice(0, 0)
+    assert_rows_equal(actual, expected, entry["name"])
+
+
+def _table_with_row_groups(tmp_path, deleted: list[int]):
+    """One data file of 1000 rows in 10 row groups of 100; `deleted` rows removed by a DV."""
+    from tahoe.protocol.deletion_vectors import DeletionVectorDescriptor, encode_dv_file, new_dv_path_component
+    from tahoe.txn import Transaction
+    from tahoe.write import write_table
+
+    path = str(tmp_path / "t")
+    write_table(path, pa.table({"id": pa.array(range(1000), pa.int64())}),
+                properties={"delta.enableDeletionVectors": "true"})
+    log = DeltaLog.for_table(path)
+    snap = log.snapshot()
+    (add,) = snap.add_files()
+    data = os.path.join(path, add.path)
+    pq.write_table(pq.read_table(data), data, row_group_size=100)  # same rows, 10 row groups
+    bm = BitMap64(deleted)
+    blob, [(off, size)] = encode_dv_file([bm])
+    rel, u = new_dv_path_component()
+    os.makedirs(os.path.join(path, rel[:-20]), exist_ok=True)
+    with open(os.path.join(path, rel[:-20], f"deletion_vector_{u}.bin"), "wb") as f:
+        f.write(blob)
+    dv = DeletionVectorDescriptor("u", rel, size, len(bm), off)
+    new = dataclasses.replace(add, deletion_vector=dv, size=os.path.getsize(data))
+    txn = Transaction(log, "DELETE", {"predicate": "[]"}, snapshot=snap)
+    txn.read_whole_table()
+    txn.remove_files([add])
+    txn.add_files([new])
+    txn.commit()
+    return path
+
+
+def test_deletion_vectors_apply_by_file_position_across_row_groups(tmp_path):
+    deleted = [0, 99, 100, 101, 555, 899, 900, 999]
+    path = _table_with_row_groups(tmp_path, deleted)
+    snap = DeltaLog.for_table(path).snapshot()
+    (add,) = snap.add_files()
+    reader = _reader(snap)
+    dv = add.deletion_vector.to_dict()
+    assert pq.ParquetFile(os.path.join(path, add.path)).num_row_groups == 10
+    assert reader.row_group_bytes(add.path) and len(reader.row_group_bytes(add.path)) == 10
+    groups = list(reader.read_row_groups(add.path, {}, dv))
+    assert [g.num_rows for g in groups] == [98, 98, 100, 100, 100, 99, 100, 100, 99, 98]
+    assert pa.concat_tables(groups).column("id").to_pylist() == [i for i in range(1000) if i not in deleted]
+    # a run of row groups on its own: what one task of a split file reads
+    run = pa.concat_tables(reader.read_row_groups(add.path, {}, dv, [5, 6, 7]))
+    assert run.column("id").to_pylist() == [i for i in range(500, 800) if i not in deleted]
+    assert Table(path).to_arrow().num_rows == 1000 - len(deleted)
+    with pytest.raises(CorruptLogError, match="10 row groups, not a row group 10"):
+        list(reader.read_row_groups(add.path, {}, dv, [10]))
+
+
+def test_data_source_splits_a_large_file_by_row_groups(tmp_path, monkeypatch):
+    """The `delta` data source's planning: a file larger than a task's share is split into runs
+    of row groups (here: partitions of ~3 row groups), and the partitions' reads, DVs applied,
+    are the table's rows exactly once."""
+    pytest.importorskip("pyspark")
+    from tahoe.spark import datasource as D
+
+    deleted = [0, 99, 100, 101, 555, 899, 900, 999]
+    path = _table_with_row_groups(tmp_path, deleted)
+    per_group = DeltaLog.for_table(path).snapshot().add_files()[0].size // 10
+    monkeypatch.setattr(D, "_PARTITION_BYTES", per_group * 3)
+    src = D.DeltaDataSource({"path": path})
+    reader = src.reader(src.schema())
+    parts = reader.partitions()
+    runs = [f[3] for p in parts for f in p.files]
+    assert len(parts) >= 3 and sorted(i for r in runs for i in r) == list(range(10))
+    ids = [i for p in parts for b in reader.read(p) for i in b.column("id").to_pylist()]
+    assert sorted(ids) == [i for i in range(1000) if i not in deleted]
