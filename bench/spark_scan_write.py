@@ -76,43 +76,21 @@ def _du(path: str) -> int:
 
 
 def add_deletion_vectors(path: str, fraction: float = 0.1, seed: int = 7) -> int:
-    """Delete `fraction` of each file's rows with deletion vectors (one DV file); returns the
-    number of rows deleted."""
-    import dataclasses
-
+    """Delete `fraction` of each file's rows with deletion vectors (one DV file, one commit);
+    returns the number of rows deleted."""
     import numpy as np
-    from pyroaring import BitMap64
 
     from tahoe.log import DeltaLog
-    from tahoe.protocol.deletion_vectors import DeletionVectorDescriptor, encode_dv_file, new_dv_path_component
     from tahoe.protocol.stats import parse_stats
-    from tahoe.txn import Transaction
+    from tahoe.write import delete_rows
 
-    log = DeltaLog.for_table(path)
-    snap = log.snapshot()
-    adds = snap.add_files()
     rng = np.random.default_rng(seed)
-    bitmaps = []
-    for a in adds:
+    rows = {}
+    for a in DeltaLog.for_table(path).snapshot().add_files():
         n = parse_stats(a.stats).num_records
-        rows = np.sort(rng.choice(n, size=int(n * fraction), replace=False)).astype(np.uint64)
-        bitmaps.append(BitMap64(rows.tolist()))
-    data, placements = encode_dv_file(bitmaps)
-    path_or_inline, u = new_dv_path_component()
-    prefix = path_or_inline[:-20]
-    os.makedirs(os.path.join(path, prefix), exist_ok=True)
-    with open(os.path.join(path, prefix, f"deletion_vector_{u}.bin"), "wb") as f:
-        f.write(data)
-    new_adds = []
-    for a, bm, (off, size) in zip(adds, bitmaps, placements):
-        dv = DeletionVectorDescriptor("u", path_or_inline, size, len(bm), off)
-        new_adds.append(dataclasses.replace(a, deletion_vector=dv, data_change=True))
-    txn = Transaction(log, "DELETE", {"predicate": "[\"bench\"]"}, snapshot=snap)
-    txn.read_whole_table()
-    txn.remove_files(adds)
-    txn.add_files(new_adds)
-    txn.commit()
-    return sum(len(b) for b in bitmaps)
+        rows[a.path] = rng.choice(n, size=int(n * fraction), replace=False)
+    delete_rows(path, rows, predicate="bench")
+    return sum(len(r) for r in rows.values())
 
 
 def main(argv=None) -> None:

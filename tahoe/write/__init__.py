@@ -1,8 +1,10 @@
 """The Spark-free Arrow writer (in the spirit of delta-rs's `write_deltalake`): `write_table`
 appends, overwrites or replaces-where Arrow data in a Delta table, creating it when absent;
-`write_data_files` is the file-writing half used by other operations."""
+`write_data_files` is the file-writing half used by other operations; `delete_rows` /
+`stage_deleted_rows` mark rows deleted with deletion vectors."""
 
+from .deletion_vectors import delete_rows, stage_deleted_rows
 from .files import conform_to_schema, write_data_files
 from .writer import write_table
 
-__all__ = ["write_table", "write_data_files", "conform_to_schema"]
+__all__ = ["write_table", "write_data_files", "conform_to_schema", "delete_rows", "stage_deleted_rows"]

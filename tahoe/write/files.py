@@ -44,6 +44,7 @@ __all__ = ["write_data_files", "conform_to_schema", "to_arrow_table", "encode_lo
            "nullable_type", "DEFAULT_TARGET_FILE_ROWS"]
 
 DEFAULT_TARGET_FILE_ROWS = 1_000_000
+ROW_GROUP_ROWS = 1 << 20  # rows per parquet row group
 
 # Characters a URI path keeps as they are (RFC 2396 pchar + "/"); everything else, "%" included,
 # is percent-encoded — so a Hive-escaped directory `p=a%3Ab` is `p=a%253Ab` in the log, as
@@ -253,7 +254,7 @@ def _parquet_bytes(table: pa.Table) -> pa.Buffer:
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="snappy", coerce_timestamps="us",
                    allow_truncated_timestamps=True, use_compliant_nested_type=True,
-                   row_group_size=1 << 20)
+                   row_group_size=ROW_GROUP_ROWS)
     return sink.getvalue()
 
 

@@ -4,13 +4,11 @@ vectors applied by file position across row-group boundaries, any run of row gro
 
 from __future__ import annotations
 
-import dataclasses
 import os
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pyroaring import BitMap64
 
 from tahoe import Table
 from tahoe.errors import CorruptLogError
@@ -41,39 +39,22 @@ def test_row_groups_read_every_conformance_table(entry):
     assert_rows_equal(actual, expected, entry["name"])
 
 
-def _table_with_row_groups(tmp_path, deleted: list[int]):
+def _table_with_row_groups(tmp_path, monkeypatch, deleted: list[int]):
     """One data file of 1000 rows in 10 row groups of 100; `deleted` rows removed by a DV."""
-    from tahoe.protocol.deletion_vectors import DeletionVectorDescriptor, encode_dv_file, new_dv_path_component
-    from tahoe.txn import Transaction
-    from tahoe.write import write_table
+    from tahoe.write import delete_rows, files, write_table
 
     path = str(tmp_path / "t")
+    monkeypatch.setattr(files, "ROW_GROUP_ROWS", 100)
     write_table(path, pa.table({"id": pa.array(range(1000), pa.int64())}),
                 properties={"delta.enableDeletionVectors": "true"})
-    log = DeltaLog.for_table(path)
-    snap = log.snapshot()
-    (add,) = snap.add_files()
-    data = os.path.join(path, add.path)
-    pq.write_table(pq.read_table(data), data, row_group_size=100)  # same rows, 10 row groups
-    bm = BitMap64(deleted)
-    blob, [(off, size)] = encode_dv_file([bm])
-    rel, u = new_dv_path_component()
-    os.makedirs(os.path.join(path, rel[:-20]), exist_ok=True)
-    with open(os.path.join(path, rel[:-20], f"deletion_vector_{u}.bin"), "wb") as f:
-        f.write(blob)
-    dv = DeletionVectorDescriptor("u", rel, size, len(bm), off)
-    new = dataclasses.replace(add, deletion_vector=dv, size=os.path.getsize(data))
-    txn = Transaction(log, "DELETE", {"predicate": "[]"}, snapshot=snap)
-    txn.read_whole_table()
-    txn.remove_files([add])
-    txn.add_files([new])
-    txn.commit()
+    (add,) = DeltaLog.for_table(path).snapshot().add_files()
+    delete_rows(path, {add.path: deleted})
     return path
 
 
-def test_deletion_vectors_apply_by_file_position_across_row_groups(tmp_path):
+def test_deletion_vectors_apply_by_file_position_across_row_groups(tmp_path, monkeypatch):
     deleted = [0, 99, 100, 101, 555, 899, 900, 999]
-    path = _table_with_row_groups(tmp_path, deleted)
+    path = _table_with_row_groups(tmp_path, monkeypatch, deleted)
     snap = DeltaLog.for_table(path).snapshot()
     (add,) = snap.add_files()
     reader = _reader(snap)
@@ -99,7 +80,7 @@ def test_data_source_splits_a_large_file_by_row_groups(tmp_path, monkeypatch):
     from tahoe.spark import datasource as D
 
     deleted = [0, 99, 100, 101, 555, 899, 900, 999]
-    path = _table_with_row_groups(tmp_path, deleted)
+    path = _table_with_row_groups(tmp_path, monkeypatch, deleted)
     per_group = DeltaLog.for_table(path).snapshot().add_files()[0].size // 10
     monkeypatch.setattr(D, "_PARTITION_BYTES", per_group * 3)
     src = D.DeltaDataSource({"path": path})

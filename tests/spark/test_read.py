@@ -152,32 +152,12 @@ def test_fast_path_other_plans(spark, entry, plan, monkeypatch):
 
 
 def _add_dvs(path: str, deleted: list[list[int]]) -> None:
-    """Mark rows of each active file (in `files()` order) deleted with one DV file."""
-    import dataclasses
-    import os
-
-    from pyroaring import BitMap64
-
+    """Mark rows of each active file (in `add_files()` order) deleted with deletion vectors."""
     from tahoe.log import DeltaLog
-    from tahoe.protocol.deletion_vectors import DeletionVectorDescriptor, encode_dv_file, new_dv_path_component
-    from tahoe.txn import Transaction
+    from tahoe.write import delete_rows
 
-    log = DeltaLog.for_table(path)
-    snap = log.snapshot()
-    adds = snap.add_files()
-    bitmaps = [BitMap64(rows) for rows in deleted]
-    data, placements = encode_dv_file(bitmaps)
-    path_or_inline, u = new_dv_path_component()
-    os.makedirs(os.path.join(path, path_or_inline[:-20]), exist_ok=True)
-    with open(os.path.join(path, path_or_inline[:-20], f"deletion_vector_{u}.bin"), "wb") as f:
-        f.write(data)
-    new = [dataclasses.replace(a, deletion_vector=DeletionVectorDescriptor("u", path_or_inline, size, len(bm), off))
-           for a, bm, (off, size) in zip(adds, bitmaps, placements)]
-    txn = Transaction(log, "DELETE", {"predicate": "[]"}, snapshot=snap)
-    txn.read_whole_table()
-    txn.remove_files(adds)
-    txn.add_files(new)
-    txn.commit()
+    adds = DeltaLog.for_table(path).snapshot().add_files()
+    delete_rows(path, {a.path: rows for a, rows in zip(adds, deleted)})
 
 
 @pytest.mark.parametrize("plan", ["directories", *_PLANS, "many-files"])
