@@ -370,3 +370,49 @@ def test_failed_spark_job_commits_nothing(spark, tmp_path):
     assert t.version == 0
     assert sorted(t.to_arrow().column("id").to_pylist()) == list(range(10))
     assert not [n for n in os.listdir(path) if n.startswith("_tahoe_staging")]
+
+
+def test_stats_cover_the_indexed_columns_and_truncate_strings(spark, tmp_path):
+    """Stats from the Spark writers' footers: only the first `delta.dataSkippingNumIndexedCols`
+    columns (or `delta.dataSkippingStatsColumns`), strings cut to the prefix length — the max
+    rounded up so it still bounds every value — and the same from both Spark writers."""
+    from tahoe import Table
+    from tahoe.spark import write_delta
+
+    long = "m" * 40
+    df = spark.createDataFrame([(1, long, 2.5, "x"), (2, "a", 1.5, None)], "id long, s string, d double, t string")
+    for name, props in [("n2", {"delta.dataSkippingNumIndexedCols": "2"}),
+                        ("cols", {"delta.dataSkippingStatsColumns": "s,t"})]:
+        native, ds = str(tmp_path / f"{name}_native"), str(tmp_path / f"{name}_ds")
+        write_delta(df.coalesce(1), native, properties=props)
+        w = df.coalesce(1).write.format("delta").mode("append")
+        for k, v in props.items():
+            w = w.option(k, v)
+        w.save(ds)
+        for path in (native, ds):
+            (st,) = [json.loads(s) for s in Table(path).files(["stats"]).column("stats").to_pylist()]
+            cols = ["id", "s"] if name == "n2" else ["s", "t"]
+            assert st["numRecords"] == 2, path
+            assert sorted(st["minValues"]) == sorted(st["maxValues"]) == sorted(st["nullCount"]) == cols, (path, st)
+            assert st["minValues"]["s"] == "a"
+            mx = st["maxValues"]["s"]
+            assert mx == "m" * 32 + "\x7f", (path, mx)  # cut to 32, a tie-breaker keeps it an upper bound
+            if name == "cols":
+                assert st["nullCount"]["t"] == 1
+
+
+def test_append_only_table_refuses_overwrites_from_spark(spark, tmp_path):
+    from tahoe import Table
+    from tahoe.errors import InvalidTableOperationError
+    from tahoe.spark import write_delta
+
+    path = str(tmp_path / "ao")
+    write_delta(spark.range(3), path, properties={"delta.appendOnly": "true"})
+    with pytest.raises(InvalidTableOperationError, match="append-only"):
+        write_delta(spark.range(2), path, mode="overwrite")
+    with pytest.raises(Exception, match="append-only"):
+        spark.range(2).write.format("delta").mode("overwrite").save(path)
+    assert Table(path).version == 0
+    write_delta(spark.range(3, 5), path, mode="append")
+    spark.range(5, 6).write.format("delta").mode("append").save(path)
+    assert sorted(Table(path).to_arrow().column("id").to_pylist()) == list(range(6))
