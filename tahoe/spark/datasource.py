@@ -43,6 +43,7 @@ __all__ = ["DeltaDataSource", "register", "read_via_datasource"]
 
 # about what one task reads (Spark's spark.sql.files.maxPartitionBytes default)
 _PARTITION_BYTES = 128 << 20
+_OPEN_COST_BYTES = 4 << 20  # Spark's spark.sql.files.openCostInBytes default
 
 
 def _storage_options(options: dict) -> dict | None:
@@ -128,42 +129,41 @@ class DeltaReader(DataSourceReader):
             yield f
 
     def partitions(self):
-        """Input partitions of about `_PARTITION_BYTES` each: small files packed together, a
-        file larger than that split into runs of its row groups (its footer read here)."""
+        """Input partitions of at most about `_PARTITION_BYTES`, packed as Spark packs file
+        splits: a file larger than that is cut into runs of its row groups (its footer read
+        here; a single larger row group is a run of its own), the pieces are sorted largest
+        first and each goes into the open partition while it fits (counting
+        `_OPEN_COST_BYTES` a piece), else opens the next."""
         from .read import plan_files
 
         files = plan_files(self._snap, self._filters)
-        paths = files.column("path").to_pylist()
-        pvs = files.column("partitionValues").to_pylist()
-        dvs = files.column("deletionVector").to_pylist()
-        sizes = files.column("size").to_pylist()
-        parts, cur, cur_size = [], [], 0
-
-        def add(entry, size):
-            nonlocal cur, cur_size
-            cur.append(entry)
-            cur_size += size
-            if cur_size >= _PARTITION_BYTES:
-                parts.append(_FilesPartition(cur))
-                cur, cur_size = [], 0
-
+        pieces = []  # ((path, partition values, DV, row groups | None), bytes)
         reader = None
-        for p, pv, dv, sz in zip(paths, pvs, dvs, sizes):
+        for p, pv, dv, sz in zip(files.column("path").to_pylist(), files.column("partitionValues").to_pylist(),
+                                 files.column("deletionVector").to_pylist(), files.column("size").to_pylist()):
             pv = dict(pv) if pv else {}
             dv = dict(dv) if dv else None
             if (sz or 0) <= _PARTITION_BYTES:
-                add((p, pv, dv, None), sz or 0)
+                pieces.append(((p, pv, dv, None), sz or 0))
                 continue
             reader = reader or self._arrow_reader()
             run, run_size = [], 0
             for i, b in enumerate(reader.row_group_bytes(p)):
+                if run and run_size + b > _PARTITION_BYTES:
+                    pieces.append(((p, pv, dv, run), run_size))
+                    run, run_size = [], 0
                 run.append(i)
                 run_size += b
-                if run_size >= _PARTITION_BYTES:
-                    add((p, pv, dv, run), run_size)
-                    run, run_size = [], 0
             if run:
-                add((p, pv, dv, run), run_size)
+                pieces.append(((p, pv, dv, run), run_size))
+        pieces.sort(key=lambda x: -x[1])
+        parts, cur, cur_size = [], [], 0
+        for entry, size in pieces:
+            if cur and cur_size + size > _PARTITION_BYTES:
+                parts.append(_FilesPartition(cur))
+                cur, cur_size = [], 0
+            cur.append(entry)
+            cur_size += size + _OPEN_COST_BYTES
         if cur:
             parts.append(_FilesPartition(cur))
         return parts or [_FilesPartition([])]

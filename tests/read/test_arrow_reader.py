@@ -74,8 +74,8 @@ def test_deletion_vectors_apply_by_file_position_across_row_groups(tmp_path, mon
 
 def test_data_source_splits_a_large_file_by_row_groups(tmp_path, monkeypatch):
     """The `delta` data source's planning: a file larger than a task's share is split into runs
-    of row groups (here: partitions of ~3 row groups), and the partitions' reads, DVs applied,
-    are the table's rows exactly once."""
+    of row groups (here: a share of ~3 row groups) packed into partitions no larger than the
+    share, and the partitions' reads, DVs applied, are the table's rows exactly once."""
     pytest.importorskip("pyspark")
     from tahoe.spark import datasource as D
 
@@ -88,5 +88,7 @@ def test_data_source_splits_a_large_file_by_row_groups(tmp_path, monkeypatch):
     parts = reader.partitions()
     runs = [f[3] for p in parts for f in p.files]
     assert len(parts) >= 3 and sorted(i for r in runs for i in r) == list(range(10))
+    # no partition over its share: at most 3 of the equal row groups each
+    assert all(sum(len(f[3]) for f in p.files) <= 3 for p in parts)
     ids = [i for p in parts for b in reader.read(p) for i in b.column("id").to_pylist()]
     assert sorted(ids) == [i for i in range(1000) if i not in deleted]
