@@ -5,11 +5,11 @@ and stats skipping from pushed-down filters) and splits them into input partitio
 128 MB (small files packed together, large files split into runs of row groups); executors read
 them as Arrow one row group at a time with tahoe's Spark-free reader
 (`tahoe.read.ArrowFileReader`: column mapping, DVs, partition values) — so it reaches any store
-tahoe's storage layer reaches (s3:// via pyarrow) even when the JVM cannot. Options: `versionAsOf`, `timestampAsOf`, storage options as
-`storage.<key>`. Writing: executors write parquet files with pyarrow under the table root and send
-back AddFile actions; the driver-side `commit` makes one transaction (`tahoe.spark.write`: the
-same plan and commit as `write_delta` — schema rules, generated/identity columns, constraints,
-stats). Options (names case-insensitive; Spark lower-cases them): `mergeSchema`, `overwriteSchema`,
+tahoe's storage layer reaches (s3:// via pyarrow) even when the JVM cannot. Options:
+`versionAsOf`, `timestampAsOf`, storage options as `storage.<key>`. Writing: executors write
+parquet files with pyarrow under the table root and send back AddFile actions; the driver-side
+`commit` makes one transaction (`tahoe.spark.write`: the same plan and commit as `write_delta` —
+schema rules, generated/identity columns, constraints, stats). Options (names case-insensitive; Spark lower-cases them): `mergeSchema`, `overwriteSchema`,
 `replaceWhere` (every row must match; rows outside it fail the job, nothing is committed),
 `partitionOverwriteMode` (`dynamic`: an overwrite replaces only the partitions the data writes
 to), `userMetadata`, `txnAppId` + `txnVersion` (idempotent writes), `delta.<property>` (table

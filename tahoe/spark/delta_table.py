@@ -2,8 +2,8 @@
 
 Owns the delta-spark-compatible surface: `forPath`, `isDeltaTable`, `toDF`, `alias`, `history`,
 `detail`, and the `create` / `createIfNotExists` / `createOrReplace` builders (`location`,
-`addColumn(s)`, generated and identity columns (`IdentityGenerator`), `partitionedBy`, `property`, `comment`,
-`execute`). Reads go through the fast path (`tahoe.spark.read`); table creation through
+`addColumn(s)` with generated and identity columns (`IdentityGenerator`), `partitionedBy`,
+`property`, `comment`, `execute`). Reads go through the fast path (`tahoe.spark.read`); table creation through
 `tahoe.txn.table_ops.create_table`. DML (`delete`, `update`, `merge`) is not implemented yet.
 """
 
