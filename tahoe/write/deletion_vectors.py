@@ -39,8 +39,8 @@ __all__ = ["stage_deleted_rows", "delete_rows"]
 def stage_deleted_rows(snapshot: Snapshot, rows_by_path: Mapping[str, Iterable[int]]
                        ) -> tuple[list[AddFile], list[AddFile]]:
     """(current AddFiles, replacements with deletion vectors) for marking `rows_by_path` — row
-    indexes within each data file, keyed by the AddFile's `path` — deleted. Files whose rows are
-    all deleted already stay as they are (not returned). InvalidTableOperationError, before
+    indexes within each data file, keyed by the AddFile's `path` — deleted. A file whose given
+    rows its deletion vector already holds stays as it is (not returned). InvalidTableOperationError, before
     anything is written, when the table does not support deletion vectors, a path is not an
     active file, a file has no numRecords, or an index is past the file's last row."""
     if not rows_by_path:
