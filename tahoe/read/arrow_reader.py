@@ -134,7 +134,8 @@ class ArrowFileReader:
                 for i in range(md.num_row_groups)]
 
     def _open(self, path: str):
-        """(full path, ParquetFile, [(logical field, file column index | None)], file columns to read)."""
+        """(full path, ParquetFile, [(logical field, the file's column name for it | None)],
+        the file's columns to read)."""
         full = resolve_data_path(self.table_root, path)
         fs_path = self.store.to_fs_path(full)
         try:
