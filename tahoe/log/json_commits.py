@@ -105,7 +105,7 @@ def _text(lines: pa.Array) -> pa.Array:
 def _read_json(data: bytes, columns: dict[str, list[str]]) -> pa.Table:
     """Parse `data` keeping only `{action: [column, ...]}`; map columns come back as empty structs
     (their validity only)."""
-    from .replay import ADD_SCHEMA, REMOVE_SCHEMA
+    from .file_actions import ADD_SCHEMA, REMOVE_SCHEMA
 
     fields = []
     for action, cols in columns.items():
@@ -128,7 +128,7 @@ def _column(t: pa.Table, name: str) -> pa.Array:
 
 def _with_null_dv(arr: pa.Array) -> pa.Array:
     """A parsed add/remove struct column with an all-null deletionVector field added."""
-    from .replay import DV_TYPE
+    from .file_actions import DV_TYPE
 
     fields = [arr.type.field(i) for i in range(arr.type.num_fields)] + [pa.field("deletionVector", DV_TYPE)]
     children = [pc.struct_field(arr, i) for i in range(arr.type.num_fields)] + [pa.nulls(len(arr), DV_TYPE)]
@@ -138,7 +138,7 @@ def _with_null_dv(arr: pa.Array) -> pa.Array:
 def _map_column(data: bytes, lines: pa.Array, present: pa.Array, name: str) -> pa.Array:
     """The map `name` of each line (one action per line) as STRING_MAP, from the line text:
     `present` (from the JSON reader) says which lines hold an object there."""
-    from .replay import STRING_MAP
+    from .file_actions import STRING_MAP
 
     if not len(lines):
         return pa.nulls(0, STRING_MAP)
@@ -172,7 +172,7 @@ class JsonCommit:
     action's index among the commit's adds, or among its removes)."""
 
     def __init__(self, store: LogStore, path: str, data: bytes, key_root: str):
-        from .replay import REMOVE_SCHEMA, file_keys
+        from .file_actions import REMOVE_SCHEMA, file_keys
 
         self._store = store
         self.path = path
@@ -232,7 +232,7 @@ class JsonCommit:
 
     def table(self, action: str, columns: list[str]) -> pa.Table:
         """All the commit's `action` rows (in order) with `columns`, parsing what is not cached."""
-        from .replay import ADD_SCHEMA, REMOVE_SCHEMA
+        from .file_actions import ADD_SCHEMA, REMOVE_SCHEMA
 
         with self._lock:
             cache = self._cache[action]
@@ -268,7 +268,7 @@ class JsonCommit:
 
     def _parse_dicts(self, data: bytes, action: str) -> dict[str, pa.Array]:
         """Every column of the commit's `action` rows, through the dict path."""
-        from .replay import ADD_SCHEMA, REMOVE_SCHEMA, parse_commit
+        from .file_actions import ADD_SCHEMA, REMOVE_SCHEMA, parse_commit
 
         acts = []
         for obj in parse_commit(data, self.path):
@@ -295,7 +295,7 @@ class DictPiece:
         self.kind_row = np.where(flags, np.cumsum(flags) - 1, np.cumsum(~flags) - 1)
 
     def table(self, action: str, columns: list[str]) -> pa.Table:
-        from .replay import ADD_SCHEMA, REMOVE_SCHEMA
+        from .file_actions import ADD_SCHEMA, REMOVE_SCHEMA
 
         return pa.Table.from_pylist(self._by_kind[action],
                                     schema=ADD_SCHEMA if action == "add" else REMOVE_SCHEMA).select(columns)

@@ -18,15 +18,12 @@ paths are keyed by the table root + path. Action paths themselves are kept as wr
 
 from __future__ import annotations
 
-import re
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterable
-from urllib.parse import quote
 
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -35,103 +32,18 @@ from ..errors import CorruptLogError
 from ..protocol.actions import (
     CommitInfo, DomainMetadata, Metadata, Protocol, RowIdHighWaterMark, SetTransaction, Sidecar,
 )
-from ..protocol.filenames import LOG_DIR, LogFileKind
 from ..storage.base import LogStore
 from . import json_commits
+from .file_actions import (
+    ADD_SCHEMA, DV_TYPE, REMOVE_SCHEMA, STRING_MAP, canonical_key, dv_unique_id, file_keys, is_absolute_path, parse_commit,
+    read_commit, root_uri,
+)
 from .segment import Checkpoint, LogSegment
 
 __all__ = [
     "ADD_SCHEMA", "REMOVE_SCHEMA", "DV_TYPE", "STRING_MAP", "ActiveFiles", "ReplayState",
     "replay", "file_keys", "canonical_key", "read_commit", "parse_commit", "root_uri",
 ]
-
-STRING_MAP = pa.map_(pa.string(), pa.string())
-DV_TYPE = pa.struct([
-    ("storageType", pa.string()),
-    ("pathOrInlineDv", pa.string()),
-    ("offset", pa.int32()),
-    ("sizeInBytes", pa.int32()),
-    ("cardinality", pa.int64()),
-    ("maxRowIndex", pa.int64()),
-])
-ADD_SCHEMA = pa.schema([
-    ("path", pa.string()),
-    ("partitionValues", STRING_MAP),
-    ("size", pa.int64()),
-    ("modificationTime", pa.int64()),
-    ("dataChange", pa.bool_()),
-    ("stats", pa.string()),
-    ("tags", STRING_MAP),
-    ("deletionVector", DV_TYPE),
-    ("baseRowId", pa.int64()),
-    ("defaultRowCommitVersion", pa.int64()),
-    ("clusteringProvider", pa.string()),
-])
-REMOVE_SCHEMA = pa.schema([
-    ("path", pa.string()),
-    ("deletionTimestamp", pa.int64()),
-    ("dataChange", pa.bool_()),
-    ("extendedFileMetadata", pa.bool_()),
-    ("partitionValues", STRING_MAP),
-    ("size", pa.int64()),
-    ("tags", STRING_MAP),
-    ("deletionVector", DV_TYPE),
-    ("baseRowId", pa.int64()),
-    ("defaultRowCommitVersion", pa.int64()),
-    ("stats", pa.string()),
-])
-
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
-
-
-def root_uri(table_root: str) -> str:
-    """The table root as the URI prefix that relative action paths are keyed under."""
-    if _SCHEME.match(table_root) and not table_root.startswith("file:"):
-        return table_root.rstrip("/")
-    root = table_root[5:] if table_root.startswith("file:") else table_root
-    root = "/" + root.lstrip("/")
-    return quote(root.rstrip("/"), safe="/~@!$&'()*+,;=:")
-
-
-def canonical_key(path: str, dv_unique_id: str | None, root_uri: str) -> str:
-    if path.startswith("file:"):
-        path = "/" + path[5:].lstrip("/")
-    elif not path.startswith("/") and not _SCHEME.match(path):
-        path = root_uri + "/" + path
-    return path if dv_unique_id is None else path + "\x00" + dv_unique_id
-
-
-def _dv_unique_id(dv: dict | None) -> str | None:
-    if not dv:
-        return None
-    uid = f"{dv.get('storageType')}{dv.get('pathOrInlineDv')}"
-    if dv.get("offset") is not None:
-        uid += f"@{dv['offset']}"
-    return uid
-
-
-def file_keys(paths: pa.Array, dvs: pa.Array | None, root_uri: str) -> pa.Array:
-    """Vectorised `canonical_key` over a path column and a deletionVector struct column."""
-    paths = paths.combine_chunks() if isinstance(paths, pa.ChunkedArray) else paths
-    is_file_uri = pc.starts_with(paths, "file:")
-    if pc.any(is_file_uri).as_py():
-        paths = pc.replace_substring_regex(paths, r"^file:/*", "/")
-    absolute = pc.or_(pc.starts_with(paths, "/"), pc.match_substring_regex(paths, r"^[A-Za-z][A-Za-z0-9+.\-]*:"))
-    if not pc.all(absolute).as_py():
-        paths = pc.if_else(absolute, paths, pc.binary_join_element_wise(pa.scalar(root_uri), paths, "/"))
-    if dvs is None:
-        return paths
-    dvs = dvs.combine_chunks() if isinstance(dvs, pa.ChunkedArray) else dvs
-    if dvs.null_count == len(dvs):
-        return paths
-    st = pc.struct_field(dvs, "storageType")
-    pid = pc.struct_field(dvs, "pathOrInlineDv")
-    off = pc.struct_field(dvs, "offset")
-    off_s = pc.if_else(pc.is_valid(off), pc.binary_join_element_wise(pa.scalar("@"), pc.cast(off, pa.string()), ""), pa.scalar(""))
-    uid = pc.binary_join_element_wise(pc.fill_null(st, ""), pc.fill_null(pid, ""), off_s, "")
-    with_dv = pc.binary_join_element_wise(paths, uid, "\x00")
-    return pc.if_else(pc.is_valid(dvs), with_dv, paths)
-
 
 def _conform(struct_arr: pa.Array | pa.ChunkedArray, schema: pa.Schema, columns: Iterable[str]) -> dict[str, pa.Array]:
     """Select `columns` from a checkpoint's add/remove struct column, cast to our schema; fields the
@@ -189,28 +101,6 @@ def _read_parquet(store: LogStore, path: str, columns: list[str] | None = None) 
         raise CorruptLogError(f"checkpoint file {path} is missing") from None
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
         raise CorruptLogError(f"cannot read checkpoint file {path}: {e}") from None
-
-
-def read_commit(store: LogStore, path: str) -> list[dict]:
-    """A commit (or JSON checkpoint) file as a list of action objects; malformed JSON raises
-    CorruptLogError naming the file and line."""
-    return parse_commit(store.read(path), path)
-
-
-def parse_commit(data: bytes, path: str) -> list[dict]:
-    """`read_commit` of a file's bytes."""
-    out = []
-    for lineno, line in enumerate(data.split(b"\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError as e:
-            raise CorruptLogError(f"{path}: line {lineno} is not valid JSON: {e}") from None
-        if not isinstance(obj, dict):
-            raise CorruptLogError(f"{path}: line {lineno} is not a JSON object")
-        out.append(obj)
-    return out
 
 
 @dataclass
@@ -375,7 +265,7 @@ def _read_checkpoint_non_file(store: LogStore, cp: Checkpoint, state: ReplayStat
         sources.append(f.path)
     for sc in sidecars:
         p = sc.path
-        if not _SCHEME.match(p) and not p.startswith("/"):
+        if not is_absolute_path(p):
             p = store.join(cp.files[0].path.rsplit("/", 1)[0], "_sidecars", p)
         sources.append(p)
     return sources, inline_adds, inline_removes
@@ -493,7 +383,7 @@ def replay(store: LogStore, table_root: str, segment: LogSegment) -> ReplayState
                 _apply_commit_action(state, obj, c.path, last)
                 continue
             _check_file_action(kind, a, c.path)
-            k = canonical_key(a["path"], _dv_unique_id(a.get("deletionVector")), key_root)
+            k = canonical_key(a["path"], dv_unique_id(a.get("deletionVector")), key_root)
             if vectorise:
                 actions.append((kind, k, a))
             elif kind == "add":

@@ -28,7 +28,7 @@ __all__ = [
     "TIMESTAMP", "TIMESTAMP_NTZ", "VOID", "VARIANT",
     "parse_data_type", "to_arrow_type", "to_arrow_field", "to_arrow_schema", "from_arrow_type",
     "from_arrow_field", "from_arrow_schema",
-    "merge_schemas", "check_write_compatible", "is_integral", "is_numeric", "check_column_names",
+    "merge_schemas", "check_write_compatible", "is_integral", "is_numeric", "is_void", "check_column_names",
 ]
 
 PRIMITIVE_NAMES = frozenset({
@@ -285,6 +285,11 @@ VOID = PrimitiveType("void")
 VARIANT = PrimitiveType("variant")
 
 _INTEGRAL_RANK = {"byte": 1, "short": 2, "integer": 3, "long": 4}
+
+
+def is_void(dt: DataType) -> bool:
+    """The `void` (NullType) columns Spark may write: they hold no data and are never read."""
+    return isinstance(dt, PrimitiveType) and dt.name == "void"
 
 
 def is_integral(dt: DataType) -> bool:

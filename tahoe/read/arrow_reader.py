@@ -25,7 +25,7 @@ from ..errors import CorruptLogError, DeletionVectorError
 from ..protocol import column_mapping
 from ..protocol.deletion_vectors import DeletionVectorDescriptor, deleted_mask, load_deletion_vector
 from ..protocol.partition_values import partition_values_to_arrow
-from ..protocol.schema import ArrayType, DataType, MapType, PrimitiveType, StructField, StructType, to_arrow_type
+from ..protocol.schema import ArrayType, DataType, MapType, StructField, StructType, is_void, to_arrow_type
 from ..storage import resolve_data_path
 from ..storage.base import LogStore
 
@@ -50,12 +50,8 @@ def _out_type(dt: DataType) -> pa.DataType:
     return _relax(to_arrow_type(dt))
 
 
-def _is_void(dt: DataType) -> bool:
-    return isinstance(dt, PrimitiveType) and dt.name == "void"
-
-
 def logical_arrow_schema(schema: StructType, columns: Iterable[str] | None = None) -> pa.Schema:
-    fields = [f for f in schema.fields if not _is_void(f.type)]
+    fields = [f for f in schema.fields if not is_void(f.type)]
     if columns is not None:
         wanted = {c.lower() for c in columns}
         fields = [f for f in fields if f.name.lower() in wanted]
@@ -84,7 +80,7 @@ class ArrowFileReader:
             unknown = wanted - {f.name.lower() for f in schema.fields}
             if unknown:
                 raise ValueError(f"unknown column(s) {sorted(unknown)}; the table has {schema.names}")
-        self.out_fields = [f for f in schema.fields if not _is_void(f.type)
+        self.out_fields = [f for f in schema.fields if not is_void(f.type)
                            and (wanted is None or f.name.lower() in wanted)]
         self.data_fields = [f for f in self.out_fields if f.name.lower() not in pcs_lower]
         self.out_schema = pa.schema([pa.field(f.name, _out_type(f.type), nullable=True) for f in self.out_fields])
@@ -221,7 +217,7 @@ class ArrowFileReader:
                 raise CorruptLogError(f"expected a struct column, the file has {arr.type}")
             children, fields = [], []
             for f in dt.fields:
-                if _is_void(f.type):
+                if is_void(f.type):
                     continue
                 i = self._find(arr.type, f)
                 ct = _out_type(f.type)

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import TableNotFoundError, UnsupportedFeatureError, VersionNotFoundError
-from ..log.changes import CdfNotEnabledError, check_cdf_enabled
+from ..read.changes import CdfNotEnabledError, check_cdf_enabled
 from ..log.delta_log import parse_timestamp
 from .config import RecipientStore, ServerConfig, TableConfig, hash_token, valid_name
 from .predicates import FileContext, parse_json_predicate, parse_sql_predicates
@@ -595,7 +595,7 @@ def create_app(config: ServerConfig) -> FastAPI:
             end = min(end, pinned)
         start_snap = guard(st.snapshot, start)
         fmt = st.choose_format(caps, start_snap)
-        from ..log.changes import table_changes
+        from ..read.changes import table_changes
 
         changes = guard(lambda: list(table_changes(st.log, start, end)))
         paginate = body.maxFiles is not None or body.pageToken is not None

@@ -88,12 +88,12 @@ class DeltaDataSource(DataSource):
         return self._snap
 
     def schema(self):
-        from ..read.arrow_reader import _is_void
+        from ..protocol.schema import is_void
         from ..protocol.schema import StructType
         from .types import to_spark_schema
 
         snap = self._snapshot()
-        fields = [f for f in snap.schema.fields if not _is_void(f.type)]
+        fields = [f for f in snap.schema.fields if not is_void(f.type)]
         return to_spark_schema(StructType(fields), strip_metadata=True, nullable=True)
 
     def reader(self, schema):
@@ -134,7 +134,7 @@ class DeltaReader(DataSourceReader):
         here; a single larger row group is a run of its own), the pieces are sorted largest
         first and each goes into the open partition while it fits (counting
         `_OPEN_COST_BYTES` a piece), else opens the next."""
-        from .read import plan_files
+        from .skipping import plan_files
 
         files = plan_files(self._snap, self._filters)
         pieces = []  # ((path, partition values, DV, row groups | None), bytes)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Iterable
+from typing import Any
 
 from ..errors import TableNotFoundError
 from ..log import DeltaLog
@@ -207,7 +207,7 @@ class DeltaTableBuilder:
         `generatedByDefaultAs` an `IdentityGenerator` (explicit values allowed)."""
         from ..protocol.schema import StructField
         from ..txn.ddl import parse_ddl
-        from ..txn.properties import (
+        from ..protocol.properties import (
             GENERATION_EXPRESSION, IDENTITY_ALLOW_EXPLICIT_INSERT, IDENTITY_START, IDENTITY_STEP,
         )
         from .types import from_spark_schema

@@ -42,13 +42,13 @@ from ..log import DeltaLog
 from ..protocol import column_mapping
 from ..protocol.deletion_vectors import DeletionVectorDescriptor, load_deletion_vector
 from ..protocol.partition_values import partition_path, partition_values_to_arrow
-from ..protocol.schema import PrimitiveType, StructField, StructType
+from ..protocol.schema import PrimitiveType, StructField, StructType, is_void
 from ..storage import resolve_data_path
 from .session import configure, session_time_zone
-from .skipping import file_mask
+from .skipping import plan_files
 from .types import col, to_spark_schema, to_spark_type
 
-__all__ = ["read_delta", "read_snapshot", "hadoop_uri", "glob_escape", "plan_files"]
+__all__ = ["read_delta", "read_snapshot", "hadoop_uri", "glob_escape"]
 
 _KEY = "__tahoe_file"
 _FID = "__tahoe_fid"
@@ -96,21 +96,6 @@ def _jvm_unreachable(root: str) -> bool:
     return "://" in root and not root.startswith("file:")
 
 
-def _is_void(f: StructField) -> bool:
-    return isinstance(f.type, PrimitiveType) and f.type.name == "void"
-
-
-def plan_files(snapshot, filters: Iterable[Any] | None = None, session_tz: str = "UTC", spark: Any = None) -> pa.Table:
-    """The snapshot's active files that may hold rows matching `filters`."""
-    files = snapshot.files_table(["path", "partitionValues", "size", "stats", "deletionVector"])
-    if filters and files.num_rows:
-        mask = file_mask(files, list(filters), snapshot.schema, snapshot.partition_columns,
-                         snapshot.column_mapping_mode, session_tz, spark)
-        if not mask.all():
-            files = files.filter(pa.array(mask))
-    return files
-
-
 def _same_names(a, b) -> bool:
     return a.simpleString() == b.simpleString()
 
@@ -147,7 +132,7 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None):
     mode = snap.column_mapping_mode
     pcs = snap.partition_columns
     pcs_lower = {p.lower() for p in pcs}
-    out_fields = [f for f in schema.fields if not _is_void(f)]
+    out_fields = [f for f in schema.fields if not is_void(f.type)]
     data_fields = [f for f in out_fields if f.name.lower() not in pcs_lower]
     part_fields = [f for f in out_fields if f.name.lower() in pcs_lower]
     logical_spark = to_spark_schema(StructType(out_fields), strip_metadata=True) if out_fields else None

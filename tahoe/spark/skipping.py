@@ -25,7 +25,7 @@ from ..protocol.partition_values import parse_partition_value
 from ..protocol.schema import DecimalType, PrimitiveType, StructType
 from ..protocol.stats import parse_stats
 
-__all__ = ["filter_sql", "parse_filters", "file_mask"]
+__all__ = ["filter_sql", "parse_filters", "file_mask", "plan_files"]
 
 MAYBE = None  # three-valued: True (some row may match), False (no row matches)
 
@@ -314,3 +314,14 @@ def file_mask(files: pa.Table, filters: Iterable[Any], schema: StructType, parti
                 keep[i] = False
                 break
     return keep
+
+
+def plan_files(snapshot, filters: Iterable[Any] | None = None, session_tz: str = "UTC", spark: Any = None) -> pa.Table:
+    """The snapshot's active files that may hold rows matching `filters`."""
+    files = snapshot.files_table(["path", "partitionValues", "size", "stats", "deletionVector"])
+    if filters and files.num_rows:
+        mask = file_mask(files, list(filters), snapshot.schema, snapshot.partition_columns,
+                         snapshot.column_mapping_mode, session_tz, spark)
+        if not mask.all():
+            files = files.filter(pa.array(mask))
+    return files

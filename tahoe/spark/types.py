@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..protocol.schema import DataType, StructField, StructType
+from ..protocol.schema import DataType, StructType
 
 __all__ = ["to_spark_type", "to_spark_schema", "from_spark_schema", "col", "quote"]
 

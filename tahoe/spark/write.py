@@ -69,7 +69,7 @@ from ..protocol.stats import (
     truncate_max_string, truncate_min_string,
 )
 from ..protocol.table_features import check_writable
-from ..txn.properties import GENERATION_EXPRESSION, IDENTITY_STEP, is_true
+from ..protocol.properties import GENERATION_EXPRESSION, IDENTITY_STEP, is_true
 from ..write.writer import (
     WRITE_MODES, parse_replace_where, resolve_partition_columns, stage_overwrite, tight_bounds,
     use_dynamic_overwrite, write_parameters,
@@ -161,7 +161,7 @@ def _plan_write(path: str, storage_options: dict | None, incoming: StructType, m
     error, ignore, mergeSchema, overwriteSchema — the rules of `tahoe.write_table`), the overwrite
     flavour (all files, replaceWhere, dynamic partitions) and the commitInfo parameters; every
     refusal that needs no data happens here, before any job runs. Returns (plan, snapshot)."""
-    from ..txn.properties import normalize_properties
+    from ..protocol.properties import normalize_properties
 
     if mode not in WRITE_MODES:
         raise ValueError(f"mode must be one of {WRITE_MODES}, got {mode!r}")

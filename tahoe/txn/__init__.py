@@ -3,7 +3,7 @@
 
 from .conflicts import TransactionSummary, WinningCommit, check_conflicts
 from .ddl import parse_ddl, parse_schema
-from .properties import normalize_properties, parse_interval_ms
+from ..protocol.properties import normalize_properties, parse_interval_ms
 from .table_ops import (
     add_constraint, add_feature, create_table, drop_column, drop_constraint, rename_column,
     set_identity_high_water_mark, set_properties, unset_properties, update_schema,

@@ -44,7 +44,7 @@ from ..errors import (
 )
 from ..protocol.actions import Protocol
 from ..protocol.table_features import check_writable, reader_features_of, writer_features_of
-from .properties import SERIALIZABLE, SNAPSHOT_ISOLATION, WRITE_SERIALIZABLE
+from ..protocol.properties import SERIALIZABLE, SNAPSHOT_ISOLATION, WRITE_SERIALIZABLE
 
 __all__ = ["TransactionSummary", "WinningCommit", "check_conflicts", "isolation_level_for_commit",
            "ROW_TRACKING_DOMAIN", "IDENTITY_UPDATE_TAG"]

@@ -39,7 +39,7 @@ from ..protocol.schema import (
     ArrayType, DataType, MapType, StructField, StructType, check_column_names, from_arrow_schema, merge_schemas,
 )
 from ..protocol.table_features import FEATURES, canonical_feature_name, merge_protocols
-from .properties import (
+from ..protocol.properties import (
     CONSTRAINT_PREFIX, FEATURE_PREFIX, advance_identity_high_water_mark, check_identity_columns, constraint_key,
     constraints_of, is_true, normalize_properties,
 )

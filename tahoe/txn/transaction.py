@@ -68,7 +68,7 @@ from .conflicts import (
     IDENTITY_UPDATE_TAG, ROW_TRACKING_DOMAIN, TransactionSummary, WinningCommit,
     check_conflicts, isolation_level_for_commit,
 )
-from .properties import (
+from ..protocol.properties import (
     ISOLATION_LEVELS, ROW_COMMIT_VERSION_COLUMN_PROP, ROW_ID_COLUMN_PROP,
     advance_identity_high_water_mark, features_for_metadata, is_true, isolation_level,
     normalize_property, split_protocol_properties,

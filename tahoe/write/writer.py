@@ -50,7 +50,7 @@ from ..protocol.schema import (
     StructField, StructType, check_write_compatible, from_arrow_schema, merge_schemas, to_arrow_type,
 )
 from ..protocol.table_features import is_feature_supported
-from ..txn.properties import (
+from ..protocol.properties import (
     IDENTITY_ALLOW_EXPLICIT_INSERT, IDENTITY_HIGH_WATER_MARK, IDENTITY_START, IDENTITY_STEP, is_true,
 )
 from ..storage import resolve_data_path
@@ -319,7 +319,7 @@ def _write_once(uri: str, data: Any, mode: str = "append", partition_by: str | I
     partition_by = list(partition_by) if partition_by is not None else None
 
     from ..txn import Transaction
-    from ..txn.properties import normalize_properties
+    from ..protocol.properties import normalize_properties
 
     table = to_arrow_table(data)
     incoming = from_arrow_schema(table.schema)

@@ -1,4 +1,4 @@
-"""`tahoe.log.changes`: per-version actions, CDF checks and CDF rows (cdc files when present, else
+"""`tahoe.read.changes`: per-version actions, CDF checks and CDF rows (cdc files when present, else
 adds/removes), on hand-built tables."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from tahoe.log import DeltaLog
-from tahoe.log.changes import CdfNotEnabledError, cdf_enabled_at, read_changes_arrow, table_changes
+from tahoe.read.changes import CdfNotEnabledError, cdf_enabled_at, read_changes_arrow, table_changes
 from tests.sharing.tablegen import TableBuilder
 
 

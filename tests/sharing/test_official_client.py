@@ -118,7 +118,7 @@ def test_json_predicate_hints(server, fmt):
 
 def _oracle_changes(server, start, end, as_ms=True):
     from tahoe.log import DeltaLog
-    from tahoe.log.changes import read_changes_arrow
+    from tahoe.read.changes import read_changes_arrow
 
     t = read_changes_arrow(DeltaLog.for_table(server.tables["cdf"]), start, end)
     if not as_ms:  # delta format: the kernel gives _commit_timestamp as a timestamp
@@ -179,7 +179,7 @@ def test_table_written_by_tahoe(server, fmt):
     assert_same_rows(delta_sharing.load_as_pandas(url, version=1, use_delta_format=fmt),
                      Table(path, version=1).to_arrow(), "v1")
     from tahoe.log import DeltaLog
-    from tahoe.log.changes import read_changes_arrow
+    from tahoe.read.changes import read_changes_arrow
 
     oracle = read_changes_arrow(DeltaLog.for_table(path), 1, None)
     if not fmt:

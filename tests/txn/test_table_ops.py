@@ -22,7 +22,7 @@ from tahoe.txn import (
     rename_column, set_identity_high_water_mark, set_properties, unset_properties,
     update_schema, upgrade_protocol,
 )
-from tahoe.txn.properties import normalize_properties, parse_interval_ms
+from tahoe.protocol.properties import normalize_properties, parse_interval_ms
 from tests.txn._helpers import commit_actions, commit_info, fake_add, latest_version
 
 SCHEMA = "id BIGINT, p STRING, v DOUBLE"

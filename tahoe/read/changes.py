@@ -27,8 +27,8 @@ import pyarrow as pa
 from ..errors import DeltaError, VersionNotFoundError
 from ..protocol.actions import Metadata, Protocol
 from ..protocol.filenames import LogFileKind
-from .replay import read_commit
-from .segment import list_log
+from ..log.replay import read_commit
+from ..log.segment import list_log
 
 __all__ = ["VersionChanges", "CdfNotEnabledError", "table_changes", "cdf_enabled_at",
            "check_cdf_enabled", "read_changes_arrow", "CDF_COLUMNS"]
@@ -181,7 +181,7 @@ def read_changes_arrow(log, start_version: int, end_version: int | None = None) 
     """CDF rows of `start_version..end_version` (inclusive): the table's columns (schema of the
     end version) plus `_change_type` (string), `_commit_version` (int64) and `_commit_timestamp`
     (timestamp[us, UTC]). Refuses ranges where CDF was off (CdfNotEnabledError)."""
-    from ..read.arrow_reader import ArrowFileReader
+    from .arrow_reader import ArrowFileReader
 
     changes = check_cdf_enabled(log, start_version, end_version)
     end = changes[-1].version

@@ -22,9 +22,9 @@ import re
 from typing import Any, Callable, Iterable
 
 from ..errors import InvalidTableOperationError, SchemaError
-from ..protocol.intervals import parse_interval_ms
-from ..protocol.schema import ArrayType, DataType, MapType, PrimitiveType, StructField, StructType
-from ..protocol.table_features import FEATURES, canonical_feature_name
+from .intervals import parse_interval_ms
+from .schema import ArrayType, DataType, MapType, PrimitiveType, StructField, StructType
+from .table_features import FEATURES, canonical_feature_name
 
 __all__ = [
     "TABLE_PROPERTIES", "CONSTRAINT_PREFIX", "FEATURE_PREFIX", "normalize_properties",
