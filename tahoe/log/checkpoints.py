@@ -42,76 +42,29 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from ..errors import CorruptLogError, InvalidTableOperationError, VersionNotFoundError
+from ..errors import CorruptLogError, VersionNotFoundError
 from ..protocol import column_mapping
 from ..protocol.filenames import (
     LogFileKind, checkpoint_file_name, commit_file_name, multipart_checkpoint_file_names,
 )
 from ..protocol.partition_values import partition_column_to_arrow
-from ..protocol.intervals import parse_interval_ms
+from ..protocol.properties import bool_property, data_skipping_settings, int_property, interval_property_ms
 from ..protocol.schema import (
     DataType, DecimalType, PrimitiveType, StructField, StructType, from_arrow_type, to_arrow_type,
 )
-from ..protocol.stats import DEFAULT_NUM_INDEXED_COLS, stats_columns, typed_value
+from ..protocol.stats import stats_columns, typed_value
 from ..protocol.table_features import check_writable, is_feature_supported
 from .last_checkpoint import LastCheckpoint, read_last_checkpoint, write_last_checkpoint
 from .replay import DV_TYPE, STRING_MAP, read_commit
-from .segment import _complete_checkpoints, list_log
+from .segment import complete_checkpoints, list_log
 from .snapshot import Snapshot
 
 _logger = logging.getLogger(__name__)
 
 __all__ = [
     "write_checkpoint", "checkpoint_if_needed", "cleanup_expired_logs", "checkpoint_schema",
-    "build_checkpoint", "CHECKPOINT_INTERVAL_KEY", "DEFAULT_CHECKPOINT_INTERVAL",
-    "DEFAULT_PART_SIZE",
+    "build_checkpoint",
 ]
-
-CHECKPOINT_INTERVAL_KEY = "delta.checkpointInterval"
-WRITE_STATS_AS_JSON_KEY = "delta.checkpoint.writeStatsAsJson"
-WRITE_STATS_AS_STRUCT_KEY = "delta.checkpoint.writeStatsAsStruct"
-PART_SIZE_KEY = "delta.checkpoint.partSize"
-DELETED_FILE_RETENTION_KEY = "delta.deletedFileRetentionDuration"
-LOG_RETENTION_KEY = "delta.logRetentionDuration"
-EXPIRED_LOG_CLEANUP_KEY = "delta.enableExpiredLogCleanup"
-CHECKPOINT_POLICY_KEY = "delta.checkpointPolicy"
-
-DEFAULT_CHECKPOINT_INTERVAL = 10
-DEFAULT_PART_SIZE = 1_000_000
-DEFAULT_DELETED_FILE_RETENTION = "interval 1 week"
-DEFAULT_LOG_RETENTION = "interval 30 days"
-
-# --- table properties --------------------------------------------------------------------------
-
-def _interval_property_ms(conf: dict, key: str, default: str) -> int:
-    raw = conf.get(key, default)
-    try:
-        return parse_interval_ms(raw)
-    except ValueError as e:
-        raise InvalidTableOperationError(f"table property {key}: {e}") from None
-
-
-def _bool_prop(conf: dict, key: str, default: bool | None) -> bool | None:
-    raw = conf.get(key)
-    if raw is None:
-        return default
-    v = str(raw).strip().lower()
-    if v in ("true", "false"):
-        return v == "true"
-    raise InvalidTableOperationError(f"table property {key} must be true or false, got {raw!r}")
-
-
-def _int_prop(conf: dict, key: str, default: int, minimum: int = 1) -> int:
-    raw = conf.get(key)
-    if raw is None:
-        return default
-    try:
-        v = int(str(raw).strip())
-    except ValueError:
-        raise InvalidTableOperationError(f"table property {key} must be an integer, got {raw!r}") from None
-    if v < minimum:
-        raise InvalidTableOperationError(f"table property {key} must be >= {minimum}, got {v}")
-    return v
 
 
 def _now_ms() -> int:
@@ -191,10 +144,9 @@ def stats_parsed_type(snapshot: Snapshot) -> pa.DataType:
     tightBounds when the table supports deletion vectors; physical names under column mapping."""
     conf = snapshot.configuration
     mapped = column_mapping.mode(conf) in ("name", "id")
-    raw_cols = conf.get("delta.dataSkippingStatsColumns")
-    indexed = [c for c in raw_cols.split(",")] if raw_cols else None
-    num = _int_prop(conf, "delta.dataSkippingNumIndexedCols", DEFAULT_NUM_INDEXED_COLS, minimum=-1)
-    cols = stats_columns(snapshot.schema, num, indexed, snapshot.partition_columns)
+    skipping = data_skipping_settings(conf)
+    cols = stats_columns(snapshot.schema, skipping.num_indexed_cols, skipping.stats_columns,
+                         snapshot.partition_columns)
     fields = [pa.field("numRecords", pa.int64())]
     mm = _minmax_type(cols, mapped)
     if mm is not None:
@@ -224,8 +176,8 @@ class _Layout:
 
     def __init__(self, snapshot: Snapshot, adds: pa.Table | None = None):
         conf = snapshot.configuration
-        self.write_json = _bool_prop(conf, WRITE_STATS_AS_JSON_KEY, True)
-        as_struct = _bool_prop(conf, WRITE_STATS_AS_STRUCT_KEY, None)
+        self.write_json = bool_property(conf, "delta.checkpoint.writeStatsAsJson")
+        as_struct = bool_property(conf, "delta.checkpoint.writeStatsAsStruct")
         self.partition_fields = _partition_fields(snapshot)
         # delta-spark writes partitionValues_parsed unless the property is false, and never
         # stats_parsed; the spec's stats_parsed is written when the property is set to true.
@@ -468,7 +420,7 @@ def build_checkpoint(snapshot: Snapshot, now_ms: int | None = None) -> tuple[pa.
     layout = _Layout(snapshot, adds)
     schema = layout.schema
     now_ms = _now_ms() if now_ms is None else now_ms
-    retention = _interval_property_ms(snapshot.configuration, DELETED_FILE_RETENTION_KEY, DEFAULT_DELETED_FILE_RETENTION)
+    retention = interval_property_ms(snapshot.configuration, "delta.deletedFileRetentionDuration")
     batches = [_non_file_batch(snapshot, layout)]
     n_non_file = batches[0].num_rows
     if not layout.clustering:
@@ -549,7 +501,7 @@ def write_checkpoint(log: Any, version: int | None = None, parts: int | None = N
     n_rows = table.num_rows
     v2 = is_feature_supported(snapshot.protocol, "v2Checkpoint")
     if parts is None:
-        part_size = _int_prop(snapshot.configuration, PART_SIZE_KEY, DEFAULT_PART_SIZE)
+        part_size = int_property(snapshot.configuration, "delta.checkpoint.partSize")
         parts = max(1, math.ceil(n_rows / part_size))
     if v2:
         if parts > 1:
@@ -613,7 +565,7 @@ def checkpoint_if_needed(log: Any, version: int, configuration: dict | None = No
     `configuration`: the table configuration at `version` when the caller knows it (saves a read)."""
     try:
         conf = configuration if configuration is not None else _configuration_at(log, version)
-        interval = _int_prop(conf, CHECKPOINT_INTERVAL_KEY, DEFAULT_CHECKPOINT_INTERVAL)
+        interval = int_property(conf, "delta.checkpointInterval")
         if version <= 0 or version % interval != 0:
             return None
         lc = write_checkpoint(log, version)
@@ -622,7 +574,7 @@ def checkpoint_if_needed(log: Any, version: int, configuration: dict | None = No
                         getattr(log, "table_root", "?"), version, type(e).__name__, e)
         return None
     try:
-        if _bool_prop(conf, EXPIRED_LOG_CLEANUP_KEY, True):
+        if bool_property(conf, "delta.enableExpiredLogCleanup"):
             cleanup_expired_logs(log, configuration=conf)
     except Exception as e:  # noqa: BLE001
         _logger.warning("log cleanup of %s after version %s failed: %s: %s",
@@ -653,23 +605,18 @@ def cleanup_expired_logs(log: Any, now_ms: int | None = None, configuration: dic
         snapshot = log.snapshot()
         configuration = snapshot.configuration
     conf = configuration
-    cutoff = now_ms - _interval_property_ms(conf, LOG_RETENTION_KEY, DEFAULT_LOG_RETENTION)
+    cutoff = now_ms - interval_property_ms(conf, "delta.logRetentionDuration")
     if min(f.status.modification_time for f in files) > cutoff:
         return []   # nothing is old enough
     boundary = next((c.version for c in commits if c.status.modification_time > cutoff), commits[-1].version)
-    checkpoints = [v for v in _complete_checkpoints(files) if v <= boundary]
+    checkpoints = [v for v in complete_checkpoints(files) if v <= boundary]
     if not checkpoints:
         return []
     keep_from = max(checkpoints)
-    protected = conf.get("delta.requireCheckpointProtectionBeforeVersion")
-    if protected is not None:
+    if int_property(conf, "delta.requireCheckpointProtectionBeforeVersion") > 0:
         protocol = (snapshot or log.snapshot()).protocol
         if is_feature_supported(protocol, "checkpointProtection"):
-            try:
-                if int(protected) > 0:
-                    return []   # this writer does not implement checkpoint protection's cleanup rules
-            except ValueError:
-                return []
+            return []   # this writer does not implement checkpoint protection's cleanup rules
     local = type(store).__name__ == "LocalLogStore"
     deleted: list[str] = []
     for f in sorted(files, key=lambda f: (f.version, f.name.name)):

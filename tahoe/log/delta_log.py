@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import DeltaError, TableNotFoundError, VersionNotFoundError
 from ..protocol.filenames import LOG_DIR, LogFileKind
+from ..protocol.properties import bool_property
 from ..storage import log_store_for
 from ..storage.base import LogStore
 from .replay import read_commit
@@ -97,7 +98,7 @@ class DeltaLog:
             conf = self.snapshot().metadata.configuration
         except DeltaError:  # a log without readable metaData has no in-commit timestamps
             return False
-        return conf.get("delta.enableInCommitTimestamps", "").lower() == "true"
+        return bool(bool_property(conf, "delta.enableInCommitTimestamps"))
 
     def commit_timestamps(self) -> list[tuple[int, int]]:
         """(version, timestamp ms) of every commit still in the log, ascending."""

@@ -19,7 +19,7 @@ from ..protocol.filenames import LOG_DIR, LogFileKind, LogFileName, parse_log_fi
 from ..storage.base import FileStatus, LogStore
 from .last_checkpoint import read_last_checkpoint
 
-__all__ = ["LogSegment", "LogFile", "list_log"]
+__all__ = ["LogSegment", "LogFile", "Checkpoint", "list_log", "complete_checkpoints"]
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,11 @@ def list_log(store: LogStore, log_dir: str, start_version: int = 0) -> list[LogF
         raise TableNotFoundError(f"not a Delta table: there is no {LOG_DIR} directory at {log_dir.rsplit('/', 1)[0]}") from None
 
 
-def _complete_checkpoints(files: list[LogFile]) -> dict[int, Checkpoint]:
+def complete_checkpoints(files: list[LogFile]) -> dict[int, Checkpoint]:
+    """The usable checkpoint of each version among `files` (a listing of `_delta_log`): a v2
+    checkpoint, else a classic single file, else a multi-part set with every part present
+    (the set with the fewest parts when several are complete). Versions whose checkpoint files
+    are all incomplete sets are left out."""
     by_version: dict[int, list[LogFile]] = defaultdict(list)
     for f in files:
         if f.name.is_checkpoint:
@@ -117,7 +121,7 @@ def _complete_checkpoints(files: list[LogFile]) -> dict[int, Checkpoint]:
 
 def _build(log_dir: str, files: list[LogFile], version: int | None, allow_retry: bool) -> LogSegment | None:
     commits = {f.version: f for f in files if f.name.kind == LogFileKind.COMMIT}
-    checkpoints = _complete_checkpoints(files)
+    checkpoints = complete_checkpoints(files)
     if not commits and not checkpoints:
         if allow_retry:
             return None

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from ..errors import CorruptLogError
 from ..protocol import column_mapping
 from ..protocol.actions import AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, SetTransaction
+from ..protocol.properties import bool_property
 from ..protocol.schema import StructType
 from ..protocol.table_features import check_readable, is_feature_supported
 from ..storage.base import LogStore
@@ -87,7 +88,7 @@ class Snapshot:
         that feature enabled, else the commit file's modification time."""
         ci = self._state.last_commit_info
         if ci is not None and ci.in_commit_timestamp is not None and \
-                self.metadata.configuration.get("delta.enableInCommitTimestamps", "").lower() == "true":
+                bool_property(self.metadata.configuration, "delta.enableInCommitTimestamps"):
             return int(ci.in_commit_timestamp)
         last = self.segment.last_commit
         if last is not None:

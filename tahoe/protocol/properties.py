@@ -12,22 +12,30 @@ Owns:
   * `features_for_metadata` — the table features a configuration and schema need (column mapping,
     CDF, deletion vectors, row tracking, timestamp_ntz columns, identity/generated columns, CHECK
     constraints, ...);
-  * small readers of the configuration used at commit time (`is_true`, `parse_interval_ms`,
-    `isolation_level`) and the identity-column high-water-mark helper.
+  * `TABLE_PROPERTIES` — the one table of known properties: kind and delta-spark default of each;
+  * the readers of a configuration every layer uses (`bool_property`, `int_property`,
+    `interval_property_ms`, `enum_property`, `text_property`, `data_skipping_settings`,
+    `isolation_level`): typed values, defaults applied, an invalid stored value refused naming
+    the property;
+  * CHECK constraints in the configuration, and the identity-column high-water-mark helper.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, NamedTuple
 
 from ..errors import InvalidTableOperationError, SchemaError
 from .intervals import parse_interval_ms
+from .stats import DEFAULT_NUM_INDEXED_COLS, DEFAULT_STRING_PREFIX_LENGTH
 from .schema import ArrayType, DataType, MapType, PrimitiveType, StructField, StructType
 from .table_features import FEATURES, canonical_feature_name
 
 __all__ = [
-    "TABLE_PROPERTIES", "CONSTRAINT_PREFIX", "FEATURE_PREFIX", "normalize_properties",
+    "TABLE_PROPERTIES", "TableProperty", "raw_property", "bool_property", "int_property",
+    "interval_property_ms", "enum_property", "text_property", "data_skipping_settings",
+    "DataSkippingSettings", "CONSTRAINT_PREFIX", "FEATURE_PREFIX", "normalize_properties",
     "normalize_property", "split_protocol_properties", "features_for_metadata",
     "features_for_schema", "is_true", "parse_interval_ms", "isolation_level",
     "ISOLATION_LEVELS", "SERIALIZABLE", "WRITE_SERIALIZABLE", "SNAPSHOT_ISOLATION",
@@ -115,46 +123,80 @@ def _column_list(v: str) -> str:
     return v
 
 
-# Known delta.* table properties (delta-spark's DeltaConfigs that this client understands).
-TABLE_PROPERTIES: dict[str, Callable[[str], str]] = {
-    "delta.appendOnly": _boolean,
-    "delta.enableChangeDataFeed": _boolean,
-    "delta.enableDeletionVectors": _boolean,
-    "delta.enableRowTracking": _boolean,
-    "delta.rowTrackingSuspended": _boolean,
-    "delta.enableInCommitTimestamps": _boolean,
-    "delta.enableTypeWidening": _boolean,
-    "delta.enableExpiredLogCleanup": _boolean,
-    "delta.checkpoint.writeStatsAsJson": _boolean,
-    "delta.checkpoint.writeStatsAsStruct": _boolean,
-    "delta.compatibility.symlinkFormatManifest.enabled": _boolean,
-    "delta.randomizeFilePrefixes": _boolean,
-    "delta.randomPrefixLength": _int(1),
-    "delta.autoOptimize.optimizeWrite": _boolean,
-    "delta.autoOptimize.autoCompact": _enum("auto", "legacy", "true", "false"),
-    "delta.tuneFileSizesForRewrites": _boolean,
-    "delta.targetFileSize": _size,
-    "delta.columnMapping.mode": _enum("none", "name", "id"),
-    "delta.columnMapping.maxColumnId": _int(0),
-    "delta.isolationLevel": _enum(*ISOLATION_LEVELS),
-    "delta.checkpointInterval": _int(1),
-    "delta.checkpointPolicy": _enum("classic", "v2"),
-    "delta.logRetentionDuration": _interval,
-    "delta.deletedFileRetentionDuration": _interval,
-    "delta.setTransactionRetentionDuration": _interval,
-    "delta.checkpointRetentionDuration": _interval,
-    "delta.dataSkippingNumIndexedCols": _int(-1),
-    "delta.dataSkippingStatsColumns": _column_list,
-    "delta.dataSkippingStringPrefixLength": _int(0),
-    "delta.checkpoint.partSize": _int(1),
-    "delta.minReaderVersion": _int(1, 3),
-    "delta.minWriterVersion": _int(1, 7),
-    ROW_ID_COLUMN_PROP: _non_empty,
-    ROW_COMMIT_VERSION_COLUMN_PROP: _non_empty,
-    "delta.inCommitTimestampEnablementVersion": _int(0),
-    "delta.inCommitTimestampEnablementTimestamp": _int(),
-    "delta.requireCheckpointProtectionBeforeVersion": _int(0),
-}
+@dataclass(frozen=True)
+class TableProperty:
+    """One known `delta.*` table property.
+
+    `kind` is how its value is read (`bool`, `int`, `interval`, `enum`, `size`, `text`,
+    `columns`); `default` is the value in effect when the configuration does not set it, in the
+    property's own string form (delta-spark's `DeltaConfigs` default; None: no default, the
+    property is simply unset); `check` validates a user-given value and returns its canonical
+    string form (ValueError(reason) otherwise)."""
+
+    key: str
+    kind: str
+    default: str | None
+    check: Callable[[str], str]
+    choices: tuple[str, ...] = ()
+
+
+def _prop(key: str, kind: str, default: str | None, check: Callable[[str], str] | None = None,
+          choices: tuple[str, ...] = ()) -> TableProperty:
+    if check is None:
+        check = {"bool": _boolean, "interval": _interval, "size": _size, "text": _non_empty,
+                 "columns": _column_list}[kind]
+    return TableProperty(key, kind, default, check, choices)
+
+
+def _enum_prop(key: str, default: str | None, *choices: str) -> TableProperty:
+    return _prop(key, "enum", default, _enum(*choices), choices)
+
+
+# The known delta.* table properties (delta-spark's DeltaConfigs that this client understands),
+# with delta-spark's defaults. Every reader of a table property goes through this table.
+_KNOWN: tuple[TableProperty, ...] = (
+    _prop("delta.appendOnly", "bool", "false"),
+    _prop("delta.enableChangeDataFeed", "bool", "false"),
+    _prop("delta.enableDeletionVectors", "bool", "false"),
+    _prop("delta.enableRowTracking", "bool", "false"),
+    _prop("delta.rowTrackingSuspended", "bool", "false"),
+    _prop("delta.enableInCommitTimestamps", "bool", "false"),
+    _prop("delta.enableTypeWidening", "bool", "false"),
+    _prop("delta.enableExpiredLogCleanup", "bool", "true"),
+    _prop("delta.checkpoint.writeStatsAsJson", "bool", "true"),
+    # unset differs from both values: partitionValues_parsed only (see tahoe.log.checkpoints)
+    _prop("delta.checkpoint.writeStatsAsStruct", "bool", None),
+    _prop("delta.compatibility.symlinkFormatManifest.enabled", "bool", "false"),
+    _prop("delta.randomizeFilePrefixes", "bool", "false"),
+    _prop("delta.randomPrefixLength", "int", "2", _int(1)),
+    _prop("delta.autoOptimize.optimizeWrite", "bool", None),
+    _enum_prop("delta.autoOptimize.autoCompact", None, "auto", "legacy", "true", "false"),
+    _prop("delta.tuneFileSizesForRewrites", "bool", None),
+    _prop("delta.targetFileSize", "size", None),
+    _enum_prop("delta.columnMapping.mode", "none", "none", "name", "id"),
+    _prop("delta.columnMapping.maxColumnId", "int", "0", _int(0)),
+    _enum_prop("delta.isolationLevel", WRITE_SERIALIZABLE, *ISOLATION_LEVELS),
+    _prop("delta.checkpointInterval", "int", "10", _int(1)),
+    _enum_prop("delta.checkpointPolicy", "classic", "classic", "v2"),
+    _prop("delta.logRetentionDuration", "interval", "interval 30 days"),
+    _prop("delta.deletedFileRetentionDuration", "interval", "interval 1 week"),
+    _prop("delta.setTransactionRetentionDuration", "interval", None),
+    _prop("delta.checkpointRetentionDuration", "interval", "interval 2 days"),
+    _prop("delta.dataSkippingNumIndexedCols", "int", str(DEFAULT_NUM_INDEXED_COLS), _int(-1)),
+    _prop("delta.dataSkippingStatsColumns", "columns", None),
+    _prop("delta.dataSkippingStringPrefixLength", "int", str(DEFAULT_STRING_PREFIX_LENGTH), _int(0)),
+    # actions per checkpoint part: the table-property form of delta-spark's session conf
+    # spark.databricks.delta.checkpoint.partSize (tahoe's default: one million)
+    _prop("delta.checkpoint.partSize", "int", "1000000", _int(1)),
+    _prop("delta.minReaderVersion", "int", None, _int(1, 3)),
+    _prop("delta.minWriterVersion", "int", None, _int(1, 7)),
+    _prop(ROW_ID_COLUMN_PROP, "text", None),
+    _prop(ROW_COMMIT_VERSION_COLUMN_PROP, "text", None),
+    _prop("delta.inCommitTimestampEnablementVersion", "int", None, _int(0)),
+    _prop("delta.inCommitTimestampEnablementTimestamp", "int", None, _int()),
+    _prop("delta.requireCheckpointProtectionBeforeVersion", "int", "0", _int(0)),
+)
+TABLE_PROPERTIES: dict[str, TableProperty] = {p.key: p for p in _KNOWN}
 _BY_LOWER = {k.lower(): k for k in TABLE_PROPERTIES}
 
 
@@ -199,7 +241,7 @@ def normalize_property(key: str, value: Any) -> tuple[str, str]:
             f"unknown configuration was specified: '{key}' (not a Delta table property this "
             f"client knows; properties outside the 'delta.' namespace are allowed)")
     try:
-        return canon, TABLE_PROPERTIES[canon](text)
+        return canon, TABLE_PROPERTIES[canon].check(text)
     except ValueError as e:
         raise InvalidTableOperationError(f"invalid value '{text}' for table property '{canon}': {e}") from None
 
@@ -243,20 +285,99 @@ def split_protocol_properties(conf: dict[str, str]) -> tuple[dict[str, str], set
 
 
 # --- reading the configuration -------------------------------------------------------------
+#
+# Readers of a table's configuration (`metaData.configuration`): one per kind, each returning the
+# typed value of a known property, its default (TABLE_PROPERTIES) when unset, and an
+# InvalidTableOperationError naming the property when the stored value is not valid for it.
+
+def raw_property(conf: dict[str, str] | None, key: str) -> str | None:
+    """The stored string of property `key` (exact key first, then case-insensitively, as other
+    writers may spell it), or None when unset."""
+    conf = conf or {}
+    if key in conf:
+        v = conf[key]
+        return None if v is None else str(v)
+    low = key.lower()
+    for k, v in conf.items():
+        if k.lower() == low:
+            return None if v is None else str(v)
+    return None
+
+
+def _known(key: str, kind: str) -> TableProperty:
+    prop = TABLE_PROPERTIES.get(key)
+    if prop is None:
+        raise KeyError(f"'{key}' is not a known table property")
+    if prop.kind != kind:
+        raise TypeError(f"table property '{key}' is read as {prop.kind}, not {kind}")
+    return prop
+
+
+def _read(conf: dict[str, str] | None, prop: TableProperty, parse: Callable[[str], Any]) -> Any:
+    raw = raw_property(conf, prop.key)
+    if raw is None:
+        return None if prop.default is None else parse(prop.default)
+    try:
+        return parse(prop.check(raw))
+    except ValueError as e:
+        raise InvalidTableOperationError(
+            f"table property '{prop.key}' has an invalid value '{raw}': {e}") from None
+
+
+def bool_property(conf: dict[str, str] | None, key: str) -> bool | None:
+    """A boolean property (None only for those without a default, e.g.
+    delta.checkpoint.writeStatsAsStruct, when unset)."""
+    return _read(conf, _known(key, "bool"), lambda v: v == "true")
+
+
+def int_property(conf: dict[str, str] | None, key: str) -> int | None:
+    """An integer property, range-checked as delta-spark checks it."""
+    return _read(conf, _known(key, "int"), int)
+
+
+def interval_property_ms(conf: dict[str, str] | None, key: str) -> int | None:
+    """A duration property (`interval 1 week`, ...) in milliseconds."""
+    return _read(conf, _known(key, "interval"), parse_interval_ms)
+
+
+def enum_property(conf: dict[str, str] | None, key: str) -> str | None:
+    """An enumerated property, in its canonical spelling (e.g. `WriteSerializable`)."""
+    return _read(conf, _known(key, "enum"), str)
+
+
+def text_property(conf: dict[str, str] | None, key: str) -> str | None:
+    """A free-form property (sizes, column names), as stored."""
+    prop = TABLE_PROPERTIES.get(key)
+    if prop is None or prop.kind not in ("text", "size", "columns"):
+        raise KeyError(f"'{key}' is not a known text table property")
+    return _read(conf, prop, str)
+
+
+class DataSkippingSettings(NamedTuple):
+    """Which columns get statistics (delta.dataSkippingNumIndexedCols / StatsColumns) and how long
+    string min/max prefixes are (delta.dataSkippingStringPrefixLength)."""
+    num_indexed_cols: int
+    stats_columns: list[str] | None      # None: the first `num_indexed_cols` leaves
+    string_prefix_length: int
+
+
+def data_skipping_settings(conf: dict[str, str] | None) -> DataSkippingSettings:
+    cols = text_property(conf, "delta.dataSkippingStatsColumns")
+    return DataSkippingSettings(
+        int_property(conf, "delta.dataSkippingNumIndexedCols"),
+        [c.strip() for c in cols.split(",") if c.strip()] if cols is not None else None,
+        int_property(conf, "delta.dataSkippingStringPrefixLength"))
+
 
 def is_true(conf: dict[str, str] | None, key: str) -> bool:
+    """Whether `key` is set to true (any key, known or not; an invalid value counts as false).
+    Prefer `bool_property` for known properties: it applies defaults and refuses invalid values."""
     return str((conf or {}).get(key, "")).strip().lower() == "true"
 
 
 def isolation_level(conf: dict[str, str] | None) -> str:
-    """The table's default isolation level for data-changing commits."""
-    raw = (conf or {}).get("delta.isolationLevel")
-    if not raw:
-        return WRITE_SERIALIZABLE
-    for lvl in ISOLATION_LEVELS:
-        if raw.strip().lower() == lvl.lower():
-            return lvl
-    return WRITE_SERIALIZABLE
+    """The table's default isolation level for data-changing commits (delta.isolationLevel)."""
+    return enum_property(conf, "delta.isolationLevel")
 
 
 # --- constraints ---------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import pyarrow as pa
 from ..errors import DeltaError, VersionNotFoundError
 from ..protocol.actions import Metadata, Protocol
 from ..protocol.filenames import LogFileKind
+from ..protocol.properties import bool_property
 from ..log.replay import read_commit
 from ..log.segment import list_log
 
@@ -34,7 +35,6 @@ __all__ = ["VersionChanges", "CdfNotEnabledError", "table_changes", "cdf_enabled
            "check_cdf_enabled", "read_changes_arrow", "CDF_COLUMNS"]
 
 CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
-CDF_PROPERTY = "delta.enableChangeDataFeed"
 
 
 class CdfNotEnabledError(DeltaError):
@@ -93,7 +93,7 @@ def table_changes(log, start_version: int, end_version: int | None = None) -> It
 
 
 def _cdf_on(md: Metadata | None) -> bool:
-    return md is not None and str(md.configuration.get(CDF_PROPERTY, "")).lower() == "true"
+    return md is not None and bool(bool_property(md.configuration, "delta.enableChangeDataFeed"))
 
 
 def cdf_enabled_at(log, version: int) -> bool:
@@ -112,7 +112,7 @@ def check_cdf_enabled(log, start_version: int, end_version: int | None = None) -
         if not _cdf_on(md):
             raise CdfNotEnabledError(
                 f"change data feed is not enabled at version {vc.version} of {log.table_root}: "
-                f"set {CDF_PROPERTY}=true to read changes")
+                "set delta.enableChangeDataFeed=true to read changes")
     return changes
 
 

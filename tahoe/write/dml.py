@@ -26,6 +26,7 @@ from ..log import DeltaLog
 from ..protocol import column_mapping
 from ..protocol.actions import AddCDCFile
 from ..protocol.partition_values import partition_path
+from ..protocol.properties import bool_property
 from ..read.arrow_reader import ArrowFileReader
 from ..txn import Transaction
 from .constraints import evaluate, parse_sql, table_resolver
@@ -34,10 +35,6 @@ from .files import encode_log_path, write_data_files
 __all__ = ["delete"]
 
 CDC_DIR = "_change_data"
-
-
-def _cdf_enabled(conf: dict) -> bool:
-    return str(conf.get("delta.enableChangeDataFeed", "false")).lower() == "true"
 
 
 def _write_cdc(log: DeltaLog, snapshot, rows: pa.Table, partition_values: dict) -> AddCDCFile:
@@ -70,7 +67,7 @@ def delete(uri: str, predicate: str | None = None, storage_options: dict | None 
     if snap is None:
         raise InvalidTableOperationError(f"cannot DELETE from {uri}: the table does not exist")
     conf = snap.configuration
-    if str(conf.get("delta.appendOnly", "false")).lower() == "true":
+    if bool_property(conf, "delta.appendOnly"):
         raise InvalidTableOperationError("cannot DELETE from an append-only table (delta.appendOnly=true)")
     node = parse_sql(predicate) if predicate else None
     txn.read_whole_table()
@@ -84,10 +81,10 @@ def delete(uri: str, predicate: str | None = None, storage_options: dict | None 
             n = add.num_records
             if n is not None and add.deletion_vector is not None:
                 n -= add.deletion_vector.cardinality
-            if n is None or _cdf_enabled(conf):
+            if n is None or bool_property(conf, "delta.enableChangeDataFeed"):
                 rows = reader.read_file(add.path, add.partition_values, add.deletion_vector)
                 n = rows.num_rows
-                if _cdf_enabled(conf) and n:
+                if bool_property(conf, "delta.enableChangeDataFeed") and n:
                     cdcs.append(_write_cdc(log, snap, rows, add.partition_values))
             removed.append(add.remove(now))
             deleted_rows += n
@@ -101,7 +98,7 @@ def delete(uri: str, predicate: str | None = None, storage_options: dict | None 
             continue
         removed.append(add.remove(now))
         deleted_rows += n_match
-        if _cdf_enabled(conf):
+        if bool_property(conf, "delta.enableChangeDataFeed"):
             cdcs.append(_write_cdc(log, snap, rows.filter(match), add.partition_values))
         keep = rows.filter(pc.invert(match))
         if keep.num_rows:
