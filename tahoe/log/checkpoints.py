@@ -15,13 +15,17 @@ Invariants of a written checkpoint:
      `delta.deletedFileRetentionDuration` are kept;
   3. each file appears whole or not at all (put-if-absent through the log store: temp file + link
      locally, one PUT on S3); an existing checkpoint file of the same name is kept as it is;
-  4. a multi-part set is range-partitioned by file path (sorted), non-file actions in part 1, so a
-     retry writes identical parts; `_last_checkpoint` is written only after every part exists.
+  4. a multi-part set is hash-partitioned by file path exactly as delta-spark partitions it
+     (`checkpoint_part_of`): a file's part depends on its path and the number of parts only, so
+     the parts of two writers of the same version (a retry, two checkpointers, tahoe and
+     delta-spark) are interchangeable — any mix of them holds every active file exactly once,
+     whichever tombstones each writer's clock kept; `_last_checkpoint` is written only after
+     every part exists.
 
 Table properties honoured (delta-spark names and defaults): `delta.checkpointInterval` (10),
 `delta.checkpoint.writeStatsAsJson` (true), `delta.checkpoint.writeStatsAsStruct` (unset: only
 `partitionValues_parsed`, like delta-spark; true: also `stats_parsed`; false: neither),
-`delta.checkpoint.partSize` (actions per part; default 1,000,000 — the table-property form of
+`delta.checkpoint.partSize` (file actions per part, as delta-spark counts them; default 1,000,000 — the table-property form of
 delta-spark's `spark.databricks.delta.checkpoint.partSize`), `delta.deletedFileRetentionDuration`
 (`interval 1 week`), `delta.logRetentionDuration` (`interval 30 days`),
 `delta.enableExpiredLogCleanup` (true).
@@ -63,7 +67,7 @@ _logger = logging.getLogger(__name__)
 
 __all__ = [
     "write_checkpoint", "checkpoint_if_needed", "cleanup_expired_logs", "checkpoint_schema",
-    "build_checkpoint",
+    "build_checkpoint", "checkpoint_part_of", "spark_string_hash",
 ]
 
 
@@ -446,22 +450,103 @@ def _parquet_bytes(table: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
+# Multi-part checkpoints are partitioned exactly as delta-spark partitions them:
+# `repartition(numParts, coalesce(add.path, remove.path))`, i.e. Spark's HashPartitioning —
+# part = pmod(murmur3_x86_32(path bytes, seed 42), numParts), a null path (the non-file actions)
+# hashing to the seed. Which part a file action lands in is thus a function of its path and the
+# number of parts alone: two writers of the same version and part count (tahoe or delta-spark,
+# whatever tombstones each one's clock keeps) put every file in the same part, so any mix of
+# their part files is still a complete, duplicate-free checkpoint.
+
+_SPARK_HASH_SEED = 42
+_C1, _C2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
+
+
+def _mix(h: np.ndarray, k: np.ndarray) -> None:
+    """h = mixH1(h, mixK1(k)) in place (uint32 arithmetic wraps)."""
+    k *= _C1
+    k = (k << np.uint32(15)) | (k >> np.uint32(17))
+    k *= _C2
+    h ^= k
+    h[:] = (h << np.uint32(13)) | (h >> np.uint32(19))
+    h *= np.uint32(5)
+    h += np.uint32(0xE6546B64)
+
+
+def spark_string_hash(strings: pa.Array | pa.ChunkedArray, seed: int = _SPARK_HASH_SEED) -> np.ndarray:
+    """Spark's `hash()` of each string (Murmur3Hash: `Murmur3_x86_32.hashUnsafeBytes` over the
+    UTF-8 bytes — 4-byte little-endian words, then each trailing byte mixed on its own, sign
+    extended — with `seed`); a null hashes to the seed. int32 per row, vectorised over the
+    Arrow buffers: rows are ordered by length so that word j of every row long enough is one
+    contiguous slice."""
+    if isinstance(strings, pa.ChunkedArray):
+        strings = strings.combine_chunks() if strings.num_chunks else pa.array([], pa.large_string())
+    arr = strings.cast(pa.large_string())
+    n = len(arr)
+    if n == 0:
+        return np.zeros(0, np.int32)
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], np.int64)[arr.offset:arr.offset + n + 1]
+    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    data = np.concatenate([data, np.zeros(4, np.uint8)])      # room for the last 4-byte read
+    # the little-endian uint32 starting at every byte offset (an unaligned, overlapping view)
+    word_at = np.ndarray((len(data) - 3,), dtype="<u4", buffer=data, strides=(1,))
+    length = offsets[1:] - offsets[:-1]
+    order = np.argsort(-length, kind="stable")
+    start = offsets[:-1][order]
+    length = length[order]
+    words = length // 4
+    # rows (in `order`) with at least j words are the prefix [0, count[j])
+    count = np.searchsorted(-words, -np.arange(int(words[0]) + 1, dtype=np.int64), side="right")
+    h = np.full(n, seed & 0xFFFFFFFF, np.uint32)
+    with np.errstate(over="ignore"):
+        for j in range(int(words[0])):
+            m = int(count[j + 1])
+            k = word_at[start[:m] + 4 * j].astype(np.uint32)
+            _mix(h[:m], k)
+        tail = length % 4
+        for t in range(3):
+            rows = np.nonzero(tail > t)[0]
+            if len(rows):
+                hk = h[rows]
+                _mix(hk, data[start[rows] + 4 * words[rows] + t].astype(np.int8).astype(np.int32).astype(np.uint32))
+                h[rows] = hk
+        h ^= length.astype(np.uint32)
+        h ^= h >> np.uint32(16)
+        h *= np.uint32(0x85EBCA6B)
+        h ^= h >> np.uint32(13)
+        h *= np.uint32(0xC2B2AE35)
+        h ^= h >> np.uint32(16)
+    out = np.empty(n, np.uint32)
+    out[order] = h
+    if arr.null_count:
+        out[np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)] = seed & 0xFFFFFFFF
+    return out.view(np.int32)
+
+
+def checkpoint_part_of(paths: pa.Array | pa.ChunkedArray, num_parts: int) -> np.ndarray:
+    """The 0-based part of a multi-part checkpoint each action goes to, by its file path (null for
+    non-file actions): delta-spark's partitioning (see above)."""
+    return np.mod(spark_string_hash(paths).astype(np.int64), num_parts)
+
+
 def _split_parts(table: pa.Table, n_non_file: int, parts: int) -> list[pa.Table]:
-    """Range-partition the file actions by path (adds before removes on equal paths), equal row
-    counts per part; non-file actions lead part 1."""
+    """Hash-partition the actions by file path as delta-spark does (`checkpoint_part_of`); within
+    a part, the non-file actions (all in part pmod(42, parts)) come first, then the file actions
+    sorted by path, adds before removes on equal paths."""
     files = table.slice(n_non_file)
-    if files.num_rows:
-        paths = pc.coalesce(pc.struct_field(files.column("add"), "path"),
-                            pc.struct_field(files.column("remove"), "path"))
-        order = pc.sort_indices(pa.table({"p": paths, "i": pa.array(np.arange(files.num_rows))}),
-                                sort_keys=[("p", "ascending"), ("i", "ascending")])
-        files = files.take(order)
+    paths = pc.coalesce(pc.struct_field(files.column("add"), "path"),
+                        pc.struct_field(files.column("remove"), "path"))
+    part_of = checkpoint_part_of(paths, parts)
+    order = pc.sort_indices(pa.table({"part": part_of, "p": paths, "i": np.arange(files.num_rows)}),
+                            sort_keys=[("part", "ascending"), ("p", "ascending"), ("i", "ascending")])
+    files = files.take(order)
+    bounds = np.searchsorted(part_of[order.to_numpy()], np.arange(parts + 1))
+    non_file_part = _SPARK_HASH_SEED % parts
     out = []
-    total = files.num_rows
-    per = math.ceil(total / parts) if total else 0
     for i in range(parts):
-        chunk = files.slice(min(i * per, total), per) if per else files.slice(0, 0)
-        if i == 0:
+        chunk = files.slice(int(bounds[i]), int(bounds[i + 1] - bounds[i]))
+        if i == non_file_part:
             chunk = pa.concat_tables([table.slice(0, n_non_file), chunk])
         out.append(chunk)
     return out
@@ -485,8 +570,8 @@ def write_checkpoint(log: Any, version: int | None = None, parts: int | None = N
     """Write a checkpoint of the latest version (or `version`) of the table of `log` (a DeltaLog),
     then update `_last_checkpoint` (unless it already names a newer checkpoint).
 
-    `parts`: None → one file, or `ceil(actions / delta.checkpoint.partSize)` parts when the
-    actions exceed that size; an explicit number > 1 → exactly that many parts (classic
+    `parts`: None → one file, or `ceil(file actions / delta.checkpoint.partSize)` parts when the
+    adds and kept tombstones exceed that size (delta-spark's rule); an explicit number > 1 → exactly that many parts (classic
     multi-part; v2Checkpoint tables always get one classic-named v2 file). `now_ms` is the clock
     for tombstone retention (tests)."""
     if version is not None and version < 0:
@@ -501,8 +586,9 @@ def write_checkpoint(log: Any, version: int | None = None, parts: int | None = N
     n_rows = table.num_rows
     v2 = is_feature_supported(snapshot.protocol, "v2Checkpoint")
     if parts is None:
+        # delta-spark's rule: file actions (adds and kept tombstones) per part
         part_size = int_property(snapshot.configuration, "delta.checkpoint.partSize")
-        parts = max(1, math.ceil(n_rows / part_size))
+        parts = max(1, math.ceil((n_rows - n_non_file) / part_size))
     if v2:
         if parts > 1:
             _logger.info("table %s has the v2Checkpoint feature: writing one checkpoint file "
