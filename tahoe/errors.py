@@ -81,3 +81,10 @@ class ConcurrentTransactionException(ConcurrentModificationException):
 
 class CommitFailedException(DeltaError):
     """The commit could not be written after the allowed number of retries."""
+
+
+# --- storage ---------------------------------------------------------------------------------
+
+class UnsupportedStorageError(DeltaError):
+    """The file system or object store cannot do what the log needs (an atomic put-if-absent
+    of a commit file); the message names the storage and what it lacks."""

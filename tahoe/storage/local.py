@@ -1,17 +1,23 @@
 """`LocalLogStore`: the log store for a POSIX (or Windows) file system.
 
 Put-if-absent (`write(path, data)`): the data goes to a unique temp file `.<name>.<uuid>.tmp`
-in the target's directory and is fsync'ed; then `os.link(tmp, target)` publishes it. A hard link
-is created atomically and fails with EEXIST if the target exists, so of several concurrent
-writers exactly one wins, and the target is complete the moment it appears. The temp file is
-then unlinked and the directory fsync'ed.
-
-Fallback, only where the file system cannot make hard links (FAT, some FUSE/SMB mounts):
-`os.open(target, O_CREAT | O_EXCL)` then write + fsync. Mutual exclusion still holds, but
-atomic creation does not: a reader can see the file empty or partially written while it is being
-written, and a crash mid-write leaves a truncated file that occupies the version for good.
+in the target's directory and is fsync'ed; then it is published under the target name by an
+operation that is atomic and fails with EEXIST when the target exists:
+  1. `link(tmp, target)` (a hard link), else — where the file system refuses hard links
+     (EPERM/EXDEV/ENOTSUP/..., e.g. FAT, some FUSE or SMB mounts) —
+  2. a rename that never replaces: Linux `renameat2(RENAME_NOREPLACE)`, macOS
+     `renamex_np(RENAME_EXCL)`, Windows `MoveFileEx` without REPLACE_EXISTING (`os.rename`).
+Either way, of several concurrent writers exactly one wins, and the target is complete the
+moment it appears: a reader never sees a partial commit. Where neither exists the write is
+refused with UnsupportedStorageError naming the file system — never a non-atomic write. The temp
+file is removed and the directory fsync'ed.
 
 Replace (`write(path, data, overwrite=True)`): temp file + `os.replace`, atomic on POSIX.
+
+Durability: file data is fsync'ed before it is published; the directory after; a directory
+created for the write (e.g. a new table's `_delta_log`) is fsync'ed in its parent. An fsync
+error is raised (OSError), never swallowed — only EINVAL from fsync on a directory, which is how
+a file system says it has no directory sync, is accepted.
 
 Listings skip names starting with "." — our temp files and Hadoop's `.<name>.crc` side files.
 Paths are OS paths; `file:` URIs are accepted too and converted.
@@ -19,14 +25,18 @@ Paths are OS paths; `file:` URIs are accepted too and converted.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
+import platform
 import re
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
+from tahoe.errors import UnsupportedStorageError
 from tahoe.storage.base import FileStatus, LogStore
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,6 +47,12 @@ __all__ = ["LocalLogStore", "file_uri_to_path"]
 # errno values with which link(2) says "this file system does not do hard links".
 _LINK_UNSUPPORTED = frozenset(
     e for e in (getattr(errno, n, None) for n in ("EPERM", "EOPNOTSUPP", "ENOTSUP", "ENOSYS", "EXDEV"))
+    if e is not None
+)
+
+# errno values with which a rename-without-replace says "not here".
+_RENAME_UNSUPPORTED = frozenset(
+    e for e in (getattr(errno, n, None) for n in ("ENOSYS", "EINVAL", "EOPNOTSUPP", "ENOTSUP"))
     if e is not None
 )
 
@@ -60,17 +76,113 @@ def file_uri_to_path(uri: str) -> str:
 
 
 def _fsync_dir(dir_path: str) -> None:
-    """Persist a directory entry change (best effort: not possible on Windows)."""
-    try:
-        fd = os.open(dir_path, os.O_RDONLY)
-    except OSError:  # pragma: no cover - e.g. Windows
+    """Persist the directory's entries. Errors are raised, except EINVAL (the file system has no
+    directory fsync). Windows cannot open a directory; NTFS journals its metadata itself."""
+    if os.name == "nt":  # pragma: no cover - Windows only
         return
+    fd = os.open(dir_path or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
         os.fsync(fd)
-    except OSError:  # pragma: no cover - some file systems refuse fsync on directories
-        pass
+    except OSError as e:
+        if e.errno != errno.EINVAL:
+            e.add_note(f"while syncing directory {dir_path} to disk")
+            raise
     finally:
         os.close(fd)
+
+
+def _makedirs_durable(dir_path: str) -> None:
+    """`os.makedirs(dir_path, exist_ok=True)`, then fsync the parent of every directory it
+    created, so that a new `_delta_log` (and a new table directory) survive a crash."""
+    missing = []
+    d = os.path.abspath(dir_path)
+    while not os.path.isdir(d):
+        missing.append(d)
+        parent = os.path.dirname(d)
+        if parent == d:
+            break
+        d = parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d)
+        except FileExistsError:
+            if not os.path.isdir(d):
+                raise
+        _fsync_dir(os.path.dirname(d))
+
+
+# --- rename without replacing: the atomic publish where hard links are refused ---------------
+
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1          # linux/fs.h
+_RENAME_EXCL = 0x4             # macOS sys/stdio.h
+_SYS_RENAMEAT2 = {"x86_64": 316, "amd64": 316, "aarch64": 276, "arm64": 276}
+
+
+def _libc_renamer():
+    """The C function behind `_rename_noreplace` on this OS, or None."""
+    if os.name == "nt":  # pragma: no cover - Windows only
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:  # pragma: no cover
+        return None
+    if sys.platform == "darwin":  # pragma: no cover - macOS only
+        fn = getattr(libc, "renamex_np", None)
+        if fn is not None:
+            fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint]
+            return lambda src, dst: fn(src, dst, _RENAME_EXCL)
+        return None
+    fn = getattr(libc, "renameat2", None)
+    if fn is not None:
+        fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+        return lambda src, dst: fn(_AT_FDCWD, src, _AT_FDCWD, dst, _RENAME_NOREPLACE)
+    nr = _SYS_RENAMEAT2.get(platform.machine().lower()) if sys.platform.startswith("linux") else None
+    if nr is not None:  # pragma: no cover - glibc older than 2.28
+        sc = libc.syscall
+        return lambda src, dst: sc(nr, _AT_FDCWD, ctypes.c_char_p(src), _AT_FDCWD, ctypes.c_char_p(dst),
+                                   _RENAME_NOREPLACE)
+    return None
+
+
+_renamer = _libc_renamer()
+
+
+def _rename_noreplace(src: str, dst: str) -> None:
+    """Rename `src` to `dst` atomically unless `dst` exists (FileExistsError). OSError with
+    ENOSYS/EINVAL/ENOTSUP when the OS or the file system cannot."""
+    if os.name == "nt":  # pragma: no cover - Windows: MoveFileEx without REPLACE_EXISTING
+        os.rename(src, dst)
+        return
+    if _renamer is None:
+        raise OSError(errno.ENOSYS, "no rename-without-replace on this system", dst)
+    if _renamer(os.fsencode(src), os.fsencode(dst)) != 0:
+        err = ctypes.get_errno()
+        if err == errno.EEXIST:
+            raise FileExistsError(errno.EEXIST, "file already exists", dst)
+        raise OSError(err, os.strerror(err), dst)
+
+
+def _filesystem_of(path: str) -> str:
+    """`<type> at <mount point>` of the file system holding `path` (Linux: /proc/self/mounts), or
+    a description of the path where that is unknown."""
+    real = os.path.realpath(path)
+    best = None
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) < 3:
+                    continue
+                mnt = parts[1].replace("\\040", " ")
+                if real == mnt or real.startswith(mnt.rstrip("/") + "/"):
+                    if best is None or len(mnt) >= len(best[0]):
+                        best = (mnt, parts[2])
+    except OSError:
+        pass
+    if best is None:
+        return f"the file system of {path}"
+    return f"the {best[1]} file system at {best[0]}"
 
 
 def _unlink_quiet(path: str) -> None:
@@ -93,7 +205,7 @@ _O_BINARY = getattr(os, "O_BINARY", 0)
 
 class LocalLogStore(LogStore):
     """Log store on the local file system. Stateless apart from remembering which directories
-    turned out not to support hard links; safe to share between threads."""
+    refuse hard links (they publish by rename-without-replace); safe to share between threads."""
 
     def __init__(self) -> None:
         self._no_hardlinks: set[str] = set()
@@ -177,7 +289,7 @@ class LocalLogStore(LogStore):
         dir_path = dir_path or "."
         if not overwrite and os.path.lexists(target):  # cheap early exit for the loser
             raise FileExistsError(errno.EEXIST, "file already exists", target)
-        os.makedirs(dir_path, exist_ok=True)
+        _makedirs_durable(dir_path)
 
         if overwrite:
             tmp = self._write_temp(dir_path, name, data)
@@ -189,24 +301,36 @@ class LocalLogStore(LogStore):
             _fsync_dir(dir_path)
             return
 
+        tmp = self._write_temp(dir_path, name, data)
+        try:
+            self._publish(tmp, target, dir_path)
+        finally:
+            _unlink_quiet(tmp)
+        _fsync_dir(dir_path)
+
+    def _publish(self, tmp: str, target: str, dir_path: str) -> None:
+        """Give the complete temp file the name `target` atomically, unless it exists."""
         if dir_path not in self._no_hardlinks:
-            tmp = self._write_temp(dir_path, name, data)
             try:
                 os.link(tmp, target)
+                return
             except FileExistsError:
                 raise FileExistsError(errno.EEXIST, "file already exists", target) from None
             except OSError as e:
                 if e.errno not in _LINK_UNSUPPORTED:
                     raise
-                self._no_hardlinks.add(dir_path)  # fall through to the O_EXCL path
-            else:
-                _fsync_dir(dir_path)
-                return
-            finally:
-                _unlink_quiet(tmp)
-
-        self._write_exclusive(target, data)
-        _fsync_dir(dir_path)
+                self._no_hardlinks.add(dir_path)   # this directory publishes by rename from now on
+        try:
+            _rename_noreplace(tmp, target)
+        except FileExistsError:
+            raise FileExistsError(errno.EEXIST, "file already exists", target) from None
+        except OSError as e:
+            if e.errno not in _RENAME_UNSUPPORTED:
+                raise
+            raise UnsupportedStorageError(
+                f"cannot commit {target} atomically: {_filesystem_of(dir_path)} supports neither "
+                f"hard links nor rename without replace ({os.strerror(e.errno)}); a Delta log "
+                f"needs an atomic put-if-absent — put the table on another file system") from None
 
     @staticmethod
     def _write_temp(dir_path: str, name: str, data: bytes) -> str:
@@ -220,18 +344,6 @@ class LocalLogStore(LogStore):
             raise
         os.close(fd)
         return tmp
-
-    @staticmethod
-    def _write_exclusive(target: str, data: bytes) -> None:
-        """Weaker fallback: exclusive create, then write in place (see module docstring)."""
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY, 0o666)
-        try:
-            _write_fd(fd, data)
-        except BaseException:
-            os.close(fd)
-            _unlink_quiet(target)
-            raise
-        os.close(fd)
 
     def delete(self, path: str) -> None:
         """Delete a file; a directory is removed only if empty (OSError otherwise)."""

@@ -25,9 +25,32 @@ def parse_payload(data: bytes) -> dict | None:
     return meta
 
 
-def local_writer(log_dir: str, writer: int, versions: int, size: int, barrier, queue) -> None:
+def refuse_hard_links_and_write_slowly(chunk: int = 4096) -> None:
+    """Make this process's file system refuse link(2) (EPERM, as FAT or some FUSE/SMB mounts do)
+    and write at most `chunk` bytes per write(2), pausing between writes (a slow disk): a file
+    written in place would be visible half-written for a long while."""
+    import errno
+    import time
+
+    real_write = os.write
+
+    def no_links(src, dst, *a, **kw):
+        raise OSError(errno.EPERM, "Operation not permitted", src)
+
+    def slow_write(fd, data):
+        time.sleep(0.0005)
+        return real_write(fd, bytes(memoryview(data)[:chunk]))
+
+    os.link = no_links
+    os.write = slow_write
+
+
+def local_writer(log_dir: str, writer: int, versions: int, size: int, barrier, queue,
+                 no_hard_links: bool = False) -> None:
     from tahoe.storage.local import LocalLogStore
 
+    if no_hard_links:
+        refuse_hard_links_and_write_slowly()
     store = LocalLogStore()
     wins, torn = [], []
     barrier.wait()

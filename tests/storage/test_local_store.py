@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import multiprocessing as mp
 import os
+import stat
+import sys
 import time
 
 import pyarrow as pa
@@ -142,18 +145,129 @@ def test_put_if_absent_loses_race_after_early_check(store, log_dir, monkeypatch)
     assert os.listdir(log_dir) == [commit(0)]
 
 
-def test_fallback_without_hard_links(store, log_dir, monkeypatch):
-    def no_links(src, dst):
-        raise OSError(errno.EPERM, "Operation not permitted")
+def _refuse_links(monkeypatch):
+    def no_links(src, dst, *a, **kw):
+        raise OSError(errno.EPERM, "Operation not permitted", src)
 
     monkeypatch.setattr(os, "link", no_links)
+
+
+def test_without_hard_links_publishes_by_rename_noreplace(store, log_dir, monkeypatch):
+    """link(2) refused (EPERM): the temp file is renamed onto the target without replacing —
+    still put-if-absent, for every later write too, and no temp file is left behind."""
+    _refuse_links(monkeypatch)
     p = os.path.join(log_dir, commit(0))
     store.write(p, b"first")
     with pytest.raises(FileExistsError):
         store.write(p, b"second")
     store.write(os.path.join(log_dir, commit(1)), b"next")
+    with pytest.raises(FileExistsError):
+        store.write(os.path.join(log_dir, commit(1)), b"again")
     assert store.read(p) == b"first"
+    assert store.read(os.path.join(log_dir, commit(1))) == b"next"
     assert sorted(os.listdir(log_dir)) == [commit(0), commit(1)]
+
+
+def test_race_lost_between_check_and_rename(store, log_dir, monkeypatch):
+    """Without hard links, the target appearing between the early check and the rename is still
+    FileExistsError, with the other writer's content kept."""
+    _refuse_links(monkeypatch)
+    from tahoe.storage import local
+
+    real = local._rename_noreplace
+    p = os.path.join(log_dir, commit(0))
+
+    def other_writer_first(src, dst):
+        with open(dst, "wb") as f:
+            f.write(b"other")
+        return real(src, dst)
+
+    monkeypatch.setattr(local, "_rename_noreplace", other_writer_first)
+    with pytest.raises(FileExistsError):
+        store.write(p, b"mine")
+    assert store.read(p) == b"other"
+    assert os.listdir(log_dir) == [commit(0)]
+
+
+def _findmnt_fstype(path: str) -> str:
+    import subprocess
+
+    return subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "--target", path], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="renameat2 is Linux's")
+def test_refused_when_neither_link_nor_rename_noreplace(store, log_dir, monkeypatch):
+    """A file system that refuses hard links and RENAME_NOREPLACE (EINVAL from renameat2):
+    the write is refused naming the file system — no file appears, nothing is half-written."""
+    _refuse_links(monkeypatch)
+    from tahoe.errors import UnsupportedStorageError
+    from tahoe.storage import local
+
+    def renameat2_einval(src, dst):   # the libc call, as such a file system answers it
+        ctypes.set_errno(errno.EINVAL)
+        return -1
+
+    monkeypatch.setattr(local, "_renamer", renameat2_einval)
+    p = os.path.join(log_dir, commit(0))
+    with pytest.raises(UnsupportedStorageError) as ei:
+        store.write(p, b"data")
+    msg = str(ei.value)
+    assert _findmnt_fstype(log_dir) in msg and "hard links" in msg and commit(0) in msg
+    assert os.listdir(log_dir) == []
+
+
+def _fsync_recorder(monkeypatch) -> list[str]:
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd):
+        synced.append(os.path.realpath(f"/proc/self/fd/{fd}"))
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return synced
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/fd")
+def test_new_delta_log_is_synced_in_its_parent(store, tmp_path, monkeypatch):
+    """The first commit of a new table creates `<root>/_delta_log`: the new directories' parents
+    are fsync'ed (the table root and the directory holding it), then the log directory."""
+    synced = _fsync_recorder(monkeypatch)
+    root = tmp_path / "new" / "table"
+    store.write(str(root / "_delta_log" / commit(0)), b"{}\n")
+    for d in (tmp_path, tmp_path / "new", root, root / "_delta_log"):
+        assert os.path.realpath(d) in synced, d
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_fsync_errors_are_raised(store, log_dir, monkeypatch, overwrite):
+    """An I/O error syncing the directory is not swallowed (the write may not be durable)."""
+    real = os.fsync
+
+    def fsync(fd):
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(errno.EIO, "Input/output error")
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(OSError) as ei:
+        store.write(os.path.join(log_dir, commit(0)), b"{}\n", overwrite=overwrite)
+    assert ei.value.errno == errno.EIO
+
+
+def test_directory_fsync_einval_means_not_supported(store, log_dir, monkeypatch):
+    """EINVAL from fsync on a directory is how a file system says it cannot: accepted."""
+    real = os.fsync
+
+    def fsync(fd):
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    store.write(os.path.join(log_dir, commit(0)), b"ok")
+    assert store.read(os.path.join(log_dir, commit(0))) == b"ok"
 
 
 def test_overwrite_replaces(store, log_dir):
@@ -231,3 +345,33 @@ def test_concurrent_put_if_absent_processes(log_dir):
     for v in range(versions):
         meta = _workers.parse_payload(store.read(listed[v].path))
         assert meta is not None and meta["version"] == v and meta["writer"] == winner_of[v]
+
+
+def test_concurrent_put_if_absent_without_hard_links(log_dir):
+    """The same race on a file system that refuses link(2) and writes slowly (each process
+    patches its own os.link/os.write): still exactly one winner per version and no loser ever
+    reads a partial file, however long the winner takes to write it."""
+    writers, versions = 4, 12
+    ctx = mp.get_context("spawn")
+    barrier, queue = ctx.Barrier(writers), ctx.Queue()
+    procs = [ctx.Process(target=_workers.local_writer,
+                         args=(log_dir, w, versions, 256 * 1024, barrier, queue, True))
+             for w in range(writers)]
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+        assert p.exitcode == 0
+    winner_of: dict[int, int] = {}
+    for writer, wins, torn in results:
+        assert torn == [], f"writer {writer} read partial files for versions {torn}"
+        for v in wins:
+            assert v not in winner_of, f"version {v} won by {winner_of[v]} and {writer}"
+            winner_of[v] = writer
+    assert sorted(winner_of) == list(range(versions))
+    assert sorted(os.listdir(log_dir)) == [commit(v) for v in range(versions)]
+    store = LocalLogStore()
+    for v in range(versions):
+        meta = _workers.parse_payload(store.read(os.path.join(log_dir, commit(v))))
+        assert meta is not None and meta["writer"] == winner_of[v]
