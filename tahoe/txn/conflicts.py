@@ -3,32 +3,50 @@
 A transaction that lost the race for version N reads the commits that won (N, N+1, ...) and asks,
 for each winner in order, whether it can still commit on top of it. This module answers that
 question and nothing else: it is pure (no I/O) — it takes a summary of what the current
-transaction read and writes (`TransactionSummary`) and one winner's parsed action dicts
-(`WinningCommit`), and raises the specific ConcurrentModificationException subclass, or returns.
+transaction read and writes (`TransactionSummary`), one winner's parsed action dicts
+(`WinningCommit`) and the table's metadata and protocol as the current transaction now sees them,
+and raises the specific ConcurrentModificationException subclass, or returns how the conflict was
+resolved (`Resolution`).
 
 The checks, in delta-spark's order:
   1. protocol — the winner's protocol must be readable and writable by this client
      (UnsupportedFeatureError); if the current transaction changes the protocol too, or the winner
      dropped features → ProtocolChangedException;
-  2. metadata — any winner metaData → MetadataChangedException, except a winner whose metadata
-     change only advances identity high-water marks (commitInfo tag
-     `delta.identity.schemaUpdate`) while the current transaction changes no metadata;
+  2. metadata (delta-spark's `attemptToResolveMetadataConflicts`) — a winner's metaData is a
+     MetadataChangedException when the current transaction changes metadata too (an identity
+     high-water-mark update counts); otherwise it is accepted when it only advances identity
+     high-water marks (commitInfo tag `delta.identity.schemaUpdate`), or when it differs from the
+     current metadata only in configuration keys it adds or changes among
+     delta.enableDeletionVectors=true (table supports deletion vectors), delta.enableRowTracking=
+     true and the materialized row-tracking column names (table supports row tracking),
+     delta.columnMapping.mode none→name and maxColumnId (table supports column mapping) — plus,
+     with that column-mapping change, column-mapping field metadata on otherwise identical
+     columns. Anything else (another key, a removed key, a schema, partitioning or description
+     change) → MetadataChangedException. Accepting row-tracking enablement tags the commit
+     `delta.rowTracking.preserved=false`;
   3. domain metadata — both set the same domain → ConcurrentTransactionException (the system
      domain `delta.rowTracking` is resolved by rebasing instead);
   4. application transactions — the winner wrote a txn appId the current transaction read or
      writes → ConcurrentTransactionException;
-  5. added files — files the winner added that match what the current transaction read (its
-     partition predicates, or anything when it read the whole table or the table is unpartitioned)
-     → ConcurrentAppendException. Which added files count depends on the isolation level:
-     Serializable: all; WriteSerializable: only those of non-blind-append winners, unless the
-     current transaction changes metadata; SnapshotIsolation (commits that change no data,
-     e.g. compaction): none;
-  6. deleted-read — the winner removed a file the current transaction read (or anything, when it
+  5. row tracking enablement — the current transaction turns delta.enableRowTracking on (and
+     gives every file it knew a baseRowId) while the winner added files without a baseRowId
+     → ConcurrentAppendException (the table would hold files without row ids);
+  6. added files (`checkForAddedFilesThatShouldHaveBeenReadByCurrentTxn`) — a blind append never
+     conflicts; for any other transaction the winner's added files are checked — all of them
+     when it read the whole table or the table (at read time) is unpartitioned, else those whose
+     partition values match one of its read predicates → ConcurrentAppendException. Which of the
+     winner's added files count depends on the isolation level: Serializable: all;
+     WriteSerializable: only those of a non-blind-append winner, unless the current transaction
+     changes metadata; SnapshotIsolation: none;
+  7. deleted-read — the winner removed a file the current transaction read (or anything, when it
      read the whole table) → ConcurrentDeleteReadException;
-  7. delete-delete — both remove the same file → ConcurrentDeleteDeleteException.
+  8. delete-delete — both remove the same file → ConcurrentDeleteDeleteException.
 
-A blind append (only adds, nothing read) never conflicts on files: it has no read predicates and
-removes nothing.
+The isolation level of a commit (`isolation_level_for_commit`): SnapshotIsolation when it holds
+only file actions (and the row-tracking domain) none of which changes data — and, at
+WriteSerializable, its operation is not one that changes data (delta-spark's
+`canDowngradeToSnapshotIsolation`); else the requested level or the table's
+`delta.isolationLevel`.
 """
 
 from __future__ import annotations
@@ -42,15 +60,39 @@ from ..errors import (
     ConcurrentAppendException, ConcurrentDeleteDeleteException, ConcurrentDeleteReadException,
     ConcurrentTransactionException, MetadataChangedException, ProtocolChangedException,
 )
-from ..protocol.actions import Protocol
-from ..protocol.table_features import check_writable, reader_features_of, writer_features_of
-from ..protocol.properties import SERIALIZABLE, SNAPSHOT_ISOLATION, WRITE_SERIALIZABLE
+from ..protocol import column_mapping
+from ..protocol.actions import Metadata, Protocol
+from ..protocol.properties import (
+    ROW_COMMIT_VERSION_COLUMN_PROP, ROW_ID_COLUMN_PROP, SERIALIZABLE, SNAPSHOT_ISOLATION,
+    WRITE_SERIALIZABLE,
+)
+from ..protocol.table_features import (
+    check_writable, is_feature_supported, reader_features_of, writer_features_of,
+)
 
-__all__ = ["TransactionSummary", "WinningCommit", "check_conflicts", "isolation_level_for_commit",
-           "ROW_TRACKING_DOMAIN", "IDENTITY_UPDATE_TAG"]
+__all__ = ["TransactionSummary", "WinningCommit", "Resolution", "check_conflicts",
+           "isolation_level_for_commit", "ROW_TRACKING_DOMAIN", "IDENTITY_UPDATE_TAG",
+           "ROW_TRACKING_PRESERVED_TAG", "DATA_CHANGING_OPERATIONS"]
 
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
 IDENTITY_UPDATE_TAG = "delta.identity.schemaUpdate"
+ROW_TRACKING_PRESERVED_TAG = "delta.rowTracking.preserved"
+
+# delta-spark's operations whose `changesData` is true (DeltaOperations): at WriteSerializable a
+# commit of one of these is never downgraded to SnapshotIsolation, even without data changes.
+DATA_CHANGING_OPERATIONS = frozenset({
+    "WRITE", "STREAMING UPDATE", "DELETE", "TRUNCATE", "CONVERT", "MERGE", "UPDATE",
+    "CREATE TABLE AS SELECT", "REPLACE TABLE", "REPLACE TABLE AS SELECT", "CREATE OR REPLACE TABLE",
+    "CREATE OR REPLACE TABLE AS SELECT", "RESTORE", "CLONE",
+})
+
+_ENABLE_ROW_TRACKING = "delta.enableRowTracking"
+_ENABLE_DVS = "delta.enableDeletionVectors"
+# field metadata that enabling column mapping adds (delta-spark's COLUMN_MAPPING_METADATA_KEYS)
+_COLUMN_MAPPING_FIELD_KEYS = frozenset({
+    column_mapping.ID_KEY, column_mapping.PHYSICAL_NAME_KEY, "delta.columnMapping.nested.ids",
+    column_mapping.PARQUET_FIELD_ID_KEY, "parquet.field.nested.ids",
+})
 
 PartitionFilter = Callable[[dict[str, "str | None"]], bool]
 
@@ -65,8 +107,10 @@ class TransactionSummary:
 
     Invariants: paths in `read_paths` / `removed_paths` are keys produced by `path_key` (the
     same function is applied to the winner's paths); `isolation_level` is one of Serializable,
-    WriteSerializable, SnapshotIsolation; a blind append has no read predicates, no read files,
-    does not read the whole table and removes nothing."""
+    WriteSerializable, SnapshotIsolation; a blind append (only adds, nothing read — delta-spark's
+    `isBlindAppend`) has no read predicates, no read files, does not read the whole table and
+    removes nothing; `metadata_changed` is true for any metaData the transaction writes,
+    identity high-water-mark updates included."""
 
     isolation_level: str = WRITE_SERIALIZABLE
     read_protocol: Protocol | None = None
@@ -81,6 +125,7 @@ class TransactionSummary:
     protocol_changed: bool = False
     removed_paths: frozenset[str] = frozenset()
     domains: frozenset[str] = frozenset()                   # domains this transaction sets
+    enables_row_tracking: bool = False                      # turns delta.enableRowTracking on
     path_key: Callable[[str], str] = _identity
     supported_writer_features: frozenset[str] | None = None  # None: the registry's default
 
@@ -189,7 +234,9 @@ def _retry_hint() -> str:
 
 
 def _matches(txn: TransactionSummary, add: dict) -> bool:
-    """Whether an added file falls in what the current transaction read."""
+    """Whether an added file falls in what a (non-blind-append) current transaction read:
+    anything when it read the whole table or the table was unpartitioned when it read it (as
+    delta-spark's `getFirstFileMatchingPartitionPredicates`), else a read predicate must hold."""
     if txn.read_whole_table or not txn.partition_columns:
         return True
     pv_physical = add.get("partitionValues") or {}
@@ -209,9 +256,126 @@ def _dropped_features(new: Protocol, old: Protocol) -> set[str]:
     return before - after
 
 
-def check_conflicts(txn: TransactionSummary, winner: WinningCommit) -> None:
+@dataclass(frozen=True)
+class Resolution:
+    """How a winner that did not conflict changed the current transaction: `row_tracking_enabled`
+    — the winner turned row tracking on (its metadata was accepted); the current commit is tagged
+    as not preserving row tracking (`delta.rowTracking.preserved=false`)."""
+
+    row_tracking_enabled: bool = False
+
+
+_NO_CHANGE = Resolution()
+
+
+def _true(v: str | None) -> bool:
+    return str(v).strip().lower() == "true"
+
+
+def _metadata_fields_differing(a: Metadata, b: Metadata) -> set[str]:
+    out = set()
+    for name, x, y in (("id", a.id, b.id), ("name", a.name, b.name),
+                       ("description", a.description, b.description), ("format", a.format, b.format),
+                       ("schemaString", a.schema, b.schema),
+                       ("partitionColumns", tuple(a.partition_columns), tuple(b.partition_columns)),
+                       ("configuration", dict(a.configuration), dict(b.configuration)),
+                       ("createdTime", a.created_time, b.created_time)):
+        if x != y:
+            out.add(name)
+    return out
+
+
+def _configuration_change_allowed(current: Metadata, winning: Metadata, protocol: Protocol | None) -> tuple[bool, bool]:
+    """delta-spark's `checkConfigurationChangesForConflicts` with its allow list: (allowed,
+    row tracking enabled by the change)."""
+    cur, win = current.configuration, winning.configuration
+    if set(cur) - set(win):
+        return False, False                     # unsetting a property is never resolved
+    changed = {k: v for k, v in win.items() if cur.get(k) != v}
+
+    def supports(feature: str) -> bool:
+        return protocol is not None and is_feature_supported(protocol, feature)
+
+    for key, value in changed.items():
+        if key == _ENABLE_ROW_TRACKING:
+            ok = supports("rowTracking") and _true(value)
+        elif key in (ROW_ID_COLUMN_PROP, ROW_COMMIT_VERSION_COLUMN_PROP):
+            ok = _true(win.get(_ENABLE_ROW_TRACKING))
+        elif key == column_mapping.MODE_KEY:
+            ok = (column_mapping.mode(cur) == "none" and column_mapping.mode(win) == "name"
+                  and supports("columnMapping"))
+        elif key == column_mapping.MAX_COLUMN_ID_KEY:
+            ok = True
+        elif key == _ENABLE_DVS:
+            ok = supports("deletionVectors") and _true(value)
+        else:
+            ok = False
+        if not ok:
+            return False, False
+    return True, _true(changed.get(_ENABLE_ROW_TRACKING))
+
+
+def _schema_change_allowed(current: Metadata, winning: Metadata) -> bool:
+    """delta-spark's `checkSchemaChangesForConflicts`: only column-mapping field metadata added by
+    enabling name mapping on otherwise identical top-level columns."""
+    a, b = current.schema, winning.schema
+    if len(a.fields) != len(b.fields):
+        return False
+    if not (column_mapping.mode(current.configuration) == "none"
+            and column_mapping.mode(winning.configuration) == "name"):
+        return False
+    for fa, fb in zip(a.fields, b.fields):
+        if fa.name != fb.name or fa.type != fb.type or fa.nullable != fb.nullable:
+            return False
+        ma, mb = fa.metadata, fb.metadata
+        changed = {k for k in set(ma) | set(mb) if ma.get(k) != mb.get(k)}
+        if not changed <= _COLUMN_MAPPING_FIELD_KEYS:
+            return False
+    return True
+
+
+def _check_metadata(txn: TransactionSummary, winner: WinningCommit, current: Metadata | None,
+                    protocol: Protocol | None, where: str) -> Resolution:
+    """delta-spark's `attemptToResolveMetadataConflicts` (see the module docstring, rule 2)."""
+    if not winner.metadata:
+        return _NO_CHANGE
+
+    def conflict() -> MetadataChangedException:
+        return MetadataChangedException(
+            f"the metadata of the table (schema, partitioning or properties) was changed by a "
+            f"concurrent update ({where})." + _retry_hint())
+
+    if txn.metadata_changed:
+        raise conflict()
+    if winner.identity_only_metadata_update:
+        return _NO_CHANGE
+    if current is None:
+        raise conflict()
+    try:
+        winning = Metadata.from_dict(winner.metadata[-1])
+        differing = _metadata_fields_differing(current, winning)
+    except Exception:  # noqa: BLE001 - a metaData we cannot compare is a change we cannot merge
+        raise conflict() from None
+    if not differing <= {"configuration", "schemaString"}:
+        raise conflict()
+    row_tracking = False
+    if "configuration" in differing:
+        ok, row_tracking = _configuration_change_allowed(current, winning, protocol)
+        if not ok:
+            raise conflict()
+    if "schemaString" in differing and not _schema_change_allowed(current, winning):
+        raise conflict()
+    return Resolution(row_tracking_enabled=row_tracking)
+
+
+def check_conflicts(txn: TransactionSummary, winner: WinningCommit, current_metadata: Metadata | None = None,
+                    current_protocol: Protocol | None = None) -> Resolution:
     """Raise the exception for the first conflict between the current transaction and `winner`
-    (see the module docstring for the rules); return None when it can commit on top of it."""
+    (see the module docstring for the rules); return how it was resolved when the current
+    transaction can commit on top of it. `current_metadata` / `current_protocol`: the table's
+    metadata and protocol as the current transaction sees them before this winner (its read
+    snapshot's, brought forward by the winners already accepted); without them a winner's
+    metadata change is never resolved."""
     where = _describe(winner)
 
     # 1. protocol
@@ -232,12 +396,7 @@ def check_conflicts(txn: TransactionSummary, winner: WinningCommit) -> None:
                 f"{sorted(_dropped_features(wp, txn.read_protocol))}." + _retry_hint())
 
     # 2. metadata
-    if winner.metadata:
-        tolerated = winner.identity_only_metadata_update and not txn.metadata_changed
-        if not tolerated:
-            raise MetadataChangedException(
-                f"the metadata of the table (schema, partitioning or properties) was changed by a "
-                f"concurrent update ({where})." + _retry_hint())
+    resolution = _check_metadata(txn, winner, current_metadata, wp or current_protocol, where)
 
     # 3. domain metadata
     clash = sorted(d for d in winner.domains if d in txn.domains and d != ROW_TRACKING_DOMAIN)
@@ -254,8 +413,16 @@ def check_conflicts(txn: TransactionSummary, winner: WinningCommit) -> None:
             f"this transaction depends on (are two instances of the same job or stream "
             f"running?).")
 
-    # 5. files added that this transaction should have read
-    if txn.isolation_level != SNAPSHOT_ISOLATION and txn.reads_anything and not txn.is_blind_append:
+    # 5. enabling row tracking needs a baseRowId on every file
+    if txn.enables_row_tracking:
+        for add in winner.adds:
+            if add.get("baseRowId") is None:
+                raise ConcurrentAppendException(
+                    f"this transaction enables row tracking, and a concurrent update ({where}) "
+                    f"added files without row ids (e.g. {add.get('path')})." + _retry_hint())
+
+    # 6. files added that this transaction should have read
+    if txn.isolation_level != SNAPSHOT_ISOLATION and not txn.is_blind_append:
         if winner.is_blind_append:
             check_blind = txn.isolation_level == SERIALIZABLE or txn.metadata_changed
             candidates = winner.adds if check_blind else []
@@ -268,7 +435,7 @@ def check_conflicts(txn: TransactionSummary, winner: WinningCommit) -> None:
                     f"update ({where}) to data this transaction read (e.g. {add.get('path')})."
                     + _retry_hint())
 
-    # 6. files removed that this transaction read
+    # 7. files removed that this transaction read
     removes = winner.removes
     if removes:
         if txn.read_paths:
@@ -284,7 +451,7 @@ def check_conflicts(txn: TransactionSummary, winner: WinningCommit) -> None:
                 f"this transaction read the whole table and a concurrent update ({where}) removed "
                 f"files from it (e.g. {r.get('path')})." + _retry_hint())
 
-    # 7. files removed by both
+    # 8. files removed by both
     if removes and txn.removed_paths:
         for r in removes:
             if txn.path_key(r.get("path", "")) in txn.removed_paths:
@@ -292,11 +459,17 @@ def check_conflicts(txn: TransactionSummary, winner: WinningCommit) -> None:
                     f"a file this transaction removes ({r.get('path')}"
                     f"{_partition_text(r.get('partitionValues'))}) was already removed by a "
                     f"concurrent update ({where})." + _retry_hint())
+    return resolution
 
 
-def isolation_level_for_commit(data_changed: bool, requested: str | None, table_default: str) -> str:
-    """The isolation level a commit is checked at: SnapshotIsolation when it changes no data
-    (every file action has dataChange=false), else the requested level or the table's."""
-    if not data_changed:
-        return SNAPSHOT_ISOLATION
-    return requested or table_default
+def isolation_level_for_commit(data_changed: bool, requested: str | None, table_default: str, *,
+                               only_file_actions: bool = True, operation: str | None = None) -> str:
+    """The isolation level a commit is checked at (delta-spark's `getIsolationLevelToUse`):
+    SnapshotIsolation when no file action changes data, the commit holds nothing but file actions
+    (and the row-tracking domain) and — at WriteSerializable — its operation is not one that
+    changes data; else the requested level or the table's."""
+    level = requested or table_default
+    if not data_changed and only_file_actions:
+        if level == SERIALIZABLE or operation not in DATA_CHANGING_OPERATIONS:
+            return SNAPSHOT_ISOLATION
+    return level

@@ -65,8 +65,8 @@ from ..protocol.table_features import (
     merge_protocols, protocol_for_features, reader_features_of, writer_features_of,
 )
 from .conflicts import (
-    IDENTITY_UPDATE_TAG, ROW_TRACKING_DOMAIN, TransactionSummary, WinningCommit,
-    check_conflicts, isolation_level_for_commit,
+    IDENTITY_UPDATE_TAG, ROW_TRACKING_DOMAIN, ROW_TRACKING_PRESERVED_TAG, TransactionSummary,
+    WinningCommit, check_conflicts, isolation_level_for_commit,
 )
 from ..protocol.properties import (
     ISOLATION_LEVELS, ROW_COMMIT_VERSION_COLUMN_PROP, ROW_ID_COLUMN_PROP,
@@ -611,9 +611,16 @@ class Transaction:
             removes = plan.removes_with_row_ids
 
         data_changed = any(a.data_change for a in adds) or any(r.data_change for r in removes)
-        level = isolation_level_for_commit(data_changed, self.isolation_level, isolation_level(conf))
+        only_file_actions = (plan.protocol is None and out_metadata is None and not self._txns
+                             and not self._domains)
+        level = isolation_level_for_commit(data_changed, self.isolation_level, isolation_level(conf),
+                                           only_file_actions=only_file_actions, operation=self.operation)
         reads = bool(self._read_paths or self._read_predicates or self._read_whole_table)
-        blind = not reads and not removes
+        blind = not reads and not removes and not self._cdcs
+        read_conf = self.read_snapshot.metadata.configuration if self.read_snapshot is not None else {}
+        enables_row_tracking = out_metadata is not None and \
+            is_true(out_metadata.configuration, "delta.enableRowTracking") and \
+            not is_true(read_conf, "delta.enableRowTracking")
 
         from .. import __version__
 
@@ -663,10 +670,11 @@ class Transaction:
             partition_columns=plan.read_partition_columns,
             physical_to_logical=plan.physical_to_logical,
             is_blind_append=blind,
-            metadata_changed=out_metadata is not None and IDENTITY_UPDATE_TAG not in tags,
+            metadata_changed=out_metadata is not None,
             protocol_changed=plan.protocol is not None,
             removed_paths=frozenset(canonical_key(r.path, None, self._root_uri) for r in removes),
             domains=frozenset(self._domains),
+            enables_row_tracking=enables_row_tracking,
             path_key=lambda p: canonical_key(p, None, self._root_uri),
         )
         return actions, summary
@@ -706,7 +714,11 @@ class Transaction:
                     f"retries; version {version} was taken by another writer")
             winners = self._read_winners(version)
             for w in winners:
-                check_conflicts(summary, w)
+                resolution = check_conflicts(
+                    summary, w, current_metadata=state.metadata,
+                    current_protocol=plan.protocol if plan.protocol is not None else state.protocol)
+                if resolution.row_tracking_enabled:
+                    self._tags[ROW_TRACKING_PRESERVED_TAG] = "false"
                 state.apply(w)
             version = (winners[-1].version if winners else version) + 1
             self._backoff(attempt)

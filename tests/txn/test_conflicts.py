@@ -4,6 +4,8 @@ ConflictChecker semantics)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tahoe.errors import (
@@ -220,6 +222,137 @@ def test_isolation_level_for_commit():
     assert isolation_level_for_commit(False, "Serializable", "WriteSerializable") == "SnapshotIsolation"
     assert isolation_level_for_commit(True, None, "WriteSerializable") == "WriteSerializable"
     assert isolation_level_for_commit(True, "Serializable", "WriteSerializable") == "Serializable"
+    # delta-spark's canDowngradeToSnapshotIsolation: non-file actions (metaData, protocol, txn,
+    # domains) never downgrade; at WriteSerializable an operation that changes data does not
+    assert isolation_level_for_commit(False, None, "WriteSerializable", only_file_actions=False) == "WriteSerializable"
+    assert isolation_level_for_commit(False, None, "Serializable", only_file_actions=False) == "Serializable"
+    assert isolation_level_for_commit(False, None, "WriteSerializable", operation="OPTIMIZE") == "SnapshotIsolation"
+    assert isolation_level_for_commit(False, None, "WriteSerializable", operation="DELETE") == "WriteSerializable"
+    assert isolation_level_for_commit(False, None, "Serializable", operation="DELETE") == "SnapshotIsolation"
+
+
+class TestNonBlindAppendOnUnpartitionedTable:
+    """delta-spark checks a non-blind-append's winners' added files whenever the table (as read)
+    is unpartitioned, whatever it read — not only when it recorded a read predicate."""
+
+    def test_remove_without_read_predicate(self):
+        txn = TransactionSummary(removed_paths=frozenset({"x.parquet"}))
+        with pytest.raises(ConcurrentAppendException):
+            check_conflicts(txn, NON_BLIND_ADD)
+        check_conflicts(txn, BLIND_APPEND)          # WriteSerializable: blind appends ignored
+
+    def test_partitioned_table_without_read_predicate(self):
+        txn = TransactionSummary(removed_paths=frozenset({"p=1/x.parquet"}), **PARTITIONED)
+        check_conflicts(txn, NON_BLIND_ADD)
+
+
+def md(conf=None, schema=None, **kw):
+    from tahoe.protocol.actions import Metadata
+
+    schema = schema or {"type": "struct", "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "s", "type": {"type": "struct", "fields": [
+            {"name": "x", "type": "integer", "nullable": True, "metadata": {}}]}, "nullable": True,
+         "metadata": {}}]}
+    return Metadata(kw.pop("id", "t"), json.dumps(schema), (), dict(conf or {}), **kw)
+
+
+def md_winner(m):
+    return winner(commit_info("SET TBLPROPERTIES"), {"metaData": m.to_dict()})
+
+
+FULL_PROTOCOL = Protocol(3, 7, ("deletionVectors", "columnMapping"),
+                         ("deletionVectors", "columnMapping", "rowTracking", "domainMetadata"))
+
+
+class TestMetadataResolution:
+    """delta-spark's attemptToResolveMetadataConflicts: only enabling DVs / row tracking / name
+    column mapping (and the keys that go with them) is accepted from a winner."""
+
+    @pytest.mark.parametrize("change", [
+        {"delta.enableDeletionVectors": "true"},
+        {"delta.enableRowTracking": "true",
+         "delta.rowTracking.materializedRowIdColumnName": "_row-id-col-1",
+         "delta.rowTracking.materializedRowCommitVersionColumnName": "_row-commit-version-col-1"},
+    ])
+    def test_allowed_enablement(self, change):
+        current = md({"a": "1"})
+        res = check_conflicts(TransactionSummary(is_blind_append=True), md_winner(md({"a": "1", **change})),
+                              current_metadata=current, current_protocol=FULL_PROTOCOL)
+        assert res.row_tracking_enabled == ("delta.enableRowTracking" in change)
+
+    @pytest.mark.parametrize("change", [
+        {"delta.enableDeletionVectors": "false"},
+        {"delta.appendOnly": "true"},
+        {"a": "2"},
+        {"delta.rowTracking.materializedRowIdColumnName": "_x"},   # without enabling row tracking
+    ])
+    def test_other_configuration_changes(self, change):
+        with pytest.raises(MetadataChangedException):
+            check_conflicts(TransactionSummary(is_blind_append=True), md_winner(md({"a": "1", **change})),
+                            current_metadata=md({"a": "1"}), current_protocol=FULL_PROTOCOL)
+
+    def test_enablement_needs_the_feature_in_the_protocol(self):
+        with pytest.raises(MetadataChangedException):
+            check_conflicts(TransactionSummary(is_blind_append=True),
+                            md_winner(md({"delta.enableDeletionVectors": "true"})),
+                            current_metadata=md(), current_protocol=Protocol(1, 2))
+
+    def test_removed_key(self):
+        with pytest.raises(MetadataChangedException):
+            check_conflicts(TransactionSummary(is_blind_append=True), md_winner(md({})),
+                            current_metadata=md({"a": "1"}), current_protocol=FULL_PROTOCOL)
+
+    def test_other_fields(self):
+        for w in (md(description="new"), md(id="other"),
+                  md(schema={"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True,
+                                                           "metadata": {}}]})):
+            with pytest.raises(MetadataChangedException):
+                check_conflicts(TransactionSummary(is_blind_append=True), md_winner(w),
+                                current_metadata=md(), current_protocol=FULL_PROTOCOL)
+
+    def test_column_mapping_enablement(self):
+        def cm(name, i):
+            return {"delta.columnMapping.id": i, "delta.columnMapping.physicalName": name}
+
+        flat = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}},
+                                             {"name": "v", "type": "string", "nullable": True, "metadata": {}}]}
+        mapped = {"type": "struct", "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": cm("id", 1)},
+            {"name": "v", "type": "string", "nullable": True, "metadata": cm("v", 2)}]}
+        conf = {"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "2"}
+        check_conflicts(TransactionSummary(is_blind_append=True), md_winner(md(conf, mapped)),
+                        current_metadata=md({}, flat), current_protocol=FULL_PROTOCOL)
+        # a nested struct gets ids in its fields too: the column's type differs → conflict
+        nested = md({}, None)
+        nested_mapped = json.loads(nested.schema_string)
+        for i, f in enumerate(nested_mapped["fields"]):
+            f["metadata"] = cm(f["name"], i + 1)
+        nested_mapped["fields"][1]["type"]["fields"][0]["metadata"] = cm("x", 3)
+        with pytest.raises(MetadataChangedException):
+            check_conflicts(TransactionSummary(is_blind_append=True), md_winner(md(conf, nested_mapped)),
+                            current_metadata=nested, current_protocol=FULL_PROTOCOL)
+        # id mode is never resolved
+        with pytest.raises(MetadataChangedException):
+            check_conflicts(TransactionSummary(is_blind_append=True),
+                            md_winner(md({**conf, "delta.columnMapping.mode": "id"}, mapped)),
+                            current_metadata=md({}, flat), current_protocol=FULL_PROTOCOL)
+
+    def test_current_metadata_change_always_conflicts(self):
+        with pytest.raises(MetadataChangedException):
+            check_conflicts(TransactionSummary(metadata_changed=True),
+                            md_winner(md({"delta.enableDeletionVectors": "true"})),
+                            current_metadata=md(), current_protocol=FULL_PROTOCOL)
+
+
+def test_enabling_row_tracking_vs_added_files_without_row_ids():
+    txn = TransactionSummary(enables_row_tracking=True, metadata_changed=True,
+                             read_paths=frozenset({"a"}))
+    with pytest.raises(ConcurrentAppendException, match="row ids"):
+        check_conflicts(txn, BLIND_APPEND)
+    with_ids = winner(commit_info(blind=True), {"add": {**add("b")["add"], "baseRowId": 7}})
+    check_conflicts(TransactionSummary(enables_row_tracking=True, metadata_changed=True,
+                                       is_blind_append=False, isolation_level="SnapshotIsolation"), with_ids)
 
 
 def test_summary_invariants():
