@@ -11,6 +11,7 @@ import os
 import shutil
 import threading
 import time
+from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -184,3 +185,27 @@ def test_part_count_follows_delta_spark_rule(tmp_path):
     got = DeltaLog.for_table(root).snapshot()
     assert got.segment.checkpoint_version == lc.version and len(got.segment.checkpoint.files) == 4
     assert pc.count(got.files_table(["path"]).column("path")).as_py() == 24
+
+
+def test_overlapping_and_incomplete_part_sets(tmp_path):
+    """Spec "Checkpoints": readers use only a complete set. Two sets of one version (2 and 3
+    parts, as two writers with different part sizes leave them) and an incomplete one (4 parts,
+    one missing): the table reads from a complete set, every active file once."""
+    root = str(tmp_path / "t")
+    live, gone = _make_table(root)
+    log_dir = Path(root) / "_delta_log"
+    now = int(time.time() * 1000)
+    for n in (4, 3, 2):
+        write_checkpoint(DeltaLog.for_table(root), parts=n, now_ms=now)
+    version = DeltaLog.for_table(root).snapshot().version
+    (log_dir / f"{version:020d}.checkpoint.0000000002.0000000004.parquet").unlink()
+    snap = DeltaLog.for_table(root).snapshot()
+    assert snap.segment.checkpoint_version == version
+    assert len(snap.segment.checkpoint.files) in (2, 3)
+    assert sorted(snap.files_table(["path"]).column("path").to_pylist()) == sorted(live)
+    # the 2-part set gone too: the 3-part one is used
+    for p in log_dir.glob(f"{version:020d}.checkpoint.*.0000000002.parquet"):
+        p.unlink()
+    snap = DeltaLog.for_table(root).snapshot()
+    assert len(snap.segment.checkpoint.files) == 3
+    assert sorted(snap.files_table(["path"]).column("path").to_pylist()) == sorted(live)
