@@ -43,7 +43,8 @@ __all__ = [
     "advance_identity_high_water_mark",
     "IDENTITY_START", "IDENTITY_STEP", "IDENTITY_HIGH_WATER_MARK",
     "IDENTITY_ALLOW_EXPLICIT_INSERT", "GENERATION_EXPRESSION", "INVARIANTS",
-    "ROW_ID_COLUMN_PROP", "ROW_COMMIT_VERSION_COLUMN_PROP",
+    "ROW_ID_COLUMN_PROP", "ROW_COMMIT_VERSION_COLUMN_PROP", "ENABLE_ROW_TRACKING",
+    "ENABLE_DELETION_VECTORS",
 ]
 
 CONSTRAINT_PREFIX = "delta.constraints."
@@ -63,6 +64,8 @@ INVARIANTS = "delta.invariants"
 COLUMN_DEFAULT = "CURRENT_DEFAULT"
 TYPE_CHANGES = "delta.typeChanges"
 
+ENABLE_ROW_TRACKING = "delta.enableRowTracking"
+ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
 ROW_ID_COLUMN_PROP = "delta.rowTracking.materializedRowIdColumnName"
 ROW_COMMIT_VERSION_COLUMN_PROP = "delta.rowTracking.materializedRowCommitVersionColumnName"
 
@@ -157,8 +160,8 @@ def _enum_prop(key: str, default: str | None, *choices: str) -> TableProperty:
 _KNOWN: tuple[TableProperty, ...] = (
     _prop("delta.appendOnly", "bool", "false"),
     _prop("delta.enableChangeDataFeed", "bool", "false"),
-    _prop("delta.enableDeletionVectors", "bool", "false"),
-    _prop("delta.enableRowTracking", "bool", "false"),
+    _prop(ENABLE_DELETION_VECTORS, "bool", "false"),
+    _prop(ENABLE_ROW_TRACKING, "bool", "false"),
     _prop("delta.rowTrackingSuspended", "bool", "false"),
     _prop("delta.enableInCommitTimestamps", "bool", "false"),
     _prop("delta.enableTypeWidening", "bool", "false"),

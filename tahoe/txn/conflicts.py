@@ -63,8 +63,8 @@ from ..errors import (
 from ..protocol import column_mapping
 from ..protocol.actions import Metadata, Protocol
 from ..protocol.properties import (
-    ROW_COMMIT_VERSION_COLUMN_PROP, ROW_ID_COLUMN_PROP, SERIALIZABLE, SNAPSHOT_ISOLATION,
-    WRITE_SERIALIZABLE,
+    ENABLE_DELETION_VECTORS, ENABLE_ROW_TRACKING, ROW_COMMIT_VERSION_COLUMN_PROP, ROW_ID_COLUMN_PROP,
+    SERIALIZABLE, SNAPSHOT_ISOLATION, WRITE_SERIALIZABLE, bool_property,
 )
 from ..protocol.table_features import (
     check_writable, is_feature_supported, reader_features_of, writer_features_of,
@@ -86,8 +86,6 @@ DATA_CHANGING_OPERATIONS = frozenset({
     "CREATE OR REPLACE TABLE AS SELECT", "RESTORE", "CLONE",
 })
 
-_ENABLE_ROW_TRACKING = "delta.enableRowTracking"
-_ENABLE_DVS = "delta.enableDeletionVectors"
 # field metadata that enabling column mapping adds (delta-spark's COLUMN_MAPPING_METADATA_KEYS)
 _COLUMN_MAPPING_FIELD_KEYS = frozenset({
     column_mapping.ID_KEY, column_mapping.PHYSICAL_NAME_KEY, "delta.columnMapping.nested.ids",
@@ -268,10 +266,6 @@ class Resolution:
 _NO_CHANGE = Resolution()
 
 
-def _true(v: str | None) -> bool:
-    return str(v).strip().lower() == "true"
-
-
 def _metadata_fields_differing(a: Metadata, b: Metadata) -> set[str]:
     out = set()
     for name, x, y in (("id", a.id, b.id), ("name", a.name, b.name),
@@ -296,23 +290,23 @@ def _configuration_change_allowed(current: Metadata, winning: Metadata, protocol
     def supports(feature: str) -> bool:
         return protocol is not None and is_feature_supported(protocol, feature)
 
-    for key, value in changed.items():
-        if key == _ENABLE_ROW_TRACKING:
-            ok = supports("rowTracking") and _true(value)
+    for key in changed:
+        if key == ENABLE_ROW_TRACKING:
+            ok = supports("rowTracking") and bool_property(win, ENABLE_ROW_TRACKING)
         elif key in (ROW_ID_COLUMN_PROP, ROW_COMMIT_VERSION_COLUMN_PROP):
-            ok = _true(win.get(_ENABLE_ROW_TRACKING))
+            ok = bool_property(win, ENABLE_ROW_TRACKING)
         elif key == column_mapping.MODE_KEY:
             ok = (column_mapping.mode(cur) == "none" and column_mapping.mode(win) == "name"
                   and supports("columnMapping"))
         elif key == column_mapping.MAX_COLUMN_ID_KEY:
             ok = True
-        elif key == _ENABLE_DVS:
-            ok = supports("deletionVectors") and _true(value)
+        elif key == ENABLE_DELETION_VECTORS:
+            ok = supports("deletionVectors") and bool_property(win, ENABLE_DELETION_VECTORS)
         else:
             ok = False
         if not ok:
             return False, False
-    return True, _true(changed.get(_ENABLE_ROW_TRACKING))
+    return True, ENABLE_ROW_TRACKING in changed
 
 
 def _schema_change_allowed(current: Metadata, winning: Metadata) -> bool:
