@@ -69,7 +69,7 @@ from .conflicts import (
     WinningCommit, check_conflicts, isolation_level_for_commit,
 )
 from ..protocol.properties import (
-    ISOLATION_LEVELS, ROW_COMMIT_VERSION_COLUMN_PROP, ROW_ID_COLUMN_PROP,
+    ENABLE_ROW_TRACKING, ISOLATION_LEVELS, ROW_COMMIT_VERSION_COLUMN_PROP, ROW_ID_COLUMN_PROP,
     advance_identity_high_water_mark, features_for_metadata, is_true, isolation_level,
     normalize_property, split_protocol_properties,
 )
@@ -619,8 +619,8 @@ class Transaction:
         blind = not reads and not removes and not self._cdcs
         read_conf = self.read_snapshot.metadata.configuration if self.read_snapshot is not None else {}
         enables_row_tracking = out_metadata is not None and \
-            is_true(out_metadata.configuration, "delta.enableRowTracking") and \
-            not is_true(read_conf, "delta.enableRowTracking")
+            is_true(out_metadata.configuration, ENABLE_ROW_TRACKING) and \
+            not is_true(read_conf, ENABLE_ROW_TRACKING)
 
         from .. import __version__
 
