@@ -1,0 +1,620 @@
+"""Data skipping: which files may hold a row matching an expression, from the log alone
+(spec "Per-file Statistics", "Partition Value Serialization").
+
+    keep = file_mask(parse("day = 'mon' AND id > 10"), snapshot.files_table(), snapshot.schema,
+                     snapshot.partition_columns, snapshot.column_mapping_mode)     # numpy bool mask
+
+What is known about a file: the exact value of each partition column, and for data columns the
+stats bounds — minValues / maxValues (wide bounds when `tightBounds` is false: still a lower and an
+upper bound of every valid value), nullCount (0: no valid row is null; = numRecords: every valid
+row is null; any other value carries no information) and numRecords.
+
+Evaluation is three-valued and conservative, vectorised over the files (numpy): for every
+predicate node it computes per file `may_true` (some row might make it TRUE) and `may_false`
+(some row might make it FALSE); NOT swaps them, AND / OR combine them as Kleene logic does; a
+comparison with a NULL is neither. A file is dropped only when `may_true` of the whole expression
+is surely False. Whatever is unknown — missing or unparsable stats, a column without bounds, a
+function of data columns, a type that cannot be compared — counts as "might": unknown keeps the
+file.
+
+Exactness: partition columns are exact values, so a comparison of partition columns with
+constants is decided exactly; any other sub-expression reading only partition columns
+(`year(day) = 2024`, `p % 3 = 1`) is evaluated exactly over the typed partition values by the
+Arrow evaluator. Constant sub-expressions are folded (`DATE '2024-01-01'`, `CAST('5' AS INT)`).
+
+Bounds follow Spark's ordering: a string constant compared with a typed column is read as the
+column's type; dates compare with timestamps as midnight in `time_zone`; float NaN is larger than
+any value, so a NaN bound is treated as unknown; timestamp bounds are widened by 1 ms (stats keep
+milliseconds); string bounds may be truncated prefixes, so they never prove "all rows equal".
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import operator
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ..protocol import column_mapping
+from ..protocol.partition_values import parse_partition_value
+from ..protocol.schema import (
+    DataType, DecimalType, PrimitiveType, StructType, from_arrow_type, is_void, to_arrow_type,
+)
+from ..protocol.stats import FileStats, JsonNumber, parse_stats, typed_value
+from .tree import (
+    And, Between, Case, Cast, Column, Comparison, Expression, Func, In, IsNull, Like, Literal, Not, Or,
+)
+
+__all__ = ["FileColumn", "Binder", "schema_binder", "may_match", "file_mask"]
+
+
+@dataclass(frozen=True)
+class FileColumn:
+    """What skipping needs about a referenced column: its type, whether it is a partition column,
+    and its key — the partition value's key (physical name, then logical) or the path of the
+    column in the stats (physical names)."""
+    type: DataType
+    partition: bool
+    key: tuple[str, ...]
+    name: str
+
+
+Binder = Callable[[Column], "FileColumn | None"]
+
+
+def schema_binder(schema: StructType, partition_columns: Sequence[str], mode: str = "none") -> Binder:
+    """References resolved case-insensitively against the table schema: top-level partition
+    columns, and data columns through nested structs (physical names under column mapping).
+    An unknown reference binds to None (unknown: files are kept)."""
+    pcs = {p.lower() for p in partition_columns}
+    physical = mode in ("name", "id")
+
+    def find(fields, name):
+        exact = [f for f in fields if f.name == name]
+        if exact:
+            return exact[0]
+        low = [f for f in fields if f.name.lower() == name.lower()]
+        return low[0] if len(low) == 1 else None
+
+    def bind(c: Column) -> FileColumn | None:
+        parts = c.parts
+        f = find(schema.fields, parts[0])
+        if f is None:
+            return None
+        if f.name.lower() in pcs:
+            if len(parts) != 1:
+                return None
+            key = column_mapping.physical_name(f) if physical else f.name
+            return FileColumn(f.type, True, (key,), f.name)
+        path = [column_mapping.physical_name(f) if physical else f.name]
+        t = f.type
+        for p in parts[1:]:
+            if not isinstance(t, StructType):
+                return None
+            g = find(t.fields, p)
+            if g is None:
+                return None
+            path.append(column_mapping.physical_name(g) if physical else g.name)
+            t = g.type
+        return FileColumn(t, False, tuple(path), ".".join(parts))
+
+    return bind
+
+
+def file_mask(expr: Expression | None, files: pa.Table, schema: StructType, partition_columns: Sequence[str],
+              mode: str = "none", *, time_zone: str = "UTC") -> np.ndarray:
+    """Boolean mask over `files` (columns `partitionValues` and `stats` of the log's add
+    actions; either may be absent): True = the file may hold a row matching `expr`."""
+    n = files.num_rows
+    if expr is None or n == 0:
+        return np.ones(n, dtype=bool)
+    pvs = files.column("partitionValues").to_pylist() if "partitionValues" in files.column_names else [None] * n
+    stats = files.column("stats").to_pylist() if "stats" in files.column_names else [None] * n
+    return may_match(expr, pvs, stats, schema_binder(schema, partition_columns, mode), time_zone=time_zone)
+
+
+def may_match(expr: Expression, partition_values: Sequence[Any], stats: Sequence[Any], bind: Binder, *,
+              time_zone: str = "UTC") -> np.ndarray:
+    """Per file: may it hold a row matching `expr`? `partition_values[i]` is a dict (or a list
+    of key/value pairs, or None), `stats[i]` the stats JSON text, a decoded dict, a FileStats or
+    None; `bind` resolves column references (see `schema_binder`)."""
+    files = _Files(partition_values, stats, bind, time_zone)
+    t, _ = files.tf(expr)
+    return t
+
+
+# --- bounds ------------------------------------------------------------------------------------
+
+@dataclass
+class _Bounds:
+    """Per file: a lower and an upper bound (None: unknown) of the non-null values of a value
+    expression, whether it may be NULL and whether it may be non-NULL. `exact`: lo == hi is the
+    value itself (partition values, constants)."""
+    type: DataType
+    lo: np.ndarray
+    hi: np.ndarray
+    may_null: np.ndarray
+    may_value: np.ndarray
+    exact: bool
+
+
+_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "=": operator.eq}
+
+
+def _compare(op: str, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(result, known) of `x op y` elementwise over object arrays; None is unknown, and so is a
+    pair Python cannot compare."""
+    n = len(x)
+    known = np.fromiter((a is not None and b is not None for a, b in zip(x, y)), dtype=bool, count=n)
+    res = np.zeros(n, dtype=bool)
+    idx = np.nonzero(known)[0]
+    if idx.size:
+        fn = _OPS[op]
+        try:
+            res[idx] = np.asarray(fn(x[idx], y[idx]), dtype=bool)
+        except TypeError:
+            for i in idx:
+                try:
+                    res[i] = bool(fn(x[i], y[i]))
+                except TypeError:
+                    known[i] = False
+    return res, known
+
+
+def _name(t: DataType) -> str | None:
+    if isinstance(t, DecimalType):
+        return "decimal"
+    return t.name if isinstance(t, PrimitiveType) else None
+
+
+_INTEGRAL = {"byte", "short", "integer", "long"}
+_NUMERIC = _INTEGRAL | {"float", "double", "decimal"}
+
+
+def _clean(v: Any) -> Any:
+    """A bound as a comparable Python value: NaN is unknown; JSON floats are plain floats."""
+    if isinstance(v, float):
+        if math.isnan(v):
+            return None
+        return float(v) if isinstance(v, JsonNumber) else v
+    return v
+
+
+def _objects(values: Sequence[Any]) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = list(values)
+    return out
+
+
+class _Files:
+    def __init__(self, partition_values: Sequence[Any], stats: Sequence[Any], bind: Binder, time_zone: str):
+        self.n = len(partition_values)
+        if len(stats) != self.n:
+            raise ValueError("partition_values and stats must describe the same files")
+        self.raw_pvs = partition_values
+        self.raw_stats = stats
+        self.bind = bind
+        self.time_zone = time_zone or "UTC"
+        from zoneinfo import ZoneInfo
+
+        try:
+            self.tz = ZoneInfo(self.time_zone)
+        except Exception:
+            self.tz = ZoneInfo("UTC")
+        self._pvs: list[dict] | None = None
+        self._stats: list[FileStats | None] | None = None
+        self._columns: dict[FileColumn, _Bounds | None] = {}
+
+    def ones(self) -> np.ndarray:
+        return np.ones(self.n, dtype=bool)
+
+    def zeros(self) -> np.ndarray:
+        return np.zeros(self.n, dtype=bool)
+
+    def unknown(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.ones(), self.ones()
+
+    # --- the files' facts ----------------------------------------------------------------------
+    @property
+    def pvs(self) -> list[dict]:
+        if self._pvs is None:
+            self._pvs = [dict(p) if p else {} for p in self.raw_pvs]
+        return self._pvs
+
+    @property
+    def stats(self) -> list[FileStats | None]:
+        if self._stats is None:
+            out: list[FileStats | None] = []
+            for s in self.raw_stats:
+                try:
+                    if s is None or isinstance(s, FileStats):
+                        out.append(s)
+                    elif isinstance(s, dict):
+                        out.append(FileStats(s.get("numRecords") if isinstance(s.get("numRecords"), int) else None,
+                                             s.get("minValues") or {}, s.get("maxValues") or {},
+                                             s.get("nullCount") or {}, s.get("tightBounds")))
+                    else:
+                        out.append(parse_stats(s))
+                except Exception:   # unreadable stats: nothing is known about the file
+                    out.append(None)
+            self._stats = out
+        return self._stats
+
+    def partition_value(self, pv: dict, fc: FileColumn) -> str | None:
+        key = fc.key[0]
+        if key in pv:
+            return pv[key]
+        if fc.name in pv:
+            return pv[fc.name]
+        low = key.lower()
+        for k, v in pv.items():
+            if k.lower() == low:
+                return v
+        return None
+
+    def column(self, fc: FileColumn) -> _Bounds | None:
+        if fc in self._columns:
+            return self._columns[fc]
+        try:
+            b = self._partition_column(fc) if fc.partition else self._data_column(fc)
+        except Exception:   # a value that does not parse as the column's type: unknown
+            b = None
+        self._columns[fc] = b
+        return b
+
+    def _partition_column(self, fc: FileColumn) -> _Bounds:
+        vals = [parse_partition_value(self.partition_value(pv, fc), fc.type) for pv in self.pvs]
+        is_null = np.fromiter((v is None for v in vals), dtype=bool, count=self.n)
+        cleaned = _objects([_clean(v) for v in vals])   # a NaN value: no usable bound
+        return _Bounds(fc.type, cleaned, cleaned, is_null, ~is_null, True)
+
+    def _data_column(self, fc: FileColumn) -> _Bounds:
+        n = self.n
+        lo, hi = np.empty(n, dtype=object), np.empty(n, dtype=object)
+        may_null, may_value = np.ones(n, dtype=bool), np.ones(n, dtype=bool)
+        name = _name(fc.type)
+        orderable = name in _NUMERIC or name in ("string", "date", "timestamp", "timestamp_ntz", "boolean")
+        widen = name in ("timestamp", "timestamp_ntz")
+        ms = _dt.timedelta(milliseconds=1)
+        path = list(fc.key)
+        for i, st in enumerate(self.stats):
+            if st is None:
+                continue
+            nulls = st.nulls(path)
+            rows = st.num_records
+            if rows == 0:
+                may_null[i] = may_value[i] = False
+                continue
+            if nulls == 0:
+                may_null[i] = False
+            if nulls is not None and rows is not None and nulls == rows:
+                may_value[i] = False
+            if not orderable:
+                continue
+            try:
+                a = _clean(st.min_value(path, fc.type))
+                b = _clean(st.max_value(path, fc.type))
+            except Exception:
+                continue
+            if isinstance(a, dict) or isinstance(b, dict):
+                continue
+            if widen:
+                a = a - ms if a is not None else None
+                b = b + ms if b is not None else None
+            lo[i], hi[i] = a, b
+        return _Bounds(fc.type, lo, hi, may_null, may_value, False)
+
+    # --- value expressions ---------------------------------------------------------------------
+    def constant(self, e: Expression) -> _Bounds | None:
+        from .evaluate import constant_value
+
+        try:
+            v, t = constant_value(e, time_zone=self.time_zone)
+            dt = from_arrow_type(t)
+        except Exception:
+            return None
+        return self.const_bounds(v, dt)
+
+    def const_bounds(self, v: Any, dt: DataType) -> _Bounds:
+        is_null = v is None
+        v = _clean(v) if not is_null else None
+        arr = np.empty(self.n, dtype=object)
+        arr[:] = [v] * self.n
+        return _Bounds(dt, arr, arr, np.full(self.n, is_null), np.full(self.n, not is_null), True)
+
+    def bound_columns(self, e: Expression) -> list[FileColumn] | None:
+        """The bindings of every column `e` reads (None when one is unknown)."""
+        out = []
+        for c in e.columns():
+            fc = self.bind(c)
+            if fc is None:
+                return None
+            out.append(fc)
+        return out
+
+    def partition_only(self, e: Expression) -> bool:
+        fcs = self.bound_columns(e)
+        return bool(fcs) and all(fc.partition for fc in fcs) and all(len(c.parts) == 1 for c in e.columns())
+
+    def exact(self, e: Expression) -> pa.Array | None:
+        """`e` (reading partition columns only) evaluated over the typed partition values."""
+        from .evaluate import evaluate
+        from .resolve import Scope
+
+        cols: dict[str, pa.Array] = {}
+        for c in e.columns():
+            fc = self.bind(c)
+            if fc is None or c.parts[0].lower() in {k.lower() for k in cols}:
+                continue
+            try:
+                vals = [parse_partition_value(self.partition_value(pv, fc), fc.type) for pv in self.pvs]
+                cols[c.parts[0]] = pa.array(vals, to_arrow_type(fc.type))
+            except Exception:
+                return None
+        try:
+            return evaluate(e, Scope.of(pa.table(cols)), time_zone=self.time_zone, num_rows=self.n)
+        except Exception:
+            return None
+
+    def bounds(self, e: Expression) -> _Bounds | None:
+        if isinstance(e, Column):
+            fc = self.bind(e)
+            return self.column(fc) if fc is not None else None
+        if isinstance(e, Literal):
+            return self.const_bounds(e.value, e.type)
+        if not e.columns():
+            return self.constant(e)
+        if isinstance(e, Cast) and not e.safe:
+            inner = self.bounds(e.child)
+            return self.cast_bounds(inner, e.type) if inner is not None else None
+        if self.partition_only(e):
+            arr = self.exact(e)
+            if arr is None:
+                return None
+            try:
+                dt = from_arrow_type(arr.type)
+            except Exception:
+                return None
+            vals = _objects([_clean(v) for v in arr.to_pylist()])
+            is_null = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+            if pa.types.is_floating(arr.type):   # NaN: not null, but no usable bound
+                is_null = is_null & np.fromiter((v is None for v in arr.to_pylist()), dtype=bool, count=self.n)
+            return _Bounds(dt, vals, vals, is_null, ~is_null, True)
+        return None
+
+    # --- coercion ------------------------------------------------------------------------------
+    def cast_bounds(self, b: _Bounds, to: DataType) -> _Bounds | None:
+        """Bounds of CAST(x AS to) where the cast keeps the order (same type, numeric widening,
+        date → timestamp, timestamp_ntz ↔ timestamp); None otherwise."""
+        src, dst = _name(b.type), _name(to)
+        if b.type == to:
+            return b
+        if src in _NUMERIC and dst in _NUMERIC:
+            if src in _INTEGRAL and dst in _INTEGRAL:
+                order = ["byte", "short", "integer", "long"]
+                if order.index(dst) < order.index(src):
+                    return None
+            elif src in ("float", "double") and dst not in ("float", "double"):
+                return None
+            elif src == "decimal" and dst in _INTEGRAL:
+                return None
+            elif src == "decimal" and dst == "decimal" and (to.scale < b.type.scale or
+                                                            to.precision - to.scale < b.type.precision - b.type.scale):
+                return None
+            elif src in _INTEGRAL and dst == "decimal" and to.precision - to.scale < 19:
+                return None
+            conv = (lambda v: float(v)) if dst in ("float", "double") else (lambda v: v)
+            return self.map_bounds(b, to, conv)
+        if dst in ("timestamp", "timestamp_ntz") and src in ("date", "timestamp", "timestamp_ntz"):
+            return self.map_bounds(b, to, lambda v: self.to_timestamp(v, dst))
+        return None
+
+    def map_bounds(self, b: _Bounds, to: DataType, fn: Callable[[Any], Any]) -> _Bounds:
+        def m(arr):
+            return _objects([None if v is None else fn(v) for v in arr])
+        lo = m(b.lo)
+        hi = lo if b.exact else m(b.hi)
+        return _Bounds(to, lo, hi, b.may_null, b.may_value, b.exact)
+
+    def to_timestamp(self, v: Any, dst: str) -> Any:
+        if isinstance(v, _dt.datetime):
+            if dst == "timestamp":
+                return v if v.tzinfo is not None else v.replace(tzinfo=self.tz).astimezone(_dt.timezone.utc)
+            return v if v.tzinfo is None else v.astimezone(self.tz).replace(tzinfo=None)
+        if isinstance(v, _dt.date):
+            d = _dt.datetime(v.year, v.month, v.day)
+            return d.replace(tzinfo=self.tz).astimezone(_dt.timezone.utc) if dst == "timestamp" else d
+        return v
+
+    def convert_exact(self, b: _Bounds, to: DataType) -> _Bounds | None:
+        """Exact values (constants, partition values) read as type `to`, as Spark casts the
+        string side of a comparison; None when one does not convert."""
+        from .evaluate import constant_value
+
+        done: dict[Any, Any] = {}
+        out = []
+        for v in b.lo:
+            if v is None:
+                out.append(None)
+                continue
+            key = (type(v), v)
+            if key not in done:
+                try:
+                    done[key] = _clean(constant_value(Cast(Literal(v, b.type), to), time_zone=self.time_zone)[0])
+                except Exception:
+                    return None
+            out.append(done[key])
+        vals = _objects(out)
+        return _Bounds(to, vals, vals, b.may_null, b.may_value, True)
+
+    def unify(self, a: _Bounds, b: _Bounds) -> tuple[_Bounds, _Bounds] | None:
+        """The two sides of a comparison in one comparable type (Spark's implicit casts), or
+        None when that cannot be done on bounds."""
+        na, nb = _name(a.type), _name(b.type)
+        if a.type == b.type or (na in _NUMERIC and nb in _NUMERIC) or "void" in (na, nb):
+            return a, b
+        if na == "string" or nb == "string":
+            if na == "string" and a.exact:
+                ca = self.convert_exact(a, b.type)
+                return (ca, b) if ca is not None else None
+            if nb == "string" and b.exact:
+                cb = self.convert_exact(b, a.type)
+                return (a, cb) if cb is not None else None
+            return None
+        times = ("date", "timestamp", "timestamp_ntz")
+        if na in times and nb in times:
+            target = "timestamp" if "timestamp" in (na, nb) else "timestamp_ntz"
+            ta = a if na == target else self.cast_bounds(a, PrimitiveType(target))
+            tb = b if nb == target else self.cast_bounds(b, PrimitiveType(target))
+            return (ta, tb) if ta is not None and tb is not None else None
+        return None
+
+    # --- predicates ----------------------------------------------------------------------------
+    def tf(self, e: Expression) -> tuple[np.ndarray, np.ndarray]:
+        """(may_true, may_false) per file."""
+        try:
+            return self._tf(e)
+        except RecursionError:
+            raise
+        except Exception:   # anything not understood keeps the file
+            return self.unknown()
+
+    def _tf(self, e: Expression) -> tuple[np.ndarray, np.ndarray]:
+        if isinstance(e, Not):
+            t, f = self.tf(e.child)
+            return f, t
+        if isinstance(e, And):
+            lt, lf = self.tf(e.left)
+            rt, rf = self.tf(e.right)
+            return lt & rt, lf | rf
+        if isinstance(e, Or):
+            lt, lf = self.tf(e.left)
+            rt, rf = self.tf(e.right)
+            return lt | rt, lf & rf
+        if not e.columns():
+            b = self.constant(e)
+            if b is None:
+                return self.unknown()
+            v = b.lo[0] if self.n else None
+            return np.full(self.n, v is True), np.full(self.n, v is False)
+        if isinstance(e, Comparison):
+            a, b = self.bounds(e.left), self.bounds(e.right)
+            if a is not None and b is not None:
+                return self.compare(e.op, a, b)
+        elif isinstance(e, IsNull):
+            b = self.bounds(e.child)
+            if b is not None:
+                return b.may_null.copy(), b.may_value.copy()
+        elif isinstance(e, In):
+            v = self.bounds(e.value)
+            items = [self.bounds(x) for x in e.items]
+            if v is not None and all(x is not None for x in items):
+                t, f = self.zeros(), self.ones()
+                for x in items:
+                    xt, xf = self.compare("=", v, x)
+                    t, f = t | xt, f & xf
+                return t, f
+        elif isinstance(e, Between):
+            v, lo, hi = self.bounds(e.value), self.bounds(e.low), self.bounds(e.high)
+            if v is not None and lo is not None and hi is not None:
+                at, af = self.compare(">=", v, lo)
+                bt, bf = self.compare("<=", v, hi)
+                return at & bt, af | bf
+        elif isinstance(e, Column) or (isinstance(e, Cast) and isinstance(e.child, Column)):
+            b = self.bounds(e)
+            if b is not None and _name(b.type) == "boolean":
+                return self.boolean(b)
+        if self.partition_only(e):
+            arr = self.exact(e)
+            if arr is not None and (pa.types.is_boolean(arr.type) or pa.types.is_null(arr.type)):
+                vals = arr.to_pylist()
+                return (np.fromiter((v is True for v in vals), dtype=bool, count=self.n),
+                        np.fromiter((v is False for v in vals), dtype=bool, count=self.n))
+            return self.unknown()
+        if isinstance(e, Like) and not e.case_insensitive and e.escape in (None, "\\"):
+            return self.like_prefix(e.value, e.pattern, like=True)
+        if isinstance(e, Func) and e.name == "startswith" and len(e.args) == 2:
+            return self.like_prefix(e.args[0], e.args[1], like=False)
+        return self.unknown()
+
+    def boolean(self, b: _Bounds) -> tuple[np.ndarray, np.ndarray]:
+        hi_true, hi_known = _compare("=", b.hi, _objects([True] * self.n))
+        lo_false, lo_known = _compare("=", b.lo, _objects([False] * self.n))
+        return b.may_value & (~hi_known | hi_true), b.may_value & (~lo_known | lo_false)
+
+    def compare(self, op: str, a: _Bounds, b: _Bounds) -> tuple[np.ndarray, np.ndarray]:
+        u = self.unify(a, b)
+        if u is None:
+            return self.unknown()
+        a, b = u
+        if op == "<=>":
+            et, ef = self.compare("=", a, b)
+            both_null = a.may_null & b.may_null
+            return et | both_null, ef | (a.may_null & b.may_value) | (b.may_null & a.may_value)
+        if op == "<>":
+            et, ef = self.compare("=", a, b)
+            return ef, et
+        both = a.may_value & b.may_value
+        if op == "=":
+            below, k1 = _compare("<", a.hi, b.lo)
+            above, k2 = _compare(">", a.lo, b.hi)
+            t = ~((below & k1) | (above & k2))
+            trust = all(x.exact or _name(x.type) not in ("string", "binary") for x in (a, b))
+            if trust:
+                e1, q1 = _compare("=", a.lo, a.hi)
+                e2, q2 = _compare("=", a.lo, b.lo)
+                e3, q3 = _compare("=", b.lo, b.hi)
+                f = ~(e1 & q1 & e2 & q2 & e3 & q3)
+            else:
+                f = self.ones()
+            return t & both, f & both
+        strict = op in ("<", ">")
+        if op in ("<", "<="):
+            t, kt = _compare(op, a.lo, b.hi)
+            f, kf = _compare(">=" if strict else ">", a.hi, b.lo)
+        else:
+            t, kt = _compare(op, a.hi, b.lo)
+            f, kf = _compare("<=" if strict else "<", a.lo, b.hi)
+        return (~kt | t) & both, (~kf | f) & both
+
+    def like_prefix(self, value: Expression, pattern: Expression, like: bool) -> tuple[np.ndarray, np.ndarray]:
+        b = self.bounds(value)
+        if b is None or _name(b.type) != "string" or pattern.columns():
+            return self.unknown()
+        p = self.constant(pattern)
+        if p is None:
+            return self.unknown()
+        text = p.lo[0] if self.n else None
+        if text is None:   # LIKE NULL is NULL
+            return self.zeros(), self.zeros()
+        if not isinstance(text, str):
+            return self.unknown()
+        prefix = _like_prefix(text) if like else text
+        if not prefix:
+            return b.may_value.copy(), b.may_value.copy()
+        pre = _objects([prefix] * self.n)
+        hi_ok, k1 = _compare(">=", b.hi, pre)
+        lo_ok, k2 = _compare("<=", _objects([None if v is None else v[:len(prefix)] for v in b.lo]), pre)
+        t = (~k1 | hi_ok) & (~k2 | lo_ok) & b.may_value
+        return t, b.may_value.copy()
+
+
+def _like_prefix(pattern: str) -> str:
+    """The literal characters a LIKE pattern starts with (before its first wildcard)."""
+    out, i = [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            out.append(pattern[i + 1])
+            i += 2
+            continue
+        if ch in "%_":
+            break
+        out.append(ch)
+        i += 1
+    return "".join(out)
