@@ -289,8 +289,6 @@ class _Converter:
         if t in self.cmp:
             return Comparison(self.cmp[t], self.convert(n.left), self.convert(n.right))
         if t in self.arith:
-            if t is exp.Div and (n.args.get("typed") or n.args.get("safe")):
-                pass   # Spark's `/` is neither typed nor safe; sqlglot only sets these for other dialects
             return Arithmetic(self.arith[t], self.convert(n.left), self.convert(n.right))
         if t is exp.Is:
             e = n.expression
