@@ -420,16 +420,22 @@ class _Evaluator:
         return self.call(pc.divide, fa, fb, node=n)
 
     @staticmethod
-    def _dec_type(t: pa.DataType) -> tuple[int, int]:
+    def _dec_type(v: Value) -> tuple[int, int]:
+        """(precision, scale) of an exact number as Spark's decimal arithmetic sees it: a decimal's
+        own; an integer column's widest (TINYINT 3 digits ... BIGINT 20); an integer constant's
+        digits (Spark types integer literals by their digits in decimal arithmetic)."""
+        t = v.type if hasattr(v, "type") else v
         if pa.types.is_decimal(t):
             return t.precision, t.scale
+        if isinstance(v, pa.Scalar) and v.is_valid:
+            return max(len(str(abs(int(v.as_py())))), 1), 0
         return {8: (3, 0), 16: (5, 0), 32: (10, 0), 64: (20, 0)}[t.bit_width]
 
     def decimal_divide(self, a: Value, b: Value, n: Expression) -> Value:
         """Spark's decimal division: scale max(6, s1 + p2 + 1), precision p1 - s1 + s2 + scale,
         bounded to 38 digits (keeping at least 6 of scale), rounded HALF_UP."""
-        p1, s1 = self._dec_type(a.type)
-        p2, s2 = self._dec_type(b.type)
+        p1, s1 = self._dec_type(a)
+        p2, s2 = self._dec_type(b)
         scale = max(6, s1 + p2 + 1)
         prec = p1 - s1 + s2 + scale
         if prec > 38:
@@ -457,8 +463,8 @@ class _Evaluator:
             return self.elementwise(lambda x, y: None if x is None or y is None else math.fmod(x, y),
                                     [self.call(pc.cast, a, pa.float64(), node=n),
                                      self.call(pc.cast, b, pa.float64(), node=n)], pa.float64())
-        p1, s1 = self._dec_type(a.type)
-        p2, s2 = self._dec_type(b.type)
+        p1, s1 = self._dec_type(a)
+        p2, s2 = self._dec_type(b)
         scale = max(s1, s2)
         out_t = pa.decimal128(min(38, min(p1 - s1, p2 - s2) + scale), scale)
         return self.elementwise(lambda x, y: None if x is None or y is None else Decimal(x) % Decimal(y),
@@ -619,7 +625,8 @@ class _Evaluator:
             if pa.types.is_binary(target) and _stringy(src):
                 return pc.cast(v, target)
         except pa.ArrowInvalid as e:
-            if "overflow" in str(e).lower() or "out of bounds" in str(e).lower() or "would" in str(e).lower():
+            low = str(e).lower()
+            if any(w in low for w in ("overflow", "out of bounds", "would", "not in range", "out of range")):
                 raise ArithmeticException(f"[CAST_OVERFLOW] {str(e).splitlines()[0]} in {n.to_sql()}") from None
             raise NumberFormatException(f"[CAST_INVALID_INPUT] {str(e).splitlines()[0]} in {n.to_sql()}") from None
         raise AnalysisException(
