@@ -956,8 +956,18 @@ def _floor_ceil(fn):
                            v, node=n)
         if _stringy(v.type):
             v = ev.cast_value(v, pa.float64(), n)
-        ev.check_finite(v, n, pa.int64())
-        return ev.call(lambda x: pc.cast(fn(x), pa.int64()), v, node=n)
+        lo, hi = _INT_LIMITS[64]
+
+        def one(x):   # as Spark (ANSI): NaN is 0, beyond BIGINT's range an overflow
+            if x is None:
+                return None
+            if math.isnan(x):
+                return 0
+            r = int(math.floor(x) if fn is pc.floor else math.ceil(x)) if math.isfinite(x) else None
+            if r is None or not lo <= r <= hi:
+                raise ArithmeticException(f"[ARITHMETIC_OVERFLOW] {x} does not fit BIGINT in {n.to_sql()}")
+            return r
+        return ev.elementwise(one, [v], pa.int64())
     return impl
 
 
