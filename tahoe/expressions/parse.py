@@ -21,6 +21,7 @@ the text and the problem.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import re
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
@@ -40,11 +41,17 @@ _MAX_TEXT = 1_000_000
 
 
 def parse(text: str | Expression) -> Expression:
-    """The expression tree of a Spark SQL expression (an Expression is returned as is)."""
+    """The expression tree of a Spark SQL expression (an Expression is returned as is). Trees
+    are immutable, so the most recent texts are remembered."""
     if isinstance(text, Expression):
         return text
     if not isinstance(text, str):
         raise ParseException(f"an expression must be SQL text, got {type(text).__name__}")
+    return _parse(text)
+
+
+@functools.lru_cache(maxsize=512)
+def _parse(text: str) -> Expression:
     if not text.strip():
         raise ParseException("[PARSE_EMPTY_STATEMENT] the expression is empty")
     if len(text) > _MAX_TEXT:

@@ -41,9 +41,9 @@ import numpy as np
 import pyarrow as pa
 
 from ..protocol import column_mapping
-from ..protocol.partition_values import parse_partition_value
+from ..protocol.partition_values import parse_partition_value, partition_values_to_arrow
 from ..protocol.schema import (
-    DataType, DecimalType, PrimitiveType, StructType, from_arrow_type, is_void, to_arrow_type,
+    DataType, DecimalType, PrimitiveType, StructField, StructType, from_arrow_type, to_arrow_type,
 )
 from ..protocol.stats import FileStats, JsonNumber, parse_stats, typed_value
 from .tree import (
@@ -113,8 +113,8 @@ def file_mask(expr: Expression | None, files: pa.Table, schema: StructType, part
     n = files.num_rows
     if expr is None or n == 0:
         return np.ones(n, dtype=bool)
-    pvs = files.column("partitionValues").to_pylist() if "partitionValues" in files.column_names else [None] * n
-    stats = files.column("stats").to_pylist() if "stats" in files.column_names else [None] * n
+    pvs = files.column("partitionValues") if "partitionValues" in files.column_names else [None] * n
+    stats = files.column("stats") if "stats" in files.column_names else [None] * n
     return may_match(expr, pvs, stats, schema_binder(schema, partition_columns, mode), time_zone=time_zone)
 
 
@@ -122,10 +122,10 @@ def may_match(expr: Expression, partition_values: Sequence[Any], stats: Sequence
               time_zone: str = "UTC") -> np.ndarray:
     """Per file: may it hold a row matching `expr`? `partition_values[i]` is a dict (or a list
     of key/value pairs, or None), `stats[i]` the stats JSON text, a decoded dict, a FileStats or
-    None; `bind` resolves column references (see `schema_binder`)."""
+    None — or both are the Arrow columns of the log's add actions (a map and a string array);
+    `bind` resolves column references (see `schema_binder`)."""
     files = _Files(partition_values, stats, bind, time_zone)
-    t, _ = files.tf(expr)
-    return t
+    return files.may_true(expr)
 
 
 # --- bounds ------------------------------------------------------------------------------------
@@ -150,7 +150,7 @@ def _compare(op: str, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndar
     """(result, known) of `x op y` elementwise over object arrays; None is unknown, and so is a
     pair Python cannot compare."""
     n = len(x)
-    known = np.fromiter((a is not None and b is not None for a, b in zip(x, y)), dtype=bool, count=n)
+    known = _known(x) & _known(y)
     res = np.zeros(n, dtype=bool)
     idx = np.nonzero(known)[0]
     if idx.size:
@@ -164,6 +164,11 @@ def _compare(op: str, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndar
                 except TypeError:
                     known[i] = False
     return res, known
+
+
+def _known(x: np.ndarray) -> np.ndarray:
+    """Where an object array holds a value (not None)."""
+    return np.asarray(np.not_equal(x, None), dtype=bool)
 
 
 def _name(t: DataType) -> str | None:
@@ -223,14 +228,17 @@ class _Files:
     @property
     def pvs(self) -> list[dict]:
         if self._pvs is None:
-            self._pvs = [dict(p) if p else {} for p in self.raw_pvs]
+            raw = self.raw_pvs.to_pylist() if isinstance(self.raw_pvs, (pa.Array, pa.ChunkedArray)) else self.raw_pvs
+            self._pvs = [dict(p) if p else {} for p in raw]
         return self._pvs
 
     @property
     def stats(self) -> list[FileStats | None]:
         if self._stats is None:
             out: list[FileStats | None] = []
-            for s in self.raw_stats:
+            raw = self.raw_stats.to_pylist() if isinstance(self.raw_stats, (pa.Array, pa.ChunkedArray)) \
+                else self.raw_stats
+            for s in raw:
                 try:
                     if s is None or isinstance(s, FileStats):
                         out.append(s)
@@ -267,10 +275,22 @@ class _Files:
         self._columns[fc] = b
         return b
 
-    def _partition_column(self, fc: FileColumn) -> _Bounds:
+    def typed_partition_values(self, fc: FileColumn) -> pa.Array:
+        """The partition column's typed values, one per file (vectorised over an Arrow map)."""
+        if isinstance(self.raw_pvs, (pa.Array, pa.ChunkedArray)):
+            field = StructField(fc.name, fc.type, metadata={column_mapping.PHYSICAL_NAME_KEY: fc.key[0]})
+            mode = "none" if fc.key[0] == fc.name else "name"
+            return partition_values_to_arrow(self.raw_pvs, [field], mode)[fc.name]
         vals = [parse_partition_value(self.partition_value(pv, fc), fc.type) for pv in self.pvs]
-        is_null = np.fromiter((v is None for v in vals), dtype=bool, count=self.n)
-        cleaned = _objects([_clean(v) for v in vals])   # a NaN value: no usable bound
+        return pa.array(vals, to_arrow_type(fc.type))
+
+    def _partition_column(self, fc: FileColumn) -> _Bounds:
+        arr = self.typed_partition_values(fc)
+        is_null = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        vals = arr.to_pylist()
+        if pa.types.is_floating(arr.type):
+            vals = [_clean(v) for v in vals]   # a NaN value: no usable bound
+        cleaned = _objects(vals)
         return _Bounds(fc.type, cleaned, cleaned, is_null, ~is_null, True)
 
     def _data_column(self, fc: FileColumn) -> _Bounds:
@@ -352,8 +372,7 @@ class _Files:
             if fc is None or c.parts[0].lower() in {k.lower() for k in cols}:
                 continue
             try:
-                vals = [parse_partition_value(self.partition_value(pv, fc), fc.type) for pv in self.pvs]
-                cols[c.parts[0]] = pa.array(vals, to_arrow_type(fc.type))
+                cols[c.parts[0]] = self.typed_partition_values(fc)
             except Exception:
                 return None
         try:
@@ -475,6 +494,35 @@ class _Files:
         return None
 
     # --- predicates ----------------------------------------------------------------------------
+    def subset(self, idx: np.ndarray) -> "_Files":
+        """The files at positions `idx` (what is already parsed is kept)."""
+        def take(raw):
+            if isinstance(raw, (pa.Array, pa.ChunkedArray)):
+                return raw.take(pa.array(idx, pa.int64()))
+            return [raw[i] for i in idx]
+        sub = _Files(take(self.raw_pvs), take(self.raw_stats), self.bind, self.time_zone)
+        if self._stats is not None:
+            sub._stats = [self._stats[i] for i in idx]
+        if self._pvs is not None:
+            sub._pvs = [self._pvs[i] for i in idx]
+        return sub
+
+    def may_true(self, e: Expression) -> np.ndarray:
+        """may_true only (the answer for the whole expression). AND / OR evaluate their right side
+        only on the files the left side leaves open, as a per-file evaluation would: a selective
+        partition condition spares parsing the stats of the files it rules out."""
+        if isinstance(e, (And, Or)):
+            left = self.may_true(e.left)
+            todo = np.nonzero(left if isinstance(e, And) else ~left)[0]
+            if len(todo) == 0:
+                return left
+            right = (self if len(todo) == self.n else self.subset(todo)).may_true(e.right)
+            out = left.copy()
+            out[todo] = right
+            return out
+        t, _ = self.tf(e)
+        return t
+
     def tf(self, e: Expression) -> tuple[np.ndarray, np.ndarray]:
         """(may_true, may_false) per file."""
         try:

@@ -14,7 +14,7 @@ is what the rest of tahoe works on once a SQL string has been parsed (`tahoe.exp
   `Between`, `Like` (LIKE / ILIKE with an optional ESCAPE), `Arithmetic` (`+ - * / %` and `div`),
   `Negate`, `Case` (searched or simple), `Cast` (CAST / TRY_CAST), `Func` (a scalar function by
   its lower-case Spark name: `coalesce`, `if`, `lower`, `substring`, `year`, ...).
-* `Opaque(sql, columns)` — a sub-expression tahoe does not model (lambdas, subscripts, struct
+* `Opaque(sql, refs, what)` — a sub-expression tahoe does not model (lambdas, subscripts, struct
   constructors, intervals, subqueries, functions it has no typed node for): its Spark SQL text and
   the columns it reads. Spark evaluates it (`to_spark_column`); tahoe's Arrow evaluator refuses it
   with an error naming it; data skipping treats it as unknown (the file is kept).
