@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 from ..errors import (
     AnalysisException, ArithmeticException, NumberFormatException, UnsupportedFeatureError,
 )
-from ..protocol.schema import DataType, DecimalType, PrimitiveType, to_arrow_type
+from ..protocol.schema import to_arrow_type
 from .resolve import Scope
 from .tree import (
     And, Arithmetic, Between, Case, Cast, Column, Comparison, Expression, Func, In, IsNull, Like, Literal,

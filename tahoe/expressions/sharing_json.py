@@ -23,7 +23,7 @@ import datetime as _dt
 import math
 from typing import Any, Mapping
 
-from ..errors import AnalysisException
+from ..errors import AnalysisException, DeltaError
 from ..protocol.schema import (
     BOOLEAN, DATE, DOUBLE, FLOAT, INTEGER, LONG, STRING, TIMESTAMP, DataType, DecimalType, PrimitiveType, StructType,
 )
@@ -47,41 +47,19 @@ def _bad(msg: str) -> AnalysisException:
 
 
 def _value(raw: Any, vt: str) -> Any:
-    """A literal's value (a string, or a JSON scalar) as the Python value of its valueType."""
+    """A literal's value (a string, or a JSON scalar) as the Python value of its valueType: the
+    string cast to the type as Spark casts it (a timestamp without an offset is UTC)."""
+    from .evaluate import constant_value
+
     if raw is None:
         return None
-    t = VALUE_TYPES[vt]
-    s = raw.strip() if isinstance(raw, str) else raw
+    if isinstance(raw, (dict, list)):
+        raise _bad(f"literal {raw!r} is not a scalar")
+    text = ("true" if raw else "false") if isinstance(raw, bool) else str(raw)
     try:
-        if t in (INTEGER, LONG):
-            if isinstance(s, bool) or isinstance(s, float):
-                raise ValueError("not an integer")
-            v = int(s)
-            lo, hi = (-(1 << 31), (1 << 31) - 1) if t == INTEGER else (-(1 << 63), (1 << 63) - 1)
-            if not lo <= v <= hi:
-                raise ValueError("out of range")
-            return v
-        if t in (FLOAT, DOUBLE):
-            return float(s)
-        if t == BOOLEAN:
-            if isinstance(s, bool):
-                return s
-            if str(s).lower() in ("true", "false"):
-                return str(s).lower() == "true"
-            raise ValueError("not a boolean")
-        if t == STRING:
-            return str(raw)
-        if t == DATE:
-            return _dt.date.fromisoformat(str(s)[:10])
-        if t == TIMESTAMP:
-            text = str(s).replace(" ", "T", 1)
-            if text.endswith(("Z", "z")):
-                text = text[:-1] + "+00:00"
-            d = _dt.datetime.fromisoformat(text)
-            return (d if d.tzinfo else d.replace(tzinfo=_dt.timezone.utc)).astimezone(_dt.timezone.utc)
-    except (ValueError, TypeError) as e:
+        return constant_value(Cast(Literal(text, STRING), VALUE_TYPES[vt]), time_zone="UTC")[0]
+    except DeltaError as e:
         raise _bad(f"literal {raw!r} is not a valid {vt}: {e}") from None
-    raise _bad(f"unknown valueType {vt!r}")  # pragma: no cover
 
 
 def from_sharing_json(obj: Any) -> Expression:

@@ -34,8 +34,7 @@ import datetime as _dt
 import math
 import operator
 from dataclasses import dataclass
-from decimal import Decimal
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -45,9 +44,9 @@ from ..protocol.partition_values import parse_partition_value, partition_values_
 from ..protocol.schema import (
     DataType, DecimalType, PrimitiveType, StructField, StructType, from_arrow_type, to_arrow_type,
 )
-from ..protocol.stats import FileStats, JsonNumber, parse_stats, typed_value
+from ..protocol.stats import FileStats, JsonNumber, parse_stats
 from .tree import (
-    And, Between, Case, Cast, Column, Comparison, Expression, Func, In, IsNull, Like, Literal, Not, Or,
+    And, Between, Cast, Column, Comparison, Expression, Func, In, IsNull, Like, Literal, Not, Or,
 )
 
 __all__ = ["FileColumn", "Binder", "schema_binder", "may_match", "file_mask"]
