@@ -9,7 +9,7 @@ stats bounds — minValues / maxValues (wide bounds when `tightBounds` is false:
 upper bound of every valid value), nullCount (0: no valid row is null; = numRecords: every valid
 row is null; any other value carries no information) and numRecords.
 
-Evaluation is three-valued and conservative, vectorised over the files (numpy): for every
+Evaluation is three-valued and conservative, vectorised over the files: for every
 predicate node it computes per file `may_true` (some row might make it TRUE) and `may_false`
 (some row might make it FALSE); NOT swaps them, AND / OR combine them as Kleene logic does; a
 comparison with a NULL is neither. A file is dropped only when `may_true` of the whole expression
@@ -31,6 +31,7 @@ milliseconds); string bounds may be truncated prefixes, so they never prove "all
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import math
 import operator
 from dataclasses import dataclass
@@ -118,16 +119,60 @@ def file_mask(expr: Expression | None, files: pa.Table, schema: StructType, part
 
 
 def may_match(expr: Expression, partition_values: Sequence[Any], stats: Sequence[Any], bind: Binder, *,
-              time_zone: str = "UTC") -> np.ndarray:
+              time_zone: str = "UTC", memo: dict | None = None) -> np.ndarray:
     """Per file: may it hold a row matching `expr`? `partition_values[i]` is a dict (or a list
     of key/value pairs, or None), `stats[i]` the stats JSON text, a decoded dict, a FileStats or
     None — or both are the Arrow columns of the log's add actions (a map and a string array);
-    `bind` resolves column references (see `schema_binder`)."""
-    files = _Files(partition_values, stats, bind, time_zone)
-    return files.may_true(expr)
+    `bind` resolves column references (see `schema_binder`). A caller asking about one file at a
+    time with the same `expr` and `bind` may pass the same `memo` dict to every call: what only
+    depends on them is then worked out once."""
+    files = _Files(partition_values, stats, bind, time_zone, memo)
+    return np.array(files.may_true(expr), dtype=bool)
 
 
-# --- bounds ------------------------------------------------------------------------------------
+# --- vectors ---------------------------------------------------------------------------------
+# Per-file facts are plain Python lists: bounds are Python values (dates, Decimals, strings, ...)
+# whose comparisons run in Python either way, and lists keep one file (a sharing server asks per
+# file) as cheap as many.
+
+_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "=": operator.eq}
+
+
+def _compare(op: str, x: list, y: list) -> tuple[list, list]:
+    """(result, known) of `x op y` per file; None is unknown, and so is a pair Python cannot
+    compare."""
+    fn = _OPS[op]
+    res, known = [], []
+    for a, b in zip(x, y):
+        if a is None or b is None:
+            res.append(False)
+            known.append(False)
+            continue
+        try:
+            res.append(bool(fn(a, b)))
+            known.append(True)
+        except TypeError:
+            res.append(False)
+            known.append(False)
+    return res, known
+
+
+def _and(*vs: list) -> list:
+    return [all(t) for t in zip(*vs)]
+
+
+def _or(*vs: list) -> list:
+    return [any(t) for t in zip(*vs)]
+
+
+def _not(v: list) -> list:
+    return [not x for x in v]
+
+
+def _maybe(res: list, known: list) -> list:
+    """True where the comparison holds or is unknown."""
+    return [r or not k for r, k in zip(res, known)]
+
 
 @dataclass
 class _Bounds:
@@ -135,39 +180,11 @@ class _Bounds:
     expression, whether it may be NULL and whether it may be non-NULL. `exact`: lo == hi is the
     value itself (partition values, constants)."""
     type: DataType
-    lo: np.ndarray
-    hi: np.ndarray
-    may_null: np.ndarray
-    may_value: np.ndarray
+    lo: list
+    hi: list
+    may_null: list
+    may_value: list
     exact: bool
-
-
-_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "=": operator.eq}
-
-
-def _compare(op: str, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(result, known) of `x op y` elementwise over object arrays; None is unknown, and so is a
-    pair Python cannot compare."""
-    n = len(x)
-    known = _known(x) & _known(y)
-    res = np.zeros(n, dtype=bool)
-    idx = np.nonzero(known)[0]
-    if idx.size:
-        fn = _OPS[op]
-        try:
-            res[idx] = np.asarray(fn(x[idx], y[idx]), dtype=bool)
-        except TypeError:
-            for i in idx:
-                try:
-                    res[i] = bool(fn(x[i], y[i]))
-                except TypeError:
-                    known[i] = False
-    return res, known
-
-
-def _known(x: np.ndarray) -> np.ndarray:
-    """Where an object array holds a value (not None)."""
-    return np.asarray(np.not_equal(x, None), dtype=bool)
 
 
 def _name(t: DataType) -> str | None:
@@ -178,6 +195,7 @@ def _name(t: DataType) -> str | None:
 
 _INTEGRAL = {"byte", "short", "integer", "long"}
 _NUMERIC = _INTEGRAL | {"float", "double", "decimal"}
+_MS = _dt.timedelta(milliseconds=1)
 
 
 def _clean(v: Any) -> Any:
@@ -189,14 +207,20 @@ def _clean(v: Any) -> Any:
     return v
 
 
-def _objects(values: Sequence[Any]) -> np.ndarray:
-    out = np.empty(len(values), dtype=object)
-    out[:] = list(values)
-    return out
+@functools.lru_cache(maxsize=64)
+def _zone(name: str):
+    from zoneinfo import ZoneInfo
+
+    try:
+        return ZoneInfo(name)
+    except Exception:
+        return ZoneInfo("UTC")
 
 
 class _Files:
-    def __init__(self, partition_values: Sequence[Any], stats: Sequence[Any], bind: Binder, time_zone: str):
+    def __init__(self, partition_values: Sequence[Any], stats: Sequence[Any], bind: Binder, time_zone: str,
+                 memo: dict | None = None):
+        self.memo: dict = memo if memo is not None else {}   # id(node) → facts of the (live) tree
         self.n = len(partition_values)
         if len(stats) != self.n:
             raise ValueError("partition_values and stats must describe the same files")
@@ -204,23 +228,18 @@ class _Files:
         self.raw_stats = stats
         self.bind = bind
         self.time_zone = time_zone or "UTC"
-        from zoneinfo import ZoneInfo
-
-        try:
-            self.tz = ZoneInfo(self.time_zone)
-        except Exception:
-            self.tz = ZoneInfo("UTC")
+        self.tz = _zone(self.time_zone)
         self._pvs: list[dict] | None = None
         self._stats: list[FileStats | None] | None = None
         self._columns: dict[FileColumn, _Bounds | None] = {}
 
-    def ones(self) -> np.ndarray:
-        return np.ones(self.n, dtype=bool)
+    def ones(self) -> list:
+        return [True] * self.n
 
-    def zeros(self) -> np.ndarray:
-        return np.zeros(self.n, dtype=bool)
+    def zeros(self) -> list:
+        return [False] * self.n
 
-    def unknown(self) -> tuple[np.ndarray, np.ndarray]:
+    def unknown(self) -> tuple[list, list]:
         return self.ones(), self.ones()
 
     # --- the files' facts ----------------------------------------------------------------------
@@ -252,6 +271,19 @@ class _Files:
             self._stats = out
         return self._stats
 
+    def subset(self, idx: Sequence[int]) -> "_Files":
+        """The files at positions `idx` (what is already parsed is kept)."""
+        def take(raw):
+            if isinstance(raw, (pa.Array, pa.ChunkedArray)):
+                return raw.take(pa.array(idx, pa.int64()))
+            return [raw[i] for i in idx]
+        sub = _Files(take(self.raw_pvs), take(self.raw_stats), self.bind, self.time_zone, self.memo)
+        if self._stats is not None:
+            sub._stats = [self._stats[i] for i in idx]
+        if self._pvs is not None:
+            sub._pvs = [self._pvs[i] for i in idx]
+        return sub
+
     def partition_value(self, pv: dict, fc: FileColumn) -> str | None:
         key = fc.key[0]
         if key in pv:
@@ -274,32 +306,28 @@ class _Files:
         self._columns[fc] = b
         return b
 
-    def typed_partition_values(self, fc: FileColumn) -> pa.Array:
-        """The partition column's typed values, one per file (vectorised over an Arrow map)."""
+    def typed_partition_values(self, fc: FileColumn) -> list:
+        """The partition column's typed Python values, one per file (parsed through Arrow, once
+        per distinct value, when the files come as the log's Arrow columns)."""
         if isinstance(self.raw_pvs, (pa.Array, pa.ChunkedArray)):
             field = StructField(fc.name, fc.type, metadata={column_mapping.PHYSICAL_NAME_KEY: fc.key[0]})
             mode = "none" if fc.key[0] == fc.name else "name"
-            return partition_values_to_arrow(self.raw_pvs, [field], mode)[fc.name]
-        vals = [parse_partition_value(self.partition_value(pv, fc), fc.type) for pv in self.pvs]
-        return pa.array(vals, to_arrow_type(fc.type))
+            return partition_values_to_arrow(self.raw_pvs, [field], mode)[fc.name].to_pylist()
+        return [parse_partition_value(self.partition_value(pv, fc), fc.type) for pv in self.pvs]
 
     def _partition_column(self, fc: FileColumn) -> _Bounds:
-        arr = self.typed_partition_values(fc)
-        is_null = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-        vals = arr.to_pylist()
-        if pa.types.is_floating(arr.type):
-            vals = [_clean(v) for v in vals]   # a NaN value: no usable bound
-        cleaned = _objects(vals)
-        return _Bounds(fc.type, cleaned, cleaned, is_null, ~is_null, True)
+        vals = self.typed_partition_values(fc)
+        is_null = [v is None for v in vals]
+        cleaned = [_clean(v) for v in vals]   # a NaN value: not null, but no usable bound
+        return _Bounds(fc.type, cleaned, cleaned, is_null, _not(is_null), True)
 
     def _data_column(self, fc: FileColumn) -> _Bounds:
         n = self.n
-        lo, hi = np.empty(n, dtype=object), np.empty(n, dtype=object)
-        may_null, may_value = np.ones(n, dtype=bool), np.ones(n, dtype=bool)
+        lo, hi = [None] * n, [None] * n
+        may_null, may_value = [True] * n, [True] * n
         name = _name(fc.type)
         orderable = name in _NUMERIC or name in ("string", "date", "timestamp", "timestamp_ntz", "boolean")
         widen = name in ("timestamp", "timestamp_ntz")
-        ms = _dt.timedelta(milliseconds=1)
         path = list(fc.key)
         for i, st in enumerate(self.stats):
             if st is None:
@@ -322,9 +350,9 @@ class _Files:
                 continue
             if isinstance(a, dict) or isinstance(b, dict):
                 continue
-            if widen:
-                a = a - ms if a is not None else None
-                b = b + ms if b is not None else None
+            if widen:   # stats keep milliseconds
+                a = a - _MS if a is not None else None
+                b = b + _MS if b is not None else None
             lo[i], hi[i] = a, b
         return _Bounds(fc.type, lo, hi, may_null, may_value, False)
 
@@ -341,24 +369,31 @@ class _Files:
 
     def const_bounds(self, v: Any, dt: DataType) -> _Bounds:
         is_null = v is None
-        v = _clean(v) if not is_null else None
-        arr = np.empty(self.n, dtype=object)
-        arr[:] = [v] * self.n
-        return _Bounds(dt, arr, arr, np.full(self.n, is_null), np.full(self.n, not is_null), True)
+        vals = [_clean(v)] * self.n
+        return _Bounds(dt, vals, vals, [is_null] * self.n, [not is_null] * self.n, True)
 
-    def bound_columns(self, e: Expression) -> list[FileColumn] | None:
-        """The bindings of every column `e` reads (None when one is unknown)."""
-        out = []
-        for c in e.columns():
-            fc = self.bind(c)
-            if fc is None:
-                return None
-            out.append(fc)
-        return out
+    def columns(self, e: Expression) -> list[Column]:
+        key = ("columns", id(e))
+        hit = self.memo.get(key)
+        if hit is None:
+            hit = self.memo[key] = e.columns()
+        return hit
+
+    def binding(self, c: Column) -> FileColumn | None:
+        key = ("bind", id(c))
+        if key not in self.memo:
+            self.memo[key] = self.bind(c)
+        return self.memo[key]
 
     def partition_only(self, e: Expression) -> bool:
-        fcs = self.bound_columns(e)
-        return bool(fcs) and all(fc.partition for fc in fcs) and all(len(c.parts) == 1 for c in e.columns())
+        key = ("partition_only", id(e))
+        hit = self.memo.get(key)
+        if hit is None:
+            cols = self.columns(e)
+            hit = bool(cols) and all(
+                (fc := self.binding(c)) is not None and fc.partition and len(c.parts) == 1 for c in cols)
+            self.memo[key] = hit
+        return hit
 
     def exact(self, e: Expression) -> pa.Array | None:
         """`e` (reading partition columns only) evaluated over the typed partition values."""
@@ -366,12 +401,12 @@ class _Files:
         from .resolve import Scope
 
         cols: dict[str, pa.Array] = {}
-        for c in e.columns():
-            fc = self.bind(c)
+        for c in self.columns(e):
+            fc = self.binding(c)
             if fc is None or c.parts[0].lower() in {k.lower() for k in cols}:
                 continue
             try:
-                cols[c.parts[0]] = self.typed_partition_values(fc)
+                cols[c.parts[0]] = pa.array(self.typed_partition_values(fc), to_arrow_type(fc.type))
             except Exception:
                 return None
         try:
@@ -381,11 +416,11 @@ class _Files:
 
     def bounds(self, e: Expression) -> _Bounds | None:
         if isinstance(e, Column):
-            fc = self.bind(e)
+            fc = self.binding(e)
             return self.column(fc) if fc is not None else None
         if isinstance(e, Literal):
             return self.const_bounds(e.value, e.type)
-        if not e.columns():
+        if not self.columns(e):
             return self.constant(e)
         if isinstance(e, Cast) and not e.safe:
             inner = self.bounds(e.child)
@@ -398,11 +433,10 @@ class _Files:
                 dt = from_arrow_type(arr.type)
             except Exception:
                 return None
-            vals = _objects([_clean(v) for v in arr.to_pylist()])
-            is_null = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-            if pa.types.is_floating(arr.type):   # NaN: not null, but no usable bound
-                is_null = is_null & np.fromiter((v is None for v in arr.to_pylist()), dtype=bool, count=self.n)
-            return _Bounds(dt, vals, vals, is_null, ~is_null, True)
+            raw = arr.to_pylist()
+            is_null = [v is None for v in raw]
+            vals = [_clean(v) for v in raw]
+            return _Bounds(dt, vals, vals, is_null, _not(is_null), True)
         return None
 
     # --- coercion ------------------------------------------------------------------------------
@@ -433,10 +467,8 @@ class _Files:
         return None
 
     def map_bounds(self, b: _Bounds, to: DataType, fn: Callable[[Any], Any]) -> _Bounds:
-        def m(arr):
-            return _objects([None if v is None else fn(v) for v in arr])
-        lo = m(b.lo)
-        hi = lo if b.exact else m(b.hi)
+        lo = [None if v is None else fn(v) for v in b.lo]
+        hi = lo if b.exact else [None if v is None else fn(v) for v in b.hi]
         return _Bounds(to, lo, hi, b.may_null, b.may_value, b.exact)
 
     def to_timestamp(self, v: Any, dst: str) -> Any:
@@ -467,8 +499,7 @@ class _Files:
                 except Exception:
                     return None
             out.append(done[key])
-        vals = _objects(out)
-        return _Bounds(to, vals, vals, b.may_null, b.may_value, True)
+        return _Bounds(to, out, out, b.may_null, b.may_value, True)
 
     def unify(self, a: _Bounds, b: _Bounds) -> tuple[_Bounds, _Bounds] | None:
         """The two sides of a comparison in one comparable type (Spark's implicit casts), or
@@ -493,36 +524,25 @@ class _Files:
         return None
 
     # --- predicates ----------------------------------------------------------------------------
-    def subset(self, idx: np.ndarray) -> "_Files":
-        """The files at positions `idx` (what is already parsed is kept)."""
-        def take(raw):
-            if isinstance(raw, (pa.Array, pa.ChunkedArray)):
-                return raw.take(pa.array(idx, pa.int64()))
-            return [raw[i] for i in idx]
-        sub = _Files(take(self.raw_pvs), take(self.raw_stats), self.bind, self.time_zone)
-        if self._stats is not None:
-            sub._stats = [self._stats[i] for i in idx]
-        if self._pvs is not None:
-            sub._pvs = [self._pvs[i] for i in idx]
-        return sub
-
-    def may_true(self, e: Expression) -> np.ndarray:
+    def may_true(self, e: Expression) -> list:
         """may_true only (the answer for the whole expression). AND / OR evaluate their right side
         only on the files the left side leaves open, as a per-file evaluation would: a selective
         partition condition spares parsing the stats of the files it rules out."""
         if isinstance(e, (And, Or)):
             left = self.may_true(e.left)
-            todo = np.nonzero(left if isinstance(e, And) else ~left)[0]
-            if len(todo) == 0:
+            want = isinstance(e, And)
+            todo = [i for i, v in enumerate(left) if v == want]
+            if not todo:
                 return left
             right = (self if len(todo) == self.n else self.subset(todo)).may_true(e.right)
-            out = left.copy()
-            out[todo] = right
+            out = list(left)
+            for i, v in zip(todo, right):
+                out[i] = v
             return out
         t, _ = self.tf(e)
         return t
 
-    def tf(self, e: Expression) -> tuple[np.ndarray, np.ndarray]:
+    def tf(self, e: Expression) -> tuple[list, list]:
         """(may_true, may_false) per file."""
         try:
             return self._tf(e)
@@ -531,24 +551,24 @@ class _Files:
         except Exception:   # anything not understood keeps the file
             return self.unknown()
 
-    def _tf(self, e: Expression) -> tuple[np.ndarray, np.ndarray]:
+    def _tf(self, e: Expression) -> tuple[list, list]:
         if isinstance(e, Not):
             t, f = self.tf(e.child)
             return f, t
         if isinstance(e, And):
             lt, lf = self.tf(e.left)
             rt, rf = self.tf(e.right)
-            return lt & rt, lf | rf
+            return _and(lt, rt), _or(lf, rf)
         if isinstance(e, Or):
             lt, lf = self.tf(e.left)
             rt, rf = self.tf(e.right)
-            return lt | rt, lf & rf
-        if not e.columns():
-            b = self.constant(e)
+            return _or(lt, rt), _and(lf, rf)
+        if not self.columns(e):
+            b = self.const_bounds(e.value, e.type) if isinstance(e, Literal) else self.constant(e)
             if b is None:
                 return self.unknown()
             v = b.lo[0] if self.n else None
-            return np.full(self.n, v is True), np.full(self.n, v is False)
+            return [v is True] * self.n, [v is False] * self.n
         if isinstance(e, Comparison):
             a, b = self.bounds(e.left), self.bounds(e.right)
             if a is not None and b is not None:
@@ -556,7 +576,7 @@ class _Files:
         elif isinstance(e, IsNull):
             b = self.bounds(e.child)
             if b is not None:
-                return b.may_null.copy(), b.may_value.copy()
+                return list(b.may_null), list(b.may_value)
         elif isinstance(e, In):
             v = self.bounds(e.value)
             items = [self.bounds(x) for x in e.items]
@@ -564,14 +584,14 @@ class _Files:
                 t, f = self.zeros(), self.ones()
                 for x in items:
                     xt, xf = self.compare("=", v, x)
-                    t, f = t | xt, f & xf
+                    t, f = _or(t, xt), _and(f, xf)
                 return t, f
         elif isinstance(e, Between):
             v, lo, hi = self.bounds(e.value), self.bounds(e.low), self.bounds(e.high)
             if v is not None and lo is not None and hi is not None:
                 at, af = self.compare(">=", v, lo)
                 bt, bf = self.compare("<=", v, hi)
-                return at & bt, af | bf
+                return _and(at, bt), _or(af, bf)
         elif isinstance(e, Column) or (isinstance(e, Cast) and isinstance(e.child, Column)):
             b = self.bounds(e)
             if b is not None and _name(b.type) == "boolean":
@@ -580,8 +600,7 @@ class _Files:
             arr = self.exact(e)
             if arr is not None and (pa.types.is_boolean(arr.type) or pa.types.is_null(arr.type)):
                 vals = arr.to_pylist()
-                return (np.fromiter((v is True for v in vals), dtype=bool, count=self.n),
-                        np.fromiter((v is False for v in vals), dtype=bool, count=self.n))
+                return [v is True for v in vals], [v is False for v in vals]
             return self.unknown()
         if isinstance(e, Like) and not e.case_insensitive and e.escape in (None, "\\"):
             return self.like_prefix(e.value, e.pattern, like=True)
@@ -589,37 +608,38 @@ class _Files:
             return self.like_prefix(e.args[0], e.args[1], like=False)
         return self.unknown()
 
-    def boolean(self, b: _Bounds) -> tuple[np.ndarray, np.ndarray]:
-        hi_true, hi_known = _compare("=", b.hi, _objects([True] * self.n))
-        lo_false, lo_known = _compare("=", b.lo, _objects([False] * self.n))
-        return b.may_value & (~hi_known | hi_true), b.may_value & (~lo_known | lo_false)
+    def boolean(self, b: _Bounds) -> tuple[list, list]:
+        hi_true, hi_known = _compare("=", b.hi, [True] * self.n)
+        lo_false, lo_known = _compare("=", b.lo, [False] * self.n)
+        return _and(b.may_value, _maybe(hi_true, hi_known)), _and(b.may_value, _maybe(lo_false, lo_known))
 
-    def compare(self, op: str, a: _Bounds, b: _Bounds) -> tuple[np.ndarray, np.ndarray]:
+    def compare(self, op: str, a: _Bounds, b: _Bounds) -> tuple[list, list]:
         u = self.unify(a, b)
         if u is None:
             return self.unknown()
         a, b = u
         if op == "<=>":
             et, ef = self.compare("=", a, b)
-            both_null = a.may_null & b.may_null
-            return et | both_null, ef | (a.may_null & b.may_value) | (b.may_null & a.may_value)
+            both_null = _and(a.may_null, b.may_null)
+            one_null = _or(_and(a.may_null, b.may_value), _and(b.may_null, a.may_value))
+            return _or(et, both_null), _or(ef, one_null)
         if op == "<>":
             et, ef = self.compare("=", a, b)
             return ef, et
-        both = a.may_value & b.may_value
+        both = _and(a.may_value, b.may_value)
         if op == "=":
             below, k1 = _compare("<", a.hi, b.lo)
             above, k2 = _compare(">", a.lo, b.hi)
-            t = ~((below & k1) | (above & k2))
+            t = [not ((x and p) or (y and q)) for x, p, y, q in zip(below, k1, above, k2)]
             trust = all(x.exact or _name(x.type) not in ("string", "binary") for x in (a, b))
-            if trust:
+            if trust:   # every row equal to the one value: the comparison cannot be false
                 e1, q1 = _compare("=", a.lo, a.hi)
                 e2, q2 = _compare("=", a.lo, b.lo)
                 e3, q3 = _compare("=", b.lo, b.hi)
-                f = ~(e1 & q1 & e2 & q2 & e3 & q3)
+                f = _not(_and(e1, q1, e2, q2, e3, q3))
             else:
                 f = self.ones()
-            return t & both, f & both
+            return _and(t, both), _and(f, both)
         strict = op in ("<", ">")
         if op in ("<", "<="):
             t, kt = _compare(op, a.lo, b.hi)
@@ -627,11 +647,11 @@ class _Files:
         else:
             t, kt = _compare(op, a.hi, b.lo)
             f, kf = _compare("<=" if strict else "<", a.lo, b.hi)
-        return (~kt | t) & both, (~kf | f) & both
+        return _and(_maybe(t, kt), both), _and(_maybe(f, kf), both)
 
-    def like_prefix(self, value: Expression, pattern: Expression, like: bool) -> tuple[np.ndarray, np.ndarray]:
+    def like_prefix(self, value: Expression, pattern: Expression, like: bool) -> tuple[list, list]:
         b = self.bounds(value)
-        if b is None or _name(b.type) != "string" or pattern.columns():
+        if b is None or _name(b.type) != "string" or self.columns(pattern):
             return self.unknown()
         p = self.constant(pattern)
         if p is None:
@@ -643,12 +663,11 @@ class _Files:
             return self.unknown()
         prefix = _like_prefix(text) if like else text
         if not prefix:
-            return b.may_value.copy(), b.may_value.copy()
-        pre = _objects([prefix] * self.n)
+            return list(b.may_value), list(b.may_value)
+        pre = [prefix] * self.n
         hi_ok, k1 = _compare(">=", b.hi, pre)
-        lo_ok, k2 = _compare("<=", _objects([None if v is None else v[:len(prefix)] for v in b.lo]), pre)
-        t = (~k1 | hi_ok) & (~k2 | lo_ok) & b.may_value
-        return t, b.may_value.copy()
+        lo_ok, k2 = _compare("<=", [None if v is None else v[:len(prefix)] for v in b.lo], pre)
+        return _and(_maybe(hi_ok, k1), _maybe(lo_ok, k2), b.may_value), list(b.may_value)
 
 
 def _like_prefix(pattern: str) -> str:

@@ -63,6 +63,7 @@ class Predicate:
         self.expr = expr
         self.types = {k.lower(): v for k, v in (types or {}).items()}
         self._tree = tree
+        self._ctx: tuple | None = None   # (physical, partition_cols, binder, memo) of the last file asked about
 
     @property
     def tree(self) -> dict:
@@ -73,7 +74,11 @@ class Predicate:
 
     def may_match(self, ctx: "FileContext") -> bool:
         try:
-            return bool(may_match(self.expr, [ctx.pv], [ctx.stats], ctx.binder(self.types))[0])
+            # the files of one request share their column mapping: bind the columns once
+            c = self._ctx
+            if c is None or c[0] is not ctx.physical or c[1] is not ctx.partition_cols:
+                c = self._ctx = (ctx.physical, ctx.partition_cols, ctx.binder(self.types), {})
+            return bool(may_match(self.expr, [ctx.pv], [ctx.stats], c[2], memo=c[3])[0])
         except Exception:   # best effort: a file is never dropped on doubt
             return True
 
@@ -86,20 +91,23 @@ class FileContext:
 
     def __init__(self, partition_values: dict | None, stats: dict | None, physical: dict[str, str],
                  partition_cols: set[str]):
-        self.pv = dict(partition_values or {})
+        self.pv = partition_values or {}
         self.stats = stats
-        self.physical = {k.lower(): v for k, v in (physical or {}).items()}
-        self.partition_cols = {c.lower() for c in partition_cols}
+        self.physical = physical if physical is not None else {}
+        self.partition_cols = partition_cols
 
     def binder(self, types: dict[str, DataType]):
+        physical = {k.lower(): v for k, v in self.physical.items()}
+        partition_cols = {c.lower() for c in self.partition_cols}
+
         def bind(c) -> FileColumn | None:
             name = ".".join(c.parts)
             low = name.lower()
             t = types.get(low)
             if t is None:
                 return None
-            phys = self.physical.get(low, name)
-            if low in self.partition_cols:
+            phys = physical.get(low, name)
+            if low in partition_cols:
                 return FileColumn(t, True, (phys,), name)
             return FileColumn(t, False, tuple(phys.split(".")), name)
         return bind
