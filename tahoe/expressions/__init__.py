@@ -31,14 +31,14 @@ from .skipping import FileColumn, file_mask, may_match, schema_binder
 from .spark import to_spark_column
 from .tree import (
     And, Arithmetic, Between, Case, Cast, Column, Comparison, Expression, Func, In, IsNull, Like, Literal,
-    Negate, Not, Opaque, Or, and_, col, conjuncts, disjuncts, lit, or_,
+    Negate, Not, Opaque, Or, and_, col, conjuncts, disjuncts, lit, or_, transform, unqualify,
 )
 
 __all__ = [
     "parse", "parse_type", "as_expression", "from_dnf",
     "Expression", "Column", "Literal", "Not", "And", "Or", "Comparison", "IsNull", "In", "Between", "Like",
     "Arithmetic", "Negate", "Case", "Cast", "Func", "Opaque", "col", "lit", "and_", "or_", "conjuncts", "disjuncts",
-    "Scope", "Binding", "check_columns",
+    "transform", "unqualify", "Scope", "Binding", "check_columns",
     "evaluate", "evaluate_predicate", "matches", "constant_value", "FUNCTIONS",
     "file_mask", "may_match", "schema_binder", "FileColumn",
     "to_spark_column", "from_sharing_json", "to_sharing_json", "json_column_types",

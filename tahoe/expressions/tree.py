@@ -42,7 +42,7 @@ from ..protocol.schema import (
 __all__ = [
     "Expression", "Column", "Literal", "Not", "And", "Or", "Comparison", "IsNull", "In", "Between",
     "Like", "Arithmetic", "Negate", "Case", "Cast", "Func", "Opaque",
-    "col", "lit", "and_", "or_", "conjuncts", "disjuncts", "quote_identifier", "type_sql",
+    "col", "lit", "and_", "or_", "conjuncts", "disjuncts", "transform", "unqualify", "quote_identifier", "type_sql",
     "COMPARISON_OPS", "ARITHMETIC_OPS",
 ]
 
@@ -393,6 +393,37 @@ def disjuncts(e: Expression) -> list[Expression]:
     if isinstance(e, Or):
         return disjuncts(e.left) + disjuncts(e.right)
     return [e]
+
+
+def transform(e: Expression, fn) -> Expression:
+    """`e` rebuilt bottom-up: every node's children are transformed first, then `fn(node)` gives
+    the node to use (return the node itself to keep it)."""
+    import dataclasses
+
+    def conv(v):
+        if isinstance(v, Expression):
+            return transform(v, fn)
+        if isinstance(v, tuple):
+            return tuple(conv(x) for x in v)
+        return v
+
+    if isinstance(e, (Column, Literal, Opaque)):
+        return fn(e)
+    changes = {f.name: conv(getattr(e, f.name)) for f in dataclasses.fields(e)}
+    return fn(dataclasses.replace(e, **changes))
+
+
+def unqualify(e: Expression, alias: str) -> Expression:
+    """`e` with the references qualified by `alias` (`t.id`, any case) made bare (`id`): what a
+    condition on one side of a MERGE says about that table alone (e.g. for its data skipping).
+    `Opaque` nodes keep their SQL text as it is."""
+    low = alias.lower()
+
+    def fn(n):
+        if isinstance(n, Column) and len(n.parts) > 1 and n.parts[0].lower() == low:
+            return Column(n.parts[1:])
+        return n
+    return transform(e, fn)
 
 
 # --- rendering ---------------------------------------------------------------------------------

@@ -106,3 +106,12 @@ def test_parse_errors_name_the_expression():
 
 def test_columns_in_order_each_once():
     assert [x.name for x in parse("b > a AND a < c.d OR b IS NULL").columns()] == ["b", "a", "c.d"]
+
+
+def test_unqualify_keeps_one_side_of_a_merge_condition():
+    from tahoe.expressions import conjuncts, unqualify
+
+    cond = parse("t.day = 'mon' AND t.id = s.id AND CASE WHEN T.v > 0 THEN s.w END IS NULL")
+    target_only = [c for c in conjuncts(cond) if all(x.parts[0].lower() == "t" for x in c.columns())]
+    assert [unqualify(c, "t") for c in target_only] == [parse("day = 'mon'")]
+    assert unqualify(cond, "t") == parse("day = 'mon' AND id = s.id AND CASE WHEN v > 0 THEN s.w END IS NULL")
