@@ -44,6 +44,28 @@ class InvalidTableOperationError(DeltaError):
     append-only table, an invalid property value)."""
 
 
+class AnalysisException(DeltaError):
+    """An expression (a condition, a filter, a constraint, a SET value) that cannot be analysed:
+    a column that cannot be resolved, an ambiguous reference, operands of incompatible types.
+    Named as delta-spark's users know it (`pyspark.errors.AnalysisException`); the message
+    carries Spark's error class, e.g. `[UNRESOLVED_COLUMN.WITH_SUGGESTION]`."""
+
+
+class ParseException(AnalysisException):
+    """SQL text that does not parse (`pyspark.errors.ParseException`); the message names the
+    text and the problem."""
+
+
+class ArithmeticException(DeltaError):
+    """Evaluating an expression overflowed or divided by zero (Spark's ANSI mode raises the same:
+    `[ARITHMETIC_OVERFLOW]`, `[DIVIDE_BY_ZERO]`)."""
+
+
+class NumberFormatException(DeltaError):
+    """A CAST of a value that does not parse as the target type (`[CAST_INVALID_INPUT]`, as
+    Spark's ANSI mode raises it; `try_cast` gives NULL instead)."""
+
+
 class ConstraintViolationError(DeltaError):
     """New rows violate a CHECK constraint, an invariant, a NOT NULL column or a generated
     column expression."""

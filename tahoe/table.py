@@ -5,6 +5,7 @@ protocol, metadata, files and history; read its rows as Arrow or pandas.
     t = Table("/data/events")
     t.version, t.schema, t.files()
     t.to_arrow(columns=["id"])
+    t.to_arrow(filter="day = 'mon' AND id > 10")   # skips files by partition values and stats
     Table("/data/events", version=3).to_pandas()
 
 Creating and evolving tables (each call is one commit, see `tahoe.txn.table_ops`):
@@ -23,7 +24,7 @@ from typing import Any, Iterable
 import pyarrow as pa
 
 from .log import DeltaLog, Snapshot
-from .read import Scan
+from .read import Scan, plan_files
 
 __all__ = ["Table"]
 
@@ -79,27 +80,34 @@ class Table:
     def partition_columns(self) -> list[str]:
         return self.snapshot.partition_columns
 
-    def files(self, columns: Iterable[str] | None = None) -> pa.Table:
-        """The active files (Arrow, ADD_SCHEMA columns)."""
-        return self.snapshot.files_table(columns)
+    def files(self, columns: Iterable[str] | None = None, filter: Any = None) -> pa.Table:
+        """The active files (Arrow, ADD_SCHEMA columns); with `filter` (see `to_arrow`) only the
+        files that may hold a matching row."""
+        return plan_files(self.snapshot, filter, columns=columns)
 
-    def file_uris(self) -> list[str]:
+    def file_uris(self, filter: Any = None) -> list[str]:
         from .storage import resolve_data_path
 
-        return [resolve_data_path(self.table_root, p) for p in self.files(["path"]).column("path").to_pylist()]
+        return [resolve_data_path(self.table_root, p)
+                for p in self.files(["path"], filter=filter).column("path").to_pylist()]
 
     def history(self, limit: int | None = None) -> list[dict]:
         return [e.to_dict() for e in self.log.history(limit)]
 
     # --- rows --------------------------------------------------------------------------------
-    def scan(self, columns: Iterable[str] | None = None, **kw) -> Scan:
-        return Scan(self.snapshot, columns=columns, **kw)
+    def scan(self, columns: Iterable[str] | None = None, filter: Any = None, **kw) -> Scan:
+        """A `tahoe.read.Scan` of this version (plan the files, then read them)."""
+        return Scan(self.snapshot, columns=columns, filter=filter, **kw)
 
-    def to_arrow(self, columns: Iterable[str] | None = None) -> pa.Table:
-        return self.scan(columns).to_arrow()
+    def to_arrow(self, columns: Iterable[str] | None = None, filter: Any = None) -> pa.Table:
+        """The rows (all columns, or `columns`). `filter` — SQL text (`"day = 'mon' AND id > 10"`),
+        a `tahoe.expressions` tree, or delta-rs DNF tuples (`[("day", "=", "mon")]`) — keeps the
+        rows where it is TRUE and opens only the files whose partition values and stats allow a
+        match (AnalysisException for an unknown column, ParseException for bad SQL)."""
+        return self.scan(columns, filter=filter).to_arrow()
 
-    def to_pandas(self, columns: Iterable[str] | None = None):
-        return self.to_arrow(columns).to_pandas()
+    def to_pandas(self, columns: Iterable[str] | None = None, filter: Any = None):
+        return self.to_arrow(columns, filter=filter).to_pandas()
 
     # --- creating and evolving (tahoe.txn) -----------------------------------------------------
     @classmethod

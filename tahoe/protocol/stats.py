@@ -69,6 +69,9 @@ class JsonNumber(float):
         return (JsonNumber, (self.text,))
 
 
+_DECODER = json.JSONDecoder(parse_float=JsonNumber)   # one decoder: stats are parsed per file
+
+
 @dataclass
 class FileStats:
     num_records: int | None
@@ -95,7 +98,7 @@ def parse_stats(text: str | None) -> FileStats | None:
     if text is None or text == "":
         return None
     try:
-        obj = json.loads(text, parse_float=JsonNumber)
+        obj = _DECODER.decode(text if isinstance(text, str) else bytes(text).decode("utf-8"))
     except (TypeError, ValueError) as e:
         raise CorruptLogError(f"file statistics are not valid JSON ({e}): {str(text)[:200]!r}") from None
     if not isinstance(obj, dict):

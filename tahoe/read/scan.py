@@ -1,51 +1,96 @@
 """A scan of one snapshot: plan (which logical files) separate from execute (their rows).
 
-    scan = Scan(snapshot, columns=["a", "b"], file_filter=...)
-    scan.plan_files()   # Arrow table of the active files the scan will read
-    scan.to_arrow()     # the rows, as one Arrow table with the logical schema
+    scan = Scan(snapshot, columns=["a", "b"], filter="day = 'mon' AND id > 10")
+    scan.plan_files()   # Arrow table of the active files that may hold matching rows
+    scan.to_arrow()     # the matching rows, as one Arrow table with the logical schema
 
-`file_filter` is a function from the planned files table (ADD_SCHEMA columns) to a boolean mask of
-files to keep; data-skipping layers (partition pruning, stats) plug in there and must only drop a
-file when it surely holds no matching row.
+`filter` (SQL text, a `tahoe.expressions` tree, or delta-rs DNF tuples such as
+`[("day", "=", "mon")]`) does two things: data skipping — files whose partition values or stats
+show that no row can match are not opened (`plan_files`, `tahoe.expressions.file_mask`) — and row
+filtering — the rows read are kept where the filter is TRUE (SQL semantics: NULL does not match).
+Its columns need not be among `columns`. An unknown column is an AnalysisException before any
+file is read. `file_filter` is an extra function from the planned files table to a boolean mask
+of files to keep (it must only drop a file that surely holds no matching row).
 """
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 
+from ..expressions import Expression, Scope, as_expression, check_columns, file_mask, matches
 from ..log.snapshot import Snapshot
 from .arrow_reader import ArrowFileReader
 
-__all__ = ["Scan"]
+__all__ = ["Scan", "plan_files"]
 
 FileFilter = Callable[[pa.Table], pa.Array]
 
 
+def plan_files(snapshot: Snapshot, filter: Any = None, *, time_zone: str = "UTC",
+               columns: Iterable[str] | None = None) -> pa.Table:
+    """The snapshot's active files (the log's add columns, all or `columns`) that may hold a row
+    matching `filter` (see the module docstring); all of them when there is no filter."""
+    expr = as_expression(filter)
+    wanted = list(columns) if columns is not None else None
+    if expr is None:
+        return snapshot.files_table(wanted)
+    need = None if wanted is None else list(dict.fromkeys(wanted + ["partitionValues", "stats"]))
+    files = snapshot.files_table(need)
+    if files.num_rows:
+        mask = file_mask(expr, files, snapshot.schema, snapshot.partition_columns, snapshot.column_mapping_mode,
+                         time_zone=time_zone)
+        if not mask.all():
+            files = files.filter(pa.array(mask))
+    return files.select(wanted) if wanted is not None else files
+
+
 class Scan:
     def __init__(self, snapshot: Snapshot, columns: Iterable[str] | None = None,
-                 file_filter: FileFilter | None = None, limit: int | None = None):
+                 file_filter: FileFilter | None = None, limit: int | None = None, filter: Any = None,
+                 time_zone: str = "UTC"):
         self.snapshot = snapshot
         self.columns = list(columns) if columns is not None else None
         self.file_filter = file_filter
         self.limit = limit
+        self.time_zone = time_zone
+        self.filter: Expression | None = as_expression(filter)
+        read_columns = self.columns
+        if self.filter is not None:
+            bindings = check_columns(self.filter, snapshot.schema)
+            if read_columns is not None:
+                extra = [b.names[0] for b in bindings]
+                read_columns = list(dict.fromkeys(read_columns + extra))
         self.reader = ArrowFileReader(snapshot.store, snapshot.table_root, snapshot.schema,
-                                      snapshot.partition_columns, snapshot.column_mapping_mode, self.columns)
+                                      snapshot.partition_columns, snapshot.column_mapping_mode, read_columns)
+        if self.columns is None:
+            self._out = self.reader.out_schema
+        else:
+            wanted = {c.lower() for c in self.columns}
+            self._out = pa.schema([f for f in self.reader.out_schema if f.name.lower() in wanted])
 
     @property
     def schema(self) -> pa.Schema:
-        return self.reader.out_schema
+        return self._out
 
     def plan_files(self) -> pa.Table:
-        files = self.snapshot.files_table()
+        files = plan_files(self.snapshot, self.filter, time_zone=self.time_zone)
         if self.file_filter is not None and files.num_rows:
             files = files.filter(self.file_filter(files))
         return files
 
+    def _rows(self, t: pa.Table) -> pa.Table:
+        if self.filter is not None and t.num_rows:
+            t = t.filter(matches(self.filter, Scope.of(t), time_zone=self.time_zone))
+        if t.schema.names != self._out.names:
+            t = t.select(self._out.names)
+        return t
+
     def to_batches(self, threads: int = 4) -> Iterator[pa.Table]:
         remaining = self.limit
         for t in self.reader.read_files(self.plan_files(), threads=threads):
+            t = self._rows(t)
             if remaining is not None:
                 if remaining <= 0:
                     return

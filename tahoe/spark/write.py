@@ -878,7 +878,8 @@ def datasource_write_task(ds: _DSPlan, batches) -> Any:
     import pyarrow as pa
     from pyspark import TaskContext
 
-    from ..write.constraints import check_constraints, parse_sql
+    from ..expressions import parse
+    from ..write.constraints import check_constraints
     from ..write.files import conform_to_schema
     from ..write.writer import _fill_special_columns, check_replace_where, computed_columns
 
@@ -899,7 +900,7 @@ def datasource_write_task(ds: _DSPlan, batches) -> Any:
     rows, _ = _fill_special_columns(rows, incoming, schema, target.conf, first)
     check_constraints(rows, schema, target.conf)
     if ds.plan.replace_where is not None:
-        check_replace_where(rows, parse_sql(ds.plan.replace_where), ds.plan.replace_where)
+        check_replace_where(rows, parse(ds.plan.replace_where), ds.plan.replace_where)
     adds, marks = _write_rows(target, rows)
     return AddsMessage(adds, marks)
 

@@ -28,9 +28,10 @@ from typing import Any, Callable, Iterable
 import pyarrow as pa
 
 from ..errors import (
-    ConstraintViolationError, InvalidTableOperationError, MetadataChangedException,
-    ProtocolChangedException, SchemaError, TableNotFoundError, UnsupportedFeatureError,
+    AnalysisException, ConstraintViolationError, InvalidTableOperationError, MetadataChangedException,
+    ParseException, ProtocolChangedException, SchemaError, TableNotFoundError, UnsupportedFeatureError,
 )
+from ..expressions import parse
 from ..log.delta_log import DeltaLog
 from ..log.snapshot import Snapshot
 from ..protocol import column_mapping
@@ -98,30 +99,14 @@ def _resolve_partition_columns(schema: StructType, partition_columns: Iterable[s
 # --- CHECK constraint expressions -----------------------------------------------------------
 
 def expression_columns(expression: str) -> list[tuple[str, ...]]:
-    """The column references of a SQL boolean expression (each as its path of names), parsed with
-    sqlglot's Spark dialect; lambda parameters are not columns. InvalidTableOperationError when
+    """The column references of a SQL boolean expression (each as its path of names; lambda
+    parameters are not columns), parsed by `tahoe.expressions`. InvalidTableOperationError when
     the expression does not parse."""
-    import sqlglot
-    from sqlglot import exp
-
     try:
-        tree = sqlglot.parse_one(expression, read="spark")
-    except sqlglot.errors.ParseError as e:
+        tree = parse(expression)
+    except ParseException as e:
         raise InvalidTableOperationError(f"cannot parse the expression {expression!r}: {e}") from None
-    if tree is None:
-        raise InvalidTableOperationError(f"empty expression {expression!r}")
-    lambda_params = set()
-    for lam in tree.find_all(exp.Lambda):
-        for p in lam.expressions:
-            lambda_params.add(p.name.lower())
-    out: list[tuple[str, ...]] = []
-    for col in tree.find_all(exp.Column):
-        parts = tuple(p.name for p in col.parts)
-        if parts and parts[0].lower() in lambda_params:
-            continue
-        if parts not in out:
-            out.append(parts)
-    return out
+    return [c.parts for c in tree.columns()]
 
 
 def check_expression_columns(expression: str, schema: StructType, what: str = "expression") -> None:
@@ -141,7 +126,7 @@ def _references(expression: str, column: str) -> bool:
     low = column.lower()
     try:
         return any(p and p[0].lower() == low for p in expression_columns(expression))
-    except InvalidTableOperationError:
+    except (InvalidTableOperationError, AnalysisException):
         return True
 
 

@@ -2,9 +2,10 @@
 
     delete("/data/events", "country = 'FR' AND amount < 10")   # -> metrics dict
 
-Every active file is read (deletion vectors applied, partition columns included); rows matching the
-predicate (SQL, evaluated in Arrow; NULL counts as not matching, as in SQL) are dropped: a file
-with no match is left alone, a file with only matches is removed, any other file is removed and its
+Every active file that may hold a matching row (data skipping by partition values and stats,
+`tahoe.expressions.file_mask`) is read (deletion vectors applied, partition columns included); rows
+matching the predicate (SQL, evaluated in Arrow by `tahoe.expressions`; NULL counts as not
+matching, as in SQL) are dropped: a file with no match is left alone, a file with only matches is removed, any other file is removed and its
 remaining rows rewritten into a new file of the same partition. With change data feed enabled the
 deleted rows are also written as a cdc file (`_change_type = 'delete'`) under `_change_data/`.
 The commit records that the whole table was read, so a concurrent change to it conflicts.
@@ -29,7 +30,7 @@ from ..protocol.partition_values import partition_path
 from ..protocol.properties import bool_property
 from ..read.arrow_reader import ArrowFileReader
 from ..txn import Transaction
-from .constraints import evaluate, parse_sql, table_resolver
+from ..expressions import Scope, check_columns, file_mask, matches, parse
 from .files import encode_log_path, write_data_files
 
 __all__ = ["delete"]
@@ -69,14 +70,21 @@ def delete(uri: str, predicate: str | None = None, storage_options: dict | None 
     conf = snap.configuration
     if bool_property(conf, "delta.appendOnly"):
         raise InvalidTableOperationError("cannot DELETE from an append-only table (delta.appendOnly=true)")
-    node = parse_sql(predicate) if predicate else None
+    node = parse(predicate) if predicate else None
+    if node is not None:   # an unknown column is refused before anything is read
+        check_columns(node, snap.schema)
     txn.read_whole_table()
     reader = ArrowFileReader(snap.store, snap.table_root, snap.schema, snap.partition_columns,
                              snap.column_mapping_mode)
     now = int(time.time() * 1000)
     removed, added, cdcs = [], [], []
     deleted_rows = copied_rows = 0
-    for add in snap.add_files():
+    adds = snap.add_files()
+    if node is not None and adds:   # files that cannot hold a matching row are left alone unread
+        files = snap.files_table(["partitionValues", "stats"])
+        keep = file_mask(node, files, snap.schema, snap.partition_columns, snap.column_mapping_mode)
+        adds = [a for a, k in zip(adds, keep) if k]
+    for add in adds:
         if node is None:  # delete everything: counts from stats unless the rows are needed
             n = add.num_records
             if n is not None and add.deletion_vector is not None:
@@ -92,7 +100,7 @@ def delete(uri: str, predicate: str | None = None, storage_options: dict | None 
         rows = reader.read_file(add.path, add.partition_values, add.deletion_vector)
         if rows.num_rows == 0:
             continue
-        match = pc.fill_null(evaluate(node, table_resolver(rows), rows.num_rows), False)
+        match = matches(node, Scope.of(rows))
         n_match = pc.sum(match).as_py() or 0
         if n_match == 0:
             continue

@@ -54,9 +54,8 @@ from ..protocol.properties import (
     IDENTITY_ALLOW_EXPLICIT_INSERT, IDENTITY_HIGH_WATER_MARK, IDENTITY_START, IDENTITY_STEP, is_true,
 )
 from ..storage import resolve_data_path
-from .constraints import (
-    GENERATION_EXPRESSION_KEY, check_constraints, column_references, evaluate, parse_sql, table_resolver,
-)
+from ..expressions import Expression, Scope, evaluate, matches, parse
+from .constraints import GENERATION_EXPRESSION_KEY, check_constraints
 from .files import DEFAULT_TARGET_FILE_ROWS, conform_to_schema, to_arrow_table, write_data_files
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -172,21 +171,19 @@ def _fill_special_columns(data: pa.Table, incoming: StructType, schema: StructTy
         i = data.schema.get_field_index(f.name)
         data = data.set_column(i, data.schema.field(i), pa.chunked_array([pa.array(values).cast(to_arrow_type(f.type))]))
         hwm_updates[f.name] = int(values[-1])
-    resolve = table_resolver(data)
     for f in schema.fields:
         expr = f.metadata.get(GENERATION_EXPRESSION_KEY)
         if not expr:
             continue
         target = to_arrow_type(f.type)
         try:
-            computed = evaluate(expr, resolve, n)
+            computed = evaluate(parse(expr), Scope.of(data), num_rows=n)
             computed = computed.cast(target) if computed.type != target else computed
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise UnsupportedFeatureError(f"cannot compute generated column '{f.name}' ({expr}) in Arrow: {e}") from None
         i = data.schema.get_field_index(f.name)
         if f.name.lower() not in given:
             data = data.set_column(i, data.schema.field(i), pa.chunked_array([computed]))
-            resolve = table_resolver(data)
             continue
         actual = data.column(i).combine_chunks()
         same = pc.or_(pc.fill_null(pc.equal(actual, computed), False),
@@ -207,24 +204,25 @@ def _typed_partitions(files: pa.Table, schema: StructType, partition_columns: li
     return pa.table(cols) if cols else pa.table({"_": pa.nulls(files.num_rows)}).drop(["_"])
 
 
-def parse_replace_where(predicate: str, schema: StructType, partition_columns: list[str]):
-    node = parse_sql(predicate)
+def parse_replace_where(predicate: str, schema: StructType, partition_columns: list[str]) -> Expression:
+    """The parsed replaceWhere predicate; UnsupportedFeatureError when it reads a column that is
+    not a partition column (ParseException when it does not parse)."""
+    node = parse(predicate)
     lower = {c.lower() for c in partition_columns}
-    for parts in column_references(node):
-        if len(parts) != 1 or parts[0].lower() not in lower:
+    for c in node.columns():
+        if len(c.parts) != 1 or c.parts[0].lower() not in lower:
             raise UnsupportedFeatureError(
-                f"replaceWhere predicate {predicate!r} refers to '{'.'.join(parts)}', which is not a "
+                f"replaceWhere predicate {predicate!r} refers to '{c.name}', which is not a "
                 f"partition column ({partition_columns}); only predicates on partition columns are supported")
     return node
 
 
-def check_replace_where(rows: pa.Table, node, predicate: str) -> None:
+def check_replace_where(rows: pa.Table, node: Expression, predicate: str) -> None:
     """Refuse (ConstraintViolationError naming a row) data written with replaceWhere that does not
     satisfy the predicate. Shared by the Arrow writer and the data-source writer's tasks."""
     if not rows.num_rows:
         return
-    ok = evaluate(node, table_resolver(rows), rows.num_rows)
-    bad = pc.invert(pc.fill_null(ok.cast(pa.bool_()), False))
+    bad = pc.invert(matches(node, Scope.of(rows)))
     if pc.any(bad).as_py():
         row = int(pc.index(bad, True).as_py())
         raise ConstraintViolationError(
@@ -519,8 +517,7 @@ def files_to_replace(snap: Snapshot, replace_node=None, written: list[AddFile] |
         files = files.filter(pa.array(keep, pa.bool_()))
     elif replace_node is not None and files.num_rows:
         typed = _typed_partitions(files, snap.schema, list(snap.partition_columns), snap.column_mapping_mode)
-        hit = evaluate(replace_node, table_resolver(typed), files.num_rows)
-        files = files.filter(pc.fill_null(hit.cast(pa.bool_()), False))
+        files = files.filter(matches(replace_node, Scope.of(typed), num_rows=files.num_rows))
     return add_files_from_table(files)
 
 
@@ -546,7 +543,7 @@ def stage_overwrite(txn: Transaction, snap: Snapshot, replace_node=None,
     return removes
 
 
-def _partition_predicate(node, schema: StructType, partition_columns: list[str]):
+def _partition_predicate(node: Expression, schema: StructType, partition_columns: list[str]):
     """The replaceWhere predicate as the Transaction's partition filter (logical column name →
     serialized value), for conflict detection."""
     fields = {c: schema.field(c) for c in partition_columns}
@@ -557,8 +554,7 @@ def _partition_predicate(node, schema: StructType, partition_columns: list[str])
         for c, f in fields.items():
             raw = values.get(c, lower.get(c.lower()))
             cols[c] = pa.array([parse_partition_value(raw, f.type)], to_arrow_type(f.type))
-        res = evaluate(node, table_resolver(pa.table(cols)), 1)
-        return bool(res[0].as_py())
+        return bool(matches(node, Scope.of(pa.table(cols)))[0].as_py())
 
     return matches
 
