@@ -52,7 +52,7 @@ from ..protocol.intervals import parse_interval_ms
 from ..protocol.schema import (
     DataType, DecimalType, PrimitiveType, StructField, StructType, from_arrow_type, to_arrow_type,
 )
-from ..protocol.stats import DEFAULT_NUM_INDEXED_COLS, stats_columns, typed_value
+from ..protocol.stats import StatsConfig, typed_value
 from ..protocol.table_features import check_writable, is_feature_supported
 from .last_checkpoint import LastCheckpoint, read_last_checkpoint, write_last_checkpoint
 from .replay import DV_TYPE, STRING_MAP, read_commit
@@ -191,10 +191,7 @@ def stats_parsed_type(snapshot: Snapshot) -> pa.DataType:
     tightBounds when the table supports deletion vectors; physical names under column mapping."""
     conf = snapshot.configuration
     mapped = column_mapping.mode(conf) in ("name", "id")
-    raw_cols = conf.get("delta.dataSkippingStatsColumns")
-    indexed = [c for c in raw_cols.split(",")] if raw_cols else None
-    num = _int_prop(conf, "delta.dataSkippingNumIndexedCols", DEFAULT_NUM_INDEXED_COLS, minimum=-1)
-    cols = stats_columns(snapshot.schema, num, indexed, snapshot.partition_columns)
+    cols = StatsConfig.of(conf).columns(snapshot.schema, snapshot.partition_columns)
     fields = [pa.field("numRecords", pa.int64())]
     mm = _minmax_type(cols, mapped)
     if mm is not None:

@@ -37,13 +37,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import CorruptLogError, SchemaError
+from ..errors import CorruptLogError, InvalidTableOperationError, SchemaError
 from .schema import DataType, DecimalType, PrimitiveType, StructField, StructType
 
 __all__ = [
     "FileStats", "JsonNumber", "parse_stats", "typed_value", "get_nested", "compute_stats",
-    "stats_columns", "truncate_min_string", "truncate_max_string",
-    "DEFAULT_NUM_INDEXED_COLS", "DEFAULT_STRING_PREFIX_LENGTH",
+    "stats_columns", "truncate_min_string", "truncate_max_string", "StatsConfig", "stats_json",
+    "format_float_stat", "DEFAULT_NUM_INDEXED_COLS", "DEFAULT_STRING_PREFIX_LENGTH",
 ]
 
 DEFAULT_NUM_INDEXED_COLS = 32
@@ -326,6 +326,46 @@ def _filter_paths(schema: StructType, paths: list[list[str]]) -> StructType:
     return StructType(out)
 
 
+@dataclass(frozen=True)
+class StatsConfig:
+    """Which stats a writer collects, from the table's configuration — the one reader of
+    `delta.dataSkippingNumIndexedCols` (default 32; -1: all columns),
+    `delta.dataSkippingStatsColumns` (comma-separated column names; wins over the count) and
+    `delta.dataSkippingStringPrefixLength` (default 32). A value that is not an integer in range
+    is an InvalidTableOperationError naming the property."""
+    num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS
+    indexed_columns: tuple[str, ...] | None = None
+    string_prefix_length: int = DEFAULT_STRING_PREFIX_LENGTH
+
+    @classmethod
+    def of(cls, configuration: dict | None) -> "StatsConfig":
+        conf = configuration or {}
+        raw = conf.get("delta.dataSkippingStatsColumns")
+        indexed = tuple(c for c in str(raw).split(",") if c.strip()) if raw else None
+        return cls(_int_property(conf, "delta.dataSkippingNumIndexedCols", DEFAULT_NUM_INDEXED_COLS, -1),
+                   indexed, _int_property(conf, "delta.dataSkippingStringPrefixLength",
+                                          DEFAULT_STRING_PREFIX_LENGTH, 0))
+
+    def columns(self, schema: StructType, partition_columns: Iterable[str] = ()) -> StructType:
+        """The part of `schema` stats are collected on (`stats_columns`)."""
+        return stats_columns(schema, self.num_indexed_cols,
+                             list(self.indexed_columns) if self.indexed_columns is not None else None,
+                             partition_columns)
+
+
+def _int_property(conf: dict, key: str, default: int, minimum: int) -> int:
+    raw = conf.get(key)
+    if raw is None:
+        return default
+    try:
+        v = int(str(raw).strip())
+    except ValueError:
+        raise InvalidTableOperationError(f"table property {key} must be an integer, got {raw!r}") from None
+    if v < minimum:
+        raise InvalidTableOperationError(f"table property {key} must be >= {minimum}, got {v}")
+    return v
+
+
 def stats_columns(schema: StructType, num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS,
                   indexed_columns: Iterable[str] | None = None,
                   partition_columns: Iterable[str] = ()) -> StructType:
@@ -360,6 +400,12 @@ def _find_child(names: list[str], wanted: Sequence[str]) -> int:
             if n.lower() == low:
                 return i
     return -1
+
+
+def format_float_stat(v: float, is_float32: bool) -> Any:
+    """A float/double stats bound as written in the stats JSON (NaN/Infinity as strings, float
+    columns with the shortest text that round-trips in float32)."""
+    return _fmt_float(v, is_float32)
 
 
 def _fmt_float(v: float, is_float32: bool) -> Any:
@@ -449,6 +495,12 @@ def _min_max(arr: pa.Array | pa.ChunkedArray, dt: DataType, prefix_len: int) -> 
         lo, hi = mm["min"].as_py(), mm["max"].as_py()
         return truncate_min_string(lo, prefix_len), truncate_max_string(hi, prefix_len)
     return None, None
+
+
+def stats_json(v: Any) -> str:
+    """A stats object (dicts of numbers, strings, Decimals, None) as the compact JSON delta-spark
+    writes (Decimals exact, floats as produced by `format_float_stat`)."""
+    return _emit(v)
 
 
 def _emit(v: Any) -> str:
