@@ -49,6 +49,7 @@ from ..protocol.filenames import (
 )
 from ..protocol.partition_values import partition_column_to_arrow
 from ..protocol.intervals import parse_interval_ms
+from ..protocol.properties import int_property
 from ..protocol.schema import (
     DataType, DecimalType, PrimitiveType, StructField, StructType, from_arrow_type, to_arrow_type,
 )
@@ -99,19 +100,6 @@ def _bool_prop(conf: dict, key: str, default: bool | None) -> bool | None:
     if v in ("true", "false"):
         return v == "true"
     raise InvalidTableOperationError(f"table property {key} must be true or false, got {raw!r}")
-
-
-def _int_prop(conf: dict, key: str, default: int, minimum: int = 1) -> int:
-    raw = conf.get(key)
-    if raw is None:
-        return default
-    try:
-        v = int(str(raw).strip())
-    except ValueError:
-        raise InvalidTableOperationError(f"table property {key} must be an integer, got {raw!r}") from None
-    if v < minimum:
-        raise InvalidTableOperationError(f"table property {key} must be >= {minimum}, got {v}")
-    return v
 
 
 def _now_ms() -> int:
@@ -546,7 +534,7 @@ def write_checkpoint(log: Any, version: int | None = None, parts: int | None = N
     n_rows = table.num_rows
     v2 = is_feature_supported(snapshot.protocol, "v2Checkpoint")
     if parts is None:
-        part_size = _int_prop(snapshot.configuration, PART_SIZE_KEY, DEFAULT_PART_SIZE)
+        part_size = int_property(snapshot.configuration, PART_SIZE_KEY, DEFAULT_PART_SIZE)
         parts = max(1, math.ceil(n_rows / part_size))
     if v2:
         if parts > 1:
@@ -610,7 +598,7 @@ def checkpoint_if_needed(log: Any, version: int, configuration: dict | None = No
     `configuration`: the table configuration at `version` when the caller knows it (saves a read)."""
     try:
         conf = configuration if configuration is not None else _configuration_at(log, version)
-        interval = _int_prop(conf, CHECKPOINT_INTERVAL_KEY, DEFAULT_CHECKPOINT_INTERVAL)
+        interval = int_property(conf, CHECKPOINT_INTERVAL_KEY, DEFAULT_CHECKPOINT_INTERVAL)
         if version <= 0 or version % interval != 0:
             return None
         lc = write_checkpoint(log, version)

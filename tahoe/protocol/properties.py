@@ -29,7 +29,7 @@ from .table_features import FEATURES, canonical_feature_name
 __all__ = [
     "TABLE_PROPERTIES", "CONSTRAINT_PREFIX", "FEATURE_PREFIX", "normalize_properties",
     "normalize_property", "split_protocol_properties", "features_for_metadata",
-    "features_for_schema", "is_true", "parse_interval_ms", "isolation_level",
+    "features_for_schema", "is_true", "int_property", "parse_interval_ms", "isolation_level",
     "ISOLATION_LEVELS", "SERIALIZABLE", "WRITE_SERIALIZABLE", "SNAPSHOT_ISOLATION",
     "constraint_key", "constraints_of", "identity_columns", "check_identity_columns",
     "advance_identity_high_water_mark",
@@ -246,6 +246,21 @@ def split_protocol_properties(conf: dict[str, str]) -> tuple[dict[str, str], set
 
 def is_true(conf: dict[str, str] | None, key: str) -> bool:
     return str((conf or {}).get(key, "")).strip().lower() == "true"
+
+
+def int_property(conf: dict[str, str] | None, key: str, default: int, minimum: int = 1) -> int:
+    """An integer table property (`default` when absent); InvalidTableOperationError naming it
+    when it is no integer or below `minimum`."""
+    raw = (conf or {}).get(key)
+    if raw is None:
+        return default
+    try:
+        v = int(str(raw).strip())
+    except ValueError:
+        raise InvalidTableOperationError(f"table property {key} must be an integer, got {raw!r}") from None
+    if v < minimum:
+        raise InvalidTableOperationError(f"table property {key} must be >= {minimum}, got {v}")
+    return v
 
 
 def isolation_level(conf: dict[str, str] | None) -> str:

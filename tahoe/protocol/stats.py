@@ -37,7 +37,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import CorruptLogError, InvalidTableOperationError, SchemaError
+from ..errors import CorruptLogError, SchemaError
+from .properties import int_property
 from .schema import DataType, DecimalType, PrimitiveType, StructField, StructType
 
 __all__ = [
@@ -342,8 +343,8 @@ class StatsConfig:
         conf = configuration or {}
         raw = conf.get("delta.dataSkippingStatsColumns")
         indexed = tuple(c for c in str(raw).split(",") if c.strip()) if raw else None
-        return cls(_int_property(conf, "delta.dataSkippingNumIndexedCols", DEFAULT_NUM_INDEXED_COLS, -1),
-                   indexed, _int_property(conf, "delta.dataSkippingStringPrefixLength",
+        return cls(int_property(conf, "delta.dataSkippingNumIndexedCols", DEFAULT_NUM_INDEXED_COLS, -1),
+                   indexed, int_property(conf, "delta.dataSkippingStringPrefixLength",
                                           DEFAULT_STRING_PREFIX_LENGTH, 0))
 
     def columns(self, schema: StructType, partition_columns: Iterable[str] = ()) -> StructType:
@@ -351,19 +352,6 @@ class StatsConfig:
         return stats_columns(schema, self.num_indexed_cols,
                              list(self.indexed_columns) if self.indexed_columns is not None else None,
                              partition_columns)
-
-
-def _int_property(conf: dict, key: str, default: int, minimum: int) -> int:
-    raw = conf.get(key)
-    if raw is None:
-        return default
-    try:
-        v = int(str(raw).strip())
-    except ValueError:
-        raise InvalidTableOperationError(f"table property {key} must be an integer, got {raw!r}") from None
-    if v < minimum:
-        raise InvalidTableOperationError(f"table property {key} must be >= {minimum}, got {v}")
-    return v
 
 
 def stats_columns(schema: StructType, num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS,
