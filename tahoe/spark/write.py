@@ -76,7 +76,7 @@ from ..write.plan import (
 from .session import configure, session_overwrite_mode, session_time_zone
 from .types import col, from_spark_schema, quote, to_spark_schema, to_spark_type
 
-__all__ = ["write_delta", "footer_stats"]
+__all__ = ["write_delta", "write_dataframe", "footer_stats"]
 
 _ERR = "TAHOE_VIOLATION:"
 _CHECK = "__tahoe_check"
@@ -110,12 +110,20 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
         storage_options=storage_options, api="write_delta")
     if plan.skip:
         return plan.read_version
+    adds, marks = write_dataframe(df, log, plan)
+    return commit_write(plan, log, snap, adds, marks)
+
+
+def write_dataframe(df, log: DeltaLog, plan: WritePlan) -> tuple[list[AddFile], dict[str, int]]:
+    """The Spark executor's file work for `plan` (a WRITE's, or `tahoe.write.plan.plan_rows`'
+    for the rows a DML writes): `df` shaped and checked inside one job (`_shape`), written as data
+    files of the table — Spark's parquet writer for local tables, pyarrow in the tasks for object
+    stores. Returns (AddFiles, identity high-water marks); nothing is committed (see
+    `tahoe.write.commit`)."""
     shaped = _shape(df, plan)
     if _is_local(log.table_root):
-        adds, marks = _write_native(spark, shaped, log.table_root, plan)
-    else:
-        adds, marks = _write_arrow(shaped, plan)
-    return commit_write(plan, log, snap, adds, marks)
+        return _write_native(df.sparkSession, shaped, log.table_root, plan)
+    return _write_arrow(shaped, plan)
 
 
 def _schema_mode(merge_schema: bool, overwrite_schema: bool) -> str | None:

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from ..errors import ConstraintViolationError, UnsupportedFeatureError
 from ..log.delta_log import DeltaLog
+from ..protocol.actions import AddFile
 from ..protocol.schema import StructType, from_arrow_schema, to_arrow_type
 from .commit import commit_write
 from .constraints import check_constraints, evaluate, parse_sql, table_resolver
@@ -35,7 +36,7 @@ from .files import DEFAULT_TARGET_FILE_ROWS, conform_to_schema, to_arrow_table, 
 from .plan import WritePlan, identity_values, plan_write
 from .writer import check_replace_where
 
-__all__ = ["write_table", "prepare_rows", "fill_columns"]
+__all__ = ["write_table", "write_rows", "prepare_rows", "fill_columns"]
 
 
 def fill_columns(rows: pa.Table, plan: WritePlan, first_position: int = 0) -> tuple[pa.Table, dict[str, int]]:
@@ -149,9 +150,18 @@ def write_table(uri: str | DeltaLog, data: Any, mode: str = "append", partition_
                             txn_version=txn_version, storage_options=storage_options)
     if plan.skip:
         return plan.read_version
-    rows, marks = prepare_rows(table, plan)
+    adds, marks, num_rows = write_rows(log, table, plan, target_file_rows)
+    return commit_write(plan, log, snap, adds, marks, num_rows=num_rows)
+
+
+def write_rows(log: DeltaLog, data: pa.Table, plan: WritePlan, target_file_rows: int = DEFAULT_TARGET_FILE_ROWS,
+               first_position: int = 0) -> tuple[list[AddFile], dict[str, int], int]:
+    """The Arrow executor's file work for `plan`: `data` prepared (`prepare_rows`) and written as
+    data files of the table. Returns (AddFiles, identity high-water marks, rows written); nothing
+    is committed (see `tahoe.write.commit`)."""
+    rows, marks = prepare_rows(data, plan, first_position)
     schema: StructType = plan.schema
     adds = write_data_files(log.store, log.table_root, rows, schema, plan.partition_columns,
                             plan.column_mapping_mode, plan.configuration, target_file_rows,
                             tight_bounds=plan.tight_bounds)
-    return commit_write(plan, log, snap, adds, marks, num_rows=rows.num_rows)
+    return adds, marks, rows.num_rows

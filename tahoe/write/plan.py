@@ -63,10 +63,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..log.snapshot import Snapshot
 
 __all__ = [
-    "WritePlan", "plan_write", "WRITE_MODES", "SCHEMA_MODES", "OPERATION_MODE", "resolve_partition_columns",
+    "WritePlan", "plan_write", "plan_rows", "WRITE_MODES", "SCHEMA_MODES", "OPERATION_MODE", "resolve_partition_columns",
     "use_dynamic_overwrite", "write_parameters", "tight_bounds", "computed_columns", "with_computed_columns",
     "identity_generation", "identity_range", "identity_values", "identity_overflow_message",
-    "record_type_changes",
+    "record_type_changes", "identity_mark", "merge_identity_marks",
 ]
 
 WRITE_MODES = ("append", "overwrite", "error", "ignore")
@@ -499,6 +499,28 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
                      tight_bounds=tight_bounds(conf, snap.protocol if snap is not None else None),
                      identity=identity, generated=generated, defaults=defaults,
                      constraints=constraint_expressions(schema, conf)), snap
+
+
+def plan_rows(snapshot: "Snapshot", incoming: StructType, operation: str, parameters: dict | None = None,
+              storage_options: dict | None = None, user_metadata: str | None = None) -> WritePlan:
+    """A plan for writing rows of schema `incoming` into the existing table of `snapshot` without
+    changing its schema or partitioning — the rows an UPDATE rewrites or a MERGE inserts: the
+    same column rules (identity values for columns the rows omit, defaults, generated columns,
+    constraints) and file settings as a WRITE's, for the same executors (`tahoe.write.arrow.
+    write_rows`, `tahoe.spark.write.write_dataframe`). The operation stages its own removes and
+    commits with `tahoe.write.commit.commit_new_files` on a transaction opened on `snapshot`."""
+    check_writable(snapshot.protocol)
+    schema = snapshot.schema
+    conf = snapshot.configuration
+    _check_compatible(schema, incoming, API_SPELLING["write_table"])
+    identity, generated, defaults = _column_fills(schema, incoming)
+    return WritePlan(table_root=snapshot.table_root, storage_options=storage_options, mode="append",
+                     read_version=snapshot.version, operation=operation, parameters=dict(parameters or {}),
+                     schema_json=schema.to_json(), partition_columns=list(snapshot.partition_columns),
+                     configuration=dict(conf), new_metadata=None, incoming_json=incoming.to_json(),
+                     tight_bounds=tight_bounds(conf, snapshot.protocol), identity=identity, generated=generated,
+                     defaults=defaults, constraints=constraint_expressions(schema, conf),
+                     user_metadata=user_metadata)
 
 
 def _merge(snap: "Snapshot", incoming: StructType) -> StructType:

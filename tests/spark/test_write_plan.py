@@ -20,7 +20,7 @@ import tahoe
 from tahoe import DeltaLog, Table
 from tahoe.errors import ProtocolChangedException, SchemaError
 from tests.conftest import assert_rows_equal
-from tests.spark.test_write import delta_rs_read
+from tests.spark.test_write import _norm, delta_rs_read
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
@@ -76,7 +76,7 @@ def test_write_delta_loses_a_create_race_without_touching_the_winner(spark, tmp_
     assert _versions(path) == [0]
     assert DeltaLog.for_table(path).snapshot().metadata.id == _version_zero_id(path)
     assert len(_parquet_files(path)) == 2
-    assert_rows_equal(delta_rs_read(path, tmp_path), rival, "delta-rs")
+    assert_rows_equal(_norm(delta_rs_read(path, tmp_path)), _norm(rival), "delta-rs")
 
 
 def test_datasource_loses_a_create_race_without_touching_the_winner(spark, tmp_path):
@@ -100,28 +100,30 @@ def test_datasource_loses_a_create_race_without_touching_the_winner(spark, tmp_p
             _time.sleep(0.05)
         return x
 
-    errors: list = []
-
-    def save():
-        try:
-            spark.range(4).repartition(1).select(gate("id").alias("id")).write.format("delta").mode("append").save(path)
-        except Exception as e:  # noqa: BLE001
-            errors.append(e)
-
-    t = threading.Thread(target=save)
-    t.start()
-    deadline = time.time() + 120
-    while not os.path.exists(started) and time.time() < deadline:
-        time.sleep(0.05)
     rival = pa.table({"id": [100, 200]})
-    tahoe.write_table(path, rival)
-    open(go, "w").close()
+
+    def rival_writer():   # creates the table while the save's tasks wait
+        deadline = time.time() + 120
+        while not os.path.exists(started) and time.time() < deadline:
+            time.sleep(0.05)
+        try:
+            tahoe.write_table(path, rival)
+        finally:
+            open(go, "w").close()
+
+    t = threading.Thread(target=rival_writer)
+    t.start()
+    errors: list = []
+    try:
+        spark.range(4).repartition(1).select(gate("id").alias("id")).write.format("delta").mode("append").save(path)
+    except Exception as e:  # noqa: BLE001
+        errors.append(e)
     t.join(timeout=300)
     assert len(errors) == 1 and "multiple writers are writing to an empty directory" in str(errors[0])
     assert _versions(path) == [0]
     assert DeltaLog.for_table(path).snapshot().metadata.id == _version_zero_id(path)
     assert len(_parquet_files(path)) == 1      # the loser's files are gone
-    assert_rows_equal(delta_rs_read(path, tmp_path), rival, "delta-rs")
+    assert_rows_equal(_norm(delta_rs_read(path, tmp_path)), _norm(rival), "delta-rs")
 
 
 # --- a commit whose acknowledgement is lost -----------------------------------------------------------
@@ -136,7 +138,7 @@ def test_write_delta_commit_with_a_lost_acknowledgement_keeps_its_files(spark, t
     store = AckLosingLocalStore()
     v = write_delta(spark.range(3, 5), DeltaLog(store, os.path.abspath(path)))
     assert store.lost == 1 and v == 1 and _versions(path) == [0, 1]
-    assert_rows_equal(delta_rs_read(path, tmp_path), pa.table({"id": list(range(5))}), "delta-rs")
+    assert_rows_equal(_norm(delta_rs_read(path, tmp_path)), pa.table({"id": list(range(5))}), "delta-rs")
 
 
 # --- column defaults -------------------------------------------------------------------------------------
@@ -159,8 +161,8 @@ def test_column_defaults_in_every_writer(spark, tmp_path):
     write_delta(spark.createDataFrame([(3,)], "id long"), path)                     # Spark, native files
     spark.createDataFrame([(4, "old")], "id long, status string").write.format("delta").mode("append").save(path)
     expected = pa.table({"id": [1, 2, 3, 4], "status": ["new", "new", "new", "old"], "n": [42, None, 42, 42]})
-    assert_rows_equal(delta_rs_read(path, tmp_path), expected, "delta-rs")
-    assert_rows_equal(_rows(spark, path), expected, "tahoe on Spark")
+    assert_rows_equal(_norm(delta_rs_read(path, tmp_path)), _norm(expected), "delta-rs")
+    assert_rows_equal(_norm(_rows(spark, path)), _norm(expected), "tahoe on Spark")
 
 
 # --- type widening -----------------------------------------------------------------------------------------

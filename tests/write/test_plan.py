@@ -136,3 +136,39 @@ def test_executors_plan_and_commit_through_the_shared_modules(executor):
     names = _names(REPO / executor)
     assert {"plan_write", "commit_write"} <= names
     assert not (names & _PLANNING), f"{executor} plans by itself: {sorted(names & _PLANNING)}"
+
+
+def test_plan_rows_and_the_commit_step_for_an_operation_of_its_own(tmp_path):
+    """The pieces DML builds on: a plan for rows written into an existing table (`plan_rows`: an
+    identity column the rows omit is generated beyond its high-water mark, a default applied),
+    the Arrow executor's file work (`write_rows`), and the commit step on a transaction of the
+    operation's own (`commit_new_files`), which here also removes a file."""
+    from tahoe.protocol.schema import StructField as F
+    from tahoe.txn import Transaction
+    from tahoe.write.arrow import write_rows
+    from tahoe.write.commit import commit_new_files
+    from tahoe.write.plan import plan_rows
+
+    path = str(tmp_path / "t")
+    schema = StructType([F("id", LONG, True, {"delta.identity.start": 1, "delta.identity.step": 1,
+                                              "delta.identity.allowExplicitInsert": False}),
+                         F("v", STRING), F("tag", STRING, True, {"CURRENT_DEFAULT": "'dml'"})])
+    create_table(path, schema)
+    tahoe.write_table(path, pa.table({"v": ["a", "b"]}))                   # ids 1, 2
+    log = DeltaLog.for_table(path)
+    snap = log.snapshot()
+    old = [a for a in snap.add_files()]
+    plan = plan_rows(snap, StructType([F("v", STRING)]), "MERGE", {"predicate": "[]"})
+    adds, marks, n = write_rows(log, pa.table({"v": ["c"]}), plan)
+    txn = Transaction(log, plan.operation, plan.parameters, snapshot=snap)
+
+    def stage(t):
+        t.remove_files(old)
+        t.add_files(adds)
+        for col, mark in marks.items():
+            t.update_identity_high_water_mark(col, mark)
+        return {"numTargetRowsInserted": n}
+
+    v = commit_new_files(txn, adds, stage)
+    assert v == 2 and marks == {"id": 3}
+    read_back(path, tmp_path, pa.table({"id": [3], "v": ["c"], "tag": ["dml"]}))
