@@ -50,10 +50,8 @@ from ..protocol.filenames import (
 from ..protocol.partition_values import partition_column_to_arrow
 from ..protocol.intervals import parse_interval_ms
 from ..protocol.properties import int_property
-from ..protocol.schema import (
-    DataType, DecimalType, PrimitiveType, StructField, StructType, from_arrow_type, to_arrow_type,
-)
-from ..protocol.stats import StatsConfig, typed_value
+from ..protocol.schema import StructField, StructType, from_arrow_type, to_arrow_type
+from ..protocol.stats import StatsConfig, min_max_eligible, typed_value
 from ..protocol.table_features import check_writable, is_feature_supported
 from .last_checkpoint import LastCheckpoint, read_last_checkpoint, write_last_checkpoint
 from .replay import DV_TYPE, STRING_MAP, read_commit
@@ -137,14 +135,6 @@ _ADD_COLUMNS = [n for n, _ in _ADD_BASE] + ["clusteringProvider", "stats"]
 _REMOVE_COLUMNS = [_REMOVE.field(i).name for i in range(_REMOVE.num_fields)]
 
 
-def _stats_eligible(dt: DataType) -> bool:
-    if isinstance(dt, DecimalType):
-        return True
-    return isinstance(dt, PrimitiveType) and dt.name in (
-        "byte", "short", "integer", "long", "float", "double", "date", "timestamp",
-        "timestamp_ntz", "string")
-
-
 def _phys(f: StructField, mapped: bool) -> str:
     return column_mapping.physical_name(f) if mapped else f.name
 
@@ -156,7 +146,7 @@ def _minmax_type(struct: StructType, mapped: bool) -> pa.DataType | None:
             inner = _minmax_type(f.type, mapped)
             if inner is not None:
                 fields.append(pa.field(_phys(f, mapped), inner))
-        elif _stats_eligible(f.type):
+        elif min_max_eligible(f.type):
             fields.append(pa.field(_phys(f, mapped), to_arrow_type(f.type)))
     return pa.struct(fields) if fields else None
 

@@ -44,6 +44,7 @@ from .schema import DataType, DecimalType, PrimitiveType, StructField, StructTyp
 __all__ = [
     "FileStats", "JsonNumber", "parse_stats", "typed_value", "get_nested", "compute_stats",
     "stats_columns", "truncate_min_string", "truncate_max_string", "StatsConfig", "stats_json",
+    "min_max_eligible",
     "format_float_stat", "DEFAULT_NUM_INDEXED_COLS", "DEFAULT_STRING_PREFIX_LENGTH",
 ]
 
@@ -370,7 +371,9 @@ def stats_columns(schema: StructType, num_indexed_cols: int = DEFAULT_NUM_INDEXE
     return _truncate_leaves(data, num_indexed_cols)[0]
 
 
-def _eligible(dt: DataType) -> bool:
+def min_max_eligible(dt: DataType) -> bool:
+    """Whether columns of type `dt` get minValues/maxValues in the stats (numbers, dates,
+    timestamps, strings; not booleans, binaries or nested types)."""
     if isinstance(dt, DecimalType):
         return True
     return isinstance(dt, PrimitiveType) and dt.name in (
@@ -566,7 +569,7 @@ def compute_stats(table: pa.Table | pa.RecordBatch, schema: StructType,
                     any_eligible = True
                 continue
             nulls[key] = n if arr is None else arr.null_count
-            if arr is None or not _eligible(f.type):
+            if arr is None or not min_max_eligible(f.type):
                 continue
             any_eligible = True
             lo, hi = _min_max(arr, f.type, string_prefix_length)
