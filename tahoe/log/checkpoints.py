@@ -49,9 +49,10 @@ from ..protocol.filenames import (
 )
 from ..protocol.partition_values import partition_column_to_arrow
 from ..protocol.intervals import parse_interval_ms
-from ..protocol.properties import int_property
-from ..protocol.schema import StructField, StructType, from_arrow_type, to_arrow_type
-from ..protocol.stats import StatsConfig, min_max_eligible, typed_value
+from ..protocol.schema import (
+    DataType, DecimalType, PrimitiveType, StructField, StructType, from_arrow_type, to_arrow_type,
+)
+from ..protocol.stats import DEFAULT_NUM_INDEXED_COLS, stats_columns, typed_value
 from ..protocol.table_features import check_writable, is_feature_supported
 from .last_checkpoint import LastCheckpoint, read_last_checkpoint, write_last_checkpoint
 from .replay import DV_TYPE, STRING_MAP, read_commit
@@ -100,6 +101,19 @@ def _bool_prop(conf: dict, key: str, default: bool | None) -> bool | None:
     raise InvalidTableOperationError(f"table property {key} must be true or false, got {raw!r}")
 
 
+def _int_prop(conf: dict, key: str, default: int, minimum: int = 1) -> int:
+    raw = conf.get(key)
+    if raw is None:
+        return default
+    try:
+        v = int(str(raw).strip())
+    except ValueError:
+        raise InvalidTableOperationError(f"table property {key} must be an integer, got {raw!r}") from None
+    if v < minimum:
+        raise InvalidTableOperationError(f"table property {key} must be >= {minimum}, got {v}")
+    return v
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -135,6 +149,14 @@ _ADD_COLUMNS = [n for n, _ in _ADD_BASE] + ["clusteringProvider", "stats"]
 _REMOVE_COLUMNS = [_REMOVE.field(i).name for i in range(_REMOVE.num_fields)]
 
 
+def _stats_eligible(dt: DataType) -> bool:
+    if isinstance(dt, DecimalType):
+        return True
+    return isinstance(dt, PrimitiveType) and dt.name in (
+        "byte", "short", "integer", "long", "float", "double", "date", "timestamp",
+        "timestamp_ntz", "string")
+
+
 def _phys(f: StructField, mapped: bool) -> str:
     return column_mapping.physical_name(f) if mapped else f.name
 
@@ -146,7 +168,7 @@ def _minmax_type(struct: StructType, mapped: bool) -> pa.DataType | None:
             inner = _minmax_type(f.type, mapped)
             if inner is not None:
                 fields.append(pa.field(_phys(f, mapped), inner))
-        elif min_max_eligible(f.type):
+        elif _stats_eligible(f.type):
             fields.append(pa.field(_phys(f, mapped), to_arrow_type(f.type)))
     return pa.struct(fields) if fields else None
 
@@ -169,7 +191,10 @@ def stats_parsed_type(snapshot: Snapshot) -> pa.DataType:
     tightBounds when the table supports deletion vectors; physical names under column mapping."""
     conf = snapshot.configuration
     mapped = column_mapping.mode(conf) in ("name", "id")
-    cols = StatsConfig.of(conf).columns(snapshot.schema, snapshot.partition_columns)
+    raw_cols = conf.get("delta.dataSkippingStatsColumns")
+    indexed = [c for c in raw_cols.split(",")] if raw_cols else None
+    num = _int_prop(conf, "delta.dataSkippingNumIndexedCols", DEFAULT_NUM_INDEXED_COLS, minimum=-1)
+    cols = stats_columns(snapshot.schema, num, indexed, snapshot.partition_columns)
     fields = [pa.field("numRecords", pa.int64())]
     mm = _minmax_type(cols, mapped)
     if mm is not None:
@@ -524,7 +549,7 @@ def write_checkpoint(log: Any, version: int | None = None, parts: int | None = N
     n_rows = table.num_rows
     v2 = is_feature_supported(snapshot.protocol, "v2Checkpoint")
     if parts is None:
-        part_size = int_property(snapshot.configuration, PART_SIZE_KEY, DEFAULT_PART_SIZE)
+        part_size = _int_prop(snapshot.configuration, PART_SIZE_KEY, DEFAULT_PART_SIZE)
         parts = max(1, math.ceil(n_rows / part_size))
     if v2:
         if parts > 1:
@@ -588,7 +613,7 @@ def checkpoint_if_needed(log: Any, version: int, configuration: dict | None = No
     `configuration`: the table configuration at `version` when the caller knows it (saves a read)."""
     try:
         conf = configuration if configuration is not None else _configuration_at(log, version)
-        interval = int_property(conf, CHECKPOINT_INTERVAL_KEY, DEFAULT_CHECKPOINT_INTERVAL)
+        interval = _int_prop(conf, CHECKPOINT_INTERVAL_KEY, DEFAULT_CHECKPOINT_INTERVAL)
         if version <= 0 or version % interval != 0:
             return None
         lc = write_checkpoint(log, version)

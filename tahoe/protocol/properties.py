@@ -19,7 +19,7 @@ Owns:
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 from ..errors import InvalidTableOperationError, SchemaError
 from .intervals import parse_interval_ms
@@ -29,7 +29,8 @@ from .table_features import FEATURES, canonical_feature_name
 __all__ = [
     "TABLE_PROPERTIES", "CONSTRAINT_PREFIX", "FEATURE_PREFIX", "normalize_properties",
     "normalize_property", "split_protocol_properties", "features_for_metadata",
-    "features_for_schema", "is_true", "int_property", "parse_interval_ms", "isolation_level",
+    "features_for_schema", "is_true", "parse_interval_ms", "isolation_level", "data_skipping_settings",
+    "DataSkippingSettings",
     "ISOLATION_LEVELS", "SERIALIZABLE", "WRITE_SERIALIZABLE", "SNAPSHOT_ISOLATION",
     "constraint_key", "constraints_of", "identity_columns", "check_identity_columns",
     "advance_identity_high_water_mark",
@@ -248,19 +249,33 @@ def is_true(conf: dict[str, str] | None, key: str) -> bool:
     return str((conf or {}).get(key, "")).strip().lower() == "true"
 
 
-def int_property(conf: dict[str, str] | None, key: str, default: int, minimum: int = 1) -> int:
-    """An integer table property (`default` when absent); InvalidTableOperationError naming it
-    when it is no integer or below `minimum`."""
-    raw = (conf or {}).get(key)
-    if raw is None:
-        return default
-    try:
-        v = int(str(raw).strip())
-    except ValueError:
-        raise InvalidTableOperationError(f"table property {key} must be an integer, got {raw!r}") from None
-    if v < minimum:
-        raise InvalidTableOperationError(f"table property {key} must be >= {minimum}, got {v}")
-    return v
+class DataSkippingSettings(NamedTuple):
+    """Which columns get statistics (delta.dataSkippingNumIndexedCols / StatsColumns) and how long
+    string min/max prefixes are (delta.dataSkippingStringPrefixLength)."""
+    num_indexed_cols: int
+    stats_columns: list[str] | None      # None: the first `num_indexed_cols` leaves
+    string_prefix_length: int
+
+
+def data_skipping_settings(conf: dict[str, str] | None) -> DataSkippingSettings:
+    """The table's data-skipping settings, delta-spark's defaults (32 columns, 32 characters)
+    where unset; InvalidTableOperationError naming the property when a stored value is invalid."""
+    conf = conf or {}
+
+    def integer(key: str, default: int, check: Callable[[str], str]) -> int:
+        raw = conf.get(key)
+        if raw is None:
+            return default
+        try:
+            return int(check(str(raw)))
+        except ValueError as e:
+            raise InvalidTableOperationError(f"table property '{key}' has an invalid value '{raw}': {e}") from None
+
+    cols = conf.get("delta.dataSkippingStatsColumns")
+    return DataSkippingSettings(
+        integer("delta.dataSkippingNumIndexedCols", 32, TABLE_PROPERTIES["delta.dataSkippingNumIndexedCols"]),
+        [c.strip() for c in str(cols).split(",") if c.strip()] if cols is not None else None,
+        integer("delta.dataSkippingStringPrefixLength", 32, TABLE_PROPERTIES["delta.dataSkippingStringPrefixLength"]))
 
 
 def isolation_level(conf: dict[str, str] | None) -> str:

@@ -38,13 +38,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import CorruptLogError, SchemaError
-from .properties import int_property
 from .schema import DataType, DecimalType, PrimitiveType, StructField, StructType
 
 __all__ = [
     "FileStats", "JsonNumber", "parse_stats", "typed_value", "get_nested", "compute_stats",
-    "stats_columns", "truncate_min_string", "truncate_max_string", "StatsConfig", "stats_json",
-    "min_max_eligible",
+    "stats_columns", "truncate_min_string", "truncate_max_string", "stats_json",
     "format_float_stat", "DEFAULT_NUM_INDEXED_COLS", "DEFAULT_STRING_PREFIX_LENGTH",
 ]
 
@@ -328,33 +326,6 @@ def _filter_paths(schema: StructType, paths: list[list[str]]) -> StructType:
     return StructType(out)
 
 
-@dataclass(frozen=True)
-class StatsConfig:
-    """Which stats a writer collects, from the table's configuration — the one reader of
-    `delta.dataSkippingNumIndexedCols` (default 32; -1: all columns),
-    `delta.dataSkippingStatsColumns` (comma-separated column names; wins over the count) and
-    `delta.dataSkippingStringPrefixLength` (default 32). A value that is not an integer in range
-    is an InvalidTableOperationError naming the property."""
-    num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS
-    indexed_columns: tuple[str, ...] | None = None
-    string_prefix_length: int = DEFAULT_STRING_PREFIX_LENGTH
-
-    @classmethod
-    def of(cls, configuration: dict | None) -> "StatsConfig":
-        conf = configuration or {}
-        raw = conf.get("delta.dataSkippingStatsColumns")
-        indexed = tuple(c for c in str(raw).split(",") if c.strip()) if raw else None
-        return cls(int_property(conf, "delta.dataSkippingNumIndexedCols", DEFAULT_NUM_INDEXED_COLS, -1),
-                   indexed, int_property(conf, "delta.dataSkippingStringPrefixLength",
-                                          DEFAULT_STRING_PREFIX_LENGTH, 0))
-
-    def columns(self, schema: StructType, partition_columns: Iterable[str] = ()) -> StructType:
-        """The part of `schema` stats are collected on (`stats_columns`)."""
-        return stats_columns(schema, self.num_indexed_cols,
-                             list(self.indexed_columns) if self.indexed_columns is not None else None,
-                             partition_columns)
-
-
 def stats_columns(schema: StructType, num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS,
                   indexed_columns: Iterable[str] | None = None,
                   partition_columns: Iterable[str] = ()) -> StructType:
@@ -371,9 +342,7 @@ def stats_columns(schema: StructType, num_indexed_cols: int = DEFAULT_NUM_INDEXE
     return _truncate_leaves(data, num_indexed_cols)[0]
 
 
-def min_max_eligible(dt: DataType) -> bool:
-    """Whether columns of type `dt` get minValues/maxValues in the stats (numbers, dates,
-    timestamps, strings; not booleans, binaries or nested types)."""
+def _eligible(dt: DataType) -> bool:
     if isinstance(dt, DecimalType):
         return True
     return isinstance(dt, PrimitiveType) and dt.name in (
@@ -569,7 +538,7 @@ def compute_stats(table: pa.Table | pa.RecordBatch, schema: StructType,
                     any_eligible = True
                 continue
             nulls[key] = n if arr is None else arr.null_count
-            if arr is None or not min_max_eligible(f.type):
+            if arr is None or not _eligible(f.type):
                 continue
             any_eligible = True
             lo, hi = _min_max(arr, f.type, string_prefix_length)

@@ -64,8 +64,9 @@ from ..protocol.partition_values import (
     HIVE_DEFAULT_PARTITION, parse_partition_value, serialize_partition_value, unescape_path_name,
 )
 from ..protocol.schema import DecimalType, PrimitiveType, StructField, StructType
+from ..protocol.properties import data_skipping_settings
 from ..protocol.stats import (
-    DEFAULT_STRING_PREFIX_LENGTH, StatsConfig, format_float_stat, stats_json, truncate_max_string,
+    DEFAULT_STRING_PREFIX_LENGTH, format_float_stat, stats_columns, stats_json, truncate_max_string,
     truncate_min_string,
 )
 from ..write.commit import commit_write, delete_data_files
@@ -294,8 +295,8 @@ def _write_native(spark, df, table_root: str, plan: WritePlan) -> tuple[list[Add
                     files.append(os.path.relpath(os.path.join(dirpath, n), staging))
         tz = session_time_zone(spark)
         values = {rel: _partition_values(rel, part_fields, part_phys, tz) for rel in files}
-        stats_conf = StatsConfig.of(plan.configuration)
-        stats_schema = stats_conf.columns(schema, pcols)
+        skipping = data_skipping_settings(plan.configuration)
+        stats_schema = stats_columns(schema, skipping.num_indexed_cols, skipping.stats_columns, pcols)
         identity_cols = list(plan.identity)
 
         def one(rel: str):
@@ -306,7 +307,7 @@ def _write_native(spark, df, table_root: str, plan: WritePlan) -> tuple[list[Add
             moved.append(dst)
             st = os.stat(dst)
             md = pq.ParquetFile(dst).metadata
-            stats, maxes = footer_stats(md, stats_schema, mapped, stats_conf.string_prefix_length, identity_cols,
+            stats, maxes = footer_stats(md, stats_schema, mapped, skipping.string_prefix_length, identity_cols,
                                         schema)
             from ..write.files import encode_log_path
             add = AddFile(path=encode_log_path(rel.replace(os.sep, "/")), partition_values=values[rel],

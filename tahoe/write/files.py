@@ -36,7 +36,7 @@ from ..protocol import column_mapping
 from ..protocol.actions import AddFile
 from ..protocol.partition_values import partition_path, serialize_partition_value
 from ..protocol.schema import ArrayType, DataType, MapType, StructField, StructType, to_arrow_type
-from ..protocol.stats import StatsConfig, compute_stats
+from ..protocol.stats import DEFAULT_NUM_INDEXED_COLS, DEFAULT_STRING_PREFIX_LENGTH, compute_stats
 from ..storage import resolve_data_path
 from ..storage.base import LogStore
 
@@ -258,6 +258,16 @@ def _parquet_bytes(table: pa.Table) -> pa.Buffer:
     return sink.getvalue()
 
 
+def _int_conf(conf: dict, key: str, default: int) -> int:
+    raw = conf.get(key)
+    if raw is None:
+        return default
+    try:
+        return int(str(raw).strip())
+    except ValueError:
+        raise SchemaError(f"table property {key} must be an integer, got {raw!r}") from None
+
+
 def write_data_files(store: LogStore, table_root: str, data: pa.Table | Iterable[pa.RecordBatch],
                      snapshot_schema: StructType, partition_columns: Iterable[str] = (),
                      column_mapping_mode: str = "none", configuration: dict | None = None,
@@ -282,8 +292,10 @@ def write_data_files(store: LogStore, table_root: str, data: pa.Table | Iterable
     mapped = column_mapping_mode in ("name", "id")
     pv_key = {f.name: (column_mapping.physical_name(f) if mapped else f.name) for f in part_fields}
 
-    stats = StatsConfig.of(conf)
-    indexed = list(stats.indexed_columns) if stats.indexed_columns is not None else None
+    stats_cols_raw = conf.get("delta.dataSkippingStatsColumns")
+    indexed = [c for c in stats_cols_raw.split(",") if c.strip()] if stats_cols_raw else None
+    num_indexed = _int_conf(conf, "delta.dataSkippingNumIndexedCols", DEFAULT_NUM_INDEXED_COLS)
+    prefix_len = _int_conf(conf, "delta.dataSkippingStringPrefixLength", DEFAULT_STRING_PREFIX_LENGTH)
 
     if table.num_rows == 0:
         return []
@@ -314,7 +326,7 @@ def write_data_files(store: LogStore, table_root: str, data: pa.Table | Iterable
             body = _parquet_bytes(_retype(chunk, physical_schema))
             with store.filesystem.open_output_stream(store.to_fs_path(full)) as out:
                 out.write(body)
-            file_stats = compute_stats(chunk, snapshot_schema, stats.num_indexed_cols, indexed, stats.string_prefix_length,
+            stats = compute_stats(chunk, snapshot_schema, num_indexed, indexed, prefix_len,
                                   column_mapping_mode=column_mapping_mode, partition_columns=pcols,
                                   tight_bounds=tight_bounds)
             adds.append(AddFile(
@@ -323,6 +335,6 @@ def write_data_files(store: LogStore, table_root: str, data: pa.Table | Iterable
                 size=body.size,
                 modification_time=int(time.time() * 1000),
                 data_change=True,
-                stats=file_stats,
+                stats=stats,
             ))
     return adds
