@@ -106,7 +106,7 @@ def _read_as_recipient(profile: Path, table_url_suffix: str, version_to_read: in
 def run_demo(directory: str = "demo-output") -> None:
     from .table import Table
     from .write.dml import delete
-    from .write.writer import write_table
+    from .write.arrow import write_table
 
     root = Path(directory).resolve()
     shutil.rmtree(root, ignore_errors=True)

@@ -105,6 +105,13 @@ class CommitFailedException(DeltaError):
     """The commit could not be written after the allowed number of retries."""
 
 
+class CommitOutcomeUnknownError(DeltaError):
+    """A commit was sent to the log store but whether it landed could not be found out (the store
+    failed after the write was sent, and reading the version back failed too). The version may or
+    may not exist: nothing the commit references has been deleted. Read the table to see; VACUUM
+    collects the files of a commit that did not land."""
+
+
 # --- storage ---------------------------------------------------------------------------------
 
 class UnsupportedStorageError(DeltaError):

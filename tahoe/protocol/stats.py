@@ -42,8 +42,8 @@ from .schema import DataType, DecimalType, PrimitiveType, StructField, StructTyp
 
 __all__ = [
     "FileStats", "JsonNumber", "parse_stats", "typed_value", "get_nested", "compute_stats",
-    "stats_columns", "truncate_min_string", "truncate_max_string",
-    "DEFAULT_NUM_INDEXED_COLS", "DEFAULT_STRING_PREFIX_LENGTH",
+    "stats_columns", "truncate_min_string", "truncate_max_string", "stats_json",
+    "format_float_stat", "DEFAULT_NUM_INDEXED_COLS", "DEFAULT_STRING_PREFIX_LENGTH",
 ]
 
 DEFAULT_NUM_INDEXED_COLS = 32
@@ -365,6 +365,12 @@ def _find_child(names: list[str], wanted: Sequence[str]) -> int:
     return -1
 
 
+def format_float_stat(v: float, is_float32: bool) -> Any:
+    """A float/double stats bound as written in the stats JSON (NaN/Infinity as strings, float
+    columns with the shortest text that round-trips in float32)."""
+    return _fmt_float(v, is_float32)
+
+
 def _fmt_float(v: float, is_float32: bool) -> Any:
     if math.isnan(v):
         return "NaN"
@@ -452,6 +458,12 @@ def _min_max(arr: pa.Array | pa.ChunkedArray, dt: DataType, prefix_len: int) -> 
         lo, hi = mm["min"].as_py(), mm["max"].as_py()
         return truncate_min_string(lo, prefix_len), truncate_max_string(hi, prefix_len)
     return None, None
+
+
+def stats_json(v: Any) -> str:
+    """A stats object (dicts of numbers, strings, Decimals, None) as the compact JSON delta-spark
+    writes (Decimals exact, floats as produced by `format_float_stat`)."""
+    return _emit(v)
 
 
 def _emit(v: Any) -> str:

@@ -1,42 +1,43 @@
-"""The Spark write path: `write_delta(df, path, ...)` and the `format("delta")` data-source writer.
+"""The Spark executor of writes: `write_delta(df, path, ...)` and the `format("delta")` data-source
+writer.
 
-Owns writing a DataFrame into a Delta table with Spark doing the data work and tahoe the log work:
+Spark does the data work, tahoe the log work; every decision is the shared planner's
+(`tahoe.write.plan.plan_write`: modes, schema enforcement / mergeSchema with type widening /
+overwriteSchema, partitioning, replaceWhere, dynamic partition overwrite, idempotent
+txnAppId/txnVersion, identity / generated / default columns, constraints, commitInfo) and every
+commit goes through the shared commit step (`tahoe.write.commit.commit_write`):
 
-1. the table's schema/metadata is decided on the driver (`_plan_write`: create, append, overwrite,
-   error, ignore, mergeSchema, overwriteSchema, replaceWhere, dynamic partition overwrite,
-   idempotent txnAppId/txnVersion) with the same rules as the Spark-free `tahoe.write_table`;
-2. the DataFrame is shaped to the table: columns cast to the table types, absent columns null,
-   generated columns computed (or checked with `<=>` when given), identity values generated —
-   `tahoe.write.writer.identity_generation` decides first value and step for every writer; here
-   value k is `first + step * monotonically_increasing_id()` (unique, not dense, like
-   delta-spark), computed with `try_add`/`try_multiply`/`try_cast` so an overflow is a violation,
-   not a wrapped value; the high-water mark advances to the write's last value;
+1. the plan is made on the driver, before any job runs (every refusal that needs no data);
+2. the DataFrame is shaped to the table (`_shape`): columns cast to the table types, absent
+   columns null, column defaults (`CURRENT_DEFAULT`) filled, generated columns computed (or
+   checked with `<=>` when given), identity values generated — value k is
+   `first + step * monotonically_increasing_id()` (unique, not dense, like delta-spark), computed
+   with `try_add`/`try_multiply`/`try_cast` so an overflow is a violation, not a wrapped value;
+   the high-water mark advances to the write's last value;
 3. every row check — NOT NULL, CHECK constraints, invariants, generated columns, identity
    overflow, replaceWhere — is a `raise_error` column evaluated inside the single write job (no
    extra scan); a violation fails the job, ConstraintViolationError names the constraint and a
    sample row (as JSON), nothing is committed;
 4. the files: for local tables `df.write.partitionBy(...).parquet(staging)` writes into
-   `<root>/_tahoe_staging_<uuid>` (physical names and field ids under column mapping), the files
-   are moved into the table's partition directories (the staging directory is deleted whatever
-   happens), stats come from the parquet footers (pyarrow, ~0.2 ms a file; no second scan; float
-   bounds only from writers that order NaN last, see `_nan_ordering_writer`), partitionValues are
-   parsed from Spark's Hive directory names (unescaped, `__HIVE_DEFAULT_PARTITION__` = null,
-   timestamps from the session time zone to UTC) and serialized per the Delta spec. Object stores
-   (plain PySpark has no S3A connector): one `mapInArrow` job whose tasks write the files with
-   pyarrow (`tahoe.write.files`, stats from the rows in memory) and return their AddFiles;
-5. ONE `tahoe.txn.Transaction` commit through the table's log store (`_commit`: blind append;
-   overwrite removes the files it read; replaceWhere the matching partitions' files; dynamic
-   partition overwrite — `partition_overwrite_mode="dynamic"` or the session's
-   `spark.sql.sources.partitionOverwriteMode` — the files of the partitions the new files are in,
-   known once the files are written, recorded as a read partition predicate so concurrent writers
-   into those partitions conflict; `tahoe.write.writer.stage_overwrite`).
+   `<root>/_tahoe_staging_<uuid>` (physical names and field ids under column mapping); the
+   partition values are parsed from Spark's Hive directory names (unescaped,
+   `__HIVE_DEFAULT_PARTITION__` = null, timestamps from the session time zone to UTC) and
+   serialized per the Delta spec — a value that does not parse fails the write, nothing
+   committed — then the files are moved into the table's partition directories (the staging
+   directory is deleted whatever happens), stats come from the parquet footers (pyarrow, ~0.2 ms
+   a file; no second scan; float bounds only from writers that order NaN last, see
+   `_nan_ordering_writer`). Object stores (plain PySpark has no S3A connector): one `mapInArrow`
+   job whose tasks write the files with pyarrow (`tahoe.write.files`, stats from the rows in
+   memory) and return their AddFiles;
+5. ONE commit (`commit_write`): blind append; overwrite removes the files it read; replaceWhere
+   the matching partitions' files; dynamic partition overwrite the files of the partitions the new
+   files are in. Files of a commit that surely did not land are deleted, never on doubt.
 
 The data-source writer (`prepare_datasource_write` on the driver, `datasource_write_task` on
-executors, `datasource_commit`) shares the plan (`_plan_write`: its options are mapped onto
-write_delta's arguments, `delta.*` options become the properties of a table it creates), the
-identity generation (positions `partitionId << 33 + row`, as monotonically_increasing_id), the
-replaceWhere row check (`tahoe.write.writer.check_replace_where`, in the tasks), the file writing
-and the commit.
+executors, `datasource_commit` / `datasource_abort` in Spark's Python workers) maps its options
+onto the same planner (`delta.*` options become the properties of a table it creates), does the
+Arrow row work of `tahoe.write.arrow.prepare_rows` in its tasks (identity positions
+`partitionId << 33 + row`, as monotonically_increasing_id) and commits through `commit_write`.
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ import datetime as _dt
 import json
 import os
 import shutil
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
@@ -56,28 +56,28 @@ from zoneinfo import ZoneInfo
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import WriterCommitMessage
 
-from ..errors import ConstraintViolationError, InvalidTableOperationError, SchemaError, TableNotFoundError
+from ..errors import ConstraintViolationError, SchemaError
 from ..log import DeltaLog
 from ..protocol import column_mapping
-from ..protocol.actions import AddFile, Metadata
+from ..protocol.actions import AddFile
 from ..protocol.partition_values import (
     HIVE_DEFAULT_PARTITION, parse_partition_value, serialize_partition_value, unescape_path_name,
 )
-from ..protocol.schema import DecimalType, PrimitiveType, StructField, StructType, check_write_compatible, merge_schemas
+from ..protocol.schema import DecimalType, PrimitiveType, StructField, StructType
+from ..protocol.properties import data_skipping_settings
 from ..protocol.stats import (
-    DEFAULT_NUM_INDEXED_COLS, DEFAULT_STRING_PREFIX_LENGTH, _emit, _fmt_float, stats_columns,
-    truncate_max_string, truncate_min_string,
+    DEFAULT_STRING_PREFIX_LENGTH, format_float_stat, stats_columns, stats_json, truncate_max_string,
+    truncate_min_string,
 )
-from ..protocol.table_features import check_writable
-from ..protocol.properties import GENERATION_EXPRESSION, IDENTITY_STEP, is_true
-from ..write.writer import (
-    WRITE_MODES, parse_replace_where, resolve_partition_columns, stage_overwrite, tight_bounds,
-    use_dynamic_overwrite, write_parameters,
+from ..write.commit import commit_write, delete_data_files
+from ..write.plan import (
+    WRITE_MODES, WritePlan, identity_mark, identity_overflow_message, identity_range, merge_identity_marks,
+    plan_write,
 )
 from .session import configure, session_overwrite_mode, session_time_zone
 from .types import col, from_spark_schema, quote, to_spark_schema, to_spark_type
 
-__all__ = ["write_delta", "footer_stats"]
+__all__ = ["write_delta", "write_dataframe", "footer_stats"]
 
 _ERR = "TAHOE_VIOLATION:"
 _CHECK = "__tahoe_check"
@@ -85,252 +85,62 @@ _CHECK = "__tahoe_check"
 
 # --- the public API ------------------------------------------------------------------------------
 
-def write_delta(df, path: str, mode: str = "append", partition_by: str | Iterable[str] | None = None,
+def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: str | Iterable[str] | None = None,
                 replace_where: str | None = None, merge_schema: bool = False, overwrite_schema: bool = False,
                 user_metadata: str | None = None, txn_app_id: str | None = None, txn_version: int | None = None,
                 properties: dict | None = None, storage_options: dict | None = None,
                 partition_overwrite_mode: str | None = None) -> int:
-    """Write DataFrame `df` to the Delta table at `path` (created when absent); returns the table
-    version after the write (the current version when nothing was written: mode='ignore' on an
-    existing table, or an already-recorded txn_app_id/txn_version).
+    """Write DataFrame `df` to the Delta table at `path` (a path / URI or a `DeltaLog`; created
+    when absent); returns the table version after the write (the current version when nothing
+    was written: mode='ignore' on an existing table, or an already-recorded
+    txn_app_id/txn_version).
 
     partition_overwrite_mode: 'static' or 'dynamic' — with mode='overwrite' on a partitioned
     table, 'dynamic' replaces only the partitions `df` writes to; when None, the session's
     `spark.sql.sources.partitionOverwriteMode` decides (see
-    `tahoe.write.writer.use_dynamic_overwrite` for delta-spark's rules)."""
+    `tahoe.write.plan.use_dynamic_overwrite` for delta-spark's rules). A table another writer
+    creates while this one is creating it fails the write with ProtocolChangedException."""
     spark = df.sparkSession
     configure(spark)
-    plan, snap = _plan_write(
-        path, storage_options, from_spark_schema(df.schema), mode, partition_by, replace_where=replace_where,
-        merge_schema=merge_schema, overwrite_schema=overwrite_schema,
+    log = path if isinstance(path, DeltaLog) else DeltaLog.for_table(path, storage_options)
+    plan, snap = plan_write(
+        log, _strip_metadata(from_spark_schema(df.schema)), mode=mode, partition_by=partition_by,
+        replace_where=replace_where, schema_mode=_schema_mode(merge_schema, overwrite_schema),
         partition_overwrite_mode=partition_overwrite_mode, session_overwrite_mode=session_overwrite_mode(spark),
-        properties=properties, user_metadata=user_metadata, txn_app_id=txn_app_id, txn_version=txn_version)
+        properties=properties, user_metadata=user_metadata, txn_app_id=txn_app_id, txn_version=txn_version,
+        storage_options=storage_options, api="write_delta")
     if plan.skip:
         return plan.read_version
-    schema = StructType.from_json(plan.schema_json)
-    shaped, identity_cols = _shape(df, from_spark_schema(df.schema), schema, plan.conf, plan.replace_where)
-    log = DeltaLog.for_table(path, storage_options)
-    cm_mode = column_mapping.mode(plan.conf)
+    adds, marks = write_dataframe(df, log, plan)
+    return commit_write(plan, log, snap, adds, marks)
+
+
+def write_dataframe(df, log: DeltaLog, plan: WritePlan) -> tuple[list[AddFile], dict[str, int]]:
+    """The Spark executor's file work for `plan` (a WRITE's, or `tahoe.write.plan.plan_rows`'
+    for the rows a DML writes): `df` shaped and checked inside one job (`_shape`), written as data
+    files of the table — Spark's parquet writer for local tables, pyarrow in the tasks for object
+    stores. Returns (AddFiles, identity high-water marks); nothing is committed (see
+    `tahoe.write.commit`)."""
+    shaped = _shape(df, plan)
     if _is_local(log.table_root):
-        adds, marks = _write_native(spark, shaped, log.table_root, schema, plan.pcols, cm_mode, plan.conf,
-                                    identity_cols)
-    else:
-        target = _ArrowTarget(log.table_root, storage_options, plan.schema_json, plan.pcols, cm_mode, plan.conf,
-                              identity_cols, tight_bounds(plan.conf, snap.protocol if snap else None))
-        adds, marks = _write_arrow(shaped, target)
-    try:
-        return _commit(plan, log, snap, adds, marks)
-    except BaseException:
-        _delete_files(log.store, log.table_root, adds)
-        raise
+        return _write_native(df.sparkSession, shaped, log.table_root, plan)
+    return _write_arrow(shaped, plan)
 
 
-# --- the driver's plan and the commit, shared by write_delta and the data-source writer ----------
-
-@dataclasses.dataclass
-class _Plan:
-    """The driver's decisions for one write (picklable: the data-source writer ships it to its
-    tasks and to its commit, which runs in another Python process)."""
-    table_root: str
-    storage_options: dict | None
-    mode: str
-    read_version: int            # the snapshot the write is planned on; -1: the write creates the table
-    operation: str
-    params: dict
-    schema_json: str             # the table's schema after the write
-    pcols: list
-    conf: dict                   # the table's configuration after the write
-    new_metadata: Metadata | None
-    replace_where: str | None
-    dynamic: bool                # dynamic partition overwrite
-    user_metadata: str | None = None
-    txn_app_id: str | None = None
-    txn_version: int | None = None
-    skip: bool = False           # write nothing, commit nothing (mode 'ignore' on an existing table,
-                                 # or the txn_app_id/txn_version is already recorded)
-
-
-def _plan_write(path: str, storage_options: dict | None, incoming: StructType, mode: str,
-                partition_by: str | Iterable[str] | None, replace_where: str | None = None,
-                merge_schema: bool = False, overwrite_schema: bool = False,
-                partition_overwrite_mode: str | None = None, session_overwrite_mode: str | None = None,
-                properties: dict | None = None, user_metadata: str | None = None,
-                txn_app_id: str | None = None, txn_version: int | str | None = None,
-                api: str = "write_delta") -> tuple[_Plan, Any]:
-    """The table's schema, partitioning and metadata after the write (create, append, overwrite,
-    error, ignore, mergeSchema, overwriteSchema — the rules of `tahoe.write_table`), the overwrite
-    flavour (all files, replaceWhere, dynamic partitions) and the commitInfo parameters; every
-    refusal that needs no data happens here, before any job runs. Returns (plan, snapshot)."""
-    from ..protocol.properties import normalize_properties
-
-    if mode not in WRITE_MODES:
-        raise ValueError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
-    if replace_where is not None and mode != "overwrite":
-        raise InvalidTableOperationError(f"{_HOW[api][2]} needs mode='overwrite'")
-    if overwrite_schema and mode != "overwrite":
-        raise InvalidTableOperationError(f"{_HOW[api][1]} needs mode='overwrite'")
-    if (txn_app_id is None) != (txn_version is None):
-        raise ValueError("give both txn_app_id and txn_version (txnAppId and txnVersion), or neither")
-    if txn_version is not None:
-        try:
-            txn_version = int(txn_version)
-        except (TypeError, ValueError):
-            txn_version = -1
-        if txn_version < 0:
-            raise ValueError(f"txnVersion must be a non-negative integer, got {txn_version!r}")
-    if isinstance(partition_by, str):
-        partition_by = [partition_by]
-    partition_by = list(partition_by) if partition_by is not None else None
-    incoming = _strip_metadata(incoming)
-    properties = normalize_properties(properties)   # validated always, applied when creating (delta-spark)
-
-    log = DeltaLog.for_table(path, storage_options)
-    try:
-        snap = log.snapshot()
-    except TableNotFoundError:
-        snap = None
-
-    def plan(**kw) -> _Plan:
-        base = dict(table_root=log.table_root, storage_options=storage_options, mode=mode,
-                    read_version=snap.version if snap is not None else -1, replace_where=replace_where,
-                    user_metadata=user_metadata, txn_app_id=txn_app_id, txn_version=txn_version)
-        return _Plan(**{**base, **kw})
-
-    if snap is not None:
-        check_writable(snap.protocol)
-        done = snap.txn_version(txn_app_id) if txn_app_id is not None else None
-        if (done is not None and done >= txn_version) or mode == "ignore":
-            return plan(operation="WRITE", params={}, schema_json=snap.schema.to_json(),
-                        pcols=list(snap.partition_columns), conf=snap.configuration, new_metadata=None,
-                        dynamic=False, skip=True), snap
-
-    new_md: Metadata | None = None
-    if snap is None:
-        conf = normalize_properties(properties)
-        pcols = resolve_partition_columns(incoming, partition_by or [])
-        schema, conf = column_mapping.assign_ids_for_table(incoming, conf)
-        new_md = Metadata(id=str(uuid.uuid4()), schema_string=schema.to_json(), partition_columns=tuple(pcols),
-                          configuration=conf, created_time=int(time.time() * 1000))
-        operation = "CREATE TABLE AS SELECT"
-        params: dict[str, Any] = {"isManaged": "false", "description": None, "partitionBy": pcols,
-                                  "properties": conf}
-        conf_now = conf
-    else:
-        if mode == "error":
-            raise InvalidTableOperationError(
-                f"a Delta table already exists at {log.table_root} (version {snap.version}); use "
-                f"{_HOW[api][3]}")
-        conf_now = snap.configuration
-        schema = snap.schema
-        pcols = list(snap.partition_columns)
-        if overwrite_schema:
-            pcols = resolve_partition_columns(incoming, partition_by if partition_by is not None else
-                                              [c for c in pcols if incoming.get(c, case_insensitive=True)])
-            kept = []
-            for f in incoming.fields:
-                old = schema.get(f.name, case_insensitive=True)
-                kept.append(f.with_metadata(dict(old.metadata)) if old is not None and old.type == f.type else f)
-            schema, conf_now = column_mapping.assign_ids_for_table(StructType(kept), dict(conf_now))
-            new_md = dataclasses.replace(snap.metadata, schema_string=schema.to_json(),
-                                         partition_columns=tuple(pcols), configuration=conf_now)
-        else:
-            if partition_by is not None and [c.lower() for c in partition_by] != [c.lower() for c in pcols]:
-                raise InvalidTableOperationError(
-                    f"partition_by {partition_by} does not match the table's partition columns {pcols}")
-            if merge_schema:
-                merged = merge_schemas(schema, incoming)
-                if merged != schema:
-                    merged, conf_now = column_mapping.assign_ids_for_table(merged, dict(conf_now))
-                    new_md = dataclasses.replace(snap.metadata, schema_string=merged.to_json(),
-                                                 configuration=conf_now)
-                    schema = merged
-            else:
-                _check_compatible(schema, incoming, api)
-        if mode == "overwrite" and is_true(conf_now, "delta.appendOnly"):
-            raise InvalidTableOperationError(f"table {log.table_root} is append-only (delta.appendOnly=true)")
-        operation = "WRITE"
-    dynamic = use_dynamic_overwrite(mode, partition_overwrite_mode, pcols, replace_where, overwrite_schema,
-                                    session_overwrite_mode)
-    if snap is not None:
-        params = write_parameters(mode, pcols, replace_where, dynamic=dynamic, merge_schema=merge_schema,
-                                  overwrite_schema=overwrite_schema)
-        if replace_where is not None:   # refuse a predicate on non-partition columns before any job
-            parse_replace_where(replace_where, snap.schema, list(snap.partition_columns))
-    return plan(operation=operation, params=params, schema_json=schema.to_json(), pcols=pcols, conf=conf_now,
-                new_metadata=new_md, dynamic=dynamic and snap is not None), snap
-
-
-def _commit(plan: _Plan, log, snap, adds: list[AddFile], marks: dict[str, int]) -> int:
-    """ONE transaction for the write: the metadata change, the overwrite's removes (all files, the
-    replaceWhere partitions, or — dynamic — the partitions of `adds`; see
-    `tahoe.write.writer.stage_overwrite`), the new files, identity high-water marks, the
-    application transaction id. Conflicts raise the Concurrent*Exception of the transaction."""
-    from ..txn import Transaction
-
-    txn = Transaction(log, plan.operation, plan.params, snapshot=snap)
-    if plan.new_metadata is not None:
-        txn.update_metadata(plan.new_metadata)
-    removes: list[AddFile] = []
-    if snap is not None and plan.mode == "overwrite":
-        replace_node = None if plan.replace_where is None else \
-            parse_replace_where(plan.replace_where, snap.schema, list(snap.partition_columns))
-        removes = stage_overwrite(txn, snap, replace_node, adds if plan.dynamic else None)
-    txn.add_files(adds)
-    for name, value in marks.items():
-        txn.update_identity_high_water_mark(name, value)
-    if plan.txn_app_id is not None:
-        txn.set_txn(plan.txn_app_id, int(plan.txn_version))
-    metrics = {"numFiles": len(adds), "numOutputRows": sum(a.num_records or 0 for a in adds),
-               "numOutputBytes": sum(a.size for a in adds)}
-    if removes:
-        metrics["numRemovedFiles"] = len(removes)
-        metrics["numRemovedBytes"] = sum(r.size for r in removes)
-    return txn.commit(operation_metrics=metrics, user_metadata=plan.user_metadata)
+def _schema_mode(merge_schema: bool, overwrite_schema: bool) -> str | None:
+    """The planner's schema mode of delta-spark's mergeSchema / overwriteSchema flags
+    (overwriteSchema wins, as in delta-spark)."""
+    return "overwrite" if overwrite_schema else ("merge" if merge_schema else None)
 
 
 def _is_local(table_root: str) -> bool:
     return "://" not in table_root or table_root.startswith("file:")
 
 
-def _delete_files(store, table_root: str, adds: list[AddFile]) -> None:
-    """Best effort: the data files of a write that did not commit (VACUUM removes what is left)."""
-    from ..storage import resolve_data_path
-
-    for a in adds:
-        try:
-            store.filesystem.delete_file(store.to_fs_path(resolve_data_path(table_root, a.path)))
-        except Exception:  # noqa: BLE001
-            pass
-
-
 def _strip_metadata(s: StructType) -> StructType:
     """A DataFrame's schema as a new table schema: Spark's column metadata dropped, except what
     Delta itself defines (generation expressions etc. are set through the builders)."""
-    from .types import to_spark_schema as _ts
-    return from_spark_schema(_ts(s, strip_metadata=True, nullable=True))
-
-
-# how each API spells: mergeSchema, overwriteSchema, replaceWhere, the modes that accept an existing table
-_HOW = {"write_delta": ("merge_schema=True", "overwrite_schema=True", "replace_where",
-                        "mode='append', 'overwrite' or 'ignore'"),
-        "datasource": (".option('mergeSchema', 'true')", ".option('overwriteSchema', 'true')",
-                       "option replaceWhere", "mode('append'), mode('overwrite') or mode('ignore')")}
-
-
-def _check_compatible(schema: StructType, incoming: StructType, api: str = "write_delta") -> None:
-    merge, overwrite = _HOW[api][:2]
-    lower = {f.name.lower() for f in schema.fields}
-    extra = [f.name for f in incoming.fields if f.name.lower() not in lower]
-    if extra:
-        raise SchemaError(f"the data has columns {extra} that the table does not have (table columns: "
-                          f"{schema.names}); write with {merge} (mergeSchema) to add them")
-    from ..write.writer import with_computed_columns
-
-    try:
-        check_write_compatible(schema, with_computed_columns(schema, _strip_metadata(incoming)))
-    except SchemaError as e:
-        raise SchemaError(f"{e}. To change the table's schema use {merge} or (overwriting) "
-                          f"{overwrite}") from None
+    return from_spark_schema(to_spark_schema(s, strip_metadata=True, nullable=True))
 
 
 # --- shaping the rows ----------------------------------------------------------------------------
@@ -350,8 +160,6 @@ def _identity_column(f: StructField, gen: tuple[int, int]):
     (`_shape` turns that null into an error inside the job)."""
     from pyspark.sql import functions as F
 
-    from ..write.writer import identity_overflow_message, identity_range
-
     lo, hi = identity_range(f)
     first, step = gen
     if not lo <= first <= hi:
@@ -360,54 +168,54 @@ def _identity_column(f: StructField, gen: tuple[int, int]):
     return v.try_cast(to_spark_type(f.type))
 
 
-def _shape(df, incoming: StructType, schema: StructType, conf: dict, replace_where: str | None):
-    """(DataFrame with the table's columns — logical names, table types — plus a check column,
-    the identity columns this write generates)."""
+def _shape(df, plan: WritePlan):
+    """`df` with the table's columns (logical names, table types) as the plan says — given
+    columns cast, identity values generated, column defaults and generated columns computed,
+    other absent columns null — plus a check column that fails the job on a row breaking NOT
+    NULL, a CHECK constraint, an invariant, a given generated column, an identity overflow or
+    the replaceWhere predicate."""
     from pyspark.sql import functions as F
 
-    from ..write.writer import identity_generation, identity_overflow_message
-
-    given = {f.name.lower(): f.name for f in incoming.fields}
-    logical_cols = []
-    identity_cols = []
+    schema = plan.schema
+    given = {f.name.lower(): f.name for f in from_spark_schema(df.schema).fields}
+    generated = {name: (expr, is_given) for name, expr, is_given in plan.generated}
+    cols = []
     for f in schema.fields:
         st = to_spark_type(f.type)
         src = given.get(f.name.lower())
-        gen = identity_generation(f, src is not None)
-        if gen is not None:
-            c = _identity_column(f, gen)
-            identity_cols.append(f.name)
+        if f.name in plan.identity:
+            c = _identity_column(f, plan.identity[f.name])
         elif src is not None:
             c = col(src).cast(st)
-        elif f.metadata.get(GENERATION_EXPRESSION):
+        elif f.name in generated:
             c = None  # computed below, once the other columns exist
+        elif f.name in plan.defaults:
+            c = F.expr(plan.defaults[f.name]).cast(st)
         else:
             c = F.lit(None).cast(st)
-        logical_cols.append((f, c))
-    base_df = df.select(*[c.alias(f.name) for f, c in logical_cols if c is not None])
-    for f, c in logical_cols:
+        cols.append((f, c))
+    shaped = df.select(*[c.alias(f.name) for f, c in cols if c is not None])
+    for f, c in cols:
         if c is None:
-            base_df = base_df.withColumn(f.name, F.expr(f.metadata[GENERATION_EXPRESSION]).cast(to_spark_type(f.type)))
-    base_df = base_df.select(*[col(f.name) for f in schema.fields])
+            shaped = shaped.withColumn(f.name, F.expr(generated[f.name][0]).cast(to_spark_type(f.type)))
+    shaped = shaped.select(*[col(f.name) for f in schema.fields])
 
     names = [col(f.name) for f in schema.fields]
-    checks = [(col(name).isNotNull(), identity_overflow_message(schema.field(name))) for name in identity_cols]
+    checks = [(col(name).isNotNull(), identity_overflow_message(schema.field(name))) for name in plan.identity]
     for f in schema.fields:
         if not f.nullable:
             checks.append((col(f.name).isNotNull(), f"NOT NULL constraint on column {f.name}"))
-        expr = f.metadata.get(GENERATION_EXPRESSION)
-        if expr and f.name.lower() in given:
-            checks.append((F.expr(f"{quote(f.name)} <=> ({expr})"),
-                           f"CHECK constraint Generated Column ({f.name} <=> {expr})"))
-    from ..write.constraints import constraint_expressions
-    for what, sql in constraint_expressions(schema, conf):
+    for name, (expr, is_given) in generated.items():
+        if is_given:
+            checks.append((F.expr(f"{quote(name)} <=> ({expr})"), f"CHECK constraint Generated Column ({name} <=> {expr})"))
+    for what, sql in plan.constraints:
         checks.append((F.expr(sql), what))
-    if replace_where is not None:
-        checks.append((F.expr(replace_where), f"replaceWhere predicate ({replace_where})"))
+    if plan.replace_where is not None:
+        checks.append((F.expr(plan.replace_where), f"replaceWhere predicate ({plan.replace_where})"))
     if checks:
         conds = [_violation(c, what, names) for c, what in checks]
-        base_df = base_df.withColumn(_CHECK, F.coalesce(*conds) if len(conds) > 1 else conds[0])
-    return base_df, identity_cols
+        shaped = shaped.withColumn(_CHECK, F.coalesce(*conds) if len(conds) > 1 else conds[0])
+    return shaped
 
 
 def _checked(df):
@@ -453,10 +261,14 @@ def _violation_message(e: BaseException) -> str | None:
     return (rest if end < 0 else rest[:end]).strip().rstrip(".").rstrip("'\"")
 
 
-def _write_native(spark, df, table_root: str, schema: StructType, pcols: list[str], cm_mode: str, conf: dict,
-                  identity_cols: list[str]) -> tuple[list[AddFile], dict[str, int]]:
+def _write_native(spark, df, table_root: str, plan: WritePlan) -> tuple[list[AddFile], dict[str, int]]:
     """Local tables: Spark's own parquet writer into a staging directory under the table root,
-    files moved into place, stats from their footers. (AddFiles, identity high-water marks)."""
+    partition values parsed from the directory names (a value that does not parse fails the
+    write before any file is moved), files moved into place, stats from their footers.
+    (AddFiles, identity high-water marks)."""
+    schema = plan.schema
+    pcols = plan.partition_columns
+    cm_mode = plan.column_mapping_mode
     mapped = cm_mode in ("name", "id")
     part_fields = [schema.field(c, case_insensitive=True) for c in pcols]
     part_phys = [column_mapping.physical_name(f) if mapped else f.name for f in part_fields]
@@ -474,6 +286,7 @@ def _write_native(spark, df, table_root: str, schema: StructType, pcols: list[st
         if msg is not None:
             raise ConstraintViolationError(msg) from None
         raise
+    moved: list[str] = []
     try:
         files = []
         for dirpath, _dirs, names in os.walk(staging):
@@ -481,84 +294,63 @@ def _write_native(spark, df, table_root: str, schema: StructType, pcols: list[st
                 if n.endswith(".parquet") and not n.startswith((".", "_")):
                     files.append(os.path.relpath(os.path.join(dirpath, n), staging))
         tz = session_time_zone(spark)
-        data_fields = [f for f in schema.fields if f.name.lower() not in {p.lower() for p in pcols}]
-        stats_schema = _stats_schema(schema, pcols, conf)
-        prefix_len = int(conf.get("delta.dataSkippingStringPrefixLength", DEFAULT_STRING_PREFIX_LENGTH))
+        values = {rel: _partition_values(rel, part_fields, part_phys, tz) for rel in files}
+        skipping = data_skipping_settings(plan.configuration)
+        stats_schema = stats_columns(schema, skipping.num_indexed_cols, skipping.stats_columns, pcols)
+        identity_cols = list(plan.identity)
 
         def one(rel: str):
             src = os.path.join(staging, rel)
             dst = os.path.join(table_root, rel)
             os.makedirs(os.path.dirname(dst), exist_ok=True)
             os.replace(src, dst)
+            moved.append(dst)
             st = os.stat(dst)
             md = pq.ParquetFile(dst).metadata
-            stats, maxes = footer_stats(md, stats_schema, mapped, prefix_len, identity_cols, schema)
-            pv = _partition_values(rel, part_fields, part_phys, tz)
+            stats, maxes = footer_stats(md, stats_schema, mapped, skipping.string_prefix_length, identity_cols,
+                                        schema)
             from ..write.files import encode_log_path
-            add = AddFile(path=encode_log_path(rel.replace(os.sep, "/")), partition_values=pv, size=st.st_size,
-                          modification_time=int(st.st_mtime * 1000), data_change=True, stats=stats)
+            add = AddFile(path=encode_log_path(rel.replace(os.sep, "/")), partition_values=values[rel],
+                          size=st.st_size, modification_time=int(st.st_mtime * 1000), data_change=True, stats=stats)
             return add, maxes
 
         with ThreadPoolExecutor(max_workers=8) as ex:
             results = list(ex.map(one, files))
+    except BaseException:
+        for dst in moved:   # nothing was committed: the moved files are garbage
+            try:
+                os.remove(dst)
+            except OSError:
+                pass
+        raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return [a for a, _ in results], _merge_marks(schema, [m for _, m in results])
+    return [a for a, _ in results], merge_identity_marks(schema, [m for _, m in results])
 
 
-def _identity_mark(f: StructField, lo, hi) -> int:
-    """The high-water mark a write's values [lo, hi] of identity column `f` leave: the last value
-    in the step's direction."""
-    return int(hi) if int(f.metadata.get(IDENTITY_STEP, 1)) > 0 else int(lo)
-
-
-def _merge_marks(schema: StructType, marks: Iterable[dict]) -> dict[str, int]:
-    """The identity high-water marks of a write from those of its files/tasks."""
-    out: dict[str, int] = {}
-    for m in marks:
-        for name, v in m.items():
-            f = schema.field(name)
-            prev = out.get(name)
-            out[name] = v if prev is None else _identity_mark(f, min(prev, v), max(prev, v))
-    return out
-
-
-@dataclasses.dataclass
-class _ArrowTarget:
-    """What an executor needs to write rows as data files of a table with pyarrow (picklable):
-    used by write_delta for object stores and by the data-source writer."""
-    table_root: str
-    storage_options: dict | None
-    schema_json: str
-    pcols: list
-    cm_mode: str
-    conf: dict
-    identity_cols: list       # identity columns generated by this write: they advance high-water marks
-    tight_bounds: bool | None = None
-
-
-def _write_rows(target: _ArrowTarget, rows) -> tuple[list[str], dict[str, int]]:
-    """Executor side: rows (Arrow, the table's logical columns) → data files (stats from the rows
-    in memory) → (AddFile JSON lines, identity high-water marks of these rows)."""
+def _write_rows(plan: WritePlan, rows) -> tuple[list[str], dict[str, int]]:
+    """Executor side: rows (Arrow, the table's logical columns, shaped and checked) → data files
+    (stats from the rows in memory) → (AddFile JSON lines, identity high-water marks of these
+    rows)."""
     import pyarrow.compute as pc
 
     from ..storage import log_store_for
     from ..write.files import conform_to_schema, write_data_files
 
-    schema = StructType.from_json(target.schema_json)
+    schema = plan.schema
     rows = conform_to_schema(rows, schema)
-    store, root = log_store_for(target.table_root, target.storage_options)
-    adds = write_data_files(store, root, rows, schema, target.pcols, target.cm_mode, target.conf,
-                            tight_bounds=target.tight_bounds)
+    store, root = log_store_for(plan.table_root, plan.storage_options)
+    adds = write_data_files(store, root, rows, schema, plan.partition_columns, plan.column_mapping_mode,
+                            plan.configuration, tight_bounds=plan.tight_bounds)
     marks = {}
-    for name in target.identity_cols:
+    for name in plan.identity:
         mm = pc.min_max(rows.column(name))
         if mm["min"].is_valid:
-            marks[name] = _identity_mark(schema.field(name), mm["min"].as_py(), mm["max"].as_py())
+            marks[name] = identity_mark(schema.field(name), mm["min"].as_py(), mm["max"].as_py())
     return [a.to_json() for a in adds], marks
 
 
-def _arrow_task(target: _ArrowTarget):
+def _arrow_task(plan: WritePlan):
     """A `mapInArrow` function writing each task's rows (flushed every DEFAULT_TARGET_FILE_ROWS)
     and yielding one row per flush: its AddFiles and identity marks, as JSON."""
     def task(batches):
@@ -570,7 +362,7 @@ def _arrow_task(target: _ArrowTarget):
         count = 0
 
         def flush():
-            adds, marks = _write_rows(target, pa.Table.from_batches(pending))
+            adds, marks = _write_rows(plan, pa.Table.from_batches(pending))
             pending.clear()
             return pa.RecordBatch.from_pydict({"adds": [json.dumps(adds)], "marks": [json.dumps(marks)]})
 
@@ -586,12 +378,12 @@ def _arrow_task(target: _ArrowTarget):
     return task
 
 
-def _write_arrow(df, target: _ArrowTarget) -> tuple[list[AddFile], dict[str, int]]:
+def _write_arrow(df, plan: WritePlan) -> tuple[list[AddFile], dict[str, int]]:
     """Object stores (no Hadoop connector in plain PySpark): executors write the files with
     pyarrow's filesystem (`tahoe.write.files`) inside one `mapInArrow` job, stats from the rows
     in memory; the driver gets the AddFiles back. A violated check fails the job before that
     task writes; files of tasks that finished before a failure stay behind (unreferenced)."""
-    out = _checked(df).mapInArrow(_arrow_task(target), "adds string, marks string")
+    out = _checked(df).mapInArrow(_arrow_task(plan), "adds string, marks string")
     try:
         rows = out.collect()
     except Exception as e:  # noqa: BLE001
@@ -600,8 +392,7 @@ def _write_arrow(df, target: _ArrowTarget) -> tuple[list[AddFile], dict[str, int
             raise ConstraintViolationError(msg) from None
         raise
     adds = [AddFile.from_dict(json.loads(a)["add"]) for r in rows for a in json.loads(r.adds)]
-    schema = StructType.from_json(target.schema_json)
-    return adds, _merge_marks(schema, [json.loads(r.marks) for r in rows])
+    return adds, merge_identity_marks(plan.schema, [json.loads(r.marks) for r in rows])
 
 
 def _partition_values(rel: str, part_fields: list[StructField], part_phys: list[str], tz: str) -> dict:
@@ -626,28 +417,22 @@ def _spark_pv_to_delta(v: str | None, f: StructField, tz: str) -> str | None:
     if v is None:
         return None
     dt = f.type
-    if isinstance(dt, PrimitiveType) and dt.name == "timestamp":
-        naive = parse_partition_value(v, PrimitiveType("timestamp_ntz"))
-        aware = naive.replace(tzinfo=ZoneInfo(tz)).astimezone(_dt.timezone.utc)
-        return serialize_partition_value(aware, dt)
-    if isinstance(dt, PrimitiveType) and dt.name == "string":
-        return v
-    if isinstance(dt, PrimitiveType) and dt.name == "binary":
+    if isinstance(dt, PrimitiveType) and dt.name in ("string", "binary"):
         return v
     try:
+        if isinstance(dt, PrimitiveType) and dt.name == "timestamp":
+            naive = parse_partition_value(v, PrimitiveType("timestamp_ntz"))
+            aware = naive.replace(tzinfo=ZoneInfo(tz)).astimezone(_dt.timezone.utc)
+            return serialize_partition_value(aware, dt)
         return serialize_partition_value(parse_partition_value(v, dt), dt)
-    except Exception:
-        return v
+    except Exception as e:  # noqa: BLE001 - never commit a value readers cannot parse
+        raise SchemaError(
+            f"partition column '{f.name}' ({dt.simple_string()}): Spark wrote the partition value {v!r}, "
+            f"which is not a valid {dt.simple_string()} partition value as the Delta spec serializes "
+            f"them ({e}); nothing was committed") from None
 
 
 # --- stats from parquet footers ------------------------------------------------------------------
-
-def _stats_schema(schema: StructType, pcols: list[str], conf: dict) -> StructType:
-    raw = conf.get("delta.dataSkippingStatsColumns")
-    indexed = [c for c in raw.split(",") if c.strip()] if raw else None
-    n = int(conf.get("delta.dataSkippingNumIndexedCols", DEFAULT_NUM_INDEXED_COLS))
-    return stats_columns(schema, n, indexed, pcols)
-
 
 def _leaf_paths(st: StructType, mapped: bool, prefix=()):
     from ..protocol.schema import ArrayType, MapType
@@ -674,7 +459,7 @@ def _json_value(v, f: StructField, is_max: bool, prefix_len: int):
         v = float(v)
         if v == 0.0:  # a bound on zero covers both signed zeros (as parquet-mr reads it, PARQUET-1246)
             v = 0.0 if is_max else -0.0
-        return _fmt_float(v, name == "float")
+        return format_float_stat(v, name == "float")
     if name == "date":
         return v.isoformat() if hasattr(v, "isoformat") else None
     if name in ("timestamp", "timestamp_ntz"):
@@ -804,8 +589,8 @@ def footer_stats(md, stats_schema: StructType, mapped: bool, prefix_len: int = D
             sts = by_path.get(key)
             if not sts or not all(s is not None and s.has_min_max for s in sts):
                 continue
-            ident[name] = _identity_mark(f, min(s.min for s in sts), max(s.max for s in sts))
-    return _emit(out), ident
+            ident[name] = identity_mark(f, min(s.min for s in sts), max(s.max for s in sts))
+    return stats_json(out), ident
 
 
 # --- the data-source writer (format("delta").save) -----------------------------------------------
@@ -818,10 +603,9 @@ SESSION_OVERWRITE_MODE_OPTION = "__tahoe_sessionPartitionOverwriteMode"
 
 @dataclasses.dataclass
 class _DSPlan:
-    """The driver's decisions for one `format("delta")` write, shipped to its tasks and commit."""
-    plan: _Plan
-    target: _ArrowTarget
-    incoming_json: str        # the DataFrame's schema (Delta JSON): which columns the data gives
+    """One `format("delta")` write, shipped to its tasks, its commit and its abort."""
+    plan: WritePlan
+    write_id: str             # names the marker a commit of unknown outcome leaves for abort
 
 
 def _option(options: dict, name: str):
@@ -838,14 +622,13 @@ def _flag(options: dict, name: str) -> bool:
 
 
 def prepare_datasource_write(path: str, options: dict, spark_schema, overwrite: bool) -> _DSPlan:
-    """Driver side of `df.write.format("delta")`: the options mapped onto `_plan_write` — saveMode
-    (`tahoe.spark.datasource` maps Spark's `.mode("error"|"ignore")` onto it), partitionBy,
-    replaceWhere, mergeSchema, overwriteSchema, partitionOverwriteMode (else the session's, passed
-    by the save wrapper), userMetadata, txnAppId/txnVersion, `delta.*` table properties for a
-    table the write creates (as delta-spark's DataFrameWriter), `storage.<key>` storage options —
-    and the identity columns the tasks generate."""
+    """Driver side of `df.write.format("delta")`: the options mapped onto the planner
+    (`plan_write`) — saveMode (`tahoe.spark.datasource` maps Spark's `.mode("error"|"ignore")`
+    onto it), partitionBy, replaceWhere, mergeSchema, overwriteSchema, partitionOverwriteMode
+    (else the session's, passed by the save wrapper), userMetadata, txnAppId/txnVersion, `delta.*`
+    table properties for a table the write creates (as delta-spark's DataFrameWriter),
+    `storage.<key>` storage options."""
     so = {k[len("storage."):]: v for k, v in options.items() if k.lower().startswith("storage.")} or None
-    incoming = _strip_metadata(from_spark_schema(spark_schema))
     pb = _option(options, "partitionBy") or _option(options, "__partition_columns")
     part_by = (json.loads(pb) if pb.startswith("[") else [c.strip() for c in pb.split(",") if c.strip()]) if pb else None
     save_mode = str(_option(options, SAVE_MODE_OPTION) or ("overwrite" if overwrite else "append")).lower()
@@ -854,54 +637,38 @@ def prepare_datasource_write(path: str, options: dict, spark_schema, overwrite: 
     if save_mode not in WRITE_MODES:
         raise ValueError(f"option {SAVE_MODE_OPTION} must be one of {WRITE_MODES}, got {save_mode!r}")
     properties = {k: v for k, v in options.items() if k.lower().startswith("delta.")}
-    plan, snap = _plan_write(
-        path, so, incoming, save_mode, part_by, replace_where=_option(options, "replaceWhere"),
-        merge_schema=_flag(options, "mergeSchema"), overwrite_schema=_flag(options, "overwriteSchema"),
+    plan, _snap = plan_write(
+        DeltaLog.for_table(path, so), _strip_metadata(from_spark_schema(spark_schema)), mode=save_mode,
+        partition_by=part_by, replace_where=_option(options, "replaceWhere"),
+        schema_mode=_schema_mode(_flag(options, "mergeSchema"), _flag(options, "overwriteSchema")),
         partition_overwrite_mode=_option(options, "partitionOverwriteMode"),
         session_overwrite_mode=_option(options, SESSION_OVERWRITE_MODE_OPTION), properties=properties,
         user_metadata=_option(options, "userMetadata"), txn_app_id=_option(options, "txnAppId"),
-        txn_version=_option(options, "txnVersion"), api="datasource")
-    from ..write.writer import identity_generation
-
-    schema = StructType.from_json(plan.schema_json)
-    given = {g.name.lower() for g in incoming.fields}
-    identity_cols = [f.name for f in schema.fields if identity_generation(f, f.name.lower() in given) is not None]
-    target = _ArrowTarget(plan.table_root, so, plan.schema_json, plan.pcols, column_mapping.mode(plan.conf),
-                          plan.conf, identity_cols, tight_bounds(plan.conf, snap.protocol if snap else None))
-    return _DSPlan(plan, target, incoming.to_json())
+        txn_version=_option(options, "txnVersion"), storage_options=so, api="datasource")
+    return _DSPlan(plan, uuid.uuid4().hex)
 
 
 def datasource_write_task(ds: _DSPlan, batches) -> Any:
-    """Executor side: the task's rows cast to the table, generated/identity columns filled
-    (identity positions `partitionId << 33 + row`, as monotonically_increasing_id), constraints and
-    the replaceWhere predicate checked, files written (`_write_rows`)."""
+    """Executor side: the task's rows prepared as every Arrow-side writer prepares them
+    (`tahoe.write.arrow.prepare_rows`: cast, identity positions `partitionId << 33 + row` as
+    monotonically_increasing_id, defaults and generated columns, constraints, the replaceWhere
+    predicate), files written (`_write_rows`)."""
     import pyarrow as pa
     from pyspark import TaskContext
 
-    from ..expressions import parse
-    from ..write.constraints import check_constraints
-    from ..write.files import conform_to_schema
-    from ..write.writer import _fill_special_columns, check_replace_where, computed_columns
+    from ..write.arrow import prepare_rows
 
     if ds.plan.skip:
         for _ in batches:  # drain: Spark streams the rows to this worker either way
             pass
         return AddsMessage([], {})
-    target = ds.target
     batches = list(batches)
     if not batches:
         return AddsMessage([], {})
-    schema = StructType.from_json(target.schema_json)
-    incoming = StructType.from_json(ds.incoming_json)
-    rows = conform_to_schema(pa.Table.from_batches(batches), schema,
-                             computed=[f.name for f in computed_columns(schema, incoming)])
     ctx = TaskContext.get()
     first = (ctx.partitionId() if ctx is not None else 0) << 33
-    rows, _ = _fill_special_columns(rows, incoming, schema, target.conf, first)
-    check_constraints(rows, schema, target.conf)
-    if ds.plan.replace_where is not None:
-        check_replace_where(rows, parse(ds.plan.replace_where), ds.plan.replace_where)
-    adds, marks = _write_rows(target, rows)
+    rows, _ = prepare_rows(pa.Table.from_batches(batches), ds.plan, first)
+    adds, marks = _write_rows(ds.plan, rows)
     return AddsMessage(adds, marks)
 
 
@@ -913,23 +680,54 @@ class AddsMessage(WriterCommitMessage):
     marks: dict = dataclasses.field(default_factory=dict)
 
 
+def _keep_marker(ds: _DSPlan) -> tuple[Any, str]:
+    """(store, path) of the marker a commit whose outcome is unknown leaves for `datasource_abort`
+    (which Spark calls after a failed commit, in another worker): its files must be kept."""
+    from ..storage import log_store_for
+
+    store, root = log_store_for(ds.plan.table_root, ds.plan.storage_options)
+    return store, store.join(root, f"_tahoe_commit_unknown_{ds.write_id}")
+
+
 def datasource_commit(ds: _DSPlan, messages: list) -> int | None:
-    """Driver side (a Python worker): one transaction with every task's AddFiles (`_commit`), on
-    the snapshot the write was planned on."""
+    """Driver side (a Python worker): one commit with every task's AddFiles (`commit_write`), on
+    the snapshot the write was planned on. When its outcome is unknown it leaves a marker so that
+    `datasource_abort` keeps the files."""
     plan = ds.plan
     if plan.skip:
         return None
     log = DeltaLog.for_table(plan.table_root, plan.storage_options)
     adds = [AddFile.from_dict(json.loads(a)["add"]) for m in messages for a in m.adds]
     snap = log.snapshot(version=plan.read_version) if plan.read_version >= 0 else None
-    schema = StructType.from_json(plan.schema_json)
-    marks = _merge_marks(schema, [getattr(m, "marks", {}) for m in messages])
-    return _commit(plan, log, snap, adds, marks)
+    marks = merge_identity_marks(plan.schema, [getattr(m, "marks", {}) for m in messages])
+    try:
+        return commit_write(plan, log, snap, adds, marks)
+    except BaseException as e:
+        if not _surely_not_committed(e):
+            store, marker = _keep_marker(ds)
+            try:
+                store.write(marker, b"", overwrite=True)
+            except Exception:  # noqa: BLE001 - best effort; abort then deletes (see there)
+                pass
+        raise
+
+
+def _surely_not_committed(e: BaseException) -> bool:
+    """Whether a failed `commit_write` surely left the log alone (it has then deleted its files)."""
+    from ..errors import CommitOutcomeUnknownError
+
+    return isinstance(e, Exception) and not isinstance(e, CommitOutcomeUnknownError)
 
 
 def datasource_abort(ds: _DSPlan, messages: list) -> None:
-    from ..storage import log_store_for
-
-    store, root = log_store_for(ds.target.table_root, ds.target.storage_options)
+    """Spark calls this when a task or the commit failed: the written files are deleted — unless
+    the commit's outcome was unknown (its marker is there), when they may be referenced."""
+    store, marker = _keep_marker(ds)
+    try:
+        if store.exists(marker):
+            store.delete(marker)
+            return
+    except Exception:  # noqa: BLE001 - cannot tell: keep the files
+        return
     adds = [AddFile.from_dict(json.loads(a)["add"]) for m in messages for a in getattr(m, "adds", [])]
-    _delete_files(store, root, adds)
+    delete_data_files(store, ds.plan.table_root, adds)

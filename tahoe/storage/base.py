@@ -46,6 +46,11 @@ class FileStatus:
 class LogStore(ABC):
     """Abstract store; see the module docstring for the guarantees each method must give."""
 
+    # Whether a `write` that raised may still take effect later (a request in flight to a remote
+    # store). False only for stores whose writes are settled when the call returns, either way:
+    # then a file absent after a failed write is surely not written.
+    puts_may_land_late: bool = True
+
     # --- listing -------------------------------------------------------------------------
 
     @abstractmethod

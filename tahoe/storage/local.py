@@ -207,6 +207,8 @@ class LocalLogStore(LogStore):
     """Log store on the local file system. Stateless apart from remembering which directories
     refuse hard links (they publish by rename-without-replace); safe to share between threads."""
 
+    puts_may_land_late = False   # a write is settled when the call returns (or raises)
+
     def __init__(self) -> None:
         self._no_hardlinks: set[str] = set()
         self._fs: pyarrow.fs.FileSystem | None = None

@@ -9,10 +9,10 @@ from .table_ops import (
     set_identity_high_water_mark, set_properties, unset_properties, update_schema,
     upgrade_protocol,
 )
-from .transaction import Transaction
+from .transaction import CommitOutcome, Transaction
 
 __all__ = [
-    "Transaction", "TransactionSummary", "WinningCommit", "check_conflicts",
+    "Transaction", "CommitOutcome", "TransactionSummary", "WinningCommit", "check_conflicts",
     "create_table", "set_properties", "unset_properties", "upgrade_protocol", "add_feature",
     "add_constraint", "drop_constraint", "update_schema", "rename_column", "drop_column",
     "set_identity_high_water_mark", "normalize_properties", "parse_interval_ms", "parse_ddl",

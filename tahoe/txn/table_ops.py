@@ -52,7 +52,7 @@ __all__ = [
     "set_identity_high_water_mark", "expression_columns", "check_expression_columns",
 ]
 
-_MODES = ("error", "ignore", "overwrite")
+_MODES = ("error", "ignore", "overwrite", "replace")
 
 
 def _log(target: DeltaLog | str, storage_options: dict | None = None) -> DeltaLog:
@@ -136,10 +136,14 @@ def create_table(uri: str | DeltaLog, schema: StructType | pa.Schema | str, part
                  properties: dict[str, Any] | None = None, name: str | None = None,
                  description: str | None = None, storage_options: dict | None = None,
                  mode: str = "error", protocol: Protocol | None = None) -> Snapshot:
-    """Create a Delta table (version 0), or with mode="overwrite" replace an existing one (all
+    """Create a Delta table (version 0), or with mode="overwrite" create or replace one (all
     its files removed, new schema/partitioning/properties; features are kept), or with
+    mode="replace" replace an existing one (TableNotFoundError when there is none), or with
     mode="ignore" leave an existing one alone. mode="error" refuses an existing table
-    (InvalidTableOperationError).
+    (InvalidTableOperationError). commitInfo operations as delta-spark's DeltaTableBuilder logs
+    them: CREATE TABLE (error, ignore), CREATE OR REPLACE TABLE (overwrite), REPLACE TABLE
+    (replace). Another writer creating the table meanwhile fails the creation with
+    ProtocolChangedException (mode="ignore": the table is left alone).
 
     The protocol is the lowest that covers the features the properties and schema use (or
     `protocol` raised to cover them); under column mapping every column gets an id and a
@@ -151,6 +155,8 @@ def create_table(uri: str | DeltaLog, schema: StructType | pa.Schema | str, part
         existing = log.snapshot()
     except TableNotFoundError:
         existing = None
+    if existing is None and mode == "replace":
+        raise TableNotFoundError(f"cannot replace the table at {log.table_root}: there is no Delta table there")
     if existing is not None:
         if mode == "error":
             raise InvalidTableOperationError(f"a Delta table already exists at {log.table_root} "
@@ -174,7 +180,7 @@ def create_table(uri: str | DeltaLog, schema: StructType | pa.Schema | str, part
         description=description,
         created_time=now_ms(),
     )
-    operation = "CREATE OR REPLACE TABLE" if replacing else "CREATE TABLE"
+    operation = {"overwrite": "CREATE OR REPLACE TABLE", "replace": "REPLACE TABLE"}.get(mode, "CREATE TABLE")
     params = {
         "isManaged": "false",
         "description": description,
@@ -182,7 +188,7 @@ def create_table(uri: str | DeltaLog, schema: StructType | pa.Schema | str, part
         "clusterBy": [],
         "properties": {k: v for k, v in conf.items() if not k.startswith(FEATURE_PREFIX)},
     }
-    txn = Transaction(log, operation, params, snapshot=existing)
+    txn = Transaction(log, operation, params, snapshot=existing, new_table=existing is None)
     if replacing:
         txn.replace_table()
         txn.read_whole_table()

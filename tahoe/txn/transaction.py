@@ -30,6 +30,27 @@ Writer rules enforced at commit, before anything is written:
      isolationLevel, isBlindAppend, operationMetrics, engineInfo, txnId, userMetadata, and the
      strictly increasing `inCommitTimestamp` when `delta.enableInCommitTimestamps` is on).
 
+Creating a table (one rule for every writer): a transaction opened with `new_table=True` (the
+caller planned on the table not existing) or on a path where no table existed commits version 0
+only; if the table appeared meanwhile — another writer created it — the commit fails with
+ProtocolChangedException, as delta-spark's does ("... multiple writers are writing to an empty
+directory ..."). It never commits its create-metadata on top of the other writer's table.
+
+The outcome of `commit()` (`Transaction.outcome`, a `CommitOutcome`), for callers that must know
+whether the files they wrote are referenced by the log:
+  * NOT_COMMITTED — surely not in the log: nothing was sent (an error before the put, a refused
+    protocol, a conflict exception), or every put lost the race (put-if-absent refused: the
+    version holds another writer's commit);
+  * COMMITTED — the version holds this transaction's commit (`committed_version`);
+  * UNKNOWN — the store failed after a put was sent (a timeout, a dropped connection, an
+    interrupt) and reading the version back could not tell: the caller must keep its files.
+When the store fails after the put was sent the transaction finds out before giving up: it reads
+the version back and compares it with the bytes it sent (as the S3 store's own-write check does);
+found → committed (commit() returns normally); another writer's bytes → a lost race (conflict
+checks and retry, as usual); absent → the same put-if-absent is sent again, which decides (a put
+still in flight can no longer land once the version exists). Only when that fails too does
+commit() raise CommitOutcomeUnknownError with outcome UNKNOWN.
+
 After a successful commit `tahoe.log.checkpoints.checkpoint_if_needed(log, version)` runs when
 that module exists; a failing checkpoint is logged and never fails the commit.
 """
@@ -37,6 +58,7 @@ that module exists; a failing checkpoint is logged and never fails the commit.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import logging
 import random
@@ -47,8 +69,8 @@ from typing import Any, Callable, Iterable
 import pyarrow as pa
 
 from ..errors import (
-    CommitFailedException, InvalidTableOperationError, SchemaError, TableNotFoundError,
-    UnsupportedFeatureError,
+    CommitFailedException, CommitOutcomeUnknownError, InvalidTableOperationError,
+    ProtocolChangedException, SchemaError, TableNotFoundError, UnsupportedFeatureError,
 )
 from ..log.delta_log import DeltaLog
 from ..log.replay import canonical_key, read_commit, root_uri
@@ -74,7 +96,7 @@ from ..protocol.properties import (
     normalize_property, split_protocol_properties,
 )
 
-__all__ = ["Transaction", "now_ms", "protocol_features", "same_protocol", "raise_protocol_versions"]
+__all__ = ["Transaction", "CommitOutcome", "now_ms", "protocol_features", "same_protocol", "raise_protocol_versions"]
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +170,17 @@ def _metric(v: Any) -> str:
     return str(v)
 
 
+class CommitOutcome(enum.Enum):
+    """What a transaction's commit did to the log (see the module docstring)."""
+    NOT_COMMITTED = "not committed"
+    COMMITTED = "committed"
+    UNKNOWN = "unknown"
+
+
+# how often a put whose outcome is unknown is resolved (read back, re-sent) before giving up
+_RESOLVE_ATTEMPTS = 3
+
+
 @dataclasses.dataclass
 class _TableState:
     """The newest table state this transaction knows: the read snapshot, then every winning
@@ -177,17 +210,25 @@ class _TableState:
 class Transaction:
     """One optimistic transaction on a table (see the module docstring).
 
+    `snapshot`: the version the caller read and planned on; None reads the latest — unless
+    `new_table=True`: the caller planned on the table not existing, and the transaction creates
+    it (version 0) or fails (see the module docstring's rule for creating a table).
+
     Invariants: `read_version` is the version of `read_snapshot` (-1 when the table does not
     exist yet); metaData and protocol are each updated at most once; a transaction commits at
-    most once (`committed_version` is set after it did)."""
+    most once (`committed_version` is set after it did); `outcome` is NOT_COMMITTED until a put
+    was sent, COMMITTED exactly when `committed_version` is set."""
 
     def __init__(self, log: DeltaLog, operation: str, operation_parameters: dict | None = None,
                  snapshot: Snapshot | None = None, isolation_level: str | None = None,
-                 engine_info: str | None = None, max_retries: int = 10_000):
+                 engine_info: str | None = None, max_retries: int = 10_000, *, new_table: bool = False):
         self.log = log
         self.operation = operation
         self.operation_parameters = dict(operation_parameters or {})
-        if snapshot is None:
+        if new_table:
+            if snapshot is not None:
+                raise ValueError("new_table=True: the transaction creates the table; give no snapshot")
+        elif snapshot is None:
             try:
                 snapshot = log.snapshot()
             except TableNotFoundError:
@@ -226,6 +267,7 @@ class Transaction:
         self._replaces_table = False
         self.committed_version: int | None = None
         self.committed_actions: list[Action] | None = None
+        self.outcome = CommitOutcome.NOT_COMMITTED
         self.attempts = 0
 
     # --- what the transaction sees ---------------------------------------------------------
@@ -697,22 +739,23 @@ class Transaction:
             state.metadata = plan.metadata
         store = self.log.store
         version = self.read_version + 1
+        if self.read_version < 0:
+            self._check_still_absent()
         attempt = 0
         while True:
             self.attempts = attempt + 1
             actions, summary = self._actions_for(version, state, plan, operation_metrics, user_metadata)
             path = store.join(self.log.log_dir, commit_file_name(version))
-            try:
-                store.write(path, actions_to_json_lines(actions), overwrite=False)
+            if self._put(path, actions_to_json_lines(actions)):
                 break
-            except FileExistsError:
-                pass
             attempt += 1
             if attempt > self.max_retries:
                 raise CommitFailedException(
                     f"{self.operation} on {self.log.table_root}: gave up after {self.max_retries} "
                     f"retries; version {version} was taken by another writer")
             winners = self._read_winners(version)
+            if self.read_version < 0:
+                raise _created_concurrently(self.log.table_root, winners[0] if winners else None)
             for w in winners:
                 resolution = check_conflicts(
                     summary, w, current_metadata=state.metadata,
@@ -723,10 +766,88 @@ class Transaction:
             version = (winners[-1].version if winners else version) + 1
             self._backoff(attempt)
         self.committed_version = version
+        self.outcome = CommitOutcome.COMMITTED
         self.committed_actions = actions
         final_md = next((a for a in actions if isinstance(a, Metadata)), None) or state.metadata
         self._post_commit(version, final_md.configuration if final_md is not None else None)
         return version
+
+    def _put(self, path: str, data: bytes) -> bool:
+        """Put-if-absent of one commit file: True when it holds this commit, False when another
+        writer's commit took the version (the outcome stays NOT_COMMITTED). A store failure
+        after the put was sent is resolved (`_resolve`); CommitOutcomeUnknownError when it
+        cannot be."""
+        store = self.log.store
+        self.outcome = CommitOutcome.UNKNOWN
+        try:
+            store.write(path, data, overwrite=False)
+            return True
+        except FileExistsError:
+            self.outcome = CommitOutcome.NOT_COMMITTED
+            return False
+        except Exception as e:  # noqa: BLE001 - the put was sent: its outcome is unknown
+            found = self._resolve(path, data)
+            if found is None:
+                raise CommitOutcomeUnknownError(
+                    f"{self.operation} on {self.log.table_root}: the log store failed while writing "
+                    f"{path} ({type(e).__name__}: {e}) and the outcome could not be read back; the "
+                    f"version may or may not exist (the files it references are kept)") from e
+            if found == "absent":   # the store settles a put on return: a plain failure
+                self.outcome = CommitOutcome.NOT_COMMITTED
+                raise
+            log.warning("the log store failed while writing %s (%s: %s); read back: %s", path,
+                        type(e).__name__, e, "this commit landed" if found == "ours" else "another writer's commit")
+            if found == "theirs":
+                self.outcome = CommitOutcome.NOT_COMMITTED
+                return False
+            return True
+        # BaseException (KeyboardInterrupt, ...): the outcome stays UNKNOWN and it propagates
+
+    def _resolve(self, path: str, data: bytes) -> str | None:
+        """After a failed put of `data` at `path`: "ours" — the file holds `data`; "theirs" — it
+        holds another writer's commit; "absent" — it does not exist and no put of ours can still
+        land (stores whose puts are settled when the call returns, `LogStore.puts_may_land_late`
+        false); None — could not tell. On other stores an absent file is put again
+        (put-if-absent), which settles it: once the version exists, a put of ours still in
+        flight can no longer land."""
+        store = self.log.store
+        for i in range(_RESOLVE_ATTEMPTS):
+            if i:
+                self._backoff(i + 3)
+            try:
+                try:
+                    return "ours" if store.read(path) == data else "theirs"
+                except FileNotFoundError:
+                    pass
+                if not store.puts_may_land_late:
+                    return "absent"
+                try:
+                    store.write(path, data, overwrite=False)
+                    return "ours"
+                except FileExistsError:
+                    continue   # someone (maybe our first put) created it meanwhile: read it
+            except Exception as e:  # noqa: BLE001 - still failing: try again, then give up
+                log.debug("resolving the outcome of %s failed: %s: %s", path, type(e).__name__, e)
+        return None
+
+    def _check_still_absent(self) -> None:
+        """A transaction planned on no table: refuse when the table exists by now (another
+        writer created it), before anything is sent. The put-if-absent of version 0 catches a
+        creation after this check."""
+        try:
+            files = list_log(self.log.store, self.log.log_dir, 0)
+        except TableNotFoundError:
+            return
+        if any(f.name.kind in (LogFileKind.COMMIT, LogFileKind.CHECKPOINT, LogFileKind.V2_CHECKPOINT,
+                               LogFileKind.MULTIPART_CHECKPOINT) for f in files):
+            first = next((f for f in files if f.name.kind == LogFileKind.COMMIT), None)
+            winner = None
+            if first is not None:
+                try:
+                    winner = WinningCommit.from_actions(first.version, read_commit(self.log.store, first.path))
+                except Exception:  # noqa: BLE001 - only for the message
+                    winner = None
+            raise _created_concurrently(self.log.table_root, winner)
 
     def _read_winners(self, from_version: int) -> list[WinningCommit]:
         store = self.log.store
@@ -790,6 +911,17 @@ class Transaction:
     def __repr__(self) -> str:
         return (f"Transaction({self.operation!r} on {self.log.table_root!r}, "
                 f"read_version={self.read_version})")
+
+
+def _created_concurrently(table_root: str, winner: WinningCommit | None) -> ProtocolChangedException:
+    """delta-spark's exception for a transaction that meant to create the table and found it
+    created by another writer."""
+    where = f" Conflicting commit: version {winner.version} ({winner.operation})." if winner is not None else ""
+    return ProtocolChangedException(
+        f"The protocol version of the Delta table has been changed by a concurrent update. This "
+        f"happens when multiple writers are writing to an empty directory. Creating the table ahead "
+        f"of time will avoid this conflict. Please try the operation again.{where} (table {table_root}: "
+        f"this transaction was creating it and another writer created it first)")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,199 +1,36 @@
-"""`write_table`: write Arrow data into a Delta table, Spark-free (the tahoe counterpart of
-delta-rs's `write_deltalake` and of delta-spark's `df.write.format("delta").save(path)`).
+"""What an overwrite replaces: replaceWhere predicates and the file selection of overwrites,
+shared by every writer (the Arrow executor `tahoe.write.arrow`, the Spark executors
+`tahoe.spark.write`, the commit step `tahoe.write.commit`).
 
-Owns the WRITE operation end to end: creating the table when absent (with the data, in one
-commit), the save modes (append / overwrite / error / ignore), replaceWhere (`predicate`, on
-partition columns), dynamic partition overwrite (`partition_overwrite_mode="dynamic"`: only the
-partitions the data writes to are replaced), schema enforcement and evolution (`schema_mode`
-merge / overwrite), casting
-the data to the table's types, the row checks (NOT NULL, CHECK constraints, invariants, generated
-and identity columns — `tahoe.write.constraints`), idempotent writes (application transaction
-ids), writing the files (`tahoe.write.files`) and the single commit (`tahoe.txn.Transaction`).
+Owns: `parse_replace_where` (a replaceWhere predicate, refused unless it names partition
+columns only), `check_replace_where` (rows written with replaceWhere must satisfy it),
+`files_to_replace` (which active files an overwrite removes — all of them, those of the partitions
+matching the predicate, or those of the partitions the new files are in) and `stage_overwrite`
+(those removes staged in a transaction, with what it records as read so that the conflict checker
+catches concurrent writers into the replaced data).
 
-The overwrite plan is shared with the Spark writers (`tahoe.spark.write`): `use_dynamic_overwrite`
-(delta-spark's rules for partitionOverwriteMode), `write_parameters` (the WRITE commitInfo
-parameters), `check_replace_where` (rows outside a replaceWhere predicate refused) and
-`stage_overwrite` (which files an overwrite removes — all, the replaceWhere partitions, or the
-partitions the new files are in — and what the transaction records as read for conflict checks).
-
-Invariants of a call:
-  1. everything that can be refused (arguments, schema, constraints, replaceWhere rows,
-     append-only tables) is checked before any file is written;
-  2. all changes land in one commit, or none (files written for a commit that then fails are
-     deleted, best effort);
-  3. a (txn_app_id, txn_version) the table already recorded writes nothing and returns the
-     current version.
+The WRITE operation itself (`tahoe.write_table`) is planned by `tahoe.write.plan` and executed by
+`tahoe.write.arrow`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import logging
-import time
-import uuid
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import (
-    ConstraintViolationError, InvalidTableOperationError, MetadataChangedException,
-    ProtocolChangedException, SchemaError, TableNotFoundError, UnsupportedFeatureError,
-)
-from ..log.delta_log import DeltaLog
+from ..errors import ConstraintViolationError, UnsupportedFeatureError
 from ..log.snapshot import Snapshot, add_files_from_table
-from ..protocol import column_mapping
-from ..protocol.actions import AddFile, Metadata
+from ..protocol.actions import AddFile
 from ..protocol.partition_values import parse_partition_value, partition_values_to_arrow
-from ..protocol.schema import (
-    StructField, StructType, check_write_compatible, from_arrow_schema, merge_schemas, to_arrow_type,
-)
-from ..protocol.table_features import is_feature_supported
-from ..protocol.properties import (
-    IDENTITY_ALLOW_EXPLICIT_INSERT, IDENTITY_HIGH_WATER_MARK, IDENTITY_START, IDENTITY_STEP, is_true,
-)
-from ..storage import resolve_data_path
-from ..expressions import Expression, Scope, evaluate, matches, parse
-from .constraints import GENERATION_EXPRESSION_KEY, check_constraints
-from .files import DEFAULT_TARGET_FILE_ROWS, conform_to_schema, to_arrow_table, write_data_files
+from ..protocol.schema import StructType, to_arrow_type
+from ..expressions import Expression, Scope, matches, parse
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..txn import Transaction
 
-__all__ = ["write_table", "identity_generation", "identity_values", "identity_range", "use_dynamic_overwrite",
-           "files_to_replace", "stage_overwrite"]
-
-_log = logging.getLogger(__name__)
-
-WRITE_MODES = ("append", "overwrite", "error", "ignore")
-_SCHEMA_MODES = (None, "merge", "overwrite")
-OPERATION_MODE = {"append": "Append", "overwrite": "Overwrite", "error": "ErrorIfExists", "ignore": "Ignore"}
-PARTITION_OVERWRITE_MODES = ("static", "dynamic")
-
-
-def resolve_partition_columns(schema: StructType, partition_by: Iterable[str]) -> list[str]:
-    """The partition columns as the schema spells them (matched case-insensitively)."""
-    out = []
-    for c in partition_by:
-        f = schema.get(c, case_insensitive=True)
-        if f is None:
-            raise SchemaError(f"partition column '{c}' is not in the data's columns {schema.names}")
-        out.append(f.name)
-    return out
-
-
-# --- generated and identity columns ------------------------------------------------------------
-
-_INT_RANGE = {"byte": (-(1 << 7), (1 << 7) - 1), "short": (-(1 << 15), (1 << 15) - 1),
-              "integer": (-(1 << 31), (1 << 31) - 1), "long": (-(1 << 63), (1 << 63) - 1)}
-
-
-def identity_generation(f: StructField, given: bool) -> tuple[int, int] | None:
-    """How the values of column `f` are generated by a write: `(first, step)` — value k of the
-    write is `first + step * k`, `first` one step beyond the high-water mark (or the start) — or
-    None when `f` is no identity column or the data gives its values (`given`), which only
-    `delta.identity.allowExplicitInsert` permits (ConstraintViolationError otherwise). Shared by
-    every writer (Arrow, Spark, the data source)."""
-    md = f.metadata
-    if IDENTITY_START not in md and IDENTITY_STEP not in md:
-        return None
-    if given:
-        if str(md.get(IDENTITY_ALLOW_EXPLICIT_INSERT, "")).lower() != "true":
-            raise ConstraintViolationError(
-                f"column '{f.name}' is an identity column (GENERATED ALWAYS AS IDENTITY): "
-                f"its values cannot be written explicitly")
-        return None
-    start = int(md.get(IDENTITY_START, 1))
-    step = int(md.get(IDENTITY_STEP, 1))
-    if step == 0:
-        raise SchemaError(f"identity column '{f.name}' has step 0")
-    hwm = md.get(IDENTITY_HIGH_WATER_MARK)
-    return (start if hwm is None else int(hwm) + step), step
-
-
-def identity_range(f: StructField) -> tuple[int, int]:
-    """The values identity column `f`'s type can hold (delta-spark allows BIGINT only; tahoe
-    also generates the narrower integer types)."""
-    name = getattr(f.type, "name", None)
-    if name not in _INT_RANGE:
-        raise SchemaError(f"identity column '{f.name}' has type {f.type.simple_string()}; "
-                          f"identity columns must be integers (BIGINT)")
-    return _INT_RANGE[name]
-
-
-_SQL_INT = {"byte": "TINYINT", "short": "SMALLINT", "integer": "INT", "long": "BIGINT"}
-
-
-def identity_overflow_message(f: StructField) -> str:
-    return (f"identity column '{f.name}' overflows {_SQL_INT.get(getattr(f.type, 'name', ''), 'its type')} "
-            f"(values beyond its high-water mark do not fit)")
-
-
-def identity_values(f: StructField, first: int, step: int, positions: np.ndarray) -> np.ndarray:
-    """`first + step * positions` (int64) for identity column `f`; ConstraintViolationError when
-    a value does not fit the column's type (checked exactly, before the int64 arithmetic)."""
-    lo, hi = identity_range(f)
-    if len(positions):
-        ends = (first + step * int(positions.min()), first + step * int(positions.max()))
-        if min(ends) < lo or max(ends) > hi:
-            raise ConstraintViolationError(identity_overflow_message(f))
-    return first + step * positions.astype(np.int64)
-
-
-def computed_columns(schema: StructType, incoming: StructType) -> list[StructField]:
-    """The table's identity and generated columns the data omits: the writer computes them, so
-    the data may omit them even when they are NOT NULL. Shared by every writer's schema check."""
-    given = {f.name.lower() for f in incoming.fields}
-    return [f for f in schema.fields if f.name.lower() not in given and (
-        IDENTITY_START in f.metadata or IDENTITY_STEP in f.metadata or f.metadata.get(GENERATION_EXPRESSION_KEY))]
-
-
-def with_computed_columns(schema: StructType, incoming: StructType) -> StructType:
-    """`incoming` plus the columns the writer computes (`computed_columns`), for schema checks."""
-    return StructType(list(incoming.fields) + computed_columns(schema, incoming))
-
-
-def _fill_special_columns(data: pa.Table, incoming: StructType, schema: StructType,
-                          conf: dict, first_position: int = 0) -> tuple[pa.Table, dict[str, int]]:
-    """Compute generated columns the data omits and check the ones it has; generate identity
-    values the data omits — row i gets position `first_position + i` in the column's sequence
-    (writers running in parallel give each task disjoint positions). Returns the data and the
-    identity high-water marks to record."""
-    given = {f.name.lower() for f in incoming.fields}
-    hwm_updates: dict[str, int] = {}
-    n = data.num_rows
-    for f in schema.fields:
-        gen = identity_generation(f, f.name.lower() in given)
-        if gen is None or n == 0:
-            continue
-        values = identity_values(f, gen[0], gen[1], first_position + np.arange(n, dtype=np.int64))
-        i = data.schema.get_field_index(f.name)
-        data = data.set_column(i, data.schema.field(i), pa.chunked_array([pa.array(values).cast(to_arrow_type(f.type))]))
-        hwm_updates[f.name] = int(values[-1])
-    for f in schema.fields:
-        expr = f.metadata.get(GENERATION_EXPRESSION_KEY)
-        if not expr:
-            continue
-        target = to_arrow_type(f.type)
-        try:
-            computed = evaluate(parse(expr), Scope.of(data), num_rows=n)
-            computed = computed.cast(target) if computed.type != target else computed
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-            raise UnsupportedFeatureError(f"cannot compute generated column '{f.name}' ({expr}) in Arrow: {e}") from None
-        i = data.schema.get_field_index(f.name)
-        if f.name.lower() not in given:
-            data = data.set_column(i, data.schema.field(i), pa.chunked_array([computed]))
-            continue
-        actual = data.column(i).combine_chunks()
-        same = pc.or_(pc.fill_null(pc.equal(actual, computed), False),
-                      pc.and_(pc.is_null(actual), pc.is_null(computed)))
-        if not pc.all(same).as_py():
-            row = int(pc.index(same, False).as_py())
-            raise ConstraintViolationError(
-                f"CHECK constraint Generated Column ({f.name} <=> {expr}) violated by row with values:\n"
-                f" - {f.name} : {actual[row].as_py()}\n - {expr} : {computed[row].as_py()}")
-    return data, hwm_updates
+__all__ = ["parse_replace_where", "check_replace_where", "files_to_replace", "stage_overwrite"]
 
 
 # --- replaceWhere ------------------------------------------------------------------------------
@@ -230,59 +67,6 @@ def check_replace_where(rows: pa.Table, node: Expression, predicate: str) -> Non
             f"{rows.slice(row, 1).to_pylist()[0]}")
 
 
-# --- dynamic partition overwrite ---------------------------------------------------------------
-
-def _overwrite_mode_value(value: str | None, what: str) -> str | None:
-    if value is None:
-        return None
-    low = str(value).strip().lower()
-    if low not in PARTITION_OVERWRITE_MODES:
-        raise ValueError(f"invalid value {value!r} for {what}: must be 'static' or 'dynamic'")
-    return low
-
-
-def use_dynamic_overwrite(mode: str, partition_overwrite_mode: str | None, partition_columns: list[str],
-                          predicate: str | None = None, overwrite_schema: bool = False,
-                          session_mode: str | None = None) -> bool:
-    """Whether an overwrite replaces only the partitions its data writes to — delta-spark's
-    WriteIntoDelta rules. `partition_overwrite_mode` is the write's own setting (the
-    DataFrameWriter option / keyword), `session_mode` Spark's `spark.sql.sources.
-    partitionOverwriteMode`; the write's own wins. Values are 'static' or 'dynamic' (any case;
-    anything else is a ValueError). Dynamic mode is ignored outside mode='overwrite' and on
-    unpartitioned tables; with a replaceWhere predicate it is an error when the write itself asked
-    for it, and ignored when only the session did; with overwriteSchema it is an error."""
-    own = _overwrite_mode_value(partition_overwrite_mode, "partitionOverwriteMode")
-    session = _overwrite_mode_value(session_mode, "spark.sql.sources.partitionOverwriteMode")
-    if (own or session or "static") != "dynamic" or mode != "overwrite" or not partition_columns:
-        return False
-    if predicate is not None:
-        if own == "dynamic":
-            raise InvalidTableOperationError(
-                "a replaceWhere predicate and partitionOverwriteMode='dynamic' cannot both be set "
-                "for one write (they both say which data to overwrite)")
-        return False
-    if overwrite_schema:
-        raise InvalidTableOperationError(
-            "overwriteSchema cannot be used with partitionOverwriteMode='dynamic'")
-    return True
-
-
-def write_parameters(mode: str, partition_columns: list[str], predicate: str | None = None,
-                     dynamic: bool = False, merge_schema: bool = False,
-                     overwrite_schema: bool = False) -> dict[str, Any]:
-    """The commitInfo operationParameters of a WRITE, as delta-spark records them: mode,
-    partitionBy, the replaceWhere predicate, and `isDynamicPartitionOverwrite` /
-    `canOverwriteSchema` / `canMergeSchema` only when true."""
-    params: dict[str, Any] = {"mode": OPERATION_MODE[mode], "partitionBy": list(partition_columns)}
-    if predicate is not None:
-        params["predicate"] = [predicate]
-    for key, on in (("isDynamicPartitionOverwrite", dynamic), ("canOverwriteSchema", overwrite_schema),
-                    ("canMergeSchema", merge_schema)):
-        if on:
-            params[key] = True
-    return params
-
-
 def _partition_keys(partition_values, snap: Snapshot) -> list[tuple]:
     """The typed partition values (one tuple per file, in the table's partition-column order) of
     `partition_values` (an Arrow map array or a list of dicts; physical or logical names): equal
@@ -291,218 +75,6 @@ def _partition_keys(partition_values, snap: Snapshot) -> list[tuple]:
     fields = [snap.schema.field(c) for c in snap.partition_columns]
     typed = partition_values_to_arrow(partition_values, fields, snap.column_mapping_mode)
     return list(zip(*[typed[f.name].to_pylist() for f in fields]))
-
-
-# --- the operation -----------------------------------------------------------------------------
-
-def _write_once(uri: str, data: Any, mode: str = "append", partition_by: str | Iterable[str] | None = None,
-                schema_mode: str | None = None, predicate: str | None = None,
-                properties: dict[str, Any] | None = None, name: str | None = None,
-                description: str | None = None, txn_app_id: str | None = None, txn_version: int | None = None,
-                user_metadata: str | None = None, storage_options: dict | None = None,
-                target_file_rows: int = DEFAULT_TARGET_FILE_ROWS, partition_overwrite_mode: str | None = None) -> int:
-    """One attempt of `write_table` (see there)."""
-    if mode not in WRITE_MODES:
-        raise ValueError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
-    if schema_mode not in _SCHEMA_MODES:
-        raise ValueError(f"schema_mode must be one of {_SCHEMA_MODES}, got {schema_mode!r}")
-    if schema_mode == "overwrite" and mode != "overwrite":
-        raise InvalidTableOperationError("schema_mode='overwrite' needs mode='overwrite'")
-    if predicate is not None and mode != "overwrite":
-        raise InvalidTableOperationError("a predicate (replaceWhere) needs mode='overwrite'")
-    if (txn_app_id is None) != (txn_version is None):
-        raise ValueError("give both txn_app_id and txn_version, or neither")
-    if isinstance(partition_by, str):
-        partition_by = [partition_by]
-    partition_by = list(partition_by) if partition_by is not None else None
-
-    from ..txn import Transaction
-    from ..protocol.properties import normalize_properties
-
-    table = to_arrow_table(data)
-    incoming = from_arrow_schema(table.schema)
-    log = DeltaLog.for_table(uri, storage_options)
-    try:
-        snap: Snapshot | None = log.snapshot()
-    except TableNotFoundError:
-        snap = None
-
-    if snap is not None and txn_app_id is not None:
-        done = snap.txn_version(txn_app_id)
-        if done is not None and done >= int(txn_version):  # type: ignore[arg-type]
-            return snap.version
-
-    new_metadata: Metadata | None = None
-    if snap is None:
-        # --- create the table with the data (CREATE TABLE AS SELECT) -------------------------
-        conf = normalize_properties(properties)
-        pcols = resolve_partition_columns(incoming, partition_by or [])
-        schema, conf = column_mapping.assign_ids_for_table(incoming, conf)
-        new_metadata = Metadata(id=str(uuid.uuid4()), schema_string=schema.to_json(),
-                                partition_columns=tuple(pcols), configuration=conf, name=name,
-                                description=description, created_time=int(time.time() * 1000))
-        operation = "CREATE TABLE AS SELECT"
-        params: dict[str, Any] = {"isManaged": "false", "description": description,
-                                  "partitionBy": pcols, "properties": conf}
-        read_conf = conf
-    else:
-        if mode == "error":
-            raise InvalidTableOperationError(
-                f"a Delta table already exists at {log.table_root} (version {snap.version}); "
-                f"use mode='append', 'overwrite' or 'ignore'")
-        if mode == "ignore":
-            return snap.version
-        read_conf = snap.configuration
-        schema = snap.schema
-        pcols = list(snap.partition_columns)
-        if schema_mode == "overwrite":
-            pcols = resolve_partition_columns(incoming, partition_by if partition_by is not None else
-                                        [c for c in pcols if incoming.get(c, case_insensitive=True)])
-            # columns the table already has keep their column mapping metadata
-            kept = []
-            for f in incoming.fields:
-                old = schema.get(f.name, case_insensitive=True)
-                kept.append(f.with_metadata(dict(old.metadata)) if old is not None and old.type == f.type else f)
-            new_schema, conf = column_mapping.assign_ids_for_table(StructType(kept), dict(read_conf))
-            new_metadata = dataclasses.replace(snap.metadata, schema_string=new_schema.to_json(),
-                                               partition_columns=tuple(pcols), configuration=conf)
-            schema = new_schema
-        else:
-            if partition_by is not None and [c.lower() for c in partition_by] != [c.lower() for c in pcols]:
-                raise InvalidTableOperationError(
-                    f"partition_by {partition_by} does not match the table's partition columns {pcols} "
-                    f"(changing the partitioning needs mode='overwrite' and schema_mode='overwrite')")
-            if schema_mode == "merge":
-                widening = is_feature_supported(snap.protocol, "typeWidening") and \
-                    is_true(read_conf, "delta.enableTypeWidening")
-                merged = merge_schemas(schema, incoming, allow_type_widening=widening)
-                if merged != schema:
-                    merged, conf = column_mapping.assign_ids_for_table(merged, dict(read_conf))
-                    new_metadata = dataclasses.replace(snap.metadata, schema_string=merged.to_json(),
-                                                       configuration=conf)
-                    schema = merged
-            else:
-                try:
-                    check_write_compatible(schema, with_computed_columns(schema, incoming))
-                except SchemaError as e:
-                    raise SchemaError(f"{e}. To change the table's schema use schema_mode='merge' "
-                                      f"(or 'overwrite' with mode='overwrite')") from None
-        if mode == "overwrite" and is_true(read_conf, "delta.appendOnly"):
-            raise InvalidTableOperationError(
-                f"table {log.table_root} is append-only (delta.appendOnly=true): an overwrite would "
-                f"remove data")
-        operation = "WRITE"
-    dynamic = use_dynamic_overwrite(mode, partition_overwrite_mode, pcols, predicate, schema_mode == "overwrite")
-    if snap is not None:
-        params = write_parameters(mode, pcols, predicate, dynamic=dynamic,
-                                  merge_schema=schema_mode == "merge", overwrite_schema=schema_mode == "overwrite")
-    conf_now = new_metadata.configuration if new_metadata is not None else read_conf
-    cm_mode = column_mapping.mode(conf_now)
-
-    # --- the rows: cast, fill generated/identity columns, check -------------------------------
-    rows = conform_to_schema(table, schema, computed=[f.name for f in computed_columns(schema, incoming)])
-    rows, identity_hwm = _fill_special_columns(rows, incoming, schema, conf_now)
-    check_constraints(rows, schema, conf_now)
-
-    replace_node = None
-    if snap is not None and mode == "overwrite" and predicate is not None:
-        replace_node = parse_replace_where(predicate, snap.schema, list(snap.partition_columns))
-        check_replace_where(rows, replace_node, predicate)
-
-    # --- write files, then commit once ---------------------------------------------------------
-    # refuses a protocol we cannot write; blind appends never conflict, so retrying long is safe
-    txn = Transaction(log, operation, params, snapshot=snap)
-    if snap is None and txn.read_snapshot is not None:
-        raise _CreatedConcurrently()   # given no snapshot, the Transaction read the table just created
-    if new_metadata is not None:
-        txn.update_metadata(new_metadata)
-    for col, value in identity_hwm.items():
-        txn.update_identity_high_water_mark(col, value)
-    if txn_app_id is not None:
-        txn.set_txn(txn_app_id, int(txn_version))  # type: ignore[arg-type]
-    tight = tight_bounds(conf_now, snap.protocol if snap is not None else None)
-    store = log.store
-    adds = write_data_files(store, log.table_root, rows, schema, pcols, cm_mode, conf_now,
-                            target_file_rows, tight_bounds=tight)
-    try:
-        removes: list[AddFile] = []
-        if snap is not None and mode == "overwrite":
-            removes = stage_overwrite(txn, snap, replace_node, adds if dynamic else None)
-        txn.add_files(adds)
-        metrics = {
-            "numFiles": len(adds),
-            "numOutputRows": rows.num_rows,
-            "numOutputBytes": sum(a.size for a in adds),
-        }
-        if removes:
-            metrics["numRemovedFiles"] = len(removes)
-            metrics["numRemovedBytes"] = sum(r.size for r in removes)
-        try:
-            return txn.commit(operation_metrics=metrics, user_metadata=user_metadata)
-        except (ProtocolChangedException, MetadataChangedException) as e:
-            if snap is None:   # another writer created the table first
-                raise _CreatedConcurrently() from e
-            raise
-    except BaseException:
-        for a in adds:   # nothing committed: the new files are garbage
-            try:
-                store.filesystem.delete_file(store.to_fs_path(resolve_data_path(log.table_root, a.path)))
-            except Exception:  # noqa: BLE001 - best effort; VACUUM removes what is left
-                _log.debug("could not delete %s after a failed commit", a.path)
-        raise
-
-
-class _CreatedConcurrently(Exception):
-    """Internal: the table this call was creating was created by another writer meanwhile."""
-
-
-def write_table(uri: str, data: Any, mode: str = "append", partition_by: str | Iterable[str] | None = None,
-                schema_mode: str | None = None, predicate: str | None = None,
-                properties: dict[str, Any] | None = None, name: str | None = None,
-                description: str | None = None, txn_app_id: str | None = None, txn_version: int | None = None,
-                user_metadata: str | None = None, storage_options: dict | None = None,
-                target_file_rows: int = DEFAULT_TARGET_FILE_ROWS, partition_overwrite_mode: str | None = None) -> int:
-    """Write `data` (a pyarrow Table / RecordBatch(es) / RecordBatchReader / pandas DataFrame) to
-    the Delta table at `uri`; returns the table version after the write.
-
-    mode: "append"; "overwrite" (every current file removed — or, with `predicate`, the files of
-    the partitions matching it: replaceWhere, where every new row must match it; or, with
-    `partition_overwrite_mode="dynamic"` on a partitioned table, the files of the partitions the
-    data writes to: the others stay); "error" (refuse an existing table); "ignore" (leave an
-    existing table alone). `partition_overwrite_mode` follows delta-spark's partitionOverwriteMode
-    ('static' — the default — or 'dynamic'; see `use_dynamic_overwrite`). A missing table is
-    created with the data's schema, `partition_by`, `properties`, `name` and `description`.
-
-    schema_mode: None — the data must fit the table's schema (SchemaError naming the columns
-    otherwise; narrower types are cast); "merge" — new columns are added (mergeSchema);
-    "overwrite" — with mode="overwrite", the table takes the data's schema and partitioning.
-
-    txn_app_id / txn_version: an idempotent write; when the table already recorded this version
-    (or a later one) for the app id, nothing is written and the current version is returned."""
-    kwargs = dict(mode=mode, partition_by=partition_by, schema_mode=schema_mode, predicate=predicate,
-                  properties=properties, name=name, description=description, txn_app_id=txn_app_id,
-                  txn_version=txn_version, user_metadata=user_metadata, storage_options=storage_options,
-                  target_file_rows=target_file_rows, partition_overwrite_mode=partition_overwrite_mode)
-    if not isinstance(data, (pa.Table, pa.RecordBatch)):
-        data = to_arrow_table(data)   # a stream can be read only once; a retry needs the rows
-    try:
-        return _write_once(uri, data, **kwargs)
-    except _CreatedConcurrently:
-        # Another writer created the table between our read and our commit: this write now
-        # applies to that table (its schema is checked like any append/overwrite).
-        if mode == "error":
-            raise InvalidTableOperationError(
-                f"a Delta table was created at {uri} by another writer while this write was creating it") from None
-        return _write_once(uri, data, **kwargs)
-
-
-def tight_bounds(conf: dict, protocol=None) -> bool | None:
-    """The `tightBounds` to write into new files' stats: True on tables with deletion vectors (as
-    delta-spark writes them), None (absent) elsewhere. Shared by every writer."""
-    if is_true(conf, "delta.enableDeletionVectors") or (
-            protocol is not None and is_feature_supported(protocol, "deletionVectors")):
-        return True
-    return None
 
 
 def files_to_replace(snap: Snapshot, replace_node=None, written: list[AddFile] | None = None) -> list[AddFile]:
@@ -548,7 +120,7 @@ def _partition_predicate(node: Expression, schema: StructType, partition_columns
     serialized value), for conflict detection."""
     fields = {c: schema.field(c) for c in partition_columns}
 
-    def matches(values: dict[str, str | None]) -> bool:
+    def selects(values: dict[str, str | None]) -> bool:
         lower = {k.lower(): v for k, v in values.items()}
         cols = {}
         for c, f in fields.items():
@@ -556,5 +128,5 @@ def _partition_predicate(node: Expression, schema: StructType, partition_columns
             cols[c] = pa.array([parse_partition_value(raw, f.type)], to_arrow_type(f.type))
         return bool(matches(node, Scope.of(pa.table(cols)))[0].as_py())
 
-    return matches
+    return selects
 

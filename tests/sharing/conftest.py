@@ -118,7 +118,7 @@ def build_tables(root: Path) -> dict[str, str]:
     # written by tahoe's own writer (append, replaceWhere overwrite, copy-on-write DELETE with CDF)
     try:
         from tahoe.write.dml import delete
-        from tahoe.write.writer import write_table
+        from tahoe.write.arrow import write_table
     except ImportError:  # the writer is optional for these tests
         return out
     w = str(root / "written")

@@ -1,0 +1,166 @@
+"""The Arrow executor of writes: `write_table` (the tahoe counterpart of delta-rs's
+`write_deltalake` and of delta-spark's `df.write.format("delta").save(path)`, Spark-free), and
+`prepare_rows`, the row work every Arrow-side writer does (also the `format("delta")` data
+source's tasks).
+
+A write is planned by `tahoe.write.plan.plan_write` (modes, schema, partitioning, replaceWhere,
+dynamic overwrite, identity / generated / default columns, constraints, commitInfo), executed here
+— rows cast to the table's types, computed columns filled, every row check made
+(`prepare_rows`), files written (`tahoe.write.files`) — and committed by the one commit step
+(`tahoe.write.commit.commit_write`).
+
+Invariants of a call:
+  1. everything that can be refused (arguments, schema, constraints, replaceWhere rows,
+     append-only tables) is refused before any file is written;
+  2. all changes land in one commit, or none; files written for a commit that surely did not
+     land are deleted, files of a commit whose outcome is unknown are kept;
+  3. a (txn_app_id, txn_version) the table already recorded writes nothing and returns the
+     current version.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import ConstraintViolationError, UnsupportedFeatureError
+from ..log.delta_log import DeltaLog
+from ..protocol.actions import AddFile
+from ..protocol.schema import StructType, from_arrow_schema, to_arrow_type
+from .commit import commit_write
+from ..expressions import Scope, evaluate, parse
+from .constraints import check_constraints
+from .files import DEFAULT_TARGET_FILE_ROWS, conform_to_schema, to_arrow_table, write_data_files
+from .plan import WritePlan, identity_values, plan_write
+from .writer import check_replace_where
+
+__all__ = ["write_table", "write_rows", "prepare_rows", "fill_columns"]
+
+
+def fill_columns(rows: pa.Table, plan: WritePlan, first_position: int = 0) -> tuple[pa.Table, dict[str, int]]:
+    """`rows` (the table's logical columns, see `conform_to_schema`) with the columns the plan
+    computes: identity values — row i gets position `first_position + i` in the column's sequence
+    (parallel writers give each task disjoint positions) —, column defaults for omitted columns
+    (spec "Default Columns"), generated columns computed when omitted and checked
+    (`<=>`) when given. Returns the rows and the identity high-water marks they reach."""
+    schema = plan.schema
+    n = rows.num_rows
+    marks: dict[str, int] = {}
+
+    def put(name: str, values: pa.Array | pa.ChunkedArray) -> None:
+        nonlocal rows
+        i = rows.schema.get_field_index(name)
+        arr = values if isinstance(values, pa.ChunkedArray) else pa.chunked_array([values])
+        rows = rows.set_column(i, rows.schema.field(i), arr)
+
+    for name, (first, step) in plan.identity.items():
+        if n == 0:
+            continue
+        f = schema.field(name)
+        values = identity_values(f, first, step, first_position + np.arange(n, dtype=np.int64))
+        put(name, pa.array(values).cast(to_arrow_type(f.type)))
+        marks[name] = int(values[-1])
+
+    for name, sql in plan.defaults.items():
+        f = schema.field(name)
+        target = to_arrow_type(f.type)
+        try:
+            value = evaluate(parse(sql), Scope.of(rows), num_rows=n)
+            value = value.cast(target) if value.type != target else value
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnsupportedFeatureError) as e:
+            raise UnsupportedFeatureError(
+                f"cannot compute the default value of column '{name}' (CURRENT_DEFAULT {sql}) in Arrow: {e}") from None
+        put(name, value)
+
+    for name, expr, given in plan.generated:
+        f = schema.field(name)
+        target = to_arrow_type(f.type)
+        try:
+            computed = evaluate(parse(expr), Scope.of(rows), num_rows=n)
+            computed = computed.cast(target) if computed.type != target else computed
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise UnsupportedFeatureError(f"cannot compute generated column '{name}' ({expr}) in Arrow: {e}") from None
+        if not given:
+            put(name, computed)
+            continue
+        actual = rows.column(name).combine_chunks()
+        same = pc.or_(pc.fill_null(pc.equal(actual, computed), False),
+                      pc.and_(pc.is_null(actual), pc.is_null(computed)))
+        if not pc.all(same).as_py():
+            row = int(pc.index(same, False).as_py())
+            raise ConstraintViolationError(
+                f"CHECK constraint Generated Column ({name} <=> {expr}) violated by row with values:\n"
+                f" - {name} : {actual[row].as_py()}\n - {expr} : {computed[row].as_py()}")
+    return rows, marks
+
+
+def prepare_rows(data: pa.Table, plan: WritePlan, first_position: int = 0) -> tuple[pa.Table, dict[str, int]]:
+    """The rows a writer writes for `plan`: cast to the table's columns and types, computed
+    columns filled (`fill_columns`), then every row check — NOT NULL, CHECK constraints,
+    invariants, the replaceWhere predicate. Returns the rows and their identity high-water marks."""
+    schema = plan.schema
+    rows = conform_to_schema(data, schema, computed=plan.computed)
+    rows, marks = fill_columns(rows, plan, first_position)
+    check_constraints(rows, schema, plan.configuration)
+    if plan.replace_where is not None:
+        check_replace_where(rows, parse(plan.replace_where), plan.replace_where)
+    return rows, marks
+
+
+def write_table(uri: str | DeltaLog, data: Any, mode: str = "append", partition_by: str | Iterable[str] | None = None,
+                schema_mode: str | None = None, predicate: str | None = None,
+                properties: dict[str, Any] | None = None, name: str | None = None,
+                description: str | None = None, txn_app_id: str | None = None, txn_version: int | None = None,
+                user_metadata: str | None = None, storage_options: dict | None = None,
+                target_file_rows: int = DEFAULT_TARGET_FILE_ROWS, partition_overwrite_mode: str | None = None) -> int:
+    """Write `data` (a pyarrow Table / RecordBatch(es) / RecordBatchReader / pandas DataFrame) to
+    the Delta table at `uri` (a path / URI, or a `DeltaLog`); returns the table version after the
+    write.
+
+    mode: "append"; "overwrite" (every current file removed — or, with `predicate`, the files of
+    the partitions matching it: replaceWhere, where every new row must match it; or, with
+    `partition_overwrite_mode="dynamic"` on a partitioned table, the files of the partitions the
+    data writes to: the others stay); "error" (refuse an existing table); "ignore" (leave an
+    existing table alone). `partition_overwrite_mode` follows delta-spark's partitionOverwriteMode
+    ('static' — the default — or 'dynamic'; see `tahoe.write.plan.use_dynamic_overwrite`). A
+    missing table is created with the data's schema, `partition_by`, `properties`, `name` and
+    `description`; when another writer creates it first, the write fails with
+    ProtocolChangedException (as delta-spark's does) and leaves no file behind.
+
+    schema_mode: None — the data must fit the table's schema (SchemaError naming the columns
+    otherwise; narrower types are cast); "merge" — new columns are added (mergeSchema), and with
+    `delta.enableTypeWidening` columns widen (recorded in `delta.typeChanges`); "overwrite" —
+    with mode="overwrite", the table takes the data's schema and partitioning.
+
+    Columns the data omits are null, or computed: identity values, generated columns, column
+    defaults (`CURRENT_DEFAULT`).
+
+    txn_app_id / txn_version: an idempotent write; when the table already recorded this version
+    (or a later one) for the app id, nothing is written and the current version is returned."""
+    log = uri if isinstance(uri, DeltaLog) else DeltaLog.for_table(uri, storage_options)
+    table = to_arrow_table(data)
+    plan, snap = plan_write(log, from_arrow_schema(table.schema), mode=mode, partition_by=partition_by,
+                            replace_where=predicate, schema_mode=schema_mode,
+                            partition_overwrite_mode=partition_overwrite_mode, properties=properties, name=name,
+                            description=description, user_metadata=user_metadata, txn_app_id=txn_app_id,
+                            txn_version=txn_version, storage_options=storage_options)
+    if plan.skip:
+        return plan.read_version
+    adds, marks, num_rows = write_rows(log, table, plan, target_file_rows)
+    return commit_write(plan, log, snap, adds, marks, num_rows=num_rows)
+
+
+def write_rows(log: DeltaLog, data: pa.Table, plan: WritePlan, target_file_rows: int = DEFAULT_TARGET_FILE_ROWS,
+               first_position: int = 0) -> tuple[list[AddFile], dict[str, int], int]:
+    """The Arrow executor's file work for `plan`: `data` prepared (`prepare_rows`) and written as
+    data files of the table. Returns (AddFiles, identity high-water marks, rows written); nothing
+    is committed (see `tahoe.write.commit`)."""
+    rows, marks = prepare_rows(data, plan, first_position)
+    schema: StructType = plan.schema
+    adds = write_data_files(log.store, log.table_root, rows, schema, plan.partition_columns,
+                            plan.column_mapping_mode, plan.configuration, target_file_rows,
+                            tight_bounds=plan.tight_bounds)
+    return adds, marks, rows.num_rows

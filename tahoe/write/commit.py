@@ -1,0 +1,116 @@
+"""The commit step every writer shares: the files an executor wrote become one version — or,
+when the commit surely did not land, are deleted again. Never on doubt.
+
+    version = commit_write(plan, log, snapshot, adds, identity_marks)          # a WRITE
+    version = commit_new_files(txn, new_files, stage)                          # any operation (DML)
+
+`commit_new_files(txn, new_files, stage)` runs `stage(txn)` (adds, removes, cdc files, what was
+read; it returns the operation metrics), commits, and on any failure deletes `new_files` only when
+`txn.outcome` is NOT_COMMITTED: nothing was sent, a conflict, or a lost put-if-absent race. When
+the log store failed after the put was sent, the Transaction finds out (reads the version back):
+a commit that landed is a success; one it cannot resolve keeps the files (outcome UNKNOWN,
+CommitOutcomeUnknownError) — VACUUM collects true orphans.
+
+`commit_write` is the WRITE's use of it: the plan's metadata change (a new table commits with
+`Transaction(new_table=True)`: another writer's table is never overwritten), the overwrite's
+removes (`tahoe.write.writer.stage_overwrite`), identity high-water marks, the application
+transaction id and delta-spark's WRITE metrics (`write_metrics`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Callable, Iterable
+
+from ..protocol.actions import AddCDCFile, AddFile
+from ..storage import resolve_data_path
+from ..txn.transaction import CommitOutcome, Transaction
+from .writer import parse_replace_where, stage_overwrite
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..log.delta_log import DeltaLog
+    from ..log.snapshot import Snapshot
+    from ..storage.base import LogStore
+    from .plan import WritePlan
+
+__all__ = ["commit_write", "commit_new_files", "write_metrics", "delete_data_files"]
+
+_log = logging.getLogger(__name__)
+
+
+def delete_data_files(store: LogStore, table_root: str, files: Iterable[AddFile | AddCDCFile]) -> None:
+    """Best effort: delete files written for a commit that surely did not land (VACUUM removes
+    what is left)."""
+    for f in files:
+        try:
+            store.filesystem.delete_file(store.to_fs_path(resolve_data_path(table_root, f.path)))
+        except Exception:  # noqa: BLE001 - best effort
+            _log.debug("could not delete %s after a failed commit", f.path)
+
+
+def commit_new_files(txn: Transaction, new_files: list[AddFile | AddCDCFile],
+                     stage: Callable[[Transaction], dict | None] | None = None,
+                     user_metadata: str | None = None) -> int:
+    """Stage (`stage(txn)`, which returns the operation metrics) and commit `txn`; returns the
+    version. On failure `new_files` (the data / cdc files this operation wrote) are deleted only
+    when the commit surely did not land (`CommitOutcome.NOT_COMMITTED`); then the error
+    propagates."""
+    try:
+        metrics = stage(txn) if stage is not None else None
+        return txn.commit(operation_metrics=metrics, user_metadata=user_metadata)
+    except BaseException:
+        if txn.outcome is CommitOutcome.NOT_COMMITTED:
+            delete_data_files(txn.log.store, txn.log.table_root, new_files)
+        else:
+            _log.warning("the commit of %s on %s may have landed (outcome %s): its %d new files are kept",
+                         txn.operation, txn.log.table_root, txn.outcome.value, len(new_files))
+        raise
+
+
+def write_metrics(plan: WritePlan, adds: list[AddFile], removes: list[AddFile],
+                  num_rows: int | None = None) -> dict:
+    """delta-spark's operationMetrics of a WRITE: numFiles, numOutputRows, numOutputBytes; with a
+    replaceWhere predicate also numRemovedFiles, numRemovedBytes, numAddedChangeFiles and — when
+    the removed files' stats give their row counts — numDeletedRows / numCopiedRows (tahoe
+    replaces whole partitions: nothing is copied)."""
+    rows = num_rows if num_rows is not None else sum(a.num_records or 0 for a in adds)
+    metrics: dict = {"numFiles": len(adds), "numOutputRows": rows, "numOutputBytes": sum(a.size for a in adds)}
+    if plan.replace_where is not None and plan.read_version >= 0:
+        metrics["numRemovedFiles"] = len(removes)
+        metrics["numRemovedBytes"] = sum(r.size or 0 for r in removes)
+        metrics["numAddedChangeFiles"] = 0
+        counts = [r.num_records for r in removes]
+        if all(c is not None for c in counts):
+            metrics["numDeletedRows"] = sum(counts)   # type: ignore[arg-type]
+            metrics["numCopiedRows"] = 0
+    return metrics
+
+
+def commit_write(plan: WritePlan, log: DeltaLog, snapshot: Snapshot | None, adds: list[AddFile],
+                 identity_marks: dict[str, int] | None = None, num_rows: int | None = None) -> int:
+    """ONE transaction for a planned WRITE (see the module docstring): `snapshot` is the one the
+    plan was made on (None when the plan creates the table), `adds` the executor's new files,
+    `identity_marks` the identity high-water marks its rows reached. Returns the version;
+    conflicts raise the Concurrent*Exception of the transaction (the new files deleted)."""
+    try:
+        txn = Transaction(log, plan.operation, plan.parameters, snapshot=snapshot, new_table=plan.creates_table)
+    except BaseException:
+        delete_data_files(log.store, log.table_root, adds)
+        raise
+
+    def stage(txn: Transaction) -> dict:
+        if plan.new_metadata is not None:
+            txn.update_metadata(plan.new_metadata)
+        removes: list[AddFile] = []
+        if snapshot is not None and plan.mode == "overwrite":
+            node = None if plan.replace_where is None else \
+                parse_replace_where(plan.replace_where, snapshot.schema, list(snapshot.partition_columns))
+            removes = stage_overwrite(txn, snapshot, node, adds if plan.dynamic else None)
+        txn.add_files(adds)
+        for name, value in (identity_marks or {}).items():
+            txn.update_identity_high_water_mark(name, value)
+        if plan.txn_app_id is not None:
+            txn.set_txn(plan.txn_app_id, int(plan.txn_version))  # type: ignore[arg-type]
+        return write_metrics(plan, adds, removes, num_rows)
+
+    return commit_new_files(txn, adds, stage, user_metadata=plan.user_metadata)
