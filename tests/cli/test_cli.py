@@ -60,10 +60,8 @@ def test_cli_commands_on_conformance_table(entry, tmp_path):
         assert_rows_equal(pq.read_table(out), read_expected(entry), entry["name"])
 
 
-def test_time_travel_options():
-    path = str(GOLDEN / "time-travel-start-start20-start40" / "delta")
-    if not (GOLDEN / "time-travel-start-start20-start40").exists():
-        pytest.skip("table not in this conformance set")
+def test_time_travel_options(golden):
+    path = str(golden / "time-travel-start-start20-start40" / "delta")
     r = _run("describe", path, "--version", "0", "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["version"] == 0
     r = _run("describe", path, "--version", "0", "--timestamp", "2020-01-01")

@@ -28,7 +28,7 @@ from tahoe.log.checkpoints import (
 )
 from tahoe.log.last_checkpoint import read_last_checkpoint
 from tahoe.protocol import checksum
-from tests.conftest import GOLDEN, assert_rows_equal, read_expected, MANIFEST
+from tests.conftest import GOLDEN, assert_rows_equal, manifest_entry, read_expected
 
 DAY_MS = 86_400_000
 NOW_MS = int(time.time() * 1000)
@@ -38,7 +38,7 @@ NOW_MS = int(time.time() * 1000)
 
 def copy_table(name: str, dst: Path) -> str:
     """A writable copy of a conformance table (the originals are read-only)."""
-    src = GOLDEN / next(e["table"] for e in MANIFEST if e["name"] == name)
+    src = GOLDEN / manifest_entry(name)["table"]
     shutil.copytree(src, dst, copy_function=shutil.copyfile)
     for d, dirs, _ in os.walk(dst):
         os.chmod(d, 0o755)
@@ -179,6 +179,7 @@ ROUND_TRIP_TABLES = [
 ]
 
 
+@pytest.mark.conformance
 @pytest.mark.parametrize("name", ROUND_TRIP_TABLES)
 def test_conformance_table_round_trip(tmp_path, name):
     root = copy_table(name, tmp_path / "t")
@@ -190,11 +191,12 @@ def test_conformance_table_round_trip(tmp_path, name):
     after = DeltaLog.for_table(root).snapshot()
     assert after.segment.checkpoint_version == before.version and not after.segment.commits
     assert_same_state(before, after)
-    entry = next(e for e in MANIFEST if e["name"] == name)
+    entry = manifest_entry(name)
     if entry["expect"] == "rows":
         assert_rows_equal(Table(root).to_arrow(), read_expected(entry), name)
 
 
+@pytest.mark.conformance
 def test_checkpoint_schema_matches_delta_spark(tmp_path):
     """Same columns, field names and types as the checkpoint delta-spark wrote for this table."""
     root = copy_table("dv-partitioned-with-checkpoint", tmp_path / "t")
@@ -363,6 +365,7 @@ def test_stats_parsed_and_partition_values_parsed_typed(tmp_path):
     assert_same_state(before, DeltaLog.for_table(root).snapshot())
 
 
+@pytest.mark.conformance
 def test_column_mapping_uses_physical_names(tmp_path):
     root = copy_table("dv-with-columnmapping", tmp_path / "t")
     set_properties(root, {"delta.checkpoint.writeStatsAsStruct": "true"})
@@ -392,6 +395,7 @@ def test_write_stats_as_json_false_omits_stats(simple):
     assert snap.num_files == 10 and set(snap.files_table(["path", "stats"]).column("stats").to_pylist()) == {None}
 
 
+@pytest.mark.conformance
 def test_v2_checkpoint_table_gets_one_classic_named_v2_file(tmp_path):
     root = copy_table("v2-checkpoint-parquet", tmp_path / "t")
     log = DeltaLog.for_table(root)
@@ -571,6 +575,7 @@ def test_checkpoint_hook_runs_cleanup(tmp_path):
 
 # --- delta-rs ----------------------------------------------------------------------------------
 
+@pytest.mark.conformance
 def test_delta_rs_reads_our_checkpoints(tmp_path, simple):
     """delta-rs opens tables whose log starts at one of our checkpoints (single, multi-part,
     with stats_parsed, DVs, column mapping) and sees the same version and files."""

@@ -43,6 +43,7 @@ def test_conformance_table(entry):
         assert_rows_equal(t.to_arrow(), read_expected(entry), entry["name"])
 
 
+@pytest.mark.conformance
 def test_every_version_of_every_table_loads():
     """Time travel: each version still reconstructable from the log loads (or fails with a DeltaError
     for the negative tables)."""

@@ -76,7 +76,6 @@ def test_data_source_splits_a_large_file_by_row_groups(tmp_path, monkeypatch):
     """The `delta` data source's planning: a file larger than a task's share is split into runs
     of row groups (here: a share of ~3 row groups) packed into partitions no larger than the
     share, and the partitions' reads, DVs applied, are the table's rows exactly once."""
-    pytest.importorskip("pyspark")
     from tahoe.spark import datasource as D
 
     deleted = [0, 99, 100, 101, 555, 899, 900, 999]

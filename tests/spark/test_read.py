@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import GOLDEN, assert_rows_equal, manifest_params, read_expected
+from tests.conftest import GOLDEN, assert_rows_equal, conformance_params, manifest_params, read_expected
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
@@ -136,12 +136,12 @@ _PLANS = ["union", "join", "words-join", "words-join-by-id", "unpacked", "metada
 
 
 # the DV-only variants only for tables with deletion vectors
-_PLAN_CASES = [pytest.param(p.values[0], plan, id=f"{p.id}-{plan}")
+_PLAN_CASES = [(p.values[0], plan, f"{p.id}-{plan}")
                for p in _JOIN_TABLES for plan in _PLANS
                if plan in ("union", "join") or p.values[0]["deletion_vectors"]]
 
 
-@pytest.mark.parametrize("entry,plan", _PLAN_CASES)
+@pytest.mark.parametrize("entry,plan", conformance_params([c[:2] for c in _PLAN_CASES], [c[2] for c in _PLAN_CASES], n=2))
 def test_fast_path_other_plans(spark, entry, plan, monkeypatch):
     """The plans the fast path falls back to (see `_force_plan`) return the same rows."""
     from tahoe.spark import read as R

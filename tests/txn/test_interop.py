@@ -17,8 +17,6 @@ from tahoe.protocol.actions import AddFile, RemoveFile
 from tahoe.protocol.table_features import reader_features_of, writer_features_of
 from tests.txn._helpers import fake_add
 
-pytest.importorskip("deltalake")
-
 _PROBE = r"""
 import json, os, sys
 from deltalake import DeltaTable
