@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -12,6 +13,7 @@ from typer.testing import CliRunner
 
 from tahoe.cli import app
 from tests.conftest import GOLDEN, assert_rows_equal, manifest_params, read_expected
+from tests.fixtures.conformance_oracle import expected_error, expected_files
 
 runner = CliRunner()
 
@@ -24,16 +26,17 @@ def _run(*args):
 def test_cli_commands_on_conformance_table(entry, tmp_path):
     path = str(GOLDEN / entry["table"])
     if entry["expect"] == "error":
+        cls, pattern = expected_error(entry)
         r = _run("export", path, str(tmp_path / "out.parquet"))
         assert r.exit_code == 1
-        assert "error:" in r.output
+        unwrapped = "".join(r.output.splitlines())   # the console wraps long lines
+        assert re.search(rf"error: {cls.__name__}: .*{pattern}", unwrapped), r.output
         return
     r = _run("files", path, "--json")
     assert r.exit_code == 0, r.output
     files = json.loads(r.stdout)
     assert files["version"] == entry["latest_version"]
-    for f in files["files"]:
-        assert f["path"] and f["size"] >= 0
+    assert {f["path"]: f["size"] for f in files["files"]} == expected_files(entry)
     r = _run("history", path, "--json")
     assert r.exit_code == 0, r.output
     hist = json.loads(r.stdout)
