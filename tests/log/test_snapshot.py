@@ -276,6 +276,61 @@ def test_in_commit_timestamps_are_used_when_enabled(table):
     assert snap.timestamp == 1_600_000_000_000
 
 
+def _ict_enabled_at_3(table, mtimes: list[int]) -> int:
+    """Versions 0-2 without in-commit timestamps, version 3 enables them (ICT base + 300 s, the
+    enablement properties as delta-spark writes them), version 4 has ICT base + 400 s; commit file
+    v gets the modification time base + mtimes[v] seconds. Returns base (s)."""
+    base = 1_700_000_000
+    table.commit(1, {"commitInfo": {"timestamp": 1, "operation": "WRITE"}}, _add("a"))
+    table.commit(2, {"commitInfo": {"timestamp": 2, "operation": "WRITE"}}, _add("b"))
+    table.commit(3, {"commitInfo": {"timestamp": 3, "inCommitTimestamp": (base + 300) * 1000,
+                                    "operation": "SET TBLPROPERTIES"}},
+                 {"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["inCommitTimestamp"]}},
+                 _meta({"delta.enableInCommitTimestamps": "true",
+                        "delta.inCommitTimestampEnablementVersion": "3",
+                        "delta.inCommitTimestampEnablementTimestamp": str((base + 300) * 1000)}))
+    table.commit(4, {"commitInfo": {"timestamp": 4, "inCommitTimestamp": (base + 400) * 1000,
+                                    "operation": "WRITE"}}, _add("c"))
+    for v, m in enumerate(mtimes):
+        os.utime(table.log / f"{v:020d}.json", (base + m, base + m))
+    return base
+
+
+def test_version_at_timestamp_across_in_commit_timestamp_enablement(table):
+    """File times before the enablement version, in-commit timestamps from it on (the expectations
+    are delta-kernel-rs's LogHistoryManager test table: mtimes 50/150/250, ICT 300/400 with the
+    later commit files' own mtimes 350/450 ignored)."""
+    base = _ict_enabled_at_3(table, [50, 150, 250, 350, 450])
+    log = DeltaLog.for_table(str(table.root))
+    ms = lambda s: (base + s) * 1000
+    assert log.commit_timestamps() == [(0, ms(50)), (1, ms(150)), (2, ms(250)), (3, ms(300)), (4, ms(400))]
+    for t, v in [(50, 0), (149, 0), (150, 1), (251, 2), (299, 2), (300, 3), (301, 3), (399, 3), (400, 4)]:
+        assert log.version_at_timestamp(ms(t)) == v, t
+    with pytest.raises(VersionNotFoundError, match="before the earliest"):
+        log.version_at_timestamp(ms(49))
+    with pytest.raises(VersionNotFoundError, match="after the latest"):
+        log.version_at_timestamp(ms(401))   # 450 is only the file time of version 4
+    assert [e.timestamp for e in log.history()] == [ms(400), ms(300), ms(250), ms(150), ms(50)]
+    assert Table(str(table.root), timestamp=ms(350)).version == 3
+
+
+def test_version_at_timestamp_after_a_copy_reset_the_file_times(table):
+    """A copied table: every commit file has the copy's time, later than the in-commit timestamps.
+    Timestamps from the enablement on still find their versions; the versions before it only have
+    their (new) file times, made increasing among themselves."""
+    base = _ict_enabled_at_3(table, [1000] * 5)
+    log = DeltaLog.for_table(str(table.root))
+    ms = lambda s: (base + s) * 1000
+    assert log.commit_timestamps() == [(0, ms(1000)), (1, ms(1000) + 1), (2, ms(1000) + 2),
+                                       (3, ms(300)), (4, ms(400))]
+    for t, v in [(300, 3), (350, 3), (400, 4)]:
+        assert log.version_at_timestamp(ms(t)) == v, t
+    with pytest.raises(VersionNotFoundError, match="before the earliest available version 0"):
+        log.version_at_timestamp(ms(299))
+    with pytest.raises(VersionNotFoundError, match="after the latest version 4"):
+        log.version_at_timestamp(ms(1000))
+
+
 # --- the reader --------------------------------------------------------------------------------
 
 def test_columns_missing_from_file_are_null_and_void_dropped(tmp_path):
