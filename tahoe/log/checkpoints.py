@@ -73,6 +73,7 @@ WRITE_STATS_AS_STRUCT_KEY = "delta.checkpoint.writeStatsAsStruct"
 PART_SIZE_KEY = "delta.checkpoint.partSize"
 DELETED_FILE_RETENTION_KEY = "delta.deletedFileRetentionDuration"
 LOG_RETENTION_KEY = "delta.logRetentionDuration"
+CHECKPOINT_PROTECTION_KEY = "delta.requireCheckpointProtectionBeforeVersion"
 EXPIRED_LOG_CLEANUP_KEY = "delta.enableExpiredLogCleanup"
 CHECKPOINT_POLICY_KEY = "delta.checkpointPolicy"
 
@@ -640,8 +641,10 @@ def cleanup_expired_logs(log: Any, now_ms: int | None = None, configuration: dic
     version if none is) and C the newest complete checkpoint at or before B. Every version >= B is
     rebuilt from C and the commits after it, so exactly the files of versions < C whose
     modification time is older than the boundary are deleted (oldest first). Without such a
-    checkpoint nothing is deleted. `configuration`: the table's, when the caller has it (saves
-    loading the snapshot when nothing is old enough)."""
+    checkpoint nothing is deleted. Checkpoint protection (the `checkpointProtection` writer
+    feature): when C is below `delta.requireCheckpointProtectionBeforeVersion`, nothing is deleted
+    — the log is cleaned up to that version in one go or not at all. `configuration`: the
+    table's, when the caller has it (saves loading the snapshot when nothing is old enough)."""
     now_ms = _now_ms() if now_ms is None else now_ms
     store = log.store
     files = list_log(store, log.log_dir, 0)
@@ -661,14 +664,18 @@ def cleanup_expired_logs(log: Any, now_ms: int | None = None, configuration: dic
     if not checkpoints:
         return []
     keep_from = max(checkpoints)
-    protected = conf.get("delta.requireCheckpointProtectionBeforeVersion")
+    protected = conf.get(CHECKPOINT_PROTECTION_KEY)
     if protected is not None:
         protocol = (snapshot or log.snapshot()).protocol
         if is_feature_supported(protocol, "checkpointProtection"):
+            # Spec, Checkpoint Protection: clean up to the protected version in one go, or not at
+            # all (never in chunks that would leave the protected checkpoints' history half gone).
             try:
-                if int(protected) > 0:
-                    return []   # this writer does not implement checkpoint protection's cleanup rules
+                protected_before = int(protected)
             except ValueError:
+                raise CorruptLogError(f"table property {CHECKPOINT_PROTECTION_KEY} is {protected!r}, "
+                                      "not a version number") from None
+            if keep_from < protected_before:
                 return []
     local = type(store).__name__ == "LocalLogStore"
     deleted: list[str] = []
