@@ -260,11 +260,13 @@ class DeltaTableBuilder:
         if not self._location:
             raise ValueError("tahoe has no catalog: give the table a location()")
         mode = self._mode
+        # delta-spark's history names: DeltaOperations.CreateTable / ReplaceTable(orCreate)
+        operation = {"overwrite": "CREATE OR REPLACE TABLE", "replace": "REPLACE TABLE"}.get(mode)
         if mode == "replace":
             if not DeltaTable.isDeltaTable(self._spark, self._location):
                 raise TableNotFoundError(f"no Delta table at {self._location} to replace")
             mode = "overwrite"
         create_table(self._location, StructType(self._fields), self._partition, self._props,
-                     name=self._name, description=self._comment, mode=mode)
+                     name=self._name, description=self._comment, mode=mode, operation=operation)
         return DeltaTable.forPath(self._spark, self._location) if self._spark is not None else \
             DeltaTable(None, self._location)

@@ -150,11 +150,13 @@ def _references(expression: str, column: str) -> bool:
 def create_table(uri: str | DeltaLog, schema: StructType | pa.Schema | str, partition_columns: Iterable[str] = (),
                  properties: dict[str, Any] | None = None, name: str | None = None,
                  description: str | None = None, storage_options: dict | None = None,
-                 mode: str = "error", protocol: Protocol | None = None) -> Snapshot:
+                 mode: str = "error", protocol: Protocol | None = None, operation: str | None = None) -> Snapshot:
     """Create a Delta table (version 0), or with mode="overwrite" replace an existing one (all
     its files removed, new schema/partitioning/properties; features are kept), or with
     mode="ignore" leave an existing one alone. mode="error" refuses an existing table
-    (InvalidTableOperationError).
+    (InvalidTableOperationError). `operation`: the history operation name (default "CREATE
+    TABLE", or "CREATE OR REPLACE TABLE" when replacing; delta-spark's builders also use
+    "REPLACE TABLE").
 
     The protocol is the lowest that covers the features the properties and schema use (or
     `protocol` raised to cover them); under column mapping every column gets an id and a
@@ -189,7 +191,7 @@ def create_table(uri: str | DeltaLog, schema: StructType | pa.Schema | str, part
         description=description,
         created_time=now_ms(),
     )
-    operation = "CREATE OR REPLACE TABLE" if replacing else "CREATE TABLE"
+    operation = operation or ("CREATE OR REPLACE TABLE" if replacing else "CREATE TABLE")
     params = {
         "isManaged": "false",
         "description": description,
