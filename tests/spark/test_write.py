@@ -430,3 +430,54 @@ def test_append_only_table_refuses_overwrites_from_spark(spark, tmp_path):
     write_delta(spark.range(3, 5), path, mode="append")
     spark.range(5, 6).write.format("delta").mode("append").save(path)
     assert sorted(Table(path).to_arrow().column("id").to_pylist()) == list(range(6))
+
+
+def test_reads_and_writes_under_a_non_utc_session_time_zone(spark, tmp_path):
+    """The test session pins UTC; here the session is America/Los_Angeles (restored after).
+    Timestamp literals mean LA wall time, on the day DST starts (01:30 PST = 09:30Z; 03:30 PDT =
+    10:30Z). Oracles: instants computed by hand (epoch micros, session-independent via
+    unix_micros), timestamp_ntz wall times kept as written, delta-rs, and the Spark-free reader."""
+    from datetime import datetime, timezone
+
+    from tahoe import Table
+    from tahoe.protocol.partition_values import parse_partition_value
+    from tahoe.protocol.schema import TIMESTAMP
+    from tahoe.spark import read_delta, write_delta
+
+    key = "spark.sql.session.timeZone"
+    before = spark.conf.get(key)
+    path = str(tmp_path / "la")
+    utc = lambda *a: datetime(*a, tzinfo=timezone.utc)
+    want_ts = {1: utc(2024, 3, 10, 9, 30), 2: utc(2024, 3, 10, 10, 30)}
+    micros = {i: int(t.timestamp() * 1_000_000) for i, t in want_ts.items()}
+    try:
+        spark.conf.set(key, "America/Los_Angeles")
+        df = spark.sql("""
+            select 1 as id, timestamp'2024-03-10 01:30:00' as ts, timestamp'2024-03-10 01:30:00' as pts,
+                   timestamp_ntz'2024-03-10 01:30:00' as ntz, date'2024-03-10' as d
+            union all
+            select 2, timestamp'2024-03-10 03:30:00', timestamp'2024-03-10 03:30:00',
+                   timestamp_ntz'2024-03-10 03:30:00', date'2024-03-10'""")
+        write_delta(df, path, partition_by=["pts"])
+        # partition values in the log name the UTC instants
+        pvs = sorted(parse_partition_value(dict(pv)["pts"], TIMESTAMP)
+                     for pv in Table(path).files(["partitionValues"]).column("partitionValues").to_pylist())
+        assert pvs == [want_ts[1], want_ts[2]]
+        # both read paths, under the LA session: the same instants and wall times
+        q = "id, unix_micros(ts) as ts, unix_micros(pts) as pts, cast(ntz as string) as ntz, cast(d as string) as d"
+        want = [(1, micros[1], micros[1], "2024-03-10 01:30:00", "2024-03-10"),
+                (2, micros[2], micros[2], "2024-03-10 03:30:00", "2024-03-10")]
+        for read in (lambda: read_delta(spark, path), lambda: spark.read.format("delta").load(path)):
+            assert sorted(tuple(r) for r in read().selectExpr(*q.split(", ")).collect()) == want
+        # filters with LA literals: partition pruning and data skipping interpret them in the session zone
+        for f in ("pts = timestamp'2024-03-10 03:30:00'", "ts > timestamp'2024-03-10 02:00:00'",
+                  "ntz = timestamp_ntz'2024-03-10 03:30:00'"):
+            assert [r.id for r in read_delta(spark, path, filters=f).collect()] == [2], f
+            assert [r.id for r in spark.read.format("delta").load(path).filter(f).collect()] == [2], f
+    finally:
+        spark.conf.set(key, before)
+    # the session-independent readers agree: tahoe's Arrow reader and delta-rs
+    for got in (Table(path).to_arrow(), delta_rs_read(path, tmp_path)):
+        rows = sorted(zip(*(got.column(c).to_pylist() for c in ("id", "ts", "pts", "ntz"))))
+        assert [(i, a.astimezone(timezone.utc), b.astimezone(timezone.utc), n) for i, a, b, n in rows] == \
+            [(i, want_ts[i], want_ts[i], datetime(2024, 3, 10, 1 if i == 1 else 3, 30)) for i in (1, 2)]
