@@ -57,7 +57,10 @@ def _run_driver(code: str, env: dict, timeout: int = 240) -> str:
     env = dict(env)
     env["PYTHONPATH"] = str(REPO)  # the driver imports tahoe from the checkout
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
-    assert "TAHOE-OK" in r.stdout, (r.stdout[-3000:], r.stderr[-5000:])
+    # the driver's own errors, without the JVM's stack traces and log lines
+    errors = "\n".join(ln for ln in r.stderr.splitlines()
+                       if not ln.startswith(("\tat ", "\t...")) and " WARN " not in ln and " INFO " not in ln)
+    assert "TAHOE-OK" in r.stdout, (r.returncode, r.stdout[-3000:], errors[-5000:])
     return r.stdout
 
 
@@ -124,6 +127,9 @@ def test_spark_connect(tmp_path):
     from tahoe.write import delete_rows
 
     env = _env(tmp_path)
+    # the local Connect server on an ephemeral port, its client told that port (pyspark does this
+    # under SPARK_TESTING): the default 15002 may be taken by another Connect server on the machine
+    env["SPARK_TESTING"] = "1"
     table = str(tmp_path / "t")
     data = pa.table({"id": pa.array(range(40), pa.int64()), "name": [f"n{i}" for i in range(40)],
                      "part": [i % 2 for i in range(40)]})

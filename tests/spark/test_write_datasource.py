@@ -166,7 +166,7 @@ def test_data_source_refusals_commit_nothing(spark, tmp_path):
     with pytest.raises(Exception, match=r"the data has columns \['extra'\] that the table does not have") as ei:
         spark.sql("select 1L as id, 1 as n, 'z' as extra").write.format("delta").mode("append").save(path)
     assert ".option('mergeSchema', 'true')" in str(ei.value)
-    with pytest.raises(Exception, match=r"column 'n' has type string in the data but int in the table"):
+    with pytest.raises(Exception, match=r"column 'n' has type string in the data but integer in the table"):
         spark.sql("select 1L as id, 'text' as n").write.format("delta").mode("append").save(path)
     assert _version(path) == v
     # the option names are case-insensitive (Spark lower-cases them): mergeSchema works
@@ -191,7 +191,7 @@ def test_write_delta_schema_conflict_names_the_column(spark, tmp_path):
 
     path = str(tmp_path / "conflict")
     write_delta(spark.sql("select id, cast(id as int) as n from range(3)"), path)
-    with pytest.raises(SchemaError, match=r"column 'n' has type string in the data but int in the table") as ei:
+    with pytest.raises(SchemaError, match=r"column 'n' has type string in the data but integer in the table") as ei:
         write_delta(spark.sql("select 1L as id, 'text' as n"), path)
     assert "merge_schema=True" in str(ei.value) and "overwrite_schema=True" in str(ei.value)
     assert _version(path) == 0
