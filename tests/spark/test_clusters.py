@@ -43,6 +43,15 @@ def _env(tmp_path) -> dict:
     return env
 
 
+def connect_env(tmp_path) -> dict:
+    """`_env` for a driver using `SparkSession.builder.remote("local[...]")`: its local Connect
+    server on an ephemeral port and the client told that port (what pyspark does under
+    SPARK_TESTING), since the default 15002 may be taken by another Connect server on the machine."""
+    env = _env(tmp_path)
+    env["SPARK_TESTING"] = "1"
+    return env
+
+
 def _wait_port(port: int, timeout: float = 60) -> None:
     end = time.time() + timeout
     while time.time() < end:
@@ -126,10 +135,7 @@ def test_spark_connect(tmp_path):
     from tahoe.log import DeltaLog
     from tahoe.write import delete_rows
 
-    env = _env(tmp_path)
-    # the local Connect server on an ephemeral port, its client told that port (pyspark does this
-    # under SPARK_TESTING): the default 15002 may be taken by another Connect server on the machine
-    env["SPARK_TESTING"] = "1"
+    env = connect_env(tmp_path)
     table = str(tmp_path / "t")
     data = pa.table({"id": pa.array(range(40), pa.int64()), "name": [f"n{i}" for i in range(40)],
                      "part": [i % 2 for i in range(40)]})

@@ -223,7 +223,7 @@ def test_save_modes_over_spark_connect(tmp_path):
     """The same mode mapping for Spark Connect's DataFrameWriter (its own class)."""
     import textwrap
 
-    from tests.spark.test_clusters import _env, _run_driver
+    from tests.spark.test_clusters import _run_driver, connect_env
 
     path = str(tmp_path / "connect_modes")
     code = textwrap.dedent(f"""
@@ -247,7 +247,7 @@ def test_save_modes_over_spark_connect(tmp_path):
         print("TAHOE-OK")
         os._exit(0)
     """)
-    _run_driver(code, _env(tmp_path))
+    _run_driver(code, connect_env(tmp_path))
 
 
 # --- dynamic partition overwrite and the write options ------------------------------------------
