@@ -62,7 +62,9 @@ def _wait_port(port: int, timeout: float = 60) -> None:
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port}")
 
 
-def _run_driver(code: str, env: dict, timeout: int = 240) -> str:
+def _run_driver(code: str, env: dict, timeout: int = 600) -> str:
+    """Run a driver script in its own process; it must print TAHOE-OK. The limit is generous:
+    a local Connect server alone takes about 2 minutes to start on a loaded 2-core machine."""
     env = dict(env)
     env["PYTHONPATH"] = str(REPO)  # the driver imports tahoe from the checkout
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
