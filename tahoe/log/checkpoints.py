@@ -678,8 +678,10 @@ def cleanup_expired_logs(log: Any, now_ms: int | None = None, configuration: dic
     version if none is) and C the newest complete checkpoint at or before B. Every version >= B is
     rebuilt from C and the commits after it, so exactly the files of versions < C whose
     modification time is older than the boundary are deleted (oldest first). Without such a
-    checkpoint nothing is deleted. `configuration`: the table's, when the caller has it (saves
-    loading the snapshot when nothing is old enough)."""
+    checkpoint nothing is deleted. Checkpoint protection (the `checkpointProtection` writer
+    feature): when C is below `delta.requireCheckpointProtectionBeforeVersion`, nothing is deleted
+    — the log is cleaned up to that version in one go or not at all. `configuration`: the
+    table's, when the caller has it (saves loading the snapshot when nothing is old enough)."""
     now_ms = _now_ms() if now_ms is None else now_ms
     store = log.store
     files = list_log(store, log.log_dir, 0)
@@ -699,10 +701,13 @@ def cleanup_expired_logs(log: Any, now_ms: int | None = None, configuration: dic
     if not checkpoints:
         return []
     keep_from = max(checkpoints)
-    if int_property(conf, "delta.requireCheckpointProtectionBeforeVersion") > 0:
+    protected_before = int_property(conf, "delta.requireCheckpointProtectionBeforeVersion")
+    if protected_before > 0:
         protocol = (snapshot or log.snapshot()).protocol
-        if is_feature_supported(protocol, "checkpointProtection"):
-            return []   # this writer does not implement checkpoint protection's cleanup rules
+        # Spec, Checkpoint Protection: clean up to the protected version in one go, or not at all
+        # (never in chunks that would leave the protected checkpoints' history half gone).
+        if is_feature_supported(protocol, "checkpointProtection") and keep_from < protected_before:
+            return []
     local = type(store).__name__ == "LocalLogStore"
     deleted: list[str] = []
     for f in sorted(files, key=lambda f: (f.version, f.name.name)):

@@ -1,10 +1,11 @@
 """A table's log as a whole: where it lives, its versions, snapshots at a version or timestamp
 (time travel), and history (spec "Commit Provenance Information").
 
-Commit timestamps: the inCommitTimestamp of a commit when the table has that feature enabled,
-else the commit file's modification time, made strictly increasing the way delta-spark does
-(a timestamp not after its predecessor's becomes predecessor + 1 ms), so "the version as of T" —
-the newest version whose timestamp is <= T — is well defined.
+Commit timestamps: the inCommitTimestamp of a commit when the table has that feature enabled
+(from its enablement version on), else the commit file's modification time, made strictly
+increasing the way delta-spark does (a timestamp not after its predecessor's becomes predecessor
++ 1 ms), so "the version as of T" — the newest version whose timestamp is <= T — is well defined;
+across the enablement, T is looked up on one side of it only (see `version_at_timestamp`).
 """
 
 from __future__ import annotations
@@ -93,22 +94,33 @@ class DeltaLog:
             raise TableNotFoundError(f"not a Delta table: no commit files in {self.log_dir}")
         return commits
 
-    def _ict_enabled(self) -> bool:
+    def _ict_enablement_version(self) -> int | None:
+        """The first version whose commits carry in-commit timestamps (the table property
+        `delta.inCommitTimestampEnablementVersion`; 0 when the feature was on from the start), or
+        None when the table does not use them."""
         try:
             conf = self.snapshot().metadata.configuration
         except DeltaError:  # a log without readable metaData has no in-commit timestamps
-            return False
-        return bool(bool_property(conf, "delta.enableInCommitTimestamps"))
+            return None
+        if not bool_property(conf, "delta.enableInCommitTimestamps"):
+            return None
+        v = conf.get("delta.inCommitTimestampEnablementVersion")
+        return int(v) if v is not None else 0
 
     def commit_timestamps(self) -> list[tuple[int, int]]:
-        """(version, timestamp ms) of every commit still in the log, ascending."""
+        """(version, timestamp ms) of every commit still in the log, ascending by version. From
+        the in-commit-timestamp enablement version on: each commit's inCommitTimestamp; before it:
+        file modification times, made strictly increasing among themselves only (they may even be
+        later than the in-commit timestamps, e.g. after the table was copied)."""
         commits = self._commits()
-        use_ict = self._ict_enabled()
+        ict_from = self._ict_enablement_version()
         out: list[tuple[int, int]] = []
         prev = None
         for c in commits:
             ts = c.status.modification_time
-            if use_ict:
+            if ict_from is not None and c.version >= ict_from:
+                if c.version == ict_from:
+                    prev = None   # a new range: not ordered against the file times before it
                 ci = self._commit_info(c)
                 if ci.get("inCommitTimestamp") is not None:
                     ts = int(ci["inCommitTimestamp"])
@@ -119,9 +131,22 @@ class DeltaLog:
         return out
 
     def version_at_timestamp(self, timestamp: Any) -> int:
-        """The newest version committed at or before `timestamp`."""
+        """The newest version committed at or before `timestamp`. On a table that enabled
+        in-commit timestamps at version E (timestamp T_E), as delta-spark: a timestamp >= T_E is
+        looked up among the in-commit timestamps of versions >= E, an earlier one among the file
+        times of the versions before E."""
         ts = parse_timestamp(timestamp)
         stamps = self.commit_timestamps()
+        ict_from = self._ict_enablement_version()
+        if ict_from is not None and stamps[0][0] < ict_from <= stamps[-1][0]:
+            ict_ts = dict(stamps)[ict_from]
+            if ts >= ict_ts:
+                stamps = [s for s in stamps if s[0] >= ict_from]
+            else:
+                before = [s for s in stamps if s[0] < ict_from]
+                if ts >= before[0][1]:
+                    return max(v for v, t in before if t <= ts)
+                stamps = before
         if ts < stamps[0][1]:
             raise VersionNotFoundError(
                 f"timestamp {_fmt(ts)} is before the earliest available version "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -12,6 +13,7 @@ from typer.testing import CliRunner
 
 from tahoe.cli import app
 from tests.conftest import GOLDEN, assert_rows_equal, manifest_params, read_expected
+from tests.fixtures.conformance_oracle import expected_error, expected_files
 
 runner = CliRunner()
 
@@ -24,16 +26,17 @@ def _run(*args):
 def test_cli_commands_on_conformance_table(entry, tmp_path):
     path = str(GOLDEN / entry["table"])
     if entry["expect"] == "error":
+        cls, pattern = expected_error(entry)
         r = _run("export", path, str(tmp_path / "out.parquet"))
         assert r.exit_code == 1
-        assert "error:" in r.output
+        unwrapped = "".join(r.output.splitlines())   # the console wraps long lines
+        assert re.search(rf"error: {cls.__name__}: .*{pattern}", unwrapped), r.output
         return
     r = _run("files", path, "--json")
     assert r.exit_code == 0, r.output
     files = json.loads(r.stdout)
     assert files["version"] == entry["latest_version"]
-    for f in files["files"]:
-        assert f["path"] and f["size"] >= 0
+    assert {f["path"]: f["size"] for f in files["files"]} == expected_files(entry)
     r = _run("history", path, "--json")
     assert r.exit_code == 0, r.output
     hist = json.loads(r.stdout)
@@ -60,10 +63,8 @@ def test_cli_commands_on_conformance_table(entry, tmp_path):
         assert_rows_equal(pq.read_table(out), read_expected(entry), entry["name"])
 
 
-def test_time_travel_options():
-    path = str(GOLDEN / "time-travel-start-start20-start40" / "delta")
-    if not (GOLDEN / "time-travel-start-start20-start40").exists():
-        pytest.skip("table not in this conformance set")
+def test_time_travel_options(golden):
+    path = str(golden / "time-travel-start-start20-start40" / "delta")
     r = _run("describe", path, "--version", "0", "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["version"] == 0
     r = _run("describe", path, "--version", "0", "--timestamp", "2020-01-01")
@@ -78,3 +79,66 @@ def test_errors_go_to_stderr_with_nonzero_exit(tmp_path):
     assert proc.returncode == 1
     assert proc.stdout == ""
     assert "not a Delta table" in proc.stderr
+
+
+def _three_appends(root) -> tuple[str, list[dict]]:
+    """A table of three appends of two rows each, commit v written at 1_700_000_000 + 10 v seconds
+    (file times); returns the path and each commit's add actions as the raw JSON log holds them."""
+    import os
+
+    import pyarrow as pa
+
+    import tahoe
+
+    path = str(root / "t")
+    for v in range(3):
+        tahoe.write_table(path, pa.table({"id": pa.array([10 * v, 10 * v + 1], pa.int64())}))
+    adds = []
+    for v in range(3):
+        log = os.path.join(path, "_delta_log", f"{v:020d}.json")
+        os.utime(log, (1_700_000_000 + 10 * v,) * 2)
+        with open(log) as f:
+            adds.append([json.loads(line)["add"] for line in f if '"add"' in line])
+    return path, adds
+
+
+def test_files_and_export_at_a_version_or_timestamp(tmp_path):
+    """Oracles: the add actions of the raw JSON commits, the file sizes on disk, the rows written."""
+    import os
+
+    path, adds = _three_appends(tmp_path)
+    # 1700000015 s = 2023-11-14T22:13:35Z: after commit 1 (…:30), before commit 2 (…:40)
+    for args, version in [(["--version", "0"], 0), (["-v", "1"], 1), (["--timestamp", "2023-11-14T22:13:35Z"], 1),
+                          (["-t", "2023-11-14T22:13:40Z"], 2), ([], 2)]:
+        r = _run("files", path, *args, "--json")
+        assert r.exit_code == 0, r.output
+        got = json.loads(r.stdout)
+        assert got["version"] == version, args
+        want = {a["path"]: a["size"] for c in adds[:version + 1] for a in c}
+        assert {f["path"]: f["size"] for f in got["files"]} == want, args
+        assert all(os.path.getsize(os.path.join(path, p)) == s for p, s in want.items())
+        out = tmp_path / f"out-{version}-{len(args)}.parquet"
+        r = _run("export", path, str(out), *args)
+        assert r.exit_code == 0, r.output
+        ids = sorted(pq.read_table(out).column("id").to_pylist())
+        assert ids == sorted(i for v in range(version + 1) for i in (10 * v, 10 * v + 1)), args
+    for cmd in (["files", path], ["export", path, str(tmp_path / "x.parquet")]):
+        r = _run(*cmd, "--timestamp", "2023-11-14T22:13:19Z")   # before commit 0
+        assert r.exit_code == 1 and "VersionNotFoundError" in r.output and "before the earliest" in " ".join(r.output.split())
+        r = _run(*cmd, "--version", "3")
+        assert r.exit_code == 1 and "VersionNotFoundError" in r.output
+        r = _run(*cmd, "--version", "0", "--timestamp", "2023-11-14T22:13:35Z")
+        assert r.exit_code == 2   # both: refused as a usage error
+
+
+def test_history_limit(tmp_path):
+    path, _ = _three_appends(tmp_path)
+    for limit, versions in [(None, [2, 1, 0]), (1, [2]), (2, [2, 1]), (5, [2, 1, 0])]:
+        r = _run("history", path, *(["--limit", str(limit)] if limit else []), "--json")
+        assert r.exit_code == 0, r.output
+        hist = json.loads(r.stdout)
+        assert [h["version"] for h in hist] == versions, limit
+        assert [h["timestamp"] for h in hist] == [(1_700_000_000 + 10 * v) * 1000 for v in versions]
+        assert all(h["operation"] == "WRITE" for h in hist if h["version"] > 0)
+    r = _run("history", path, "-n", "1")   # the human form honours it too
+    assert r.exit_code == 0 and "WRITE" in r.output

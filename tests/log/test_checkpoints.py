@@ -28,7 +28,7 @@ from tahoe.log.checkpoints import (
 )
 from tahoe.log.last_checkpoint import read_last_checkpoint
 from tahoe.protocol import checksum
-from tests.conftest import GOLDEN, assert_rows_equal, read_expected, MANIFEST
+from tests.conftest import GOLDEN, assert_rows_equal, manifest_entry, read_expected
 
 DAY_MS = 86_400_000
 NOW_MS = int(time.time() * 1000)
@@ -38,7 +38,7 @@ NOW_MS = int(time.time() * 1000)
 
 def copy_table(name: str, dst: Path) -> str:
     """A writable copy of a conformance table (the originals are read-only)."""
-    src = GOLDEN / next(e["table"] for e in MANIFEST if e["name"] == name)
+    src = GOLDEN / manifest_entry(name)["table"]
     shutil.copytree(src, dst, copy_function=shutil.copyfile)
     for d, dirs, _ in os.walk(dst):
         os.chmod(d, 0o755)
@@ -179,6 +179,7 @@ ROUND_TRIP_TABLES = [
 ]
 
 
+@pytest.mark.conformance
 @pytest.mark.parametrize("name", ROUND_TRIP_TABLES)
 def test_conformance_table_round_trip(tmp_path, name):
     root = copy_table(name, tmp_path / "t")
@@ -190,11 +191,12 @@ def test_conformance_table_round_trip(tmp_path, name):
     after = DeltaLog.for_table(root).snapshot()
     assert after.segment.checkpoint_version == before.version and not after.segment.commits
     assert_same_state(before, after)
-    entry = next(e for e in MANIFEST if e["name"] == name)
+    entry = manifest_entry(name)
     if entry["expect"] == "rows":
         assert_rows_equal(Table(root).to_arrow(), read_expected(entry), name)
 
 
+@pytest.mark.conformance
 def test_checkpoint_schema_matches_delta_spark(tmp_path):
     """Same columns, field names and types as the checkpoint delta-spark wrote for this table."""
     root = copy_table("dv-partitioned-with-checkpoint", tmp_path / "t")
@@ -367,6 +369,7 @@ def test_stats_parsed_and_partition_values_parsed_typed(tmp_path):
     assert_same_state(before, DeltaLog.for_table(root).snapshot())
 
 
+@pytest.mark.conformance
 def test_column_mapping_uses_physical_names(tmp_path):
     root = copy_table("dv-with-columnmapping", tmp_path / "t")
     set_properties(root, {"delta.checkpoint.writeStatsAsStruct": "true"})
@@ -396,6 +399,7 @@ def test_write_stats_as_json_false_omits_stats(simple):
     assert snap.num_files == 10 and set(snap.files_table(["path", "stats"]).column("stats").to_pylist()) == {None}
 
 
+@pytest.mark.conformance
 def test_v2_checkpoint_table_gets_one_classic_named_v2_file(tmp_path):
     root = copy_table("v2-checkpoint-parquet", tmp_path / "t")
     log = DeltaLog.for_table(root)
@@ -573,8 +577,66 @@ def test_checkpoint_hook_runs_cleanup(tmp_path):
     assert (Path(root) / "_delta_log" / "00000000000000000020.json").exists()
 
 
+def _protected_table(root, protect_before: int | None, old: int, n: int, checkpoints: set[int],
+                     feature: bool = True) -> None:
+    """delta-spark's CheckpointProtectionTestUtilsMixin table: n commits, the first `old` 40 days
+    old, the rest 1 day old, checkpoints (with their commit's age) at `checkpoints`; the protocol
+    lists the checkpointProtection writer feature, the table sets
+    `delta.requireCheckpointProtectionBeforeVersion` = protect_before."""
+    conf = {} if protect_before is None else {"delta.requireCheckpointProtectionBeforeVersion": str(protect_before)}
+    protocol = {"minReaderVersion": 1, "minWriterVersion": 7,
+                "writerFeatures": ["checkpointProtection"] if feature else ["appendOnly"]}
+    commit(root, 0, {"protocol": protocol}, _meta(_schema(("id", "long", None)), conf=conf),
+           mtime_ms=NOW_MS - 40 * DAY_MS)
+    for v in range(1, n):
+        age = 40 if v < old else 1
+        commit(root, v, _add(f"f{v}.parquet"), mtime_ms=NOW_MS - age * DAY_MS + v)
+    for v in sorted(checkpoints):
+        write_checkpoint(DeltaLog.for_table(root), version=v, now_ms=NOW_MS)
+        age = 40 if v < old else 1
+        os.utime(Path(root) / "_delta_log" / f"{v:020d}.checkpoint.parquet", ((NOW_MS - age * DAY_MS + v) / 1000,) * 2)
+
+
+def _log_versions(root) -> tuple[list[int], list[int]]:
+    names = [f.name for f in (Path(root) / "_delta_log").iterdir()]
+    return (sorted(int(n[:20]) for n in names if n.endswith(".json")),
+            sorted(int(n[:20]) for n in names if n.endswith(".checkpoint.parquet")))
+
+
+@pytest.mark.parametrize("protect_before, old, n, checkpoints, commits_left, checkpoints_left", [
+    # the cases of delta-spark's "Metadata cleanup respects requireCheckpointProtectionBeforeVersion"
+    # (commits 0-7 outside the retention, 8-15 inside; cleanup truncates at checkpoint 8)
+    (2, 8, 16, {6, 8}, range(8, 16), [8]),
+    (6, 8, 16, {6, 8}, range(8, 16), [8]),
+    (7, 8, 16, {6, 8}, range(8, 16), [8]),
+    (8, 8, 16, {6, 8}, range(8, 16), [8]),           # everything before 8 goes in one go
+    (9, 8, 16, {6, 8}, range(0, 16), [6, 8]),        # it cannot reach 9: nothing is deleted
+    (20, 8, 16, {6, 8}, range(0, 16), [6, 8]),
+    (9, 10, 20, {6, 8, 10}, range(10, 20), [10]),    # commits 0-9 outside: truncated at 10 >= 9
+    (0, 8, 16, {6, 8}, range(8, 16), [8]),
+    (None, 8, 16, {6, 8}, range(8, 16), [8]),        # the property unset
+])
+def test_cleanup_under_checkpoint_protection(tmp_path, protect_before, old, n, checkpoints, commits_left,
+                                             checkpoints_left):
+    """Spec, Checkpoint Protection: with the feature in the protocol, metadata cleanup may proceed
+    only if it cleans up to `delta.requireCheckpointProtectionBeforeVersion` in one go."""
+    root = str(tmp_path / "t")
+    _protected_table(root, protect_before, old, n, checkpoints)
+    cleanup_expired_logs(DeltaLog.for_table(root), now_ms=NOW_MS)
+    assert _log_versions(root) == (list(commits_left), checkpoints_left)
+    assert DeltaLog.for_table(root).snapshot().num_files == n - 1
+
+
+def test_checkpoint_protection_property_without_the_feature_is_no_barrier(tmp_path):
+    root = str(tmp_path / "t")
+    _protected_table(root, 20, 8, 16, {6, 8}, feature=False)
+    cleanup_expired_logs(DeltaLog.for_table(root), now_ms=NOW_MS)
+    assert _log_versions(root) == (list(range(8, 16)), [8])
+
+
 # --- delta-rs ----------------------------------------------------------------------------------
 
+@pytest.mark.conformance
 def test_delta_rs_reads_our_checkpoints(tmp_path, simple):
     """delta-rs opens tables whose log starts at one of our checkpoints (single, multi-part,
     with stats_parsed, DVs, column mapping) and sees the same version and files."""

@@ -16,7 +16,7 @@ from tahoe import DeltaLog, Table
 from tahoe.errors import (
     CorruptLogError, DeletionVectorError, TableNotFoundError, UnsupportedFeatureError, VersionNotFoundError,
 )
-from tests.conftest import GOLDEN
+from tests.conftest import assert_rows_equal, manifest_entry, read_expected
 
 SCHEMA = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
 
@@ -172,16 +172,16 @@ def test_missing_protocol_is_an_error(tmp_path):
         Table(str(b.root))
 
 
-def _copy_golden(name: str, tmp_path: Path) -> Path:
+def _copy_golden(golden: Path, name: str, tmp_path: Path) -> Path:
     dst = tmp_path / name
-    shutil.copytree(GOLDEN / name / "delta", dst)
+    shutil.copytree(golden / manifest_entry(name)["table"], dst)
     for p in dst.rglob("*"):
         os.chmod(p, 0o755 if p.is_dir() else 0o644)
     return dst
 
 
-def test_truncated_checkpoint_is_named(tmp_path):
-    t = _copy_golden("125-iterator-bug", tmp_path)
+def test_truncated_checkpoint_is_named(golden, tmp_path):
+    t = _copy_golden(golden, "125-iterator-bug", tmp_path)
     cp = t / "_delta_log" / "00000000000000000010.checkpoint.parquet"
     cp.write_bytes(cp.read_bytes()[:200])
     (t / "_delta_log" / "_last_checkpoint").unlink()
@@ -189,8 +189,8 @@ def test_truncated_checkpoint_is_named(tmp_path):
         Table(str(t)).files()
 
 
-def test_deletion_vector_checksum_failure(tmp_path):
-    t = _copy_golden("dv-partitioned-with-checkpoint", tmp_path)
+def test_deletion_vector_checksum_failure(golden, tmp_path):
+    t = _copy_golden(golden, "dv-partitioned-with-checkpoint", tmp_path)
     dv_files = sorted(t.rglob("deletion_vector_*.bin"))
     assert dv_files
     for f in dv_files:
@@ -201,33 +201,36 @@ def test_deletion_vector_checksum_failure(tmp_path):
         Table(str(t)).to_arrow()
 
 
-def test_corrupt_or_stale_last_checkpoint_falls_back_to_listing(tmp_path):
-    t = _copy_golden("125-iterator-bug", tmp_path)
+def test_corrupt_or_stale_last_checkpoint_falls_back_to_listing(golden, tmp_path):
+    t = _copy_golden(golden, "125-iterator-bug", tmp_path)
     lc = t / "_delta_log" / "_last_checkpoint"
-    expected = Table(str(t)).to_arrow().num_rows
+    expected = read_expected(manifest_entry("125-iterator-bug"))
     for body in ["", "{not json", '{"version": 10, "size": 1, "checksum": "00000000000000000000000000000000"}',
                  '{"version": 7, "size": 1}', '{"version": 99, "size": 1}']:
         lc.write_text(body)
         tb = Table(str(t))
-        assert tb.version == 11 and tb.to_arrow().num_rows == expected, body
+        assert tb.version == 11, body
+        assert_rows_equal(tb.to_arrow(), expected, body)
 
 
-def test_incomplete_multipart_checkpoint_is_skipped(tmp_path):
-    t = _copy_golden("multi-part-checkpoint", tmp_path)
+def test_incomplete_multipart_checkpoint_is_skipped(golden, tmp_path):
+    t = _copy_golden(golden, "multi-part-checkpoint", tmp_path)
     log = t / "_delta_log"
     parts = sorted(p for p in log.iterdir() if ".checkpoint." in p.name and not p.name.startswith("."))
+    entry = manifest_entry("multi-part-checkpoint")
     full = Table(str(t))
     cp_version = int(parts[0].name.split(".")[0])
     assert full.snapshot.segment.checkpoint_version == cp_version
-    n_files, rows = full.snapshot.num_files, full.to_arrow().num_rows
+    assert_rows_equal(full.to_arrow(), read_expected(entry), "with the checkpoint")
     parts[-1].unlink()  # a writer died before writing the last part
     tb = Table(str(t))
     assert tb.snapshot.segment.checkpoint_version != cp_version
-    assert tb.snapshot.num_files == n_files and tb.to_arrow().num_rows == rows
+    assert tb.version == entry["latest_version"]
+    assert_rows_equal(tb.to_arrow(), read_expected(entry), "from the commits")
 
 
-def test_cleaned_up_log_refuses_old_versions(tmp_path):
-    t = _copy_golden("125-iterator-bug", tmp_path)
+def test_cleaned_up_log_refuses_old_versions(golden, tmp_path):
+    t = _copy_golden(golden, "125-iterator-bug", tmp_path)
     for v in range(0, 5):
         (t / "_delta_log" / f"{v:020d}.json").unlink()
     with pytest.raises(VersionNotFoundError, match="cannot reconstruct version 3"):
@@ -271,6 +274,61 @@ def test_in_commit_timestamps_are_used_when_enabled(table):
                  _meta({"delta.enableInCommitTimestamps": "true"}))
     snap = DeltaLog.for_table(str(table.root)).snapshot()
     assert snap.timestamp == 1_600_000_000_000
+
+
+def _ict_enabled_at_3(table, mtimes: list[int]) -> int:
+    """Versions 0-2 without in-commit timestamps, version 3 enables them (ICT base + 300 s, the
+    enablement properties as delta-spark writes them), version 4 has ICT base + 400 s; commit file
+    v gets the modification time base + mtimes[v] seconds. Returns base (s)."""
+    base = 1_700_000_000
+    table.commit(1, {"commitInfo": {"timestamp": 1, "operation": "WRITE"}}, _add("a"))
+    table.commit(2, {"commitInfo": {"timestamp": 2, "operation": "WRITE"}}, _add("b"))
+    table.commit(3, {"commitInfo": {"timestamp": 3, "inCommitTimestamp": (base + 300) * 1000,
+                                    "operation": "SET TBLPROPERTIES"}},
+                 {"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["inCommitTimestamp"]}},
+                 _meta({"delta.enableInCommitTimestamps": "true",
+                        "delta.inCommitTimestampEnablementVersion": "3",
+                        "delta.inCommitTimestampEnablementTimestamp": str((base + 300) * 1000)}))
+    table.commit(4, {"commitInfo": {"timestamp": 4, "inCommitTimestamp": (base + 400) * 1000,
+                                    "operation": "WRITE"}}, _add("c"))
+    for v, m in enumerate(mtimes):
+        os.utime(table.log / f"{v:020d}.json", (base + m, base + m))
+    return base
+
+
+def test_version_at_timestamp_across_in_commit_timestamp_enablement(table):
+    """File times before the enablement version, in-commit timestamps from it on (the expectations
+    are delta-kernel-rs's LogHistoryManager test table: mtimes 50/150/250, ICT 300/400 with the
+    later commit files' own mtimes 350/450 ignored)."""
+    base = _ict_enabled_at_3(table, [50, 150, 250, 350, 450])
+    log = DeltaLog.for_table(str(table.root))
+    ms = lambda s: (base + s) * 1000
+    assert log.commit_timestamps() == [(0, ms(50)), (1, ms(150)), (2, ms(250)), (3, ms(300)), (4, ms(400))]
+    for t, v in [(50, 0), (149, 0), (150, 1), (251, 2), (299, 2), (300, 3), (301, 3), (399, 3), (400, 4)]:
+        assert log.version_at_timestamp(ms(t)) == v, t
+    with pytest.raises(VersionNotFoundError, match="before the earliest"):
+        log.version_at_timestamp(ms(49))
+    with pytest.raises(VersionNotFoundError, match="after the latest"):
+        log.version_at_timestamp(ms(401))   # 450 is only the file time of version 4
+    assert [e.timestamp for e in log.history()] == [ms(400), ms(300), ms(250), ms(150), ms(50)]
+    assert Table(str(table.root), timestamp=ms(350)).version == 3
+
+
+def test_version_at_timestamp_after_a_copy_reset_the_file_times(table):
+    """A copied table: every commit file has the copy's time, later than the in-commit timestamps.
+    Timestamps from the enablement on still find their versions; the versions before it only have
+    their (new) file times, made increasing among themselves."""
+    base = _ict_enabled_at_3(table, [1000] * 5)
+    log = DeltaLog.for_table(str(table.root))
+    ms = lambda s: (base + s) * 1000
+    assert log.commit_timestamps() == [(0, ms(1000)), (1, ms(1000) + 1), (2, ms(1000) + 2),
+                                       (3, ms(300)), (4, ms(400))]
+    for t, v in [(300, 3), (350, 3), (400, 4)]:
+        assert log.version_at_timestamp(ms(t)) == v, t
+    with pytest.raises(VersionNotFoundError, match="before the earliest available version 0"):
+        log.version_at_timestamp(ms(299))
+    with pytest.raises(VersionNotFoundError, match="after the latest version 4"):
+        log.version_at_timestamp(ms(1000))
 
 
 # --- the reader --------------------------------------------------------------------------------

@@ -73,6 +73,7 @@ def test_physical_name_and_id():
         cm.field_id(StructField("c", LONG, True, {"delta.columnMapping.id": "x"}))
 
 
+@pytest.mark.conformance
 @pytest.mark.parametrize("table", MAPPED_TABLES)
 def test_physical_schema_matches_data_files(table):
     meta = _meta(table)
@@ -103,6 +104,7 @@ def test_physical_schema_matches_data_files(table):
             assert set(stats.get("nullCount", {})) <= {names[f.name] for f in data_schema}
 
 
+@pytest.mark.conformance
 def test_name_mode_physical_schema_details():
     logical = StructType.from_json(_meta("table-with-columnmapping-mode-name")["schemaString"])
     phys = cm.to_physical_schema(logical, "name")

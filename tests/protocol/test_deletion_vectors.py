@@ -21,10 +21,8 @@ from tahoe.protocol.deletion_vectors import (
     serialize_bitmap, z85_decode, z85_encode,
 )
 
-# same location rule as tests/conftest.py
-GOLDEN = os.path.join(os.environ.get("TAHOE_SHARED", os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
-    "shared")), "conformance", "golden")
+from tests.conftest import GOLDEN
+
 ROWS = [3, 4, 7, 11, 18, 29]
 NATIVE_INLINE = "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L"
 SPEC_INLINE = "^Bg9^0rr910000000000iXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L"
@@ -336,10 +334,8 @@ def _log_descriptors(table: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("table", ["dv-partitioned-with-checkpoint", "dv-with-columnmapping"])
-def test_conformance_on_disk_dvs(table):
-    root = os.path.join(GOLDEN, table, "delta")
-    if not os.path.isdir(root):
-        pytest.skip(f"conformance table {table} not available")
+def test_conformance_on_disk_dvs(golden, table):
+    root = os.path.join(golden, table, "delta")
     descriptors = _log_descriptors(table)
     assert len(descriptors) >= 10
     seen = set()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from urllib.parse import unquote
@@ -52,6 +51,7 @@ def _expected(table: str, sub: str = "expected") -> pa.Table:
     return pa.concat_tables([pq.read_table(f) for f in files])
 
 
+@pytest.mark.conformance
 def test_data_reader_partition_values_match_expected_utc():
     schema, parts, adds = _log("data-reader-partition-values")
     expected = {r["value"]: r for r in _expected("data-reader-partition-values", "expected_utc").to_pylist()}
@@ -68,6 +68,7 @@ def test_data_reader_partition_values_match_expected_utc():
     assert parse_partition_value("null", STRING) == "null"  # the literal string, not a null
 
 
+@pytest.mark.conformance
 def test_vectorised_matches_expected_for_every_partition_type():
     schema, parts, adds = _log("data-reader-partition-values")
     for c in parts:
@@ -77,6 +78,7 @@ def test_vectorised_matches_expected_for_every_partition_type():
         assert arr.to_pylist() == [parse_partition_value(v, schema[c].type) for v in raw]
 
 
+@pytest.mark.conformance
 @pytest.mark.parametrize("table", [
     "kernel-timestamp-int96", "kernel-timestamp-pst", "kernel-timestamp-timestamp_micros",
     "kernel-timestamp-timestamp_millis", "data-reader-timestamp_ntz", "basic-decimal-table",
@@ -94,6 +96,7 @@ def test_partition_values_match_expected_rows(table):
         assert got_vector == want
 
 
+@pytest.mark.conformance
 @pytest.mark.parametrize("table", [
     "data-reader-timestamp_ntz-id-mode", "data-reader-timestamp_ntz-name-mode", "dv-with-columnmapping",
 ])
@@ -107,6 +110,7 @@ def test_partition_values_under_column_mapping(table):
         assert got == set(expected.column(c).to_pylist())
 
 
+@pytest.mark.conformance
 def test_escaped_chars_directories():
     schema, parts, adds = _log("data-reader-escaped-chars")
     for add in adds:
@@ -225,17 +229,17 @@ def test_vectorised_types_nulls_and_inputs():
     assert partition_column_to_arrow([], DATE).to_pylist() == []
 
 
-def test_vectorised_is_fast_for_a_million_values():
-    n = 1_000_000
+def test_vectorised_many_values():
+    """Many values, hand-derived results (the time it takes is measured in bench/partition_values.py)."""
+    n = 10_000
     ints = [str(i % 1000) for i in range(n)]
     stamps = pa.array([f"2021-09-08 11:{i % 60:02d}:00" for i in range(n)])
-    t0 = time.perf_counter()
     a = partition_column_to_arrow(ints, LONG)
     b = partition_column_to_arrow(stamps, TIMESTAMP)
     c = partition_column_to_arrow(pa.array(ints), DecimalType(10, 2))
-    elapsed = time.perf_counter() - t0
-    assert len(a) == len(b) == len(c) == n and a[999].as_py() == 999
-    assert elapsed < 3.0
+    assert a.to_pylist() == [i % 1000 for i in range(n)]
+    assert b.to_pylist() == [datetime(2021, 9, 8, 11, i % 60, tzinfo=UTC) for i in range(n)]
+    assert c.to_pylist() == [Decimal(f"{i % 1000}.00") for i in range(n)]
 
 
 # --- writers -----------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from tahoe.protocol.schema import (
     StructType, check_write_compatible, from_arrow_schema, from_arrow_type, merge_schemas,
     parse_data_type, to_arrow_schema, to_arrow_type,
 )
-from tests.conftest import GOLDEN
+from tests.conftest import GOLDEN, conformance_params
 
 
 def _all_schema_strings() -> list[tuple[str, str]]:
@@ -43,11 +43,12 @@ def _strip_metadata(dt):
     return dt
 
 
+@pytest.mark.conformance
 def test_conformance_has_schemas():
     assert len(SCHEMAS) > 90
 
 
-@pytest.mark.parametrize("where,text", SCHEMAS, ids=[w for w, _ in SCHEMAS])
+@pytest.mark.parametrize("where,text", conformance_params(SCHEMAS, [w for w, _ in SCHEMAS], n=2))
 def test_conformance_schema_round_trip(where, text):
     s = StructType.from_json(text)
     assert s.to_json() == text  # Spark's exact compact form

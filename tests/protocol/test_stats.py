@@ -23,7 +23,7 @@ from tahoe.protocol.stats import (
     FileStats, JsonNumber, compute_stats, get_nested, parse_stats, stats_columns,
     truncate_max_string, truncate_min_string, typed_value,
 )
-from tests.conftest import GOLDEN
+from tests.conftest import GOLDEN, conformance_params
 
 UTC = timezone.utc
 
@@ -94,7 +94,7 @@ def test_get_nested():
 # --- against delta-spark's own stats -----------------------------------------------------------
 
 def _tables_with_stats():
-    out = []
+    out, ids = [], []
     for log_dir in sorted(GOLDEN.glob("*/delta/_delta_log")):
         meta = None
         for f in sorted(log_dir.glob("*.json")):
@@ -108,8 +108,9 @@ def _tables_with_stats():
                 if add and add.get("stats") and meta is not None:
                     data = log_dir.parent / unquote(add["path"])
                     if data.is_file():
-                        out.append(pytest.param(meta, add, data, id=f"{log_dir.parent.parent.name}:{add['path'][-20:]}"))
-    return out
+                        out.append((meta, add, data))
+                        ids.append(f"{log_dir.parent.parent.name}:{add['path'][-20:]}")
+    return conformance_params(out, ids, n=3)
 
 
 CASES = _tables_with_stats()
@@ -136,6 +137,7 @@ def _compare(mine, theirs, dt: DataType, where: str, side: str):
         assert a == b, (where, mine, theirs)
 
 
+@pytest.mark.conformance
 def test_conformance_has_stats_cases():
     assert len(CASES) > 50
 
@@ -160,6 +162,7 @@ def test_compute_stats_matches_delta_spark(meta, add, data):
             _compare(mine[side], theirs[side], phys, side, side)
 
 
+@pytest.mark.conformance
 def test_basic_stats_all_types_exactly():
     table = "data-skipping-basic-stats-all-types"
     log = (GOLDEN / table / "delta" / "_delta_log" / "00000000000000000000.json").read_text().splitlines()

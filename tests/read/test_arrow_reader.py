@@ -76,7 +76,6 @@ def test_data_source_splits_a_large_file_by_row_groups(tmp_path, monkeypatch):
     """The `delta` data source's planning: a file larger than a task's share is split into runs
     of row groups (here: a share of ~3 row groups) packed into partitions no larger than the
     share, and the partitions' reads, DVs applied, are the table's rows exactly once."""
-    pytest.importorskip("pyspark")
     from tahoe.spark import datasource as D
 
     deleted = [0, 99, 100, 101, 555, 899, 900, 999]
@@ -92,3 +91,59 @@ def test_data_source_splits_a_large_file_by_row_groups(tmp_path, monkeypatch):
     assert all(sum(len(f[3]) for f in p.files) <= 3 for p in parts)
     ids = [i for p in parts for b in reader.read(p) for i in b.column("id").to_pylist()]
     assert sorted(ids) == [i for i in range(1000) if i not in deleted]
+
+
+def id_mode_table_with_other_names(root) -> tuple[str, list[dict]]:
+    """A column-mapping id-mode table whose one data file names its columns differently from the
+    schema's physical names (as after a writer that renamed them): the columns are found by their
+    Parquet field ids only. A decoy column carries the physical name `col-name` with another field
+    id and wrong values; struct children are stored in the other order. Returns the path and the
+    rows a reader must return (hand-written)."""
+    import json
+
+    path = root / "idmode"
+    (path / "_delta_log").mkdir(parents=True)
+
+    def fid(name, typ, i):
+        return pa.field(name, typ, metadata={b"PARQUET:field_id": str(i).encode()})
+
+    struct = pa.struct([fid("q", pa.string(), 5), fid("p", pa.int32(), 4)])
+    schema = pa.schema([fid("renamed_id", pa.int64(), 1), fid("col-name", pa.string(), 99),
+                        fid("other_name", pa.string(), 2), fid("x_struct", struct, 3)])
+    data = pa.table([pa.array([1, 2, 3], pa.int64()), pa.array(["WRONG"] * 3),
+                     pa.array(["a", "b", None]),
+                     pa.array([{"q": "x", "p": 10}, None, {"q": None, "p": 30}], struct)], schema=schema)
+    pq.write_table(data, path / "part-0.parquet")
+
+    def field(name, typ, i, meta=None):
+        return {"name": name, "type": typ, "nullable": True,
+                "metadata": {"delta.columnMapping.id": i, "delta.columnMapping.physicalName": f"col-{name}"}}
+
+    s_type = {"type": "struct", "fields": [field("a", "integer", 4), field("b", "string", 5)]}
+    table_schema = {"type": "struct", "fields": [field("id", "long", 1), field("name", "string", 2),
+                                                 field("s", s_type, 3)]}
+    actions = [
+        {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}},
+        {"metaData": {"id": "idmode", "format": {"provider": "parquet", "options": {}},
+                      "schemaString": json.dumps(table_schema), "partitionColumns": [],
+                      "configuration": {"delta.columnMapping.mode": "id", "delta.columnMapping.maxColumnId": "5"},
+                      "createdTime": 1}},
+        {"add": {"path": "part-0.parquet", "partitionValues": {}, "size": (path / "part-0.parquet").stat().st_size,
+                 "modificationTime": 1, "dataChange": True}},
+    ]
+    (path / "_delta_log" / f"{0:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
+    rows = [{"id": 1, "name": "a", "s": {"a": 10, "b": "x"}}, {"id": 2, "name": "b", "s": None},
+            {"id": 3, "name": None, "s": {"a": 30, "b": None}}]
+    return str(path), rows
+
+
+def test_id_mode_reads_parquet_fields_by_id_when_names_differ(tmp_path):
+    path, rows = id_mode_table_with_other_names(tmp_path)
+    t = Table(path).to_arrow()
+    assert t.column_names == ["id", "name", "s"]
+    assert sorted(t.to_pylist(), key=lambda r: r["id"]) == rows
+    snap = DeltaLog.for_table(path).snapshot()
+    (add,) = snap.add_files()
+    groups = pa.concat_tables(list(_reader(snap).read_row_groups(add.path, add.partition_values, None)))
+    assert sorted(groups.to_pylist(), key=lambda r: r["id"]) == rows
+    assert Table(path).to_arrow(columns=["name"]).column("name").to_pylist() == ["a", "b", None]

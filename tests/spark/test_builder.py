@@ -69,3 +69,58 @@ def test_identity_column_rules_leave_no_table(tmp_path, type_, partition, match)
     with pytest.raises(SchemaError, match=match):
         b.execute()
     assert not DeltaLog.for_table(path).exists()
+
+
+def _ops(path: str) -> list[str]:
+    return [e.commit_info["operation"] for e in DeltaLog.for_table(path).history()][::-1]
+
+
+def test_create_if_not_exists_create_or_replace_and_replace(tmp_path):
+    """delta-spark's builder modes on a path table. Oracles: delta-spark's documented behaviour
+    and its history operation names (DeltaOperations.CreateTable / ReplaceTable(orCreate)), the
+    rows written by hand, and delta-rs reading the table after each step."""
+    import pyarrow as pa
+
+    import tahoe
+    from tahoe.errors import InvalidTableOperationError, TableNotFoundError
+    from tests.write.test_writer import delta_rs_rows
+
+    path = str(tmp_path / "t")
+    # createIfNotExists on nothing creates; on a table it changes nothing
+    DeltaTable.createIfNotExists().location(path).addColumn("id", "BIGINT").addColumn("p", "STRING") \
+        .partitionedBy("p").property("delta.appendOnly", "false").execute()
+    tahoe.write_table(path, pa.table({"id": pa.array([1, 2], pa.int64()), "p": ["a", "b"]}))
+    DeltaTable.createIfNotExists().location(path).addColumn("other", "STRING").execute()
+    snap = DeltaLog.for_table(path).snapshot()
+    assert snap.version == 1 and snap.schema.names == ["id", "p"] and snap.partition_columns == ["p"]
+    assert sorted(map(tuple, (r.values() for r in tahoe.Table(path).to_arrow().to_pylist()))) == [(1, "a"), (2, "b")]
+    with pytest.raises(InvalidTableOperationError, match="already exists"):
+        DeltaTable.create().location(path).addColumn("id", "BIGINT").execute()
+
+    # createOrReplace on a table: new schema, partitioning and properties, no rows, same table id
+    table_id = snap.metadata.id
+    DeltaTable.createOrReplace().location(path).addColumn("name", "STRING").addColumn("n", "INT") \
+        .property("delta.enableChangeDataFeed", "true").comment("replaced").execute()
+    snap = DeltaLog.for_table(path).snapshot()
+    assert snap.version == 2 and snap.schema.names == ["name", "n"] and snap.partition_columns == []
+    assert snap.metadata.id == table_id and snap.metadata.description == "replaced"
+    assert snap.configuration == {"delta.enableChangeDataFeed": "true"} and snap.num_files == 0
+    rs = delta_rs_rows([path], tmp_path)[path]
+    assert rs.num_rows == 0 and sorted(rs.column_names) == ["n", "name"]
+
+    # replace: an existing table only
+    tahoe.write_table(path, pa.table({"name": ["x"], "n": pa.array([7], pa.int32())}))
+    DeltaTable.replace().location(path).addColumn("k", "BIGINT").execute()
+    snap = DeltaLog.for_table(path).snapshot()
+    assert snap.version == 4 and snap.schema.names == ["k"] and snap.num_files == 0
+    missing = str(tmp_path / "missing")
+    with pytest.raises(TableNotFoundError, match="replace"):
+        DeltaTable.replace().location(missing).addColumn("k", "BIGINT").execute()
+    assert not (tmp_path / "missing" / "_delta_log").exists()
+
+    # createOrReplace on nothing creates (delta-spark names it CREATE OR REPLACE TABLE all the same)
+    fresh = str(tmp_path / "fresh")
+    DeltaTable.createOrReplace().location(fresh).addColumn("a", "INT").execute()
+    assert DeltaLog.for_table(fresh).snapshot().version == 0
+    assert _ops(fresh) == ["CREATE OR REPLACE TABLE"]
+    assert _ops(path) == ["CREATE TABLE", "WRITE", "CREATE OR REPLACE TABLE", "WRITE", "REPLACE TABLE"]

@@ -351,12 +351,14 @@ def test_detail(tmp_path):
     t = Table.create(str(tmp_path / "t"), SCHEMA, ["p"], {"delta.enableChangeDataFeed": "true"},
                      name="n", description="d")
     txn = t.transaction("WRITE")
-    txn.add_files([fake_add("p=a/1.parquet", "a"), fake_add("p=b/2.parquet", "b")])
+    adds = [fake_add("p=a/1.parquet", "a", n=10), fake_add("p=b/2.parquet", "b", n=25)]
+    txn.add_files(adds)
     txn.commit()
     d = t.refresh().detail()
     assert d["format"] == "delta" and d["name"] == "n" and d["description"] == "d"
     assert d["location"] == t.table_root and d["partitionColumns"] == ["p"]
-    assert d["numFiles"] == 2 and d["sizeInBytes"] == 220
+    # sizeInBytes is the sum of the active files' `size`: fake_add gives a file 100 + n bytes
+    assert d["numFiles"] == 2 and d["sizeInBytes"] == (100 + 10) + (100 + 25)
     assert d["properties"] == {"delta.enableChangeDataFeed": "true"}
     assert (d["minReaderVersion"], d["minWriterVersion"]) == (1, 4)
     assert "changeDataFeed" in d["tableFeatures"] and isinstance(d["createdAt"], int)
