@@ -211,19 +211,20 @@ def test_fast_parquet_lines_match_generic_rendering(server):
     """The precomputed-parts renderer of whole-table parquet queries gives exactly the lines of the
     generic per-file renderer."""
     from tahoe.sharing.config import load_config
-    from tahoe.sharing.signing import Signer
+    from tahoe.sharing.signing import Holder, Signer
     from tahoe.sharing.tables import SharedTable, iter_file_rows
 
     cfg = load_config(server.config)
     for t in cfg.tables_by_key().values():
         if t.name not in ("cdf", "stats", tname("data-reader-escaped-chars"), tname("data-reader-partition-values")):
             continue
-        st = SharedTable(t, Signer(cfg.signing_key), 60)
+        st = SharedTable(t, 60)
         snap = st.snapshot()
-        fast = list(st.parquet_lines(snap, server.url, 1_900_000_000))
+        urls = Signer(cfg.signing_key).file_urls(server.url, 1_900_000_000, Holder("r:x", "b"))
+        fast = list(st.parquet_lines(snap, urls))
         if t.name == "stats":  # files with numRecords: the limit stops after the first
-            assert len(list(st.parquet_lines(snap, server.url, 1, limit=1))) == 1
-        slow = [st.file_line("parquet", server.url, r, 1_900_000_000) for r in iter_file_rows(snap, "parquet")]
+            assert len(list(st.parquet_lines(snap, urls, limit=1))) == 1
+        slow = [st.file_line("parquet", urls, r) for r in iter_file_rows(snap, "parquet")]
         assert fast == slow, t.name
         assert all(json.loads(x) for x in fast)
 
@@ -235,7 +236,7 @@ def test_fast_parquet_lines_of_a_large_commit_with_odd_stats_and_partition_value
     generic renderer."""
     from tahoe.log import json_commits
     from tahoe.sharing.config import TableConfig
-    from tahoe.sharing.signing import Signer
+    from tahoe.sharing.signing import Holder, Signer
     from tahoe.sharing.tables import SharedTable, iter_file_rows
 
     schema = json.dumps({"type": "struct", "fields": [
@@ -257,14 +258,15 @@ def test_fast_parquet_lines_of_a_large_commit_with_odd_stats_and_partition_value
     log.mkdir(parents=True)
     (log / f"{0:020d}.json").write_text("".join(json.dumps(x) + "\n" for x in lines))
     monkeypatch.setattr(json_commits, "VECTOR_MIN_BYTES", 0)
-    st = SharedTable(TableConfig("t", str(tmp_path / "t"), "s", "sc", "id"), Signer(b"k" * 32), 60)
+    st = SharedTable(TableConfig("t", str(tmp_path / "t"), "s", "sc", "id"), 60)
     snap = st.snapshot()
     assert type(snap._state.files._tail._pieces[0]).__name__ == "JsonCommit"
-    fast = list(st.parquet_lines(snap, "http://h/delta-sharing", 1_900_000_000))
-    slow = [st.file_line("parquet", "http://h/delta-sharing", r, 1_900_000_000) for r in iter_file_rows(snap, "parquet")]
+    urls = Signer(b"k" * 32).file_urls("http://h/delta-sharing", 1_900_000_000, Holder("r:x", "b"))
+    fast = list(st.parquet_lines(snap, urls))
+    slow = [st.file_line("parquet", urls, r) for r in iter_file_rows(snap, "parquet")]
     assert fast == slow and len(fast) == 60
     assert [json.loads(x)["file"]["partitionValues"]["p"] for x in fast[:6]] == parts
-    assert len(list(st.parquet_lines(snap, "http://h/delta-sharing", 1_900_000_000, limit=4))) == 4
+    assert len(list(st.parquet_lines(snap, urls, limit=4))) == 4
 
 
 def test_starting_version_query_delta_format(server):
@@ -282,7 +284,7 @@ def test_starting_version_query_delta_format(server):
 def test_fast_delta_lines_match_generic_rendering(server):
     """Same for delta format (JSON-equal: deletion vectors rewritten to signed 'p' URLs, full adds)."""
     from tahoe.sharing.config import load_config
-    from tahoe.sharing.signing import Signer
+    from tahoe.sharing.signing import Holder, Signer
     from tahoe.sharing.tables import SharedTable, iter_file_rows
 
     cfg = load_config(server.config)
@@ -291,8 +293,9 @@ def test_fast_delta_lines_match_generic_rendering(server):
     for t in cfg.tables_by_key().values():
         if t.name not in names:
             continue
-        st = SharedTable(t, Signer(cfg.signing_key), 60)
+        st = SharedTable(t, 60)
         snap = st.snapshot()
-        fast = [json.loads(x) for x in st.delta_lines(snap, server.url, 1_900_000_000)]
-        slow = [json.loads(st.file_line("delta", server.url, r, 1_900_000_000)) for r in iter_file_rows(snap, "delta")]
+        urls = Signer(cfg.signing_key).file_urls(server.url, 1_900_000_000, Holder("r:x", "b"))
+        fast = [json.loads(x) for x in st.delta_lines(snap, urls)]
+        slow = [json.loads(st.file_line("delta", urls, r)) for r in iter_file_rows(snap, "delta")]
         assert fast == slow, t.name
