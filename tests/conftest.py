@@ -1,4 +1,18 @@
-"""Shared test configuration: where the conformance tables are, and helpers to compare rows."""
+"""Shared test configuration: where the conformance tables are, and helpers to compare rows.
+
+Conformance tables (`$TAHOE_SHARED/conformance/golden`, default `../shared`) are on CI and on the
+maintainers' machines, not on a user's. A test that reads them says so, per test:
+
+- request the `golden` fixture (it returns the `golden/` folder as a Path), or
+- mark it `@pytest.mark.conformance` (or a whole module: `pytestmark = pytest.mark.conformance`), or
+- parametrize over `manifest_params(...)` / `conformance_params(...)` (each param carries the mark).
+
+Such a test is skipped (with the reason NO_GOLDEN) where the tables are absent, and FAILS in CI
+(`CI=true`) when they are absent. Every other test runs everywhere. A module must not read the
+tables at import time unguarded: `MANIFEST` is [] and `GOLDEN` may not exist; build params with
+`conformance_params`, which yields one marked placeholder when its list is empty. No other skip is
+allowed in the suite: a missing single table or a failing load is a failure, not a skip.
+"""
 
 from __future__ import annotations
 
@@ -24,42 +38,64 @@ def load_manifest() -> list[dict]:
 
 
 MANIFEST = load_manifest()
+HAVE_GOLDEN = bool(MANIFEST)
 
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 NO_GOLDEN = (f"the Delta conformance tables are not here ({GOLDEN}); set TAHOE_SHARED to the folder "
              "that holds conformance/golden to run these tests")
 
+conformance = pytest.mark.conformance
+
+
+def conformance_params(values, ids=None, n: int = 1):
+    """pytest params over values taken from the conformance tables, each marked `conformance`
+    (with `n` > 1 argnames, each value is a tuple of n); without the tables (empty `values`): one
+    marked placeholder param (skipped on a user's machine, failed in CI)."""
+    values = list(values)
+    if not values:
+        return [pytest.param(*([None] * n), id="no-conformance-tables", marks=conformance)]
+    ids = ids if ids is not None else [None] * len(values)
+    return [pytest.param(*(v if n > 1 else (v,)), id=i, marks=conformance) for v, i in zip(values, ids)]
+
 
 def manifest_params(expect: str | None = None):
-    """pytest params over the manifest entries (optionally only one `expect` kind). Without the
-    conformance tables: one skipped param on a user's machine, a hard failure in CI."""
-    if not MANIFEST:
-        if IN_CI:
-            raise RuntimeError(f"CI must run the conformance suite: {NO_GOLDEN}")
-        return [pytest.param(None, id="no-conformance-tables", marks=pytest.mark.skip(reason=NO_GOLDEN))]
-    return [pytest.param(e, id=e["name"]) for e in MANIFEST if expect is None or e["expect"] == expect]
+    """pytest params over the manifest entries (optionally only one `expect` kind), marked
+    `conformance`."""
+    entries = [e for e in MANIFEST if expect is None or e["expect"] == expect]
+    return conformance_params(entries, [e["name"] for e in entries])
+
+
+def manifest_entry(name: str) -> dict:
+    """The manifest entry of one conformance table (call it inside a `conformance` test)."""
+    return next(e for e in MANIFEST if e["name"] == name)
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "conformance: reads the Delta conformance tables; skipped where they are absent, "
+                   "failed in CI (see tests/conftest.py)")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests that read the conformance tables are skipped (with the reason) where they are absent,
-    e.g. on a user's machine; CI has them and a missing folder fails there (see manifest_params)."""
-    if GOLDEN.exists():
-        return
-    if IN_CI:
-        raise RuntimeError(f"CI must run the conformance suite: {NO_GOLDEN}")
-    uses: dict[str, bool] = {}
-    skip = pytest.mark.skip(reason=NO_GOLDEN)
+    """Requesting the `golden` fixture marks a test `conformance`."""
     for item in items:
-        path = str(item.fspath)
-        if path not in uses:
-            try:
-                text = Path(path).read_text()
-            except OSError:
-                text = ""
-            uses[path] = "GOLDEN" in text or "golden" in text
-        if uses[path]:
-            item.add_marker(skip)
+        if "golden" in getattr(item, "fixturenames", ()) and item.get_closest_marker("conformance") is None:
+            item.add_marker(conformance)
+
+
+def pytest_runtest_setup(item):
+    """A `conformance` test without the tables: skip on a user's machine, fail in CI."""
+    if item.get_closest_marker("conformance") is not None and not HAVE_GOLDEN:
+        if IN_CI:
+            pytest.fail(f"CI must run the conformance suite: {NO_GOLDEN}", pytrace=False)
+        pytest.skip(NO_GOLDEN)
+
+
+@pytest.fixture(scope="session")
+def golden() -> Path:
+    """The conformance tables' `golden/` folder; a test requesting it is marked `conformance`."""
+    return GOLDEN
 
 
 def _norm(v):
