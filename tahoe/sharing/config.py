@@ -30,9 +30,11 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import yaml
+
+from .locks import exclusive_lock
 
 __all__ = ["TableConfig", "SchemaConfig", "ShareConfig", "ServerConfig", "Recipient", "RecipientStore",
            "ConfigError", "valid_name", "hash_token", "load_config"]
@@ -319,33 +321,6 @@ class Recipient:
                    bool(d.get("revoked", False)), int(d.get("createdAt") or 0))
 
 
-@contextlib.contextmanager
-def _exclusive_lock(path: str) -> Iterator[None]:
-    """An exclusive advisory lock on `path` (created if missing), held until the block ends; other
-    processes taking it wait."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            import fcntl
-        except ImportError:  # Windows
-            import msvcrt
-
-            msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
-            try:
-                yield
-            finally:
-                os.lseek(fd, 0, os.SEEK_SET)
-                msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
-            return
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
-
-
 def _fsync_dir(path: str) -> None:
     if os.name != "posix":
         return
@@ -430,7 +405,7 @@ class RecipientStore:
         writes nothing."""
         if not self.path:
             raise ConfigError("no recipient file configured")
-        with _exclusive_lock(self.path + ".lock"):
+        with exclusive_lock(self.path + ".lock"):
             recs = self._read()
             out = change(recs)
             self._write(recs)
