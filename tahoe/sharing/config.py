@@ -214,7 +214,7 @@ def _signing_key(raw: dict, config_path: str | None) -> bytes:
 
 
 def _table(t: Any, share: str, schema: str) -> TableConfig:
-    where = f"table {share}.{schema}.{t.get('name') if isinstance(t, dict) else t!r}"
+    where = f"table {share}.{schema}.{t.get('name') if isinstance(t, dict) else repr(t)}"
     t = _mapping(t, where, _TABLE_KEYS)
     if not t.get("location"):
         raise ConfigError(f"{where} has no location")
