@@ -165,7 +165,7 @@ def test_parallel_recipient_changes_lose_nothing(tmp_path):
     before = [f"old{i}" for i in range(6)]
     for n in before:
         add_recipient(config, n)
-    names = [f"r{i:02d}" for i in range(20)]
+    names = [f"r{i:02d}" for i in range(12)]
     procs = [subprocess.Popen([sys.executable, "-m", "tahoe", "sharing", "recipient", "add", n, "--share", "s",
                                "--config", config], cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for n in names]

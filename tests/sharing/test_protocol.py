@@ -9,6 +9,7 @@ import json
 import httpx
 import pytest
 
+from tests.conftest import conformance
 from tests.sharing.conftest import tname
 
 DELTA_CAPS = "responseformat=delta;readerfeatures=deletionvectors,columnmapping,timestampntz"
@@ -45,7 +46,7 @@ def test_parquet_query_shape(server):
 
 
 def test_delta_query_shape_with_dv(server):
-    r = _q(server, tname("dv-partitioned-with-checkpoint"), {}, DELTA_CAPS)
+    r = _q(server, "dv", {}, DELTA_CAPS)
     assert r.headers["delta-sharing-capabilities"] == "responseformat=delta"
     ls = _lines(r)
     assert ls[0]["protocol"]["deltaProtocol"]["minReaderVersion"] == 3
@@ -63,12 +64,20 @@ def test_format_negotiation(server):
     # delta,parquet on a plain table → parquet; on a DV table → delta; delta without the DV feature → 400
     r = _q(server, "cdf", {}, "responseformat=delta,parquet")
     assert r.headers["delta-sharing-capabilities"].startswith("responseformat=parquet")
-    r = _q(server, tname("dv-partitioned-with-checkpoint"), {}, "responseformat=delta,parquet;readerfeatures=deletionvectors")
+    r = _q(server, "dv", {}, "responseformat=delta,parquet;readerfeatures=deletionvectors")
     assert r.headers["delta-sharing-capabilities"].startswith("responseformat=delta")
+    r = _q(server, "dv", {}, "responseformat=delta;readerfeatures=columnmapping")
+    assert r.status_code == 400 and r.json()["errorCode"] == "UNSUPPORTED_OPERATION"
+    r = _q(server, "dv", {})
+    assert r.status_code == 400 and r.json()["errorCode"] == "UNSUPPORTED_OPERATION"
+
+
+@conformance
+def test_format_negotiation_column_mapping(server):
     r = _q(server, tname("dv-with-columnmapping"), {}, "responseformat=delta;readerfeatures=deletionvectors")
     assert r.status_code == 400 and r.json()["errorCode"] == "UNSUPPORTED_OPERATION"
-    r = _q(server, tname("dv-with-columnmapping"), {})
-    assert r.status_code == 400
+    r = _q(server, tname("dv-with-columnmapping"), {}, "responseformat=delta;readerfeatures=deletionvectors,columnmapping")
+    assert r.status_code == 200 and r.headers["delta-sharing-capabilities"] == "responseformat=delta"
 
 
 def test_pagination_pins_version(server):
@@ -216,7 +225,7 @@ def test_fast_parquet_lines_match_generic_rendering(server):
 
     cfg = load_config(server.config)
     for t in cfg.tables_by_key().values():
-        if t.name not in ("cdf", "stats", tname("data-reader-escaped-chars"), tname("data-reader-partition-values")):
+        if t.name not in ("cdf", "stats", "written", tname("data-reader-escaped-chars"), tname("data-reader-partition-values")):
             continue
         st = SharedTable(t, 60)
         snap = st.snapshot()
@@ -288,7 +297,7 @@ def test_fast_delta_lines_match_generic_rendering(server):
     from tahoe.sharing.tables import SharedTable, iter_file_rows
 
     cfg = load_config(server.config)
-    names = {"cdf", tname("dv-partitioned-with-checkpoint"), tname("dv-with-columnmapping"),
+    names = {"cdf", "dv", "written", tname("dv-partitioned-with-checkpoint"), tname("dv-with-columnmapping"),
              tname("log-replay-dv-key-cases"), tname("data-reader-timestamp_ntz-name-mode")}
     for t in cfg.tables_by_key().values():
         if t.name not in names:
