@@ -65,6 +65,7 @@ class FileUrls:
         self.expires = expires
         self.holder = holder
         self._key = key
+        self._signers: dict[str, Callable[[str], str]] = {}
         self.query = f"?X-Amz-Credential={b64e(holder.credential.encode('utf-8'))}" \
                      f"&X-Amz-Expires={expires}&X-Amz-Signature="
 
@@ -73,7 +74,10 @@ class FileUrls:
 
     def signer(self, table_key: str) -> Callable[[str], str]:
         """`rel_b64 -> hex signature` for files of one table."""
-        return _file_signer(self._key, table_key, self.expires, self.holder)
+        sign = self._signers.get(table_key)
+        if sign is None:
+            sign = self._signers[table_key] = _file_signer(self._key, table_key, self.expires, self.holder)
+        return sign
 
     def url(self, table_key: str, rel_path: str) -> str:
         rel_b64 = b64e(rel_path.encode("utf-8"))

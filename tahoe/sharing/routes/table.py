@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from ...read.changes import check_cdf_enabled, table_changes
 from ..auth import Principal
 from ..context import ServerContext, current_principal, get_context
-from ..errors import SharingError, bad_request
+from ..errors import bad_request
 from ..predicates import FileContext, parse_json_predicate, parse_sql_predicates
 from ..signing import BadToken, FileUrls
 from ..tables import Capabilities, SharedTable, dumps, iter_file_rows, now_s
