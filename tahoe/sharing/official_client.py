@@ -125,7 +125,8 @@ class OfficialClient:
         self._tmp = tempfile.TemporaryDirectory(prefix="tahoe-recipient-")
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
         env["PYTHONUNBUFFERED"] = "1"
-        self._proc = subprocess.Popen([python, "-I", os.path.abspath(__file__)], stdin=subprocess.PIPE,
+        # absolute (the process runs in a temporary folder), but not resolved: a venv's python is a symlink
+        self._proc = subprocess.Popen([os.path.abspath(python), "-I", os.path.abspath(__file__)], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=stderr, env=env, text=True,
                                       cwd=self._tmp.name)
         self._lines: "queue.Queue[str | None]" = queue.Queue()
