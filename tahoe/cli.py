@@ -7,7 +7,7 @@
     tahoe create PATH --schema JSON_OR_DDL [--partition-by C ...] [--property K=V ...]
     tahoe set-property PATH K=V [K=V ...]
     tahoe checkpoint PATH [--version N] [--parts N] [--json]
-    tahoe demo [DIR]
+    tahoe demo [DIR] [--recipient-python PATH]
 
 Errors go to stderr with exit code 1 (2 for bad usage). `--json` prints one JSON document on stdout.
 """
@@ -295,11 +295,15 @@ def set_property(path: str, pairs: list[str] = typer.Argument(..., metavar="KEY=
 
 
 @app.command()
-def demo(directory: str = typer.Argument("demo-output", help="where to put the demo table")):
+def demo(directory: str = typer.Argument("demo-output", help="where to put the demo table"),
+         recipient_python: Optional[str] = typer.Option(
+             None, "--recipient-python",
+             help="a Python that has the official delta-sharing client (`make setup` makes .venv-recipient); "
+                  "the recipient reads through it, else through tahoe's own client")):
     """Run the demo pipeline on local disk."""
     from .demo import run_demo
 
-    _run(lambda: run_demo(directory))
+    _run(lambda: run_demo(directory, recipient_python))
 
 
 # --- Delta Sharing (tahoe/sharing/cli.py) ---------------------------------------------------------

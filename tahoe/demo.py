@@ -6,9 +6,10 @@
 3. time travel: every version by number, one by timestamp, and the history,
 4. share it: a sharing server config, a recipient with its own token and profile file, the server
    started as a real process on 127.0.0.1,
-5. read it back as that recipient with the official `delta-sharing` client (tahoe's own client
-   when that is not installed): the latest rows, a version, and the change feed — and check them
-   against the table itself.
+5. read it back as that recipient with the official `delta-sharing` client, run from the
+   recipient's own Python environment (`recipient_python`; `make demo` passes the one `make setup`
+   creates, see tahoe/sharing/official_client.py) — or tahoe's own client when none is given: the
+   latest rows, a version, and the change feed — and check them against the table itself.
 """
 
 from __future__ import annotations
@@ -80,30 +81,33 @@ def _wait_for(url: str, proc: subprocess.Popen, timeout: float = 30) -> None:
     raise RuntimeError(f"the sharing server did not answer at {url} within {timeout} s")
 
 
-def _read_as_recipient(profile: Path, table_url_suffix: str, version_to_read: int):
-    """(latest rows, rows at a version, change rows) through the official client if installed."""
+def _read_as_recipient(profile: Path, table_url_suffix: str, version_to_read: int,
+                       recipient_python: str | None, log_file):
+    """(who read, tables, latest rows, rows at a version, change rows), rows as Arrow tables:
+    through the official client in the recipient's environment when `recipient_python` is given,
+    else through tahoe's own client."""
     url = f"{profile}#{table_url_suffix}"
-    try:
-        import delta_sharing
+    if recipient_python:
+        from .sharing.official_client import OfficialClient
 
-        client = delta_sharing.SharingClient(str(profile))
-        tables = [f"{t.share}.{t.schema}.{t.name}" for t in client.list_all_tables()]
-        latest = delta_sharing.load_as_pandas(url)
-        at_version = delta_sharing.load_as_pandas(url, version=version_to_read)
-        changes = delta_sharing.load_table_changes_as_pandas(url, starting_version=1)
-        return "official delta-sharing client", tables, latest, at_version, changes
-    except ImportError:
-        from .sharing import client as own
+        with OfficialClient(recipient_python, stderr=log_file) as client:
+            tables = [f"{t['share']}.{t['schema']}.{t['name']}" for t in client.client(str(profile), "list_all_tables")]
+            latest = client.load_as_pandas(url)
+            at_version = client.load_as_pandas(url, version=version_to_read)
+            changes = client.load_table_changes_as_pandas(url, starting_version=1)
+            who = f"official delta-sharing {client.versions['delta-sharing']} client, own environment"
+        return who, tables, latest, at_version, changes
+    from .sharing import client as own
 
-        c = own.SharingClient(own.Profile.from_file(str(profile)))
-        tables = [f"{t['share']}.{t['schema']}.{t['name']}" for t in c.list_all_tables()]
-        latest = own.load_as_pandas(url)
-        at_version = own.load_as_pandas(url, version=version_to_read)
-        changes = own.load_changes_as_arrow(url, starting_version=1).to_pandas()
-        return "tahoe sharing client", tables, latest, at_version, changes
+    c = own.SharingClient(own.Profile.from_file(str(profile)))
+    tables = [f"{t['share']}.{t['schema']}.{t['name']}" for t in c.list_all_tables()]
+    latest = own.load_as_arrow(url)
+    at_version = own.load_as_arrow(url, version=version_to_read)
+    changes = own.load_changes_as_arrow(url, starting_version=1)
+    return "tahoe sharing client (no --recipient-python given)", tables, latest, at_version, changes
 
 
-def run_demo(directory: str = "demo-output") -> None:
+def run_demo(directory: str = "demo-output", recipient_python: str | None = None) -> None:
     from .table import Table
     from .write.dml import delete
     from .write.arrow import write_table
@@ -165,18 +169,20 @@ def run_demo(directory: str = "demo-output") -> None:
         console.print(f"server up at {endpoint} (pid {server.pid})", highlight=False)
 
         _step("read back as the recipient")
-        who, tables, latest, at_v1, changes = _read_as_recipient(profile, "demo.sales.orders", 1)
+        with open(root / "recipient.log", "w") as recipient_log:
+            who, tables, latest, at_v1, changes = _read_as_recipient(profile, "demo.sales.orders", 1,
+                                                                     recipient_python, recipient_log)
         console.print(f"{escape('[' + who + ']')} tables visible: {tables}", highlight=False)
         mine = Table(path)
         expect = sorted(mine.to_arrow().column("order_id").to_pylist())
-        got = sorted(int(x) for x in latest["order_id"])
+        got = sorted(int(x) for x in latest.column("order_id").to_pylist())
         console.print(f"latest: {len(got)} rows — {'[green]identical[/]' if got == expect else '[red]DIFFERENT[/]'} "
                       f"to the table's own rows", highlight=False)
         expect_v1 = sorted(mine.load_version(1).to_arrow().column("order_id").to_pylist())
-        got_v1 = sorted(int(x) for x in at_v1["order_id"])
+        got_v1 = sorted(int(x) for x in at_v1.column("order_id").to_pylist())
         console.print(f"version 1: {len(got_v1)} rows — {'[green]identical[/]' if got_v1 == expect_v1 else '[red]DIFFERENT[/]'}",
                       highlight=False)
-        counts = changes.groupby("_change_type").size().to_dict()
+        counts = {r["values"]: r["counts"] for r in changes.column("_change_type").value_counts().to_pylist()}
         console.print(f"change feed since version 1: {counts}", highlight=False)
         if got != expect or got_v1 != expect_v1:
             raise RuntimeError("the recipient's rows differ from the table's")

@@ -5,13 +5,17 @@ from __future__ import annotations
 import pytest
 
 from tahoe.demo import run_demo
+from tahoe.sharing.official_client import ensure_env
 from tahoe.table import Table
+from tests.sharing.conftest import RECIPIENT_ENV
 
 
 @pytest.mark.xdist_group("servers")
 def test_demo_pipeline(tmp_path, capsys):
-    run_demo(str(tmp_path / "demo"))
+    """As `make demo` runs it: the recipient reads with the official client from its own environment."""
+    run_demo(str(tmp_path / "demo"), ensure_env(str(RECIPIENT_ENV)))
     out = capsys.readouterr().out
+    assert "official delta-sharing 1.4.2 client, own environment" in out
     assert "identical" in out and "DIFFERENT" not in out
     t = Table(str(tmp_path / "demo" / "orders"))
     assert t.version == 3

@@ -5,14 +5,22 @@ Owns: parsing/validating `shares[].schemas[].tables[]` and the server settings, 
 and the recipients file (`recipients.json` next to the config unless `recipientsFile` says
 otherwise): each recipient's token is kept only as a SHA-256 hex digest, with an optional expiry,
 a revoked flag and the shares it is granted. The file is re-read when it changes on disk, so CLI
-`recipient add/revoke/rotate` take effect on a running server.
+`recipient add/revoke/rotate` take effect on a running server. Changes to it are made under an
+exclusive lock on a `<file>.lock` beside it (read, change, write a temporary file, fsync, rename,
+fsync the folder), so concurrent `recipient add/revoke/rotate` processes lose nothing and a reader
+never sees a half-written file.
+
+Authentication fails closed: without `authorization.bearerToken` and without recipients every
+request is refused; anonymous access needs an explicit `allowAnonymous: true`.
 
 Invariants checked at load: names are 1..255 characters without space, '/', or control
-characters; names are unique case-insensitively within their parent; every table has a location.
+characters; names are unique case-insensitively within their parent; every table has a location;
+unknown keys are refused by name (a misspelt `allowAnonymous` must not pass silently).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -22,9 +30,11 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import yaml
+
+from .locks import exclusive_lock
 
 __all__ = ["TableConfig", "SchemaConfig", "ShareConfig", "ServerConfig", "Recipient", "RecipientStore",
            "ConfigError", "valid_name", "hash_token", "load_config"]
@@ -87,6 +97,7 @@ class ServerConfig:
     evaluate_json_predicate_hints: bool = True
     query_table_page_size_limit: int = 10000
     bearer_token: str | None = None
+    allow_anonymous: bool = False
     public_url: str | None = None
     recipients_file: str | None = None
     signing_key: bytes = b""
@@ -106,12 +117,72 @@ class ServerConfig:
         return f"http://{host}:{self.port}{self.endpoint}"
 
 
-def _bool(v: Any, default: bool) -> bool:
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+# the keys each level of the config may hold (the reference server's, plus tahoe's own)
+_SERVER_KEYS = {"version", "shares", "host", "port", "endpoint", "preSignedUrlTimeoutSeconds",
+                "evaluatePredicateHints", "evaluateJsonPredicateHints", "queryTablePageSizeLimit",
+                "authorization", "allowAnonymous", "publicUrl", "recipientsFile", "signingKey", "signingKeyFile"}
+_SHARE_KEYS = {"name", "id", "schemas"}
+_SCHEMA_KEYS = {"name", "tables"}
+_TABLE_KEYS = {"name", "location", "id", "historyShared", "cdfEnabled", "startVersion", "storageOptions"}
+_AUTH_KEYS = {"bearerToken"}
+# reference-server keys tahoe does not implement: refused with the reason
+_UNSUPPORTED = {
+    "ssl": "TLS is not terminated by tahoe's server: put a TLS proxy in front and set publicUrl",
+    "deltaTableCacheSize": "tahoe caches a few snapshots per table; the size is not configurable",
+    "stalenessAcceptable": "tahoe always serves the latest version",
+    "evaluateJsonPredicateV2Hints": "JSON predicate hints are evaluated per evaluateJsonPredicateHints",
+    "queryTablePageTokenTtlMs": "page tokens are signed and pinned to a version; they do not expire",
+    "refreshTokenTtlMs": "refresh tokens are valid for one day",
+}
+
+
+def _bool(v: Any, default: bool, what: str) -> bool:
     if v is None:
         return default
     if isinstance(v, bool):
         return v
-    return str(v).strip().lower() in ("1", "true", "yes", "on")
+    s = str(v).strip().lower()
+    if s in _TRUE:
+        return True
+    if s in _FALSE:
+        return False
+    raise ConfigError(f"{what} must be true or false, got {v!r}")
+
+
+def _int(v: Any, default: int, what: str, minimum: int) -> int:
+    if v is None:
+        return default
+    if isinstance(v, bool):
+        raise ConfigError(f"{what} must be an integer, got {v!r}")
+    try:
+        n = int(v)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{what} must be an integer, got {v!r}") from None
+    if n < minimum or (isinstance(v, float) and v != n):
+        raise ConfigError(f"{what} must be an integer >= {minimum}, got {v!r}")
+    return n
+
+
+def _mapping(v: Any, what: str, allowed: set[str]) -> dict:
+    if not isinstance(v, dict):
+        raise ConfigError(f"{what} must be a mapping, got {type(v).__name__}")
+    for k in v:
+        if k in _UNSUPPORTED:
+            raise ConfigError(f"{what}: {k} is not supported ({_UNSUPPORTED[k]})")
+        if k not in allowed:
+            raise ConfigError(f"{what}: unknown key {k!r} (known: {', '.join(sorted(allowed))})")
+    return v
+
+
+def _list(v: Any, what: str) -> list:
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise ConfigError(f"{what} must be a list, got {type(v).__name__}")
+    return v
 
 
 def _check_unique(names: list[str], what: str) -> None:
@@ -142,31 +213,49 @@ def _signing_key(raw: dict, config_path: str | None) -> bytes:
     return secrets.token_bytes(32)
 
 
+def _table(t: Any, share: str, schema: str) -> TableConfig:
+    where = f"table {share}.{schema}.{t.get('name') if isinstance(t, dict) else repr(t)}"
+    t = _mapping(t, where, _TABLE_KEYS)
+    if not t.get("location"):
+        raise ConfigError(f"{where} has no location")
+    full = f"{share}.{schema}.{t.get('name')}"
+    hist = t.get("historyShared", t.get("cdfEnabled"))
+    opts = t.get("storageOptions") or {}
+    if not isinstance(opts, dict):
+        raise ConfigError(f"{where}: storageOptions must be a mapping")
+    return TableConfig(
+        name=t.get("name"), location=str(t["location"]), share=share, schema=schema,
+        id=str(t.get("id") or uuid.uuid5(uuid.NAMESPACE_URL, "tahoe-sharing:" + full.lower())),
+        history_shared=_bool(hist, False, f"{where}: historyShared"),
+        start_version=_int(t.get("startVersion"), 0, f"{where}: startVersion", 0),
+        storage_options=dict(opts))
+
+
 def parse_config(raw: dict, config_path: str | None = None) -> ServerConfig:
     if not isinstance(raw, dict):
         raise ConfigError("the sharing config must be a YAML mapping")
+    _mapping(raw, "the sharing config", _SERVER_KEYS)
+    if raw.get("version") not in (None, 1):
+        raise ConfigError(f"config version {raw.get('version')!r} is not supported (only 1)")
     shares = []
-    for s in raw.get("shares") or []:
+    for s in _list(raw.get("shares"), "shares"):
+        s = _mapping(s, f"share {s.get('name') if isinstance(s, dict) else s!r}", _SHARE_KEYS)
         schemas = []
-        for sc in s.get("schemas") or []:
-            tables = []
-            for t in sc.get("tables") or []:
-                if not t.get("location"):
-                    raise ConfigError(f"table {t.get('name')!r} has no location")
-                full = f"{s.get('name')}.{sc.get('name')}.{t.get('name')}"
-                tables.append(TableConfig(
-                    name=t.get("name"), location=str(t["location"]), share=s.get("name"), schema=sc.get("name"),
-                    id=str(t.get("id") or uuid.uuid5(uuid.NAMESPACE_URL, "tahoe-sharing:" + full.lower())),
-                    history_shared=_bool(t.get("historyShared"), False),
-                    start_version=int(t.get("startVersion") or 0),
-                    storage_options=dict(t.get("storageOptions") or {})))
+        for sc in _list(s.get("schemas"), f"share {s.get('name')}: schemas"):
+            sc = _mapping(sc, f"schema {s.get('name')}.{sc.get('name') if isinstance(sc, dict) else sc!r}",
+                          _SCHEMA_KEYS)
+            tables = [_table(t, s.get("name"), sc.get("name"))
+                      for t in _list(sc.get("tables"), f"schema {s.get('name')}.{sc.get('name')}: tables")]
             _check_unique([t.name for t in tables], "table")
             schemas.append(SchemaConfig(sc.get("name"), tables))
         _check_unique([x.name for x in schemas], "schema")
         shares.append(ShareConfig(s.get("name"), schemas, s.get("id")))
     _check_unique([x.name for x in shares], "share")
     endpoint = "/" + str(raw.get("endpoint") or "/delta-sharing").strip("/")
-    auth = raw.get("authorization") or {}
+    auth = _mapping(raw.get("authorization") or {}, "authorization", _AUTH_KEYS)
+    bearer = auth.get("bearerToken")
+    if bearer is not None and (not isinstance(bearer, str) or not bearer.strip()):
+        raise ConfigError("authorization.bearerToken must be a non-empty string")
     rf = raw.get("recipientsFile")
     if rf and config_path and not os.path.isabs(rf):
         rf = os.path.join(os.path.dirname(os.path.abspath(config_path)), rf)
@@ -175,13 +264,16 @@ def parse_config(raw: dict, config_path: str | None = None) -> ServerConfig:
     return ServerConfig(
         shares=shares,
         host=str(raw.get("host") or "127.0.0.1"),
-        port=int(raw.get("port") or 8080),
+        port=_int(raw.get("port"), 8080, "port", 0),
         endpoint=endpoint if endpoint != "/" else "",
-        presigned_url_timeout_seconds=int(raw.get("preSignedUrlTimeoutSeconds") or 3600),
-        evaluate_predicate_hints=_bool(raw.get("evaluatePredicateHints"), True),
-        evaluate_json_predicate_hints=_bool(raw.get("evaluateJsonPredicateHints"), True),
-        query_table_page_size_limit=int(raw.get("queryTablePageSizeLimit") or 10000),
-        bearer_token=auth.get("bearerToken"),
+        presigned_url_timeout_seconds=_int(raw.get("preSignedUrlTimeoutSeconds"), 3600,
+                                           "preSignedUrlTimeoutSeconds", 1),
+        evaluate_predicate_hints=_bool(raw.get("evaluatePredicateHints"), True, "evaluatePredicateHints"),
+        evaluate_json_predicate_hints=_bool(raw.get("evaluateJsonPredicateHints"), True,
+                                            "evaluateJsonPredicateHints"),
+        query_table_page_size_limit=_int(raw.get("queryTablePageSizeLimit"), 10000, "queryTablePageSizeLimit", 1),
+        bearer_token=bearer,
+        allow_anonymous=_bool(raw.get("allowAnonymous"), False, "allowAnonymous"),
         public_url=raw.get("publicUrl"),
         recipients_file=rf,
         signing_key=_signing_key(raw, config_path),
@@ -229,14 +321,26 @@ class Recipient:
                    bool(d.get("revoked", False)), int(d.get("createdAt") or 0))
 
 
+def _fsync_dir(path: str) -> None:
+    if os.name != "posix":
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class RecipientStore:
-    """Recipients in a JSON file; reloaded when the file changes. Writes are atomic (rename)."""
+    """Recipients in a JSON file; reloaded when the file changes. Every change is a
+    read-modify-write under the file's lock, written atomically (temporary file, fsync, rename)."""
 
     def __init__(self, path: str | None):
         self.path = path
         self._lock = threading.Lock()
         self._stamp: tuple | None = None
         self._recipients: list[Recipient] = []
+        self._by_name: dict[str, Recipient] = {}
 
     def _file_stamp(self):
         try:
@@ -246,14 +350,23 @@ class RecipientStore:
             return None
 
     def all(self) -> list[Recipient]:
+        """The recipients as the file holds them now (none when it is absent)."""
+        self._refresh()
+        return list(self._recipients)
+
+    def get(self, name: str) -> Recipient | None:
+        self._refresh()
+        return self._by_name.get(name)
+
+    def _refresh(self) -> None:
         if not self.path:
-            return []
+            return
         stamp = self._file_stamp()
         with self._lock:
             if stamp != self._stamp:
                 self._recipients = self._read() if stamp else []
+                self._by_name = {r.name: r for r in self._recipients}
                 self._stamp = stamp
-            return list(self._recipients)
 
     def _read(self) -> list[Recipient]:
         try:
@@ -263,55 +376,82 @@ class RecipientStore:
             return []
         except ValueError as e:
             raise ConfigError(f"recipient file {self.path} is not valid JSON: {e}") from None
-        return [Recipient.from_dict(d) for d in data.get("recipients", [])]
+        if not isinstance(data, dict) or not isinstance(data.get("recipients", []), list):
+            raise ConfigError(f"recipient file {self.path} must hold {{\"recipients\": [...]}}")
+        try:
+            return [Recipient.from_dict(d) for d in data.get("recipients", [])]
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ConfigError(f"recipient file {self.path} holds an invalid recipient: {e!r}") from None
 
-    def save(self, recipients: list[Recipient]) -> None:
-        if not self.path:
-            raise ConfigError("no recipient file configured")
+    def _write(self, recipients: list[Recipient]) -> None:
+        directory = os.path.dirname(os.path.abspath(self.path))
         tmp = f"{self.path}.tmp-{secrets.token_hex(4)}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"recipients": [r.to_dict() for r in recipients]}, f, indent=2)
-        os.replace(tmp, self.path)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump({"recipients": [r.to_dict() for r in recipients]}, f, indent=2)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        _fsync_dir(directory)
 
-    def get(self, name: str) -> Recipient | None:
-        return next((r for r in self.all() if r.name == name), None)
+    def update(self, change: Callable[[list[Recipient]], Any]) -> Any:
+        """Apply `change` to the recipients as the file holds them, under the file's lock, and
+        write the result atomically; returns what `change` returned. A `change` that raises
+        writes nothing."""
+        if not self.path:
+            raise ConfigError("no recipient file configured")
+        with exclusive_lock(self.path + ".lock"):
+            recs = self._read()
+            out = change(recs)
+            self._write(recs)
+        return out
 
     def add(self, name: str, shares: list[str], expires_in_days: float | None = None) -> tuple[Recipient, str]:
         """A new recipient; returns it and its token (shown once, stored only hashed)."""
         if not valid_name(name):
             raise ConfigError(f"invalid recipient name {name!r}")
-        recs = self.all()
-        if any(r.name == name for r in recs):
-            raise ConfigError(f"recipient {name!r} already exists (use rotate for a new token)")
         token = secrets.token_urlsafe(32)
-        now = int(time.time() * 1000)
-        exp = None if expires_in_days is None else now + int(expires_in_days * 86400_000)
-        r = Recipient(name, hash_token(token), list(shares), exp, False, now)
-        self.save(recs + [r])
-        return r, token
+
+        def change(recs: list[Recipient]) -> Recipient:
+            if any(r.name == name for r in recs):
+                raise ConfigError(f"recipient {name!r} already exists (use rotate for a new token)")
+            now = int(time.time() * 1000)
+            exp = None if expires_in_days is None else now + int(expires_in_days * 86400_000)
+            r = Recipient(name, hash_token(token), list(shares), exp, False, now)
+            recs.append(r)
+            return r
+        return self.update(change), token
 
     def revoke(self, name: str) -> Recipient:
-        recs = self.all()
-        r = next((x for x in recs if x.name == name), None)
-        if r is None:
-            raise ConfigError(f"no recipient named {name!r}")
-        r.revoked = True
-        self.save(recs)
-        return r
+        def change(recs: list[Recipient]) -> Recipient:
+            r = _named(recs, name)
+            r.revoked = True
+            return r
+        return self.update(change)
 
     def rotate(self, name: str, expires_in_days: float | None = None) -> tuple[Recipient, str]:
-        recs = self.all()
-        r = next((x for x in recs if x.name == name), None)
-        if r is None:
-            raise ConfigError(f"no recipient named {name!r}")
         token = secrets.token_urlsafe(32)
-        r.token_sha256 = hash_token(token)
-        r.revoked = False
-        if expires_in_days is not None:
-            r.expires_at = int(time.time() * 1000) + int(expires_in_days * 86400_000)
-        self.save(recs)
-        return r, token
+
+        def change(recs: list[Recipient]) -> Recipient:
+            r = _named(recs, name)
+            r.token_sha256 = hash_token(token)
+            r.revoked = False
+            if expires_in_days is not None:
+                r.expires_at = int(time.time() * 1000) + int(expires_in_days * 86400_000)
+            return r
+        return self.update(change), token
+
+
+def _named(recs: list[Recipient], name: str) -> Recipient:
+    r = next((x for x in recs if x.name == name), None)
+    if r is None:
+        raise ConfigError(f"no recipient named {name!r}")
+    return r
 
 
 def profile_for(config: ServerConfig, token: str, expires_at: int | None) -> dict:

@@ -1,11 +1,15 @@
 """HMAC signatures of everything the sharing server hands out and later accepts back: its own file
-URLs (one file of one table, expiring), page tokens (bound to recipient and listing/query) and
-refresh tokens (bound to recipient and table, pinning a version).
+URLs (one file of one table, for one holder, expiring), page tokens (bound to recipient and
+listing/query) and refresh tokens (bound to recipient and table, pinning a version).
 
-File URLs are shaped like S3 pre-signed URLs (`X-Amz-Expires`, `X-Amz-Signature` in the query)
-because the official client's Rust kernel only treats a URL as pre-signed when its query string
-looks signed. Their signature covers the table key, the file's path within the table and the
-expiry; verification is constant-time.
+File URLs are shaped like S3 pre-signed URLs (`X-Amz-Credential`, `X-Amz-Expires`,
+`X-Amz-Signature` in the query) because the official client's Rust kernel only treats a URL as
+pre-signed when its query string looks signed. A URL names its holder (`X-Amz-Credential`: who it
+was issued to, e.g. a recipient) and its signature covers the table key, the expiry, the holder
+and the holder's *binding* — a secret-derived value that is never in the URL (a recipient's
+current token hash) — and the file's path within the table. Verifying needs the holder's binding
+as it is at download time, so revoking or rotating a recipient invalidates every URL issued to it.
+Verification is constant-time.
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ import hashlib
 import hmac
 import json
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
-__all__ = ["Signer", "b64e", "b64d", "file_id"]
+__all__ = ["Signer", "Holder", "FileUrls", "BadToken", "b64e", "b64d", "file_id"]
 
 
 _URLSAFE = bytes.maketrans(b"+/", b"-_")
@@ -42,31 +47,82 @@ class BadToken(ValueError):
     """A token or signature that does not verify."""
 
 
+@dataclass(frozen=True)
+class Holder:
+    """Whom file URLs are issued to: `credential` is written into the URL, `binding` only into
+    its signature (it must be recomputable at download time, e.g. the recipient's token hash)."""
+    credential: str
+    binding: str
+
+
+class FileUrls:
+    """The file URLs of one response: one base, one expiry, one holder. `url(table_key, rel)`
+    gives a whole URL; `prefix`, `query` and `signer(table_key)` give its parts for renderers that
+    assemble many lines (`prefix + table_key + "/" + b64(rel) + query + sign(b64(rel))`)."""
+
+    def __init__(self, key: bytes, base: str, expires: int, holder: Holder):
+        self.base = base
+        self.expires = expires
+        self.holder = holder
+        self._key = key
+        self._signers: dict[str, Callable[[str], str]] = {}
+        self.query = f"?X-Amz-Credential={b64e(holder.credential.encode('utf-8'))}" \
+                     f"&X-Amz-Expires={expires}&X-Amz-Signature="
+
+    def prefix(self, table_key: str) -> str:
+        return f"{self.base}/files/{table_key}/"
+
+    def signer(self, table_key: str) -> Callable[[str], str]:
+        """`rel_b64 -> hex signature` for files of one table."""
+        sign = self._signers.get(table_key)
+        if sign is None:
+            sign = self._signers[table_key] = _file_signer(self._key, table_key, self.expires, self.holder)
+        return sign
+
+    def url(self, table_key: str, rel_path: str) -> str:
+        rel_b64 = b64e(rel_path.encode("utf-8"))
+        return f"{self.prefix(table_key)}{rel_b64}{self.query}{self.signer(table_key)(rel_b64)}"
+
+
+def _file_signer(key: bytes, table_key: str, expires: int, holder: Holder) -> Callable[[str], str]:
+    head = hmac.new(key, f"{table_key}\n{int(expires)}\n{holder.credential}\n{holder.binding}\n".encode("utf-8"),
+                    hashlib.sha256)
+
+    def sign(rel_b64: str) -> str:
+        h = head.copy()
+        h.update(rel_b64.encode("utf-8"))
+        return h.hexdigest()
+    return sign
+
+
 class Signer:
     def __init__(self, key: bytes):
         self._file_key = hmac.new(key, b"tahoe-sharing/file-url", hashlib.sha256).digest()
         self._token_key = hmac.new(key, b"tahoe-sharing/token", hashlib.sha256).digest()
 
     # --- file URLs ----------------------------------------------------------------------------
-    def _file_sig(self, table_key: str, rel_b64: str, expires: int) -> str:
-        msg = f"{table_key}\n{rel_b64}\n{expires}".encode()
-        return hmac.digest(self._file_key, msg, "sha256").hex()
+    def file_urls(self, base: str, expires: int, holder: Holder) -> FileUrls:
+        """The signer of one response's file URLs (`{base}/files/{table_key}/{b64(rel_path)}?...`)."""
+        return FileUrls(self._file_key, base, expires, holder)
 
-    def file_url(self, base: str, table_key: str, rel_path: str, expires: int) -> str:
-        """`{base}/files/{table_key}/{b64(rel_path)}?X-Amz-Expires=<epoch s>&X-Amz-Signature=<hex>`."""
-        rel_b64 = b64e(rel_path.encode("utf-8"))
-        sig = self._file_sig(table_key, rel_b64, expires)
-        return f"{base}/files/{table_key}/{rel_b64}?X-Amz-Expires={expires}&X-Amz-Signature={sig}"
-
-    def verify_file(self, table_key: str, rel_b64: str, expires: str, signature: str) -> str:
-        """The file's path within the table, or BadToken (bad signature, expired, malformed)."""
+    def verify_file(self, table_key: str, rel_b64: str, credential_b64: str, expires: str, signature: str,
+                    binding_of: Callable[[str], str | None]) -> str:
+        """The file's path within the table, or BadToken (unknown or no-longer-valid holder —
+        `binding_of(credential)` gives its current binding or None —, bad signature, expired,
+        malformed)."""
         try:
             exp = int(expires)
-        except (TypeError, ValueError):
-            raise BadToken("malformed expiry") from None
-        good = self._file_sig(table_key, rel_b64, exp)
-        if not hmac.compare_digest(good.encode(), (signature or "").encode()):
+            credential = b64d(credential_b64 or "").decode("utf-8")
+        except (TypeError, ValueError, UnicodeDecodeError, binascii.Error):
+            raise BadToken("malformed URL") from None
+        binding = binding_of(credential) if credential else None
+        # the signature is computed either way, so timing does not tell known holders from unknown
+        good = _file_signer(self._file_key, table_key, exp,
+                            Holder(credential, binding if binding is not None else "\x00none"))(rel_b64)
+        if not hmac.compare_digest(good.encode(), (signature or "").encode("utf-8", "replace")):
             raise BadToken("bad signature")
+        if binding is None:
+            raise BadToken("the URL's holder is unknown or no longer valid")
         if exp < time.time():
             raise BadToken("expired")
         try:

@@ -3,9 +3,10 @@ response format a request gets, and the NDJSON lines of metadata, files and chan
 response formats (spec "API Response Format in Parquet" / "... in Delta").
 
 Owns: format negotiation from the `delta-sharing-capabilities` header, file URL minting (the
-server's own signed URLs for local tables, S3 pre-signed URLs for s3:// tables), rewriting
-deletion vectors to `storageType: "p"` with their own signed URL, and refusing file paths that
-point outside the table.
+server's own signed URLs, bound to the requesting holder, for local tables — see `signing`; S3
+pre-signed URLs for s3:// tables, which S3 itself checks and which therefore stay valid until
+they expire even if the recipient is revoked), rewriting deletion vectors to `storageType: "p"`
+with their own signed URL, and refusing file paths that point outside the table.
 """
 
 from __future__ import annotations
@@ -29,19 +30,10 @@ from ..protocol.filenames import LogFileKind
 from ..protocol.table_features import reader_features_of
 from ..storage import resolve_data_path
 from .config import TableConfig
-from .signing import Signer, b64e, file_id
+from .errors import SharingError
+from .signing import FileUrls, b64e, file_id
 
-__all__ = ["SharingError", "Capabilities", "SharedTable", "dumps"]
-
-
-class SharingError(Exception):
-    """An error answered as `{"errorCode", "message"}` with an HTTP status."""
-
-    def __init__(self, status: int, code: str, message: str):
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
+__all__ = ["Capabilities", "SharedTable", "dumps", "iter_file_rows", "now_s", "rel_ok"]
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
@@ -93,11 +85,10 @@ class SharedTable:
     """A configured table; thread-safe; snapshots cached per version (latest re-checked by listing
     the log from the cached version on)."""
 
-    def __init__(self, cfg: TableConfig, signer: Signer, url_ttl: int):
+    def __init__(self, cfg: TableConfig, url_ttl: int):
         self.cfg = cfg
         self.key = cfg.key
         self._root: str | None = None
-        self.signer = signer
         self.url_ttl = url_ttl
         self._lock = threading.Lock()
         self._log: DeltaLog | None = None
@@ -185,6 +176,14 @@ class SharedTable:
             self._paths_ok.clear()
         self._paths_ok.add(key)
 
+    def prepare(self, snap) -> None:
+        """Compute what every query of `snap` needs (size and count, the path check, the parquet
+        lines' request-independent parts), so that the first request finds it ready."""
+        self.size_and_count(snap)
+        self.check_paths(snap)
+        if not self.is_s3:
+            self._static_parquet(snap)
+
     def _static_parquet(self, snap) -> list[tuple[str, str]]:
         """Per active file of a (local-table) snapshot, the parts of its parquet-format line that
         do not depend on the request: (b64 path, the JSON after the URL up to the expiration
@@ -231,7 +230,7 @@ class SharedTable:
                 self._static[key] = got
         return got
 
-    def parquet_lines(self, snap, base: str, expires: int, limit: int | None = None) -> Iterator[str]:
+    def parquet_lines(self, snap, urls: FileUrls, limit: int | None = None) -> Iterator[str]:
         """The `file` lines of a whole snapshot in parquet format (no filter, no time travel);
         with `limit`, files stop once their summed numRecords reach it."""
         if self.is_s3:
@@ -239,22 +238,21 @@ class SharedTable:
             for r in iter_file_rows(snap, "parquet"):
                 if limit is not None and total >= limit:
                     return
-                yield self.file_line("parquet", base, r, expires)
+                yield self.file_line("parquet", urls, r)
                 total += _num_records(r.get("stats")) or 0
             return
         static = self._static_parquet(snap)
-        head = '{"file":{"url":"' + _enc(f"{base}/files/{self.key}/")[1:-1]
-        q = f"?X-Amz-Expires={expires}&X-Amz-Signature="
-        end = f"{expires * 1000}}}}}"
-        sig = self.signer._file_sig
-        k = self.key
+        head = '{"file":{"url":"' + _enc(urls.prefix(self.key))[1:-1]
+        q = _enc(urls.query)[1:-1]
+        end = f"{urls.expires * 1000}}}}}"
+        sign = urls.signer(self.key)
         total = 0
         for b64, tail, n in static:
             if limit is not None:
                 if total >= limit:
                     return
                 total += n or 0
-            yield "".join((head, b64, q, sig(k, b64, expires), tail, end))
+            yield "".join((head, b64, q, sign(b64), tail, end))
 
     def _static_delta(self, snap) -> list[tuple]:
         """Per active file of a (local-table) snapshot, the request-independent parts of its
@@ -288,22 +286,21 @@ class SharedTable:
                         _num_records(r.get("stats"))))
         return got
 
-    def delta_lines(self, snap, base: str, expires: int, limit: int | None = None) -> Iterator[str]:
+    def delta_lines(self, snap, urls: FileUrls, limit: int | None = None) -> Iterator[str]:
         """The `file` lines of a whole snapshot in delta format (no filter, no time travel)."""
         if self.is_s3:
             total = 0
             for r in iter_file_rows(snap, "delta"):
                 if limit is not None and total >= limit:
                     return
-                yield self.file_line("delta", base, r, expires)
+                yield self.file_line("delta", urls, r)
                 total += _num_records(r.get("stats")) or 0
             return
         static = self._static_delta(snap)
-        url_head = _enc(f"{base}/files/{self.key}/")[1:-1]
-        q = f"?X-Amz-Expires={expires}&X-Amz-Signature="
-        exp = f',"expirationTimestamp":{expires * 1000},"deltaSingleAction":{{"add":{{"path":"'
-        sig = self.signer._file_sig
-        k = self.key
+        url_head = _enc(urls.prefix(self.key))[1:-1]
+        q = _enc(urls.query)[1:-1]
+        exp = f',"expirationTimestamp":{urls.expires * 1000},"deltaSingleAction":{{"add":{{"path":"'
+        sign = urls.signer(self.key)
         total = 0
         for b64, fid, dv, rest, n in static:
             if limit is not None:
@@ -313,19 +310,19 @@ class SharedTable:
             parts = ['{"file":{"id":"', fid, '"']
             if dv is not None:
                 parts += [',"deletionVectorFileId":"', dv[1], '"']
-            parts += [exp, url_head, b64, q, sig(k, b64, expires), '"']
+            parts += [exp, url_head, b64, q, sign(b64), '"']
             if dv is not None:
                 parts += [',"deletionVector":{"storageType":"p","pathOrInlineDv":"', url_head, dv[0], q,
-                          sig(k, dv[0], expires), '"', dv[2]]
+                          sign(dv[0]), '"', dv[2]]
             if rest:
                 parts += [",", rest]
             parts.append("}}}}")
             yield "".join(parts)
 
-    def whole_lines(self, snap, fmt: str, base: str, expires: int, limit: int | None = None) -> Iterator[str]:
+    def whole_lines(self, snap, fmt: str, urls: FileUrls, limit: int | None = None) -> Iterator[str]:
         if fmt == "parquet":
-            return self.parquet_lines(snap, base, expires, limit)
-        return self.delta_lines(snap, base, expires, limit)
+            return self.parquet_lines(snap, urls, limit)
+        return self.delta_lines(snap, urls, limit)
 
     def cached_lines(self, key: tuple) -> list[str] | None:
         c = self._line_cache
@@ -411,13 +408,13 @@ class SharedTable:
             out[i] = self._rel_path(out[i])
         return out
 
-    def url_for(self, base: str, path: str, expires: int) -> str:
+    def url_for(self, urls: FileUrls, path: str) -> str:
         rel = self._rel_path(path)
         if self.is_s3:
             return self.log.store.presign_get(self.root.rstrip("/") + "/" + rel, int(self.url_ttl))
-        return self.signer.file_url(base, self.key, rel, expires)
+        return urls.url(self.key, rel)
 
-    def dv_for(self, base: str, dv: dict | None, expires: int) -> tuple[dict | None, str | None]:
+    def dv_for(self, urls: FileUrls, dv: dict | None) -> tuple[dict | None, str | None]:
         """The deletion vector rewritten to an absolute signed URL ('p'), and its file id."""
         if not dv:
             return None, None
@@ -430,7 +427,7 @@ class SharedTable:
             rel = d.relative_path()
         else:
             rel = self._rel_path(d.path_or_inline_dv)
-        url = self.url_for(base, rel, expires)
+        url = self.url_for(urls, rel)
         out = {"storageType": "p", "pathOrInlineDv": url, "sizeInBytes": d.size_in_bytes,
                "cardinality": d.cardinality}
         if d.offset is not None:
@@ -446,20 +443,20 @@ class SharedTable:
             return 0
 
     # --- file lines -----------------------------------------------------------------------------
-    def file_line(self, fmt: str, base: str, add: dict, expires: int, wrapper: str = "file",
+    def file_line(self, fmt: str, urls: FileUrls, add: dict, wrapper: str = "file",
                   version: int | None = None, timestamp: int | None = None, action: str = "add") -> str:
         """One file line. Parquet: `{wrapper: {url, id, partitionValues, size, stats?, version?,
         timestamp?, expirationTimestamp}}`; delta: `{"file": {id, deltaSingleAction: {action: ...}}}`."""
         path = add["path"]
-        url = self.url_for(base, path, expires)
+        url = self.url_for(urls, path)
         fid = file_id(path)
-        exp_ms = expires * 1000
+        exp_ms = urls.expires * 1000
         if fmt == "delta":
             a = {k: v for k, v in add.items() if v is not None}
             a["path"] = url
             out: dict[str, Any] = {"id": fid}
             if a.get("deletionVector"):
-                dv, dvid = self.dv_for(base, a["deletionVector"], expires)
+                dv, dvid = self.dv_for(urls, a["deletionVector"])
                 a["deletionVector"] = dv
                 if dvid:
                     out["deletionVectorFileId"] = dvid

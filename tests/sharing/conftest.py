@@ -1,6 +1,11 @@
-"""Fixtures of the sharing tests: a directory of shared tables (hand-built and conformance copies),
-recipients, and the server running as a real process (`python -m tahoe sharing serve`) on a free
-port of 127.0.0.1, stopped after the session."""
+"""Fixtures of the sharing tests: a directory of shared tables (hand-built, written by tahoe, and —
+where the conformance tables are on this machine — copies of 19 of them), recipients, the server
+running as a real process (`python -m tahoe sharing serve`) on a free port of 127.0.0.1, and the
+official `delta-sharing` client running in its own environment (`official`: see
+tahoe/sharing/official_client.py), as a recipient runs it.
+
+Without the conformance tables the server shares only the hand-built and written tables; tests
+that read a conformance table are marked `conformance` (skipped there, failed in CI)."""
 
 from __future__ import annotations
 
@@ -18,10 +23,17 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from tests.conftest import GOLDEN
+from tahoe.sharing.official_client import OfficialClient, ensure_env
+from tahoe import Table
+from tahoe.write.deletion_vectors import delete_rows
+from tahoe.write.dml import delete
+from tahoe.write.arrow import write_table
+from tests.conftest import GOLDEN, HAVE_GOLDEN, manifest_entry
 from tests.sharing.tablegen import TableBuilder
 
 REPO = Path(__file__).resolve().parents[2]
+# the recipient's environment: the official client and its own pandas/pyarrow (make setup creates it)
+RECIPIENT_ENV = REPO / ".venv-recipient"
 
 # conformance tables served in parquet format (no reader features) and in delta format
 PARQUET_GOLDEN = ["basic-decimal-table", "data-reader-partition-values", "data-reader-primitives",
@@ -50,7 +62,7 @@ def start_server(config_path: str, port: int, env: dict | None = None) -> subpro
 
     proc = subprocess.Popen([sys.executable, "-m", "tahoe", "sharing", "serve", "--config", config_path,
                              "--port", str(port)], cwd=str(REPO), env={**os.environ, **(env or {})})
-    deadline = time.time() + 30
+    deadline = time.time() + 180   # a start-up bound, not a timing check: machines under load start slowly
     while time.time() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"sharing server exited with {proc.returncode}")
@@ -116,11 +128,6 @@ def build_tables(root: Path) -> dict[str, str]:
     nc.append(pa.table({"x": [1, 2, 3]}))
     out["nocdf"] = str(root / "nocdf")
     # written by tahoe's own writer (append, replaceWhere overwrite, copy-on-write DELETE with CDF)
-    try:
-        from tahoe.write.dml import delete
-        from tahoe.write.arrow import write_table
-    except ImportError:  # the writer is optional for these tests
-        return out
     w = str(root / "written")
     rows = lambda lo, n, cs: pa.table({"id": list(range(lo, lo + n)), "amount": [float(i % 50) for i in range(lo, lo + n)],
                                        "country": [cs[i % len(cs)] for i in range(n)]})
@@ -130,17 +137,61 @@ def build_tables(root: Path) -> dict[str, str]:
     write_table(w, rows(500, 30, ["FR"]), mode="overwrite", predicate="country = 'FR'")
     delete(w, "amount < 10")
     out["written"] = w
+    # deletion vectors (written by tahoe): rows 0 and 3 of one file and row 1 of another deleted
+    dv = str(root / "dv")
+    write_table(dv, pa.table({"id": list(range(20)), "g": ["x", "y"] * 10}), partition_by=["g"],
+                properties={"delta.enableDeletionVectors": "true"})
+    paths = sorted(Table(dv).files().column("path").to_pylist())
+    delete_rows(dv, {paths[0]: [0, 3], paths[1]: [1]})
+    out["dv"] = dv
     return out
+
+
+# The hand-built `cdf` table's history, written down from what build_tables commits (commit v at
+# 2024-01-01T00:00Z + v hours): the oracle of what clients read from it.
+CDF_COLUMNS = ["id", "name", "score", "p"]
+CDF_ROWS = {
+    1: [(1, "a", 1.5, "a"), (2, "b", 2.5, "a"), (3, None, 3.5, "b")],
+    2: [(1, "a", 1.5, "a"), (2, "b", 2.5, "a"), (3, None, 3.5, "b"), (4, "d", 4.5, "b"), (5, "e", None, "c")],
+    3: [(1, "a", 1.5, "a"), (2, "b", 2.5, "a"), (3, None, 3.5, "b"), (4, "d", 4.5, "b")],
+    4: [(1, "A", 1.5, "a"), (2, "b", 2.5, "a"), (3, None, 3.5, "b"), (4, "d", 4.5, "b")],
+    5: [(1, "A", 1.5, "a"), (2, "b", 2.5, "a"), (3, None, 3.5, "b"), (4, "d", 4.5, "b"), (6, "f", 6.5, "d")],
+}
+CDF_CHANGES = [  # (row..., _change_type, _commit_version)
+    ((1, "a", 1.5, "a"), "insert", 1), ((2, "b", 2.5, "a"), "insert", 1), ((3, None, 3.5, "b"), "insert", 1),
+    ((4, "d", 4.5, "b"), "insert", 2), ((5, "e", None, "c"), "insert", 2),
+    ((5, "e", None, "c"), "delete", 3),
+    ((1, "a", 1.5, "a"), "update_preimage", 4), ((1, "A", 1.5, "a"), "update_postimage", 4),
+    ((6, "f", 6.5, "d"), "insert", 5),
+]
+
+
+def cdf_rows(version: int = 5) -> pa.Table:
+    """The `cdf` table's rows at `version`, as written down above."""
+    return pa.table([pa.array(c) for c in zip(*CDF_ROWS[version])], names=CDF_COLUMNS)
+
+
+def cdf_changes(start: int, end: int) -> pa.Table:
+    """The `cdf` table's change rows of versions start..end, as written down above."""
+    from datetime import datetime, timedelta, timezone
+
+    sel = [c for c in CDF_CHANGES if start <= c[2] <= end]
+    t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    cols = [pa.array(c) for c in zip(*[r for r, _, _ in sel])]
+    return pa.table(cols + [pa.array([k for _, k, _ in sel]), pa.array([v for _, _, v in sel], pa.int64()),
+                            pa.array([t0 + timedelta(hours=v) for _, _, v in sel], pa.timestamp("ms", tz="UTC"))],
+                    names=CDF_COLUMNS + ["_change_type", "_commit_version", "_commit_timestamp"])
 
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory) -> Server:
     d = tmp_path_factory.mktemp("sharing")
     tables = build_tables(d / "tables")
-    for g in PARQUET_GOLDEN + DELTA_GOLDEN:
-        dst = d / "golden" / g
-        shutil.copytree(GOLDEN / g / "delta", dst)
-        tables[tname(g)] = str(dst)
+    if HAVE_GOLDEN:
+        for g in PARQUET_GOLDEN + DELTA_GOLDEN:
+            dst = d / "golden" / g
+            shutil.copytree(GOLDEN / manifest_entry(g)["table"], dst)
+            tables[tname(g)] = str(dst)
     share_tables = [{"name": n, "location": loc, "historyShared": True} for n, loc in tables.items()]
     share_tables.append({"name": "nohist", "location": tables["cdf"], "historyShared": False})
     cfg = {
@@ -183,3 +234,12 @@ def server(tmp_path_factory) -> Server:
     proc = start_server(config_path, port)
     yield srv
     stop_server(proc)
+
+
+@pytest.fixture(scope="session")
+def official() -> OfficialClient:
+    """The official `delta-sharing` client (1.4.2) in the recipient's own environment, created
+    under the repository on first use when `make setup` has not made it yet."""
+    client = OfficialClient(ensure_env(str(RECIPIENT_ENV)))
+    yield client
+    client.close()

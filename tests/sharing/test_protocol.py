@@ -9,6 +9,7 @@ import json
 import httpx
 import pytest
 
+from tests.conftest import conformance
 from tests.sharing.conftest import tname
 
 DELTA_CAPS = "responseformat=delta;readerfeatures=deletionvectors,columnmapping,timestampntz"
@@ -45,7 +46,7 @@ def test_parquet_query_shape(server):
 
 
 def test_delta_query_shape_with_dv(server):
-    r = _q(server, tname("dv-partitioned-with-checkpoint"), {}, DELTA_CAPS)
+    r = _q(server, "dv", {}, DELTA_CAPS)
     assert r.headers["delta-sharing-capabilities"] == "responseformat=delta"
     ls = _lines(r)
     assert ls[0]["protocol"]["deltaProtocol"]["minReaderVersion"] == 3
@@ -63,12 +64,20 @@ def test_format_negotiation(server):
     # delta,parquet on a plain table → parquet; on a DV table → delta; delta without the DV feature → 400
     r = _q(server, "cdf", {}, "responseformat=delta,parquet")
     assert r.headers["delta-sharing-capabilities"].startswith("responseformat=parquet")
-    r = _q(server, tname("dv-partitioned-with-checkpoint"), {}, "responseformat=delta,parquet;readerfeatures=deletionvectors")
+    r = _q(server, "dv", {}, "responseformat=delta,parquet;readerfeatures=deletionvectors")
     assert r.headers["delta-sharing-capabilities"].startswith("responseformat=delta")
+    r = _q(server, "dv", {}, "responseformat=delta;readerfeatures=columnmapping")
+    assert r.status_code == 400 and r.json()["errorCode"] == "UNSUPPORTED_OPERATION"
+    r = _q(server, "dv", {})
+    assert r.status_code == 400 and r.json()["errorCode"] == "UNSUPPORTED_OPERATION"
+
+
+@conformance
+def test_format_negotiation_column_mapping(server):
     r = _q(server, tname("dv-with-columnmapping"), {}, "responseformat=delta;readerfeatures=deletionvectors")
     assert r.status_code == 400 and r.json()["errorCode"] == "UNSUPPORTED_OPERATION"
-    r = _q(server, tname("dv-with-columnmapping"), {})
-    assert r.status_code == 400
+    r = _q(server, tname("dv-with-columnmapping"), {}, "responseformat=delta;readerfeatures=deletionvectors,columnmapping")
+    assert r.status_code == 200 and r.headers["delta-sharing-capabilities"] == "responseformat=delta"
 
 
 def test_pagination_pins_version(server):
@@ -211,19 +220,20 @@ def test_fast_parquet_lines_match_generic_rendering(server):
     """The precomputed-parts renderer of whole-table parquet queries gives exactly the lines of the
     generic per-file renderer."""
     from tahoe.sharing.config import load_config
-    from tahoe.sharing.signing import Signer
+    from tahoe.sharing.signing import Holder, Signer
     from tahoe.sharing.tables import SharedTable, iter_file_rows
 
     cfg = load_config(server.config)
     for t in cfg.tables_by_key().values():
-        if t.name not in ("cdf", "stats", tname("data-reader-escaped-chars"), tname("data-reader-partition-values")):
+        if t.name not in ("cdf", "stats", "written", tname("data-reader-escaped-chars"), tname("data-reader-partition-values")):
             continue
-        st = SharedTable(t, Signer(cfg.signing_key), 60)
+        st = SharedTable(t, 60)
         snap = st.snapshot()
-        fast = list(st.parquet_lines(snap, server.url, 1_900_000_000))
+        urls = Signer(cfg.signing_key).file_urls(server.url, 1_900_000_000, Holder("r:x", "b"))
+        fast = list(st.parquet_lines(snap, urls))
         if t.name == "stats":  # files with numRecords: the limit stops after the first
-            assert len(list(st.parquet_lines(snap, server.url, 1, limit=1))) == 1
-        slow = [st.file_line("parquet", server.url, r, 1_900_000_000) for r in iter_file_rows(snap, "parquet")]
+            assert len(list(st.parquet_lines(snap, urls, limit=1))) == 1
+        slow = [st.file_line("parquet", urls, r) for r in iter_file_rows(snap, "parquet")]
         assert fast == slow, t.name
         assert all(json.loads(x) for x in fast)
 
@@ -235,7 +245,7 @@ def test_fast_parquet_lines_of_a_large_commit_with_odd_stats_and_partition_value
     generic renderer."""
     from tahoe.log import json_commits
     from tahoe.sharing.config import TableConfig
-    from tahoe.sharing.signing import Signer
+    from tahoe.sharing.signing import Holder, Signer
     from tahoe.sharing.tables import SharedTable, iter_file_rows
 
     schema = json.dumps({"type": "struct", "fields": [
@@ -257,14 +267,15 @@ def test_fast_parquet_lines_of_a_large_commit_with_odd_stats_and_partition_value
     log.mkdir(parents=True)
     (log / f"{0:020d}.json").write_text("".join(json.dumps(x) + "\n" for x in lines))
     monkeypatch.setattr(json_commits, "VECTOR_MIN_BYTES", 0)
-    st = SharedTable(TableConfig("t", str(tmp_path / "t"), "s", "sc", "id"), Signer(b"k" * 32), 60)
+    st = SharedTable(TableConfig("t", str(tmp_path / "t"), "s", "sc", "id"), 60)
     snap = st.snapshot()
     assert type(snap._state.files._tail._pieces[0]).__name__ == "JsonCommit"
-    fast = list(st.parquet_lines(snap, "http://h/delta-sharing", 1_900_000_000))
-    slow = [st.file_line("parquet", "http://h/delta-sharing", r, 1_900_000_000) for r in iter_file_rows(snap, "parquet")]
+    urls = Signer(b"k" * 32).file_urls("http://h/delta-sharing", 1_900_000_000, Holder("r:x", "b"))
+    fast = list(st.parquet_lines(snap, urls))
+    slow = [st.file_line("parquet", urls, r) for r in iter_file_rows(snap, "parquet")]
     assert fast == slow and len(fast) == 60
     assert [json.loads(x)["file"]["partitionValues"]["p"] for x in fast[:6]] == parts
-    assert len(list(st.parquet_lines(snap, "http://h/delta-sharing", 1_900_000_000, limit=4))) == 4
+    assert len(list(st.parquet_lines(snap, urls, limit=4))) == 4
 
 
 def test_starting_version_query_delta_format(server):
@@ -282,17 +293,18 @@ def test_starting_version_query_delta_format(server):
 def test_fast_delta_lines_match_generic_rendering(server):
     """Same for delta format (JSON-equal: deletion vectors rewritten to signed 'p' URLs, full adds)."""
     from tahoe.sharing.config import load_config
-    from tahoe.sharing.signing import Signer
+    from tahoe.sharing.signing import Holder, Signer
     from tahoe.sharing.tables import SharedTable, iter_file_rows
 
     cfg = load_config(server.config)
-    names = {"cdf", tname("dv-partitioned-with-checkpoint"), tname("dv-with-columnmapping"),
+    names = {"cdf", "dv", "written", tname("dv-partitioned-with-checkpoint"), tname("dv-with-columnmapping"),
              tname("log-replay-dv-key-cases"), tname("data-reader-timestamp_ntz-name-mode")}
     for t in cfg.tables_by_key().values():
         if t.name not in names:
             continue
-        st = SharedTable(t, Signer(cfg.signing_key), 60)
+        st = SharedTable(t, 60)
         snap = st.snapshot()
-        fast = [json.loads(x) for x in st.delta_lines(snap, server.url, 1_900_000_000)]
-        slow = [json.loads(st.file_line("delta", server.url, r, 1_900_000_000)) for r in iter_file_rows(snap, "delta")]
+        urls = Signer(cfg.signing_key).file_urls(server.url, 1_900_000_000, Holder("r:x", "b"))
+        fast = [json.loads(x) for x in st.delta_lines(snap, urls)]
+        slow = [json.loads(st.file_line("delta", urls, r)) for r in iter_file_rows(snap, "delta")]
         assert fast == slow, t.name

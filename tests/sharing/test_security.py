@@ -11,7 +11,8 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from tahoe.sharing.signing import Signer, b64d, b64e
+from tahoe.sharing.config import hash_token
+from tahoe.sharing.signing import Holder, Signer, b64d, b64e
 
 ENDPOINTS = [
     ("GET", "/shares", None),
@@ -110,7 +111,8 @@ def _parts(url):
 
 
 def _rebuild(u, segs, q):
-    return f"{u.scheme}://{u.netloc}{'/'.join(segs)}?X-Amz-Expires={q['X-Amz-Expires']}&X-Amz-Signature={q['X-Amz-Signature']}"
+    return (f"{u.scheme}://{u.netloc}{'/'.join(segs)}?X-Amz-Credential={q['X-Amz-Credential']}"
+            f"&X-Amz-Expires={q['X-Amz-Expires']}&X-Amz-Signature={q['X-Amz-Signature']}")
 
 
 def test_tampered_urls_forbidden(server):
@@ -125,9 +127,13 @@ def test_tampered_urls_forbidden(server):
     cross = list(segs)
     other_url = _file_urls(server, "stats")[0]
     cross[-2] = _parts(other_url)[2][-2]  # another table's key with this table's path+signature
+    as_bob = dict(q, **{"X-Amz-Credential": b64e(b"r:bob")})        # another holder, alice's signature
+    as_bearer = dict(q, **{"X-Amz-Credential": b64e(b"bearer")})
     cases = [_rebuild(u, segs, bad_sig), _rebuild(u, segs, later), _rebuild(u, other_path, q),
-             _rebuild(u, traversal, q), _rebuild(u, cross, q), url.split("?")[0],
-             f"{u.scheme}://{u.netloc}{u.path}?X-Amz-Expires={q['X-Amz-Expires']}"]
+             _rebuild(u, traversal, q), _rebuild(u, cross, q), _rebuild(u, segs, as_bob),
+             _rebuild(u, segs, as_bearer), url.split("?")[0],
+             f"{u.scheme}://{u.netloc}{u.path}?X-Amz-Expires={q['X-Amz-Expires']}",
+             url.replace(f"X-Amz-Credential={q['X-Amz-Credential']}&", "")]
     for c in cases:
         r = httpx.get(c)
         assert r.status_code == 403, c
@@ -137,22 +143,22 @@ def test_tampered_urls_forbidden(server):
 
 
 def test_expired_url_forbidden(server):
-    """A URL signed with the server's key but already expired."""
+    """A URL signed with the server's key for alice but already expired."""
     key = (server.dir / ".sharing-signing-key").read_bytes().strip()
     url = _file_urls(server)[0]
     u, q, segs = _parts(url)
-    expired = Signer(key).file_url(f"{u.scheme}://{u.netloc}/delta-sharing", segs[-2],
-                                   b64d(segs[-1]).decode(),
-                                   int(time.time()) - 5)
+    alice = Holder("r:alice", hash_token(server.tokens["alice"]))
+    base = f"{u.scheme}://{u.netloc}/delta-sharing"
+    expired = Signer(key).file_urls(base, int(time.time()) - 5, alice).url(segs[-2], b64d(segs[-1]).decode())
     assert httpx.get(expired).status_code == 403
-    fresh = Signer(key).file_url(f"{u.scheme}://{u.netloc}/delta-sharing", segs[-2],
-                                 b64d(segs[-1]).decode(),
-                                 int(time.time()) + 60)
+    fresh = Signer(key).file_urls(base, int(time.time()) + 60, alice).url(segs[-2], b64d(segs[-1]).decode())
     assert httpx.get(fresh).status_code == 200
     # a correctly signed traversal path is still refused
-    evil = Signer(key).file_url(f"{u.scheme}://{u.netloc}/delta-sharing", segs[-2], "../cdf/_delta_log/x",
-                                int(time.time()) + 60)
+    evil = Signer(key).file_urls(base, int(time.time()) + 60, alice).url(segs[-2], "../cdf/_delta_log/x")
     assert httpx.get(evil).status_code == 403
+    # signed for a recipient whose binding is not its current token hash (as after a rotation)
+    stale = Signer(key).file_urls(base, int(time.time()) + 60, Holder("r:alice", hash_token("old-token")))
+    assert httpx.get(stale.url(segs[-2], b64d(segs[-1]).decode())).status_code == 403
 
 
 def test_page_tokens_bound_to_recipient_and_listing(server):

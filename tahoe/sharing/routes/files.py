@@ -1,0 +1,135 @@
+"""File serving through the server's own signed URLs (local tables): GET with a single `Range`,
+and HEAD. A URL is honoured only while its signature verifies, it has not expired, and its holder
+may still read the table (a revoked, rotated, expired or deleted recipient's URLs answer 403).
+Paths are resolved inside the table root (symlinks too); nothing outside it is ever served."""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator, Optional
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from ..context import ServerContext, get_context
+from ..signing import BadToken
+from ..tables import rel_ok
+
+__all__ = ["router", "FILE_CHUNK"]
+
+router = APIRouter(tags=["files"])
+
+FILE_CHUNK = 1 << 20
+FILE = "/files/{table_key}/{rel_b64}"
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"errorCode": code, "message": message}, status_code=status)
+
+
+def _deny() -> JSONResponse:
+    return _error(403, "PERMISSION_DENIED", "the file URL is invalid, has expired or was revoked")
+
+
+def parse_range(h: str, size: int) -> tuple[int, int] | None:
+    """(first, last) byte of a single `bytes=` range within `size`, or None if unsatisfiable."""
+    h = h.strip()
+    if not h.lower().startswith("bytes=") or "," in h:
+        return None
+    spec = h[6:].strip()
+    a, _, b = spec.partition("-")
+    try:
+        if a == "":
+            n = int(b)
+            if n <= 0:
+                return None
+            return max(0, size - n), size - 1
+        start = int(a)
+        end = int(b) if b else size - 1
+    except ValueError:
+        return None
+    if start < 0 or start >= size or end < start:
+        return None
+    return start, min(end, size - 1)
+
+
+def _serve_file(ctx: ServerContext, table_key: str, rel_b64: str, request: Request, credential: Optional[str],
+                expires: Optional[str], signature: Optional[str], range_header: Optional[str]) -> Response:
+    if len(table_key) > 64 or len(rel_b64) > 8192:
+        return _deny()
+    st = ctx.tables.get(table_key)
+    if st is None:
+        return _deny()
+    try:
+        rel = ctx.signer.verify_file(table_key, rel_b64, credential or "", expires or "", signature or "",
+                                     lambda cred: ctx.auth.binding_of(cred, st.cfg.share))
+    except BadToken:
+        return _deny()
+    if st.is_s3 or not rel_ok(rel):
+        return _deny()
+    root = st.log.table_root
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(os.path.join(root, *rel.split("/")))
+    if not real.startswith(real_root + os.sep):
+        return _deny()
+    try:
+        size = os.path.getsize(real)
+    except OSError:
+        return _error(404, "RESOURCE_DOES_NOT_EXIST", "the file no longer exists")
+    headers = {"Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
+    start, end = 0, size - 1
+    status = 200
+    if range_header:
+        rng = parse_range(range_header, size)
+        if rng is None:
+            return Response(status_code=416, headers={"Content-Range": f"bytes */{size}"})
+        start, end = rng
+        status = 206
+        headers["Content-Range"] = f"bytes {start}-{end}/{size}"
+    length = max(0, end - start + 1)
+    headers["Content-Length"] = str(length)
+    if request.method == "HEAD":
+        return Response(status_code=status, headers=headers)
+    # Read and sent in 1 MB pieces: on loopback (uvloop + httptools) 1-4 MB pieces send ~1.3 GB/s
+    # and reading a 35 MB range whole several times slower; a client that drops the body
+    # (fsspec's `exists` is a GET it never reads) costs a piece or two.
+    if length <= FILE_CHUNK:
+        with open(real, "rb") as f:
+            f.seek(start)
+            data = f.read(length)
+        return Response(data, status_code=status, headers=headers)
+
+    def chunks() -> Iterator[bytes]:
+        with open(real, "rb") as f:
+            f.seek(start)
+            left = length
+            while left > 0:
+                b = f.read(min(FILE_CHUNK, left))
+                if not b:
+                    break
+                left -= len(b)
+                yield b
+    return StreamingResponse(chunks(), status_code=status, headers=headers)
+
+
+Credential = Query(None, alias="X-Amz-Credential", max_length=1024)
+Expires = Query(None, alias="X-Amz-Expires", max_length=32)
+Signature = Query(None, alias="X-Amz-Signature", max_length=128)
+Range = Header(None, alias="Range", max_length=256)
+
+
+@router.get(FILE, operation_id="get_file")
+def get_file(table_key: str, rel_b64: str, request: Request, x_amz_credential: Optional[str] = Credential,
+             x_amz_expires: Optional[str] = Expires, x_amz_signature: Optional[str] = Signature,
+             range_header: Optional[str] = Range, ctx: ServerContext = Depends(get_context)):
+    """A data or deletion-vector file through a signed URL this server issued (Range supported)."""
+    return _serve_file(ctx, table_key, rel_b64, request, x_amz_credential, x_amz_expires, x_amz_signature,
+                       range_header)
+
+
+@router.head(FILE, operation_id="head_file")
+def head_file(table_key: str, rel_b64: str, request: Request, x_amz_credential: Optional[str] = Credential,
+              x_amz_expires: Optional[str] = Expires, x_amz_signature: Optional[str] = Signature,
+              range_header: Optional[str] = Range, ctx: ServerContext = Depends(get_context)):
+    return _serve_file(ctx, table_key, rel_b64, request, x_amz_credential, x_amz_expires, x_amz_signature,
+                       range_header)
