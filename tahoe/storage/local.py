@@ -73,6 +73,19 @@ def _fsync_dir(dir_path: str) -> None:
         os.close(fd)
 
 
+def _makedirs(dir_path: str) -> None:
+    """os.makedirs, except that a file in the way is a NotADirectoryError naming that file (never
+    a FileExistsError, which callers read as "another writer won")."""
+    try:
+        os.makedirs(dir_path, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocker = dir_path
+        while blocker and not os.path.lexists(blocker):
+            blocker = os.path.dirname(blocker)
+        raise NotADirectoryError(errno.ENOTDIR, f"cannot create the directory: {blocker or dir_path} is a file, "
+                                 "not a directory", dir_path) from None
+
+
 def _unlink_quiet(path: str) -> None:
     try:
         os.unlink(path)
@@ -177,7 +190,7 @@ class LocalLogStore(LogStore):
         dir_path = dir_path or "."
         if not overwrite and os.path.lexists(target):  # cheap early exit for the loser
             raise FileExistsError(errno.EEXIST, "file already exists", target)
-        os.makedirs(dir_path, exist_ok=True)
+        _makedirs(dir_path)
 
         if overwrite:
             tmp = self._write_temp(dir_path, name, data)
@@ -246,7 +259,7 @@ class LocalLogStore(LogStore):
             os.rmdir(p)
 
     def mkdirs(self, dir_path: str) -> None:
-        os.makedirs(self._p(dir_path), exist_ok=True)
+        _makedirs(self._p(dir_path))
 
     # --- data files and paths ------------------------------------------------------------
 

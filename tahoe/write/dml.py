@@ -21,14 +21,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..errors import InvalidTableOperationError
+from ..errors import InvalidTableOperationError, SchemaError
 from ..log import DeltaLog
 from ..protocol import column_mapping
 from ..protocol.actions import AddCDCFile
 from ..protocol.partition_values import partition_path
 from ..read.arrow_reader import ArrowFileReader
 from ..txn import Transaction
-from .constraints import evaluate, parse_sql, table_resolver
+from .constraints import column_references, evaluate, parse_sql, table_resolver
 from .files import encode_log_path, write_data_files
 
 __all__ = ["delete"]
@@ -59,6 +59,25 @@ def _write_cdc(log: DeltaLog, snapshot, rows: pa.Table, partition_values: dict) 
     return AddCDCFile(path=encode_log_path(rel), partition_values=dict(partition_values), size=buf.size)
 
 
+def _check_columns(node, schema, predicate: str) -> None:
+    """A SchemaError naming the columns of `predicate` the table does not have (before any file is
+    read: an empty table refuses it too)."""
+    from ..protocol.schema import StructType
+
+    unknown = []
+    for parts in column_references(node):
+        t = schema
+        for p in parts:
+            f = t.get(p, case_insensitive=True) if isinstance(t, StructType) else None
+            if f is None:
+                unknown.append(".".join(parts))
+                break
+            t = f.type
+    if unknown:
+        raise SchemaError(f"the DELETE predicate {predicate!r} refers to unknown column(s) "
+                          f"{', '.join(repr(u) for u in unknown)}; the table's columns: {schema.names}")
+
+
 def delete(uri: str, predicate: str | None = None, storage_options: dict | None = None) -> dict[str, Any]:
     """Delete the rows matching `predicate` (all rows when None). Returns delta-spark's DELETE
     metrics (numDeletedRows, numRemovedFiles, numAddedFiles, numCopiedRows, ...) and the version."""
@@ -73,6 +92,8 @@ def delete(uri: str, predicate: str | None = None, storage_options: dict | None 
     if str(conf.get("delta.appendOnly", "false")).lower() == "true":
         raise InvalidTableOperationError("cannot DELETE from an append-only table (delta.appendOnly=true)")
     node = parse_sql(predicate) if predicate else None
+    if node is not None:
+        _check_columns(node, snap.schema, predicate)
     txn.read_whole_table()
     reader = ArrowFileReader(snap.store, snap.table_root, snap.schema, snap.partition_columns,
                              snap.column_mapping_mode)
