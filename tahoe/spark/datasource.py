@@ -31,11 +31,14 @@ Executors need tahoe importable (see `tahoe.spark` on shipping it to a cluster).
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any, Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition
 
+from ..errors import UnsupportedFeatureError
+from .options import CATALOG_MESSAGE, check_properties_apply, read_options, table_path, write_options
 from .session import session_overwrite_mode
 from .write import SAVE_MODE_OPTION, SESSION_OVERWRITE_MODE_OPTION
 
@@ -44,18 +47,6 @@ __all__ = ["DeltaDataSource", "register", "read_via_datasource"]
 # about what one task reads (Spark's spark.sql.files.maxPartitionBytes default)
 _PARTITION_BYTES = 128 << 20
 _OPEN_COST_BYTES = 4 << 20  # Spark's spark.sql.files.openCostInBytes default
-
-
-def _storage_options(options: dict) -> dict | None:
-    so = {k[len("storage."):]: v for k, v in options.items() if k.lower().startswith("storage.")}
-    return so or None
-
-
-def _opt(options, name):
-    for k, v in options.items():
-        if k.lower() == name.lower():
-            return v
-    return None
 
 
 class _FilesPartition(InputPartition):
@@ -69,22 +60,14 @@ class DeltaDataSource(DataSource):
     def name(cls) -> str:
         return "delta"
 
-    def _path(self) -> str:
-        p = _opt(self.options, "path")
-        if not p:
-            raise ValueError("format('delta') needs a path: .load(path) / .save(path)")
-        return p
-
     def _snapshot(self):
         from ..log import DeltaLog
 
         if getattr(self, "_snap", None) is None:
-            log = DeltaLog.for_table(self._path(), _storage_options(dict(self.options)))
-            v = _opt(self.options, "versionAsOf")
-            ts = _opt(self.options, "timestampAsOf")
-            if v is not None and ts is not None:
-                raise ValueError("give versionAsOf or timestampAsOf, not both")
-            self._snap = log.snapshot(version=int(v) if v is not None else None, timestamp=ts)
+            opts = read_options(self.options)   # every option implemented or refused by name
+            self._storage = opts["storage_options"]
+            log = DeltaLog.for_table(opts["path"], self._storage)
+            self._snap = log.snapshot(version=opts["version"], timestamp=opts["timestamp"])
         return self._snap
 
     def schema(self):
@@ -100,7 +83,8 @@ class DeltaDataSource(DataSource):
         return DeltaReader(self, schema)
 
     def writer(self, schema, overwrite: bool):
-        return DeltaWriter(self._path(), dict(self.options), schema, overwrite)
+        write_options(self.options)   # every option implemented or refused by name, before any work
+        return DeltaWriter(table_path(self.options), dict(self.options), schema, overwrite)
 
 
 class DeltaReader(DataSourceReader):
@@ -110,7 +94,7 @@ class DeltaReader(DataSourceReader):
         self.schema_json = snap.schema.to_json()
         self.partition_columns = snap.partition_columns
         self.mode = snap.column_mapping_mode
-        self.storage_options = _storage_options(dict(source.options))
+        self.storage_options = source._storage
         self.columns = [f.name for f in schema.fields]
         self.out_schema_json = schema.json()
         self._snap = snap
@@ -235,6 +219,12 @@ class DeltaWriter(DataSourceArrowWriter):
         self.options = options
         self.overwrite = overwrite
         self.plan = prepare_datasource_write(path, options, schema, overwrite)
+        plan = self.plan.plan
+        if plan.read_version >= 0 and not plan.skip and any(k.lower().startswith("delta.") for k in options):
+            from ..log import DeltaLog
+
+            snap = DeltaLog.for_table(plan.table_root, plan.storage_options).snapshot(version=plan.read_version)
+            check_properties_apply(options, snap)
 
     def write(self, iterator):
         from .write import datasource_write_task
@@ -256,9 +246,10 @@ _registered: set[int] = set()
 
 
 def register(spark) -> None:
-    """Register the `delta` data source on `spark` (once per session), apply tahoe's confs and
-    map the error/ignore save modes (see the module docstring)."""
+    """Register the `delta` data source on `spark` (once per session), apply tahoe's confs, map
+    the error/ignore save modes and refuse tables by name (see the module docstring)."""
     from .session import configure
+    from .surfacing import install
 
     configure(spark)
     key = id(spark)
@@ -266,7 +257,88 @@ def register(spark) -> None:
         return
     spark.dataSource.register(DeltaDataSource)
     _registered.add(key)
+    install()
     _install_save_modes()
+    _install_catalog_refusals()
+
+
+# --- tables by name: refused until tahoe has a catalog -------------------------------------------
+
+def creates_delta_table(sql: str) -> bool:
+    """Whether `sql` is a CREATE / REPLACE TABLE statement `USING delta` (tokenized, so a string
+    literal or comment saying "using delta" does not count)."""
+    if "delta" not in sql.lower():
+        return False
+    try:
+        from sqlglot.dialects.spark import Spark
+        from sqlglot.tokens import TokenType
+
+        tokens = Spark().tokenize(sql)
+    except Exception:  # noqa: BLE001 - not tokenizable: Spark reports its own error
+        return False
+    words = [(t.token_type, t.text.lower()) for t in tokens]
+    head = [w for _, w in words[:6]]
+    if not head or head[0] not in ("create", "replace") or "table" not in head:
+        return False
+    return any(w == "using" and nxt[1].strip("`") == "delta" and nxt[0] != TokenType.STRING
+               for (_, w), nxt in zip(words, words[1:]))
+
+
+def _install_catalog_refusals() -> None:
+    """`spark.sql("CREATE TABLE ... USING delta ...")` and `saveAsTable` with format delta, in a
+    session where tahoe registered the source, fail with UnsupportedFeatureError naming what to do
+    instead: Spark would record a catalog table that no read or write can reach (it does not hand
+    LOCATION to a Python data source)."""
+    from pyspark.sql.readwriter import DataFrameWriter
+    from pyspark.sql.session import SparkSession
+
+    targets = [(SparkSession, DataFrameWriter, _classic_state)]
+    try:
+        from pyspark.sql.connect.readwriter import DataFrameWriter as ConnectWriter
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        targets.append((ConnectSession, ConnectWriter, _connect_state))
+    except Exception:  # noqa: BLE001 - Spark Connect extras not installed
+        pass
+    for session_cls, writer_cls, state in targets:
+        _wrap_sql(session_cls)
+        _wrap_save_as_table(writer_cls, state)
+
+
+def _wrap_sql(cls) -> None:
+    original = cls.sql
+    if getattr(original, "_tahoe_catalog", False):
+        return
+
+    @functools.wraps(original)
+    def sql(self, sqlQuery, *args, **kwargs):
+        if id(self) in _registered and isinstance(sqlQuery, str) and creates_delta_table(sqlQuery):
+            raise UnsupportedFeatureError(CATALOG_MESSAGE)
+        return original(self, sqlQuery, *args, **kwargs)
+
+    sql._tahoe_catalog = True  # type: ignore[attr-defined]
+    cls.sql = sql
+
+
+def _wrap_save_as_table(cls, state) -> None:
+    original = cls.saveAsTable
+    if getattr(original, "_tahoe_catalog", False):
+        return
+
+    @functools.wraps(original)
+    def saveAsTable(self, name, format=None, *args, **kwargs):
+        if format is not None:
+            self.format(format)
+        try:
+            source = state(self)[0]
+        except Exception:  # noqa: BLE001 - an unexpected writer: leave it to Spark
+            source = ""
+        if source.lower() == "delta" and id(self._spark) in _registered:
+            raise UnsupportedFeatureError(CATALOG_MESSAGE)
+        return original(self, name, None, *args, **kwargs)
+
+    saveAsTable._tahoe_catalog = True  # type: ignore[attr-defined]
+    cls.saveAsTable = saveAsTable
 
 
 # --- save modes Spark does not hand to Python data sources ---------------------------------------
@@ -310,6 +382,7 @@ def _wrap_save(cls, state) -> None:
 
     save.__doc__ = original.__doc__
     save._tahoe_save_modes = True  # type: ignore[attr-defined]
+    save._tahoe_surfacing = getattr(original, "_tahoe_surfacing", False)  # type: ignore[attr-defined]
     cls.save = save
 
 
