@@ -255,11 +255,32 @@ def register(spark) -> None:
     key = id(spark)
     if key in _registered:
         return
-    spark.dataSource.register(DeltaDataSource)
+    _register_source(spark)
     _registered.add(key)
     install()
     _install_save_modes()
     _install_catalog_refusals()
+
+
+def _register_source(spark) -> None:
+    """`spark.dataSource.register(DeltaDataSource)`, with `spark` the JVM's active session while it
+    runs: Spark checks the name against the *active* session's sources, so registering in a second
+    session of one JVM (`spark.newSession()`) otherwise fails with DATA_SOURCE_ALREADY_EXISTS."""
+    jsession = getattr(spark, "_jsparkSession", None)
+    jvm = getattr(spark, "_jvm", None)
+    if jsession is None or jvm is None:  # Spark Connect: the server resolves sources per session
+        spark.dataSource.register(DeltaDataSource)
+        return
+    sessions = getattr(jvm, "org.apache.spark.sql.SparkSession")
+    previous = sessions.getActiveSession()
+    sessions.setActiveSession(jsession)
+    try:
+        spark.dataSource.register(DeltaDataSource)
+    finally:
+        if previous.isDefined():
+            sessions.setActiveSession(previous.get())
+        else:
+            sessions.clearActiveSession()
 
 
 # --- tables by name: refused until tahoe has a catalog -------------------------------------------
