@@ -26,6 +26,7 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table as RichTable
 
 from . import __version__
@@ -56,7 +57,7 @@ def _main(version: bool = typer.Option(False, "--version", callback=_print_versi
 
 
 def _fail(msg: str, code: int = 1) -> None:
-    err.print(f"[bold red]error:[/] {msg}", highlight=False, markup=True)
+    err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, markup=True, soft_wrap=True)  # one line
     raise typer.Exit(code)
 
 
