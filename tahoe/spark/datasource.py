@@ -5,16 +5,23 @@ and stats skipping from pushed-down filters) and splits them into input partitio
 128 MB (small files packed together, large files split into runs of row groups); executors read
 them as Arrow one row group at a time with tahoe's Spark-free reader
 (`tahoe.read.ArrowFileReader`: column mapping, DVs, partition values) — so it reaches any store
-tahoe's storage layer reaches (s3:// via pyarrow) even when the JVM cannot. Options:
-`versionAsOf`, `timestampAsOf`, storage options as `storage.<key>`. Writing: executors write
-parquet files with pyarrow under the table root and send back AddFile actions; the driver-side
-`commit` makes one transaction (`tahoe.spark.write`: the same plan and commit as `write_delta` —
-schema rules, generated/identity columns, constraints, stats). Options (names case-insensitive; Spark lower-cases them): `mergeSchema`, `overwriteSchema`,
-`replaceWhere` (every row must match; rows outside it fail the job, nothing is committed),
-`partitionOverwriteMode` (`dynamic`: an overwrite replaces only the partitions the data writes
-to), `userMetadata`, `txnAppId` + `txnVersion` (idempotent writes), `delta.<property>` (table
-properties of a table the write creates, as delta-spark's DataFrameWriter), `partitionBy`
-(`.partitionBy()` is refused by Spark for Python data sources), storage options, `saveMode`.
+tahoe's storage layer reaches (s3:// via pyarrow) even when the JVM cannot. Writing: executors
+write parquet files with pyarrow under the table root and send back AddFile actions; the
+driver-side `commit` makes one transaction (`tahoe.spark.write`: the same plan and commit as
+`write_delta` — schema rules, generated/identity columns, constraints, stats).
+
+Options (`tahoe.spark.options`, checked before any work): reading `versionAsOf`, `timestampAsOf`,
+`storage.<key>`; writing `partitionBy` (`.partitionBy()` is refused by Spark for Python data
+sources), `replaceWhere` (every row must match; rows outside it fail the job, nothing is
+committed), `mergeSchema`, `overwriteSchema`, `partitionOverwriteMode` (`dynamic`: an overwrite
+replaces only the partitions the data writes to), `userMetadata`, `txnAppId` + `txnVersion`
+(idempotent writes), `delta.<property>` (table properties of a table the write creates, as
+delta-spark's DataFrameWriter; on an existing table they must agree with it), `storage.<key>`,
+`saveMode`. Every other option — delta-spark's CDF and streaming options included — is refused
+by name. Tables by name (no path: `CREATE TABLE ... USING delta`, `saveAsTable`, `insertInto`,
+`writeTo`) are refused with what to do instead; `register` also refuses `CREATE TABLE ... USING
+delta` statements and `saveAsTable` up front, before Spark records a catalog table nothing can
+reach.
 
 Save modes: Spark hands a Python data source only append/overwrite; `ErrorIfExists` — also the
 default when `.mode()` is not called — and `Ignore` are refused at analysis
@@ -313,14 +320,14 @@ def _install_catalog_refusals() -> None:
     from pyspark.sql.readwriter import DataFrameWriter
     from pyspark.sql.session import SparkSession
 
+    import sys
+
     targets = [(SparkSession, DataFrameWriter, _classic_state)]
-    try:
+    if "pyspark.sql.connect.session" in sys.modules:   # a Spark Connect session exists (or existed)
         from pyspark.sql.connect.readwriter import DataFrameWriter as ConnectWriter
         from pyspark.sql.connect.session import SparkSession as ConnectSession
 
         targets.append((ConnectSession, ConnectWriter, _connect_state))
-    except Exception:  # noqa: BLE001 - Spark Connect extras not installed
-        pass
     for session_cls, writer_cls, state in targets:
         _wrap_sql(session_cls)
         _wrap_save_as_table(writer_cls, state)

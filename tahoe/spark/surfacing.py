@@ -149,12 +149,17 @@ _TARGETS = {
 
 
 def install() -> None:
-    """Wrap the calls listed in the module docstring (idempotent; a PySpark without Spark Connect's
-    extras gets the classic ones)."""
+    """Wrap the calls listed in the module docstring (idempotent). Spark Connect's classes only
+    once something imported them (importing them costs seconds, and every Python worker that
+    imports tahoe.spark runs this): `register` calls it again for each session it registers."""
+    import sys
+
     for module, classes in _TARGETS.items():
+        if ".connect." in module and module not in sys.modules:
+            continue
         try:
             mod = importlib.import_module(module)
-        except Exception:  # noqa: BLE001 - Spark Connect extras not installed
+        except Exception:  # noqa: BLE001 - an unexpected PySpark layout: leave it alone
             continue
         for cls_name, methods in classes.items():
             cls = getattr(mod, cls_name, None)
