@@ -171,6 +171,13 @@ def read_options(options: Mapping[str, Any]) -> dict[str, Any]:
             version = -1
         if version < 0:
             raise InvalidOptionError(f"option versionAsOf must be a non-negative integer, got {opts['versionasof']!r}")
+    if timestamp is not None:
+        from ..log.delta_log import parse_timestamp
+
+        try:
+            parse_timestamp(timestamp)
+        except ValueError as e:
+            raise InvalidOptionError(f"option timestampAsOf: {e}") from None
     storage = {k[len(STORAGE_PREFIX):]: v for k, v in options.items() if str(k).lower().startswith(STORAGE_PREFIX)}
     return {"path": path, "version": version, "timestamp": timestamp, "storage_options": storage or None}
 

@@ -52,6 +52,7 @@ def _first_line(e: BaseException) -> str:
     ("delta.appendOnly", "true", UnsupportedFeatureError),  # a table property on a read
     ("verisonAsOf", "0", InvalidOptionError),               # a typo
     ("versionAsOf", "-1", InvalidOptionError),
+    ("timestampAsOf", "yesterday", InvalidOptionError),
 ])
 def test_read_option_not_implemented_is_refused_by_name(spark, cdf_table, name, value, cls):
     with pytest.raises(cls) as ei:
