@@ -1,15 +1,20 @@
 """The `tahoe` command line, for people and scripts.
 
+    tahoe --version
     tahoe describe PATH [--version N | --timestamp T] [--json]
     tahoe history PATH [--limit N] [--json]
-    tahoe files PATH [--version N | --timestamp T] [--json]
+    tahoe files PATH [--version N | --timestamp T] [--wide] [--json]
     tahoe export PATH OUT.parquet [--version N | --timestamp T]
-    tahoe create PATH --schema JSON_OR_DDL [--partition-by C ...] [--property K=V ...]
-    tahoe set-property PATH K=V [K=V ...]
+    tahoe create PATH --schema SCHEMA [--partition-by COLUMN ...] [--property KEY=VALUE ...]
+                 [--name NAME] [--description TEXT] [--mode error|ignore|overwrite] [--json]
+    tahoe set-property PATH KEY=VALUE [KEY=VALUE ...]
     tahoe checkpoint PATH [--version N] [--parts N] [--json]
     tahoe demo [DIR] [--recipient-python PATH]
+    tahoe sharing ...   (tahoe/sharing/cli.py)
 
-Errors go to stderr with exit code 1 (2 for bad usage). `--json` prints one JSON document on stdout.
+Every argument and option has a metavar and a description in `--help`, and every command an
+example (`tahoe.cli_help`). Errors go to stderr as one line `error: ...` with exit code 1 (2 for bad
+usage), never a traceback. `--json` prints one JSON document on stdout.
 """
 
 from __future__ import annotations
@@ -21,18 +26,38 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table as RichTable
 
+from . import __version__
+from .cli_help import Command, typer_app
 from .errors import DeltaError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Delta Lake tables and Delta Sharing from the command line.")
+app = typer_app(help="Delta Lake tables and Delta Sharing from the command line.\n\n"
+                     "Run `tahoe COMMAND --help` for a command's options and examples.")
 out = Console()
 err = Console(stderr=True)
 
+PATH_HELP = "the table: a directory holding _delta_log/ (local path, file:// or s3:// URI)"
+VERSION_HELP = "time travel to version N"
+TIMESTAMP_HELP = "time travel to the version as of T (ISO 8601, e.g. 2024-05-01T10:00:00Z)"
+JSON_HELP = "print one JSON document on stdout instead of tables"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"tahoe {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="print tahoe's version and exit")) -> None:
+    """Delta Lake tables and Delta Sharing from the command line."""
+
 
 def _fail(msg: str, code: int = 1) -> None:
-    err.print(f"[bold red]error:[/] {msg}", highlight=False, markup=True)
+    err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, markup=True, soft_wrap=True)  # one line
     raise typer.Exit(code)
 
 
@@ -51,7 +76,7 @@ def _run(fn):
         raise
     except DeltaError as e:
         _fail(f"{type(e).__name__}: {e}")
-    except (ValueError, FileNotFoundError, PermissionError) as e:
+    except (ValueError, OSError) as e:  # a path that is a file, a missing directory, permissions, ...
         _fail(str(e))
 
 
@@ -95,12 +120,18 @@ def describe_dict(t) -> dict[str, Any]:
     }
 
 
-@app.command()
-def describe(path: str,
-             version: Optional[int] = typer.Option(None, "--version", "-v", help="time travel to a version"),
-             timestamp: Optional[str] = typer.Option(None, "--timestamp", "-t", help="time travel to a timestamp (ISO 8601)"),
-             as_json: bool = typer.Option(False, "--json", help="print JSON")):
-    """Version, protocol and features, metadata, schema, partition columns, files and size."""
+@app.command(cls=Command)
+def describe(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
+             version: Optional[int] = typer.Option(None, "--version", "-v", metavar="N", help=VERSION_HELP),
+             timestamp: Optional[str] = typer.Option(None, "--timestamp", "-t", metavar="T", help=TIMESTAMP_HELP),
+             as_json: bool = typer.Option(False, "--json", help=JSON_HELP)):
+    """Version, protocol and features, metadata, schema, partition columns, files and size.
+
+    \b
+    Examples:
+      tahoe describe /data/events
+      tahoe describe /data/events --version 3 --json
+    """
     def go():
         d = describe_dict(_open(path, version, timestamp))
         if as_json:
@@ -142,11 +173,17 @@ def t_schema_fields(schema: dict) -> list[tuple[str, str, str]]:
     return rows
 
 
-@app.command()
-def history(path: str,
-            limit: Optional[int] = typer.Option(None, "--limit", "-n", help="newest N versions"),
-            as_json: bool = typer.Option(False, "--json", help="print JSON")):
-    """The commits of the table, newest first (commitInfo per version)."""
+@app.command(cls=Command)
+def history(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
+            limit: Optional[int] = typer.Option(None, "--limit", "-n", metavar="N", help="only the newest N versions"),
+            as_json: bool = typer.Option(False, "--json", help=JSON_HELP)):
+    """The commits of the table, newest first (commitInfo per version).
+
+    \b
+    Examples:
+      tahoe history /data/events --limit 5
+      tahoe history /data/events --json
+    """
     def go():
         from .log import DeltaLog
 
@@ -165,12 +202,24 @@ def history(path: str,
     _run(go)
 
 
-@app.command()
-def files(path: str,
-          version: Optional[int] = typer.Option(None, "--version", "-v"),
-          timestamp: Optional[str] = typer.Option(None, "--timestamp", "-t"),
-          as_json: bool = typer.Option(False, "--json", help="print JSON")):
-    """The active files: path, partition values, size, numRecords, deletion-vector cardinality."""
+@app.command(cls=Command)
+def files(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
+          version: Optional[int] = typer.Option(None, "--version", "-v", metavar="N", help=VERSION_HELP),
+          timestamp: Optional[str] = typer.Option(None, "--timestamp", "-t", metavar="T", help=TIMESTAMP_HELP),
+          wide: bool = typer.Option(False, "--wide", "-w",
+                                    help="one tab-separated line per file with its whole path (the default "
+                                         "when the output is not a terminal)"),
+          as_json: bool = typer.Option(False, "--json", help=JSON_HELP)):
+    """The active files: path, partition values, size, numRecords, deletion-vector cardinality.
+
+    On a terminal a table; piped (or with --wide) a header line and one tab-separated line per
+    file, paths whole.
+
+    \b
+    Examples:
+      tahoe files /data/events
+      tahoe files /data/events --version 3 | cut -f1
+    """
     def go():
         t = _open(path, version, timestamp)
         ft = t.files(["path", "partitionValues", "size", "stats", "deletionVector"])
@@ -193,38 +242,70 @@ def files(path: str,
         if as_json:
             _print_json({"version": t.version, "files": rows})
             return
+        cells = [(r["path"], ",".join(f"{k}={v}" for k, v in r["partitionValues"].items()),
+                  str(r["size"]), "" if r["numRecords"] is None else str(r["numRecords"]),
+                  "" if r["deletionVectorCardinality"] is None else str(r["deletionVectorCardinality"]))
+                 for r in rows]
+        header = ("path", "partitionValues", "size", "numRecords", "deletedRows")
+        if wide or not out.is_terminal:
+            sys.stdout.write("\n".join("\t".join(c) for c in [header, *cells]) + "\n")
+            return
         rt = RichTable(title=f"version {t.version}: {len(rows)} files")
-        for c in ("path", "partition values", "size", "records", "deleted"):
+        rt.add_column("path", overflow="fold")   # whole, folded over lines when too long
+        for c in ("partition values", "size", "records", "deleted"):
             rt.add_column(c)
-        for r in rows:
-            rt.add_row(r["path"], ", ".join(f"{k}={v}" for k, v in r["partitionValues"].items()),
-                       str(r["size"]), "" if r["numRecords"] is None else str(r["numRecords"]),
-                       "" if r["deletionVectorCardinality"] is None else str(r["deletionVectorCardinality"]))
+        for c in cells:
+            rt.add_row(*c)
         out.print(rt)
     _run(go)
 
 
-@app.command()
-def export(path: str, out_path: str = typer.Argument(..., metavar="OUT.parquet"),
-           version: Optional[int] = typer.Option(None, "--version", "-v"),
-           timestamp: Optional[str] = typer.Option(None, "--timestamp", "-t")):
-    """Write the rows of a version as one parquet file."""
+@app.command(cls=Command)
+def export(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
+           out_path: str = typer.Argument(..., metavar="OUT.parquet",
+                                          help="the parquet file to write (its directory is created if missing; "
+                                               "an existing file is replaced)"),
+           version: Optional[int] = typer.Option(None, "--version", "-v", metavar="N", help=VERSION_HELP),
+           timestamp: Optional[str] = typer.Option(None, "--timestamp", "-t", metavar="T", help=TIMESTAMP_HELP)):
+    """Write the rows of a version as one parquet file (deletion vectors applied).
+
+    \b
+    Examples:
+      tahoe export /data/events events.parquet
+      tahoe export /data/events out/events-v3.parquet --version 3
+    """
     def go():
+        import os
+
         import pyarrow.parquet as pq
 
+        if os.path.isdir(out_path):
+            _fail(f"{out_path} is a directory: give the path of the parquet file to write", 2)
         t = _open(path, version, timestamp)
         data = t.to_arrow()
+        parent = os.path.dirname(os.path.abspath(out_path))
+        if not os.path.isdir(parent):
+            os.makedirs(parent)   # a file in the way: NotADirectoryError/FileExistsError, reported by _run
+            err.print(f"created directory {parent}", highlight=False)
         pq.write_table(data, out_path)
         err.print(f"wrote {data.num_rows} rows of version {t.version} to {out_path}", highlight=False)
     _run(go)
 
 
-@app.command()
-def checkpoint(path: str,
-               version: Optional[int] = typer.Option(None, "--version", "-v", help="checkpoint this version (default: latest)"),
-               parts: Optional[int] = typer.Option(None, "--parts", help="write a multi-part checkpoint of N parts"),
-               as_json: bool = typer.Option(False, "--json", help="print JSON")):
-    """Write a checkpoint of the table and update _delta_log/_last_checkpoint."""
+@app.command(cls=Command)
+def checkpoint(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
+               version: Optional[int] = typer.Option(None, "--version", "-v", metavar="N",
+                                                     help="checkpoint version N (default: the latest)"),
+               parts: Optional[int] = typer.Option(None, "--parts", metavar="N",
+                                                   help="write a multi-part checkpoint of N parts"),
+               as_json: bool = typer.Option(False, "--json", help=JSON_HELP)):
+    """Write a checkpoint of the table and update _delta_log/_last_checkpoint.
+
+    \b
+    Examples:
+      tahoe checkpoint /data/events
+      tahoe checkpoint /data/events --version 10 --parts 4
+    """
     def go():
         from .log import DeltaLog
         from .log.checkpoints import write_checkpoint
@@ -250,17 +331,28 @@ def _parse_kv(pairs: list[str]) -> dict[str, str]:
     return props
 
 
-@app.command()
-def create(path: str,
-           schema: str = typer.Option(..., "--schema", "-s",
-                                      help="Delta JSON schema or DDL such as 'id BIGINT, name STRING'"),
-           partition_by: Optional[list[str]] = typer.Option(None, "--partition-by", "-p", help="partition column (repeatable)"),
-           prop: Optional[list[str]] = typer.Option(None, "--property", help="table property KEY=VALUE (repeatable)"),
-           name: Optional[str] = typer.Option(None, "--name"),
-           description: Optional[str] = typer.Option(None, "--description"),
-           mode: str = typer.Option("error", "--mode", help="error | ignore | overwrite"),
-           as_json: bool = typer.Option(False, "--json", help="print JSON")):
-    """Create a Delta table."""
+@app.command(cls=Command)
+def create(path: str = typer.Argument(..., metavar="PATH", help="where to create the table (a directory)"),
+           schema: str = typer.Option(..., "--schema", "-s", metavar="SCHEMA",
+                                      help="DDL such as 'id BIGINT, name STRING' or a Delta JSON schema"),
+           partition_by: Optional[list[str]] = typer.Option(None, "--partition-by", "-p", metavar="COLUMN",
+                                                            help="partition column; repeat the flag for each column"),
+           prop: Optional[list[str]] = typer.Option(None, "--property", metavar="KEY=VALUE",
+                                                    help="table property; repeat the flag for each property"),
+           name: Optional[str] = typer.Option(None, "--name", metavar="NAME", help="the table's name (metadata)"),
+           description: Optional[str] = typer.Option(None, "--description", metavar="TEXT",
+                                                     help="the table's description (metadata)"),
+           mode: str = typer.Option("error", "--mode", metavar="error|ignore|overwrite",
+                                    help="when a table exists: fail, leave it, or replace its definition"),
+           as_json: bool = typer.Option(False, "--json", help=JSON_HELP)):
+    """Create a Delta table (protocol and table features follow from the schema and properties).
+
+    \b
+    Examples:
+      tahoe create /data/events --schema "id BIGINT, day STRING" --partition-by day
+      tahoe create /data/events --schema "id BIGINT" --property delta.enableChangeDataFeed=true \\
+          --property delta.appendOnly=true
+    """
     def go():
         from .table import Table
 
@@ -278,9 +370,17 @@ def create(path: str,
     _run(go)
 
 
-@app.command("set-property")
-def set_property(path: str, pairs: list[str] = typer.Argument(..., metavar="KEY=VALUE...")):
-    """Set table properties (enabling a feature upgrades the protocol)."""
+@app.command("set-property", cls=Command)
+def set_property(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
+                 pairs: list[str] = typer.Argument(..., metavar="KEY=VALUE...",
+                                                   help="the properties to set, one or more")):
+    """Set table properties in one commit (enabling a feature upgrades the protocol).
+
+    \b
+    Examples:
+      tahoe set-property /data/events delta.enableDeletionVectors=true
+      tahoe set-property /data/events delta.logRetentionDuration="interval 60 days" owner=sales
+    """
     def go():
         from .table import Table
 
@@ -294,13 +394,20 @@ def set_property(path: str, pairs: list[str] = typer.Argument(..., metavar="KEY=
     _run(go)
 
 
-@app.command()
-def demo(directory: str = typer.Argument("demo-output", help="where to put the demo table"),
+@app.command(cls=Command)
+def demo(directory: str = typer.Argument("demo-output", metavar="DIR",
+                                         help="where the demo puts its table, sharing config, profile and log"),
          recipient_python: Optional[str] = typer.Option(
-             None, "--recipient-python",
+             None, "--recipient-python", metavar="PATH",
              help="a Python that has the official delta-sharing client (`make setup` makes .venv-recipient); "
                   "the recipient reads through it, else through tahoe's own client")):
-    """Run the demo pipeline on local disk."""
+    """Run the demo pipeline on local disk (write, change, time travel, share, read back).
+
+    \b
+    Examples:
+      tahoe demo
+      tahoe demo /tmp/tahoe-demo --recipient-python .venv-recipient/bin/python
+    """
     from .demo import run_demo
 
     _run(lambda: run_demo(directory, recipient_python))

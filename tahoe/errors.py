@@ -24,7 +24,16 @@ class CorruptLogError(DeltaError):
 
 
 class UnsupportedFeatureError(DeltaError):
-    """The table needs a reader/writer version or table feature this client does not support."""
+    """The table needs a reader/writer version or table feature this client does not support, or
+    the caller asks for a Delta feature tahoe does not implement (yet): a delta-spark reader/writer
+    option such as `readChangeFeed`, tables by name (a catalog). The message names it and, where
+    there is one, what to do instead."""
+
+
+class InvalidOptionError(DeltaError, ValueError):
+    """An option that does not exist, or a value it does not take: a `format("delta")` reader or
+    writer option, a keyword argument, a command-line flag. The message names the option and what
+    it accepts."""
 
 
 class VersionNotFoundError(DeltaError):
@@ -36,7 +45,8 @@ class DeletionVectorError(CorruptLogError):
 
 
 class SchemaError(DeltaError):
-    """A schema cannot be parsed, or a data/schema change is incompatible with the table."""
+    """A schema cannot be parsed, a data/schema change is incompatible with the table, or an
+    expression names a column the table does not have."""
 
 
 class InvalidTableOperationError(DeltaError):

@@ -45,7 +45,7 @@ def read_last_checkpoint(store: LogStore, log_dir: str) -> LastCheckpoint | None
     path = store.join(log_dir, LAST_CHECKPOINT)
     try:
         text = store.read(path).decode("utf-8")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no hint (or no table: listing says so)
         return None
     except (OSError, UnicodeDecodeError) as e:
         log.warning("ignoring unreadable %s: %s", path, e)

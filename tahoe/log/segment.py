@@ -6,7 +6,10 @@ Invariants, checked at construction (`LogSegment.for_version`):
   2. `commits` are exactly the commit files after the checkpoint up to the version, contiguous
      (a gap is a CorruptLogError naming the missing version);
   3. without a checkpoint, `commits` start at version 0;
-  4. the segment's version is the requested one, or the newest the log holds.
+  4. the segment's version is the requested one, or the newest the log holds;
+  5. `version_commit` is the commit file of the version itself when the log still holds it — the
+     last of `commits`, or the commit a checkpoint at the version summarises (its timestamp is the
+     version's timestamp, not the checkpoint file's).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class LogSegment:
     version: int
     checkpoint: Checkpoint | None
     commits: tuple[LogFile, ...] = field(default_factory=tuple)
+    version_commit: LogFile | None = None
 
     @property
     def checkpoint_version(self) -> int | None:
@@ -86,6 +90,9 @@ def list_log(store: LogStore, log_dir: str, start_version: int = 0) -> list[LogF
         return out
     except FileNotFoundError:
         raise TableNotFoundError(f"not a Delta table: there is no {LOG_DIR} directory at {log_dir.rsplit('/', 1)[0]}") from None
+    except NotADirectoryError:  # the table path (or a parent of it) is a file
+        raise TableNotFoundError(f"not a Delta table: {log_dir.rsplit('/', 1)[0]} is a file, not a table "
+                                 f"directory (a table is a directory holding {LOG_DIR}/)") from None
 
 
 def complete_checkpoints(files: list[LogFile]) -> dict[int, Checkpoint]:
@@ -152,4 +159,5 @@ def _build(log_dir: str, files: list[LogFile], version: int | None, allow_retry:
         raise CorruptLogError(
             f"commit versions have a gap in {log_dir}: version {missing[0]} is missing "
             f"(needed to reconstruct version {version})")
-    return LogSegment(log_dir, version, cp, tuple(commits[v] for v in range(first, version + 1)))
+    return LogSegment(log_dir, version, cp, tuple(commits[v] for v in range(first, version + 1)),
+                      commits.get(version))

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from ..errors import CorruptLogError
 from ..protocol import column_mapping
-from ..protocol.actions import AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, SetTransaction
+from ..protocol.actions import AddFile, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile, SetTransaction
 from ..protocol.properties import bool_property
 from ..protocol.schema import StructType
 from ..protocol.table_features import check_readable, is_feature_supported
@@ -85,14 +85,25 @@ class Snapshot:
     @cached_property
     def timestamp(self) -> int:
         """The commit timestamp of this version in ms: the inCommitTimestamp when the table has
-        that feature enabled, else the commit file's modification time."""
-        ci = self._state.last_commit_info
-        if ci is not None and ci.in_commit_timestamp is not None and \
-                bool_property(self.metadata.configuration, "delta.enableInCommitTimestamps"):
-            return int(ci.in_commit_timestamp)
-        last = self.segment.last_commit
-        if last is not None:
-            return last.status.modification_time
+        that feature enabled, else the commit file's modification time — also when a checkpoint
+        at this version is what the snapshot was loaded from (the checkpoint file's own time is
+        when it was written, not when the version was committed). Only when the log no longer
+        holds the version's commit is the checkpoint file's time used."""
+        md = self._state.metadata   # (a log without metaData still has a timestamp)
+        ict = md is not None and bool(bool_property(md.configuration, "delta.enableInCommitTimestamps"))
+        tip = self.segment.last_commit or self.segment.version_commit
+        if ict:
+            ci = self._state.last_commit_info if self.segment.last_commit is not None else None
+            if ci is None and tip is not None:
+                from .file_actions import read_commit
+
+                raw = next((o["commitInfo"] for o in read_commit(self.store, tip.path)
+                            if isinstance(o.get("commitInfo"), dict)), None)
+                ci = CommitInfo.from_dict(raw) if raw is not None else None
+            if ci is not None and ci.in_commit_timestamp is not None:
+                return int(ci.in_commit_timestamp)
+        if tip is not None:
+            return tip.status.modification_time
         return self.segment.checkpoint.files[0].status.modification_time if self.segment.checkpoint else 0
 
     # --- metadata ------------------------------------------------------------------------------

@@ -1,11 +1,14 @@
 """The `tahoe sharing` commands: run the server and manage recipients.
 
-    tahoe sharing serve --config FILE [--host H] [--port P]
-    tahoe sharing recipient add NAME --share S [--share S2] [--expires-in-days N] --config FILE
-    tahoe sharing recipient list|revoke NAME|rotate NAME --config FILE
+    tahoe sharing serve --config FILE [--host HOST] [--port PORT] [--log-level LEVEL]
+    tahoe sharing recipient add NAME --share SHARE [--share SHARE ...] [--expires-in-days DAYS] --config FILE
+    tahoe sharing recipient list --config FILE [--json]
+    tahoe sharing recipient revoke NAME --config FILE
+    tahoe sharing recipient rotate NAME [--expires-in-days DAYS] --config FILE
 
-`add` and `rotate` print a profile (shareCredentialsVersion 1) holding the new token; the token is
-stored only as its SHA-256.
+`serve` prints, before it starts, the address it listens on, the tables it serves and how to add a
+recipient. `add` and `rotate` print a profile (shareCredentialsVersion 1) holding the new token; the
+token is stored only as its SHA-256. Help texts follow `tahoe.cli_help`.
 """
 
 from __future__ import annotations
@@ -17,9 +20,15 @@ from typing import Optional
 
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Delta Sharing server and recipients.")
-recipient_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Manage recipients.")
+from ..cli_help import Command, typer_app
+
+app = typer_app(help="Delta Sharing server and recipients.")
+recipient_app = typer_app(help="Manage recipients: who may read which shares, with their own tokens.")
 app.add_typer(recipient_app, name="recipient")
+
+CONFIG_HELP = "the sharing server's YAML config (shares, schemas, tables; see the README)"
+EXPIRES_HELP = "the token expires after DAYS days (fractions allowed; default: never)"
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 
 
 def _load(config: str):
@@ -48,21 +57,76 @@ def _guard(fn):
         raise typer.Exit(1)
 
 
-@app.command()
-def serve(config: str = typer.Option(..., "--config", "-c", help="sharing server YAML"),
-          host: Optional[str] = typer.Option(None, "--host"),
-          port: Optional[int] = typer.Option(None, "--port")):
-    """Run the sharing server."""
+def _banner(cfg, config: str, host: str, port: int, log_level: str) -> str:
+    """What `serve` says before it starts: where, what, and how to let someone in."""
+    from .config import RecipientStore
+
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    lines = [f"tahoe sharing server listening on http://{host}:{port}{cfg.endpoint}"
+             f"{f'  (profiles point at {cfg.profile_endpoint()})' if cfg.public_url or shown != host else ''}"]
+    tables = [(f"{s.name}.{sc.name}.{t.name}", t.location) for s in cfg.shares for sc in s.schemas for t in sc.tables]
+    lines.append(f"serving {len(tables)} table(s):")
+    lines += [f"  {name}  <-  {location}" for name, location in tables]
+    recipients = RecipientStore(cfg.recipients_file).all() if cfg.recipients_file else []
+    active = [r.name for r in recipients if r.active()]
+    if cfg.bearer_token:
+        lines.append("recipients: the config's authorization.bearerToken" +
+                     (f" and {len(active)} recipient(s): {', '.join(active)}" if active else ""))
+    elif active:
+        lines.append(f"recipients: {', '.join(active)}")
+    else:
+        lines.append("recipients: none yet — every request is allowed until one is added")
+    share = cfg.shares[0].name if cfg.shares else "SHARE"
+    lines.append(f"add a recipient: tahoe sharing recipient add NAME --share {share} --config {config} > NAME.share")
+    lines.append(f"log level: {log_level} (--log-level); stop with Ctrl-C")
+    return "\n".join(lines)
+
+
+@app.command(cls=Command)
+def serve(config: str = typer.Option(..., "--config", "-c", metavar="FILE", help=CONFIG_HELP),
+          host: Optional[str] = typer.Option(None, "--host", metavar="HOST",
+                                             help="address to listen on (default: the config's host, else 127.0.0.1)"),
+          port: Optional[int] = typer.Option(None, "--port", metavar="PORT",
+                                             help="port to listen on (default: the config's port, else 8080)"),
+          log_level: Optional[str] = typer.Option(None, "--log-level", metavar="LEVEL",
+                                                  help=f"the server's log level: {', '.join(LOG_LEVELS)} (default: "
+                                                       "$TAHOE_SHARING_LOG_LEVEL, else warning; info logs every request)")):
+    """Run the sharing server (Delta Sharing protocol) until stopped.
+
+    \b
+    Examples:
+      tahoe sharing serve --config sharing.yaml
+      tahoe sharing serve --config sharing.yaml --port 9000 --log-level info
+    """
+    import os
+
     from .server import serve as run
 
-    run(_load(config), host, port)
+    level = (log_level or os.environ.get("TAHOE_SHARING_LOG_LEVEL") or "warning").lower()
+    if level not in LOG_LEVELS:
+        typer.echo(f"error: --log-level must be one of {', '.join(LOG_LEVELS)}, got {level!r}", err=True)
+        raise typer.Exit(2)
+    os.environ["TAHOE_SHARING_LOG_LEVEL"] = level   # what the server reads
+    cfg = _load(config)
+    typer.echo(_banner(cfg, config, host or cfg.host, port or cfg.port, level))
+    sys.stdout.flush()
+    run(cfg, host, port)
 
 
-@recipient_app.command("add")
-def add(name: str, share: list[str] = typer.Option(..., "--share", "-s", help="share to grant (repeatable)"),
-        expires_in_days: Optional[float] = typer.Option(None, "--expires-in-days"),
-        config: str = typer.Option(..., "--config", "-c")):
-    """Create a recipient; print its profile JSON."""
+@recipient_app.command("add", cls=Command)
+def add(name: str = typer.Argument(..., metavar="NAME", help="the recipient's name (letters, digits, - and _)"),
+        share: list[str] = typer.Option(..., "--share", "-s", metavar="SHARE",
+                                        help="a share the recipient may read; repeat the flag for each share "
+                                             "('*': every share)"),
+        expires_in_days: Optional[float] = typer.Option(None, "--expires-in-days", metavar="DAYS", help=EXPIRES_HELP),
+        config: str = typer.Option(..., "--config", "-c", metavar="FILE", help=CONFIG_HELP)):
+    """Create a recipient with its own token; print its profile JSON (give it to the recipient).
+
+    \b
+    Examples:
+      tahoe sharing recipient add analyst --share sales --config sharing.yaml > analyst.share
+      tahoe sharing recipient add auditor --share sales --share hr --expires-in-days 30 --config sharing.yaml
+    """
     from .config import profile_for
 
     cfg = _load(config)
@@ -74,9 +138,16 @@ def add(name: str, share: list[str] = typer.Option(..., "--share", "-s", help="s
     sys.stdout.write(json.dumps(profile_for(cfg, token, r.expires_at), indent=2) + "\n")
 
 
-@recipient_app.command("list")
-def list_(config: str = typer.Option(..., "--config", "-c"), as_json: bool = typer.Option(False, "--json")):
-    """Recipients with their shares, expiry and status (never tokens)."""
+@recipient_app.command("list", cls=Command)
+def list_(config: str = typer.Option(..., "--config", "-c", metavar="FILE", help=CONFIG_HELP),
+          as_json: bool = typer.Option(False, "--json", help="print one JSON document on stdout")):
+    """Recipients with their shares, expiry and status (never tokens).
+
+    \b
+    Examples:
+      tahoe sharing recipient list --config sharing.yaml
+      tahoe sharing recipient list --config sharing.yaml --json
+    """
     cfg = _load(config)
     recs = _store(cfg).all()
     rows = [{"name": r.name, "shares": r.shares, "revoked": r.revoked,
@@ -91,18 +162,30 @@ def list_(config: str = typer.Option(..., "--config", "-c"), as_json: bool = typ
                    f"{'revoked' if r['revoked'] else ('active' if r['active'] else 'expired')}")
 
 
-@recipient_app.command("revoke")
-def revoke(name: str, config: str = typer.Option(..., "--config", "-c")):
-    """Revoke a recipient's token at once."""
+@recipient_app.command("revoke", cls=Command)
+def revoke(name: str = typer.Argument(..., metavar="NAME", help="the recipient to revoke"),
+           config: str = typer.Option(..., "--config", "-c", metavar="FILE", help=CONFIG_HELP)):
+    """Revoke a recipient's token at once.
+
+    \b
+    Examples:
+      tahoe sharing recipient revoke analyst --config sharing.yaml
+    """
     cfg = _load(config)
     _guard(lambda: _store(cfg).revoke(name))
     typer.echo(f"revoked {name}", err=True)
 
 
-@recipient_app.command("rotate")
-def rotate(name: str, expires_in_days: Optional[float] = typer.Option(None, "--expires-in-days"),
-           config: str = typer.Option(..., "--config", "-c")):
-    """Issue a new token (the old one stops working); print the new profile."""
+@recipient_app.command("rotate", cls=Command)
+def rotate(name: str = typer.Argument(..., metavar="NAME", help="the recipient whose token to replace"),
+           expires_in_days: Optional[float] = typer.Option(None, "--expires-in-days", metavar="DAYS", help=EXPIRES_HELP),
+           config: str = typer.Option(..., "--config", "-c", metavar="FILE", help=CONFIG_HELP)):
+    """Issue a new token (the old one stops working); print the new profile.
+
+    \b
+    Examples:
+      tahoe sharing recipient rotate analyst --config sharing.yaml > analyst.share
+    """
     from .config import profile_for
 
     cfg = _load(config)

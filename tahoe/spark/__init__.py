@@ -9,6 +9,12 @@
 - `register(spark)` — registers the `delta` Python data source, so
   `spark.read.format("delta").load(path)` and `df.write.format("delta").save(path)` work (all
   four save modes: see `tahoe.spark.datasource`).
+- `local_session()` — a quiet local SparkSession with tahoe's settings (scripts, tests).
+
+Importing `tahoe.spark` makes tahoe's errors surface (`tahoe.spark.surfacing`): an error tahoe
+raises inside the data source reaches `load()` / `save()` / `spark.sql()` as tahoe's error class and
+message (still an instance of Spark's exception class too), and `format("delta")` in a session
+without the source says to call `register`.
 
 Shipping tahoe to a cluster: executors need `tahoe` importable only for the data-source path
 (`format("delta")`), whose readers/writers run Python on executors. Either `pip install tahoe` on
@@ -26,6 +32,10 @@ from importlib import import_module
 from typing import Any
 
 __all__ = ["DeltaTable", "IdentityGenerator", "read_delta", "write_delta", "register", "local_session"]
+
+from .surfacing import install as _install_surfacing
+
+_install_surfacing()
 
 _LAZY = {
     "DeltaTable": ("tahoe.spark.delta_table", "DeltaTable"),

@@ -5,16 +5,23 @@ and stats skipping from pushed-down filters) and splits them into input partitio
 128 MB (small files packed together, large files split into runs of row groups); executors read
 them as Arrow one row group at a time with tahoe's Spark-free reader
 (`tahoe.read.ArrowFileReader`: column mapping, DVs, partition values) — so it reaches any store
-tahoe's storage layer reaches (s3:// via pyarrow) even when the JVM cannot. Options:
-`versionAsOf`, `timestampAsOf`, storage options as `storage.<key>`. Writing: executors write
-parquet files with pyarrow under the table root and send back AddFile actions; the driver-side
-`commit` makes one transaction (`tahoe.spark.write`: the same plan and commit as `write_delta` —
-schema rules, generated/identity columns, constraints, stats). Options (names case-insensitive; Spark lower-cases them): `mergeSchema`, `overwriteSchema`,
-`replaceWhere` (every row must match; rows outside it fail the job, nothing is committed),
-`partitionOverwriteMode` (`dynamic`: an overwrite replaces only the partitions the data writes
-to), `userMetadata`, `txnAppId` + `txnVersion` (idempotent writes), `delta.<property>` (table
-properties of a table the write creates, as delta-spark's DataFrameWriter), `partitionBy`
-(`.partitionBy()` is refused by Spark for Python data sources), storage options, `saveMode`.
+tahoe's storage layer reaches (s3:// via pyarrow) even when the JVM cannot. Writing: executors
+write parquet files with pyarrow under the table root and send back AddFile actions; the
+driver-side `commit` makes one transaction (`tahoe.spark.write`: the same plan and commit as
+`write_delta` — schema rules, generated/identity columns, constraints, stats).
+
+Options (`tahoe.spark.options`, checked before any work): reading `versionAsOf`, `timestampAsOf`,
+`storage.<key>`; writing `partitionBy` (`.partitionBy()` is refused by Spark for Python data
+sources), `replaceWhere` (every row must match; rows outside it fail the job, nothing is
+committed), `mergeSchema`, `overwriteSchema`, `partitionOverwriteMode` (`dynamic`: an overwrite
+replaces only the partitions the data writes to), `userMetadata`, `txnAppId` + `txnVersion`
+(idempotent writes), `delta.<property>` (table properties of a table the write creates, as
+delta-spark's DataFrameWriter; on an existing table they must agree with it), `storage.<key>`,
+`saveMode`. Every other option — delta-spark's CDF and streaming options included — is refused
+by name. Tables by name (no path: `CREATE TABLE ... USING delta`, `saveAsTable`, `insertInto`,
+`writeTo`) are refused with what to do instead; `register` also refuses `CREATE TABLE ... USING
+delta` statements and `saveAsTable` up front, before Spark records a catalog table nothing can
+reach.
 
 Save modes: Spark hands a Python data source only append/overwrite; `ErrorIfExists` — also the
 default when `.mode()` is not called — and `Ignore` are refused at analysis
@@ -31,11 +38,14 @@ Executors need tahoe importable (see `tahoe.spark` on shipping it to a cluster).
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any, Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition
 
+from ..errors import UnsupportedFeatureError
+from .options import CATALOG_MESSAGE, check_properties_apply, read_options, table_path, write_options
 from .session import session_overwrite_mode
 from .write import SAVE_MODE_OPTION, SESSION_OVERWRITE_MODE_OPTION
 
@@ -44,18 +54,6 @@ __all__ = ["DeltaDataSource", "register", "read_via_datasource"]
 # about what one task reads (Spark's spark.sql.files.maxPartitionBytes default)
 _PARTITION_BYTES = 128 << 20
 _OPEN_COST_BYTES = 4 << 20  # Spark's spark.sql.files.openCostInBytes default
-
-
-def _storage_options(options: dict) -> dict | None:
-    so = {k[len("storage."):]: v for k, v in options.items() if k.lower().startswith("storage.")}
-    return so or None
-
-
-def _opt(options, name):
-    for k, v in options.items():
-        if k.lower() == name.lower():
-            return v
-    return None
 
 
 class _FilesPartition(InputPartition):
@@ -69,22 +67,14 @@ class DeltaDataSource(DataSource):
     def name(cls) -> str:
         return "delta"
 
-    def _path(self) -> str:
-        p = _opt(self.options, "path")
-        if not p:
-            raise ValueError("format('delta') needs a path: .load(path) / .save(path)")
-        return p
-
     def _snapshot(self):
         from ..log import DeltaLog
 
         if getattr(self, "_snap", None) is None:
-            log = DeltaLog.for_table(self._path(), _storage_options(dict(self.options)))
-            v = _opt(self.options, "versionAsOf")
-            ts = _opt(self.options, "timestampAsOf")
-            if v is not None and ts is not None:
-                raise ValueError("give versionAsOf or timestampAsOf, not both")
-            self._snap = log.snapshot(version=int(v) if v is not None else None, timestamp=ts)
+            opts = read_options(self.options)   # every option implemented or refused by name
+            self._storage = opts["storage_options"]
+            log = DeltaLog.for_table(opts["path"], self._storage)
+            self._snap = log.snapshot(version=opts["version"], timestamp=opts["timestamp"])
         return self._snap
 
     def schema(self):
@@ -100,7 +90,8 @@ class DeltaDataSource(DataSource):
         return DeltaReader(self, schema)
 
     def writer(self, schema, overwrite: bool):
-        return DeltaWriter(self._path(), dict(self.options), schema, overwrite)
+        write_options(self.options)   # every option implemented or refused by name, before any work
+        return DeltaWriter(table_path(self.options), dict(self.options), schema, overwrite)
 
 
 class DeltaReader(DataSourceReader):
@@ -110,7 +101,7 @@ class DeltaReader(DataSourceReader):
         self.schema_json = snap.schema.to_json()
         self.partition_columns = snap.partition_columns
         self.mode = snap.column_mapping_mode
-        self.storage_options = _storage_options(dict(source.options))
+        self.storage_options = source._storage
         self.columns = [f.name for f in schema.fields]
         self.out_schema_json = schema.json()
         self._snap = snap
@@ -235,6 +226,12 @@ class DeltaWriter(DataSourceArrowWriter):
         self.options = options
         self.overwrite = overwrite
         self.plan = prepare_datasource_write(path, options, schema, overwrite)
+        plan = self.plan.plan
+        if plan.read_version >= 0 and not plan.skip and any(k.lower().startswith("delta.") for k in options):
+            from ..log import DeltaLog
+
+            snap = DeltaLog.for_table(plan.table_root, plan.storage_options).snapshot(version=plan.read_version)
+            check_properties_apply(options, snap)
 
     def write(self, iterator):
         from .write import datasource_write_task
@@ -256,17 +253,120 @@ _registered: set[int] = set()
 
 
 def register(spark) -> None:
-    """Register the `delta` data source on `spark` (once per session), apply tahoe's confs and
-    map the error/ignore save modes (see the module docstring)."""
+    """Register the `delta` data source on `spark` (once per session), apply tahoe's confs, map
+    the error/ignore save modes and refuse tables by name (see the module docstring)."""
     from .session import configure
+    from .surfacing import install
 
     configure(spark)
     key = id(spark)
     if key in _registered:
         return
-    spark.dataSource.register(DeltaDataSource)
+    _register_source(spark)
     _registered.add(key)
+    install()
     _install_save_modes()
+    _install_catalog_refusals()
+
+
+def _register_source(spark) -> None:
+    """`spark.dataSource.register(DeltaDataSource)`, with `spark` the JVM's active session while it
+    runs: Spark checks the name against the *active* session's sources, so registering in a second
+    session of one JVM (`spark.newSession()`) otherwise fails with DATA_SOURCE_ALREADY_EXISTS."""
+    jsession = getattr(spark, "_jsparkSession", None)
+    jvm = getattr(spark, "_jvm", None)
+    if jsession is None or jvm is None:  # Spark Connect: the server resolves sources per session
+        spark.dataSource.register(DeltaDataSource)
+        return
+    sessions = getattr(jvm, "org.apache.spark.sql.SparkSession")
+    previous = sessions.getActiveSession()
+    sessions.setActiveSession(jsession)
+    try:
+        spark.dataSource.register(DeltaDataSource)
+    finally:
+        if previous.isDefined():
+            sessions.setActiveSession(previous.get())
+        else:
+            sessions.clearActiveSession()
+
+
+# --- tables by name: refused until tahoe has a catalog -------------------------------------------
+
+def creates_delta_table(sql: str) -> bool:
+    """Whether `sql` is a CREATE / REPLACE TABLE statement `USING delta` (tokenized, so a string
+    literal or comment saying "using delta" does not count)."""
+    if "delta" not in sql.lower():
+        return False
+    try:
+        from sqlglot.dialects.spark import Spark
+        from sqlglot.tokens import TokenType
+
+        tokens = Spark().tokenize(sql)
+    except Exception:  # noqa: BLE001 - not tokenizable: Spark reports its own error
+        return False
+    words = [(t.token_type, t.text.lower()) for t in tokens]
+    head = [w for _, w in words[:6]]
+    if not head or head[0] not in ("create", "replace") or "table" not in head:
+        return False
+    return any(w == "using" and nxt[1].strip("`") == "delta" and nxt[0] != TokenType.STRING
+               for (_, w), nxt in zip(words, words[1:]))
+
+
+def _install_catalog_refusals() -> None:
+    """`spark.sql("CREATE TABLE ... USING delta ...")` and `saveAsTable` with format delta, in a
+    session where tahoe registered the source, fail with UnsupportedFeatureError naming what to do
+    instead: Spark would record a catalog table that no read or write can reach (it does not hand
+    LOCATION to a Python data source)."""
+    from pyspark.sql.readwriter import DataFrameWriter
+    from pyspark.sql.session import SparkSession
+
+    import sys
+
+    targets = [(SparkSession, DataFrameWriter, _classic_state)]
+    if "pyspark.sql.connect.session" in sys.modules:   # a Spark Connect session exists (or existed)
+        from pyspark.sql.connect.readwriter import DataFrameWriter as ConnectWriter
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        targets.append((ConnectSession, ConnectWriter, _connect_state))
+    for session_cls, writer_cls, state in targets:
+        _wrap_sql(session_cls)
+        _wrap_save_as_table(writer_cls, state)
+
+
+def _wrap_sql(cls) -> None:
+    original = cls.sql
+    if getattr(original, "_tahoe_catalog", False):
+        return
+
+    @functools.wraps(original)
+    def sql(self, sqlQuery, *args, **kwargs):
+        if id(self) in _registered and isinstance(sqlQuery, str) and creates_delta_table(sqlQuery):
+            raise UnsupportedFeatureError(CATALOG_MESSAGE)
+        return original(self, sqlQuery, *args, **kwargs)
+
+    sql._tahoe_catalog = True  # type: ignore[attr-defined]
+    cls.sql = sql
+
+
+def _wrap_save_as_table(cls, state) -> None:
+    original = cls.saveAsTable
+    if getattr(original, "_tahoe_catalog", False):
+        return
+
+    @functools.wraps(original)
+    def saveAsTable(self, name, format=None, *args, **kwargs):
+        if format is not None:
+            self.format(format)
+        try:
+            source = state(self)[0]
+        except Exception:  # noqa: BLE001 - an unexpected writer: leave it to Spark
+            source = ""
+        if source.lower() == "delta" and id(self._spark) in _registered:
+            raise UnsupportedFeatureError(CATALOG_MESSAGE)
+        return original(self, name, None, *args, **kwargs)
+
+    saveAsTable._tahoe_catalog = True  # type: ignore[attr-defined]
+    cls.saveAsTable = saveAsTable
 
 
 # --- save modes Spark does not hand to Python data sources ---------------------------------------
@@ -310,6 +410,7 @@ def _wrap_save(cls, state) -> None:
 
     save.__doc__ = original.__doc__
     save._tahoe_save_modes = True  # type: ignore[attr-defined]
+    save._tahoe_surfacing = getattr(original, "_tahoe_surfacing", False)  # type: ignore[attr-defined]
     cls.save = save
 
 

@@ -13,7 +13,7 @@ import dataclasses
 import json
 from typing import Any
 
-from ..errors import TableNotFoundError
+from ..errors import DeltaError, TableNotFoundError
 from ..log import DeltaLog
 from .read import read_snapshot
 
@@ -33,9 +33,9 @@ class DeltaTable:
     def forPath(cls, sparkSession, path: str, hadoopConf: dict | None = None) -> "DeltaTable":
         from .datasource import register
 
-        register(sparkSession)
         t = cls(sparkSession, path, storage_options=hadoopConf or None)
         t._log.snapshot()  # fails now (TableNotFoundError) when there is no table
+        register(sparkSession)  # only once the table is there: a failed forPath changes nothing
         return t
 
     @classmethod
@@ -44,11 +44,16 @@ class DeltaTable:
 
     @classmethod
     def isDeltaTable(cls, sparkSession, identifier: str) -> bool:
+        """True when `identifier` (a path) holds a Delta table; False for a missing path, a
+        directory without a log, or a file — as delta-spark. A table tahoe cannot read (corrupt
+        log, unsupported features) is still a Delta table: True."""
         try:
             DeltaLog.for_table(identifier).snapshot()
             return True
-        except (TableNotFoundError, ValueError, FileNotFoundError):
+        except (TableNotFoundError, FileNotFoundError, NotADirectoryError, ValueError):
             return False
+        except DeltaError:
+            return True
 
     # --- reading ----------------------------------------------------------------------------
     def toDF(self):

@@ -83,7 +83,8 @@ def _log4j_file() -> str:
 def local_session(master: str = "local[2]", app_name: str = "tahoe", extra: dict | None = None,
                   quick_start: bool = False) -> Any:
     """A quiet local SparkSession with tahoe's settings (UI off, 127.0.0.1, this interpreter
-    for Python workers, 2 shuffle partitions). `quick_start` limits the JVM to its C1 compiler:
+    for Python workers, 2 shuffle partitions). `tahoe.spark.register(spark)` adds the `delta`
+    data source. `quick_start` limits the JVM to its C1 compiler:
     seconds faster to a first result, but long scans run slower — for tests and short jobs."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -93,7 +93,8 @@ def _fsync_dir(dir_path: str) -> None:
 
 def _makedirs_durable(dir_path: str) -> None:
     """`os.makedirs(dir_path, exist_ok=True)`, then fsync the parent of every directory it
-    created, so that a new `_delta_log` (and a new table directory) survive a crash."""
+    created, so that a new `_delta_log` (and a new table directory) survive a crash. A file in the
+    way is a NotADirectoryError naming that file."""
     missing = []
     d = os.path.abspath(dir_path)
     while not os.path.isdir(d):
@@ -105,9 +106,15 @@ def _makedirs_durable(dir_path: str) -> None:
     for d in reversed(missing):
         try:
             os.mkdir(d)
-        except FileExistsError:
+        except (FileExistsError, NotADirectoryError):
             if not os.path.isdir(d):
-                raise
+                # a file in the way is never a FileExistsError, which callers read as "another
+                # writer won": name the file
+                blocker = d
+                while blocker and not os.path.lexists(blocker):
+                    blocker = os.path.dirname(blocker)
+                raise NotADirectoryError(errno.ENOTDIR, f"cannot create the directory: {blocker or d} is a "
+                                         "file, not a directory", dir_path) from None
         _fsync_dir(os.path.dirname(d))
 
 
@@ -360,7 +367,7 @@ class LocalLogStore(LogStore):
             os.rmdir(p)
 
     def mkdirs(self, dir_path: str) -> None:
-        os.makedirs(self._p(dir_path), exist_ok=True)
+        _makedirs_durable(self._p(dir_path))
 
     # --- data files and paths ------------------------------------------------------------
 

@@ -142,3 +142,31 @@ def test_history_limit(tmp_path):
         assert all(h["operation"] == "WRITE" for h in hist if h["version"] > 0)
     r = _run("history", path, "-n", "1")   # the human form honours it too
     assert r.exit_code == 0 and "WRITE" in r.output
+
+
+def test_a_path_that_is_a_file_is_one_clear_line(tmp_path):
+    f = tmp_path / "a_file"
+    f.write_text("x")
+    for cmd in (["describe", str(f)], ["files", str(f)], ["create", str(f / "t"), "--schema", "id BIGINT"]):
+        proc = subprocess.run([sys.executable, "-m", "tahoe", *cmd], capture_output=True, text=True)
+        assert proc.returncode == 1, cmd
+        assert proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr, proc.stderr
+        assert "is a file" in proc.stderr and len(proc.stderr.strip().splitlines()) <= 2, proc.stderr
+
+
+def test_export_creates_the_output_directory_or_says_why_not(tmp_path):
+    import pyarrow as pa
+
+    from tahoe.write import write_table
+
+    root = str(tmp_path / "t")
+    write_table(root, pa.table({"id": [3, 1, 2]}))
+    out = tmp_path / "new" / "dir" / "rows.parquet"
+    r = _run("export", root, str(out))
+    assert r.exit_code == 0, r.output
+    assert sorted(pq.read_table(out).column("id").to_pylist()) == [1, 2, 3]
+    r = _run("export", root, str(tmp_path / "new"))          # a directory, not a file
+    assert r.exit_code == 2 and "is a directory" in r.output
+    (tmp_path / "blocker").write_text("x")
+    r = _run("export", root, str(tmp_path / "blocker" / "rows.parquet"))
+    assert r.exit_code == 1 and "error:" in r.output and "blocker" in r.output

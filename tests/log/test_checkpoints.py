@@ -677,3 +677,46 @@ def test_cli_checkpoint(simple):
     assert res.exit_code == 0 and "version 5" in res.stdout
     res = CliRunner().invoke(app, ["checkpoint", simple, "--version", "99"])
     assert res.exit_code == 1
+
+
+def _commit_mtime_ms(root, version: int) -> int:
+    return os.stat(os.path.join(root, "_delta_log", f"{version:020d}.json")).st_mtime_ns // 1_000_000
+
+
+def test_last_modified_after_a_checkpoint_is_the_commits_time(tmp_path):
+    """describe / detail()['lastModified'] after `tahoe checkpoint`: the latest commit's time (the
+    commit file's mtime, read here with os.stat), not when the checkpoint was written."""
+    from typer.testing import CliRunner
+
+    from tahoe.cli import app
+    from tahoe.write import write_table
+
+    root = str(tmp_path / "t")
+    write_table(root, pa.table({"id": [1]}))
+    write_table(root, pa.table({"id": [2]}), mode="append")
+    commit = _commit_mtime_ms(root, 1) - 60_000   # commits a minute back: checkpoint time != commit time
+    for v, ms in ((0, commit - 60_000), (1, commit)):
+        os.utime(os.path.join(root, "_delta_log", f"{v:020d}.json"), ns=(ms * 1_000_000,) * 2)
+    r = CliRunner().invoke(app, ["checkpoint", root])
+    assert r.exit_code == 0, r.output
+    cp = os.stat(os.path.join(root, "_delta_log", f"{1:020d}.checkpoint.parquet")).st_mtime_ns // 1_000_000
+    assert cp > commit
+    t = Table(root)
+    assert t.snapshot.segment.checkpoint is not None and not t.snapshot.segment.commits
+    assert t.detail()["lastModified"] == commit
+    assert t.history()[0]["timestamp"] == commit
+    r = CliRunner().invoke(app, ["describe", root, "--json"])
+    expected = dt.datetime.fromtimestamp(commit / 1000, tz=dt.timezone.utc).isoformat(timespec="milliseconds")
+    assert json.loads(r.stdout)["timestamp"] == expected
+
+
+def test_last_modified_after_a_checkpoint_with_in_commit_timestamps(tmp_path):
+    from tahoe.write import write_table
+
+    root = str(tmp_path / "t")
+    write_table(root, pa.table({"id": [1]}), properties={"delta.enableInCommitTimestamps": "true"})
+    write_table(root, pa.table({"id": [2]}), mode="append")
+    with open(os.path.join(root, "_delta_log", f"{1:020d}.json")) as f:
+        ict = next(json.loads(line)["commitInfo"]["inCommitTimestamp"] for line in f if '"commitInfo"' in line)
+    write_checkpoint(DeltaLog.for_table(root))
+    assert Table(root).detail()["lastModified"] == ict

@@ -1,0 +1,169 @@
+"""How tahoe's errors reach a Spark user: named first, with Spark's report kept.
+
+An error tahoe raises inside the `delta` data source runs in a Python worker; Spark hands it to
+the caller as an AnalysisException / PythonException / Py4JJavaError whose message starts with
+`[PYTHON_DATA_SOURCE_ERROR] Failed to ...: Traceback ...` and names tahoe's error only at the end.
+
+Owns `surfaced(exc)` and `install()`:
+  * `surfaced(exc)` finds the tahoe error (`tahoe.<module>.<Class>: message`, the last one in the
+    text) in a Spark exception and returns an exception that IS both: an instance of tahoe's class
+    (`except tahoe.errors.TableNotFoundError` works) and of Spark's original class
+    (`except AnalysisException` — what delta-spark code catches — still works), whose message is
+    tahoe's message, so the line a user reads is `tahoe.errors.TableNotFoundError: not a Delta
+    table: ...`. Spark's full report (the worker's traceback included) is attached as a note
+    (printed below it) and kept as `.spark_error`. For Spark's `DATA_SOURCE_NOT_FOUND` on
+    `delta` it returns the same Spark exception with a first line saying to register tahoe's
+    source. Anything else: None (the exception stands as it is).
+  * `install()` wraps the calls where a data-source error reaches the caller — classic and Spark
+    Connect `DataFrameReader.load`, `DataFrameWriter.save/saveAsTable/insertInto`,
+    `DataFrameWriterV2`'s terminal methods and `SparkSession.sql` — so that what they raise is
+    `surfaced` when it can be; they behave exactly as before otherwise. Importing `tahoe.spark`
+    installs it. Errors raised later, when an action (collect, count, ...) runs a scan on the
+    executors, are not rewritten.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import re
+from typing import Any, Callable
+
+from ..errors import DeltaError
+
+__all__ = ["surfaced", "install", "REGISTER_HINT"]
+
+REGISTER_HINT = ("the `delta` data source is not registered in this Spark session: tahoe provides "
+                 "format('delta') as a Python data source — call tahoe.spark.register(spark) once per "
+                 "session")
+
+_ERROR_LINE = re.compile(r"^(tahoe(?:\.\w+)*)\.(\w+): ", re.M)
+_NOT_FOUND = re.compile(r"\[DATA_SOURCE_NOT_FOUND\][^\n]*data source: delta\b", re.I)
+_STOP = re.compile(r"^(\s*$| SQLSTATE|\s+at |JVM stacktrace|Caused by|Driver stacktrace|\tat )")
+
+_classes: dict[tuple[type, type], type] = {}
+
+
+def _tahoe_error_in(text: str) -> tuple[type, str] | None:
+    found = None
+    for m in _ERROR_LINE.finditer(text):
+        found = m
+    if found is None:
+        return None
+    try:
+        cls = getattr(importlib.import_module(found.group(1)), found.group(2), None)
+    except ImportError:
+        return None
+    if not (isinstance(cls, type) and issubclass(cls, DeltaError)):
+        return None
+    rest = text[found.end():].split("\n")
+    lines = [rest[0]]
+    for line in rest[1:]:
+        if _STOP.match(line):
+            break
+        lines.append(line)
+    return cls, "\n".join(lines).rstrip()
+
+
+def _both(tahoe_cls: type, spark_cls: type) -> type:
+    key = (tahoe_cls, spark_cls)
+    if key not in _classes:
+        def __str__(self) -> str:
+            return self._tahoe_message
+
+        _classes[key] = type(tahoe_cls.__name__, (tahoe_cls, spark_cls),
+                             {"__module__": tahoe_cls.__module__, "__qualname__": tahoe_cls.__qualname__,
+                              "__str__": __str__, "__doc__": tahoe_cls.__doc__})
+    return _classes[key]
+
+
+def _copy_as(cls: type, exc: BaseException, message: str, args: tuple) -> BaseException:
+    new = BaseException.__new__(cls)
+    new.__dict__.update(exc.__dict__)
+    new.args = args
+    new._tahoe_message = message
+    new.spark_error = exc
+    return new.with_traceback(exc.__traceback__)
+
+
+def surfaced(exc: BaseException) -> BaseException | None:
+    """`exc` rewritten so that its message names the problem first (see the module docstring);
+    None when it carries no tahoe error and is no missing-`delta`-source error."""
+    if isinstance(exc, DeltaError):
+        return None
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - a Py4J error whose JVM side is gone
+        return None
+    found = _tahoe_error_in(text)
+    if found is not None:
+        cls, message = found
+        try:
+            new = _copy_as(_both(cls, type(exc)), exc, message, (message,))
+        except TypeError:  # classes that cannot be combined: tahoe's class alone
+            new = cls(message)
+            new.spark_error = exc
+        new.add_note("Spark's report of it (the data source's traceback included):\n" + text)
+        return new
+    if _NOT_FOUND.search(text):
+        message = REGISTER_HINT + "\n" + text
+
+        def __str__(self) -> str:
+            return self._tahoe_message
+
+        cls = type(type(exc).__name__, (type(exc),), {"__module__": type(exc).__module__, "__str__": __str__})
+        return _copy_as(cls, exc, message, exc.args)
+    return None
+
+
+def _surfacing(fn: Callable) -> Callable:
+    if getattr(fn, "_tahoe_surfacing", False):
+        return fn
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - rewritten only when it carries a tahoe error
+            new = surfaced(e)
+            if new is None:
+                raise
+            raise new from None
+
+    call._tahoe_surfacing = True  # type: ignore[attr-defined]
+    return call
+
+
+_TARGETS = {
+    "pyspark.sql.readwriter": {"DataFrameReader": ("load",),
+                               "DataFrameWriter": ("save", "saveAsTable", "insertInto"),
+                               "DataFrameWriterV2": ("create", "replace", "createOrReplace", "append",
+                                                     "overwrite", "overwritePartitions")},
+    "pyspark.sql.session": {"SparkSession": ("sql",)},
+    "pyspark.sql.connect.readwriter": {"DataFrameReader": ("load",),
+                                       "DataFrameWriter": ("save", "saveAsTable", "insertInto"),
+                                       "DataFrameWriterV2": ("create", "replace", "createOrReplace", "append",
+                                                             "overwrite", "overwritePartitions")},
+    "pyspark.sql.connect.session": {"SparkSession": ("sql",)},
+}
+
+
+def install() -> None:
+    """Wrap the calls listed in the module docstring (idempotent). Spark Connect's classes only
+    once something imported them (importing them costs seconds, and every Python worker that
+    imports tahoe.spark runs this): `register` calls it again for each session it registers."""
+    import sys
+
+    for module, classes in _TARGETS.items():
+        if ".connect." in module and module not in sys.modules:
+            continue
+        try:
+            mod = importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - an unexpected PySpark layout: leave it alone
+            continue
+        for cls_name, methods in classes.items():
+            cls = getattr(mod, cls_name, None)
+            for name in methods if cls is not None else ():
+                fn = cls.__dict__.get(name)
+                if fn is not None:
+                    setattr(cls, name, _surfacing(fn))
