@@ -6,10 +6,13 @@ subset, parsed with sqlglot into the same tree), and deciding per file whether i
 matching row, from its partition values and its stats (minValues / maxValues / nullCount /
 numRecords).
 
-Evaluation is three-valued and conservative: for a predicate p we compute `may_true(p)` (some row
+Evaluation on files is three-valued and conservative: for a predicate p we compute `may_true(p)` (some row
 of the file might satisfy p) and `may_false(p)` (some row might make p false). A file is dropped
 only when `may_true(root)` is surely False. Anything unknown (missing stats, an uncastable value, a
 column-to-column comparison) counts as "might". An invalid tree means no filtering at all.
+
+Rows: the client applies the hints it sends to the rows it returns (`json_predicate` refuses an
+invalid tree by name; `row_filter` compiles a tree to a pyarrow compute expression).
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ import json
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
-__all__ = ["Predicate", "parse_json_predicate", "parse_sql_predicates", "FileContext"]
+from ..errors import DeltaError
+
+__all__ = ["Predicate", "PredicateError", "parse_json_predicate", "parse_sql_predicates", "FileContext",
+           "json_predicate", "row_filter"]
 
 _LEAF = {"column", "literal"}
 _CMP = {"equal", "lessThan", "lessThanOrEqual", "greaterThan", "greaterThanOrEqual"}
@@ -27,7 +33,7 @@ _MAX_DEPTH = 64
 _MAX_NODES = 10_000
 
 
-class PredicateError(ValueError):
+class PredicateError(DeltaError, ValueError):
     """A predicate tree that cannot be used (filtering is skipped)."""
 
 
@@ -323,3 +329,99 @@ def parse_sql_predicates(hints: Any, schema) -> Predicate | None:
     if not trees:
         return None
     return Predicate(trees[0] if len(trees) == 1 else {"op": "and", "children": trees})
+
+
+# --- rows (the client applies the hints it sends to the rows it returns) ----------------------------
+
+def json_predicate(text: Any) -> Predicate:
+    """A Predicate from `jsonPredicateHints` (a JSON string or object), or PredicateError saying
+    what is wrong with it (the client refuses hints it cannot apply)."""
+    try:
+        tree = json.loads(text) if isinstance(text, (str, bytes)) else text
+    except ValueError as e:
+        raise PredicateError(f"jsonPredicateHints is not valid JSON: {e}") from None
+    return Predicate(tree)
+
+
+_ARROW_TYPE = {"bool": "bool_", "boolean": "bool_", "int": "int32", "long": "int64", "string": "string",
+               "date": "date32", "float": "float32", "double": "float64"}
+
+
+def _arrow_type(vt: str):
+    import pyarrow as pa
+
+    if vt == "timestamp":
+        return pa.timestamp("us", tz="UTC")
+    return getattr(pa, _ARROW_TYPE[vt])()
+
+
+def row_filter(pred: Predicate, columns: dict[str, Any]):
+    """`pred` as a `pyarrow.compute.Expression` over rows: SQL semantics (a comparison with null
+    is null, `and`/`or`/`not` three-valued; filtering keeps the rows where it is true). `columns`
+    maps the table's column names to their Arrow types; names match case-insensitively (nested
+    fields by dotted names). Column values are cast to the node's valueType, as the spec says."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    by_lower = {n.lower(): n for n in columns}
+
+    def column(node: dict):
+        name = node["name"]
+        real = by_lower.get(name.lower())
+        if real is not None:
+            f, typ = pc.field(real), columns[real]
+        else:
+            parts = name.split(".")
+            top = by_lower.get(parts[0].lower())
+            if top is None or len(parts) == 1:
+                raise PredicateError(f"the predicate names column {name!r}, which the table does not have")
+            typ = columns[top]
+            path = [top]
+            for p in parts[1:]:
+                if not pa.types.is_struct(typ):
+                    raise PredicateError(f"the predicate names column {name!r}, which the table does not have")
+                child = next((typ.field(i) for i in range(typ.num_fields) if typ.field(i).name.lower() == p.lower()),
+                             None)
+                if child is None:
+                    raise PredicateError(f"the predicate names column {name!r}, which the table does not have")
+                path.append(child.name)
+                typ = child.type
+            f = pc.field(*path)
+        want = _arrow_type(node["valueType"])
+        if typ == want:
+            return f
+        if pa.types.is_timestamp(typ) and pa.types.is_timestamp(want) and typ.tz is None:
+            return f.cast(pa.timestamp(typ.unit, tz="UTC")).cast(want)
+        return f.cast(want)
+
+    def literal(node: dict):
+        vt = node["valueType"]
+        v = _convert(node["value"], vt)
+        return pc.scalar(pa.scalar(v, _arrow_type(vt)))
+
+    def build(node: dict):
+        op = node["op"]
+        if op == "column":
+            return column(node)
+        if op == "literal":
+            return literal(node)
+        kids = node.get("children") or []
+        if op == "and":
+            out = build(kids[0])
+            for k in kids[1:]:
+                out = out & build(k)
+            return out
+        if op == "or":
+            out = build(kids[0])
+            for k in kids[1:]:
+                out = out | build(k)
+            return out
+        if op == "not":
+            return ~build(kids[0])
+        if op == "isNull":
+            return build(kids[0]).is_null()
+        a, b = build(kids[0]), build(kids[1])
+        return {"equal": lambda: a == b, "lessThan": lambda: a < b, "lessThanOrEqual": lambda: a <= b,
+                "greaterThan": lambda: a > b, "greaterThanOrEqual": lambda: a >= b}[op]()
+
+    return build(pred.tree)
