@@ -8,7 +8,9 @@
   (object stores such as s3://, which plain PySpark cannot write: pyarrow in the executors).
 - `register(spark)` — registers the `delta` Python data source, so
   `spark.read.format("delta").load(path)` and `df.write.format("delta").save(path)` work (all
-  four save modes: see `tahoe.spark.datasource`).
+  four save modes: see `tahoe.spark.datasource`), and the `deltaSharing` one, so
+  `spark.read.format("deltaSharing").load("profile.share#share.schema.table")` and
+  `spark.readStream.format("deltaSharing")` read shared tables (see `tahoe.spark.sharing`).
 
 Shipping tahoe to a cluster: executors need `tahoe` importable only for the data-source path
 (`format("delta")`), whose readers/writers run Python on executors. Either `pip install tahoe` on

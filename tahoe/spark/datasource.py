@@ -256,8 +256,9 @@ _registered: set[int] = set()
 
 
 def register(spark) -> None:
-    """Register the `delta` data source on `spark` (once per session), apply tahoe's confs and
-    map the error/ignore save modes (see the module docstring)."""
+    """Register the `delta` data source on `spark` (once per session) — and `deltaSharing`
+    (`tahoe.spark.sharing`) —, apply tahoe's confs and map the error/ignore save modes (see the
+    module docstring)."""
     from .session import configure
 
     configure(spark)
@@ -265,6 +266,9 @@ def register(spark) -> None:
     if key in _registered:
         return
     spark.dataSource.register(DeltaDataSource)
+    from .sharing import DeltaSharingDataSource   # format("deltaSharing") too
+
+    spark.dataSource.register(DeltaSharingDataSource)
     _registered.add(key)
     _install_save_modes()
 

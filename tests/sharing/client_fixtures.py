@@ -3,7 +3,8 @@ server process sharing every conformance table that has expected rows (share `g`
 table names with `-` → `_`), and tables these tests write (share `w`, schema `t`): the hand-built
 `cdf` table of `conftest.build_tables` and `dvcm` — written by tahoe with deletion vectors, column
 mapping (a column named with a space), timestamp_ntz, a partition column and the change data feed —
-whose rows are written down here (`DVCM_*`), derived by hand from how it is built.
+whose rows are written down here (`DVCM_*`), derived by hand from how it is built — and `growing`
+(version 0: ids 0..9), which the streaming test appends to.
 
 Recipients: `alice` (bearer; g and w), `other` (bearer; g only), and OAuth clients `oa` (w),
 `oa_short` (w; access tokens live 2 s) and `oa_revoked` (w; revoked before the tests run)."""
@@ -83,7 +84,10 @@ def share_server(tmp_path_factory) -> ClientServer:
     d = tmp_path_factory.mktemp("client-sharing")
     hand = build_tables(d / "hand")
     build_dvcm(str(d / "dvcm"))
-    written = {"cdf": hand["cdf"], "stats": hand["stats"], "dvcm": str(d / "dvcm")}
+    from tahoe.write import write_table
+
+    write_table(str(d / "growing"), pa.table({"id": pa.array(range(10), pa.int64())}))
+    written = {"cdf": hand["cdf"], "stats": hand["stats"], "dvcm": str(d / "dvcm"), "growing": str(d / "growing")}
     golden = {tname(e["name"]): str(GOLDEN / e["table"]) for e in ROWS_TABLES} if GOLDEN.exists() else {}
     cfg = {
         "shares": [

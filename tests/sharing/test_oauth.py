@@ -76,7 +76,7 @@ def test_tahoe_client_reads_with_client_credentials(share_server):
     url = share_server.table_url("oa", "w", "dvcm")
     df = tds.load_as_pandas(url)
     assert sorted(zip(df["id"], df["Grp Name"])) == DVCM_LATEST
-    assert [t.name for t in tds.SharingClient(share_server.profiles["oa"]).list_all_tables()] == ["cdf", "stats", "dvcm"]
+    assert [t.name for t in tds.SharingClient(share_server.profiles["oa"]).list_all_tables()] == ["cdf", "stats", "dvcm", "growing"]
     assert tds.get_table_version(url) == 2
 
 
@@ -148,7 +148,7 @@ def test_official_client_with_an_oauth_profile(share_server):
         df = delta_sharing.load_as_pandas(url, use_delta_format=True)
         assert sorted(zip(df["id"], df["Grp Name"])) == DVCM_LATEST
         assert {t.name for t in delta_sharing.SharingClient(share_server.profiles[who]).list_all_tables()} == \
-            {"cdf", "stats", "dvcm"}
+            {"cdf", "stats", "dvcm", "growing"}
     with pytest.raises(Exception) as ei:
         delta_sharing.SharingClient(share_server.profiles["oa_revoked"]).list_shares()
     assert "401" in str(ei.value)
