@@ -177,12 +177,13 @@ def _write_with_progress(out: str, start, quiet: bool) -> dict:
     import threading
 
     import pyarrow.parquet as pq
+    from rich.console import Console
     from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
                                TransferSpeedColumn)
 
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(),
                         TransferSpeedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[files]} files"),
-                        disable=quiet, console=None)
+                        disable=quiet, console=Console(stderr=True))
     tmp = f"{out}.tmp-{os.getpid()}"
     state = {"task": None, "done": 0, "total": 0}
     lock = threading.Lock()

@@ -277,7 +277,9 @@ def load_as_pandas(url: str, limit: Optional[int] = None, version: Optional[int]
     """
     del convert_in_batches
     t = load_as_arrow(url, limit, version, timestamp, jsonPredicateHints, use_delta_format)
-    return t.to_pandas(self_destruct=True)
+    # split_blocks: no consolidation copy (the frame is the same); self_destruct: Arrow memory freed
+    # column by column as it converts
+    return t.to_pandas(split_blocks=True, self_destruct=True)
 
 
 def load_table_changes_as_arrow(url: str, starting_version: Optional[int] = None,
@@ -309,7 +311,7 @@ def load_table_changes_as_pandas(url: str, starting_version: Optional[int] = Non
     timestamp; the end (inclusive) defaults to the latest version."""
     del convert_in_batches
     return load_table_changes_as_arrow(url, starting_version, ending_version, starting_timestamp, ending_timestamp,
-                                       use_delta_format).to_pandas(self_destruct=True)
+                                       use_delta_format).to_pandas(split_blocks=True, self_destruct=True)
 
 
 def _rest_for(url: str) -> tuple[RestClient, Table]:
