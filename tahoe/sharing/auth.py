@@ -16,6 +16,7 @@ import hmac
 import time
 from dataclasses import dataclass
 
+from ..errors import DeltaError
 from .config import OAUTH_TOKEN_TTL, RecipientStore, ServerConfig, hash_token
 from .errors import SharingError
 from .signing import BadToken, Holder, Signer
@@ -42,7 +43,7 @@ class Principal:
         return self.all_shares or any(g == "*" or g.lower() == s for g in self.shares)
 
 
-class OAuthError(Exception):
+class OAuthError(DeltaError):
     """A refused token request, answered as RFC 6749 §5.2 says (`error`, `error_description`)."""
 
     def __init__(self, status: int, error: str, description: str):

@@ -49,6 +49,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import pyarrow as pa
 
+from ..errors import DeltaError
 from .download import DownloadError, Fetcher
 from .model import DeltaSharingProfile, Metadata, Protocol, Schema, Share, Table
 from .predicates import PredicateError, json_predicate, parse_sql_predicates, row_filter
@@ -58,19 +59,24 @@ from .rest import RestClient, TableResponse
 __all__ = ["SharingClient", "load_as_pandas", "load_as_arrow", "load_as_batches", "load_as_spark",
            "load_table_changes_as_pandas", "load_table_changes_as_arrow", "load_table_changes_as_batches",
            "load_table_changes_as_spark", "get_table_version", "get_table_metadata", "get_table_protocol",
-           "parse_url", "Request", "RemoteScan"]
+           "parse_url", "Request", "RemoteScan", "SharingArgumentError"]
+
+
+class SharingArgumentError(DeltaError, ValueError):
+    """A bad argument: a malformed table URL, a negative limit or version, ... (a ValueError, as
+    the official connector raises)."""
 
 
 def parse_url(url: str) -> tuple[str, str, str, str]:
     """(profile, share, schema, table) of a table URL `<profile>#<share>.<schema>.<table>`."""
     if not isinstance(url, str):
-        raise ValueError(f"Invalid 'url': {url!r}")
+        raise SharingArgumentError(f"Invalid 'url': {url!r}")
     i = url.rfind("#")
     if i < 0:
-        raise ValueError(f"Invalid 'url': {url} (expected <profile>#<share>.<schema>.<table>)")
+        raise SharingArgumentError(f"Invalid 'url': {url} (expected <profile>#<share>.<schema>.<table>)")
     profile, parts = url[:i], url[i + 1:].split(".")
     if len(parts) != 3 or not profile or not all(parts):
-        raise ValueError(f"Invalid 'url': {url} (expected <profile>#<share>.<schema>.<table>)")
+        raise SharingArgumentError(f"Invalid 'url': {url} (expected <profile>#<share>.<schema>.<table>)")
     return profile, parts[0], parts[1], parts[2]
 
 
@@ -174,7 +180,7 @@ def _row_filter(info_schema: pa.Schema, table_schema, json_hints: Any, sql_hints
 
 def _check_limit(limit: Optional[int]) -> None:
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ValueError(f"'limit' must be a non-negative int, got {limit!r}")
+        raise SharingArgumentError(f"'limit' must be a non-negative int, got {limit!r}")
 
 
 def _snapshot_request(url: str, limit: Optional[int], version: Optional[int], timestamp: Optional[str],
@@ -183,9 +189,9 @@ def _snapshot_request(url: str, limit: Optional[int], version: Optional[int], ti
     profile, share, schema, table = parse_url(url)
     _check_limit(limit)
     if version is not None and timestamp is not None:
-        raise ValueError("give version or timestamp, not both")
+        raise SharingArgumentError("give version or timestamp, not both")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
-        raise ValueError(f"'version' must be a non-negative int, got {version!r}")
+        raise SharingArgumentError(f"'version' must be a non-negative int, got {version!r}")
     body: dict[str, Any] = {}
     if predicateHints is not None:
         body["predicateHints"] = list(predicateHints)
@@ -208,7 +214,7 @@ def _changes_request(url: str, starting_version, ending_version, starting_timest
                      use_delta_format: Optional[bool], page_size: Optional[int]) -> Request:
     profile, share, schema, table = parse_url(url)
     if starting_version is None and starting_timestamp is None:
-        raise ValueError("give starting_version or starting_timestamp")
+        raise SharingArgumentError("give starting_version or starting_timestamp")
     params = {"startingVersion": starting_version, "endingVersion": ending_version,
               "startingTimestamp": starting_timestamp, "endingTimestamp": ending_timestamp}
     return Request(DeltaSharingProfile.of(profile), Table(table, share, schema), "changes",
