@@ -20,6 +20,7 @@ import pytest
 
 import tahoe.sharing as tds
 from tahoe.sharing.credentials import OAuthError
+from tahoe.sharing.official_client import OfficialClientError
 from tests.sharing.client_fixtures import DVCM_LATEST, REPO, add_recipient, share_server  # noqa: F401  (fixture)
 
 
@@ -136,19 +137,17 @@ def test_revoked_rotated_forged_and_foreign_tokens_are_refused(share_server):
     assert ei.value.status == 401
 
 
-def test_official_client_with_an_oauth_profile(share_server):
+def test_official_client_with_an_oauth_profile(share_server, official):
     """What the official connector (1.4.2) does with a version-2 oauth_client_credentials profile:
     it asks the token endpoint (HTTP Basic client authentication), sends the access token, and
     reads; with tokens living less than its renewal threshold (600 s) it asks for a new token
-    before every request — which works too."""
-    import delta_sharing
-
+    before every request — which works too. A revoked client: the token request fails (401)."""
     for who in ("oa", "oa_short"):
         url = share_server.table_url(who, "w", "dvcm")
-        df = delta_sharing.load_as_pandas(url, use_delta_format=True)
-        assert sorted(zip(df["id"], df["Grp Name"])) == DVCM_LATEST
-        assert {t.name for t in delta_sharing.SharingClient(share_server.profiles[who]).list_all_tables()} == \
+        t = official.load_as_pandas(url, use_delta_format=True)
+        assert sorted(zip(t.column("id").to_pylist(), t.column("Grp Name").to_pylist())) == DVCM_LATEST
+        assert {x["name"] for x in official.client(share_server.profiles[who], "list_all_tables")} == \
             {"cdf", "stats", "dvcm", "growing"}
-    with pytest.raises(Exception) as ei:
-        delta_sharing.SharingClient(share_server.profiles["oa_revoked"]).list_shares()
-    assert "401" in str(ei.value)
+    with pytest.raises(OfficialClientError) as ei:
+        official.client(share_server.profiles["oa_revoked"], "list_shares")
+    assert ei.value.status == 401 and "HTTPError" in ei.value.type

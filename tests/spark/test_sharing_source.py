@@ -23,9 +23,10 @@ import pytest
 
 import tahoe.sharing as tds
 from tahoe.write import write_table
-from tests.sharing.client_fixtures import DVCM_LATEST, REPO, ROWS_TABLES, share_server, tname  # noqa: F401
+from tests.conftest import conformance
+from tests.sharing.client_fixtures import DVCM_LATEST, REPO, share_server, tname  # noqa: F401
 from tests.sharing.fault_proxy import FaultProxy
-from tests.sharing.helpers import rows_of_arrow
+from tests.sharing.helpers import rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
@@ -35,19 +36,18 @@ GOLDEN_SAMPLE = ["dv-with-columnmapping", "data-reader-timestamp_ntz-id-mode", "
 
 
 def _spark_rows(df) -> list:
-    return rows_of_arrow(df.toArrow())
+    return rows(df.toArrow())
 
 
-@pytest.mark.parametrize("table", ["w.dvcm", "w.cdf", "w.stats"] + [f"g.{tname(g)}" for g in GOLDEN_SAMPLE])
+@pytest.mark.parametrize("table", ["w.dvcm", "w.cdf", "w.stats"] +
+                         [pytest.param(f"g.{tname(g)}", marks=conformance) for g in GOLDEN_SAMPLE])
 def test_rows_equal_the_pandas_readers(spark, share_server, table):
     share, name = table.split(".")
-    if share == "g" and not any(tname(e["name"]) == name for e in ROWS_TABLES):
-        pytest.fail(f"{name} is not a conformance table with expected rows")
     url = share_server.table_url("alice", share, name)
     df = spark.read.format("deltaSharing").load(url)
     ours = tds.load_as_arrow(url)
     assert df.columns == ours.column_names
-    assert _spark_rows(df) == rows_of_arrow(ours), table
+    assert _spark_rows(df) == rows(ours), table
 
 
 def test_time_travel_change_feed_and_formats(spark, share_server):
@@ -55,9 +55,9 @@ def test_time_travel_change_feed_and_formats(spark, share_server):
     r = spark.read.format("deltaSharing")
     for v in (1, 3, 5):
         assert _spark_rows(r.option("versionAsOf", v).load(url)) == \
-            rows_of_arrow(tds.load_as_arrow(url, version=v)), v
+            rows(tds.load_as_arrow(url, version=v)), v
     assert _spark_rows(spark.read.format("deltaSharing").option("timestampAsOf", "2024-01-01 02:30:00").load(url)) == \
-        rows_of_arrow(tds.load_as_arrow(url, version=2))
+        rows(tds.load_as_arrow(url, version=2))
     ch = spark.read.format("deltaSharing").option("readChangeFeed", "true").option("startingVersion", 1) \
         .option("endingVersion", 4).load(url)
     assert ch.columns[-3:] == ["_change_type", "_commit_version", "_commit_timestamp"]
@@ -77,7 +77,7 @@ def test_time_travel_change_feed_and_formats(spark, share_server):
     with pytest.raises(Exception, match="UNSUPPORTED_OPERATION|400"):
         spark.read.format("deltaSharing").option("responseFormat", "parquet").load(dv).collect()
     # load_as_spark / load_table_changes_as_spark of the pandas module
-    assert _spark_rows(tds.load_as_spark(url, version=2)) == rows_of_arrow(tds.load_as_arrow(url, version=2))
+    assert _spark_rows(tds.load_as_spark(url, version=2)) == rows(tds.load_as_arrow(url, version=2))
     assert tds.load_table_changes_as_spark(url, starting_version=3, ending_version=3).count() == 1
 
 
