@@ -62,7 +62,7 @@ _OPEN_COST_BYTES = 4 << 20
 _MAX_FILES_DEFAULT = 1000
 _MAX_VERSIONS_PER_RPC_DEFAULT = 100
 _VERSION_POLL_SECONDS = 1.0
-_EXECUTOR_THREADS = 4
+_EXECUTOR_THREADS = 2
 
 _CREDENTIAL_OPTIONS = {"sharecredentialsversion": "shareCredentialsVersion", "sharecredentialstype": "type",
                        "endpoint": "endpoint", "tokenendpoint": "tokenEndpoint", "clientid": "clientId",
@@ -321,10 +321,12 @@ def _read_partition(p: _Files, spark_schema_json: str) -> Iterator:
     import pyarrow as pa
 
     for b in batches:
+        if b.schema.equals(target):
+            yield b
+            continue
         t = pa.Table.from_batches([b])
         t = t.select(target.names) if target.names else t
-        for out in t.cast(target).to_batches():
-            yield out
+        yield from t.cast(target).to_batches()
     reader.fetcher.close()
 
 
