@@ -260,3 +260,18 @@ def test_a_stream_delivers_each_row_once_across_sigkill_and_restart(share_server
         ids.extend(pq.read_table(f).column("id").to_pylist())
     assert sorted(ids) == sorted(expected)          # each row exactly once
     assert len(planned) >= 3 and committed           # the kill came after some committed batches
+
+
+def test_oauth_profiles_and_credentials_given_as_options(spark, share_server):
+    oa = json.loads(Path(share_server.profiles["oa"]).read_text())
+    df = spark.read.format("deltaSharing").load(share_server.table_url("oa", "w", "dvcm"))
+    assert sorted((r["id"], r["Grp Name"]) for r in df.collect()) == DVCM_LATEST
+    r = spark.read.format("deltaSharing").option("shareCredentialsVersion", 2) \
+        .option("shareCredentialsType", "oauth_client_credentials").option("endpoint", oa["endpoint"]) \
+        .option("tokenEndpoint", oa["tokenEndpoint"]).option("clientId", oa["clientId"]) \
+        .option("clientSecret", oa["clientSecret"])
+    assert sorted((x["id"], x["Grp Name"]) for x in r.load("w.t.dvcm").collect()) == DVCM_LATEST
+    alice = json.loads(Path(share_server.profiles["alice"]).read_text())
+    df = spark.read.format("deltaSharing").option("endpoint", alice["endpoint"]) \
+        .option("bearerToken", alice["bearerToken"]).load("w.t.cdf")
+    assert df.count() == 5
