@@ -1,18 +1,22 @@
 """Sharing server benchmarks on loopback (the server runs as a separate process).
 
-    python -m bench.sharing            # 100k-file /query; ~1 GB load_as_pandas
+    python -m bench.sharing            # 100k-file /query; ~1 GB load_as_pandas; Spark scans
     python -m bench.sharing --quick    # 20k files; ~100 MB
 
 1. `/query` over a table of N files (one JSON commit with N adds, hard links to a few real small
    parquet files, each with stats): time to first byte and to the last line, cold (first request:
    snapshot load) and warm (snapshot cached). Targets: first byte < 200 ms, last line < 2 s.
-2. `delta_sharing.load_as_pandas` (the official client, parquet format, run in its own environment
-   `.venv-recipient` as a recipient runs it; timed inside that process) of a ~1 GB table through
-   the server, beside pyarrow reading the same files locally (`pq.read_table(...).to_pandas()`),
-   and tahoe's own client (`tahoe.sharing.client.load_as_arrow(...).to_pandas()`).
-   Target ratio (official client / local) ≤ 1.3. Also printed: the official client's own
-   conversion work on the same files read locally (its per-file steps and final concat, without
-   HTTP) — the floor no server can go below — and the server process's CPU time per load.
+2. `load_as_pandas` of a ~1 GB table through the server — tahoe's client
+   (`tahoe.sharing.load_as_pandas`) and the official client (`delta_sharing.load_as_pandas`, parquet
+   format, run in its own environment `.venv-recipient` as a recipient runs it; timed inside that
+   process) — beside pyarrow reading the same files locally (`pq.read_table(...).to_pandas()`).
+   Targets: tahoe's client / local ≤ 1.1; official client / local ≤ 1.3. Also printed: the
+   official client's own conversion work on the same files read locally (its per-file steps and
+   final concat, without HTTP) — the floor no server can go below for it — and the server
+   process's CPU time per load.
+3. Spark (`--no-spark` skips it): a full scan (`write.format("noop")`) of the same table through
+   `spark.read.format("deltaSharing")` (tahoe's Python data source, via the server) beside
+   `spark.read.parquet` of the same files, best of 3 interleaved. Target ratio ≤ 1.5.
 
 The machine's load average is printed with each section: on a shared machine, read the numbers
 beside it.
@@ -192,11 +196,42 @@ def load_avg() -> str:
     return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
 
 
+def spark_scans(files: list[Path], url: str, rounds: int = 3) -> None:
+    """Full scans (every column, `write.format("noop")`) of the shared table through
+    `format("deltaSharing")` and of the same files with `spark.read.parquet`, interleaved."""
+    from tahoe.spark import register
+    from tahoe.spark.session import local_session
+
+    spark = local_session("local[2]", "bench-sharing")
+    register(spark)
+    paths = [str(f) for f in files]
+    variants = {
+        "parquet": lambda: spark.read.parquet(*paths).write.format("noop").mode("overwrite").save(),
+        "deltaSharing": lambda: spark.read.format("deltaSharing").load(url).write.format("noop").mode("overwrite").save(),
+    }
+    counts = {"parquet": spark.read.parquet(*paths).count(), "deltaSharing": spark.read.format("deltaSharing").load(url).count()}
+    assert counts["parquet"] == counts["deltaSharing"], counts
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(rounds):
+        for k, fn in variants.items():
+            t = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t)
+    best = {k: min(v) for k, v in times.items()}
+    print(f"\nSpark full scan of the same {len(files)} files ({counts['parquet']} rows; best of {rounds}; {load_avg()}):")
+    for k in variants:
+        print(f"  {k:13s} {best[k]:6.2f} s   runs: {', '.join(f'{x:.2f}' for x in times[k])}")
+    print(f"  RATIO format('deltaSharing') / spark.read.parquet: {best['deltaSharing'] / best['parquet']:.2f}x "
+          f"(target <= 1.5)")
+    spark.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--files", type=int, default=None)
     ap.add_argument("--mb", type=int, default=None)
+    ap.add_argument("--no-spark", action="store_true", help="skip the Spark scans")
     args = ap.parse_args()
     n_files = args.files or (20_000 if args.quick else 100_000)
     mb = args.mb or (100 if args.quick else 1000)
@@ -229,7 +264,7 @@ def main() -> None:
 
         prof = tmp / "bench.share"
         prof.write_text(json.dumps({"shareCredentialsVersion": 1, "endpoint": endpoint, "bearerToken": "bench-token"}))
-        from tahoe.sharing.client import load_as_arrow
+        import tahoe.sharing as tds
         from tahoe.sharing.official_client import OfficialClient, ensure_env
 
         official = OfficialClient(ensure_env(str(REPO / ".venv-recipient")))
@@ -240,7 +275,7 @@ def main() -> None:
             "local": lambda: pq.read_table([str(f) for f in files]).to_pandas(),
             "client work, local files": lambda: client_work_local(files, phases),
             "official": lambda: official.timed("load_as_pandas", f"{prof}#s.b.big", use_delta_format=False),
-            "tahoe": lambda: load_as_arrow(f"{prof}#s.b.big").to_pandas(),
+            "tahoe": lambda: tds.load_as_pandas(f"{prof}#s.b.big"),
         }
         phases: dict[str, float] = {}
         phase_runs: list[dict[str, float]] = []
@@ -270,7 +305,7 @@ def main() -> None:
         labels = {"local": "pyarrow local read + to_pandas        ",
                   "client work, local files": "official client's own work, local   ",
                   "official": "delta_sharing.load_as_pandas (parquet)",
-                  "tahoe": "tahoe client load_as_arrow+to_pandas  "}
+                  "tahoe": "tahoe.sharing.load_as_pandas         "}
         cpu = {k: min(a + b for a, b in zip(own_cpu[k], server_cpu[k])) for k in variants}
         for k, label in labels.items():
             extra = f"  ratio {best[k] / t_local:.2f}x" if k != "local" else ""
@@ -282,6 +317,11 @@ def main() -> None:
               + " (per file: read one-file dataset, then to_pandas on one thread)")
         print(f"  official client / its own work on local files: {best['official'] / best['client work, local files']:.2f}x "
               f"(what HTTP and the server add); {load_avg()}")
+        print(f"  RATIO tahoe load_as_pandas / local: {best['tahoe'] / t_local:.2f}x (target <= 1.1); "
+              f"official / local: {best['official'] / t_local:.2f}x; tahoe / official: "
+              f"{best['tahoe'] / best['official']:.2f}x")
+        if not args.no_spark:
+            spark_scans(files, f"{prof}#s.b.big")
     finally:
         if proc is not None:
             proc.terminate()

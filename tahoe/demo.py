@@ -97,13 +97,13 @@ def _read_as_recipient(profile: Path, table_url_suffix: str, version_to_read: in
             changes = client.load_table_changes_as_pandas(url, starting_version=1)
             who = f"official delta-sharing {client.versions['delta-sharing']} client, own environment"
         return who, tables, latest, at_version, changes
-    from .sharing import client as own
+    from . import sharing as own   # tahoe's client: the official client's functions, plus Arrow
 
-    c = own.SharingClient(own.Profile.from_file(str(profile)))
-    tables = [f"{t['share']}.{t['schema']}.{t['name']}" for t in c.list_all_tables()]
+    c = own.SharingClient(str(profile))
+    tables = [f"{t.share}.{t.schema}.{t.name}" for t in c.list_all_tables()]
     latest = own.load_as_arrow(url)
     at_version = own.load_as_arrow(url, version=version_to_read)
-    changes = own.load_changes_as_arrow(url, starting_version=1)
+    changes = own.load_table_changes_as_arrow(url, starting_version=1)
     return "tahoe sharing client (no --recipient-python given)", tables, latest, at_version, changes
 
 

@@ -104,20 +104,31 @@ class ArrowFileReader:
         """The logical rows of one data file one parquet row group at a time (all of them, or
         `row_groups`, ascending indexes): memory stays at a row group, and a large file can be
         read by several tasks. Deletion vectors apply by the rows' positions in the file."""
-        full, pf, resolved, names = self._open(path)
+        full, pf, _resolved, _names = self._open(path)
+        deleted = self._deleted(full, deletion_vector, pf.metadata.num_rows)
+        return self.read_parquet(pf, path, partition_values, deleted, row_groups, where=full)
+
+    def read_parquet(self, pf: pq.ParquetFile, path: str, partition_values: dict[str, str | None] | None,
+                     deleted=None, row_groups: Iterable[int] | None = None,
+                     where: str | None = None) -> Iterator[pa.Table]:
+        """The logical rows of an already opened data file (`pf`, from any source — e.g. bytes
+        downloaded through a sharing URL), one row group at a time: `path` names it in errors,
+        `deleted` is its deletion-vector mask (`deleted_mask`, or None), `row_groups` as in
+        `read_row_groups`."""
+        where = where or path
+        resolved, names = self._resolve(pf)
         md = pf.metadata
         starts = [0] * (md.num_row_groups + 1)
         for i in range(md.num_row_groups):
             starts[i + 1] = starts[i] + md.row_group(i).num_rows
-        deleted = self._deleted(full, deletion_vector, md.num_rows)
         for i in (range(md.num_row_groups) if row_groups is None else row_groups):
             if not 0 <= i < md.num_row_groups:
-                raise CorruptLogError(f"data file {full} has {md.num_row_groups} row groups, not a row group {i}")
+                raise CorruptLogError(f"data file {where} has {md.num_row_groups} row groups, not a row group {i}")
             n = starts[i + 1] - starts[i]
             try:
                 t = pf.read_row_group(i, columns=names, use_threads=False) if names else None
             except (pa.ArrowInvalid, OSError) as e:
-                raise CorruptLogError(f"cannot read data file {full}: {e}") from None
+                raise CorruptLogError(f"cannot read data file {where}: {e}") from None
             yield self._assemble(t, resolved, n, path, partition_values,
                                  None if deleted is None else deleted[starts[i]:starts[i + 1]])
 
@@ -140,10 +151,15 @@ class ArrowFileReader:
             raise CorruptLogError(f"data file {full} listed in the log does not exist") from None
         except (pa.ArrowInvalid, OSError) as e:
             raise CorruptLogError(f"cannot read data file {full}: {e}") from None
+        resolved, names = self._resolve(pf)
+        return full, pf, resolved, names
+
+    def _resolve(self, pf: pq.ParquetFile):
+        """([(logical field, the file's column name for it | None)], the file's columns to read)."""
         file_schema = pf.schema_arrow
-        resolved = [(f, self._find(file_schema, f)) for f in self.data_fields]
-        names = [file_schema.field(i).name for i in sorted({i for _, i in resolved if i is not None})]
-        return full, pf, [(f, None if i is None else file_schema.field(i).name) for f, i in resolved], names
+        found = [(f, self._find(file_schema, f)) for f in self.data_fields]
+        names = [file_schema.field(i).name for i in sorted({i for _, i in found if i is not None})]
+        return [(f, None if i is None else file_schema.field(i).name) for f, i in found], names
 
     def _deleted(self, full: str, deletion_vector, num_rows: int):
         """The file's deleted rows as a boolean mask (None: no deletion vector)."""

@@ -2,8 +2,9 @@
 
 Owns: walking the commits of a version range (`table_changes`), deciding whether the change data
 feed was enabled over that range (`cdf_enabled_at`, `check_cdf_enabled`), and materializing CDF rows
-as Arrow (`read_changes_arrow`). Used by the sharing server's `/changes`, and meant to be reused by
-the Spark CDF reader and streaming.
+as Arrow (`read_changes_arrow`; `version_change_rows` over any `ChangeFiles` source — the sharing
+client feeds it files downloaded through a server's URLs). Used by the sharing server's `/changes`
+and by the sharing client.
 
 Rules:
   1. A version's timestamp is its commit timestamp as `DeltaLog.commit_timestamps` defines it
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Iterator
+from typing import Protocol as _Interface
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +34,8 @@ from ..log.replay import read_commit
 from ..log.segment import list_log
 
 __all__ = ["VersionChanges", "CdfNotEnabledError", "table_changes", "cdf_enabled_at",
-           "check_cdf_enabled", "read_changes_arrow", "CDF_COLUMNS"]
+           "check_cdf_enabled", "read_changes_arrow", "CDF_COLUMNS", "ChangeFiles", "version_change_rows",
+           "tag_changes", "change_schema"]
 
 CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 
@@ -118,20 +121,52 @@ def check_cdf_enabled(log, start_version: int, end_version: int | None = None) -
 
 # --- rows ------------------------------------------------------------------------------------------
 
-def _keep_mask(reader, dv: dict | None, num_rows: int) -> np.ndarray:
-    from ..protocol.deletion_vectors import DeletionVectorDescriptor, deleted_mask, load_deletion_vector
+class ChangeFiles(_Interface):
+    """Where the rows of a version's files come from (a table's storage, or URLs of a sharing
+    server): `rows(action)` — the file's logical rows, deletion vector NOT applied; `change_types
+    (action)` — a cdc file's `_change_type` column; `keep(action, n)` — the rows of an `n`-row file
+    its action's deletion vector keeps (a boolean mask). Actions are matched by their `path`."""
 
-    if not dv:
-        return np.ones(num_rows, dtype=bool)
-    bitmap = load_deletion_vector(DeletionVectorDescriptor.from_dict(dv), reader.table_root, reader._read_range)
-    return ~deleted_mask(bitmap, num_rows)
+    def rows(self, action: dict) -> pa.Table: ...
+
+    def change_types(self, action: dict) -> pa.Array: ...
+
+    def keep(self, action: dict, num_rows: int) -> np.ndarray: ...
 
 
-def _file_rows(reader, action: dict) -> pa.Table:
-    return reader.read_file(action["path"], action.get("partitionValues"), None)
+class _StoreFiles:
+    """`ChangeFiles` of a table's own storage, through an ArrowFileReader."""
+
+    def __init__(self, reader):
+        self.reader = reader
+
+    def rows(self, action: dict) -> pa.Table:
+        return self.reader.read_file(action["path"], action.get("partitionValues"), None)
+
+    def change_types(self, action: dict) -> pa.Array:
+        import pyarrow.parquet as pq
+
+        from ..storage import resolve_data_path
+
+        r = self.reader
+        full = resolve_data_path(r.table_root, action["path"])
+        pf = pq.ParquetFile(r.store.filesystem.open_input_file(r.store.to_fs_path(full)))
+        return pf.read(columns=["_change_type"]).column("_change_type").cast(pa.string())
+
+    def keep(self, action: dict, num_rows: int) -> np.ndarray:
+        from ..protocol.deletion_vectors import DeletionVectorDescriptor, deleted_mask, load_deletion_vector
+
+        dv = action.get("deletionVector")
+        if not dv:
+            return np.ones(num_rows, dtype=bool)
+        bitmap = load_deletion_vector(DeletionVectorDescriptor.from_dict(dv), self.reader.table_root,
+                                      self.reader._read_range)
+        return ~deleted_mask(bitmap, num_rows)
 
 
-def _tag(t: pa.Table, change_type: str | pa.Array, version: int, ts: int) -> pa.Table:
+def tag_changes(t: pa.Table, change_type: str | pa.Array, version: int, ts: int) -> pa.Table:
+    """`t` with the CDF columns appended: `_change_type`, `_commit_version` (int64) and
+    `_commit_timestamp` (timestamp[us, UTC] of `ts` ms)."""
     n = t.num_rows
     ct = change_type if isinstance(change_type, (pa.Array, pa.ChunkedArray)) else pa.array([change_type] * n, pa.string())
     t = t.append_column("_change_type", ct)
@@ -139,42 +174,42 @@ def _tag(t: pa.Table, change_type: str | pa.Array, version: int, ts: int) -> pa.
     return t.append_column("_commit_timestamp", pa.array(np.full(n, ts * 1000, dtype=np.int64)).cast(pa.timestamp("us", tz="UTC")))
 
 
-def _version_rows(reader, vc: VersionChanges) -> list[pa.Table]:
-    import pyarrow.parquet as pq
-
-    from ..storage import resolve_data_path
-
+def version_change_rows(files: ChangeFiles, vc: VersionChanges) -> list[pa.Table]:
+    """The CDF rows of one version (rule 2 of the module docstring), tagged (`tag_changes`)."""
     out: list[pa.Table] = []
     if vc.cdcs:
         for c in vc.cdcs:
-            rows = _file_rows(reader, c)
-            full = resolve_data_path(reader.table_root, c["path"])
-            pf = pq.ParquetFile(reader.store.filesystem.open_input_file(reader.store.to_fs_path(full)))
-            ct = pf.read(columns=["_change_type"]).column("_change_type").cast(pa.string())
-            out.append(_tag(rows, ct, vc.version, vc.timestamp))
+            out.append(tag_changes(files.rows(c), files.change_types(c), vc.version, vc.timestamp))
         return out
     adds = {a["path"]: a for a in vc.adds if a.get("dataChange", True)}
     removes = {r["path"]: r for r in vc.removes if r.get("dataChange", True)}
     for path, a in adds.items():
-        rows = _file_rows(reader, a)
-        keep = _keep_mask(reader, a.get("deletionVector"), rows.num_rows)
+        rows = files.rows(a)
+        keep = files.keep(a, rows.num_rows)
         if path in removes:  # DV update: only the rows whose status changed
-            old_keep = _keep_mask(reader, removes[path].get("deletionVector"), rows.num_rows)
+            old_keep = files.keep(removes[path], rows.num_rows)
             ins = keep & ~old_keep
             dele = old_keep & ~keep
             if ins.any():
-                out.append(_tag(rows.filter(pa.array(ins)), "insert", vc.version, vc.timestamp))
+                out.append(tag_changes(rows.filter(pa.array(ins)), "insert", vc.version, vc.timestamp))
             if dele.any():
-                out.append(_tag(rows.filter(pa.array(dele)), "delete", vc.version, vc.timestamp))
+                out.append(tag_changes(rows.filter(pa.array(dele)), "delete", vc.version, vc.timestamp))
             continue
-        out.append(_tag(rows.filter(pa.array(keep)), "insert", vc.version, vc.timestamp))
+        out.append(tag_changes(rows.filter(pa.array(keep)), "insert", vc.version, vc.timestamp))
     for path, r in removes.items():
         if path in adds:
             continue
-        rows = _file_rows(reader, r)
-        keep = _keep_mask(reader, r.get("deletionVector"), rows.num_rows)
-        out.append(_tag(rows.filter(pa.array(keep)), "delete", vc.version, vc.timestamp))
+        rows = files.rows(r)
+        keep = files.keep(r, rows.num_rows)
+        out.append(tag_changes(rows.filter(pa.array(keep)), "delete", vc.version, vc.timestamp))
     return out
+
+
+def change_schema(data_schema: pa.Schema) -> pa.Schema:
+    """The schema of CDF rows: the table's columns, then the three CDF columns."""
+    return data_schema.append(pa.field("_change_type", pa.string())) \
+        .append(pa.field("_commit_version", pa.int64())) \
+        .append(pa.field("_commit_timestamp", pa.timestamp("us", tz="UTC")))
 
 
 def read_changes_arrow(log, start_version: int, end_version: int | None = None) -> pa.Table:
@@ -188,12 +223,11 @@ def read_changes_arrow(log, start_version: int, end_version: int | None = None) 
     snap = log.snapshot(end)
     reader = ArrowFileReader(log.store, log.table_root, snap.schema, snap.partition_columns,
                              snap.column_mapping_mode)
+    files = _StoreFiles(reader)
     parts: list[pa.Table] = []
     for vc in changes:
-        parts.extend(_version_rows(reader, vc))
-    schema = reader.out_schema.append(pa.field("_change_type", pa.string())) \
-        .append(pa.field("_commit_version", pa.int64())) \
-        .append(pa.field("_commit_timestamp", pa.timestamp("us", tz="UTC")))
+        parts.extend(version_change_rows(files, vc))
+    schema = change_schema(reader.out_schema)
     if not parts:
         return schema.empty_table()
     return pa.concat_tables([p.cast(schema) for p in parts])

@@ -16,15 +16,17 @@ import hmac
 import time
 from dataclasses import dataclass
 
-from .config import RecipientStore, ServerConfig, hash_token
+from ..errors import DeltaError
+from .config import OAUTH_TOKEN_TTL, RecipientStore, ServerConfig, hash_token
 from .errors import SharingError
-from .signing import Holder
+from .signing import BadToken, Holder, Signer
 
-__all__ = ["Principal", "Authenticator"]
+__all__ = ["Principal", "Authenticator", "OAuthError"]
 
 _RECIPIENT = "r:"     # a holder credential naming a recipient: "r:<name>"
 _BEARER = "bearer"    # the config's bearerToken
 _ANONYMOUS = "anonymous"
+_OAUTH = "oat."       # the prefix of the access tokens the token endpoint issues
 
 
 @dataclass(frozen=True)
@@ -41,11 +43,63 @@ class Principal:
         return self.all_shares or any(g == "*" or g.lower() == s for g in self.shares)
 
 
+class OAuthError(DeltaError):
+    """A refused token request, answered as RFC 6749 §5.2 says (`error`, `error_description`)."""
+
+    def __init__(self, status: int, error: str, description: str):
+        super().__init__(description)
+        self.status = status
+        self.error = error
+        self.description = description
+
+
 class Authenticator:
-    def __init__(self, config: ServerConfig, recipients: RecipientStore):
+    def __init__(self, config: ServerConfig, recipients: RecipientStore, signer: Signer | None = None):
         self.config = config
         self.recipients = recipients
+        self.signer = signer
         self._bearer_hash = hash_token(config.bearer_token) if config.bearer_token else None
+
+    # --- OAuth (client-credentials grant) -------------------------------------------------------
+    def issue_token(self, client_id: str, client_secret: str, scope: str | None = None) -> dict:
+        """An access token for an OAuth recipient's client credentials (the token endpoint's
+        answer), or OAuthError. The token is signed, names the recipient and its client, is
+        bound to its current secret (rotating or revoking the client ends it) and expires after
+        the recipient's token lifetime."""
+        if self.signer is None:
+            raise OAuthError(400, "unsupported_grant_type", "this server issues no OAuth tokens")
+        now_ms = int(time.time() * 1000)
+        for r in self.recipients.all():
+            if r.auth == "oauth" and r.client_id is not None and hmac.compare_digest(r.client_id, client_id):
+                if not hmac.compare_digest(r.token_sha256, hash_token(client_secret)):
+                    break
+                if not r.active(now_ms):
+                    raise OAuthError(401, "invalid_client", "the client was revoked or has expired")
+                ttl = r.token_ttl or OAUTH_TOKEN_TTL
+                if r.expires_at is not None:
+                    ttl = max(1, min(ttl, (r.expires_at - now_ms) // 1000))
+                token = _OAUTH + self.signer.token({"k": "oauth", "r": r.name, "c": r.client_id,
+                                                    "b": r.token_sha256[:32], "exp": now_ms // 1000 + ttl})
+                out = {"access_token": token, "token_type": "Bearer", "expires_in": int(ttl)}
+                if scope:
+                    out["scope"] = scope
+                return out
+        raise OAuthError(401, "invalid_client", "unknown client or wrong client secret")
+
+    def _oauth_principal(self, token: str) -> Principal:
+        try:
+            payload = self.signer.read_token(token[len(_OAUTH):], k="oauth")
+        except BadToken as e:
+            expired = "expired" in str(e)
+            raise SharingError(401, "UNAUTHENTICATED",
+                               "the access token has expired" if expired else "invalid access token") from None
+        r = self.recipients.get(str(payload.get("r")))
+        if r is None or r.auth != "oauth" or r.client_id != payload.get("c") \
+                or not hmac.compare_digest(r.token_sha256[:32], str(payload.get("b"))):
+            raise SharingError(401, "UNAUTHENTICATED", "the access token's client was rotated or deleted")
+        if not r.active():
+            raise SharingError(401, "UNAUTHENTICATED", "the access token's client was revoked or has expired")
+        return Principal(_RECIPIENT + r.name, False, tuple(r.shares), Holder(_RECIPIENT + r.name, r.token_sha256))
 
     def principal(self, token: str | None) -> Principal:
         """The caller a bearer token (None: no Authorization header) stands for, or a 401."""
@@ -56,10 +110,12 @@ class Authenticator:
         h = hash_token(token)
         if self._bearer_hash is not None and hmac.compare_digest(self._bearer_hash, h):
             return Principal(_BEARER, True, (), Holder(_BEARER, self._bearer_hash))
+        if token.startswith(_OAUTH) and self.signer is not None:
+            return self._oauth_principal(token)
         now_ms = int(time.time() * 1000)
         expired = False
         for r in self.recipients.all():
-            if hmac.compare_digest(r.token_sha256, h):
+            if r.auth == "bearer" and hmac.compare_digest(r.token_sha256, h):
                 if r.active(now_ms):
                     return Principal(_RECIPIENT + r.name, False, tuple(r.shares),
                                      Holder(_RECIPIENT + r.name, r.token_sha256))

@@ -1,14 +1,25 @@
-"""The `tahoe sharing` commands: run the server and manage recipients.
+"""The `tahoe sharing` commands: run the server and manage recipients (provider), and read shared
+tables (recipient).
 
     tahoe sharing serve --config FILE [--host HOST] [--port PORT] [--log-level LEVEL]
-    tahoe sharing recipient add NAME --share SHARE [--share SHARE ...] [--expires-in-days DAYS] --config FILE
+    tahoe sharing recipient add NAME --share SHARE [--share SHARE ...] [--expires-in-days DAYS]
+        [--oauth [--token-ttl-seconds SECONDS]] --config FILE
     tahoe sharing recipient list --config FILE [--json]
     tahoe sharing recipient revoke NAME --config FILE
     tahoe sharing recipient rotate NAME [--expires-in-days DAYS] --config FILE
 
+    tahoe sharing ls PROFILE [--json]
+    tahoe sharing read PROFILE#share.schema.table --out FILE.parquet [--version N | --timestamp T]
+        [--limit N] [--predicate JSON] [--format auto|parquet|delta] [--quiet]
+    tahoe sharing changes PROFILE#share.schema.table --out FILE.parquet (--starting-version N |
+        --starting-timestamp T) [--ending-version N | --ending-timestamp T] [--format ...] [--quiet]
+
 `serve` prints, before it starts, the address it listens on, the tables it serves and how to add a
-recipient. `add` and `rotate` print a profile (shareCredentialsVersion 1) holding the new token; the
-token is stored only as its SHA-256. Help texts follow `tahoe.cli_help`.
+recipient. `add` and `rotate` print a profile holding the new credentials, stored only as their
+SHA-256: version 1 with a bearer token, or with `--oauth` version 2 (`oauth_client_credentials`: the
+server's token endpoint, a client id and secret; access tokens live `--token-ttl-seconds`).
+`read` and `changes` stream the rows into the parquet file (written whole or not at all) with a
+progress bar of the download on stderr. Help texts follow `tahoe.cli_help`.
 """
 
 from __future__ import annotations
@@ -119,13 +130,19 @@ def add(name: str = typer.Argument(..., metavar="NAME", help="the recipient's na
                                         help="a share the recipient may read; repeat the flag for each share "
                                              "('*': every share)"),
         expires_in_days: Optional[float] = typer.Option(None, "--expires-in-days", metavar="DAYS", help=EXPIRES_HELP),
+        oauth: bool = typer.Option(False, "--oauth", help="OAuth client credentials (a version-2 profile) "
+                                                          "instead of a bearer token"),
+        token_ttl_seconds: Optional[int] = typer.Option(None, "--token-ttl-seconds", metavar="SECONDS",
+                                                        help="lifetime of the OAuth access tokens (default 3600)"),
         config: str = typer.Option(..., "--config", "-c", metavar="FILE", help=CONFIG_HELP)):
-    """Create a recipient with its own token; print its profile JSON (give it to the recipient).
+    """Create a recipient with its own token (or OAuth client credentials); print its profile JSON
+    (give it to the recipient).
 
     \b
     Examples:
       tahoe sharing recipient add analyst --share sales --config sharing.yaml > analyst.share
       tahoe sharing recipient add auditor --share sales --share hr --expires-in-days 30 --config sharing.yaml
+      tahoe sharing recipient add etl --share sales --oauth --token-ttl-seconds 900 --config sharing.yaml
     """
     from .config import profile_for
 
@@ -134,8 +151,8 @@ def add(name: str = typer.Argument(..., metavar="NAME", help="the recipient's na
     if unknown:
         typer.echo(f"error: no share named {', '.join(unknown)} in {config}", err=True)
         raise typer.Exit(1)
-    r, token = _guard(lambda: _store(cfg).add(name, share, expires_in_days))
-    sys.stdout.write(json.dumps(profile_for(cfg, token, r.expires_at), indent=2) + "\n")
+    r, token = _guard(lambda: _store(cfg).add(name, share, expires_in_days, oauth=oauth, token_ttl=token_ttl_seconds))
+    sys.stdout.write(json.dumps(profile_for(cfg, token, r.expires_at, r), indent=2) + "\n")
 
 
 @recipient_app.command("list", cls=Command)
@@ -150,7 +167,7 @@ def list_(config: str = typer.Option(..., "--config", "-c", metavar="FILE", help
     """
     cfg = _load(config)
     recs = _store(cfg).all()
-    rows = [{"name": r.name, "shares": r.shares, "revoked": r.revoked,
+    rows = [{"name": r.name, "auth": r.auth, "shares": r.shares, "revoked": r.revoked,
              "expiresAt": None if r.expires_at is None else
              datetime.fromtimestamp(r.expires_at / 1000, tz=timezone.utc).isoformat(),
              "active": r.active()} for r in recs]
@@ -158,7 +175,7 @@ def list_(config: str = typer.Option(..., "--config", "-c", metavar="FILE", help
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
     for r in rows:
-        typer.echo(f"{r['name']}\tshares={','.join(r['shares'])}\texpires={r['expiresAt'] or '-'}\t"
+        typer.echo(f"{r['name']}\t{r['auth']}\tshares={','.join(r['shares'])}\texpires={r['expiresAt'] or '-'}\t"
                    f"{'revoked' if r['revoked'] else ('active' if r['active'] else 'expired')}")
 
 
@@ -180,7 +197,8 @@ def revoke(name: str = typer.Argument(..., metavar="NAME", help="the recipient t
 def rotate(name: str = typer.Argument(..., metavar="NAME", help="the recipient whose token to replace"),
            expires_in_days: Optional[float] = typer.Option(None, "--expires-in-days", metavar="DAYS", help=EXPIRES_HELP),
            config: str = typer.Option(..., "--config", "-c", metavar="FILE", help=CONFIG_HELP)):
-    """Issue a new token (the old one stops working); print the new profile.
+    """Issue a new token or client secret (the old one, and OAuth tokens issued with it, stop
+    working); print the new profile.
 
     \b
     Examples:
@@ -190,4 +208,147 @@ def rotate(name: str = typer.Argument(..., metavar="NAME", help="the recipient w
 
     cfg = _load(config)
     r, token = _guard(lambda: _store(cfg).rotate(name, expires_in_days))
-    sys.stdout.write(json.dumps(profile_for(cfg, token, r.expires_at), indent=2) + "\n")
+    sys.stdout.write(json.dumps(profile_for(cfg, token, r.expires_at, r), indent=2) + "\n")
+
+
+# --- the recipient's side ---------------------------------------------------------------------------
+
+def _client_guard(fn):
+    from ..errors import DeltaError
+
+    try:
+        return fn()
+    except typer.Exit:
+        raise
+    except (DeltaError, LookupError, ValueError, OSError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1)
+
+
+@app.command("ls")
+def ls(profile: str = typer.Argument(..., help="a profile file (.share)"),
+       as_json: bool = typer.Option(False, "--json", help="print JSON")):
+    """List the tables a profile may read, as share.schema.table."""
+    from .client import SharingClient
+
+    def run():
+        c = SharingClient(profile)
+        try:
+            tables = c.list_all_tables()
+        finally:
+            c.close()
+        if as_json:
+            sys.stdout.write(json.dumps([{"share": t.share, "schema": t.schema, "name": t.name} for t in tables],
+                                        indent=2) + "\n")
+            return
+        for t in tables:
+            typer.echo(f"{t.share}.{t.schema}.{t.name}")
+    _client_guard(run)
+
+
+def _format_flag(fmt: str) -> Optional[bool]:
+    f = fmt.lower()
+    if f not in ("auto", "parquet", "delta"):
+        typer.echo("error: --format must be auto, parquet or delta", err=True)
+        raise typer.Exit(2)
+    return None if f == "auto" else f == "delta"
+
+
+def _write_with_progress(out: str, start, quiet: bool) -> dict:
+    """Run `start(on_file, on_bytes)` → (scan, batches) and write the batches to the parquet file
+    `out` (a temporary file renamed at the end: nothing is left half-written), with a progress
+    bar of the bytes and files downloaded."""
+    import os
+    import threading
+
+    import pyarrow.parquet as pq
+    from rich.console import Console
+    from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
+                               TransferSpeedColumn)
+
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(),
+                        TransferSpeedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[files]} files"),
+                        disable=quiet, console=Console(stderr=True))
+    tmp = f"{out}.tmp-{os.getpid()}"
+    state = {"task": None, "done": 0, "total": 0}
+    lock = threading.Lock()
+
+    def on_bytes(n: int) -> None:
+        if state["task"] is not None:
+            progress.update(state["task"], advance=n)
+
+    def on_file(_f) -> None:
+        with lock:
+            state["done"] += 1
+            done = state["done"]
+        if state["task"] is not None:
+            progress.update(state["task"], files=f"{done}/{state['total']}")
+
+    with progress:
+        scan, batches = start(on_file, on_bytes)
+        state["total"] = len(scan.files)
+        state["task"] = progress.add_task(scan.request.table.name, total=sum(f.size for f in scan.files) or None,
+                                          files=f"0/{len(scan.files)}")
+        schema = scan.reader.change_schema(scan.format == "parquet") if scan.request.kind == "changes" \
+            else scan.schema
+        rows = 0
+        try:
+            with pq.ParquetWriter(tmp, schema) as w:
+                for b in batches:
+                    w.write_batch(b)
+                    rows += b.num_rows
+            os.replace(tmp, out)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    return {"rows": rows, "version": scan.version, "format": scan.format, **scan.stats()}
+
+
+@app.command("read")
+def read(url: str = typer.Argument(..., help="PROFILE#share.schema.table"),
+         out: str = typer.Option(..., "--out", "-o", help="the parquet file to write"),
+         version: Optional[int] = typer.Option(None, "--version", help="read this version"),
+         timestamp: Optional[str] = typer.Option(None, "--timestamp", help="read the version at this time"),
+         limit: Optional[int] = typer.Option(None, "--limit", help="at most this many rows"),
+         predicate: Optional[str] = typer.Option(None, "--predicate", help="a JSON predicate hint, applied"),
+         fmt: str = typer.Option("auto", "--format", help="response format: auto, parquet or delta"),
+         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar")):
+    """Download a shared table (or a version of it) into one parquet file."""
+    from .client import scan_table
+
+    use_delta = _format_flag(fmt)
+
+    def run():
+        res = _write_with_progress(out, lambda on_file, on_bytes: scan_table(
+            url, limit=limit, version=version, timestamp=timestamp, jsonPredicateHints=predicate,
+            use_delta_format=use_delta, on_file=on_file, on_bytes=on_bytes), quiet)
+        typer.echo(f"wrote {res['rows']} rows of version {res['version']} to {out} "
+                   f"({res['files']} files, {res['bytes']} bytes, {res['format']} format)", err=True)
+    _client_guard(run)
+
+
+@app.command("changes")
+def changes(url: str = typer.Argument(..., help="PROFILE#share.schema.table"),
+            out: str = typer.Option(..., "--out", "-o", help="the parquet file to write"),
+            starting_version: Optional[int] = typer.Option(None, "--starting-version"),
+            ending_version: Optional[int] = typer.Option(None, "--ending-version"),
+            starting_timestamp: Optional[str] = typer.Option(None, "--starting-timestamp"),
+            ending_timestamp: Optional[str] = typer.Option(None, "--ending-timestamp"),
+            fmt: str = typer.Option("auto", "--format", help="response format: auto, parquet or delta"),
+            quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar")):
+    """Download a shared table's change data feed (CDF rows) into one parquet file."""
+    from .client import scan_changes
+
+    use_delta = _format_flag(fmt)
+    if starting_version is None and starting_timestamp is None:
+        typer.echo("error: give --starting-version or --starting-timestamp", err=True)
+        raise typer.Exit(2)
+
+    def run():
+        res = _write_with_progress(out, lambda on_file, on_bytes: scan_changes(
+            url, starting_version, ending_version, starting_timestamp, ending_timestamp, use_delta,
+            on_file=on_file, on_bytes=on_bytes), quiet)
+        typer.echo(f"wrote {res['rows']} change rows to {out} ({res['files']} files, {res['bytes']} bytes, "
+                   f"{res['format']} format)", err=True)
+    _client_guard(run)

@@ -1,241 +1,406 @@
-"""A small Delta Sharing client (parquet response format): profile file → shares, schemas and
-tables; a table's rows as Arrow/pandas; its change data feed as Arrow.
+"""tahoe's Delta Sharing client: a drop-in for the official Python connector (`delta_sharing`
+1.4), plus Arrow.
 
-    c = SharingClient("profile.share")
-    c.list_all_tables()
-    load_as_arrow("profile.share#share.schema.table", version=3, predicate_hints=["p = 'a'"], limit=10)
+    import tahoe.sharing as delta_sharing          # the only line that changes
 
-Files are downloaded through the URLs the server returns (in parallel), partition columns are
-added from `partitionValues` typed by the table schema. Predicate hints are only hints: the rows
-are not filtered here (as the official client). Tables that need reader features (deletion vectors,
-column mapping) are refused by the server in this format.
+    client = delta_sharing.SharingClient("profile.share")
+    client.list_all_tables()                        # [Table(name=..., share=..., schema=...), ...]
+    url = "profile.share#share.schema.table"
+    delta_sharing.load_as_pandas(url, limit=10, version=3, jsonPredicateHints=...)
+    delta_sharing.load_table_changes_as_pandas(url, starting_version=1, ending_version=5)
+    delta_sharing.get_table_version(url); delta_sharing.get_table_metadata(url)
+    delta_sharing.load_as_arrow(url)                # a pyarrow.Table
+    delta_sharing.load_as_batches(url)              # a pyarrow.RecordBatchReader: bounded memory
+    delta_sharing.load_as_spark(url)                # spark.read.format("deltaSharing") (tahoe.spark)
+
+Same function names, arguments, return types (`Share`, `Schema`, `Table`, `Protocol`, `Metadata`
+from `tahoe.sharing.model`; pandas DataFrames) and errors (`SharingHTTPError` is a
+`requests.exceptions.HTTPError`; `LookupError` for a missing `Delta-Table-Version`; `ValueError`
+for a malformed table URL). Where tahoe's client differs, on purpose:
+
+* Format: `use_delta_format=None` lets the server choose in the request itself
+  (`responseformat=delta,parquet`) instead of asking `/metadata` first; `False` asks for parquet,
+  `True` for delta. Both formats are read by tahoe's own reader (no Rust kernel, no temporary
+  log). For changes, `None` also lets the server choose (the official connector asks for
+  parquet, which fails on tables with deletion vectors or column mapping).
+* Columns come with the table's logical types (from its schema), in both formats: e.g. a
+  `timestamp` column is a UTC timestamp whatever the file's physical type, and `timestamp_ntz`
+  works in parquet format too.
+* `jsonPredicateHints` (and tahoe's `predicateHints`) are sent to the server *and* applied to
+  the rows returned (the official connector only sends them); an invalid hint is refused.
+  `limit` is sent as `limitHint` and stops the downloads once enough rows are read.
+* Changes: `_commit_timestamp` is int64 milliseconds in parquet format (as the official
+  connector) and a UTC timestamp in delta format (as the official connector, which however
+  rounds it to whole seconds: tahoe keeps the milliseconds).
+* `convert_in_batches` is accepted and changes nothing: rows always stream into Arrow batch by
+  batch, and pandas conversion happens once, at the end, without a per-file pandas step.
+
+Reads: the latest snapshot is asked with `includeRefreshToken`; file URLs about to expire, or
+refused by the store, are refreshed with the refresh token (time travel: by asking again). Files
+are downloaded in parallel (`workers`, default 8) with retries (429/5xx/dropped connections, a
+dropped download resumed where it stopped), at most `workers + 2` files in memory at a time.
 """
 
 from __future__ import annotations
 
-import io
 import json
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, Optional
-from urllib.parse import quote
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-__all__ = ["Profile", "SharingClient", "SharingClientError", "load_as_arrow", "load_as_pandas",
-           "load_changes_as_arrow"]
+from ..errors import DeltaError
+from .download import DownloadError, Fetcher
+from .model import DeltaSharingProfile, Metadata, Protocol, Schema, Share, Table
+from .predicates import PredicateError, json_predicate, parse_sql_predicates, row_filter
+from .reader import DEFAULT_WORKERS, RemoteFile, ScanReader, TableInfo, UrlBook, remote_files
+from .rest import RestClient, TableResponse
 
-
-class SharingClientError(Exception):
-    """The server answered with an error (`status`, `error_code`, message)."""
-
-    def __init__(self, status: int, error_code: str, message: str):
-        super().__init__(f"{status} {error_code}: {message}")
-        self.status = status
-        self.error_code = error_code
-
-
-@dataclass(frozen=True)
-class Profile:
-    endpoint: str
-    bearer_token: str
-    expiration_time: Optional[str] = None
-
-    @classmethod
-    def read(cls, path_or_dict: Any) -> "Profile":
-        d = path_or_dict if isinstance(path_or_dict, dict) else json.load(open(path_or_dict))
-        if d.get("shareCredentialsVersion") != 1:
-            raise ValueError(f"unsupported shareCredentialsVersion {d.get('shareCredentialsVersion')!r}")
-        return cls(d["endpoint"].rstrip("/"), d["bearerToken"], d.get("expirationTime"))
-
-    @classmethod
-    def from_file(cls, path: str) -> "Profile":
-        return cls.read(path)
+__all__ = ["SharingClient", "load_as_pandas", "load_as_arrow", "load_as_batches", "load_as_spark",
+           "load_table_changes_as_pandas", "load_table_changes_as_arrow", "load_table_changes_as_batches",
+           "load_table_changes_as_spark", "get_table_version", "get_table_metadata", "get_table_protocol",
+           "parse_url", "Request", "RemoteScan", "SharingArgumentError"]
 
 
-def _split_url(table_url: str) -> tuple[str, str, str, str]:
-    profile, _, name = table_url.rpartition("#")
-    parts = name.split(".")
-    if not profile or len(parts) != 3:
-        raise ValueError(f"table URL must be '<profile>#<share>.<schema>.<table>', got {table_url!r}")
+class SharingArgumentError(DeltaError, ValueError):
+    """A bad argument: a malformed table URL, a negative limit or version, ... (a ValueError, as
+    the official connector raises)."""
+
+
+def parse_url(url: str) -> tuple[str, str, str, str]:
+    """(profile, share, schema, table) of a table URL `<profile>#<share>.<schema>.<table>`."""
+    if not isinstance(url, str):
+        raise SharingArgumentError(f"Invalid 'url': {url!r}")
+    i = url.rfind("#")
+    if i < 0:
+        raise SharingArgumentError(f"Invalid 'url': {url} (expected <profile>#<share>.<schema>.<table>)")
+    profile, parts = url[:i], url[i + 1:].split(".")
+    if len(parts) != 3 or not profile or not all(parts):
+        raise SharingArgumentError(f"Invalid 'url': {url} (expected <profile>#<share>.<schema>.<table>)")
     return profile, parts[0], parts[1], parts[2]
 
 
-class SharingClient:
-    def __init__(self, profile: Any):
-        import httpx
+def _formats(use_delta_format: Optional[bool]) -> str:
+    if use_delta_format is None:
+        return "delta,parquet"
+    return "delta" if use_delta_format else "parquet"
 
-        self.profile = profile if isinstance(profile, Profile) else Profile.read(profile)
-        self._http = httpx.Client(timeout=120.0, headers={
-            "Authorization": f"Bearer {self.profile.bearer_token}", "User-Agent": "tahoe-sharing-client/1"})
+
+@dataclass
+class Request:
+    """A `/query` or `/changes` request, picklable (Spark ships it to executors), so that its
+    answer can be asked for again — how expired file URLs are refreshed."""
+    profile: DeltaSharingProfile
+    table: Table
+    kind: str                        # "query" | "changes"
+    args: dict = field(default_factory=dict)   # the query body, or the changes query string
+    formats: str = "delta,parquet"
+    page_size: Optional[int] = None
+
+    def run(self, rest: Optional[RestClient] = None) -> TableResponse:
+        own = rest is None
+        rest = rest or RestClient(self.profile)
+        try:
+            if self.kind == "query":
+                return rest.query(self.table, self.args, self.formats, self.page_size)
+            return rest.changes(self.table, self.args, self.formats, self.page_size)
+        finally:
+            if own:
+                rest.close()
+
+    def refresher(self, refresh_token: Optional[str], fmt: str) -> Callable[[], TableResponse]:
+        """Asks the same question again for fresh URLs: with the refresh token when the answer
+        gave one (the same version's files), in the format the first answer came in."""
+        again = Request(self.profile, self.table, self.kind, dict(self.args), fmt, self.page_size)
+        if refresh_token and self.kind == "query":
+            again.args.pop("includeRefreshToken", None)
+            again.args["refreshToken"] = refresh_token
+
+        def refresh() -> TableResponse:
+            resp = again.run()
+            if resp.format != fmt:
+                raise DownloadError(f"refreshing the file URLs: the server answered in {resp.format} format, "
+                                    f"not {fmt}")
+            return resp
+        return refresh
+
+
+class RemoteScan:
+    """One answer being read: its table info, files and URL book, and record batches of its
+    rows. `stats()` counts requests, retries, URL refreshes and bytes."""
+
+    def __init__(self, request: Request, rest: Optional[RestClient] = None, workers: int = DEFAULT_WORKERS,
+                 on_file: Optional[Callable[[RemoteFile], None]] = None,
+                 on_bytes: Optional[Callable[[int], None]] = None, response: Optional[TableResponse] = None):
+        self.request = request
+        self.response = response if response is not None else request.run(rest)
+        self.info = TableInfo.of(self.response)
+        self.files, self.later_metadata = remote_files(self.response)
+        self.book = UrlBook(self.files, request.refresher(self.response.refresh_token, self.response.format))
+        self.fetcher = Fetcher(on_bytes=on_bytes)
+        self.reader = ScanReader(self.info, self.book, self.fetcher, workers, on_file)
+        self._rest = rest
+
+    @property
+    def format(self) -> str:
+        return self.response.format
+
+    @property
+    def version(self) -> int:
+        return self.response.version
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.reader.schema
+
+    def stats(self) -> dict:
+        return {"files": len(self.files), "bytes": self.fetcher.bytes, "download_retries": self.fetcher.retries,
+                "resumed_downloads": self.fetcher.resumes, "url_refreshes": self.book.refreshes,
+                "pages": self.response.pages}
+
+
+def _row_filter(info_schema: pa.Schema, table_schema, json_hints: Any, sql_hints: Optional[Sequence[str]]):
+    preds = []
+    if json_hints is not None:
+        preds.append(json_predicate(json_hints))
+    if sql_hints:
+        p = parse_sql_predicates(list(sql_hints), table_schema)
+        if p is None:
+            raise PredicateError(f"none of the predicateHints could be parsed: {list(sql_hints)}")
+        preds.append(p)
+    if not preds:
+        return None
+    return row_filter(preds)
+
+
+def _check_limit(limit: Optional[int]) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise SharingArgumentError(f"'limit' must be a non-negative int, got {limit!r}")
+
+
+def _snapshot_request(url: str, limit: Optional[int], version: Optional[int], timestamp: Optional[str],
+                      jsonPredicateHints: Any, predicateHints: Optional[Sequence[str]],
+                      use_delta_format: Optional[bool], page_size: Optional[int]) -> Request:
+    profile, share, schema, table = parse_url(url)
+    _check_limit(limit)
+    if version is not None and timestamp is not None:
+        raise SharingArgumentError("give version or timestamp, not both")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
+        raise SharingArgumentError(f"'version' must be a non-negative int, got {version!r}")
+    body: dict[str, Any] = {}
+    if predicateHints is not None:
+        body["predicateHints"] = list(predicateHints)
+    if jsonPredicateHints is not None:
+        body["jsonPredicateHints"] = jsonPredicateHints if isinstance(jsonPredicateHints, str) \
+            else json.dumps(jsonPredicateHints)
+    if limit is not None:
+        body["limitHint"] = limit
+    if version is not None:
+        body["version"] = version
+    if timestamp is not None:
+        body["timestamp"] = timestamp
+    if version is None and timestamp is None:
+        body["includeRefreshToken"] = True
+    return Request(DeltaSharingProfile.of(profile), Table(table, share, schema), "query", body,
+                   _formats(use_delta_format), page_size)
+
+
+def _changes_request(url: str, starting_version, ending_version, starting_timestamp, ending_timestamp,
+                     use_delta_format: Optional[bool], page_size: Optional[int]) -> Request:
+    profile, share, schema, table = parse_url(url)
+    if starting_version is None and starting_timestamp is None:
+        raise SharingArgumentError("give starting_version or starting_timestamp")
+    params = {"startingVersion": starting_version, "endingVersion": ending_version,
+              "startingTimestamp": starting_timestamp, "endingTimestamp": ending_timestamp}
+    return Request(DeltaSharingProfile.of(profile), Table(table, share, schema), "changes",
+                   {k: v for k, v in params.items() if v is not None}, _formats(use_delta_format), page_size)
+
+
+def scan_table(url: str, limit: Optional[int] = None, version: Optional[int] = None, timestamp: Optional[str] = None,
+               jsonPredicateHints: Any = None, use_delta_format: Optional[bool] = None,
+               predicateHints: Optional[Sequence[str]] = None, workers: int = DEFAULT_WORKERS,
+               page_size: Optional[int] = None, on_file=None, on_bytes=None) -> tuple[RemoteScan, Iterator[pa.RecordBatch]]:
+    """The scan of a shared table and an iterator of its record batches (what the `load_as_*`
+    functions and the CLI use)."""
+    req = _snapshot_request(url, limit, version, timestamp, jsonPredicateHints, predicateHints, use_delta_format,
+                            page_size)
+    scan = RemoteScan(req, workers=workers, on_file=on_file, on_bytes=on_bytes)
+    flt = _row_filter(scan.schema, scan.info.schema, jsonPredicateHints, predicateHints)
+    return scan, scan.reader.batches(scan.files, flt, limit)
+
+
+def scan_changes(url: str, starting_version: Optional[int] = None, ending_version: Optional[int] = None,
+                 starting_timestamp: Optional[str] = None, ending_timestamp: Optional[str] = None,
+                 use_delta_format: Optional[bool] = None, workers: int = DEFAULT_WORKERS,
+                 page_size: Optional[int] = None, on_file=None, on_bytes=None) -> tuple[RemoteScan, Iterator[pa.RecordBatch]]:
+    req = _changes_request(url, starting_version, ending_version, starting_timestamp, ending_timestamp,
+                           use_delta_format, page_size)
+    scan = RemoteScan(req, workers=workers, on_file=on_file, on_bytes=on_bytes)
+    return scan, scan.reader.changes(scan.files, timestamps_as_ms=scan.format == "parquet")
+
+
+# --- the official connector's functions ---------------------------------------------------------------
+
+def load_as_arrow(url: str, limit: Optional[int] = None, version: Optional[int] = None,
+                  timestamp: Optional[str] = None, jsonPredicateHints: Any = None,
+                  use_delta_format: Optional[bool] = None, predicateHints: Optional[Sequence[str]] = None,
+                  workers: int = DEFAULT_WORKERS) -> pa.Table:
+    """The rows of a shared table as a pyarrow Table (arguments as `load_as_pandas`)."""
+    scan, batches = scan_table(url, limit, version, timestamp, jsonPredicateHints, use_delta_format,
+                               predicateHints, workers)
+    return pa.Table.from_batches(list(batches), schema=scan.schema)
+
+
+def load_as_batches(url: str, limit: Optional[int] = None, version: Optional[int] = None,
+                    timestamp: Optional[str] = None, jsonPredicateHints: Any = None,
+                    use_delta_format: Optional[bool] = None, predicateHints: Optional[Sequence[str]] = None,
+                    workers: int = DEFAULT_WORKERS) -> pa.RecordBatchReader:
+    """The rows of a shared table as a stream of record batches: memory stays at a few files
+    however large the table."""
+    scan, batches = scan_table(url, limit, version, timestamp, jsonPredicateHints, use_delta_format,
+                               predicateHints, workers)
+    return pa.RecordBatchReader.from_batches(scan.schema, batches)
+
+
+def load_as_pandas(url: str, limit: Optional[int] = None, version: Optional[int] = None,
+                   timestamp: Optional[str] = None, jsonPredicateHints: Any = None,
+                   use_delta_format: Optional[bool] = None, convert_in_batches: bool = False):
+    """The rows of a shared table as a pandas DataFrame.
+
+    :param url: `<profile>#<share>.<schema>.<table>`
+    :param limit: at most this many rows (sent as limitHint; later files are not downloaded)
+    :param version: the table as of this version (history must be shared)
+    :param timestamp: the table as of this timestamp (history must be shared)
+    :param jsonPredicateHints: a JSON predicate (spec "JSON predicates for Filtering"): sent to
+      the server, and applied to the rows
+    :param use_delta_format: None: the server chooses; True: delta; False: parquet
+    :param convert_in_batches: accepted for compatibility (rows always stream batch by batch)
+    """
+    del convert_in_batches
+    t = load_as_arrow(url, limit, version, timestamp, jsonPredicateHints, use_delta_format)
+    # split_blocks: no consolidation copy (the frame is the same); self_destruct: Arrow memory freed
+    # column by column as it converts
+    return t.to_pandas(split_blocks=True, self_destruct=True)
+
+
+def load_table_changes_as_arrow(url: str, starting_version: Optional[int] = None,
+                                ending_version: Optional[int] = None, starting_timestamp: Optional[str] = None,
+                                ending_timestamp: Optional[str] = None,
+                                use_delta_format: Optional[bool] = None, workers: int = DEFAULT_WORKERS) -> pa.Table:
+    """The change data feed of a shared table as a pyarrow Table: the table's columns plus
+    `_change_type`, `_commit_version` and `_commit_timestamp` (see the module docstring)."""
+    scan, batches = scan_changes(url, starting_version, ending_version, starting_timestamp, ending_timestamp,
+                                 use_delta_format, workers)
+    return pa.Table.from_batches(list(batches), schema=scan.reader.change_schema(scan.format == "parquet"))
+
+
+def load_table_changes_as_batches(url: str, starting_version: Optional[int] = None,
+                                  ending_version: Optional[int] = None, starting_timestamp: Optional[str] = None,
+                                  ending_timestamp: Optional[str] = None,
+                                  use_delta_format: Optional[bool] = None,
+                                  workers: int = DEFAULT_WORKERS) -> pa.RecordBatchReader:
+    scan, batches = scan_changes(url, starting_version, ending_version, starting_timestamp, ending_timestamp,
+                                 use_delta_format, workers)
+    return pa.RecordBatchReader.from_batches(scan.reader.change_schema(scan.format == "parquet"), batches)
+
+
+def load_table_changes_as_pandas(url: str, starting_version: Optional[int] = None,
+                                 ending_version: Optional[int] = None, starting_timestamp: Optional[str] = None,
+                                 ending_timestamp: Optional[str] = None, use_delta_format: Optional[bool] = None,
+                                 convert_in_batches: bool = False):
+    """The change data feed of a shared table as a pandas DataFrame. Give a starting version or
+    timestamp; the end (inclusive) defaults to the latest version."""
+    del convert_in_batches
+    return load_table_changes_as_arrow(url, starting_version, ending_version, starting_timestamp, ending_timestamp,
+                                       use_delta_format).to_pandas(split_blocks=True, self_destruct=True)
+
+
+def _rest_for(url: str) -> tuple[RestClient, Table]:
+    profile, share, schema, table = parse_url(url)
+    return RestClient(DeltaSharingProfile.of(profile)), Table(table, share, schema)
+
+
+def get_table_version(url: str, starting_timestamp: Optional[str] = None) -> int:
+    """The table's current version (or the first version at or after `starting_timestamp`)."""
+    rest, table = _rest_for(url)
+    with rest:
+        return rest.table_version(table, starting_timestamp)
+
+
+def _metadata(url: str, use_delta_format: bool) -> TableResponse:
+    rest, table = _rest_for(url)
+    with rest:
+        return rest.metadata(table, "delta,parquet" if use_delta_format else None)
+
+
+def get_table_protocol(url: str, use_delta_format: bool = True) -> Protocol:
+    """The table's protocol (the whole Delta protocol when the server answers in delta format)."""
+    return Protocol.from_json(_metadata(url, use_delta_format).protocol)
+
+
+def get_table_metadata(url: str, use_delta_format: bool = True) -> Metadata:
+    """The table's metadata (schema, partition columns, configuration, size and file count)."""
+    return Metadata.from_json(_metadata(url, use_delta_format).metadata)
+
+
+def _active_spark():
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise ImportError("Unable to import pyspark. `load_as_spark` requires PySpark.") from None
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        raise RuntimeError("No active SparkSession was found. `load_as_spark` requires running in a PySpark "
+                           "application.")
+    return spark
+
+
+def load_as_spark(url: str, version: Optional[int] = None, timestamp: Optional[str] = None):
+    """The shared table as a Spark DataFrame through `spark.read.format("deltaSharing")` — tahoe's
+    Python data source, registered by `tahoe.spark.register(spark)` (no JVM jar)."""
+    df = _active_spark().read.format("deltaSharing")
+    if version is not None:
+        df = df.option("versionAsOf", version)
+    if timestamp is not None:
+        df = df.option("timestampAsOf", timestamp)
+    return df.load(url)
+
+
+def load_table_changes_as_spark(url: str, starting_version: Optional[int] = None,
+                                ending_version: Optional[int] = None, starting_timestamp: Optional[str] = None,
+                                ending_timestamp: Optional[str] = None):
+    """The change data feed as a Spark DataFrame (`format("deltaSharing")` with
+    `readChangeFeed`)."""
+    df = _active_spark().read.format("deltaSharing").option("readChangeFeed", "true")
+    for k, v in (("startingVersion", starting_version), ("endingVersion", ending_version),
+                 ("startingTimestamp", starting_timestamp), ("endingTimestamp", ending_timestamp)):
+        if v is not None:
+            df = df.option(k, v)
+    return df.load(url)
+
+
+class SharingClient:
+    """A client of one profile: the shares, schemas and tables it may read."""
+
+    def __init__(self, profile: Any):
+        self._profile = DeltaSharingProfile.of(profile)
+        self._rest_client = RestClient(self._profile)
+
+    def list_shares(self) -> Sequence[Share]:
+        """The shares the profile may read."""
+        return self._rest_client.list_shares()
+
+    def list_schemas(self, share: Share) -> Sequence[Schema]:
+        """The schemas of a share."""
+        return self._rest_client.list_schemas(share)
+
+    def list_tables(self, schema: Schema) -> Sequence[Table]:
+        """The tables of a schema."""
+        return self._rest_client.list_tables(schema)
+
+    def list_all_tables(self) -> Sequence[Table]:
+        """Every table of every share the profile may read."""
+        return self._rest_client.list_all_tables()
 
     def close(self) -> None:
-        self._http.close()
-
-    # --- REST -----------------------------------------------------------------------------------
-    def _check(self, r) -> None:
-        if r.status_code >= 400:
-            try:
-                d = r.json()
-                raise SharingClientError(r.status_code, d.get("errorCode", ""), d.get("message", ""))
-            except ValueError:
-                raise SharingClientError(r.status_code, "", r.text[:200]) from None
-
-    def _get_json(self, path: str, params: dict | None = None) -> dict:
-        r = self._http.get(self.profile.endpoint + path, params=params)
-        self._check(r)
-        return r.json()
-
-    def _list(self, path: str) -> list[dict]:
-        items: list[dict] = []
-        token = None
-        while True:
-            d = self._get_json(path, {"pageToken": token} if token else None)
-            items.extend(d.get("items", []))
-            token = d.get("nextPageToken")
-            if not token:
-                return items
-
-    @staticmethod
-    def _q(name: str) -> str:
-        return quote(name, safe="")
-
-    def list_shares(self) -> list[dict]:
-        return self._list("/shares")
-
-    def list_schemas(self, share: str) -> list[dict]:
-        return self._list(f"/shares/{self._q(share)}/schemas")
-
-    def list_tables(self, share: str, schema: str) -> list[dict]:
-        return self._list(f"/shares/{self._q(share)}/schemas/{self._q(schema)}/tables")
-
-    def list_all_tables(self) -> list[dict]:
-        return [t for s in self.list_shares() for t in self._list(f"/shares/{self._q(s['name'])}/all-tables")]
-
-    def _table_path(self, share: str, schema: str, table: str) -> str:
-        return f"/shares/{self._q(share)}/schemas/{self._q(schema)}/tables/{self._q(table)}"
-
-    def table_version(self, share: str, schema: str, table: str) -> int:
-        r = self._http.get(self.profile.endpoint + self._table_path(share, schema, table) + "/version")
-        self._check(r)
-        return int(r.headers["Delta-Table-Version"])
-
-    def _ndjson(self, method: str, path: str, **kw) -> tuple[int, list[dict]]:
-        r = self._http.request(method, self.profile.endpoint + path, **kw)
-        self._check(r)
-        return int(r.headers.get("Delta-Table-Version", -1)), [json.loads(x) for x in r.text.splitlines() if x.strip()]
-
-    def query(self, share: str, schema: str, table: str, body: dict) -> tuple[int, list[dict]]:
-        return self._ndjson("POST", self._table_path(share, schema, table) + "/query", json=body)
-
-    def changes(self, share: str, schema: str, table: str, params: dict) -> tuple[int, list[dict]]:
-        return self._ndjson("GET", self._table_path(share, schema, table) + "/changes", params=params)
-
-    # --- data -----------------------------------------------------------------------------------
-    def _download(self, url: str) -> pa.Table:
-        import httpx
-
-        r = httpx.get(url, timeout=300.0)
-        if r.status_code != 200:
-            raise SharingClientError(r.status_code, "FILE_DOWNLOAD_FAILED", f"cannot download a data file: {r.status_code}")
-        return pq.read_table(io.BytesIO(r.content))
-
-    def _read_files(self, files: list[dict], schema, partition_cols: list[str], extra=None) -> pa.Table:
-        from ..protocol.partition_values import parse_partition_value
-        from ..protocol.schema import to_arrow_type
-
-        fields = [f for f in schema.fields]
-        out_schema = pa.schema([pa.field(f.name, to_arrow_type(f.type)) for f in fields])
-
-        def one(f: dict) -> pa.Table:
-            t = self._download(f["url"])
-            cols = []
-            for fld, af in zip(fields, out_schema):
-                if fld.name in partition_cols:
-                    raw = (f.get("partitionValues") or {}).get(fld.name)
-                    cols.append(pa.repeat(pa.scalar(parse_partition_value(raw, fld.type), af.type), t.num_rows))
-                elif fld.name in t.column_names:
-                    cols.append(t.column(fld.name).cast(af.type))
-                else:
-                    cols.append(pa.nulls(t.num_rows, af.type))
-            res = pa.table(cols, schema=out_schema)
-            if extra is not None:
-                res = extra(f, t, res)
-            return res
-
-        with ThreadPoolExecutor(8) as ex:
-            parts = list(ex.map(one, files))
-        if not parts:
-            return out_schema.empty_table() if extra is None else extra(None, None, out_schema.empty_table())
-        return pa.concat_tables(parts)
-
-
-def _meta(lines: list[dict]):
-    from ..protocol.schema import StructType
-
-    md = next(x["metaData"] for x in lines if "metaData" in x)
-    return StructType.from_json(md["schemaString"]), list(md.get("partitionColumns") or [])
-
-
-def load_as_arrow(table_url: str, version: Optional[int] = None, predicate_hints: Optional[list[str]] = None,
-                  limit: Optional[int] = None, timestamp: Optional[str] = None,
-                  json_predicate_hints: Optional[str] = None) -> pa.Table:
-    """The rows of a shared table (a version or timestamp when the table's history is shared)."""
-    profile, share, schema, table = _split_url(table_url)
-    c = SharingClient(profile)
-    try:
-        body: dict[str, Any] = {}
-        for k, v in (("predicateHints", predicate_hints), ("jsonPredicateHints", json_predicate_hints),
-                     ("limitHint", limit), ("version", version), ("timestamp", timestamp)):
-            if v is not None:
-                body[k] = v
-        _, lines = c.query(share, schema, table, body)
-        sch, pcols = _meta(lines)
-        files = [x["file"] for x in lines if "file" in x]
-        t = c._read_files(files, sch, pcols)
-        return t.slice(0, limit) if limit is not None else t
-    finally:
-        c.close()
-
-
-def load_as_pandas(table_url: str, **kw):
-    return load_as_arrow(table_url, **kw).to_pandas()
-
-
-def load_changes_as_arrow(table_url: str, starting_version: Optional[int] = None,
-                          ending_version: Optional[int] = None, starting_timestamp: Optional[str] = None,
-                          ending_timestamp: Optional[str] = None) -> pa.Table:
-    """CDF rows with `_change_type`, `_commit_version` (int64), `_commit_timestamp` (int64 ms)."""
-    profile, share, schema, table = _split_url(table_url)
-    c = SharingClient(profile)
-    try:
-        params = {k: v for k, v in (("startingVersion", starting_version), ("endingVersion", ending_version),
-                                    ("startingTimestamp", starting_timestamp),
-                                    ("endingTimestamp", ending_timestamp)) if v is not None}
-        _, lines = c.changes(share, schema, table, params)
-        sch, pcols = _meta(lines)
-        files = []
-        for x in lines:
-            for kind in ("add", "remove", "cdf"):
-                if kind in x:
-                    files.append({**x[kind], "_kind": kind})
-
-        def extra(f, raw, res: pa.Table) -> pa.Table:
-            n = res.num_rows
-            if f is None:
-                ct = pa.array([], pa.string())
-                ver = pa.array([], pa.int64())
-                ts = pa.array([], pa.int64())
-            else:
-                if f["_kind"] == "cdf":
-                    ct = raw.column("_change_type").cast(pa.string())
-                else:
-                    ct = pa.array(["insert" if f["_kind"] == "add" else "delete"] * n, pa.string())
-                ver = pa.array([f["version"]] * n, pa.int64())
-                ts = pa.array([f["timestamp"]] * n, pa.int64())
-            return res.append_column("_change_type", ct).append_column("_commit_version", ver) \
-                .append_column("_commit_timestamp", ts)
-        return c._read_files(files, sch, pcols, extra)
-    finally:
-        c.close()
+        self._rest_client.close()

@@ -3,8 +3,8 @@ store next to it.
 
 Owns: parsing/validating `shares[].schemas[].tables[]` and the server settings, object-name rules,
 and the recipients file (`recipients.json` next to the config unless `recipientsFile` says
-otherwise): each recipient's token is kept only as a SHA-256 hex digest, with an optional expiry,
-a revoked flag and the shares it is granted. The file is re-read when it changes on disk, so CLI
+otherwise): each recipient's token — or, for an OAuth recipient, its client secret — is kept only
+as a SHA-256 hex digest, with an optional expiry, a revoked flag and the shares it is granted. The file is re-read when it changes on disk, so CLI
 `recipient add/revoke/rotate` take effect on a running server. Changes to it are made under an
 exclusive lock on a `<file>.lock` beside it (read, change, write a temporary file, fsync, rename,
 fsync the folder), so concurrent `recipient add/revoke/rotate` processes lose nothing and a reader
@@ -37,7 +37,8 @@ import yaml
 from .locks import exclusive_lock
 
 __all__ = ["TableConfig", "SchemaConfig", "ShareConfig", "ServerConfig", "Recipient", "RecipientStore",
-           "ConfigError", "valid_name", "hash_token", "load_config"]
+           "ConfigError", "valid_name", "hash_token", "load_config", "profile_for", "OAUTH_TOKEN_TTL",
+           "OAUTH_TOKEN_PATH"]
 
 _BAD_NAME = re.compile(r"[\s/\x00-\x1f\x7f\\]")
 
@@ -296,12 +297,18 @@ def load_config(path: str) -> ServerConfig:
 
 @dataclass
 class Recipient:
+    """A recipient. `auth` "bearer": `token_sha256` is the hash of its bearer token; "oauth": of
+    its OAuth client secret (`client_id` names the client; access tokens from the token endpoint
+    live `token_ttl` seconds)."""
     name: str
     token_sha256: str
     shares: list[str]
     expires_at: int | None = None   # ms since epoch
     revoked: bool = False
     created_at: int = 0
+    auth: str = "bearer"
+    client_id: str | None = None
+    token_ttl: int | None = None
 
     def grants(self, share: str) -> bool:
         s = share.lower()
@@ -312,13 +319,23 @@ class Recipient:
         return not self.revoked and (self.expires_at is None or now_ms < self.expires_at)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "tokenSha256": self.token_sha256, "shares": self.shares,
-                "expiresAt": self.expires_at, "revoked": self.revoked, "createdAt": self.created_at}
+        d = {"name": self.name, "tokenSha256": self.token_sha256, "shares": self.shares,
+             "expiresAt": self.expires_at, "revoked": self.revoked, "createdAt": self.created_at}
+        if self.auth != "bearer":
+            d.update({"auth": self.auth, "clientId": self.client_id, "tokenTtlSeconds": self.token_ttl})
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "Recipient":
+        auth = d.get("auth") or "bearer"
+        if auth not in ("bearer", "oauth"):
+            raise ValueError(f"unknown auth {auth!r}")
+        if auth == "oauth" and not d.get("clientId"):
+            raise ValueError("an oauth recipient needs a clientId")
+        ttl = d.get("tokenTtlSeconds")
         return cls(d["name"], d["tokenSha256"], list(d.get("shares") or []), d.get("expiresAt"),
-                   bool(d.get("revoked", False)), int(d.get("createdAt") or 0))
+                   bool(d.get("revoked", False)), int(d.get("createdAt") or 0), auth, d.get("clientId"),
+                   int(ttl) if ttl is not None else None)
 
 
 def _fsync_dir(path: str) -> None:
@@ -411,10 +428,15 @@ class RecipientStore:
             self._write(recs)
         return out
 
-    def add(self, name: str, shares: list[str], expires_in_days: float | None = None) -> tuple[Recipient, str]:
-        """A new recipient; returns it and its token (shown once, stored only hashed)."""
+    def add(self, name: str, shares: list[str], expires_in_days: float | None = None, oauth: bool = False,
+            token_ttl: int | None = None) -> tuple[Recipient, str]:
+        """A new recipient; returns it and its token — with `oauth`, its OAuth client secret
+        (`client_id` generated; access tokens live `token_ttl` seconds, default
+        OAUTH_TOKEN_TTL) — shown once, stored only hashed."""
         if not valid_name(name):
             raise ConfigError(f"invalid recipient name {name!r}")
+        if token_ttl is not None and (not oauth or token_ttl < 1):
+            raise ConfigError("a token lifetime needs --oauth and must be at least 1 second")
         token = secrets.token_urlsafe(32)
 
         def change(recs: list[Recipient]) -> Recipient:
@@ -423,6 +445,8 @@ class RecipientStore:
             now = int(time.time() * 1000)
             exp = None if expires_in_days is None else now + int(expires_in_days * 86400_000)
             r = Recipient(name, hash_token(token), list(shares), exp, False, now)
+            if oauth:
+                r.auth, r.client_id, r.token_ttl = "oauth", f"{name}-{secrets.token_hex(8)}", token_ttl
             recs.append(r)
             return r
         return self.update(change), token
@@ -454,7 +478,19 @@ def _named(recs: list[Recipient], name: str) -> Recipient:
     return r
 
 
-def profile_for(config: ServerConfig, token: str, expires_at: int | None) -> dict:
+OAUTH_TOKEN_TTL = 3600      # seconds an OAuth access token lives unless the recipient says otherwise
+OAUTH_TOKEN_PATH = "/oauth/token"
+
+
+def profile_for(config: ServerConfig, token: str, expires_at: int | None, recipient: Recipient | None = None) -> dict:
+    """The profile a recipient receives: version 1 with its bearer token, or — for an OAuth
+    recipient — version 2 `oauth_client_credentials` with the token endpoint and its client
+    credentials (`token` is then the client secret)."""
+    if recipient is not None and recipient.auth == "oauth":
+        endpoint = config.profile_endpoint()
+        return {"shareCredentialsVersion": 2, "type": "oauth_client_credentials", "endpoint": endpoint,
+                "tokenEndpoint": endpoint + OAUTH_TOKEN_PATH, "clientId": recipient.client_id,
+                "clientSecret": token}
     p: dict[str, Any] = {"shareCredentialsVersion": 1, "endpoint": config.profile_endpoint(), "bearerToken": token}
     if expires_at is not None:
         from datetime import datetime, timezone

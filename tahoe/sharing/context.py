@@ -35,7 +35,7 @@ class ServerContext:
         self.config = config
         self.signer = Signer(config.signing_key)
         self.recipients = RecipientStore(config.recipients_file)
-        self.auth = Authenticator(config, self.recipients)
+        self.auth = Authenticator(config, self.recipients, self.signer)
         self.tables = {key: SharedTable(t, config.presigned_url_timeout_seconds)
                        for key, t in config.tables_by_key().items()}
 
@@ -116,9 +116,14 @@ class ServerContext:
 
     # --- responses --------------------------------------------------------------------------------
     def url_expiry(self) -> int:
-        """URL expiry in epoch seconds: at least the configured timeout from now, rounded up to
-        the minute so that the URLs of one minute are identical (and their lines cacheable)."""
-        return -(-(now_s() + self.config.presigned_url_timeout_seconds) // 60) * 60
+        """URL expiry in epoch seconds: at least the configured timeout from now; timeouts of ten
+        minutes or more are rounded up to the minute so that the URLs of one minute are identical
+        (and their lines cacheable), shorter ones are kept exact (rounding would more than double
+        a timeout of a few seconds)."""
+        ttl = self.config.presigned_url_timeout_seconds
+        if ttl < 600:
+            return now_s() + ttl
+        return -(-(now_s() + ttl) // 60) * 60
 
     def base_url(self, request: Request) -> str:
         if self.config.public_url:

@@ -7,6 +7,9 @@ a server puts on untrusted input (tree depth, node count, hint length), and what
 as: in a JSON tree the column's `valueType`, in an SQL hint the table schema's type. Whether a
 file may hold a matching row is decided by `tahoe.expressions.may_match` from the file's
 partition values and stats (three-valued, conservative: anything unknown keeps the file).
+
+Rows: the client applies the hints it sends to the rows it returns (`json_predicate` refuses an
+invalid tree by name; `row_filter` is the conjunction of the hints as one expression).
 """
 
 from __future__ import annotations
@@ -14,20 +17,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..errors import AnalysisException
+from ..errors import AnalysisException, DeltaError
 from ..expressions import (
     Expression, FileColumn, and_, from_sharing_json, json_column_types, may_match, parse, to_sharing_json,
 )
 from ..protocol.schema import DataType
 
-__all__ = ["Predicate", "PredicateError", "parse_json_predicate", "parse_sql_predicates", "FileContext"]
+__all__ = ["Predicate", "PredicateError", "parse_json_predicate", "parse_sql_predicates", "FileContext",
+           "json_predicate", "row_filter"]
 
 _MAX_DEPTH = 64
 _MAX_NODES = 10_000
 _MAX_HINT_CHARS = 10_000
 
 
-class PredicateError(ValueError):
+class PredicateError(DeltaError, ValueError):
     """A predicate tree that cannot be used (filtering is skipped)."""
 
 
@@ -141,3 +145,21 @@ def parse_sql_predicates(hints: Any, schema) -> Predicate | None:
     if not exprs:
         return None
     return Predicate(expr=and_(*exprs), types={f.name: f.type for f in schema.fields})
+
+
+# --- rows (the client applies the hints it sends to the rows it returns) ----------------------------
+
+def json_predicate(text: Any) -> Predicate:
+    """A Predicate from `jsonPredicateHints` (a JSON string or object), or PredicateError saying
+    what is wrong with it (the client refuses hints it cannot apply)."""
+    try:
+        tree = json.loads(text) if isinstance(text, (str, bytes)) else text
+    except ValueError as e:
+        raise PredicateError(f"jsonPredicateHints is not valid JSON: {e}") from None
+    return Predicate(tree)
+
+
+def row_filter(preds: list[Predicate]) -> Expression:
+    """The conjunction of `preds` as one expression over rows (evaluate with
+    `tahoe.expressions.matches`: SQL semantics, rows kept where it is TRUE)."""
+    return and_(*[p.expr for p in preds])

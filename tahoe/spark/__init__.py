@@ -8,7 +8,9 @@
   (object stores such as s3://, which plain PySpark cannot write: pyarrow in the executors).
 - `register(spark)` — registers the `delta` Python data source, so
   `spark.read.format("delta").load(path)` and `df.write.format("delta").save(path)` work (all
-  four save modes: see `tahoe.spark.datasource`).
+  four save modes: see `tahoe.spark.datasource`), and the `deltaSharing` one, so
+  `spark.read.format("deltaSharing").load("profile.share#share.schema.table")` and
+  `spark.readStream.format("deltaSharing")` read shared tables (see `tahoe.spark.sharing`).
 - `local_session()` — a quiet local SparkSession with tahoe's settings (scripts, tests).
 
 Importing `tahoe.spark` makes tahoe's errors surface (`tahoe.spark.surfacing`): an error tahoe

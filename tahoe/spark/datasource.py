@@ -253,8 +253,9 @@ _registered: set[int] = set()
 
 
 def register(spark) -> None:
-    """Register the `delta` data source on `spark` (once per session), apply tahoe's confs, map
-    the error/ignore save modes and refuse tables by name (see the module docstring)."""
+    """Register the `delta` data source on `spark` (once per session) — and `deltaSharing`
+    (`tahoe.spark.sharing`) —, apply tahoe's confs, map the error/ignore save modes and refuse tables by
+    name (see the module docstring)."""
     from .session import configure
     from .surfacing import install
 
@@ -262,27 +263,30 @@ def register(spark) -> None:
     key = id(spark)
     if key in _registered:
         return
-    _register_source(spark)
+    from .sharing import DeltaSharingDataSource   # format("deltaSharing") too
+
+    _register_source(spark, DeltaDataSource)
+    _register_source(spark, DeltaSharingDataSource)
     _registered.add(key)
     install()
     _install_save_modes()
     _install_catalog_refusals()
 
 
-def _register_source(spark) -> None:
-    """`spark.dataSource.register(DeltaDataSource)`, with `spark` the JVM's active session while it
+def _register_source(spark, source) -> None:
+    """`spark.dataSource.register(source)`, with `spark` the JVM's active session while it
     runs: Spark checks the name against the *active* session's sources, so registering in a second
     session of one JVM (`spark.newSession()`) otherwise fails with DATA_SOURCE_ALREADY_EXISTS."""
     jsession = getattr(spark, "_jsparkSession", None)
     jvm = getattr(spark, "_jvm", None)
     if jsession is None or jvm is None:  # Spark Connect: the server resolves sources per session
-        spark.dataSource.register(DeltaDataSource)
+        spark.dataSource.register(source)
         return
     sessions = getattr(jvm, "org.apache.spark.sql.SparkSession")
     previous = sessions.getActiveSession()
     sessions.setActiveSession(jsession)
     try:
-        spark.dataSource.register(DeltaDataSource)
+        spark.dataSource.register(source)
     finally:
         if previous.isDefined():
             sessions.setActiveSession(previous.get())

@@ -181,15 +181,16 @@ def test_tahoe_client(server):
 
     url = server.table_url("alice", "s1", "cdf")
     assert_same_rows(tc.load_as_arrow(url), cdf_rows(), "latest")
-    # a predicate hint prunes files; the rows of the files kept are all p=b
-    assert_same_rows(tc.load_as_arrow(url, version=2, predicate_hints=["p = 'b'"]),
+    # a predicate hint prunes files, and tahoe's client applies it to the rows
+    assert_same_rows(tc.load_as_arrow(url, version=2, predicateHints=["p = 'b'"]),
                      cdf_rows(2).filter(pc.equal(cdf_rows(2)["p"], "b")), "v2, p = b")
     limited = tc.load_as_arrow(url, limit=2)
     assert len(rows(limited)) == 2 and all(r in rows(cdf_rows()) for r in rows(limited))
-    assert_same_rows(commit_ms_to_timestamp(tc.load_changes_as_arrow(url, starting_version=1, ending_version=5)),
+    assert_same_rows(commit_ms_to_timestamp(tc.load_table_changes_as_arrow(url, starting_version=1, ending_version=5,
+                                                                                 use_delta_format=False)),
                      cdf_changes(1, 5), "changes")
     c = tc.SharingClient(server.profiles["alice"])
-    assert {(t["share"], t["name"]) for t in c.list_all_tables()} >= {("s1", "cdf"), ("Extra", "t")}
+    assert {(t.share, t.name) for t in c.list_all_tables()} >= {("s1", "cdf"), ("Extra", "t")}
     assert_same_rows(tc.load_as_arrow(server.table_url("alice", "s1", "written")),
                      delta_rs_rows(server.tables["written"]), "written")
 

@@ -1,0 +1,125 @@
+"""A real HTTP reverse proxy on 127.0.0.1 in front of the sharing server, which injects faults
+into chosen requests: a 503 answer, a connection dropped halfway through the body, or a delay.
+Requests pass through unchanged (the `Host` header too, so the server's file URLs point back at
+the proxy and downloads go through it as well); every request is logged (method, path, headers,
+body, the status answered, whether a fault was injected)."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable, Optional
+
+
+@dataclass
+class Fault:
+    kind: str                                   # "503" | "drop" | "delay"
+    match: Callable[[str, str, dict], bool]     # (method, path, headers) -> applies?
+    times: int = 1                              # how many requests it hits (-1: all)
+    seconds: float = 0.0                        # for "delay"
+    hits: int = 0
+
+
+@dataclass
+class Logged:
+    method: str
+    path: str
+    headers: dict
+    body: bytes
+    status: int = 0
+    fault: Optional[str] = None
+
+
+@dataclass
+class FaultProxy:
+    upstream: tuple[str, int]
+    faults: list[Fault] = field(default_factory=list)
+    log: list[Logged] = field(default_factory=list)
+
+    def __post_init__(self):
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _handle(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else b""
+                headers = {k: v for k, v in self.headers.items()}
+                entry = Logged(self.command, self.path, headers, body)
+                with proxy._lock:
+                    proxy.log.append(entry)
+                fault = proxy._take(self.command, self.path, headers)
+                if fault is not None and fault.kind == "503":
+                    entry.status, entry.fault = 503, "503"
+                    msg = b'{"errorCode":"TEMPORARILY_UNAVAILABLE","message":"injected"}'
+                    self.send_response(503)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(msg)))
+                    self.end_headers()
+                    self.wfile.write(msg)
+                    return
+                if fault is not None and fault.kind == "delay":
+                    entry.fault = "delay"
+                    time.sleep(fault.seconds)
+                conn = http.client.HTTPConnection(*proxy.upstream, timeout=120)
+                try:
+                    conn.request(self.command, self.path, body=body or None,
+                                 headers={k: v for k, v in headers.items() if k.lower() != "connection"})
+                    resp = conn.getresponse()
+                    data = resp.read()
+                    entry.status = resp.status
+                    self.send_response(resp.status)
+                    for k, v in resp.getheaders():
+                        if k.lower() not in ("transfer-encoding", "connection", "content-length", "date", "server"):
+                            self.send_header(k, v)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    if fault is not None and fault.kind == "drop" and self.command == "GET" and len(data) > 1:
+                        entry.fault = "drop"
+                        self.wfile.write(data[: len(data) // 2])
+                        self.wfile.flush()
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                        self.close_connection = True
+                        return
+                    if self.command != "HEAD":
+                        self.wfile.write(data)
+                finally:
+                    conn.close()
+
+            do_GET = do_POST = do_HEAD = _handle
+
+        self._lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def _take(self, method: str, path: str, headers: dict) -> Optional[Fault]:
+        with self._lock:
+            for f in self.faults:
+                if f.times != 0 and f.match(method, path, headers):
+                    if f.times > 0:
+                        f.times -= 1
+                    f.hits += 1
+                    return f
+        return None
+
+    def base(self, prefix: str = "/delta-sharing") -> str:
+        return f"http://127.0.0.1:{self.port}{prefix}"
+
+    def requests(self, method: str | None = None, contains: str = "") -> list[Logged]:
+        with self._lock:
+            return [e for e in self.log if (method is None or e.method == method) and contains in e.path]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
