@@ -109,6 +109,21 @@ def _non_empty(v: str) -> str:
     return v
 
 
+def _semver(v: str) -> str:
+    from .parquet_format import resolve_format_version
+
+    resolve_format_version(v)
+    return v.strip()
+
+
+def _formats(v: str) -> str:
+    parts = [p.strip().lower() for p in v.split(",") if p.strip()]
+    bad = [p for p in parts if p not in ("iceberg", "hudi")]
+    if bad:
+        raise ValueError(f"unknown format(s) {bad}; expected a comma-separated list of iceberg, hudi")
+    return ",".join(parts)
+
+
 def _column_list(v: str) -> str:
     if any(not p.strip() for p in v.split(",")):
         raise ValueError("expected a comma-separated list of column names")
@@ -154,6 +169,14 @@ TABLE_PROPERTIES: dict[str, Callable[[str], str]] = {
     "delta.inCommitTimestampEnablementVersion": _int(0),
     "delta.inCommitTimestampEnablementTimestamp": _int(),
     "delta.requireCheckpointProtectionBeforeVersion": _int(0),
+    "delta.enableVariantShredding": _boolean,
+    # parquet data files (tahoe.protocol.parquet_format)
+    "delta.parquet.compression.codec": _enum("uncompressed", "snappy", "gzip", "lz4", "zstd"),
+    "delta.parquet.format.version": _semver,
+    # Iceberg compatibility / UniForm (tahoe.uniform)
+    "delta.enableIcebergCompatV1": _boolean,
+    "delta.enableIcebergCompatV2": _boolean,
+    "delta.universalFormat.enabledFormats": _formats,
 }
 _BY_LOWER = {k.lower(): k for k in TABLE_PROPERTIES}
 

@@ -60,6 +60,7 @@ from ..protocol.actions import (
     SetTransaction, actions_to_json_lines,
 )
 from ..protocol.filenames import LogFileKind, commit_file_name
+from ..protocol.schema import VARIANT
 from ..protocol.table_features import (
     MAX_READER_VERSION, MAX_WRITER_VERSION, check_writable, is_feature_supported,
     merge_protocols, protocol_for_features, reader_features_of, writer_features_of,
@@ -416,6 +417,8 @@ class Transaction:
         for pc in md.partition_columns:
             if pc not in names:
                 raise SchemaError(f"partition column '{pc}' is not in the schema {names}")
+            if schema.field(pc).type == VARIANT:   # spec "Variant Data Type": not comparable
+                raise SchemaError(f"partition column '{pc}' has type variant; variant columns cannot be partition columns")
         old_mode = column_mapping.mode(old_conf) if read_md is not None else "none"
         new_mode = column_mapping.mode(conf)
         if read_md is not None and old_mode != new_mode and not self._replaces_table and \
