@@ -523,6 +523,8 @@ def _safe_upcast(src: DataType, dst: DataType) -> bool:
     writer casts). Used for appends without schema change."""
     if src == dst or src == VOID:
         return True
+    if dst == VARIANT and isinstance(src, StructType):   # variants as their untagged storage struct
+        return sorted(src.names) == ["metadata", "value"] and all(f.type == BINARY for f in src.fields)
     if is_integral(src) and is_integral(dst):
         return _INTEGRAL_RANK[src.name] <= _INTEGRAL_RANK[dst.name]  # type: ignore[union-attr]
     if src == FLOAT and dst == DOUBLE:

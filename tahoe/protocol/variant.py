@@ -311,27 +311,22 @@ def _encode_decimal(d: decimal.Decimal, width: int | None = None) -> bytes:
 
 def _encode_primitive(v: Any, t: pa.DataType) -> bytes:
     """A shredded typed_value leaf (as pyarrow's to_pylist gives it) → variant bytes, its variant
-    type chosen by the parquet/Arrow type (VariantShredding.md "Shredded Value Types")."""
+    type chosen by the parquet/Arrow type (VariantShredding.md "Shredded Value Types"); integers
+    and decimals in their smallest width, as Spark's reader rebuilds them."""
     T = pa.types
     if T.is_boolean(t):
         return _prim(_TRUE if v else _FALSE)
-    if T.is_int8(t):
-        return _prim(_INT8, int(v).to_bytes(1, "little", signed=True))
-    if T.is_int16(t):
-        return _prim(_INT16, int(v).to_bytes(2, "little", signed=True))
-    if T.is_int32(t):
-        return _prim(_INT32, int(v).to_bytes(4, "little", signed=True))
-    if T.is_int64(t):
-        return _prim(_INT64, int(v).to_bytes(8, "little", signed=True))
+    if T.is_integer(t):
+        # integers in the smallest integer type that holds them, as Spark's reader rebuilds them
+        # (the variant integer types are one class; a writer shreds int8 values into INT32)
+        return _encode_int(int(v))
     if T.is_float32(t):
         return _prim(_FLOAT, struct.pack("<f", v))
     if T.is_float64(t):
         return _prim(_DOUBLE, struct.pack("<d", v))
     if T.is_decimal(t):
-        width = 4 if t.precision <= 9 else 8 if t.precision <= 18 else 16
-        return _encode_decimal(decimal.Decimal(v).quantize(decimal.Decimal(1).scaleb(-t.scale)), width) \
-            if t.scale else _prim({4: _DEC4, 8: _DEC8, 16: _DEC16}[width],
-                                  bytes([0]) + int(v).to_bytes(width, "little", signed=True))
+        # the value's scale is the column's; its width the smallest that holds the digits (Spark)
+        return _encode_decimal(decimal.Decimal(v).quantize(decimal.Decimal(1).scaleb(-t.scale)))
     if T.is_date32(t):
         return _prim(_DATE, (v - _dt.date(1970, 1, 1)).days.to_bytes(4, "little", signed=True))
     if T.is_time64(t):
