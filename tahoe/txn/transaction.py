@@ -31,7 +31,12 @@ Writer rules enforced at commit, before anything is written:
      strictly increasing `inCommitTimestamp` when `delta.enableInCommitTimestamps` is on).
 
 After a successful commit `tahoe.log.checkpoints.checkpoint_if_needed(log, version)` runs when
-that module exists; a failing checkpoint is logged and never fails the commit.
+that module exists; a failing checkpoint is logged and never fails the commit. On UniForm tables
+(`delta.universalFormat.enabledFormats=iceberg`) the Iceberg metadata of the new version is then
+generated (`tahoe.uniform.convert_after_commit`); a failure there is logged and kept in
+`post_commit_errors`, never fails the commit, and the next commit converts what was missed. The
+Iceberg compatibility rules (`tahoe.protocol.iceberg_compat`) are checked with the other writer
+rules, before anything is written.
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ from ..log.delta_log import DeltaLog
 from ..log.replay import canonical_key, read_commit, root_uri
 from ..log.segment import list_log
 from ..log.snapshot import Snapshot
-from ..protocol import column_mapping
+from ..protocol import column_mapping, iceberg_compat
 from ..protocol.actions import (
     Action, AddCDCFile, AddFile, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile,
     SetTransaction, actions_to_json_lines,
@@ -227,6 +232,7 @@ class Transaction:
         self._replaces_table = False
         self.committed_version: int | None = None
         self.committed_actions: list[Action] | None = None
+        self.post_commit_errors: list[Exception] = []   # post-commit hooks that failed (logged)
         self.attempts = 0
 
     # --- what the transaction sees ---------------------------------------------------------
@@ -412,6 +418,8 @@ class Transaction:
                 ck, cv = normalize_property(k, v)
                 checked[ck] = cv
         conf = checked
+        if read_md is None or self._replaces_table:
+            conf = iceberg_compat.creating_defaults(conf)
         schema = md.schema
         names = schema.names
         for pc in md.partition_columns:
@@ -745,6 +753,21 @@ class Transaction:
         time.sleep(random.uniform(0, cap))
 
     def _post_commit(self, version: int, configuration: dict | None) -> None:
+        self._post_commit_checkpoint(version, configuration)
+        if iceberg_compat.uniform_iceberg_enabled(configuration):
+            # UniForm: Iceberg metadata for this version. A failure never fails the committed
+            # write: it is logged, kept in `post_commit_errors`, and the next commit (or
+            # tahoe.uniform.sync_iceberg) converts every version it missed.
+            from ..uniform import convert_after_commit
+
+            try:
+                convert_after_commit(self.log, version)
+            except Exception as e:  # noqa: BLE001
+                self.post_commit_errors.append(e)
+                log.warning("UniForm: Iceberg metadata for version %s of %s failed (the next commit "
+                            "retries): %s: %s", version, self.log.table_root, type(e).__name__, e)
+
+    def _post_commit_checkpoint(self, version: int, configuration: dict | None) -> None:
         try:
             from ..log import checkpoints  # type: ignore[attr-defined]
         except ImportError:
@@ -776,6 +799,11 @@ class Transaction:
             phys = column_mapping.logical_to_physical_names(read_md.schema, mode)
             p2l = {phys[c]: c for c in pcols}
         hwm = self.read_snapshot.row_id_high_water_mark if self.read_snapshot is not None else None
+        assert final_proto is not None
+        iceberg_compat.check_commit(self.read_snapshot.metadata if self.read_snapshot is not None else None,
+                                    effective_md, final_proto, self._adds,
+                                    creating=self.read_snapshot is None or self._replaces_table,
+                                    features=protocol_features(final_proto))
         return _Plan(md, proto, removes, removes_rt, pcols, p2l, -1 if hwm is None else int(hwm))
 
     def __repr__(self) -> str:
