@@ -332,10 +332,27 @@ class Transaction:
         self._read_app_ids.add(app_id)
 
     def set_domain_metadata(self, dm: DomainMetadata) -> None:
+        """Set (or, with `removed=True`, remove) a user metadata domain (spec "Domain Metadata";
+        the table needs the `domainMetadata` feature). Domains named `delta.*` are reserved for
+        the protocol's own features and refused. The latest action per domain wins on replay; a
+        concurrent commit that sets the same domain is a conflict (ConcurrentTransactionException)."""
         self._check_open()
+        if dm.domain.lower().startswith("delta."):
+            raise InvalidTableOperationError(
+                f"metadata domain '{dm.domain}' is reserved: domains named 'delta.*' belong to the Delta "
+                f"protocol's features and cannot be set by users")
         if dm.domain in self._domains:
             raise InvalidTableOperationError(f"metadata domain '{dm.domain}' is set twice")
         self._domains[dm.domain] = dm
+
+    def remove_domain_metadata(self, domain: str) -> None:
+        """Remove a user metadata domain: a `removed` tombstone carrying its current configuration
+        (as delta-kernel writes it). InvalidTableOperationError when the table has no such domain."""
+        current = self.read_snapshot.domain_metadata.get(domain) if self.read_snapshot is not None else None
+        if current is None and not domain.lower().startswith("delta."):
+            raise InvalidTableOperationError(
+                f"cannot remove metadata domain '{domain}': the table (version {self.read_version}) has no such domain")
+        self.set_domain_metadata(DomainMetadata(domain, current.configuration if current else "", removed=True))
 
     def update_identity_high_water_mark(self, column: str, value: int) -> None:
         """Advance `delta.identity.highWaterMark` of identity column `column` to `value` at
