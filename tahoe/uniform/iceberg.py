@@ -37,7 +37,6 @@ import random
 import time
 import uuid
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 import fastavro

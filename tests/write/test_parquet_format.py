@@ -4,7 +4,6 @@ footer, independent of the writer's options), delta-rs reading the files."""
 
 from __future__ import annotations
 
-import json
 import os
 
 import pyarrow as pa
