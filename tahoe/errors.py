@@ -127,3 +127,22 @@ class CommitOutcomeUnknownError(DeltaError):
 class UnsupportedStorageError(DeltaError):
     """The file system or object store cannot do what the log needs (an atomic put-if-absent
     of a commit file); the message names the storage and what it lacks."""
+
+
+class IcebergCompatViolationError(InvalidTableOperationError):
+    """A write would break the table's Iceberg compatibility (delta-spark's
+    DELTA_ICEBERG_COMPAT_VIOLATION; `error_class` names the sub-condition, e.g.
+    `DELTA_ICEBERG_COMPAT_VIOLATION.DELETION_VECTORS_SHOULD_BE_DISABLED`)."""
+
+    def __init__(self, message: str, error_class: str = "DELTA_ICEBERG_COMPAT_VIOLATION"):
+        super().__init__(f"[{error_class}] {message}")
+        self.error_class = error_class
+
+
+class UniversalFormatViolationError(InvalidTableOperationError):
+    """UniForm is enabled without what it depends on (delta-spark's
+    DELTA_UNIVERSAL_FORMAT_VIOLATION)."""
+
+    def __init__(self, message: str, error_class: str = "DELTA_UNIVERSAL_FORMAT_VIOLATION"):
+        super().__init__(f"[{error_class}] {message}")
+        self.error_class = error_class

@@ -286,7 +286,12 @@ def drop_column(schema: StructType, path: str | list[str]) -> StructType:
 def assign_ids_for_table(schema: StructType, configuration: dict) -> tuple[StructType, dict]:
     """`schema` with ids and physical names for fields that lack them, and `configuration` with
     `delta.columnMapping.maxColumnId` advanced, when the table uses column mapping (unchanged
-    otherwise). What every writer does before it commits a new or evolved schema."""
+    otherwise). What every writer does before it commits a new or evolved schema. A table with
+    Iceberg compatibility but no mode set gets mode `name` here (delta-spark auto-sets it when
+    such a table is created; an existing compat table has a mode already)."""
+    from .iceberg_compat import creating_defaults
+
+    configuration = creating_defaults(configuration)
     if mode(configuration) == "none":
         return schema, configuration
     prev = int(configuration.get(MAX_COLUMN_ID_KEY, 0) or 0)

@@ -120,6 +120,21 @@ def _non_empty(v: str) -> str:
     return v
 
 
+def _semver(v: str) -> str:
+    from .parquet_format import resolve_format_version
+
+    resolve_format_version(v)
+    return v.strip()
+
+
+def _formats(v: str) -> str:
+    parts = [p.strip().lower() for p in v.split(",") if p.strip()]
+    bad = [p for p in parts if p not in ("iceberg", "hudi")]
+    if bad:
+        raise ValueError(f"unknown format(s) {bad}; expected a comma-separated list of iceberg, hudi")
+    return ",".join(parts)
+
+
 def _column_list(v: str) -> str:
     if any(not p.strip() for p in v.split(",")):
         raise ValueError("expected a comma-separated list of column names")
@@ -198,6 +213,14 @@ _KNOWN: tuple[TableProperty, ...] = (
     _prop("delta.inCommitTimestampEnablementVersion", "int", None, _int(0)),
     _prop("delta.inCommitTimestampEnablementTimestamp", "int", None, _int()),
     _prop("delta.requireCheckpointProtectionBeforeVersion", "int", "0", _int(0)),
+    _prop("delta.enableVariantShredding", "bool", "false"),
+    # parquet data files (tahoe.protocol.parquet_format)
+    _enum_prop("delta.parquet.compression.codec", None, "uncompressed", "snappy", "gzip", "lz4", "zstd"),
+    _prop("delta.parquet.format.version", "text", None, _semver),
+    # Iceberg compatibility / UniForm (tahoe.uniform)
+    _prop("delta.enableIcebergCompatV1", "bool", "false"),
+    _prop("delta.enableIcebergCompatV2", "bool", "false"),
+    _prop("delta.universalFormat.enabledFormats", "text", None, _formats),
 )
 TABLE_PROPERTIES: dict[str, TableProperty] = {p.key: p for p in _KNOWN}
 _BY_LOWER = {k.lower(): k for k in TABLE_PROPERTIES}

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Iterator
 import pyarrow as pa
 
 from ..errors import SchemaError
+from . import variant as _variant
 
 __all__ = [
     "DataType", "PrimitiveType", "DecimalType", "ArrayType", "MapType", "StructField",
@@ -370,9 +371,8 @@ _TO_ARROW = {
     "byte": pa.int8(), "float": pa.float32(), "double": pa.float64(), "boolean": pa.bool_(),
     "binary": pa.binary(), "date": pa.date32(), "timestamp": pa.timestamp("us", tz="UTC"),
     "timestamp_ntz": pa.timestamp("us"), "void": pa.null(),
-    # Parquet's variant encoding: a group of two required binaries.
-    "variant": pa.struct([pa.field("value", pa.binary(), nullable=False),
-                          pa.field("metadata", pa.binary(), nullable=False)]),
+    # Parquet's variant encoding, a group of two required binaries (tahoe.protocol.variant)
+    "variant": _variant.ARROW_TYPE,
 }
 
 
@@ -410,6 +410,8 @@ def from_arrow_type(t: pa.DataType) -> DataType:
         return from_arrow_type(t.storage_type)
     if T.is_null(t):
         return VOID
+    if _variant.is_variant_type(t):
+        return VARIANT
     if T.is_boolean(t):
         return BOOLEAN
     if T.is_int8(t):
@@ -456,6 +458,10 @@ def _is(t: pa.DataType, pred: str) -> bool:
 
 
 def from_arrow_field(f: pa.Field) -> StructField:
+    md = f.metadata or {}
+    if md.get(b"ARROW:extension:name") in (b"arrow.parquet.variant", b"parquet.variant") \
+            and _variant.is_variant_storage(f.type):
+        return StructField(f.name, VARIANT, f.nullable, {})
     try:
         dt = from_arrow_type(f.type)
     except SchemaError as e:
@@ -517,6 +523,8 @@ def _safe_upcast(src: DataType, dst: DataType) -> bool:
     writer casts). Used for appends without schema change."""
     if src == dst or src == VOID:
         return True
+    if dst == VARIANT and isinstance(src, StructType):   # variants as their untagged storage struct
+        return sorted(src.names) == ["metadata", "value"] and all(f.type == BINARY for f in src.fields)
     if is_integral(src) and is_integral(dst):
         return _INTEGRAL_RANK[src.name] <= _INTEGRAL_RANK[dst.name]  # type: ignore[union-attr]
     if src == FLOAT and dst == DOUBLE:

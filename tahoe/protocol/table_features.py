@@ -62,6 +62,15 @@ FEATURES: dict[str, Feature] = {f.name: f for f in [
     Feature("typeWidening-preview", True, 3, 7),
     Feature("checkpointProtection", False, 1, 7),
     Feature("allowColumnDefaults", False, 1, 7),
+    Feature("variantType", True, 3, 7),
+    Feature("variantType-preview", True, 3, 7),
+    Feature("variantShredding", True, 3, 7, requires=("variantType",),
+            property_enables=(("delta.enableVariantShredding", "true"),)),
+    Feature("variantShredding-preview", True, 3, 7),
+    Feature("icebergCompatV1", False, 1, 7, requires=("columnMapping",),
+            property_enables=(("delta.enableIcebergCompatV1", "true"),)),
+    Feature("icebergCompatV2", False, 1, 7, requires=("columnMapping",),
+            property_enables=(("delta.enableIcebergCompatV2", "true"),)),
 ]}
 
 # Spellings of older drafts / other writers → the canonical name.

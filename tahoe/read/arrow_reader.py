@@ -6,7 +6,8 @@ file's column (by name, by physical name in column-mapping name mode, by parquet
 mode — recursively inside structs, arrays and maps); cast to the table's logical Arrow type (INT96
 and millisecond timestamps, narrower integers after type widening, decimals); fill columns missing
 from the file with nulls; add partition columns typed from `partitionValues`; drop rows whose
-index is in the file's deletion vector; drop `void` columns.
+index is in the file's deletion vector; drop `void` columns. Variant columns come back in
+tahoe's Arrow form (`tahoe.protocol.variant`), shredded files reassembled.
 
 The output schema is `logical_arrow_schema(schema)`: every non-void column of the table schema in
 schema order, named by its logical name.
@@ -25,7 +26,10 @@ from ..errors import CorruptLogError, DeletionVectorError
 from ..protocol import column_mapping
 from ..protocol.deletion_vectors import DeletionVectorDescriptor, deleted_mask, load_deletion_vector
 from ..protocol.partition_values import partition_values_to_arrow
-from ..protocol.schema import ArrayType, DataType, MapType, StructField, StructType, is_void, to_arrow_type
+from ..protocol.schema import (
+    VARIANT, ArrayType, DataType, MapType, StructField, StructType, is_void, to_arrow_type,
+)
+from ..protocol.variant import from_parquet as variant_from_parquet, is_variant_type
 from ..storage import resolve_data_path
 from ..storage.base import LogStore
 
@@ -36,7 +40,10 @@ _FIELD_ID = b"PARQUET:field_id"
 
 def _relax(t: pa.DataType) -> pa.DataType:
     """`t` with every nested field nullable (map keys excepted): a NOT NULL field inside a
-    nullable struct, list or map is null wherever its parent is, which Arrow must be able to hold."""
+    nullable struct, list or map is null wherever its parent is, which Arrow must be able to hold.
+    A variant keeps its layout (its null slots hold empty bytes, see tahoe.protocol.variant)."""
+    if is_variant_type(t):
+        return t
     if pa.types.is_struct(t):
         return pa.struct([pa.field(f.name, _relax(f.type), nullable=True, metadata=f.metadata) for f in t])
     if pa.types.is_list(t):
@@ -228,6 +235,8 @@ class ArrowFileReader:
 
     def _conform(self, arr: pa.Array, dt: DataType) -> pa.Array:
         target = _out_type(dt)
+        if dt == VARIANT:   # unshredded or shredded (typed_value reassembled)
+            return variant_from_parquet(arr)
         if isinstance(dt, StructType):
             if not pa.types.is_struct(arr.type):
                 raise CorruptLogError(f"expected a struct column, the file has {arr.type}")

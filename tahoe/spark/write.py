@@ -63,7 +63,8 @@ from ..protocol.actions import AddFile
 from ..protocol.partition_values import (
     HIVE_DEFAULT_PARTITION, parse_partition_value, serialize_partition_value, unescape_path_name,
 )
-from ..protocol.schema import DecimalType, PrimitiveType, StructField, StructType
+from ..protocol.parquet_format import ParquetWriteOptions
+from ..protocol.schema import VARIANT, DecimalType, PrimitiveType, StructField, StructType
 from ..protocol.properties import data_skipping_settings
 from ..protocol.stats import (
     DEFAULT_STRING_PREFIX_LENGTH, format_float_stat, stats_columns, stats_json, truncate_max_string,
@@ -275,7 +276,7 @@ def _write_native(spark, df, table_root: str, plan: WritePlan) -> tuple[list[Add
     df = _physical(_checked(df), schema, cm_mode)
     staging_rel = f"_tahoe_staging_{uuid.uuid4().hex}"
     staging = os.path.join(table_root, staging_rel)
-    w = df.write.mode("overwrite").option("compression", "snappy")
+    w = df.write.mode("overwrite").options(**ParquetWriteOptions.for_configuration(plan.configuration).spark_options())
     if part_phys:
         w = w.partitionBy(*part_phys)
     try:
@@ -554,6 +555,13 @@ def footer_stats(md, stats_schema: StructType, mapped: bool, prefix_len: int = D
 
     for path, f in _leaf_paths(stats_schema, mapped):
         sts = by_path.get(path)
+        if f.type == VARIANT:   # nullCount only (spec): the nulls of its required metadata leaf
+            sts = by_path.get(path + ("metadata",))
+            if sts is not None and all(s is not None and s.has_null_count for s in sts):
+                put(nulls, path, sum(s.null_count for s in sts))
+            elif sts is None and (n == 0 or path[0] not in top_level):
+                put(nulls, path, n)
+            continue
         if sts is None:
             if n == 0 or path[0] not in top_level:
                 put(nulls, path, n)  # no rows, or the column is absent from the file: all null

@@ -52,7 +52,12 @@ still in flight can no longer land once the version exists). Only when that fail
 commit() raise CommitOutcomeUnknownError with outcome UNKNOWN.
 
 After a successful commit `tahoe.log.checkpoints.checkpoint_if_needed(log, version)` runs when
-that module exists; a failing checkpoint is logged and never fails the commit.
+that module exists; a failing checkpoint is logged and never fails the commit. On UniForm tables
+(`delta.universalFormat.enabledFormats=iceberg`) the Iceberg metadata of the new version is then
+generated (`tahoe.uniform.convert_after_commit`); a failure there is logged and kept in
+`post_commit_errors`, never fails the commit, and the next commit converts what was missed. The
+Iceberg compatibility rules (`tahoe.protocol.iceberg_compat`) are checked with the other writer
+rules, before anything is written.
 """
 
 from __future__ import annotations
@@ -76,12 +81,13 @@ from ..log.delta_log import DeltaLog
 from ..log.replay import canonical_key, read_commit, root_uri
 from ..log.segment import list_log
 from ..log.snapshot import Snapshot
-from ..protocol import column_mapping
+from ..protocol import column_mapping, iceberg_compat
 from ..protocol.actions import (
     Action, AddCDCFile, AddFile, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile,
     SetTransaction, actions_to_json_lines,
 )
 from ..protocol.filenames import LogFileKind, commit_file_name
+from ..protocol.schema import VARIANT
 from ..protocol.table_features import (
     MAX_READER_VERSION, MAX_WRITER_VERSION, check_writable, is_feature_supported,
     merge_protocols, protocol_for_features, reader_features_of, writer_features_of,
@@ -268,6 +274,7 @@ class Transaction:
         self.committed_version: int | None = None
         self.committed_actions: list[Action] | None = None
         self.outcome = CommitOutcome.NOT_COMMITTED
+        self.post_commit_errors: list[Exception] = []   # post-commit hooks that failed (logged)
         self.attempts = 0
 
     # --- what the transaction sees ---------------------------------------------------------
@@ -367,10 +374,27 @@ class Transaction:
         self._read_app_ids.add(app_id)
 
     def set_domain_metadata(self, dm: DomainMetadata) -> None:
+        """Set (or, with `removed=True`, remove) a user metadata domain (spec "Domain Metadata";
+        the table needs the `domainMetadata` feature). Domains named `delta.*` are reserved for
+        the protocol's own features and refused. The latest action per domain wins on replay; a
+        concurrent commit that sets the same domain is a conflict (ConcurrentTransactionException)."""
         self._check_open()
+        if dm.domain.lower().startswith("delta."):
+            raise InvalidTableOperationError(
+                f"metadata domain '{dm.domain}' is reserved: domains named 'delta.*' belong to the Delta "
+                f"protocol's features and cannot be set by users")
         if dm.domain in self._domains:
             raise InvalidTableOperationError(f"metadata domain '{dm.domain}' is set twice")
         self._domains[dm.domain] = dm
+
+    def remove_domain_metadata(self, domain: str) -> None:
+        """Remove a user metadata domain: a `removed` tombstone carrying its current configuration
+        (as delta-kernel writes it). InvalidTableOperationError when the table has no such domain."""
+        current = self.read_snapshot.domain_metadata.get(domain) if self.read_snapshot is not None else None
+        if current is None and not domain.lower().startswith("delta."):
+            raise InvalidTableOperationError(
+                f"cannot remove metadata domain '{domain}': the table (version {self.read_version}) has no such domain")
+        self.set_domain_metadata(DomainMetadata(domain, current.configuration if current else "", removed=True))
 
     def update_identity_high_water_mark(self, column: str, value: int) -> None:
         """Advance `delta.identity.highWaterMark` of identity column `column` to `value` at
@@ -453,11 +477,15 @@ class Transaction:
                 ck, cv = normalize_property(k, v)
                 checked[ck] = cv
         conf = checked
+        if read_md is None or self._replaces_table:
+            conf = iceberg_compat.creating_defaults(conf)
         schema = md.schema
         names = schema.names
         for pc in md.partition_columns:
             if pc not in names:
                 raise SchemaError(f"partition column '{pc}' is not in the schema {names}")
+            if schema.field(pc).type == VARIANT:   # spec "Variant Data Type": not comparable
+                raise SchemaError(f"partition column '{pc}' has type variant; variant columns cannot be partition columns")
         old_mode = column_mapping.mode(old_conf) if read_md is not None else "none"
         new_mode = column_mapping.mode(conf)
         if read_md is not None and old_mode != new_mode and not self._replaces_table and \
@@ -875,6 +903,21 @@ class Transaction:
         time.sleep(random.uniform(0, cap))
 
     def _post_commit(self, version: int, configuration: dict | None) -> None:
+        self._post_commit_checkpoint(version, configuration)
+        if iceberg_compat.uniform_iceberg_enabled(configuration):
+            # UniForm: Iceberg metadata for this version. A failure never fails the committed
+            # write: it is logged, kept in `post_commit_errors`, and the next commit (or
+            # tahoe.uniform.sync_iceberg) converts every version it missed.
+            from ..uniform import convert_after_commit
+
+            try:
+                convert_after_commit(self.log, version)
+            except Exception as e:  # noqa: BLE001
+                self.post_commit_errors.append(e)
+                log.warning("UniForm: Iceberg metadata for version %s of %s failed (the next commit "
+                            "retries): %s: %s", version, self.log.table_root, type(e).__name__, e)
+
+    def _post_commit_checkpoint(self, version: int, configuration: dict | None) -> None:
         try:
             from ..log import checkpoints  # type: ignore[attr-defined]
         except ImportError:
@@ -906,6 +949,11 @@ class Transaction:
             phys = column_mapping.logical_to_physical_names(read_md.schema, mode)
             p2l = {phys[c]: c for c in pcols}
         hwm = self.read_snapshot.row_id_high_water_mark if self.read_snapshot is not None else None
+        assert final_proto is not None
+        iceberg_compat.check_commit(self.read_snapshot.metadata if self.read_snapshot is not None else None,
+                                    effective_md, final_proto, self._adds,
+                                    creating=self.read_snapshot is None or self._replaces_table,
+                                    features=protocol_features(final_proto))
         return _Plan(md, proto, removes, removes_rt, pcols, p2l, -1 if hwm is None else int(hwm))
 
     def __repr__(self) -> str:

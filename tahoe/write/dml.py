@@ -20,18 +20,18 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ..errors import InvalidTableOperationError
 from ..log import DeltaLog
 from ..protocol import column_mapping
 from ..protocol.actions import AddCDCFile
+from ..protocol.parquet_format import ParquetWriteOptions
 from ..protocol.partition_values import partition_path
 from ..protocol.properties import bool_property
 from ..read.arrow_reader import ArrowFileReader
 from ..txn import Transaction
 from ..expressions import Scope, check_columns, file_mask, matches, parse
-from .files import encode_log_path, write_data_files
+from .files import encode_log_path, parquet_bytes, write_data_files
 
 __all__ = ["delete"]
 
@@ -48,11 +48,10 @@ def _write_cdc(log: DeltaLog, snapshot, rows: pa.Table, partition_values: dict) 
         data = data.rename_columns([column_mapping.physical_name(f) for f in fields])
     data = data.append_column("_change_type", pa.repeat(pa.scalar("delete"), rows.num_rows))
     sub = partition_path(list(snapshot.partition_columns), partition_values) if snapshot.partition_columns else ""
-    rel = "/".join(p for p in (CDC_DIR, sub, f"cdc-{uuid.uuid4()}.c000.snappy.parquet") if p)
+    options = ParquetWriteOptions.for_configuration(snapshot.metadata.configuration)
+    rel = "/".join(p for p in (CDC_DIR, sub, f"cdc-{uuid.uuid4()}.c000{options.file_suffix}.parquet") if p)
     full = log.store.join(log.table_root, rel)
-    sink = pa.BufferOutputStream()
-    pq.write_table(data, sink, compression="snappy", coerce_timestamps="us", allow_truncated_timestamps=True)
-    buf = sink.getvalue()
+    buf = parquet_bytes(data, options)
     log.store.write(full, buf.to_pybytes())
     return AddCDCFile(path=encode_log_path(rel), partition_values=dict(partition_values), size=buf.size)
 

@@ -10,7 +10,10 @@ relative path, serialized partition values keyed by physical name, size, stats c
 rows in memory).
 
 Invariants of every file written by `write_data_files`:
-  1. its name is unique (`part-<5 digits>-<uuid4>-c000.snappy.parquet`) and it is never overwritten;
+  1. its name is unique (`part-<5 digits>-<uuid4>-c000.<codec>.parquet`) and it is never overwritten;
+     it is compressed and paged as the table's `delta.parquet.compression.codec` /
+     `delta.parquet.format.version` say (`tahoe.protocol.parquet_format`; snappy, data page V1
+     when absent);
   2. it holds no partition column, and its columns carry the physical names (and, under column
      mapping, the parquet field ids) of `column_mapping.physical_arrow_schema`, all nullable
      (as Spark writes files: NOT NULL is checked on the values, see `nullable_type`);
@@ -34,14 +37,16 @@ import pyarrow.parquet as pq
 from ..errors import SchemaError
 from ..protocol import column_mapping
 from ..protocol.actions import AddFile
+from ..protocol.parquet_format import ParquetWriteOptions
 from ..protocol.partition_values import partition_path, serialize_partition_value
+from ..protocol.variant import from_parquet as variant_from_parquet, is_variant_storage, is_variant_type
 from ..protocol.schema import ArrayType, DataType, MapType, StructField, StructType, to_arrow_type
 from ..protocol.properties import data_skipping_settings
 from ..protocol.stats import compute_stats
 from ..storage import resolve_data_path
 from ..storage.base import LogStore
 
-__all__ = ["write_data_files", "conform_to_schema", "to_arrow_table", "encode_log_path",
+__all__ = ["write_data_files", "conform_to_schema", "to_arrow_table", "encode_log_path", "parquet_bytes",
            "nullable_type", "DEFAULT_TARGET_FILE_ROWS"]
 
 DEFAULT_TARGET_FILE_ROWS = 1_000_000
@@ -95,7 +100,10 @@ def nullable_type(t: pa.DataType) -> pa.DataType:
 
     Data files are written all-nullable, as Spark writes them: NOT NULL is a property of the
     table, enforced on the values before writing (`tahoe.write.constraints`), and a required
-    child of a null struct would otherwise be unwritable."""
+    child of a null struct would otherwise be unwritable. A variant keeps its two required
+    binaries (the variant layout; its null slots hold empty bytes)."""
+    if is_variant_type(t):
+        return t
     if pa.types.is_struct(t):
         return pa.struct([t.field(i).with_type(nullable_type(t.field(i).type)).with_nullable(True)
                           for i in range(t.num_fields)])
@@ -126,9 +134,29 @@ def _cast_leaf(arr: pa.Array, target: pa.DataType, path: str) -> pa.Array:
         raise SchemaError(f"column '{path}': cannot cast {arr.type} to {target}: {e}") from None
 
 
+def _holds_variant(t: pa.DataType) -> bool:
+    """Whether a variant sits in `t` (its null slots must be made non-null in the children)."""
+    if is_variant_type(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_holds_variant(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _holds_variant(t.value_type)
+    if pa.types.is_map(t):
+        return _holds_variant(t.item_type)
+    return False
+
+
 def _conform_array(arr: pa.Array, target: pa.DataType, path: str) -> pa.Array:
     t = arr.type
-    if t == target:
+    if is_variant_type(target):
+        if not is_variant_storage(t):
+            raise SchemaError(
+                f"column '{path}' is {t} in the data but variant in the table: pass variants as "
+                f"struct<metadata: binary, value: binary> (tahoe.protocol.variant; encode_json "
+                f"turns JSON text into that form)")
+        return variant_from_parquet(arr)
+    if t == target and not _holds_variant(target):
         return arr
     if pa.types.is_struct(target):
         if not pa.types.is_struct(t):
@@ -193,7 +221,7 @@ def conform_to_schema(data: pa.Table, schema: StructType, computed: Iterable[str
         else:
             src = data.column(i)
             col = pa.chunked_array([_conform_array(c, target, f.name) for c in src.chunks], type=target) \
-                if src.type != target else src
+                if src.type != target or _holds_variant(target) else src
         columns.append(col)
         fields.append(pa.field(f.name, target, nullable=True))
     return pa.Table.from_arrays(columns, schema=pa.schema(fields))
@@ -251,9 +279,10 @@ def _retype(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=schema)
 
 
-def _parquet_bytes(table: pa.Table) -> pa.Buffer:
+def parquet_bytes(table: pa.Table, options: ParquetWriteOptions | None = None) -> pa.Buffer:
+    """One data file's bytes (`options`: the table's codec and format version)."""
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="snappy", coerce_timestamps="us",
+    pq.write_table(table, sink, **(options or ParquetWriteOptions()).pyarrow_kwargs(), coerce_timestamps="us",
                    allow_truncated_timestamps=True, use_compliant_nested_type=True,
                    row_group_size=ROW_GROUP_ROWS)
     return sink.getvalue()
@@ -287,6 +316,8 @@ def write_data_files(store: LogStore, table_root: str, data: pa.Table | Iterable
 
     if table.num_rows == 0:
         return []
+    parquet_options = ParquetWriteOptions.for_configuration(conf)
+    parquet_options.pyarrow_kwargs()   # refuses a codec pyarrow cannot write, before any file
     data_names = [f.name for f in data_schema.fields]
     adds: list[AddFile] = []
     made_dirs: set[str] = set()
@@ -300,7 +331,7 @@ def write_data_files(store: LogStore, table_root: str, data: pa.Table | Iterable
         rel_dir = partition_path([pv_key[f.name] for f in part_fields], pvs) if part_fields else ""
         for start in range(0, rows.num_rows, target_file_rows):
             chunk = rows.slice(start, target_file_rows)
-            name = f"part-{file_no:05d}-{uuid.uuid4()}-c000.snappy.parquet"
+            name = f"part-{file_no:05d}-{uuid.uuid4()}-c000{parquet_options.file_suffix}.parquet"
             file_no += 1
             rel = f"{rel_dir}/{name}" if rel_dir else name
             log_path = encode_log_path(rel)
@@ -311,7 +342,7 @@ def write_data_files(store: LogStore, table_root: str, data: pa.Table | Iterable
             if parent not in made_dirs:
                 store.mkdirs(parent)
                 made_dirs.add(parent)
-            body = _parquet_bytes(_retype(chunk, physical_schema))
+            body = parquet_bytes(_retype(chunk, physical_schema), parquet_options)
             with store.filesystem.open_output_stream(store.to_fs_path(full)) as out:
                 out.write(body)
             stats = compute_stats(chunk, snapshot_schema, num_indexed, indexed, prefix_len,
