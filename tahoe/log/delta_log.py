@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import DeltaError, TableNotFoundError, VersionNotFoundError
 from ..protocol.filenames import LOG_DIR, LogFileKind
-from ..protocol.properties import bool_property
+from ..protocol.properties import bool_property, int_property
 from ..storage import log_store_for
 from ..storage.base import LogStore
 from .replay import read_commit
@@ -104,8 +104,8 @@ class DeltaLog:
             return None
         if not bool_property(conf, "delta.enableInCommitTimestamps"):
             return None
-        v = conf.get("delta.inCommitTimestampEnablementVersion")
-        return int(v) if v is not None else 0
+        v = int_property(conf, "delta.inCommitTimestampEnablementVersion")
+        return v if v is not None else 0
 
     def commit_timestamps(self) -> list[tuple[int, int]]:
         """(version, timestamp ms) of every commit still in the log, ascending by version. From

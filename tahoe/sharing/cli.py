@@ -225,10 +225,16 @@ def _client_guard(fn):
         raise typer.Exit(1)
 
 
-@app.command("ls")
-def ls(profile: str = typer.Argument(..., help="a profile file (.share)"),
-       as_json: bool = typer.Option(False, "--json", help="print JSON")):
-    """List the tables a profile may read, as share.schema.table."""
+@app.command("ls", cls=Command)
+def ls(profile: str = typer.Argument(..., metavar="PROFILE", help="a profile file (.share)"),
+       as_json: bool = typer.Option(False, "--json", help="print one JSON document on stdout")):
+    """List the tables a profile may read, as share.schema.table.
+
+    \b
+    Examples:
+      tahoe sharing ls analyst.share
+      tahoe sharing ls analyst.share --json
+    """
     from .client import SharingClient
 
     def run():
@@ -305,16 +311,24 @@ def _write_with_progress(out: str, start, quiet: bool) -> dict:
     return {"rows": rows, "version": scan.version, "format": scan.format, **scan.stats()}
 
 
-@app.command("read")
-def read(url: str = typer.Argument(..., help="PROFILE#share.schema.table"),
-         out: str = typer.Option(..., "--out", "-o", help="the parquet file to write"),
-         version: Optional[int] = typer.Option(None, "--version", help="read this version"),
-         timestamp: Optional[str] = typer.Option(None, "--timestamp", help="read the version at this time"),
-         limit: Optional[int] = typer.Option(None, "--limit", help="at most this many rows"),
-         predicate: Optional[str] = typer.Option(None, "--predicate", help="a JSON predicate hint, applied"),
-         fmt: str = typer.Option("auto", "--format", help="response format: auto, parquet or delta"),
+@app.command("read", cls=Command)
+def read(url: str = typer.Argument(..., metavar="URL", help="the table: PROFILE#share.schema.table"),
+         out: str = typer.Option(..., "--out", "-o", metavar="FILE", help="the parquet file to write"),
+         version: Optional[int] = typer.Option(None, "--version", metavar="N", help="read this version"),
+         timestamp: Optional[str] = typer.Option(None, "--timestamp", metavar="T",
+                                                 help="read the version at this time (ISO 8601)"),
+         limit: Optional[int] = typer.Option(None, "--limit", metavar="N", help="at most this many rows"),
+         predicate: Optional[str] = typer.Option(None, "--predicate", metavar="JSON",
+                                                 help="a JSON predicate hint: sent to the server and applied to the rows"),
+         fmt: str = typer.Option("auto", "--format", metavar="FORMAT", help="response format: auto, parquet or delta"),
          quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar")):
-    """Download a shared table (or a version of it) into one parquet file."""
+    """Download a shared table (or a version of it) into one parquet file.
+
+    \b
+    Examples:
+      tahoe sharing read analyst.share#sales.default.orders --out orders.parquet
+      tahoe sharing read analyst.share#sales.default.orders --out orders.parquet --version 0 --limit 2
+    """
     from .client import scan_table
 
     use_delta = _format_flag(fmt)
@@ -328,16 +342,25 @@ def read(url: str = typer.Argument(..., help="PROFILE#share.schema.table"),
     _client_guard(run)
 
 
-@app.command("changes")
-def changes(url: str = typer.Argument(..., help="PROFILE#share.schema.table"),
-            out: str = typer.Option(..., "--out", "-o", help="the parquet file to write"),
-            starting_version: Optional[int] = typer.Option(None, "--starting-version"),
-            ending_version: Optional[int] = typer.Option(None, "--ending-version"),
-            starting_timestamp: Optional[str] = typer.Option(None, "--starting-timestamp"),
-            ending_timestamp: Optional[str] = typer.Option(None, "--ending-timestamp"),
-            fmt: str = typer.Option("auto", "--format", help="response format: auto, parquet or delta"),
+@app.command("changes", cls=Command)
+def changes(url: str = typer.Argument(..., metavar="URL", help="the table: PROFILE#share.schema.table"),
+            out: str = typer.Option(..., "--out", "-o", metavar="FILE", help="the parquet file to write"),
+            starting_version: Optional[int] = typer.Option(None, "--starting-version", metavar="N",
+                                                           help="the first version whose changes to read"),
+            ending_version: Optional[int] = typer.Option(None, "--ending-version", metavar="N",
+                                                         help="the last version whose changes to read (default: latest)"),
+            starting_timestamp: Optional[str] = typer.Option(None, "--starting-timestamp", metavar="T",
+                                                             help="start at the version current at this time"),
+            ending_timestamp: Optional[str] = typer.Option(None, "--ending-timestamp", metavar="T",
+                                                           help="end at the version current at this time"),
+            fmt: str = typer.Option("auto", "--format", metavar="FORMAT", help="response format: auto, parquet or delta"),
             quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar")):
-    """Download a shared table's change data feed (CDF rows) into one parquet file."""
+    """Download a shared table's change data feed (CDF rows) into one parquet file.
+
+    \b
+    Examples:
+      tahoe sharing changes analyst.share#sales.default.orders --starting-version 1 --out changes.parquet
+    """
     from .client import scan_changes
 
     use_delta = _format_flag(fmt)

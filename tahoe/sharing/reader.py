@@ -47,6 +47,7 @@ from ..protocol.table_features import canonical_feature_name
 from ..read.arrow_reader import ArrowFileReader
 from ..read.changes import VersionChanges, change_schema, version_change_rows
 from .download import DownloadError, Fetcher, UrlRefused
+from .predicates import PredicateError
 from .rest import TableResponse
 
 __all__ = ["RemoteFile", "TableInfo", "UrlBook", "ScanReader", "SUPPORTED_READER_FEATURES", "remote_files",
@@ -452,4 +453,4 @@ def _apply_filter(t: pa.Table, expr) -> pa.Table:
     try:
         return t.filter(matches(expr, t))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, DeltaError) as e:
-        raise DeltaError(f"cannot apply the predicate hints to the rows: {e}") from None
+        raise PredicateError(f"cannot apply the predicate hints to the rows: {e}") from None

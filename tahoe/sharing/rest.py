@@ -73,6 +73,10 @@ class SharingHTTPError(DeltaError, _CompatHTTPError):
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
 
+    def __reduce__(self):
+        # pickled from Spark executors to the driver: the HTTP response does not travel
+        return (type(self), (str(self), self.status_code, self.error_code, self.message))
+
 
 class SharingConnectionError(DeltaError, ConnectionError):
     """The server could not be reached (after the retries)."""

@@ -101,7 +101,11 @@ def surfaced(exc: BaseException) -> BaseException | None:
         try:
             new = _copy_as(_both(cls, type(exc)), exc, message, (message,))
         except TypeError:  # classes that cannot be combined: tahoe's class alone
-            new = cls(message)
+            try:
+                new = cls(message)
+            except TypeError:  # a class whose constructor wants more than the message
+                new = cls.__new__(cls)
+                new.args = (message,)
             new.spark_error = exc
         new.add_note("Spark's report of it (the data source's traceback included):\n" + text)
         return new
