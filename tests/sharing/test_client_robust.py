@@ -76,9 +76,10 @@ def test_a_read_longer_than_the_url_lifetime_refreshes_and_completes(short_urls)
     refreshed = [b for b in bodies[1:] if b.get("refreshToken")]
     assert len(refreshed) >= 1 and len(refreshed) == len(bodies) - 1
     assert scan.stats()["url_refreshes"] == len(refreshed)
-    # nothing was downloaded with an expired URL more than once
+    # an expired URL is retried only after a refresh: each refresh answers the denials of the
+    # downloads in flight when the URLs expired (at most `workers` of them)
     denied = [e for e in proxy.requests("GET", "/files/") if e.status == 403]
-    assert len(denied) <= len(refreshed)
+    assert len(denied) <= 2 * len(refreshed)
 
 
 def test_time_travel_reads_refresh_by_asking_again(short_urls):
