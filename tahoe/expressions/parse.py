@@ -35,7 +35,7 @@ from .tree import (
     Negate, Not, Opaque, Or, decimal_type_of,
 )
 
-__all__ = ["parse", "parse_type"]
+__all__ = ["parse", "parse_type", "creates_table_using"]
 
 _MAX_TEXT = 1_000_000
 
@@ -405,3 +405,23 @@ class _Converter:
             if folded is not None:
                 return folded
         return Cast(child, to, safe)
+
+
+def creates_table_using(sql: str, provider: str) -> bool:
+    """Whether the SQL statement `sql` is a CREATE / REPLACE TABLE ... USING `provider` (tokenized,
+    so a string literal or a comment naming the provider does not count)."""
+    if provider.lower() not in sql.lower():
+        return False
+    try:
+        from sqlglot.dialects.spark import Spark
+        from sqlglot.tokens import TokenType
+
+        tokens = Spark().tokenize(sql)
+    except Exception:  # noqa: BLE001 - not tokenizable: Spark reports its own error
+        return False
+    words = [(t.token_type, t.text.lower()) for t in tokens]
+    head = [w for _, w in words[:6]]
+    if not head or head[0] not in ("create", "replace") or "table" not in head:
+        return False
+    return any(w == "using" and nxt[1].strip("`") == provider.lower() and nxt[0] != TokenType.STRING
+               for (_, w), nxt in zip(words, words[1:]))

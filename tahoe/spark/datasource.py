@@ -46,6 +46,7 @@ from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSource
 
 from ..errors import UnsupportedFeatureError
 from .options import CATALOG_MESSAGE, check_properties_apply, read_options, table_path, write_options
+from ..expressions.parse import creates_table_using
 from .session import session_overwrite_mode
 from .write import SAVE_MODE_OPTION, SESSION_OVERWRITE_MODE_OPTION
 
@@ -297,23 +298,8 @@ def _register_source(spark, source) -> None:
 # --- tables by name: refused until tahoe has a catalog -------------------------------------------
 
 def creates_delta_table(sql: str) -> bool:
-    """Whether `sql` is a CREATE / REPLACE TABLE statement `USING delta` (tokenized, so a string
-    literal or comment saying "using delta" does not count)."""
-    if "delta" not in sql.lower():
-        return False
-    try:
-        from sqlglot.dialects.spark import Spark
-        from sqlglot.tokens import TokenType
-
-        tokens = Spark().tokenize(sql)
-    except Exception:  # noqa: BLE001 - not tokenizable: Spark reports its own error
-        return False
-    words = [(t.token_type, t.text.lower()) for t in tokens]
-    head = [w for _, w in words[:6]]
-    if not head or head[0] not in ("create", "replace") or "table" not in head:
-        return False
-    return any(w == "using" and nxt[1].strip("`") == "delta" and nxt[0] != TokenType.STRING
-               for (_, w), nxt in zip(words, words[1:]))
+    """Whether `sql` is a CREATE / REPLACE TABLE statement `USING delta`."""
+    return creates_table_using(sql, "delta")
 
 
 def _install_catalog_refusals() -> None:
