@@ -32,6 +32,7 @@ from ..errors import CorruptLogError
 from ..protocol.actions import (
     CommitInfo, DomainMetadata, Metadata, Protocol, RowIdHighWaterMark, SetTransaction, Sidecar,
 )
+from ..protocol.filenames import LogFileKind
 from ..storage.base import LogStore
 from . import json_commits
 from .file_actions import (
@@ -355,12 +356,15 @@ def replay(store: LogStore, table_root: str, segment: LogSegment) -> ReplayState
     base_removes: list[dict] = []
     if segment.checkpoint is not None:
         sources, base_adds, base_removes = _checkpoint_state(store, segment.checkpoint, state)
-    vectorise = any(c.status.size >= json_commits.VECTOR_MIN_BYTES for c in segment.commits)
+    # the commits after the checkpoint, with log compaction files in place of the ranges they
+    # cover (`LogSegment.deltas`); commitInfo is kept from the version's own commit only
+    deltas = segment.deltas
+    vectorise = any(c.status.size >= json_commits.VECTOR_MIN_BYTES for c in deltas)
     adds: dict[str, dict] = {}
     removes: dict[str, dict] = {}
     pieces: list = []
-    for c in segment.commits:
-        last = c is segment.commits[-1]
+    for c in deltas:
+        last = c is deltas[-1] and c.name.kind == LogFileKind.COMMIT
         data = None
         if vectorise and c.status.size >= json_commits.VECTOR_MIN_BYTES:
             data = store.read(c.path)
