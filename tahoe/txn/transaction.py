@@ -903,6 +903,7 @@ class Transaction:
         time.sleep(random.uniform(0, cap))
 
     def _post_commit(self, version: int, configuration: dict | None) -> None:
+        self._post_commit_checksum(version)
         self._post_commit_checkpoint(version, configuration)
         if iceberg_compat.uniform_iceberg_enabled(configuration):
             # UniForm: Iceberg metadata for this version. A failure never fails the committed
@@ -916,6 +917,23 @@ class Transaction:
                 self.post_commit_errors.append(e)
                 log.warning("UniForm: Iceberg metadata for version %s of %s failed (the next commit "
                             "retries): %s: %s", version, self.log.table_root, type(e).__name__, e)
+
+    def _post_commit_checksum(self, version: int) -> None:
+        """The version checksum file (`<version>.crc`, spec "Version Checksum File"), derived from
+        the previous version's and this commit's actions (`tahoe.log.crc`). Never fails the
+        commit: a version whose checksum cannot be derived without a replay gets none."""
+        from ..log.crc import checksum_after_commit, write_version_checksum
+
+        try:
+            assert self.committed_actions is not None
+            crc = checksum_after_commit(self.log.store, self.log.log_dir, self.log.table_root, version,
+                                        self.committed_actions, self.read_snapshot)
+            if crc is not None:
+                write_version_checksum(self.log.store, self.log.log_dir, version, crc)
+        except Exception as e:  # noqa: BLE001 - the commit already succeeded
+            self.post_commit_errors.append(e)
+            log.warning("version checksum of version %s of %s failed: %s: %s",
+                        version, self.log.table_root, type(e).__name__, e)
 
     def _post_commit_checkpoint(self, version: int, configuration: dict | None) -> None:
         try:
