@@ -5,8 +5,10 @@ retention).
 Owns: the checkpoint parquet schema (delta-spark's: top-level struct columns `txn`, `add`,
 `remove`, `metaData`, `protocol`, `domainMetadata`, plus `checkpointMetadata`/`sidecar` for
 v2Checkpoint tables), building it column-wise from a snapshot's Arrow file tables (never one
-Python object per file), writing it as one file or as a multi-part set, `_last_checkpoint`, the
-post-commit hook `checkpoint_if_needed`, and `cleanup_expired_logs`.
+Python object per file), writing it as one file, as a multi-part set, or — on
+`delta.checkpointPolicy=v2` tables — as a UUID-named V2 checkpoint with sidecar files,
+`_last_checkpoint`, the post-commit hook `checkpoint_if_needed`, `cleanup_expired_logs`, and
+`cleanup_unreferenced_sidecars` (the V2 part of metadata cleanup).
 
 Invariants of a written checkpoint:
   1. it is the state of a committed version: `write_checkpoint` loads that snapshot, so a version
@@ -20,7 +22,10 @@ Invariants of a written checkpoint:
      the parts of two writers of the same version (a retry, two checkpointers, tahoe and
      delta-spark) are interchangeable — any mix of them holds every active file exactly once,
      whichever tombstones each writer's clock kept; `_last_checkpoint` is written only after
-     every part exists.
+     every part exists;
+  5. a table with the v2Checkpoint feature never gets a multi-part checkpoint; a V2 checkpoint's
+     sidecars are all written before its top-level file, which is written before
+     `_last_checkpoint` (a reader sees the checkpoint complete or not at all).
 
 Table properties honoured (delta-spark names and defaults): `delta.checkpointInterval` (10),
 `delta.checkpoint.writeStatsAsJson` (true), `delta.checkpoint.writeStatsAsStruct` (unset: only
@@ -28,7 +33,7 @@ Table properties honoured (delta-spark names and defaults): `delta.checkpointInt
 `delta.checkpoint.partSize` (file actions per part, as delta-spark counts them; default 1,000,000 — the table-property form of
 delta-spark's `spark.databricks.delta.checkpoint.partSize`), `delta.deletedFileRetentionDuration`
 (`interval 1 week`), `delta.logRetentionDuration` (`interval 30 days`),
-`delta.enableExpiredLogCleanup` (true).
+`delta.enableExpiredLogCleanup` (true), `delta.checkpointPolicy` (classic; v2: V2 checkpoints).
 """
 
 from __future__ import annotations
@@ -71,7 +76,8 @@ _logger = logging.getLogger(__name__)
 
 __all__ = [
     "write_checkpoint", "checkpoint_if_needed", "cleanup_expired_logs", "checkpoint_schema",
-    "build_checkpoint", "checkpoint_part_of", "spark_string_hash",
+    "build_checkpoint", "checkpoint_part_of", "spark_string_hash", "cleanup_unreferenced_sidecars",
+    "V2_SIDECAR_PART_SIZE",
 ]
 
 
@@ -802,6 +808,7 @@ def checkpoint_if_needed(log: Any, version: int, configuration: dict | None = No
     try:
         if bool_property(conf, "delta.enableExpiredLogCleanup"):
             cleanup_expired_logs(log, configuration=conf)
+            cleanup_unreferenced_sidecars(log, configuration=conf)
     except Exception as e:  # noqa: BLE001
         _logger.warning("log cleanup of %s after version %s failed: %s: %s",
                         getattr(log, "table_root", "?"), version, type(e).__name__, e)
@@ -861,4 +868,65 @@ def cleanup_expired_logs(log: Any, now_ms: int | None = None, configuration: dic
         if local:  # Hadoop's side checksum file, if a JVM writer left one
             d, _, name = f.path.rpartition("/")
             store.delete(store.join(d, f".{name}.crc"))
+    return deleted
+
+
+# --- sidecar cleanup (v2 checkpoints) ------------------------------------------------------------
+
+_DAY_MS = 24 * 3600 * 1000
+
+
+def _sidecar_refs(store: Any, path: str, ext: str) -> set[str]:
+    """The file names of the sidecars a checkpoint file references."""
+    if ext == "json":
+        return {str(o["sidecar"]["path"]).rsplit("/", 1)[-1] for o in read_commit(store, path)
+                if isinstance(o.get("sidecar"), dict) and o["sidecar"].get("path")}
+    with store.filesystem.open_input_file(store.to_fs_path(path)) as f:
+        pf = pq.ParquetFile(f)
+        if "sidecar" not in pf.schema_arrow.names:
+            return set()
+        col = pf.read(columns=["sidecar.path"]).column("sidecar")
+    paths = pc.struct_field(col.combine_chunks(), "path").drop_null().to_pylist()
+    return {p.rsplit("/", 1)[-1] for p in paths}
+
+
+def cleanup_unreferenced_sidecars(log: Any, now_ms: int | None = None,
+                                  configuration: dict | None = None) -> list[str]:
+    """Spec "Metadata Cleanup" steps 4-5 for V2 checkpoints: delete the files in
+    `_delta_log/_sidecars/` that no checkpoint left in the log references and that are older than
+    the cleanup boundary — `delta.logRetentionDuration` before now, truncated to midnight UTC as
+    delta-spark does, and never within the last day (a checkpoint being written has its sidecars
+    before it is itself visible). Returns the deleted paths. Fails closed: a checkpoint that
+    cannot be read means the referenced set is unknown, and nothing is deleted."""
+    now_ms = _now_ms() if now_ms is None else now_ms
+    store = log.store
+    sidecar_dir = store.join(log.log_dir, SIDECAR_DIR)
+    try:
+        sidecars = list(store.list_dir(sidecar_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    if not sidecars:
+        return []
+    conf = configuration if configuration is not None else log.snapshot().configuration
+    boundary = now_ms - interval_property_ms(conf, "delta.logRetentionDuration")
+    cutoff = min(boundary - boundary % _DAY_MS, now_ms - now_ms % _DAY_MS - _DAY_MS)
+    candidates = [st for st in sidecars if st.modification_time < cutoff]
+    if not candidates:
+        return []
+    referenced: set[str] = set()
+    for f in list_log(store, log.log_dir, 0):
+        if f.name.kind in (LogFileKind.V2_CHECKPOINT, LogFileKind.CHECKPOINT):
+            try:
+                referenced |= _sidecar_refs(store, f.path, f.name.ext)
+            except FileNotFoundError:
+                continue   # deleted meanwhile (another cleanup): it references nothing any more
+            except Exception as e:  # noqa: BLE001 - fail closed
+                _logger.warning("sidecar cleanup of %s skipped: cannot read checkpoint %s: %s: %s",
+                                log.table_root, f.path, type(e).__name__, e)
+                return []
+    deleted = []
+    for st in candidates:
+        if st.name not in referenced:
+            store.delete(st.path)
+            deleted.append(st.path)
     return deleted
