@@ -639,14 +639,27 @@ class Transaction:
                 "domain metadata needs the table feature 'domainMetadata' (add it first)")
 
         # in-commit timestamps
+        # (spec "In-Commit Timestamps"; delta-spark's InCommitTimestampUtils): strictly after the
+        # previous commit's timestamp — its inCommitTimestamp, or its file time when this commit
+        # enables the feature; the enabling commit of a table with earlier versions records its
+        # version and timestamp; a commit that keeps the feature on but replaces the metadata
+        # (REPLACE, CLONE) keeps the enablement it had.
         ict = None
         if is_true(conf, ICT_KEY):
             ict = max(now_ms(), state.last_timestamp + 1)
-            was_on = state.metadata is not None and is_true(state.metadata.configuration, ICT_KEY)
-            if out_metadata is not None and not was_on and self.read_version >= 0:
+            prior = state.metadata.configuration if state.metadata is not None else {}
+            was_on = state.metadata is not None and state.version >= 0 and is_true(prior, ICT_KEY)
+            if out_metadata is not None and not was_on and version > 0:
                 c = dict(out_metadata.configuration)
                 c[ICT_VERSION_KEY] = str(version)
                 c[ICT_TIMESTAMP_KEY] = str(ict)
+                out_metadata = dataclasses.replace(out_metadata, configuration=c)
+            elif out_metadata is not None and was_on and ICT_VERSION_KEY in prior and \
+                    ICT_VERSION_KEY not in out_metadata.configuration:
+                c = dict(out_metadata.configuration)
+                for k in (ICT_VERSION_KEY, ICT_TIMESTAMP_KEY):
+                    if k in prior:
+                        c[k] = prior[k]
                 out_metadata = dataclasses.replace(out_metadata, configuration=c)
 
         # row tracking
