@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ..errors import DeltaError, TableNotFoundError, VersionNotFoundError
+from ..errors import CorruptLogError, DeltaError, TableNotFoundError, VersionNotFoundError
 from ..protocol.filenames import LOG_DIR, LogFileKind
 from ..protocol.properties import bool_property, int_property
 from ..storage import log_store_for
@@ -105,6 +105,13 @@ class DeltaLog:
         if not bool_property(conf, "delta.enableInCommitTimestamps"):
             return None
         v = int_property(conf, "delta.inCommitTimestampEnablementVersion")
+        t = int_property(conf, "delta.inCommitTimestampEnablementTimestamp")
+        if (v is None) != (t is None):
+            # as delta-spark: the two enablement properties exist together or not at all
+            raise CorruptLogError(
+                f"table {self.table_root}: delta.inCommitTimestampEnablementVersion and "
+                f"delta.inCommitTimestampEnablementTimestamp must be both set or both absent "
+                f"(found only {'the version' if t is None else 'the timestamp'})")
         return v if v is not None else 0
 
     def commit_timestamps(self) -> list[tuple[int, int]]:
