@@ -36,7 +36,8 @@ import yaml
 
 from .locks import exclusive_lock
 
-__all__ = ["TableConfig", "SchemaConfig", "ShareConfig", "ServerConfig", "Recipient", "RecipientStore",
+__all__ = ["TableConfig", "SchemaConfig", "ShareConfig", "ServerConfig", "CredentialsConfig", "Recipient",
+           "RecipientStore", "ACCESS_MODES",
            "ConfigError", "valid_name", "hash_token", "load_config", "profile_for", "OAUTH_TOKEN_TTL",
            "OAUTH_TOKEN_PATH"]
 
@@ -66,6 +67,7 @@ class TableConfig:
     history_shared: bool = False
     start_version: int = 0
     storage_options: dict[str, Any] = field(default_factory=dict)
+    access_modes: tuple[str, ...] = ("url",)
 
     @property
     def key(self) -> str:
@@ -88,6 +90,21 @@ class ShareConfig:
 
 
 @dataclass
+class CredentialsConfig:
+    """`temporaryCredentials`: how the server vends STS credentials for directory access (`dir`)
+    to s3:// tables. With `roleArn`, AssumeRole of that role; without, GetFederationToken with the
+    server's own (IAM user) credentials — both with a session policy that allows reading only the
+    table's prefix. `stsEndpoint` and `region` default to the AWS environment (AWS_ENDPOINT_URL_STS,
+    AWS_ENDPOINT_URL, AWS_REGION); the server's credentials to call STS are the table's
+    storageOptions keys, else the environment's."""
+    role_arn: str | None = None
+    sts_endpoint: str | None = None
+    region: str | None = None
+    duration_seconds: int = 3600
+    external_id: str | None = None
+
+
+@dataclass
 class ServerConfig:
     shares: list[ShareConfig]
     host: str = "127.0.0.1"
@@ -103,6 +120,8 @@ class ServerConfig:
     recipients_file: str | None = None
     signing_key: bytes = b""
     config_path: str | None = None
+    async_query_ttl_seconds: int = 3600
+    temporary_credentials: CredentialsConfig = field(default_factory=CredentialsConfig)
 
     def share(self, name: str) -> ShareConfig | None:
         n = name.lower()
@@ -124,10 +143,14 @@ _FALSE = ("0", "false", "no", "off")
 # the keys each level of the config may hold (the reference server's, plus tahoe's own)
 _SERVER_KEYS = {"version", "shares", "host", "port", "endpoint", "preSignedUrlTimeoutSeconds",
                 "evaluatePredicateHints", "evaluateJsonPredicateHints", "queryTablePageSizeLimit",
-                "authorization", "allowAnonymous", "publicUrl", "recipientsFile", "signingKey", "signingKeyFile"}
+                "authorization", "allowAnonymous", "publicUrl", "recipientsFile", "signingKey", "signingKeyFile",
+                "asyncQueryTtlSeconds", "temporaryCredentials"}
 _SHARE_KEYS = {"name", "id", "schemas"}
 _SCHEMA_KEYS = {"name", "tables"}
-_TABLE_KEYS = {"name", "location", "id", "historyShared", "cdfEnabled", "startVersion", "storageOptions"}
+_TABLE_KEYS = {"name", "location", "id", "historyShared", "cdfEnabled", "startVersion", "storageOptions",
+               "accessModes"}
+_CREDENTIALS_KEYS = {"roleArn", "stsEndpoint", "region", "durationSeconds", "externalId"}
+ACCESS_MODES = ("url", "dir")
 _AUTH_KEYS = {"bearerToken"}
 # reference-server keys tahoe does not implement: refused with the reason
 _UNSUPPORTED = {
@@ -224,12 +247,53 @@ def _table(t: Any, share: str, schema: str) -> TableConfig:
     opts = t.get("storageOptions") or {}
     if not isinstance(opts, dict):
         raise ConfigError(f"{where}: storageOptions must be a mapping")
-    return TableConfig(
+    cfg = TableConfig(
         name=t.get("name"), location=str(t["location"]), share=share, schema=schema,
         id=str(t.get("id") or uuid.uuid5(uuid.NAMESPACE_URL, "tahoe-sharing:" + full.lower())),
         history_shared=_bool(hist, False, f"{where}: historyShared"),
         start_version=_int(t.get("startVersion"), 0, f"{where}: startVersion", 0),
-        storage_options=dict(opts))
+        storage_options=dict(opts), access_modes=_access_modes(t.get("accessModes"), where))
+    if "dir" in cfg.access_modes:
+        # directory access hands out the whole table directory: its log (all of its history) too
+        if not re.match(r"(?i)^s3[an]?://", cfg.location):
+            raise ConfigError(f"{where}: accessModes dir needs an s3:// location (temporary credentials are "
+                              f"STS credentials scoped to the table's S3 prefix)")
+        if not cfg.history_shared or cfg.start_version:
+            raise ConfigError(f"{where}: accessModes dir gives direct access to the table's log, so it needs "
+                              f"historyShared: true and no startVersion")
+    return cfg
+
+
+def _access_modes(v: Any, where: str) -> tuple[str, ...]:
+    if v is None:
+        return ("url",)
+    if isinstance(v, str):
+        v = [x.strip() for x in v.split(",")]
+    if not isinstance(v, list) or not v:
+        raise ConfigError(f"{where}: accessModes must be a non-empty list of {', '.join(ACCESS_MODES)}")
+    modes = []
+    for m in v:
+        if m not in ACCESS_MODES:
+            raise ConfigError(f"{where}: unknown access mode {m!r} (known: {', '.join(ACCESS_MODES)})")
+        if m not in modes:
+            modes.append(m)
+    if "url" not in modes:
+        raise ConfigError(f"{where}: accessModes must include url (the Query Table API serves every table)")
+    return tuple(modes)
+
+
+def _credentials_config(raw: Any) -> CredentialsConfig:
+    if raw is None:
+        return CredentialsConfig()
+    c = _mapping(raw, "temporaryCredentials", _CREDENTIALS_KEYS)
+    for k in ("roleArn", "stsEndpoint", "region", "externalId"):
+        if c.get(k) is not None and (not isinstance(c[k], str) or not c[k].strip()):
+            raise ConfigError(f"temporaryCredentials.{k} must be a non-empty string")
+    duration = _int(c.get("durationSeconds"), 3600, "temporaryCredentials.durationSeconds", 900)
+    if duration > 43200:
+        raise ConfigError("temporaryCredentials.durationSeconds must be at most 43200 (12 hours, STS's limit)")
+    return CredentialsConfig(role_arn=c.get("roleArn"), sts_endpoint=c.get("stsEndpoint"), region=c.get("region"),
+                             duration_seconds=duration, external_id=c.get("externalId"))
 
 
 def parse_config(raw: dict, config_path: str | None = None) -> ServerConfig:
@@ -279,6 +343,8 @@ def parse_config(raw: dict, config_path: str | None = None) -> ServerConfig:
         recipients_file=rf,
         signing_key=_signing_key(raw, config_path),
         config_path=config_path,
+        async_query_ttl_seconds=_int(raw.get("asyncQueryTtlSeconds"), 3600, "asyncQueryTtlSeconds", 1),
+        temporary_credentials=_credentials_config(raw.get("temporaryCredentials")),
     )
 
 
