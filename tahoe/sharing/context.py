@@ -146,22 +146,10 @@ class ServerContext:
             raise bad_request(str(e)) from None
 
     def version_at_or_after(self, st: SharedTable, ts: str) -> int:
-        ms = parse_timestamp(ts)
-        stamps = st.log.commit_timestamps()
-        for v, t in stamps:
-            if t >= ms:
-                return v
-        raise bad_request(f"there is no version at or after {ts} (latest version {stamps[-1][0]})")
+        return st.log.version_at_or_after(ts)
 
     def version_at_or_before(self, st: SharedTable, ts: str) -> int:
-        ms = parse_timestamp(ts)
-        best = None
-        for v, t in st.log.commit_timestamps():
-            if t <= ms:
-                best = v
-        if best is None:
-            raise bad_request(f"there is no version at or before {ts}")
-        return best
+        return st.log.version_at_or_before(ts)
 
 
 # --- FastAPI dependencies -------------------------------------------------------------------------
