@@ -39,7 +39,7 @@ from .locks import exclusive_lock
 __all__ = ["TableConfig", "SchemaConfig", "ShareConfig", "ServerConfig", "CredentialsConfig", "Recipient",
            "RecipientStore", "ACCESS_MODES",
            "ConfigError", "valid_name", "hash_token", "load_config", "profile_for", "OAUTH_TOKEN_TTL",
-           "OAUTH_TOKEN_PATH"]
+           "OAUTH_TOKEN_PATH", "PRIVATE_KEY_PLACEHOLDER"]
 
 _BAD_NAME = re.compile(r"[\s/\x00-\x1f\x7f\\]")
 
@@ -365,7 +365,9 @@ def load_config(path: str) -> ServerConfig:
 class Recipient:
     """A recipient. `auth` "bearer": `token_sha256` is the hash of its bearer token; "oauth": of
     its OAuth client secret (`client_id` names the client; access tokens from the token endpoint
-    live `token_ttl` seconds)."""
+    live `token_ttl` seconds). An OAuth client with a `public_key` (PEM) authenticates with JWT
+    assertions signed by the matching private key (the JWT-bearer grant, RFC 7523; `key_id` is the
+    `kid` it signs with) — its secret is never handed out."""
     name: str
     token_sha256: str
     shares: list[str]
@@ -375,6 +377,8 @@ class Recipient:
     auth: str = "bearer"
     client_id: str | None = None
     token_ttl: int | None = None
+    public_key: str | None = None
+    key_id: str | None = None
 
     def grants(self, share: str) -> bool:
         s = share.lower()
@@ -389,6 +393,8 @@ class Recipient:
              "expiresAt": self.expires_at, "revoked": self.revoked, "createdAt": self.created_at}
         if self.auth != "bearer":
             d.update({"auth": self.auth, "clientId": self.client_id, "tokenTtlSeconds": self.token_ttl})
+        if self.public_key is not None:
+            d.update({"publicKey": self.public_key, "keyId": self.key_id})
         return d
 
     @classmethod
@@ -399,9 +405,11 @@ class Recipient:
         if auth == "oauth" and not d.get("clientId"):
             raise ValueError("an oauth recipient needs a clientId")
         ttl = d.get("tokenTtlSeconds")
+        if d.get("publicKey") is not None and auth != "oauth":
+            raise ValueError("a public key belongs to an oauth recipient")
         return cls(d["name"], d["tokenSha256"], list(d.get("shares") or []), d.get("expiresAt"),
                    bool(d.get("revoked", False)), int(d.get("createdAt") or 0), auth, d.get("clientId"),
-                   int(ttl) if ttl is not None else None)
+                   int(ttl) if ttl is not None else None, d.get("publicKey"), d.get("keyId"))
 
 
 def _fsync_dir(path: str) -> None:
@@ -495,12 +503,25 @@ class RecipientStore:
         return out
 
     def add(self, name: str, shares: list[str], expires_in_days: float | None = None, oauth: bool = False,
-            token_ttl: int | None = None) -> tuple[Recipient, str]:
+            token_ttl: int | None = None, public_key: str | None = None,
+            key_id: str | None = None) -> tuple[Recipient, str]:
         """A new recipient; returns it and its token — with `oauth`, its OAuth client secret
         (`client_id` generated; access tokens live `token_ttl` seconds, default
-        OAUTH_TOKEN_TTL) — shown once, stored only hashed."""
+        OAUTH_TOKEN_TTL) — shown once, stored only hashed. With `public_key` (PEM; implies
+        `oauth`) the client authenticates with JWTs signed by its private key instead of a secret
+        (the returned secret is of no use to it)."""
         if not valid_name(name):
             raise ConfigError(f"invalid recipient name {name!r}")
+        if public_key is not None:
+            from .jws import JwtError, load_public_key
+
+            try:
+                load_public_key(public_key)
+            except JwtError as e:
+                raise ConfigError(f"recipient {name!r}: {e}") from None
+            oauth = True
+        elif key_id is not None:
+            raise ConfigError("a key id needs a public key")
         if token_ttl is not None and (not oauth or token_ttl < 1):
             raise ConfigError("a token lifetime needs --oauth and must be at least 1 second")
         token = secrets.token_urlsafe(32)
@@ -513,6 +534,7 @@ class RecipientStore:
             r = Recipient(name, hash_token(token), list(shares), exp, False, now)
             if oauth:
                 r.auth, r.client_id, r.token_ttl = "oauth", f"{name}-{secrets.token_hex(8)}", token_ttl
+                r.public_key, r.key_id = public_key, key_id
             recs.append(r)
             return r
         return self.update(change), token
@@ -548,10 +570,26 @@ OAUTH_TOKEN_TTL = 3600      # seconds an OAuth access token lives unless the rec
 OAUTH_TOKEN_PATH = "/oauth/token"
 
 
+PRIVATE_KEY_PLACEHOLDER = "PATH-TO-YOUR-PRIVATE-KEY.pem"
+
+
 def profile_for(config: ServerConfig, token: str, expires_at: int | None, recipient: Recipient | None = None) -> dict:
     """The profile a recipient receives: version 1 with its bearer token, or — for an OAuth
     recipient — version 2 `oauth_client_credentials` with the token endpoint and its client
-    credentials (`token` is then the client secret)."""
+    credentials (`token` is then the client secret), or, for a client with a public key, version
+    2 `oauth_jwt_bearer_private_key_jwt` (issuer: the token endpoint, audience: the sharing
+    endpoint; the recipient puts the path of its private key in `privateKeyFile`)."""
+    if recipient is not None and recipient.public_key is not None:
+        from .jws import algorithm_for_key, load_public_key
+
+        endpoint = config.profile_endpoint()
+        key: dict[str, Any] = {"privateKeyFile": PRIVATE_KEY_PLACEHOLDER,
+                               "algorithm": algorithm_for_key(load_public_key(recipient.public_key))}
+        if recipient.key_id:
+            key["keyId"] = recipient.key_id
+        return {"shareCredentialsVersion": 2, "type": "oauth_jwt_bearer_private_key_jwt", "endpoint": endpoint,
+                "auth": {"tokenEndpoint": endpoint + OAUTH_TOKEN_PATH, "clientId": recipient.client_id,
+                         "issuer": endpoint + OAUTH_TOKEN_PATH, "audience": endpoint, "privateKey": key}}
     if recipient is not None and recipient.auth == "oauth":
         endpoint = config.profile_endpoint()
         return {"shareCredentialsVersion": 2, "type": "oauth_client_credentials", "endpoint": endpoint,

@@ -9,8 +9,8 @@ as the official connector does); for `oauth_jwt_bearer_private_key_jwt`, an acce
 with the JWT-bearer grant (RFC 7523: `grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer`,
 `assertion` = a JWT signed with the profile's private key — header `alg`, `kid`; claims `iss` the
 client id, `aud` the profile's issuer, `iat`, `exp` two minutes later, `jti`, `scope` and
-`resource` (the profile's audience) — as the official connector makes it; RS256/384/512,
-PS256/384/512, ES256/384/512 and EdDSA, signed with `cryptography`). OAuth tokens are renewed
+`resource` (the profile's audience) — as the official connector makes it; signed by `jws`). OAuth
+tokens are renewed
 before they expire — when less than a tenth of their lifetime (at most 10 minutes) is left — or
 at once when the server answers 401 (`invalidate`); they are cached per profile and shared by
 threads (one fetch at a time); the token endpoint is retried with backoff on 429/5xx and dropped
@@ -32,11 +32,12 @@ from datetime import datetime, timezone
 from typing import Any, Optional
 
 from ..errors import DeltaError
+from .jws import JWT_ALGORITHMS, JwtError, sign_jwt
 from .model import BASIC, OAUTH_CLIENT_CREDENTIALS, OAUTH_JWT_BEARER, DeltaSharingProfile, ProfileError
 from .retry import backoff_sleep, retryable_status
 
 __all__ = ["Credentials", "BearerCredentials", "BasicCredentials", "OAuthCredentials", "JwtBearerCredentials",
-           "OAuthError", "credentials_for", "sign_jwt", "JWT_BEARER_GRANT", "JWT_ALGORITHMS"]
+           "OAuthError", "credentials_for", "JWT_BEARER_GRANT"]
 
 JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
@@ -219,52 +220,13 @@ class JwtBearerCredentials(OAuthCredentials):
             claims["scope"] = self.scope
         if self.audience:
             claims["resource"] = self.audience
-        return sign_jwt(header, claims, self._pem)
+        try:
+            return sign_jwt(header, claims, self._pem)
+        except JwtError as e:
+            raise ProfileError(f"cannot sign the token request's assertion: {e}") from None
 
     def _grant(self) -> tuple[dict, Any]:
         return {"grant_type": JWT_BEARER_GRANT, "assertion": self.assertion()}, None
-
-
-JWT_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
-
-
-def _b64url(b: bytes) -> str:
-    return base64.urlsafe_b64encode(b).rstrip(b"=").decode("ascii")
-
-
-def sign_jwt(header: dict, claims: dict, private_key_pem: bytes) -> str:
-    """A compact JWS (RFC 7515) of `claims`, signed with the PEM private key by `header["alg"]`."""
-    try:
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec, padding
-        from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
-    except ImportError:
-        raise ProfileError("oauth_jwt_bearer_private_key_jwt profiles need the cryptography package "
-                           "(pip install cryptography)") from None
-    alg = header["alg"]
-    if alg not in JWT_ALGORITHMS:
-        raise ProfileError(f"JWT algorithm {alg!r} is not supported (supported: {', '.join(JWT_ALGORITHMS)})")
-    try:
-        key = serialization.load_pem_private_key(private_key_pem, password=None)
-    except (ValueError, TypeError) as e:
-        raise ProfileError(f"the profile's private key is not a usable unencrypted PEM key: {e}") from None
-    signing_input = (_b64url(json.dumps(header, separators=(",", ":")).encode()) + "." +
-                     _b64url(json.dumps(claims, separators=(",", ":")).encode())).encode("ascii")
-    digest = {"256": hashes.SHA256(), "384": hashes.SHA384(), "512": hashes.SHA512()}.get(alg[2:])
-    try:
-        if alg.startswith("RS"):
-            sig = key.sign(signing_input, padding.PKCS1v15(), digest)
-        elif alg.startswith("PS"):
-            sig = key.sign(signing_input, padding.PSS(mgf=padding.MGF1(digest), salt_length=digest.digest_size), digest)
-        elif alg.startswith("ES"):
-            r, s = decode_dss_signature(key.sign(signing_input, ec.ECDSA(digest)))
-            n = (key.curve.key_size + 7) // 8
-            sig = r.to_bytes(n, "big") + s.to_bytes(n, "big")
-        else:   # EdDSA
-            sig = key.sign(signing_input)
-    except (AttributeError, TypeError, ValueError) as e:
-        raise ProfileError(f"the profile's private key cannot sign {alg} JWTs: {e}") from None
-    return signing_input.decode("ascii") + "." + _b64url(sig)
 
 
 _OAUTH_CACHE: dict[tuple, OAuthCredentials] = {}
