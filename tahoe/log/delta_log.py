@@ -137,6 +137,29 @@ class DeltaLog:
             prev = ts
         return out
 
+    def version_at_or_after(self, timestamp: Any) -> int:
+        """The first version committed at or after `timestamp` (where a change-data range that
+        starts at a timestamp begins); VersionNotFoundError when every commit is older."""
+        ts = parse_timestamp(timestamp)
+        stamps = self.commit_timestamps()
+        for v, t in stamps:
+            if t >= ts:
+                return v
+        raise VersionNotFoundError(f"there is no version at or after {_fmt(ts)} (the latest version "
+                                   f"{stamps[-1][0]} was committed at {_fmt(stamps[-1][1])})")
+
+    def version_at_or_before(self, timestamp: Any) -> int:
+        """The newest version committed at or before `timestamp` (where a change-data range that
+        ends at a timestamp ends); VersionNotFoundError when every commit is newer."""
+        ts = parse_timestamp(timestamp)
+        best = None
+        for v, t in self.commit_timestamps():
+            if t <= ts:
+                best = v
+        if best is None:
+            raise VersionNotFoundError(f"there is no version at or before {_fmt(ts)}")
+        return best
+
     def version_at_timestamp(self, timestamp: Any) -> int:
         """The newest version committed at or before `timestamp`. On a table that enabled
         in-commit timestamps at version E (timestamp T_E), as delta-spark: a timestamp >= T_E is
