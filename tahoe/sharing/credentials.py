@@ -24,7 +24,6 @@ token endpoint): it sends the Basic credentials, which is what authenticates.
 from __future__ import annotations
 
 import base64
-import json
 import threading
 import time
 import uuid

@@ -30,7 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from .errors import SharingError, bad_request, not_found
+from .errors import bad_request, not_found
 from .signing import BadToken, Signer
 
 __all__ = ["AsyncQueries", "AsyncQuery", "PENDING", "body_digest"]

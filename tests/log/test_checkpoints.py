@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tahoe import DeltaLog, Table
-from tahoe.errors import InvalidTableOperationError, VersionNotFoundError
+from tahoe.errors import VersionNotFoundError
 from tahoe.protocol.intervals import parse_interval_ms
 from tahoe.log.checkpoints import (
     checkpoint_if_needed, checkpoint_schema, cleanup_expired_logs, write_checkpoint,
