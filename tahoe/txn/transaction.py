@@ -13,9 +13,10 @@ the new version) and tries the next version, with jittered exponential backoff, 
 Writer rules enforced at commit, before anything is written:
   1. the table's protocol (and a new one) is writable by this client (UnsupportedFeatureError);
   2. at most one metaData and one protocol; a new protocol never drops a feature or lowers a
-     version; a metaData that needs features (column mapping, CDF, deletion vectors, row
-     tracking, timestamp_ntz, identity/generated columns, CHECK constraints, ...) upgrades the
-     protocol in the same commit; column mapping ids/physical names are assigned to new fields and
+     version (except for the features DROP FEATURE removes, `allow_feature_removal`); a
+     metaData that needs features (column mapping, CDF, deletion vectors, row tracking,
+     timestamp_ntz, identity/generated columns, CHECK constraints, ...) upgrades the protocol in
+     the same commit; column mapping ids/physical names are assigned to new fields and
      `delta.columnMapping.maxColumnId` only grows;
   3. at most one add and one remove per path (whatever the deletion vector); partition values name
      exactly the partition columns (physical names under column mapping); removes carry a
@@ -109,6 +110,7 @@ log = logging.getLogger(__name__)
 ICT_KEY = "delta.enableInCommitTimestamps"
 ICT_VERSION_KEY = "delta.inCommitTimestampEnablementVersion"
 ICT_TIMESTAMP_KEY = "delta.inCommitTimestampEnablementTimestamp"
+CHECKPOINT_PROTECTION_KEY = "delta.requireCheckpointProtectionBeforeVersion"
 
 
 def now_ms() -> int:
@@ -152,11 +154,14 @@ def raise_protocol_versions(p: Protocol, reader: int | None, writer: int | None)
     return Protocol(r, 7, None, tuple(sorted(feats)))
 
 
-def _check_no_downgrade(old: Protocol, new: Protocol) -> None:
+def _check_no_downgrade(old: Protocol, new: Protocol, allowed: frozenset[str] = frozenset()) -> None:
     lost = protocol_features(old) - protocol_features(new)
-    if lost:
+    if lost - allowed:
         raise InvalidTableOperationError(
-            f"the new protocol drops table features {sorted(lost)}; features are never removed")
+            f"the new protocol drops table features {sorted(lost - allowed)}; features are removed only "
+            f"by DROP FEATURE (tahoe.maintenance.features.drop_feature)")
+    if lost:
+        return   # a feature drop may lower the versions (the protocol is normalized)
     if new.min_reader_version < old.min_reader_version or new.min_writer_version < old.min_writer_version:
         raise InvalidTableOperationError(
             f"the new protocol ({new.min_reader_version}, {new.min_writer_version}) lowers the "
@@ -271,6 +276,8 @@ class Transaction:
         self._identity_updates: dict[str, int] = {}
         self._tags: dict[str, str] = {}
         self._replaces_table = False
+        self._droppable: frozenset[str] = frozenset()
+        self._protect_history = False
         self.committed_version: int | None = None
         self.committed_actions: list[Action] | None = None
         self.outcome = CommitOutcome.NOT_COMMITTED
@@ -420,6 +427,18 @@ class Transaction:
         self._check_open()
         self._replaces_table = True
 
+    def allow_feature_removal(self, features: Iterable[str], protect_history: bool = False) -> None:
+        """Let this commit's new protocol (`update_protocol`) lack `features` — DROP FEATURE's
+        protocol downgrade, which has already removed every trace of them. `protect_history`:
+        the commit also sets `delta.requireCheckpointProtectionBeforeVersion` to its own version
+        (recomputed when it is rebased), so the checkpoints before it are protected (the new
+        protocol must have `checkpointProtection`)."""
+        from ..protocol.table_features import canonical_feature_name
+
+        self._check_open()
+        self._droppable = frozenset(canonical_feature_name(f) for f in features)
+        self._protect_history = protect_history
+
     def set_tag(self, key: str, value: str) -> None:
         """A commitInfo tag (delta-spark's `tags` map)."""
         self._tags[key] = value
@@ -450,7 +469,7 @@ class Transaction:
         if read_proto is not None:
             for candidate in (self._new_protocol, proto):
                 if candidate is not None:
-                    _check_no_downgrade(read_proto, candidate)
+                    _check_no_downgrade(read_proto, candidate, self._droppable)
         if md is not None and is_feature_supported(proto, "rowTracking") and \
                 ROW_ID_COLUMN_PROP not in md.configuration:
             conf = dict(md.configuration)
@@ -615,6 +634,15 @@ class Transaction:
                     tags[IDENTITY_UPDATE_TAG] = "true"
                 out_metadata = dataclasses.replace(metadata, schema_string=schema.to_json())
                 metadata = out_metadata
+
+        if self._protect_history:
+            if not is_feature_supported(protocol, "checkpointProtection"):
+                raise InvalidTableOperationError(
+                    "protecting the history of a feature drop needs the 'checkpointProtection' feature")
+            base_md = out_metadata if out_metadata is not None else metadata
+            c = dict(base_md.configuration)
+            c[CHECKPOINT_PROTECTION_KEY] = str(version)
+            out_metadata = metadata = dataclasses.replace(base_md, configuration=c)
 
         conf = metadata.configuration
         # append-only
