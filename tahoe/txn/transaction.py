@@ -403,6 +403,21 @@ class Transaction:
                 f"cannot remove metadata domain '{domain}': the table (version {self.read_version}) has no such domain")
         self.set_domain_metadata(DomainMetadata(domain, current.configuration if current else "", removed=True))
 
+    def remove_feature_domain(self, domain: str) -> None:
+        """Tombstone a `delta.*` domain whose feature the table no longer supports (DROP FEATURE
+        domainMetadata removes the `delta.rowTracking` domain a dropped rowTracking left behind).
+        A domain the table does not have is a no-op."""
+        self._check_open()
+        snap = self.read_snapshot
+        current = snap.domain_metadata.get(domain) if snap is not None else None
+        if current is None:
+            return
+        owner = {ROW_TRACKING_DOMAIN: "rowTracking", "delta.clustering": "clustering"}.get(domain)
+        if owner is None or is_feature_supported(snap.protocol, owner):
+            raise InvalidTableOperationError(
+                f"metadata domain '{domain}' belongs to a feature the table still supports; drop the feature first")
+        self._domains[domain] = DomainMetadata(domain, current.configuration, removed=True)
+
     def update_identity_high_water_mark(self, column: str, value: int) -> None:
         """Advance `delta.identity.highWaterMark` of identity column `column` to `value` at
         commit (only forward; a value that does not advance it is ignored)."""
