@@ -56,7 +56,9 @@ After a successful commit `tahoe.log.checkpoints.checkpoint_if_needed(log, versi
 that module exists; a failing checkpoint is logged and never fails the commit. On UniForm tables
 (`delta.universalFormat.enabledFormats=iceberg`) the Iceberg metadata of the new version is then
 generated (`tahoe.uniform.convert_after_commit`); a failure there is logged and kept in
-`post_commit_errors`, never fails the commit, and the next commit converts what was missed. The
+`post_commit_errors`, never fails the commit, and the next commit converts what was missed. With
+`delta.compatibility.symlinkFormatManifest.enabled=true` the symlink manifests are regenerated
+(`tahoe.maintenance.manifest`), failures handled the same way. The
 Iceberg compatibility rules (`tahoe.protocol.iceberg_compat`) are checked with the other writer
 rules, before anything is written.
 """
@@ -111,6 +113,7 @@ ICT_KEY = "delta.enableInCommitTimestamps"
 ICT_VERSION_KEY = "delta.inCommitTimestampEnablementVersion"
 ICT_TIMESTAMP_KEY = "delta.inCommitTimestampEnablementTimestamp"
 CHECKPOINT_PROTECTION_KEY = "delta.requireCheckpointProtectionBeforeVersion"
+SYMLINK_MANIFEST_KEY = "delta.compatibility.symlinkFormatManifest.enabled"
 
 
 def now_ms() -> int:
@@ -947,6 +950,17 @@ class Transaction:
 
     def _post_commit(self, version: int, configuration: dict | None) -> None:
         self._post_commit_checkpoint(version, configuration)
+        if configuration and is_true(configuration, SYMLINK_MANIFEST_KEY):
+            # delta-spark's GenerateSymlinkManifest hook: the manifests follow every commit; a
+            # failure is logged and kept, never fails the committed write.
+            from ..maintenance.manifest import generate_symlink_manifest
+
+            try:
+                generate_symlink_manifest(self.log, version)
+            except Exception as e:  # noqa: BLE001
+                self.post_commit_errors.append(e)
+                log.warning("symlink manifest of version %s of %s failed: %s: %s",
+                            version, self.log.table_root, type(e).__name__, e)
         if iceberg_compat.uniform_iceberg_enabled(configuration):
             # UniForm: Iceberg metadata for this version. A failure never fails the committed
             # write: it is logged, kept in `post_commit_errors`, and the next commit (or
