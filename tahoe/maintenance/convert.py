@@ -166,8 +166,8 @@ def convert_to_delta(path: str, partition_by: Any = None, *, collect_stats: bool
                      configuration: dict[str, str] | None = None, storage_options: dict | None = None,
                      max_workers: int = 8, progress: Progress | None = None) -> dict[str, Any]:
     """CONVERT the parquet files under `path` to a Delta table (see the module docstring).
-    Returns {"numConvertedFiles", "version", "partitionColumns", "numRecords" (when stats were
-    collected)}; with mode="ignore" and a table already there, {"version": its version,
+    Returns {"numConvertedFiles", "version", "partitionColumns", "sizeInBytes", "numRecords" (when
+    stats were collected)}; with mode="ignore" and a table already there, {"version": its version,
     "numConvertedFiles": 0}."""
     if mode not in ("error", "ignore"):
         raise InvalidOptionError(f"mode must be 'error' or 'ignore', got {mode!r}")
@@ -249,7 +249,8 @@ def convert_to_delta(path: str, partition_by: Any = None, *, collect_stats: bool
     txn.update_metadata(md)
     txn.add_files(adds)
     version = txn.commit(operation_metrics={"numConvertedFiles": len(adds)})
-    out: dict[str, Any] = {"numConvertedFiles": len(adds), "version": version, "partitionColumns": part_names}
+    out: dict[str, Any] = {"numConvertedFiles": len(adds), "version": version, "partitionColumns": part_names,
+                           "sizeInBytes": sum(a.size for a in adds)}
     if collect_stats:
         out["numRecords"] = records
     return out

@@ -129,7 +129,8 @@ def restore(table: str | DeltaLog, version: int | None = None, timestamp: Any = 
             raise DataFilesMissingError(
                 f"cannot restore {log.table_root} to version {target}: {len(missing)} file(s) it references "
                 f"are missing (vacuumed or deleted): {shown}. Restoring it partially is possible with "
-                f"ignore_missing_files=True (on Spark: spark.sql.files.ignoreMissingFiles=true)")
+                f"ignore_missing_files=True (on Spark: spark.sql.files.ignoreMissingFiles=true; on the command line: "
+                f"--ignore-missing-files)")
     if progress is not None:
         progress("checking files", len(adds), len(adds))
     now = int(time.time() * 1000)
