@@ -40,10 +40,9 @@ class VersionNotFoundError(DeltaError):
     """Time travel to a version or timestamp the log cannot reconstruct."""
 
 
-class DataFilesMissingError(DeltaError):
+class DataFilesMissingError(CorruptLogError):
     """Data files a version references are gone from storage (vacuumed, or deleted by hand): that
-    version cannot be restored or copied. The message names the version and the first missing
-    files."""
+    version cannot be read, restored or copied. The message names the version or the file."""
 
 
 class TableAlreadyExistsError(DeltaError):
