@@ -318,8 +318,12 @@ def plan_vacuum(snapshot: Snapshot, retention_hours: float | None = None, *,
                 cands.append((store.join(root, *r.split("/")), sz))
         from concurrent.futures import ThreadPoolExecutor
 
+        # one task per chunk of paths (a future per path costs more than a local stat)
+        size = max(1, min(256, -(-len(cands) // max(1, max_workers))))
         with ThreadPoolExecutor(max_workers=max(1, max_workers)) as ex:
-            there = list(ex.map(lambda c: store.exists(c[0]), cands))
+            there = [ok for chunk in ex.map(lambda ch: [store.exists(c[0]) for c in ch],
+                                            [cands[i:i + size] for i in range(0, len(cands), size)])
+                     for ok in chunk]
         for (full_path, size), ok in zip(cands, there):
             if ok:
                 plan.files.append((full_path, int(size) if size is not None else 0))
@@ -329,8 +333,11 @@ def plan_vacuum(snapshot: Snapshot, retention_hours: float | None = None, *,
 
 # --- running it ----------------------------------------------------------------------------------
 
-def _commit_marker(log: DeltaLog, operation: str, params: dict, metrics: dict | None) -> int:
-    txn = Transaction(log, operation, params)
+def _commit_marker(log: DeltaLog, snapshot: Snapshot, operation: str, params: dict, metrics: dict | None) -> int:
+    """A commit of only commitInfo, planned on the snapshot VACUUM planned on: it changes nothing,
+    so commits that landed since (VACUUM START among them) never conflict with it, and no
+    second replay of the log is needed."""
+    txn = Transaction(log, operation, params, snapshot=snapshot)
     return txn.commit(operation_metrics=metrics)
 
 
@@ -358,7 +365,7 @@ def vacuum(table: str | DeltaLog, retention_hours: float | None = None, dry_run:
                                   "defaultRetentionMillis": plan.default_retention_ms}
         if plan.specified_retention_ms is not None:
             params["specifiedRetentionMillis"] = plan.specified_retention_ms
-        result.start_version = _commit_marker(log, "VACUUM START", params, {
+        result.start_version = _commit_marker(log, snapshot, "VACUUM START", params, {
             "numFilesToDelete": plan.num_files_to_delete, "sizeOfDataToDelete": plan.size_of_data_to_delete})
     try:
         paths = [p for p, _ in plan.files]
@@ -381,12 +388,12 @@ def vacuum(table: str | DeltaLog, retention_hours: float | None = None, dry_run:
     except BaseException:
         if log_commits:
             try:
-                _commit_marker(log, "VACUUM END", {"status": "FAILED"}, None)
+                _commit_marker(log, snapshot, "VACUUM END", {"status": "FAILED"}, None)
             except Exception:  # noqa: BLE001 - the deletion error is the one to report
                 pass
         raise
     if log_commits:
-        result.end_version = _commit_marker(log, "VACUUM END", {"status": "COMPLETED"}, {
+        result.end_version = _commit_marker(log, snapshot, "VACUUM END", {"status": "COMPLETED"}, {
             "numDeletedFiles": result.num_deleted, "numVacuumedDirectories": plan.dirs_present})
     result.seconds = time.perf_counter() - started
     return result

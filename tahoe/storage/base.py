@@ -108,19 +108,24 @@ class LogStore(ABC):
 
         errors: list[BaseException] = []
 
-        def one(p: str) -> int:
-            try:
-                self.delete(p)
-                return 1
-            except Exception as e:  # noqa: BLE001 - collected, the first one is raised below
-                errors.append(e)
-                return 0
+        def some(chunk: Sequence[str]) -> int:
+            n = 0
+            for p in chunk:
+                try:
+                    self.delete(p)
+                    n += 1
+                except Exception as e:  # noqa: BLE001 - collected, the first one is raised below
+                    errors.append(e)
+            return n
 
         if max_workers <= 1 or len(paths) == 1:
-            done = sum(one(p) for p in paths)
+            done = some(paths)
         else:
+            # one task per chunk (a thread pool ignores map's chunksize: a future per path costs
+            # more than a local delete)
+            size = max(1, min(256, -(-len(paths) // max_workers)))
             with ThreadPoolExecutor(max_workers=max_workers) as ex:
-                done = sum(ex.map(one, paths, chunksize=256))
+                done = sum(ex.map(some, [paths[i:i + size] for i in range(0, len(paths), size)]))
         if errors:
             raise errors[0]
         return done
