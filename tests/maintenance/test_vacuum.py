@@ -14,6 +14,7 @@ import time
 import uuid
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import tahoe
@@ -180,3 +181,44 @@ def test_vacuum_on_s3_deletes_in_batches(moto, tmp_path):
         "AWS_ENDPOINT_URL": moto, "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"})
     assert rows(theirs[0]) == [(7, "a")]
+
+
+def test_vacuum_protocol_check_and_unknown_features(tmp_path):
+    """`vacuumProtocolCheck`: VACUUM checks the reader protocol as well as the writer one (tahoe
+    always checks both). A table with the feature vacuums normally; one whose protocol names a
+    feature tahoe does not know is refused before anything is deleted or committed."""
+    import json
+
+    from tahoe.errors import UnsupportedFeatureError
+
+    root = str(tmp_path / "t")
+    tahoe.write_table(root, pa.table({"id": [1, 2]}))
+    tahoe.write_table(root, pa.table({"id": [3]}), mode="overwrite")
+    removed = next(iter(tahoe.DeltaLog.for_table(root).snapshot(version=0).files_table(["path"])
+                        .column("path").to_pylist()))
+    tahoe.Table(root).add_feature("vacuumProtocolCheck")                                   # v2
+    with open(os.path.join(root, "_delta_log", f"{2:020d}.json")) as f:
+        (proto,) = [a["protocol"] for a in map(json.loads, f) if "protocol" in a]
+    assert proto["minReaderVersion"] == 3 and proto["readerFeatures"] == ["vacuumProtocolCheck"]
+    time.sleep(0.01)
+    assert vacuum(root, 0, dry_run=False, enforce_retention_duration=False).paths == [removed]
+    assert removed not in tree(root)
+    # delta-rs 1.6 refuses to read a table with vacuumProtocolCheck; the file commit 1 added, read
+    # with pyarrow, holds the rows
+    with open(os.path.join(root, "_delta_log", f"{1:020d}.json")) as f:
+        (active,) = [a["add"]["path"] for a in map(json.loads, f) if "add" in a]
+    assert rows(pq.read_table(os.path.join(root, active))) == [(3,)]
+
+    # a later reader-writer feature tahoe does not know: refused, nothing deleted or committed
+    future = {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
+                           "readerFeatures": ["vacuumProtocolCheck", "someFutureFeature"],
+                           "writerFeatures": ["vacuumProtocolCheck", "someFutureFeature"]}}
+    version = tahoe.Table(root).version
+    with open(os.path.join(root, "_delta_log", f"{version + 1:020d}.json"), "w") as f:
+        f.write(json.dumps({"commitInfo": {"timestamp": int(time.time() * 1000), "operation": "SET TBLPROPERTIES"}})
+                + "\n" + json.dumps(future) + "\n")
+    _put(os.path.join(root, "orphan.parquet"))
+    before = tree(root)
+    with pytest.raises(UnsupportedFeatureError, match="someFutureFeature"):
+        vacuum(root, 0, dry_run=False, enforce_retention_duration=False)
+    assert tree(root) == before
