@@ -76,6 +76,7 @@ from ..protocol.table_features import (
 from ..read.arrow_reader import ArrowFileReader
 from ..storage import resolve_data_path
 from ..txn import Transaction, set_properties, unset_properties
+from ..txn.transaction import CHECKPOINT_PROTECTION_KEY
 from ..write.commit import commit_new_files
 from ..write.files import encode_log_path, write_data_files
 
@@ -83,7 +84,6 @@ __all__ = ["drop_feature", "REMOVABLE_FEATURES", "purge_deletion_vectors", "prot
 
 Progress = Callable[[str, int, int], None]
 
-CHECKPOINT_PROTECTION_KEY = "delta.requireCheckpointProtectionBeforeVersion"
 ICT_KEYS = ("delta.enableInCommitTimestamps", "delta.inCommitTimestampEnablementVersion",
             "delta.inCommitTimestampEnablementTimestamp")
 

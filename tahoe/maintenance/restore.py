@@ -38,10 +38,13 @@ from ..log.delta_log import parse_timestamp
 from ..log.replay import file_keys, root_uri
 from ..log.snapshot import add_files_from_table
 from ..protocol.deletion_vectors import DeletionVectorDescriptor
-from ..protocol.properties import IDENTITY_HIGH_WATER_MARK, advance_identity_high_water_mark, identity_columns
-from ..protocol.table_features import merge_protocols, reader_features_of, writer_features_of
+from ..protocol.properties import (
+    IDENTITY_HIGH_WATER_MARK, advance_identity_high_water_mark, identity_columns, int_property,
+)
+from ..protocol.table_features import is_feature_supported, merge_protocols, reader_features_of, writer_features_of
 from ..storage import resolve_data_path
 from ..txn import Transaction
+from ..txn.transaction import CHECKPOINT_PROTECTION_KEY
 
 __all__ = ["restore", "RESTORE_METRICS", "restore_target_version"]
 
@@ -147,6 +150,12 @@ def restore(table: str | DeltaLog, version: int | None = None, timestamp: Any = 
     schema = _merged_high_water_marks(restored, latest)
     if schema != restored.schema:
         md = dataclasses.replace(md, schema_string=schema.to_json())
+    protected = int_property(latest.configuration, CHECKPOINT_PROTECTION_KEY) or 0
+    if (not protocol_downgrade_allowed and is_feature_supported(latest.protocol, "checkpointProtection")
+            and protected > (int_property(md.configuration, CHECKPOINT_PROTECTION_KEY) or 0)):
+        # the protocol keeps checkpointProtection, so the history it protects stays protected: the
+        # restored metaData keeps the latest delta.requireCheckpointProtectionBeforeVersion
+        md = dataclasses.replace(md, configuration={**md.configuration, CHECKPOINT_PROTECTION_KEY: str(protected)})
     txn.update_metadata(md)
     now_features = reader_features_of(latest.protocol) | writer_features_of(latest.protocol)
     if protocol_downgrade_allowed:

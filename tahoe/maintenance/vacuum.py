@@ -67,7 +67,6 @@ __all__ = ["vacuum", "plan_vacuum", "VacuumPlan", "VacuumResult", "is_hidden", "
 
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 HOUR_MS = 3_600_000
-_DELETE_BATCH = 2000
 
 Progress = Callable[[str, int, int], None]
 
@@ -371,10 +370,8 @@ def vacuum(table: str | DeltaLog, retention_hours: float | None = None, dry_run:
         paths = [p for p, _ in plan.files]
         total = len(paths) + len(plan.dirs)
         done = 0
-        for i in range(0, len(paths), _DELETE_BATCH):
-            done += log.store.delete_many(paths[i:i + _DELETE_BATCH], max_workers)
-            if progress is not None:
-                progress("deleting", min(i + _DELETE_BATCH, len(paths)), total)
+        done += log.store.delete_many(paths, max_workers, None if progress is None else (
+            lambda n: progress("deleting", n, total)))
         # deepest first: a directory emptied by deleting its empty children is left for next time
         for d in sorted(plan.dirs, key=lambda d: (-d.count("/") - d.count(os.sep), d)):
             try:

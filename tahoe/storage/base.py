@@ -99,9 +99,11 @@ class LogStore(ABC):
                     continue
             yield st
 
-    def delete_many(self, paths: Sequence[str], max_workers: int = 8) -> int:
+    def delete_many(self, paths: Sequence[str], max_workers: int = 8,
+                    progress: Callable[[int], None] | None = None) -> int:
         """Delete files (missing ones are fine), `max_workers` at a time; returns how many
-        deletes were sent without error. The first error is raised after the others ran."""
+        deletes were sent without error. The first error is raised after the others ran.
+        `progress(n)` is called (on the calling thread) with the number done so far."""
         if not paths:
             return 0
         from concurrent.futures import ThreadPoolExecutor
@@ -118,14 +120,22 @@ class LogStore(ABC):
                     errors.append(e)
             return n
 
-        if max_workers <= 1 or len(paths) == 1:
-            done = some(paths)
+        # one task per chunk (a thread pool ignores map's chunksize: a future per path costs more
+        # than a local delete)
+        size = max(1, min(256, -(-len(paths) // max(1, max_workers))))
+        chunks = [paths[i:i + size] for i in range(0, len(paths), size)]
+        done = 0
+        if max_workers <= 1 or len(chunks) == 1:
+            for chunk in chunks:
+                done += some(chunk)
+                if progress is not None:
+                    progress(done)
         else:
-            # one task per chunk (a thread pool ignores map's chunksize: a future per path costs
-            # more than a local delete)
-            size = max(1, min(256, -(-len(paths) // max_workers)))
             with ThreadPoolExecutor(max_workers=max_workers) as ex:
-                done = sum(ex.map(some, [paths[i:i + size] for i in range(0, len(paths), size)]))
+                for n in ex.map(some, chunks):
+                    done += n
+                    if progress is not None:
+                        progress(done)
         if errors:
             raise errors[0]
         return done

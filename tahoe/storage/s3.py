@@ -393,9 +393,10 @@ class S3LogStore(LogStore):
             raise ValueError(f"cannot delete a bucket: {path!r}")
         self._client.delete_object(Bucket=bucket, Key=key)  # S3: missing keys are fine
 
-    def delete_many(self, paths, max_workers: int = 8) -> int:
+    def delete_many(self, paths, max_workers: int = 8, progress=None) -> int:
         """Batched: one DeleteObjects request per 1000 keys of a bucket, `max_workers` requests
-        at a time. A key S3 reports as not deleted is an error (raised after the others ran)."""
+        at a time. A key S3 reports as not deleted is an error (raised after the others ran).
+        `progress(n)` is called (on the calling thread) with the number done so far."""
         if not paths:
             return 0
         from concurrent.futures import ThreadPoolExecutor
@@ -417,8 +418,12 @@ class S3LogStore(LogStore):
             errors.extend(f"s3://{bucket}/{e.get('Key')}: {e.get('Code')} {e.get('Message')}" for e in failed)
             return len(keys) - len(failed)
 
+        done = 0
         with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(batches)))) as ex:
-            done = sum(ex.map(one, batches))
+            for n in ex.map(one, batches):
+                done += n
+                if progress is not None:
+                    progress(done)
         if errors:
             raise OSError(f"S3 did not delete {len(errors)} object(s), e.g. {errors[0]}")
         return done

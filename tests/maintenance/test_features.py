@@ -68,6 +68,14 @@ def test_drop_deletion_vectors_protects_history_instead_of_truncating_it(tmp_pat
     assert rows(theirs[0], ["id", "p"]) == rows(theirs[1], ["id", "p"]) == v1_rows
     with pytest.raises(DropFeatureError, match="DELTA_FEATURE_DROP_FEATURE_NOT_PRESENT"):
         t.drop_feature("deletionVectors")
+    # RESTORE to before the drop: version 1's metaData and deletion vector come back, the protocol is
+    # the union of both (delta-spark's merge), and the history stays protected
+    t.restore(1)
+    assert t.metadata.configuration == {"delta.enableDeletionVectors": "true",
+                                        "delta.requireCheckpointProtectionBeforeVersion": str(v)}
+    assert _protocol(root) == (3, 7, {"deletionVectors"},
+                               {"appendOnly", "invariants", "deletionVectors", "checkpointProtection"})
+    assert rows(delta_rs_read([(root, None)], tmp_path)[0], ["id", "p"]) == v1_rows
 
 
 def test_log_cleanup_never_removes_part_of_the_protected_history(tmp_path):
