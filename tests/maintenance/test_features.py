@@ -184,3 +184,29 @@ def test_drop_checkpoint_protection_needs_the_history_truncated(tmp_path):
     assert "delta.requireCheckpointProtectionBeforeVersion" not in t.metadata.configuration
     assert min(int(n[:20]) for n in _log(root) if n.endswith(".json")) > 1     # history truncated
     assert rows(t.to_arrow()) == [(1,)]
+
+
+def test_drop_v2_checkpoint_goes_back_to_classic_checkpoints(tmp_path):
+    from tahoe.log.checkpoints import write_checkpoint
+
+    root = str(tmp_path / "t")
+    tahoe.write_table(root, pa.table({"id": [1]}), properties={"delta.checkpointPolicy": "v2"})
+    tahoe.write_table(root, pa.table({"id": [2]}))
+    write_checkpoint(tahoe.DeltaLog.for_table(root))                        # a v2 checkpoint of version 1
+    v2_cp = pq.read_table(os.path.join(root, "_delta_log", f"{1:020d}.checkpoint.parquet"))
+    assert any(r for r in v2_cp.column("checkpointMetadata").to_pylist())
+    t = tahoe.Table(root).drop_feature("v2Checkpoint")
+    # v2Checkpoint is a reader-writer feature (3,7): the drop protects the history; what is left is
+    # {appendOnly, invariants, checkpointProtection} -> (1,7) without reader features
+    assert _protocol(root) == (1, 7, set(), {"appendOnly", "invariants", "checkpointProtection"})
+    assert [_commit(root, v)[0]["commitInfo"]["operation"] for v in (2, 3)] == ["SET TBLPROPERTIES", "DROP FEATURE"]
+    assert t.metadata.configuration == {"delta.checkpointPolicy": "classic",
+                                        "delta.requireCheckpointProtectionBeforeVersion": "3"}
+    # the protected checkpoints around the downgrade; the one at the downgrade, where a reader that
+    # does not know v2Checkpoint starts, is a classic one: no checkpointMetadata, no v2Checkpoint
+    assert {f"{v:020d}.checkpoint.parquet" for v in (2, 3)} <= set(_log(root))
+    cp = pq.read_table(os.path.join(root, "_delta_log", f"{3:020d}.checkpoint.parquet"))
+    assert "checkpointMetadata" not in cp.column_names or not any(cp.column("checkpointMetadata").to_pylist())
+    assert [r["protocol"] for r in cp.to_pylist() if r["protocol"]][0]["readerFeatures"] in (None, [])
+    assert rows(t.to_arrow()) == [(1,), (2,)]
+    assert rows(delta_rs_read([(root, None)], tmp_path)[0]) == [(1,), (2,)]
