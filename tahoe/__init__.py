@@ -5,6 +5,8 @@
 - `tahoe.DeltaLog` — the log core underneath (snapshots, history, time travel).
 - `tahoe.write_table` — write Arrow data to a table (append, overwrite, replaceWhere, create).
 - `tahoe.write_table(...)` / `tahoe.delete(...)` — the Spark-free writer and copy-on-write DELETE.
+- `tahoe.convert_to_delta(path, partition_by=...)` — CONVERT TO DELTA (a parquet directory in place);
+  VACUUM, RESTORE, CLONE, DROP FEATURE are `Table` methods (`tahoe.maintenance`).
 - `tahoe.errors` — every exception tahoe raises.
 
 Attributes are imported on first use, so `import tahoe` (and every spawned worker that imports a
@@ -24,6 +26,7 @@ _LAZY = {
     "DeltaTable": ("tahoe.spark.delta_table", "DeltaTable"),  # needs pyspark
     "write_table": ("tahoe.write", "write_table"),
     "delete": ("tahoe.write.dml", "delete"),
+    "convert_to_delta": ("tahoe.maintenance.convert", "convert_to_delta"),
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

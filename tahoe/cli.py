@@ -10,6 +10,11 @@
     tahoe set-property PATH KEY=VALUE [KEY=VALUE ...]
     tahoe checkpoint PATH [--version N] [--parts N] [--json]
     tahoe compact-log PATH [--from N] [--to M] [--json]
+    tahoe vacuum PATH [--retain-hours N] [--dry-run] [--lite] [--no-retention-check] [--json] [--quiet]
+    tahoe restore PATH (--version N | --timestamp T) [--ignore-missing-files] [--json] [--quiet]
+    tahoe clone SOURCE TARGET [--version N | --timestamp T] [--shallow] [--replace] [--property KEY=VALUE ...]
+                [--json] [--quiet]
+    tahoe convert PATH [--partition-schema SCHEMA] [--no-stats] [--json] [--quiet]
     tahoe demo [DIR] [--recipient-python PATH]
     tahoe sharing ...   (tahoe/sharing/cli.py)
 
@@ -442,6 +447,214 @@ def demo(directory: str = typer.Argument("demo-output", metavar="DIR",
     from .demo import run_demo
 
     _run(lambda: run_demo(directory, recipient_python))
+
+
+# --- table maintenance (tahoe.maintenance) ---------------------------------------------------------
+
+QUIET_HELP = "no progress bar"
+
+
+class _Progress:
+    """A rich progress bar on stderr for the `progress(stage, done, total)` callbacks of
+    tahoe.maintenance (one bar per stage; a total of 0 is work of unknown size)."""
+
+    def __init__(self, quiet: bool):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._p = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                           TimeElapsedColumn(), console=err, disable=quiet or not err.is_terminal)
+        self._tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> "_Progress":
+        self._p.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._p.__exit__(*exc)
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        task = self._tasks.get(stage)
+        if task is None:
+            task = self._tasks[stage] = self._p.add_task(stage, total=total or None)
+        self._p.update(task, completed=done, total=total or None)
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return ""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _summary(title: str, rows: list[tuple[str, int | None, int | None]]) -> None:
+    """What an operation changed: (what, files, bytes) per row."""
+    rt = RichTable(title=title)
+    rt.add_column("")
+    rt.add_column("files", justify="right")
+    rt.add_column("bytes", justify="right")
+    rt.add_column("size", justify="right")
+    for what, nfiles, nbytes in rows:
+        rt.add_row(what, "" if nfiles is None else str(nfiles), "" if nbytes is None else str(nbytes), _size(nbytes))
+    out.print(rt)
+
+
+def _one_of(version: Optional[int], timestamp: Optional[str], required: bool) -> None:
+    if version is not None and timestamp is not None:
+        _fail("give --version or --timestamp, not both", 2)
+    if required and version is None and timestamp is None:
+        _fail("give --version N or --timestamp T", 2)
+
+
+@app.command(cls=Command)
+def vacuum(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
+           retain_hours: Optional[float] = typer.Option(
+               None, "--retain-hours", metavar="N",
+               help="keep removed files for N hours (default: the table's delta.deletedFileRetentionDuration, 7 days)"),
+           dry_run: bool = typer.Option(False, "--dry-run", help="only list the files that would be deleted"),
+           lite: bool = typer.Option(False, "--lite",
+                                     help="only files the log removed (no directory listing; misses orphaned files)"),
+           no_check: bool = typer.Option(False, "--no-retention-check",
+                                         help="allow a retention shorter than the table's (unsafe while others write)"),
+           as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+           quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP)):
+    """Delete the files no version inside the retention window needs (VACUUM).
+
+    Old data files, orphaned files of failed writes, old deletion-vector and change-data files
+    go; the log, and names starting with _ or . (other than _change_data), stay. A real run
+    records VACUUM START / VACUUM END in the table's history.
+
+    \b
+    Examples:
+      tahoe vacuum /data/events --dry-run
+      tahoe vacuum /data/events --retain-hours 240
+      tahoe vacuum /data/events --retain-hours 0 --no-retention-check
+    """
+    def go():
+        from .log import DeltaLog
+        from .maintenance.vacuum import vacuum as run_vacuum
+
+        log = DeltaLog.for_table(path)
+        with _Progress(quiet or as_json) as progress:
+            r = run_vacuum(log, retain_hours, dry_run, enforce_retention_duration=not no_check, full=not lite,
+                           progress=progress)
+        if as_json:
+            _print_json({**r.metrics(), "files": r.paths})
+            return
+        if dry_run:
+            for p in r.paths:
+                sys.stdout.write(p + "\n")
+        snap = log.snapshot()
+        _summary(f"VACUUM {'(dry run) ' if dry_run else ''}of {log.table_root} at version {r.plan.version}",
+                 [("would remove" if dry_run else "removed", r.num_files, r.size_in_bytes),
+                  ("kept (active files)", snap.num_files, snap.size_in_bytes)])
+    _run(go)
+
+
+@app.command(cls=Command)
+def restore(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
+            version: Optional[int] = typer.Option(None, "--version", "-v", metavar="N", help="restore version N"),
+            timestamp: Optional[str] = typer.Option(None, "--timestamp", "-t", metavar="T",
+                                                    help="restore the version as of T (ISO 8601)"),
+            ignore_missing: bool = typer.Option(False, "--ignore-missing-files",
+                                                help="restore even when some of the version's files are gone"),
+            as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+            quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP)):
+    """Bring the table back to an earlier version, in one new commit (RESTORE).
+
+    Refused when the version's files were vacuumed (unless --ignore-missing-files).
+
+    \b
+    Examples:
+      tahoe restore /data/events --version 3
+      tahoe restore /data/events --timestamp 2024-05-01T10:00:00Z --json
+    """
+    def go():
+        from .maintenance.restore import restore as run_restore
+
+        _one_of(version, timestamp, True)
+        with _Progress(quiet or as_json) as progress:
+            m = run_restore(path, version=version, timestamp=timestamp, ignore_missing_files=ignore_missing,
+                            progress=progress)
+        if as_json:
+            _print_json(m)
+            return
+        kept_files = m["numOfFilesAfterRestore"] - m["numRestoredFiles"]
+        kept_bytes = m["tableSizeAfterRestore"] - m["restoredFilesSize"]
+        _summary(f"RESTORE to version {m['restoredVersion']}: committed version {m['version']}",
+                 [("removed", m["numRemovedFiles"], m["removedFilesSize"]),
+                  ("added back", m["numRestoredFiles"], m["restoredFilesSize"]),
+                  ("kept", kept_files, kept_bytes)])
+    _run(go)
+
+
+@app.command("clone", cls=Command)
+def clone_cmd(source: str = typer.Argument(..., metavar="SOURCE", help="the table to clone (a path or URI)"),
+              target: str = typer.Argument(..., metavar="TARGET", help="where the clone goes (a new table)"),
+              version: Optional[int] = typer.Option(None, "--version", "-v", metavar="N", help="clone version N"),
+              timestamp: Optional[str] = typer.Option(None, "--timestamp", "-t", metavar="T",
+                                                      help="clone the version as of T (ISO 8601)"),
+              shallow: bool = typer.Option(False, "--shallow",
+                                           help="reference the source's files instead of copying them"),
+              replace: bool = typer.Option(False, "--replace", help="replace a table at TARGET"),
+              prop: Optional[list[str]] = typer.Option(None, "--property", metavar="KEY=VALUE",
+                                                       help="override a table property; repeat the flag for each"),
+              as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+              quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP)):
+    """Copy a version of a table to a new table (CLONE): deep (files copied) or --shallow.
+
+    \b
+    Examples:
+      tahoe clone /data/events /data/events_backup
+      tahoe clone /data/events /data/events_dev --shallow --version 3 --property delta.appendOnly=false
+    """
+    def go():
+        from .maintenance.clone import clone as run_clone
+
+        _one_of(version, timestamp, False)
+        with _Progress(quiet or as_json) as progress:
+            m = run_clone(source, target, version=version, timestamp=timestamp, shallow=shallow, replace=replace,
+                          properties=_parse_kv(prop or []), progress=progress)
+        if as_json:
+            _print_json(m)
+            return
+        _summary(f"{'SHALLOW' if shallow else 'DEEP'} CLONE of version {m['sourceVersion']} to {target}: "
+                 f"version {m['version']}",
+                 [("copied" if not shallow else "referenced", m["numCopiedFiles"] if not shallow else
+                   m["sourceNumOfFiles"], m["copiedFilesSize"] if not shallow else m["sourceTableSize"]),
+                  ("removed (replaced table)", m["numRemovedFiles"], m["removedFilesSize"])])
+    _run(go)
+
+
+@app.command(cls=Command)
+def convert(path: str = typer.Argument(..., metavar="PATH", help="a directory of parquet files (local, file:// or s3://)"),
+            partition_schema: Optional[str] = typer.Option(
+                None, "--partition-schema", metavar="SCHEMA",
+                help="the Hive partition columns and types, e.g. 'day DATE, country STRING'"),
+            no_stats: bool = typer.Option(False, "--no-stats", help="do not collect per-file stats from the footers"),
+            as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+            quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP)):
+    """Make a directory of parquet files a Delta table in place, no data rewritten (CONVERT TO DELTA).
+
+    \b
+    Examples:
+      tahoe convert /data/raw_events
+      tahoe convert /data/raw_events --partition-schema "day DATE, country STRING"
+    """
+    def go():
+        from .maintenance.convert import convert_to_delta
+
+        with _Progress(quiet or as_json) as progress:
+            m = convert_to_delta(path, partition_schema, collect_stats=not no_stats, progress=progress)
+        if as_json:
+            _print_json(m)
+            return
+        _summary(f"CONVERT of {path}: version {m['version']}, partitioned by "
+                 f"{', '.join(m['partitionColumns']) or '-'}",
+                 [("added to the log", m["numConvertedFiles"], m.get("sizeInBytes"))])
+    _run(go)
 
 
 # --- Delta Sharing (tahoe/sharing/cli.py) ---------------------------------------------------------

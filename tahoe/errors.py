@@ -46,6 +46,16 @@ class VersionNotFoundError(DeltaError):
     """Time travel to a version or timestamp the log cannot reconstruct."""
 
 
+class DataFilesMissingError(CorruptLogError):
+    """Data files a version references are gone from storage (vacuumed, or deleted by hand): that
+    version cannot be read, restored or copied. The message names the version or the file."""
+
+
+class TableAlreadyExistsError(DeltaError):
+    """The operation creates a table where one exists (CONVERT TO DELTA of a directory that is
+    already a Delta table, CLONE onto an existing table without `replace`)."""
+
+
 class DeletionVectorError(CorruptLogError):
     """A deletion vector cannot be decoded (bad descriptor, checksum mismatch, bad magic)."""
 
@@ -80,6 +90,28 @@ class ArithmeticException(DeltaError):
 class NumberFormatException(DeltaError):
     """A CAST of a value that does not parse as the target type (`[CAST_INVALID_INPUT]`, as
     Spark's ANSI mode raises it; `try_cast` gives NULL instead)."""
+
+
+class RetentionTooShortError(InvalidOptionError):
+    """VACUUM was asked to keep removed files for less than the table's
+    `delta.deletedFileRetentionDuration` while the retention check is on (delta-spark:
+    "Are you sure you would like to vacuum files with such a low retention period?"); turn it off
+    with `spark.databricks.delta.retentionDurationCheck.enabled=false` on Spark, or
+    `enforce_retention_duration=False` without Spark."""
+
+
+class DropFeatureError(InvalidTableOperationError):
+    """A table feature cannot be dropped (delta-spark's DELTA_FEATURE_DROP_* conditions:
+    `error_class` names which, e.g. `DELTA_FEATURE_DROP_NONREMOVABLE_FEATURE`)."""
+
+    def __init__(self, message: str, error_class: str):
+        super().__init__(f"[{error_class}] {message}")
+        self.error_class = error_class
+
+    def __reduce__(self):
+        msg = str(self.args[0]) if self.args else ""
+        prefix = f"[{self.error_class}] "
+        return (type(self), (msg[len(prefix):] if msg.startswith(prefix) else msg, self.error_class))
 
 
 class ConstraintViolationError(DeltaError):

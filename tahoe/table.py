@@ -15,6 +15,14 @@ Creating and evolving tables (each call is one commit, see `tahoe.txn.table_ops`
     t.set_properties({"delta.appendOnly": "true"}); t.add_constraint("pos", "v >= 0")
     t.detail()                                   # like DESCRIBE DETAIL
     txn = t.transaction("WRITE"); txn.add_files(adds); txn.commit()
+
+Maintenance (`tahoe.maintenance`; delta-rs's names where it has them):
+
+    t.vacuum(retention_hours=168, dry_run=True)  # the files VACUUM would delete
+    t.restore(3)                                 # RESTORE to version 3 (one commit)
+    t.clone("/data/events_dev", shallow=True)    # CLONE this version
+    t.drop_feature("deletionVectors")            # DROP FEATURE, history protected
+    t.generate("symlink_format_manifest")
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ class Table:
     def __init__(self, uri: str, version: int | None = None, timestamp: Any = None,
                  storage_options: dict | None = None):
         self.uri = uri
+        self.storage_options = storage_options
         self.log = DeltaLog.for_table(uri, storage_options)
         self.snapshot: Snapshot = self.log.snapshot(version=version, timestamp=timestamp)
 
@@ -40,6 +49,7 @@ class Table:
     def _from_snapshot(cls, log: DeltaLog, snapshot: Snapshot) -> "Table":
         t = cls.__new__(cls)
         t.uri = log.table_root
+        t.storage_options = None
         t.log = log
         t.snapshot = snapshot
         return t
@@ -174,6 +184,65 @@ class Table:
         from .txn import drop_column
 
         return self._evolved(drop_column(self.log, column))
+
+    # --- maintenance (tahoe.maintenance) ------------------------------------------------------
+    def vacuum(self, retention_hours: float | None = None, dry_run: bool = True,
+               enforce_retention_duration: bool = True, *, full: bool = False,
+               keep_versions: list[int] | None = None, max_workers: int = 8) -> list[str]:
+        """VACUUM, as delta-rs's `DeltaTable.vacuum`: the files (relative paths) no version inside
+        the retention window needs — listed only (`dry_run=True`, the default), or deleted.
+        `full=False` (delta-rs's default) looks only at the log's tombstones; `full=True` lists
+        the directory too and also removes files no commit ever named (delta-spark's VACUUM).
+        See `tahoe.maintenance.vacuum`."""
+        from .maintenance.vacuum import vacuum
+
+        result = vacuum(self.log, retention_hours, dry_run, enforce_retention_duration=enforce_retention_duration,
+                        full=full, keep_versions=keep_versions, max_workers=max_workers)
+        if not dry_run:
+            self.refresh()
+        return result.paths
+
+    def restore(self, target: Any, *, ignore_missing_files: bool = False,
+                protocol_downgrade_allowed: bool = False) -> dict:
+        """RESTORE the table to version `target` (int) or to the version as of `target` (datetime,
+        ISO string, epoch ms), in one new commit; returns delta-spark's RESTORE metrics. See
+        `tahoe.maintenance.restore`."""
+        from .maintenance.restore import restore
+
+        if isinstance(target, bool):
+            raise TypeError("restore target must be a version (int) or a timestamp")
+        kw = {"version": target} if isinstance(target, int) else {"timestamp": target}
+        metrics = restore(self.log, ignore_missing_files=ignore_missing_files,
+                          protocol_downgrade_allowed=protocol_downgrade_allowed, **kw)
+        self.refresh()
+        return metrics
+
+    def clone(self, target: str, shallow: bool = False, replace: bool = False,
+              properties: dict[str, str] | None = None, target_storage_options: dict | None = None) -> "Table":
+        """CLONE this version of the table to `target` (shallow: the target's log names this
+        table's files; deep: the files are copied). Returns the new table. See
+        `tahoe.maintenance.clone`."""
+        from .maintenance.clone import clone
+
+        opts = target_storage_options if target_storage_options is not None else self.storage_options
+        metrics = clone(self.log, target, version=self.version, shallow=shallow, replace=replace,
+                        properties=properties, target_storage_options=opts)
+        log = DeltaLog.for_table(target, opts)
+        return Table._from_snapshot(log, log.snapshot(version=metrics["version"]))
+
+    def drop_feature(self, name: str, truncate_history: bool = False) -> "Table":
+        """DROP FEATURE `name` as current delta-spark does (see `tahoe.maintenance.features`)."""
+        from .maintenance.features import drop_feature
+
+        drop_feature(self.log, name, truncate_history)
+        return self.refresh()
+
+    def generate(self, mode: str) -> dict:
+        """delta-spark's `generate("symlink_format_manifest")`: manifests under
+        `_symlink_format_manifest/` (see `tahoe.maintenance.manifest`)."""
+        from .maintenance.manifest import generate
+
+        return generate(self.log, mode)
 
     def transaction(self, operation: str, operation_parameters: dict | None = None,
                     isolation_level: str | None = None, engine_info: str | None = None,

@@ -817,18 +817,22 @@ def checkpoint_if_needed(log: Any, version: int, configuration: dict | None = No
 
 # --- metadata cleanup --------------------------------------------------------------------------
 
-def cleanup_expired_logs(log: Any, now_ms: int | None = None, configuration: dict | None = None) -> list[str]:
+def cleanup_expired_logs(log: Any, now_ms: int | None = None, configuration: dict | None = None, *,
+                         retention_ms: int | None = None) -> list[str]:
     """Delete the log files (commits, checkpoints, version checksums, compactions) that no version
-    within `delta.logRetentionDuration` needs, and return their paths.
+    within `delta.logRetentionDuration` (or `retention_ms`: DROP FEATURE ... TRUNCATE HISTORY's
+    shorter one) needs, and return their paths.
 
     Let B be the first version whose commit is younger than the retention boundary (the latest
     version if none is) and C the newest complete checkpoint at or before B. Every version >= B is
     rebuilt from C and the commits after it, so exactly the files of versions < C whose
-    modification time is older than the boundary are deleted (oldest first). Without such a
-    checkpoint nothing is deleted. Checkpoint protection (the `checkpointProtection` writer
-    feature): when C is below `delta.requireCheckpointProtectionBeforeVersion`, nothing is deleted
-    — the log is cleaned up to that version in one go or not at all. `configuration`: the
-    table's, when the caller has it (saves loading the snapshot when nothing is old enough)."""
+    modification time is older than the boundary are deleted — commit files first, then the
+    checkpoints and the rest (spec, Checkpoint Protection (d): commits go before the checkpoints
+    that stand for them). Without such a checkpoint nothing is deleted. Checkpoint protection
+    (the `checkpointProtection` writer feature): when C is below
+    `delta.requireCheckpointProtectionBeforeVersion`, nothing is deleted — the log is cleaned up
+    to that version in one go or not at all, and no checkpoint before it goes. `configuration`:
+    the table's, when the caller has it (saves loading the snapshot when nothing is old enough)."""
     now_ms = _now_ms() if now_ms is None else now_ms
     store = log.store
     files = list_log(store, log.log_dir, 0)
@@ -840,7 +844,8 @@ def cleanup_expired_logs(log: Any, now_ms: int | None = None, configuration: dic
         snapshot = log.snapshot()
         configuration = snapshot.configuration
     conf = configuration
-    cutoff = now_ms - interval_property_ms(conf, "delta.logRetentionDuration")
+    retention = interval_property_ms(conf, "delta.logRetentionDuration") if retention_ms is None else retention_ms
+    cutoff = now_ms - retention
     if min(f.status.modification_time for f in files) > cutoff:
         return []   # nothing is old enough
     boundary = next((c.version for c in commits if c.status.modification_time > cutoff), commits[-1].version)
@@ -857,7 +862,8 @@ def cleanup_expired_logs(log: Any, now_ms: int | None = None, configuration: dic
             return []
     local = type(store).__name__ == "LocalLogStore"
     deleted: list[str] = []
-    for f in sorted(files, key=lambda f: (f.version, f.name.name)):
+    order = sorted(files, key=lambda f: (f.name.kind != LogFileKind.COMMIT, f.version, f.name.name))
+    for f in order:
         last_version = f.name.end_version if f.name.kind == LogFileKind.COMPACTION else f.version
         if last_version is None or last_version >= keep_from:
             continue

@@ -213,6 +213,8 @@ _KNOWN: tuple[TableProperty, ...] = (
     _prop("delta.inCommitTimestampEnablementVersion", "int", None, _int(0)),
     _prop("delta.inCommitTimestampEnablementTimestamp", "int", None, _int()),
     _prop("delta.requireCheckpointProtectionBeforeVersion", "int", "0", _int(0)),
+    # the log retention DROP FEATURE ... TRUNCATE HISTORY cleans up with (tahoe.maintenance.features)
+    _prop("delta.dropFeatureTruncateHistory.retentionDuration", "interval", "interval 24 hours"),
     _prop("delta.enableVariantShredding", "bool", "false"),
     # parquet data files (tahoe.protocol.parquet_format)
     _enum_prop("delta.parquet.compression.codec", None, "uncompressed", "snappy", "gzip", "lz4", "zstd"),

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..errors import CorruptLogError, DeletionVectorError
+from ..errors import CorruptLogError, DataFilesMissingError, DeletionVectorError
 from ..protocol import column_mapping
 from ..protocol.deletion_vectors import DeletionVectorDescriptor, deleted_mask, load_deletion_vector
 from ..protocol.partition_values import partition_values_to_arrow
@@ -155,7 +155,8 @@ class ArrowFileReader:
         try:
             pf = pq.ParquetFile(self.store.filesystem.open_input_file(fs_path))
         except FileNotFoundError:
-            raise CorruptLogError(f"data file {full} listed in the log does not exist") from None
+            raise DataFilesMissingError(f"data file {full} listed in the log does not exist (vacuumed, or "
+                                        f"deleted outside Delta)") from None
         except (pa.ArrowInvalid, OSError) as e:
             raise CorruptLogError(f"cannot read data file {full}: {e}") from None
         resolved, names = self._resolve(pf)

@@ -5,6 +5,15 @@ Owns the delta-spark-compatible surface: `forPath`, `isDeltaTable`, `toDF`, `ali
 `addColumn(s)` with generated and identity columns (`IdentityGenerator`), `partitionedBy`,
 `property`, `comment`, `execute`). Reads go through the fast path (`tahoe.spark.read`); table creation through
 `tahoe.txn.table_ops.create_table`. DML (`delete`, `update`, `merge`) is not implemented yet.
+
+Table maintenance, each a thin wrapper over `tahoe.maintenance` run on the driver (file deletes
+and copies in parallel threads): `vacuum(retentionHours)` (returns an empty DataFrame, as
+delta-spark; honours `spark.databricks.delta.retentionDurationCheck.enabled` and
+`spark.databricks.delta.vacuum.logging.enabled`), `restoreToVersion` / `restoreToTimestamp`
+(a DataFrame of delta-spark's RESTORE metrics; `spark.sql.files.ignoreMissingFiles`,
+`spark.databricks.delta.restore.protocolDowngradeAllowed`), `clone` / `cloneAtVersion` /
+`cloneAtTimestamp`, `convertToDelta`, `generate("symlink_format_manifest")`,
+`upgradeTableProtocol`, `addFeatureSupport`, `dropFeatureSupport`.
 """
 
 from __future__ import annotations
@@ -121,6 +130,159 @@ class DeltaTable:
         ])
         return self._spark.createDataFrame([row], schema)
 
+    # --- maintenance (tahoe.maintenance) ---------------------------------------------------
+    def _conf(self, key: str, default: str | None = None) -> str | None:
+        try:
+            v = self._spark.conf.get(key, None) if self._spark is not None else None
+        except Exception:  # noqa: BLE001 - an unreadable conf is an unset one
+            v = None
+        return default if v is None else str(v)
+
+    def vacuum(self, retentionHours: float | None = None):
+        """VACUUM: delete the files no version inside the retention window needs (delta-spark's
+        `DeltaTable.vacuum`; returns an empty DataFrame). `retentionHours` shorter than the
+        table's `delta.deletedFileRetentionDuration` is refused while
+        `spark.databricks.delta.retentionDurationCheck.enabled` is true."""
+        from pyspark.sql.types import StructType as SparkStructType
+
+        from ..maintenance.vacuum import RETENTION_CHECK_CONF, vacuum
+
+        hours = None if retentionHours is None else float(retentionHours)
+        check = self._conf(RETENTION_CHECK_CONF, "true").lower() != "false"
+        logging_on = self._conf("spark.databricks.delta.vacuum.logging.enabled", "true").lower() != "false"
+        vacuum(self._log, hours, dry_run=False, enforce_retention_duration=check, full=True, log_commits=logging_on)
+        return self._spark.createDataFrame([], SparkStructType([]))
+
+    def _restore(self, version: int | None, timestamp: str | None):
+        from pyspark.sql.types import LongType, StructField as SF, StructType as ST
+
+        from ..maintenance.restore import restore
+
+        ts: Any = timestamp
+        if timestamp is not None:
+            ts = _session_timestamp(self._spark, timestamp)
+        m = restore(self._log, version=version, timestamp=ts,
+                    ignore_missing_files=self._conf("spark.sql.files.ignoreMissingFiles", "false").lower() == "true",
+                    protocol_downgrade_allowed=self._conf(
+                        "spark.databricks.delta.restore.protocolDowngradeAllowed", "false").lower() == "true")
+        cols = ["table_size_after_restore", "num_of_files_after_restore", "num_removed_files",
+                "num_restored_files", "removed_files_size", "restored_files_size"]
+        keys = ["tableSizeAfterRestore", "numOfFilesAfterRestore", "numRemovedFiles", "numRestoredFiles",
+                "removedFilesSize", "restoredFilesSize"]
+        return self._spark.createDataFrame([tuple(int(m[k]) for k in keys)],
+                                           ST([SF(c, LongType()) for c in cols]))
+
+    def restoreToVersion(self, version: int):
+        """RESTORE the table to `version` in one commit; a DataFrame of delta-spark's metrics."""
+        if not isinstance(version, int) or version is None:
+            raise ValueError("version needs to be an int but got '%s'." % type(version))
+        return self._restore(version, None)
+
+    def restoreToTimestamp(self, timestamp: str):
+        """RESTORE the table to the version as of `timestamp` (`yyyy-MM-dd` or
+        `yyyy-MM-dd HH:mm:ss`, in the session time zone)."""
+        if not isinstance(timestamp, str):
+            raise ValueError("timestamp needs to be a string but got '%s'." % type(timestamp))
+        return self._restore(None, timestamp)
+
+    def _clone(self, target: str, isShallow: bool, replace: bool, properties: dict | None,
+               version: int | None = None, timestamp: str | None = None) -> "DeltaTable":
+        from ..maintenance.clone import clone
+
+        if not isinstance(target, str):
+            raise TypeError(f"target needs to be a string but got {type(target)}")
+        if not isinstance(isShallow, bool):
+            raise TypeError(f"isShallow needs to be a bool but got {type(isShallow)}")
+        if not isinstance(replace, bool):
+            raise TypeError(f"replace needs to be a bool but got {type(replace)}")
+        if properties is not None and not isinstance(properties, dict):
+            raise TypeError(f"properties needs to be a dict but got {type(properties)}")
+        ts = _session_timestamp(self._spark, timestamp) if timestamp is not None else None
+        clone(self._log, target, version=version, timestamp=ts, shallow=isShallow, replace=replace,
+              properties={str(k): str(v) for k, v in (properties or {}).items()},
+              storage_options=self._storage_options)
+        return DeltaTable.forPath(self._spark, target, self._storage_options)
+
+    def clone(self, target: str, isShallow: bool = False, replace: bool = False,
+              properties: dict | None = None) -> "DeltaTable":
+        """CLONE the latest version to `target` (shallow: the target's log names this table's
+        files; deep: they are copied); returns the clone."""
+        return self._clone(target, isShallow, replace, properties)
+
+    def cloneAtVersion(self, version: int, target: str, isShallow: bool = False, replace: bool = False,
+                       properties: dict | None = None) -> "DeltaTable":
+        if not isinstance(version, int):
+            raise TypeError(f"version needs to be an int but got {type(version)}")
+        return self._clone(target, isShallow, replace, properties, version=version)
+
+    def cloneAtTimestamp(self, timestamp: str, target: str, isShallow: bool = False, replace: bool = False,
+                         properties: dict | None = None) -> "DeltaTable":
+        if not isinstance(timestamp, str):
+            raise TypeError(f"timestamp needs to be a string but got {type(timestamp)}")
+        return self._clone(target, isShallow, replace, properties, timestamp=timestamp)
+
+    @classmethod
+    def convertToDelta(cls, sparkSession, identifier: str, partitionSchema: Any = None,
+                       collectStats: bool = True) -> "DeltaTable":
+        """CONVERT TO DELTA a parquet directory in place: `identifier` is "parquet.`/path`";
+        `partitionSchema` Hive DDL ("day DATE, country STRING") or a pyspark StructType."""
+        import re
+
+        from ..errors import UnsupportedFeatureError
+        from ..maintenance.convert import convert_to_delta
+
+        m = re.match(r"^\s*([A-Za-z]+)\.`(.+)`\s*$", identifier or "")
+        if m is None:
+            raise UnsupportedFeatureError(
+                f"convertToDelta: {identifier!r} is not a path identifier such as \"parquet.`/path`\" "
+                f"(tahoe has no catalog: tables by name are not supported)")
+        fmt, path = m.group(1).lower(), m.group(2)
+        if fmt not in ("parquet", "delta"):
+            raise UnsupportedFeatureError(f"convertToDelta: source format '{m.group(1)}' is not supported "
+                                          f"(parquet only)")
+        part = partitionSchema
+        if part is not None and not isinstance(part, str):
+            from .types import from_spark_schema
+
+            part = from_spark_schema(part)
+        convert_to_delta(path, part, collect_stats=bool(collectStats))
+        return cls.forPath(sparkSession, path)
+
+    def generate(self, mode: str) -> None:
+        """Generate manifests: mode "symlink_format_manifest" (`_symlink_format_manifest/`)."""
+        from ..maintenance.manifest import generate
+
+        generate(self._log, mode)
+
+    def upgradeTableProtocol(self, readerVersion: int, writerVersion: int) -> None:
+        """Raise the protocol to (readerVersion, writerVersion); never downgrades."""
+        from ..txn import upgrade_protocol
+
+        if not isinstance(readerVersion, int):
+            raise ValueError("The readerVersion needs to be an integer but got '%s'." % type(readerVersion))
+        if not isinstance(writerVersion, int):
+            raise ValueError("The writerVersion needs to be an integer but got '%s'." % type(writerVersion))
+        upgrade_protocol(self._log, readerVersion, writerVersion)
+
+    def addFeatureSupport(self, featureName: str) -> None:
+        """Add a table feature to the protocol (upgrading it to table features if needed)."""
+        from ..txn import add_feature
+
+        if not isinstance(featureName, str):
+            raise ValueError("featureName needs to be a string but got '%s'." % type(featureName))
+        add_feature(self._log, featureName)
+
+    def dropFeatureSupport(self, featureName: str, truncateHistory: bool | None = None) -> None:
+        """DROP FEATURE as current delta-spark (history protected by checkpointProtection unless
+        `truncateHistory`); see `tahoe.maintenance.features`."""
+        from ..maintenance.features import drop_feature
+
+        if not isinstance(featureName, str):
+            raise ValueError("featureName needs to be a string but got '%s'." % type(featureName))
+        if truncateHistory is not None and not isinstance(truncateHistory, bool):
+            raise ValueError("truncateHistory needs to be a bool but got '%s'." % type(truncateHistory))
+        drop_feature(self._log, featureName, bool(truncateHistory))
+
     # --- not yet --------------------------------------------------------------------------
     def delete(self, condition=None):
         raise NotImplementedError("DeltaTable.delete is not implemented in tahoe yet")
@@ -150,6 +312,25 @@ class DeltaTable:
 
     def __repr__(self) -> str:
         return f"DeltaTable({self._log.table_root!r})"
+
+
+def _session_timestamp(spark, text: str) -> int:
+    """A timestamp string in the session time zone (as delta-spark parses RESTORE / CLONE
+    timestamps) → epoch ms; strings with their own offset keep it."""
+    import datetime as dt
+    from zoneinfo import ZoneInfo
+
+    from ..log.delta_log import parse_timestamp
+    from .session import session_time_zone
+
+    s = text.strip()
+    try:
+        parsed = dt.datetime.fromisoformat(s[:-1] + "+00:00" if s.endswith("Z") else s)
+    except ValueError:
+        return parse_timestamp(s)   # raises with the accepted forms
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=ZoneInfo(session_time_zone(spark)))
+    return int(parsed.timestamp() * 1000)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,13 +15,13 @@ import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from tahoe.storage.base import FileStatus, LogStore
+from tahoe.storage.base import DirStatus, FileStatus, LogStore
 from tahoe.storage.local import LocalLogStore, file_uri_to_path
 
 if TYPE_CHECKING:  # pragma: no cover
     from tahoe.storage.s3 import S3LogStore
 
-__all__ = ["FileStatus", "LogStore", "LocalLogStore", "S3LogStore", "log_store_for",
+__all__ = ["DirStatus", "FileStatus", "LogStore", "LocalLogStore", "S3LogStore", "log_store_for",
            "resolve_data_path"]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")

@@ -19,14 +19,14 @@ addressed by `to_fs_path(path)`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; keeps `import tahoe.storage` light
     import pyarrow.fs
 
-__all__ = ["FileStatus", "LogStore"]
+__all__ = ["FileStatus", "DirStatus", "LogStore"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,19 @@ class FileStatus:
     @property
     def name(self) -> str:
         """The file name (last path component)."""
+        return self.path.rstrip("/").rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class DirStatus:
+    """One listed directory (stores with real directories only; see `LogStore.walk_tree`)."""
+
+    path: str               # full path, as accepted by the store's methods
+    modification_time: int  # milliseconds since the epoch
+    empty: bool             # it held no entry at all (hidden ones included) when listed
+
+    @property
+    def name(self) -> str:
         return self.path.rstrip("/").rsplit("/", 1)[-1]
 
 
@@ -71,6 +84,61 @@ class LogStore(ABC):
         """Every file under `dir_path`, recursively, sorted by path. Unlike the listings above
         this returns hidden files too (VACUUM decides what to skip).
         FileNotFoundError if the directory does not exist."""
+
+    def walk_tree(self, dir_path: str, skip: Callable[[str], bool] | None = None) -> Iterator[FileStatus | DirStatus]:
+        """Every file under `dir_path` (and, on stores with real directories, every
+        subdirectory as a `DirStatus`), recursively; a file or directory whose NAME `skip(name)`
+        accepts is left out, and a skipped directory is not descended into. Order unspecified.
+        FileNotFoundError if the directory does not exist. (Object stores: files only; `skip` is
+        applied to every component of a key below `dir_path`.)"""
+        root = dir_path.rstrip("/")
+        for st in self.walk(dir_path):
+            if skip is not None:
+                rel = st.path[len(root) + 1:] if st.path.startswith(root) else st.name
+                if any(skip(part) for part in rel.split("/")):
+                    continue
+            yield st
+
+    def delete_many(self, paths: Sequence[str], max_workers: int = 8,
+                    progress: Callable[[int], None] | None = None) -> int:
+        """Delete files (missing ones are fine), `max_workers` at a time; returns how many
+        deletes were sent without error. The first error is raised after the others ran.
+        `progress(n)` is called (on the calling thread) with the number done so far."""
+        if not paths:
+            return 0
+        from concurrent.futures import ThreadPoolExecutor
+
+        errors: list[BaseException] = []
+
+        def some(chunk: Sequence[str]) -> int:
+            n = 0
+            for p in chunk:
+                try:
+                    self.delete(p)
+                    n += 1
+                except Exception as e:  # noqa: BLE001 - collected, the first one is raised below
+                    errors.append(e)
+            return n
+
+        # one task per chunk (a thread pool ignores map's chunksize: a future per path costs more
+        # than a local delete)
+        size = max(1, min(256, -(-len(paths) // max(1, max_workers))))
+        chunks = [paths[i:i + size] for i in range(0, len(paths), size)]
+        done = 0
+        if max_workers <= 1 or len(chunks) == 1:
+            for chunk in chunks:
+                done += some(chunk)
+                if progress is not None:
+                    progress(done)
+        else:
+            with ThreadPoolExecutor(max_workers=max_workers) as ex:
+                for n in ex.map(some, chunks):
+                    done += n
+                    if progress is not None:
+                        progress(done)
+        if errors:
+            raise errors[0]
+        return done
 
     # --- reading -------------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from tahoe.errors import UnsupportedStorageError
-from tahoe.storage.base import FileStatus, LogStore
+from tahoe.storage.base import DirStatus, FileStatus, LogStore
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow.fs
@@ -271,6 +271,35 @@ class LocalLogStore(LogStore):
                     yield FileStatus(entry.path, st.st_size, st.st_mtime_ns // 1_000_000)
             except FileNotFoundError:
                 continue
+
+    def walk_tree(self, dir_path: str, skip=None) -> Iterator[FileStatus | DirStatus]:
+        root = self._p(dir_path)
+        if not os.path.isdir(root):
+            raise FileNotFoundError(errno.ENOENT, "no such directory", root)
+        return self._walk_tree(root, skip)
+
+    def _walk_tree(self, dir_path: str, skip) -> Iterator[FileStatus | DirStatus]:
+        stack: list[tuple[str, int | None]] = [(dir_path, None)]
+        while stack:
+            d, mtime = stack.pop()
+            try:
+                with os.scandir(d) as it:
+                    entries = list(it)
+            except (FileNotFoundError, NotADirectoryError):  # removed while walking
+                continue
+            if mtime is not None:   # not the root itself
+                yield DirStatus(d, mtime, not entries)
+            for entry in entries:
+                if skip is not None and skip(entry.name):
+                    continue
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append((entry.path, entry.stat(follow_symlinks=False).st_mtime_ns // 1_000_000))
+                    elif entry.is_file(follow_symlinks=False):
+                        st = entry.stat(follow_symlinks=False)
+                        yield FileStatus(entry.path, st.st_size, st.st_mtime_ns // 1_000_000)
+                except FileNotFoundError:
+                    continue
 
     # --- reading -------------------------------------------------------------------------
 

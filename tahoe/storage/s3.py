@@ -414,6 +414,41 @@ class S3LogStore(LogStore):
             raise ValueError(f"cannot delete a bucket: {path!r}")
         self._client.delete_object(Bucket=bucket, Key=key)  # S3: missing keys are fine
 
+    def delete_many(self, paths, max_workers: int = 8, progress=None) -> int:
+        """Batched: one DeleteObjects request per 1000 keys of a bucket, `max_workers` requests
+        at a time. A key S3 reports as not deleted is an error (raised after the others ran).
+        `progress(n)` is called (on the calling thread) with the number done so far."""
+        if not paths:
+            return 0
+        from concurrent.futures import ThreadPoolExecutor
+
+        by_bucket: dict[str, list[str]] = {}
+        for p in paths:
+            bucket, key = split_s3_path(p)
+            if not key:
+                raise ValueError(f"cannot delete a bucket: {p!r}")
+            by_bucket.setdefault(bucket, []).append(key)
+        batches = [(b, keys[i:i + 1000]) for b, keys in by_bucket.items() for i in range(0, len(keys), 1000)]
+        errors: list[str] = []
+
+        def one(batch: tuple[str, list[str]]) -> int:
+            bucket, keys = batch
+            resp = self._client.delete_objects(
+                Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True})
+            failed = resp.get("Errors") or []
+            errors.extend(f"s3://{bucket}/{e.get('Key')}: {e.get('Code')} {e.get('Message')}" for e in failed)
+            return len(keys) - len(failed)
+
+        done = 0
+        with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(batches)))) as ex:
+            for n in ex.map(one, batches):
+                done += n
+                if progress is not None:
+                    progress(done)
+        if errors:
+            raise OSError(f"S3 did not delete {len(errors)} object(s), e.g. {errors[0]}")
+        return done
+
     def mkdirs(self, dir_path: str) -> None:
         split_s3_path(dir_path)  # validate only: S3 directories are implicit
 

@@ -13,9 +13,10 @@ the new version) and tries the next version, with jittered exponential backoff, 
 Writer rules enforced at commit, before anything is written:
   1. the table's protocol (and a new one) is writable by this client (UnsupportedFeatureError);
   2. at most one metaData and one protocol; a new protocol never drops a feature or lowers a
-     version; a metaData that needs features (column mapping, CDF, deletion vectors, row
-     tracking, timestamp_ntz, identity/generated columns, CHECK constraints, ...) upgrades the
-     protocol in the same commit; column mapping ids/physical names are assigned to new fields and
+     version (except for the features DROP FEATURE removes, `allow_feature_removal`); a
+     metaData that needs features (column mapping, CDF, deletion vectors, row tracking,
+     timestamp_ntz, identity/generated columns, CHECK constraints, ...) upgrades the protocol in
+     the same commit; column mapping ids/physical names are assigned to new fields and
      `delta.columnMapping.maxColumnId` only grows;
   3. at most one add and one remove per path (whatever the deletion vector); partition values name
      exactly the partition columns (physical names under column mapping); removes carry a
@@ -55,7 +56,9 @@ After a successful commit `tahoe.log.checkpoints.checkpoint_if_needed(log, versi
 that module exists; a failing checkpoint is logged and never fails the commit. On UniForm tables
 (`delta.universalFormat.enabledFormats=iceberg`) the Iceberg metadata of the new version is then
 generated (`tahoe.uniform.convert_after_commit`); a failure there is logged and kept in
-`post_commit_errors`, never fails the commit, and the next commit converts what was missed. The
+`post_commit_errors`, never fails the commit, and the next commit converts what was missed. With
+`delta.compatibility.symlinkFormatManifest.enabled=true` the symlink manifests are regenerated
+(`tahoe.maintenance.manifest`), failures handled the same way. The
 Iceberg compatibility rules (`tahoe.protocol.iceberg_compat`) are checked with the other writer
 rules, before anything is written.
 """
@@ -109,6 +112,8 @@ log = logging.getLogger(__name__)
 ICT_KEY = "delta.enableInCommitTimestamps"
 ICT_VERSION_KEY = "delta.inCommitTimestampEnablementVersion"
 ICT_TIMESTAMP_KEY = "delta.inCommitTimestampEnablementTimestamp"
+CHECKPOINT_PROTECTION_KEY = "delta.requireCheckpointProtectionBeforeVersion"
+SYMLINK_MANIFEST_KEY = "delta.compatibility.symlinkFormatManifest.enabled"
 
 
 def now_ms() -> int:
@@ -152,11 +157,14 @@ def raise_protocol_versions(p: Protocol, reader: int | None, writer: int | None)
     return Protocol(r, 7, None, tuple(sorted(feats)))
 
 
-def _check_no_downgrade(old: Protocol, new: Protocol) -> None:
+def _check_no_downgrade(old: Protocol, new: Protocol, allowed: frozenset[str] = frozenset()) -> None:
     lost = protocol_features(old) - protocol_features(new)
-    if lost:
+    if lost - allowed:
         raise InvalidTableOperationError(
-            f"the new protocol drops table features {sorted(lost)}; features are never removed")
+            f"the new protocol drops table features {sorted(lost - allowed)}; features are removed only "
+            f"by DROP FEATURE (tahoe.maintenance.features.drop_feature)")
+    if lost:
+        return   # a feature drop may lower the versions (the protocol is normalized)
     if new.min_reader_version < old.min_reader_version or new.min_writer_version < old.min_writer_version:
         raise InvalidTableOperationError(
             f"the new protocol ({new.min_reader_version}, {new.min_writer_version}) lowers the "
@@ -271,6 +279,8 @@ class Transaction:
         self._identity_updates: dict[str, int] = {}
         self._tags: dict[str, str] = {}
         self._replaces_table = False
+        self._droppable: frozenset[str] = frozenset()
+        self._protect_history = False
         self.committed_version: int | None = None
         self.committed_actions: list[Action] | None = None
         self.outcome = CommitOutcome.NOT_COMMITTED
@@ -396,6 +406,21 @@ class Transaction:
                 f"cannot remove metadata domain '{domain}': the table (version {self.read_version}) has no such domain")
         self.set_domain_metadata(DomainMetadata(domain, current.configuration if current else "", removed=True))
 
+    def remove_feature_domain(self, domain: str) -> None:
+        """Tombstone a `delta.*` domain whose feature the table no longer supports (DROP FEATURE
+        domainMetadata removes the `delta.rowTracking` domain a dropped rowTracking left behind).
+        A domain the table does not have is a no-op."""
+        self._check_open()
+        snap = self.read_snapshot
+        current = snap.domain_metadata.get(domain) if snap is not None else None
+        if current is None:
+            return
+        owner = {ROW_TRACKING_DOMAIN: "rowTracking", "delta.clustering": "clustering"}.get(domain)
+        if owner is None or is_feature_supported(snap.protocol, owner):
+            raise InvalidTableOperationError(
+                f"metadata domain '{domain}' belongs to a feature the table still supports; drop the feature first")
+        self._domains[domain] = DomainMetadata(domain, current.configuration, removed=True)
+
     def update_identity_high_water_mark(self, column: str, value: int) -> None:
         """Advance `delta.identity.highWaterMark` of identity column `column` to `value` at
         commit (only forward; a value that does not advance it is ignored)."""
@@ -419,6 +444,18 @@ class Transaction:
         names. Column ids keep counting up from the old maxColumnId."""
         self._check_open()
         self._replaces_table = True
+
+    def allow_feature_removal(self, features: Iterable[str], protect_history: bool = False) -> None:
+        """Let this commit's new protocol (`update_protocol`) lack `features` — DROP FEATURE's
+        protocol downgrade, which has already removed every trace of them. `protect_history`:
+        the commit also sets `delta.requireCheckpointProtectionBeforeVersion` to its own version
+        (recomputed when it is rebased), so the checkpoints before it are protected (the new
+        protocol must have `checkpointProtection`)."""
+        from ..protocol.table_features import canonical_feature_name
+
+        self._check_open()
+        self._droppable = frozenset(canonical_feature_name(f) for f in features)
+        self._protect_history = protect_history
 
     def set_tag(self, key: str, value: str) -> None:
         """A commitInfo tag (delta-spark's `tags` map)."""
@@ -450,7 +487,7 @@ class Transaction:
         if read_proto is not None:
             for candidate in (self._new_protocol, proto):
                 if candidate is not None:
-                    _check_no_downgrade(read_proto, candidate)
+                    _check_no_downgrade(read_proto, candidate, self._droppable)
         if md is not None and is_feature_supported(proto, "rowTracking") and \
                 ROW_ID_COLUMN_PROP not in md.configuration:
             conf = dict(md.configuration)
@@ -615,6 +652,15 @@ class Transaction:
                     tags[IDENTITY_UPDATE_TAG] = "true"
                 out_metadata = dataclasses.replace(metadata, schema_string=schema.to_json())
                 metadata = out_metadata
+
+        if self._protect_history:
+            if not is_feature_supported(protocol, "checkpointProtection"):
+                raise InvalidTableOperationError(
+                    "protecting the history of a feature drop needs the 'checkpointProtection' feature")
+            base_md = out_metadata if out_metadata is not None else metadata
+            c = dict(base_md.configuration)
+            c[CHECKPOINT_PROTECTION_KEY] = str(version)
+            out_metadata = metadata = dataclasses.replace(base_md, configuration=c)
 
         conf = metadata.configuration
         # append-only
@@ -918,6 +964,17 @@ class Transaction:
     def _post_commit(self, version: int, configuration: dict | None) -> None:
         self._post_commit_checksum(version)
         self._post_commit_checkpoint(version, configuration)
+        if configuration and is_true(configuration, SYMLINK_MANIFEST_KEY):
+            # delta-spark's GenerateSymlinkManifest hook: the manifests follow every commit; a
+            # failure is logged and kept, never fails the committed write.
+            from ..maintenance.manifest import generate_symlink_manifest
+
+            try:
+                generate_symlink_manifest(self.log, version)
+            except Exception as e:  # noqa: BLE001
+                self.post_commit_errors.append(e)
+                log.warning("symlink manifest of version %s of %s failed: %s: %s",
+                            version, self.log.table_root, type(e).__name__, e)
         if iceberg_compat.uniform_iceberg_enabled(configuration):
             # UniForm: Iceberg metadata for this version. A failure never fails the committed
             # write: it is logged, kept in `post_commit_errors`, and the next commit (or

@@ -307,7 +307,8 @@ def test_footer_float_bounds_only_from_nan_ordering_writers(tmp_path):
     """A footer from a writer that leaves NaN out of min/max (Arrow C++) yields no float bounds;
     row groups combine with NaN above every value."""
     from tahoe.protocol.schema import StructType
-    from tahoe.spark.write import _float_bounds, _nan_ordering_writer, footer_stats
+    from tahoe.write.footer_stats import float_bounds as _float_bounds, footer_stats
+    from tahoe.write.footer_stats import nan_ordering_writer as _nan_ordering_writer
 
     t = pa.table({"d": [float("nan"), 1.0, 2.0], "i": [1, 2, 3]})
     pq.write_table(t, tmp_path / "arrow.parquet", row_group_size=2)
