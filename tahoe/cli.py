@@ -411,11 +411,18 @@ def optimize(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
     def go():
         from .table import Table
 
+        from .write.optimize import parse_size
+
         if max_concurrent_tasks is not None and max_concurrent_tasks < 1:
             _fail("--max-concurrent-tasks must be >= 1", 2)
+        try:
+            target = parse_size(target_size, "--target-size") if target_size is not None else None
+            min_size = parse_size(min_file_size, "--min-file-size") if min_file_size is not None else None
+        except DeltaError as e:
+            _fail(str(e), 2)
         t = Table(path)
         _run_maintenance("OPTIMIZE", lambda progress: t.optimize(
-            where=where, zorder_by=zorder_by or None, target_size=target_size, min_file_size=min_file_size,
+            where=where, zorder_by=zorder_by or None, target_size=target, min_file_size=min_size,
             max_concurrent_tasks=max_concurrent_tasks, progress=progress), as_json)
     _run(go)
 
