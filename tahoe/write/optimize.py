@@ -509,8 +509,14 @@ class ArrowBinExecutor:
         total = len(plan.bins)
         done = [0]
 
+        workers = max(1, min(self.max_workers or plan.settings.max_threads, total or 1))
+        # the files of a bin are read by a shared pool (pyarrow releases the GIL while reading):
+        # a bin of many small files is read in parallel even when it is the only bin
+        readers = ThreadPoolExecutor(max_workers=max(1, min(8, self.max_workers or plan.settings.max_threads)))
+
         def one(b: Bin) -> list[AddFile]:
-            parts = [reader.read_file(f.path, f.partition_values, f.deletion_vector) for f in b.files]
+            parts = list(readers.map(lambda f: reader.read_file(f.path, f.partition_values, f.deletion_vector),
+                                     b.files))
             rows = pa.concat_tables([p for p in parts]) if parts else reader.out_schema.empty_table()
             if plan.curve is not None and rows.num_rows:
                 keys = curve_key_array([_column(rows, c) for c in plan.curve_columns], plan.curve,
@@ -522,7 +528,6 @@ class ArrowBinExecutor:
                                     tight_bounds=write_plan.tight_bounds)
             return adds
 
-        workers = max(1, min(self.max_workers or plan.settings.max_threads, total or 1))
         out: list[list[AddFile] | None] = [None] * total
         ex = ThreadPoolExecutor(max_workers=workers)
         futures = {ex.submit(one, b): i for i, b in enumerate(plan.bins)}
@@ -539,6 +544,8 @@ class ArrowBinExecutor:
                 if fut.done() and not fut.cancelled() and fut.exception() is None:
                     delete_data_files(log.store, log.table_root, fut.result())
             raise
+        finally:
+            readers.shutdown(wait=True)
         ex.shutdown(wait=True)
         return [o or [] for o in out]
 
