@@ -14,6 +14,8 @@ every contender so each starts from the same state (N active files, nothing comp
                          spark.databricks.delta.optimize.maxFileSize (local[2] session, started
                          before the clock)
     - delta-rs:          `deltalake.DeltaTable(path).optimize.compact(target_size=...)`
+    - spark parquet:     (context, not a Delta operation) plain Spark rewriting the same files:
+                         `spark.read.parquet(*files).coalesce(1).write.parquet(out)`
   Z-order by (x, y), same target:
     - tahoe, Spark-free: `tahoe.Table(path).optimize(zorder_by=["x", "y"], target_size=...)`
     - tahoe on Spark:    `.optimize().executeZOrderBy("x", "y")`
@@ -122,6 +124,19 @@ def run_spark(spark, path: str, op: str, target: int) -> dict:
             "rows": delta_rs_count(path)}
 
 
+def run_spark_parquet(spark, path: str) -> dict:
+    import glob
+
+    files = glob.glob(os.path.join(path, "*.parquet"))
+    out = path + "-plain"
+    t0 = time.perf_counter()
+    spark.read.parquet(*files).coalesce(1).write.mode("overwrite").parquet(out)
+    elapsed = time.perf_counter() - t0
+    rows = spark.read.parquet(out).count()
+    shutil.rmtree(out, ignore_errors=True)
+    return {"seconds": elapsed, "removed": len(files), "added": 1, "rows": rows}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="200 files instead of 2,000")
@@ -154,6 +169,8 @@ def main() -> None:
             if spark is not None:
                 contenders.append(("tahoe-spark", lambda p: run_spark(spark, p, op, target)))
             contenders.append(("delta-rs", lambda p: run_delta_rs(p, op, target)))
+            if spark is not None and op == "compact":
+                contenders.append(("spark-parquet", lambda p: run_spark_parquet(spark, p)))
             for who, fn in contenders:
                 best = None
                 for r in range(args.rounds):
@@ -164,14 +181,14 @@ def main() -> None:
                     best = res if best is None or res["seconds"] < best["seconds"] else best
                     shutil.rmtree(path, ignore_errors=True)
                 results[(op, who)] = best
-                print(f"  {op:8s} {who:12s} {best['seconds']:8.2f}s  files {best['removed']} -> {best['added']}",
+                print(f"  {op:8s} {who:13s} {best['seconds']:8.2f}s  files {best['removed']} -> {best['added']}",
                       flush=True)
         print("\nratios (tahoe / delta-rs; < 1: tahoe faster)")
         for op in ("compact", "zorder"):
             base = results[(op, "delta-rs")]["seconds"]
-            for who in ("tahoe", "tahoe-spark"):
+            for who in ("tahoe", "tahoe-spark", "spark-parquet"):
                 if (op, who) in results:
-                    print(f"  {op:8s} {who:12s} {results[(op, who)]['seconds'] / base:6.2f}")
+                    print(f"  {op:8s} {who:13s} {results[(op, who)]['seconds'] / base:6.2f}")
         if spark is not None:
             spark.stop()
     finally:

@@ -335,3 +335,26 @@ def test_concurrent_append_commits_and_concurrent_delete_conflicts(tmp_path):
     everything = pa.concat_tables(parts + extra)
     expected = everything.filter(pa.compute.greater_equal(everything.column("id"), 10))
     same_rows(expected, delta_rs_rows([str(path)], tmp_path)[str(path)])
+
+
+def test_compaction_picks_files_whose_deletion_vectors_pass_the_ratio(tmp_path):
+    """delta-spark's optimize.maxDeletedRowsRatio (0.05): a file of any size is compacted once more
+    than 5% of its rows are deleted by its DV; as in delta-spark's OptimizeExecutor, a bin of one
+    file is left alone by compaction (only REORG rewrites single files)."""
+    from tahoe.write.deletion_vectors import delete_rows
+
+    path = tmp_path / "ratio"
+    for i in range(2):
+        write_table(str(path), _points(i, n=100), mode="append", properties={"delta.enableDeletionVectors": "true"})
+    files = sorted(tahoe.Table(str(path)).files(["path"]).column("path").to_pylist(),
+                   key=lambda f: pq.read_table(path / f).column("id")[0].as_py())
+    delete_rows(str(path), {files[0]: [0, 1, 2, 3, 4]})                 # 5%: not more than the ratio
+    delete_rows(str(path), {files[1]: [0, 1, 2, 3, 4, 5]})              # 6%
+    m = tahoe.Table(str(path)).optimize(min_file_size=1)              # size alone selects nothing
+    assert (m["numFilesRemoved"], m["numFilesAdded"]) == (0, 0)        # one file chosen: a bin of one
+    delete_rows(str(path), {files[0]: [5]})                            # 6% now too
+    m = tahoe.Table(str(path)).optimize(min_file_size=1)
+    assert (m["numFilesRemoved"], m["numFilesAdded"]) == (2, 1)
+    assert m["deletionVectorStats"] == {"numDeletionVectorsRemoved": 2, "numDeletionVectorRowsRemoved": 12}
+    (new,) = tahoe.Table(str(path)).files(["path"]).column("path").to_pylist()
+    assert sorted(pq.read_table(path / new).column("id").to_pylist()) == list(range(6, 100)) + list(range(106, 200))
