@@ -523,9 +523,27 @@ class ArrowBinExecutor:
                                        plan.settings.num_range_ids)
                 rows = rows.take(pa.array(key_order(keys)))
             per_file = max(1, math.ceil(rows.num_rows / max(1, b.num_files)))
-            adds = write_data_files(log.store, log.table_root, rows, schema, write_plan.partition_columns,
-                                    write_plan.column_mapping_mode, write_plan.configuration, per_file,
-                                    tight_bounds=write_plan.tight_bounds)
+
+            def write(chunk: pa.Table) -> list[AddFile]:
+                return write_data_files(log.store, log.table_root, chunk, schema, write_plan.partition_columns,
+                                        write_plan.column_mapping_mode, write_plan.configuration, per_file,
+                                        tight_bounds=write_plan.tight_bounds)
+
+            if rows.num_rows <= per_file:
+                return write(rows)
+            # a bin cut into several files (Z-order, clustering): the files are written in parallel
+            chunks = [rows.slice(i, per_file) for i in range(0, rows.num_rows, per_file)]
+            writes = [readers.submit(write, c) for c in chunks]
+            adds: list[AddFile] = []
+            failed: BaseException | None = None
+            for w in writes:
+                try:
+                    adds.extend(w.result())
+                except BaseException as e:  # noqa: BLE001 - the others are awaited, then it is raised
+                    failed = failed or e
+            if failed is not None:
+                delete_data_files(log.store, log.table_root, adds)
+                raise failed
             return adds
 
         out: list[list[AddFile] | None] = [None] * total
