@@ -227,7 +227,8 @@ def optimize_write_enabled(spark, configuration: dict | None, option: bool | Non
 def optimized_write(df, partition_columns: list[str]):
     """`df` shuffled for an optimized write: by the partition columns, so that each partition's
     rows meet in one task and it gets one file; unpartitioned, into as many tasks as bins of
-    spark.databricks.delta.optimizeWrite.binSize (512 MiB) the data's estimated size makes."""
+    spark.databricks.delta.optimizeWrite.binSize (512 MiB) the data's estimated size makes (at
+    most spark.sql.shuffle.partitions; without an estimate, Spark's REBALANCE)."""
     spark = df.sparkSession
     if partition_columns:
         return df.repartition(*[_col(c) for c in partition_columns])
@@ -238,10 +239,13 @@ def optimized_write(df, partition_columns: list[str]):
         bin_size = parse_size(int(v) * 1024 * 1024, _CONF + "optimizeWrite.binSize")
     else:
         bin_size = parse_size(v, _CONF + "optimizeWrite.binSize")
+    shuffle = int(_conf(spark, "spark.sql.shuffle.partitions") or 200)
     size = _estimated_size(df)
-    if size is None:   # no estimate: the session's shuffle partitions (adaptive execution merges small ones)
-        return df.repartition(int(_conf(spark, "spark.sql.shuffle.partitions") or 200))
-    return df.repartition(max(1, math.ceil(size / bin_size)))
+    if size is None or size >= 2 ** 63 - 1:
+        # no estimate (Spark says Long.MaxValue when it knows nothing): Spark's REBALANCE, whose
+        # adaptive execution packs the shuffled rows into partitions of the advisory size
+        return df.hint("rebalance")
+    return df.repartition(int(max(1, min(math.ceil(size / bin_size), shuffle))))
 
 
 def _estimated_size(df) -> int | None:
