@@ -10,6 +10,9 @@
     tahoe set-property PATH KEY=VALUE [KEY=VALUE ...]
     tahoe checkpoint PATH [--version N] [--parts N] [--json]
     tahoe compact-log PATH [--from N] [--to M] [--json]
+    tahoe optimize PATH [--where SQL] [--zorder-by COLUMN ...] [--target-size SIZE] [--min-file-size SIZE]
+                   [--max-concurrent-tasks N] [--json]
+    tahoe reorg PATH --purge [--where SQL] [--json]
     tahoe vacuum PATH [--retain-hours N] [--dry-run] [--lite] [--no-retention-check] [--json] [--quiet]
     tahoe restore PATH (--version N | --timestamp T) [--ignore-missing-files] [--json] [--quiet]
     tahoe clone SOURCE TARGET [--version N | --timestamp T] [--shallow] [--replace] [--property KEY=VALUE ...]
@@ -324,6 +327,135 @@ def checkpoint(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
             return
         out.print(f"checkpoint of version {lc.version}: {lc.size} actions ({lc.num_of_add_files} files)"
                   f"{f' in {lc.parts} parts' if lc.parts else ''}, {lc.size_in_bytes} bytes", highlight=False)
+    _run(go)
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return str(n)
+
+
+def _run_maintenance(what: str, run, as_json: bool) -> None:
+    """Run an OPTIMIZE-like operation with a progress bar of its bins (stderr, terminals only) and
+    print its summary: what was removed and added (files, bytes), or the metrics as JSON."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn(f"[bold]{what}[/] rewriting files"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), console=err, transient=True, disable=as_json or not err.is_terminal)
+    task = None
+
+    def progress(done: int, total: int, _bin) -> None:
+        nonlocal task
+        if task is None:
+            task = bar.add_task(what, total=total)
+        bar.update(task, completed=done)
+
+    with bar:
+        m = run(progress)
+    if as_json:
+        _print_json(m)
+        return
+    rt = RichTable(title=f"{what}: version {m['version']}")
+    for c in ("", "files", "bytes", "smallest", "largest"):
+        rt.add_column(c, justify="right" if c else "left")
+    for label, key in (("removed", "filesRemoved"), ("added", "filesAdded")):
+        fs = m[key]
+        rt.add_row(label, str(fs["totalFiles"]), _bytes(fs["totalSize"]), _bytes(fs["min"]), _bytes(fs["max"]))
+    out.print(rt)
+    dv = m.get("deletionVectorStats") or {}
+    extra = [f"{m['partitionsOptimized']} partition(s)", f"{m['totalConsideredFiles']} file(s) considered",
+             f"{m['totalFilesSkipped']} kept"]
+    if dv:
+        extra.append(f"{dv['numDeletionVectorsRemoved']} deletion vector(s) and "
+                     f"{dv['numDeletionVectorRowsRemoved']} deleted row(s) purged")
+    if m["numFilesRemoved"] == 0:
+        out.print(f"nothing to rewrite: the table stays at version {m['version']}", highlight=False)
+    else:
+        out.print(", ".join(extra), highlight=False)
+
+
+@app.command(cls=Command)
+def optimize(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
+             where: Optional[str] = typer.Option(None, "--where", "-w", metavar="SQL",
+                                                 help="only the partitions matching this condition on "
+                                                      "partition columns, e.g. \"day >= '2024-05-01'\""),
+             zorder_by: Optional[list[str]] = typer.Option(
+                 None, "--zorder-by", "-z", metavar="COLUMN",
+                 help="rewrite in Z-order of these data columns (multi-column skipping); repeat the flag "
+                      "for each column"),
+             target_size: Optional[str] = typer.Option(
+                 None, "--target-size", metavar="SIZE",
+                 help="size of the files to write, in bytes or with a unit (256mb, 1g); default: the "
+                      "table's delta.targetFileSize, else 1g"),
+             min_file_size: Optional[str] = typer.Option(
+                 None, "--min-file-size", metavar="SIZE",
+                 help="compact only files smaller than this (default: the target size)"),
+             max_concurrent_tasks: Optional[int] = typer.Option(
+                 None, "--max-concurrent-tasks", metavar="N", help="rewrite at most N groups of files at once "
+                                                                   "(default 15)"),
+             as_json: bool = typer.Option(False, "--json", help="print the metrics (delta-spark's OPTIMIZE "
+                                                                "metrics) as one JSON document")):
+    """Compact small files (OPTIMIZE), Z-order them, or cluster a clustered table; one commit.
+
+    Small files of each partition are packed into files of about the target size; files with
+    deletion vectors are rewritten without their deleted rows. Rows do not change
+    (dataChange=false): concurrent appends still commit. Compacting twice: the second run
+    finds nothing to do.
+
+    \b
+    Examples:
+      tahoe optimize /data/events
+      tahoe optimize /data/events --where "day = 'mon'" --target-size 256mb
+      tahoe optimize /data/events --zorder-by x --zorder-by y --json
+    """
+    def go():
+        from .table import Table
+
+        from .write.optimize import parse_size
+
+        if max_concurrent_tasks is not None and max_concurrent_tasks < 1:
+            _fail("--max-concurrent-tasks must be >= 1", 2)
+        try:
+            target = parse_size(target_size, "--target-size") if target_size is not None else None
+            min_size = parse_size(min_file_size, "--min-file-size") if min_file_size is not None else None
+        except DeltaError as e:
+            _fail(str(e), 2)
+        t = Table(path)
+        _run_maintenance("OPTIMIZE", lambda progress: t.optimize(
+            where=where, zorder_by=zorder_by or None, target_size=target, min_file_size=min_size,
+            max_concurrent_tasks=max_concurrent_tasks, progress=progress), as_json)
+    _run(go)
+
+
+@app.command(cls=Command)
+def reorg(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
+          purge: bool = typer.Option(False, "--purge", help="APPLY (PURGE): rewrite the files that carry deletion "
+                                                            "vectors so the deleted rows are physically gone "
+                                                            "(required: the only REORG tahoe does)"),
+          where: Optional[str] = typer.Option(None, "--where", "-w", metavar="SQL",
+                                              help="only the partitions matching this condition on partition "
+                                                   "columns"),
+          as_json: bool = typer.Option(False, "--json", help="print the metrics as one JSON document")):
+    """REORG TABLE ... APPLY (PURGE): rewrite files with deletion vectors without their deleted rows.
+
+    \b
+    Examples:
+      tahoe reorg /data/events --purge
+      tahoe reorg /data/events --purge --where "day = 'mon'" --json
+    """
+    def go():
+        from .table import Table
+
+        if not purge:
+            _fail("give --purge: REORG TABLE ... APPLY (PURGE) is the only REORG tahoe does", 2)
+        t = Table(path)
+        _run_maintenance("REORG", lambda progress: t.reorg(where=where, progress=progress), as_json)
     _run(go)
 
 

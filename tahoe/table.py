@@ -23,6 +23,13 @@ Maintenance (`tahoe.maintenance`; delta-rs's names where it has them):
     t.clone("/data/events_dev", shallow=True)    # CLONE this version
     t.drop_feature("deletionVectors")            # DROP FEATURE, history protected
     t.generate("symlink_format_manifest")
+Maintenance (`tahoe.write.optimize`, each one commit):
+
+    t.optimize()                                 # OPTIMIZE: bin-packing → delta-spark's metrics
+    t.optimize(where="day = 'mon'", zorder_by=["x", "y"])
+    t.optimize.compact(); t.optimize.z_order(["x", "y"])    # as delta-rs's dt.optimize
+    t.reorg()                                    # REORG TABLE ... APPLY (PURGE): DVs rewritten away
+    Table.create(uri, schema, cluster_by=["x", "y"]); t.cluster_by(["y"]); t.clustering_columns
 """
 
 from __future__ import annotations
@@ -124,15 +131,53 @@ class Table:
     def create(cls, uri: str, schema: Any, partition_columns: Iterable[str] = (),
                properties: dict | None = None, name: str | None = None,
                description: str | None = None, storage_options: dict | None = None,
-               mode: str = "error", protocol: Any = None) -> "Table":
+               mode: str = "error", protocol: Any = None, cluster_by: Iterable[str] | None = None) -> "Table":
         """Create a table (`schema`: a StructType, a pyarrow schema, Delta JSON or a DDL column
-        list such as "id BIGINT, name STRING"); mode "error" | "ignore" | "overwrite"."""
+        list such as "id BIGINT, name STRING"); mode "error" | "ignore" | "overwrite".
+        `cluster_by`: clustering columns (liquid clustering; not with partition columns)."""
         from .txn import create_table
 
         log = DeltaLog.for_table(uri, storage_options)
         snap = create_table(log, schema, partition_columns, properties, name=name,
-                            description=description, mode=mode, protocol=protocol)
+                            description=description, mode=mode, protocol=protocol, cluster_by=cluster_by)
         return cls._from_snapshot(log, snap)
+
+    @property
+    def clustering_columns(self) -> list[str]:
+        """The table's clustering columns ([] when it is not clustered)."""
+        from .txn import table_clustering_columns
+
+        return table_clustering_columns(self.snapshot)
+
+    def cluster_by(self, columns: Iterable[str] | None) -> "Table":
+        """ALTER TABLE ... CLUSTER BY (columns), or CLUSTER BY NONE with None: one commit; the
+        next OPTIMIZE clusters by the new columns."""
+        from .txn import cluster_by
+
+        return self._evolved(cluster_by(self.log, columns))
+
+    # --- maintenance (tahoe.write.optimize) -----------------------------------------------------
+    @property
+    def optimize(self) -> "TableOptimizer":
+        """OPTIMIZE: `t.optimize(where=..., zorder_by=...)` (delta-spark's metrics), or as
+        delta-rs's `dt.optimize`: `t.optimize.compact(...)`, `t.optimize.z_order(columns, ...)`."""
+        return TableOptimizer(self)
+
+    def reorg(self, where: Any = None, apply: str = "purge", max_concurrent_tasks: int | None = None,
+              progress: Any = None) -> dict:
+        """REORG TABLE ... [WHERE where] APPLY (PURGE): rewrite the files carrying deletion vectors
+        so that their deleted rows are physically gone (history operation REORG). Returns
+        delta-spark's OPTIMIZE metrics (and `version`). `apply` is "purge" (the only one tahoe
+        implements; UPGRADE UNIFORM is refused)."""
+        from .errors import UnsupportedFeatureError
+        from .write.optimize import reorg_purge
+
+        if str(apply).strip().lower() != "purge":
+            raise UnsupportedFeatureError(
+                f"REORG TABLE ... APPLY ({apply}) is not implemented by tahoe: only APPLY (PURGE) is")
+        m = reorg_purge(self.log, where, max_workers=max_concurrent_tasks, progress=progress)
+        self.refresh()
+        return m
 
     def _evolved(self, snap: Snapshot) -> "Table":
         self.snapshot = snap
@@ -281,3 +326,80 @@ class Table:
 
     def __repr__(self) -> str:
         return f"Table({self.table_root!r}, version={self.version})"
+
+
+_DELTA_RS_REFUSED = ("max_spill_size", "max_temp_directory_size", "min_commit_interval", "writer_properties",
+                     "commit_properties", "post_commithook_properties")
+
+
+class TableOptimizer:
+    """OPTIMIZE of one table (`Table.optimize`): call it for delta-spark's behaviour and metrics,
+    or use `compact` / `z_order` as delta-rs's `TableOptimizer` (same arguments and metrics keys;
+    delta-rs options tahoe does not implement are refused by name)."""
+
+    def __init__(self, table: Table):
+        self.table = table
+
+    def __call__(self, where: Any = None, zorder_by: Iterable[str] | None = None, target_size: Any = None,
+                 min_file_size: Any = None, max_concurrent_tasks: int | None = None, progress: Any = None,
+                 settings: Any = None) -> dict:
+        """OPTIMIZE [WHERE where] [ZORDER BY zorder_by] (clustered tables: clustering) without
+        Spark; returns delta-spark's OptimizeMetrics as a dict plus `version`. `target_size`: the
+        output file size in bytes (or '256mb'; default the table's delta.targetFileSize, else
+        1 GiB), also the size under which a file is compacted unless `min_file_size` says
+        otherwise. `settings`: a `tahoe.write.optimize.OptimizeSettings` for the other knobs."""
+        import dataclasses
+
+        from .write.optimize import OptimizeSettings, optimize
+
+        s = settings or OptimizeSettings()
+        if target_size is not None:
+            s = dataclasses.replace(s, max_file_size=target_size)
+        if min_file_size is not None:
+            s = dataclasses.replace(s, min_file_size=min_file_size)
+        if isinstance(zorder_by, str):
+            zorder_by = [zorder_by]
+        m = optimize(self.table.log, where, list(zorder_by or []), settings=s, max_workers=max_concurrent_tasks,
+                     progress=progress)
+        self.table.refresh()
+        return m
+
+    def _refuse(self, given: dict) -> None:
+        from .errors import UnsupportedFeatureError
+
+        for name in _DELTA_RS_REFUSED:
+            if given.get(name) is not None:
+                raise UnsupportedFeatureError(f"optimize option '{name}' (delta-rs) is not implemented by tahoe")
+
+    def compact(self, partition_filters: Any = None, target_size: int | None = None,
+                max_concurrent_tasks: int | None = None, max_spill_size: int | None = None,
+                max_temp_directory_size: int | None = None, min_commit_interval: Any = None,
+                writer_properties: Any = None, *, commit_properties: Any = None,
+                post_commithook_properties: Any = None) -> dict:
+        """delta-rs's `optimize.compact`: bin-packing of the files matching `partition_filters`
+        (DNF tuples or SQL on partition columns) into files of about `target_size` bytes (default
+        the table's delta.targetFileSize, else 100 MB as delta-rs). Returns delta-rs's metrics."""
+        from .write.optimize import delta_rs_metrics
+
+        self._refuse(locals())
+        return delta_rs_metrics(self(partition_filters, None, target_size or self._default_target(),
+                                     max_concurrent_tasks=max_concurrent_tasks))
+
+    def z_order(self, columns: Iterable[str], partition_filters: Any = None, target_size: int | None = None,
+                max_concurrent_tasks: int | None = None, max_spill_size: int | None = None,
+                max_temp_directory_size: int | None = None, min_commit_interval: Any = None,
+                writer_properties: Any = None, *, commit_properties: Any = None,
+                post_commithook_properties: Any = None) -> dict:
+        """delta-rs's `optimize.z_order`: every file of each selected partition rewritten in
+        Z-order of `columns`. Returns delta-rs's metrics."""
+        from .write.optimize import delta_rs_metrics
+
+        self._refuse(locals())
+        cols = [columns] if isinstance(columns, str) else list(columns)
+        return delta_rs_metrics(self(partition_filters, cols, target_size or self._default_target(),
+                                     max_concurrent_tasks=max_concurrent_tasks))
+
+    def _default_target(self) -> Any:
+        from .protocol.properties import text_property
+
+        return text_property(self.table.snapshot.configuration, "delta.targetFileSize") or 100 * 1024 * 1024

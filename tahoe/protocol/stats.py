@@ -43,7 +43,7 @@ from .schema import DataType, DecimalType, PrimitiveType, StructField, StructTyp
 __all__ = [
     "FileStats", "JsonNumber", "parse_stats", "typed_value", "get_nested", "compute_stats",
     "stats_columns", "truncate_min_string", "truncate_max_string", "stats_json",
-    "format_float_stat", "DEFAULT_NUM_INDEXED_COLS", "DEFAULT_STRING_PREFIX_LENGTH",
+    "format_float_stat", "eligible_for_stats", "DEFAULT_NUM_INDEXED_COLS", "DEFAULT_STRING_PREFIX_LENGTH",
 ]
 
 DEFAULT_NUM_INDEXED_COLS = 32
@@ -345,7 +345,9 @@ def stats_columns(schema: StructType, num_indexed_cols: int = DEFAULT_NUM_INDEXE
     return _truncate_leaves(data, num_indexed_cols)[0]
 
 
-def _eligible(dt: DataType) -> bool:
+def eligible_for_stats(dt: DataType) -> bool:
+    """Whether data skipping collects min/max for a column of type `dt` (delta-spark's
+    SkippingEligibleDataType: numbers, decimals, dates, timestamps, strings)."""
     if isinstance(dt, DecimalType):
         return True
     return isinstance(dt, PrimitiveType) and dt.name in (
@@ -541,7 +543,7 @@ def compute_stats(table: pa.Table | pa.RecordBatch, schema: StructType,
                     any_eligible = True
                 continue
             nulls[key] = n if arr is None else arr.null_count
-            if arr is None or not _eligible(f.type):
+            if arr is None or not eligible_for_stats(f.type):
                 continue
             any_eligible = True
             lo, hi = _min_max(arr, f.type, string_prefix_length)

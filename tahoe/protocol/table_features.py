@@ -61,6 +61,7 @@ FEATURES: dict[str, Feature] = {f.name: f for f in [
     Feature("typeWidening", True, 3, 7, property_enables=(("delta.enableTypeWidening", "true"),)),
     Feature("typeWidening-preview", True, 3, 7),
     Feature("checkpointProtection", False, 1, 7),
+    Feature("clustering", False, 1, 7, requires=("domainMetadata",)),
     Feature("allowColumnDefaults", False, 1, 7),
     Feature("variantType", True, 3, 7),
     Feature("variantType-preview", True, 3, 7),

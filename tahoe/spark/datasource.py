@@ -48,7 +48,7 @@ from ..errors import UnsupportedFeatureError
 from .options import CATALOG_MESSAGE, check_properties_apply, read_options, table_path, write_options
 from ..expressions.parse import creates_table_using
 from .session import session_overwrite_mode
-from .write import SAVE_MODE_OPTION, SESSION_OVERWRITE_MODE_OPTION
+from .write import SAVE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION, SESSION_OVERWRITE_MODE_OPTION
 
 __all__ = ["DeltaDataSource", "register", "read_via_datasource"]
 
@@ -396,12 +396,30 @@ def _wrap_save(cls, state) -> None:
             session_mode = session_overwrite_mode(self._spark)
             if session_mode is not None:
                 self.option(SESSION_OVERWRITE_MODE_OPTION, session_mode)
+            auto_compact = _session_auto_compact(self._spark)
+            if auto_compact is not None:
+                self.option(SESSION_AUTO_COMPACT_OPTION, auto_compact)
         return original(self, path, None, None, partitionBy, **options)
 
     save.__doc__ = original.__doc__
     save._tahoe_save_modes = True  # type: ignore[attr-defined]
     save._tahoe_surfacing = getattr(original, "_tahoe_surfacing", False)  # type: ignore[attr-defined]
     cls.save = save
+
+
+def _session_auto_compact(spark) -> str | None:
+    """The session's auto compaction confs as JSON for the data source's commit (None: none set)."""
+    import dataclasses
+    import json
+
+    from .optimize import auto_compact_session_value, auto_compact_settings
+    from ..write.auto_compact import AutoCompactSettings
+
+    enabled = auto_compact_session_value(spark)
+    settings = auto_compact_settings(spark)
+    if enabled is None and settings == AutoCompactSettings():
+        return None
+    return json.dumps({"enabled": enabled, "settings": dataclasses.asdict(settings)})
 
 
 def _install_save_modes() -> None:

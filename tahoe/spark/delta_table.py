@@ -1,9 +1,11 @@
 """`tahoe.spark.DeltaTable`: delta-spark's Python `DeltaTable` API over tahoe.
 
 Owns the delta-spark-compatible surface: `forPath`, `isDeltaTable`, `toDF`, `alias`, `history`,
-`detail`, and the `create` / `createIfNotExists` / `createOrReplace` builders (`location`,
-`addColumn(s)` with generated and identity columns (`IdentityGenerator`), `partitionedBy`,
-`property`, `comment`, `execute`). Reads go through the fast path (`tahoe.spark.read`); table creation through
+`detail`, `optimize()` (`tahoe.spark.optimize.DeltaOptimizeBuilder`: `where`,
+`executeCompaction`, `executeZOrderBy`), `reorg()` (REORG ... APPLY (PURGE), which delta-spark
+offers in SQL only), and the `create` / `createIfNotExists` / `createOrReplace` builders
+(`location`, `addColumn(s)` with generated and identity columns (`IdentityGenerator`),
+`partitionedBy`, `clusterBy`, `property`, `comment`, `execute`). Reads go through the fast path (`tahoe.spark.read`); table creation through
 `tahoe.txn.table_ops.create_table`. DML (`delete`, `update`, `merge`) is not implemented yet.
 
 Table maintenance, each a thin wrapper over `tahoe.maintenance` run on the driver (file deletes
@@ -109,6 +111,7 @@ class DeltaTable:
         import datetime as dt
 
         from ..protocol.table_features import reader_features_of, writer_features_of
+        from ..txn import table_clustering_columns
 
         snap = self._log.snapshot()
         md = snap.metadata
@@ -116,7 +119,7 @@ class DeltaTable:
         features = sorted(reader_features_of(snap.protocol) | writer_features_of(snap.protocol))
         row = ("delta", md.id, md.name, md.description, self._log.table_root, created,
                dt.datetime.fromtimestamp(snap.timestamp / 1000, tz=dt.timezone.utc),
-               list(md.partition_columns), [], snap.num_files, snap.size_in_bytes, dict(md.configuration),
+               list(md.partition_columns), table_clustering_columns(snap), snap.num_files, snap.size_in_bytes, dict(md.configuration),
                snap.protocol.min_reader_version, snap.protocol.min_writer_version, features)
         schema = StructType([
             StructField("format", StringType()), StructField("id", StringType()), StructField("name", StringType()),
@@ -282,6 +285,20 @@ class DeltaTable:
         if truncateHistory is not None and not isinstance(truncateHistory, bool):
             raise ValueError("truncateHistory needs to be a bool but got '%s'." % type(truncateHistory))
         drop_feature(self._log, featureName, bool(truncateHistory))
+    # --- maintenance --------------------------------------------------------------------------
+    def optimize(self):
+        """delta-spark's `DeltaTable.optimize()`: a DeltaOptimizeBuilder (`where(partitionFilter)`,
+        `executeCompaction()`, `executeZOrderBy(*cols)`), run as Spark jobs."""
+        from .optimize import DeltaOptimizeBuilder
+
+        return DeltaOptimizeBuilder(self._spark, self._log, self._storage_options)
+
+    def reorg(self):
+        """REORG TABLE ... [WHERE ...] APPLY (PURGE) (delta-spark: SQL only): a builder with
+        `where(partitionFilter)` and `executePurge()`."""
+        from .optimize import DeltaReorgBuilder
+
+        return DeltaReorgBuilder(self._spark, self._log, self._storage_options)
 
     # --- not yet --------------------------------------------------------------------------
     def delete(self, condition=None):
@@ -359,6 +376,7 @@ class DeltaTableBuilder:
         self._location: str | None = None
         self._fields: list = []
         self._partition: list[str] = []
+        self._cluster: list[str] | None = None
         self._props: dict[str, str] = {}
         self._comment: str | None = None
         self._name: str | None = None
@@ -382,6 +400,17 @@ class DeltaTableBuilder:
     def partitionedBy(self, *cols) -> "DeltaTableBuilder":
         for c in cols:
             self._partition.extend([c] if isinstance(c, str) else list(c))
+        return self
+
+    def clusterBy(self, *cols) -> "DeltaTableBuilder":
+        """delta-spark's `clusterBy`: the table's clustering columns (liquid clustering; not with
+        partitionedBy)."""
+        if len(cols) == 1 and isinstance(cols[0], (list, tuple)):
+            cols = tuple(cols[0])
+        for c in cols:
+            if type(c) is not str:
+                raise TypeError(f"Clustering column must be str. Found {c!r} with type {type(c)}")
+        self._cluster = list(cols)
         return self
 
     def addColumn(self, colName: str, dataType, nullable: bool = True,
@@ -449,6 +478,6 @@ class DeltaTableBuilder:
         if mode == "replace" and not DeltaTable.isDeltaTable(self._spark, self._location):
             raise TableNotFoundError(f"no Delta table at {self._location} to replace")
         create_table(self._location, StructType(self._fields), self._partition, self._props,
-                     name=self._name, description=self._comment, mode=mode)
+                     name=self._name, description=self._comment, mode=mode, cluster_by=self._cluster)
         return DeltaTable.forPath(self._spark, self._location) if self._spark is not None else \
             DeltaTable(None, self._location)

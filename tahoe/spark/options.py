@@ -36,7 +36,7 @@ from typing import Any, Mapping
 
 from ..errors import InvalidOptionError, UnsupportedFeatureError
 
-from .write import SAVE_MODE_OPTION, SESSION_OVERWRITE_MODE_OPTION
+from .write import SAVE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION, SESSION_OVERWRITE_MODE_OPTION
 
 __all__ = ["read_options", "write_options", "table_path", "check_properties_apply", "READ_OPTIONS",
            "WRITE_OPTIONS", "CATALOG_MESSAGE"]
@@ -47,15 +47,17 @@ PROPERTY_PREFIX = "delta."
 READ_OPTIONS = ("path", "paths", "versionAsOf", "timestampAsOf")
 WRITE_OPTIONS = ("path", "partitionBy", "replaceWhere", "mergeSchema", "overwriteSchema",
                  "partitionOverwriteMode", "userMetadata", "txnAppId", "txnVersion", SAVE_MODE_OPTION)
-_INTERNAL_WRITE = ("__partition_columns", SESSION_OVERWRITE_MODE_OPTION)
+_INTERNAL_WRITE = ("__partition_columns", SESSION_OVERWRITE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION)
 
 # delta-spark options whose one value tahoe's writer implements: {name: (accepted value, what it does)}
 _WRITE_DEFAULTS = {
     "dataChange": ("true", "tahoe's writes always change data (dataChange=false, a rearrange-only "
                            "commit such as a compaction, is not implemented)"),
     "compression": ("snappy", "tahoe writes snappy-compressed parquet (another codec is not implemented)"),
-    "optimizeWrite": ("false", "tahoe writes each task's rows as they come (optimized writes are not "
-                               "implemented)"),
+    "optimizeWrite": ("false", "format('delta') writes go through Spark's Python data source, whose tasks "
+                               "write the rows they are given: it cannot shuffle them first. Optimized "
+                               "writes are implemented by tahoe.spark.write_delta(df, path, "
+                               "optimize_write=True)"),
     "writePartitionColumns": ("false", "tahoe does not write partition columns into data files"),
 }
 

@@ -48,7 +48,7 @@ from .session import configure, session_time_zone
 from .skipping import plan_files
 from .types import col, to_spark_schema, to_spark_type
 
-__all__ = ["read_delta", "read_snapshot", "hadoop_uri", "glob_escape"]
+__all__ = ["read_delta", "read_snapshot", "hadoop_uri", "glob_escape", "jvm_reaches"]
 
 _KEY = "__tahoe_file"
 _FID = "__tahoe_fid"
@@ -96,6 +96,12 @@ def _jvm_unreachable(root: str) -> bool:
     return "://" in root and not root.startswith("file:")
 
 
+def jvm_reaches(root: str) -> bool:
+    """Whether Spark's own (JVM) readers and writers reach the table root (local paths: yes;
+    s3:// without a Hadoop connector: no)."""
+    return not _jvm_unreachable(root)
+
+
 def _same_names(a, b) -> bool:
     return a.simpleString() == b.simpleString()
 
@@ -119,12 +125,17 @@ def read_delta(spark, path: str, version: int | None = None, timestamp: Any = No
     return df
 
 
-def read_snapshot(spark, snap, filters: Iterable[Any] | None = None):
+def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, files: pa.Table | None = None):
+    """A DataFrame of the snapshot's rows: all its files (skipped by `filters`), or — `files`,
+    rows of `snap.files_table()` with at least path, partitionValues, size, stats and
+    deletionVector — just those files (OPTIMIZE reads the files of one bin)."""
     configure(spark)
     from pyspark.sql import functions as F
 
     root = snap.table_root
     if _jvm_unreachable(root):
+        if files is not None:
+            raise ValueError(f"reading chosen files of {root} needs a store the JVM reaches (local paths)")
         from .datasource import read_via_datasource
 
         return read_via_datasource(spark, root, snap.version)
@@ -136,7 +147,10 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None):
     data_fields = [f for f in out_fields if f.name.lower() not in pcs_lower]
     part_fields = [f for f in out_fields if f.name.lower() in pcs_lower]
     logical_spark = to_spark_schema(StructType(out_fields), strip_metadata=True) if out_fields else None
-    files = plan_files(snap, filters, session_time_zone(spark), spark)
+    if files is None:
+        files = plan_files(snap, filters, session_time_zone(spark), spark)
+    else:
+        files = files.select(["path", "partitionValues", "size", "stats", "deletionVector"])
     if files.num_rows == 0:
         from pyspark.sql.types import StructType as SparkStruct
         return spark.createDataFrame([], logical_spark or SparkStruct([]))

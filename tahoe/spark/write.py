@@ -66,6 +66,7 @@ from ..protocol.parquet_format import ParquetWriteOptions
 from ..protocol.schema import PrimitiveType, StructField, StructType
 from ..protocol.properties import data_skipping_settings
 from ..protocol.stats import stats_columns
+from ..write.auto_compact import AutoCompactSettings, auto_compact_hook
 from ..write.commit import commit_write, delete_data_files
 from ..write.footer_stats import footer_stats
 from ..write.plan import (
@@ -87,7 +88,7 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
                 replace_where: str | None = None, merge_schema: bool = False, overwrite_schema: bool = False,
                 user_metadata: str | None = None, txn_app_id: str | None = None, txn_version: int | None = None,
                 properties: dict | None = None, storage_options: dict | None = None,
-                partition_overwrite_mode: str | None = None) -> int:
+                partition_overwrite_mode: str | None = None, optimize_write: bool | None = None) -> int:
     """Write DataFrame `df` to the Delta table at `path` (a path / URI or a `DeltaLog`; created
     when absent); returns the table version after the write (the current version when nothing
     was written: mode='ignore' on an existing table, or an already-recorded
@@ -97,7 +98,16 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
     table, 'dynamic' replaces only the partitions `df` writes to; when None, the session's
     `spark.sql.sources.partitionOverwriteMode` decides (see
     `tahoe.write.plan.use_dynamic_overwrite` for delta-spark's rules). A table another writer
-    creates while this one is creating it fails the write with ProtocolChangedException."""
+    creates while this one is creating it fails the write with ProtocolChangedException.
+
+    optimize_write: delta-spark's optimized writes — the rows are shuffled by the partition
+    columns first, so each partition gets one file per write (unpartitioned: files of about
+    spark.databricks.delta.optimizeWrite.binSize); when None, the session's
+    spark.databricks.delta.optimizeWrite.enabled, else the table's
+    delta.autoOptimize.optimizeWrite decides (`tahoe.spark.optimize.optimize_write_enabled`).
+    Auto compaction (spark.databricks.delta.autoCompact.enabled, else the table's
+    delta.autoOptimize.autoCompact) runs as Spark jobs after the commit; its failure does not fail
+    the write."""
     spark = df.sparkSession
     configure(spark)
     log = path if isinstance(path, DeltaLog) else DeltaLog.for_table(path, storage_options)
@@ -109,8 +119,17 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
         storage_options=storage_options, api="write_delta")
     if plan.skip:
         return plan.read_version
+    from .optimize import (
+        SparkBinExecutor, auto_compact_session_value, auto_compact_settings, optimize_write_enabled,
+        optimized_write,
+    )
+
+    if optimize_write_enabled(spark, plan.configuration, optimize_write):
+        df = optimized_write(df, plan.partition_columns)
     adds, marks = write_dataframe(df, log, plan)
-    return commit_write(plan, log, snap, adds, marks)
+    hook = auto_compact_hook(lambda: SparkBinExecutor(spark), auto_compact_session_value(spark),
+                             auto_compact_settings(spark))
+    return commit_write(plan, log, snap, adds, marks, post_commit=[hook])
 
 
 def write_dataframe(df, log: DeltaLog, plan: WritePlan) -> tuple[list[AddFile], dict[str, int]]:
@@ -433,6 +452,9 @@ def _spark_pv_to_delta(v: str | None, f: StructField, tz: str) -> str | None:
 # --- the data-source writer (format("delta").save) -----------------------------------------------
 
 SAVE_MODE_OPTION = "saveMode"
+# set by the `register` save wrapper: the session's delta-spark auto compaction confs (the commit
+# runs in a Python worker without the user's session)
+SESSION_AUTO_COMPACT_OPTION = "__tahoe_sessionAutoCompact"
 # set by the `register` save wrapper: the session's partitionOverwriteMode, which the data source
 # cannot read itself (its writer runs in a Python worker without the user's session)
 SESSION_OVERWRITE_MODE_OPTION = "__tahoe_sessionPartitionOverwriteMode"
@@ -443,6 +465,7 @@ class _DSPlan:
     """One `format("delta")` write, shipped to its tasks, its commit and its abort."""
     plan: WritePlan
     write_id: str             # names the marker a commit of unknown outcome leaves for abort
+    auto_compact: str | None = None   # the session's auto compaction confs (JSON), for the commit
 
 
 def _option(options: dict, name: str):
@@ -482,7 +505,7 @@ def prepare_datasource_write(path: str, options: dict, spark_schema, overwrite: 
         session_overwrite_mode=_option(options, SESSION_OVERWRITE_MODE_OPTION), properties=properties,
         user_metadata=_option(options, "userMetadata"), txn_app_id=_option(options, "txnAppId"),
         txn_version=_option(options, "txnVersion"), storage_options=so, api="datasource")
-    return _DSPlan(plan, uuid.uuid4().hex)
+    return _DSPlan(plan, uuid.uuid4().hex, _option(options, SESSION_AUTO_COMPACT_OPTION))
 
 
 def datasource_write_task(ds: _DSPlan, batches) -> Any:
@@ -537,8 +560,10 @@ def datasource_commit(ds: _DSPlan, messages: list) -> int | None:
     adds = [AddFile.from_dict(json.loads(a)["add"]) for m in messages for a in m.adds]
     snap = log.snapshot(version=plan.read_version) if plan.read_version >= 0 else None
     marks = merge_identity_marks(plan.schema, [getattr(m, "marks", {}) for m in messages])
+    ac = json.loads(ds.auto_compact or "{}")
+    hook = auto_compact_hook(None, ac.get("enabled"), AutoCompactSettings(**ac.get("settings", {})))
     try:
-        return commit_write(plan, log, snap, adds, marks)
+        return commit_write(plan, log, snap, adds, marks, post_commit=[hook])
     except BaseException as e:
         if not _surely_not_committed(e):
             store, marker = _keep_marker(ds)

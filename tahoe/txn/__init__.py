@@ -1,6 +1,8 @@
 """Transactions: commits with optimistic concurrency control and conflict detection
-(`Transaction`, `conflicts`), and the operations that create and evolve tables (`table_ops`)."""
+(`Transaction`, `conflicts`), and the operations that create and evolve tables (`table_ops`;
+`clustering`: ALTER TABLE ... CLUSTER BY)."""
 
+from .clustering import cluster_by, table_clustering_columns
 from .conflicts import TransactionSummary, WinningCommit, check_conflicts
 from .ddl import parse_ddl, parse_schema
 from ..protocol.properties import normalize_properties, parse_interval_ms
@@ -16,5 +18,5 @@ __all__ = [
     "create_table", "set_properties", "unset_properties", "upgrade_protocol", "add_feature",
     "add_constraint", "drop_constraint", "update_schema", "rename_column", "drop_column",
     "set_identity_high_water_mark", "normalize_properties", "parse_interval_ms", "parse_ddl",
-    "parse_schema",
+    "parse_schema", "cluster_by", "table_clustering_columns",
 ]

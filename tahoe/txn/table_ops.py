@@ -36,6 +36,7 @@ from ..log.delta_log import DeltaLog
 from ..log.snapshot import Snapshot
 from ..protocol import column_mapping
 from ..protocol.actions import Metadata, Protocol
+from ..protocol.clustering import check_clustering_columns, clustering_domain, clustering_paths, physical_path
 from ..protocol.schema import (
     ArrayType, DataType, MapType, StructField, StructType, check_column_names, from_arrow_schema, merge_schemas,
 )
@@ -135,7 +136,8 @@ def _references(expression: str, column: str) -> bool:
 def create_table(uri: str | DeltaLog, schema: StructType | pa.Schema | str, partition_columns: Iterable[str] = (),
                  properties: dict[str, Any] | None = None, name: str | None = None,
                  description: str | None = None, storage_options: dict | None = None,
-                 mode: str = "error", protocol: Protocol | None = None) -> Snapshot:
+                 mode: str = "error", protocol: Protocol | None = None,
+                 cluster_by: Iterable[str] | None = None) -> Snapshot:
     """Create a Delta table (version 0), or with mode="overwrite" create or replace one (all
     its files removed, new schema/partitioning/properties; features are kept), or with
     mode="replace" replace an existing one (TableNotFoundError when there is none), or with
@@ -147,7 +149,10 @@ def create_table(uri: str | DeltaLog, schema: StructType | pa.Schema | str, part
 
     The protocol is the lowest that covers the features the properties and schema use (or
     `protocol` raised to cover them); under column mapping every column gets an id and a
-    physical name."""
+    physical name.
+
+    `cluster_by`: clustering columns (liquid clustering, spec "Clustered Table"): the table gets
+    the `clustering` feature and the `delta.clustering` domain; not with partition columns."""
     if mode not in _MODES:
         raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
     log = _log(uri, storage_options)
@@ -170,6 +175,20 @@ def create_table(uri: str | DeltaLog, schema: StructType | pa.Schema | str, part
     conf = normalize_properties(properties)
     for cname, expr in constraints_of(conf).items():
         check_expression_columns(expr, schema, f"CHECK constraint '{cname}'")
+    given_conf = dict(conf)
+    clustering = None if cluster_by is None else (
+        [cluster_by] if isinstance(cluster_by, str) else list(cluster_by))
+    if clustering is not None:
+        if not clustering:
+            raise InvalidTableOperationError("cluster_by names no column (leave it out for an unclustered table)")
+        clustering = check_clustering_columns(schema, clustering, pcols)
+        # the domain names physical columns: give the columns their ids and physical names now
+        # (the transaction keeps them; a replaced table's ids count on from its maxColumnId)
+        if existing is not None:
+            old_max = existing.metadata.configuration.get(column_mapping.MAX_COLUMN_ID_KEY)
+            if old_max is not None and column_mapping.MAX_COLUMN_ID_KEY not in conf:
+                conf = {**conf, column_mapping.MAX_COLUMN_ID_KEY: old_max}
+        schema, conf = column_mapping.assign_ids_for_table(schema, conf)
     replacing = existing is not None
     md = Metadata(
         id=existing.metadata.id if replacing else str(uuid.uuid4()),
@@ -185,8 +204,8 @@ def create_table(uri: str | DeltaLog, schema: StructType | pa.Schema | str, part
         "isManaged": "false",
         "description": description,
         "partitionBy": list(pcols),
-        "clusterBy": [],
-        "properties": {k: v for k, v in conf.items() if not k.startswith(FEATURE_PREFIX)},
+        "clusterBy": list(clustering or []),
+        "properties": {k: v for k, v in given_conf.items() if not k.startswith(FEATURE_PREFIX)},
     }
     txn = Transaction(log, operation, params, snapshot=existing, new_table=existing is None)
     if replacing:
@@ -196,6 +215,11 @@ def create_table(uri: str | DeltaLog, schema: StructType | pa.Schema | str, part
     txn.update_metadata(md)
     if protocol is not None:
         txn.update_protocol(protocol)
+    if clustering:
+        txn.set_system_domain_metadata(clustering_domain(
+            [physical_path(schema, c, column_mapping.mode(conf)) for c in clustering]))
+    elif replacing and clustering_paths(existing.domain_metadata):
+        txn.set_system_domain_metadata(clustering_domain([]))   # the new definition is not clustered
     try:
         version = txn.commit()
     except (ProtocolChangedException, MetadataChangedException):

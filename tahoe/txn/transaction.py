@@ -60,7 +60,13 @@ generated (`tahoe.uniform.convert_after_commit`); a failure there is logged and 
 `delta.compatibility.symlinkFormatManifest.enabled=true` the symlink manifests are regenerated
 (`tahoe.maintenance.manifest`), failures handled the same way. The
 Iceberg compatibility rules (`tahoe.protocol.iceberg_compat`) are checked with the other writer
-rules, before anything is written.
+rules, before anything is written. Hooks the caller added (`add_post_commit_hook`, e.g. auto
+compaction after a write) run last, under the same rule: logged and kept, never failing the commit.
+
+Clustered tables (spec "Clustered Table"): the `delta.clustering` domain is set through
+`set_system_domain_metadata`; a commit that sets clustering columns adds the `clustering` feature,
+and every commit that changes the metadata or the clustering columns of a clustered table checks
+its writer rules (`check_clustered_table`).
 """
 
 from __future__ import annotations
@@ -89,6 +95,10 @@ from ..protocol.actions import (
     Action, AddCDCFile, AddFile, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile,
     SetTransaction, actions_to_json_lines,
 )
+from ..protocol.clustering import (
+    CLUSTERING_DOMAIN, CLUSTERING_FEATURE, check_clustering_columns, clustering_paths, logical_name,
+)
+from ..protocol.stats import stats_columns
 from ..protocol.filenames import LogFileKind, commit_file_name
 from ..protocol.schema import VARIANT
 from ..protocol.table_features import (
@@ -101,15 +111,31 @@ from .conflicts import (
 )
 from ..protocol.properties import (
     ENABLE_ROW_TRACKING, ISOLATION_LEVELS, ROW_COMMIT_VERSION_COLUMN_PROP, ROW_ID_COLUMN_PROP,
-    advance_identity_high_water_mark, features_for_metadata, is_true, isolation_level,
+    advance_identity_high_water_mark, data_skipping_settings, features_for_metadata, is_true, isolation_level,
     normalize_property, split_protocol_properties,
 )
 
-__all__ = ["Transaction", "CommitOutcome", "now_ms", "protocol_features", "same_protocol", "raise_protocol_versions"]
+__all__ = ["Transaction", "CommitOutcome", "now_ms", "protocol_features", "same_protocol", "raise_protocol_versions",
+           "check_clustered_table", "SYSTEM_DOMAINS"]
 
 log = logging.getLogger(__name__)
 
 ICT_KEY = "delta.enableInCommitTimestamps"
+
+# delta.* domains tahoe's own operations may set (`Transaction.set_system_domain_metadata`)
+SYSTEM_DOMAINS = frozenset({CLUSTERING_DOMAIN})
+
+
+def check_clustered_table(metadata: Metadata, paths: list[list[str]]) -> None:
+    """The writer rules of spec "Clustered Table" for the table's metadata: no partition columns,
+    and every clustering column (a physical name path) in the schema and among the columns stats
+    are collected on (InvalidTableOperationError naming it otherwise)."""
+    mode = column_mapping.mode(metadata.configuration)
+    names = [logical_name(metadata.schema, p, mode) for p in paths]
+    skipping = data_skipping_settings(metadata.configuration)
+    stats = stats_columns(metadata.schema, skipping.num_indexed_cols, skipping.stats_columns,
+                          metadata.partition_columns)
+    check_clustering_columns(metadata.schema, names, metadata.partition_columns, stats)
 ICT_VERSION_KEY = "delta.inCommitTimestampEnablementVersion"
 ICT_TIMESTAMP_KEY = "delta.inCommitTimestampEnablementTimestamp"
 CHECKPOINT_PROTECTION_KEY = "delta.requireCheckpointProtectionBeforeVersion"
@@ -285,6 +311,7 @@ class Transaction:
         self.committed_actions: list[Action] | None = None
         self.outcome = CommitOutcome.NOT_COMMITTED
         self.post_commit_errors: list[Exception] = []   # post-commit hooks that failed (logged)
+        self._post_commit_hooks: list[Callable[["Transaction", int], Any]] = []
         self.attempts = 0
 
     # --- what the transaction sees ---------------------------------------------------------
@@ -397,6 +424,28 @@ class Transaction:
             raise InvalidTableOperationError(f"metadata domain '{dm.domain}' is set twice")
         self._domains[dm.domain] = dm
 
+    def set_system_domain_metadata(self, dm: DomainMetadata) -> None:
+        """Set a metadata domain the protocol itself defines and tahoe maintains through its own
+        operations — `delta.clustering` (spec "Clustered Table": the clustering columns; setting
+        non-empty columns adds the `clustering` feature to the protocol). The commit checks the
+        clustered-table writer rules (no partition columns, clustering columns in the schema and
+        in the stats columns)."""
+        self._check_open()
+        if dm.domain not in SYSTEM_DOMAINS:
+            raise InvalidTableOperationError(
+                f"'{dm.domain}' is not a system domain tahoe maintains (those are {sorted(SYSTEM_DOMAINS)})")
+        if dm.domain in self._domains:
+            raise InvalidTableOperationError(f"metadata domain '{dm.domain}' is set twice")
+        self._domains[dm.domain] = dm
+
+    def _clustering_paths(self) -> list[list[str]]:
+        """The clustering columns (physical paths) the table has after this transaction."""
+        if CLUSTERING_DOMAIN in self._domains:
+            return clustering_paths({CLUSTERING_DOMAIN: self._domains[CLUSTERING_DOMAIN]})
+        if self.read_snapshot is None or self._replaces_table:
+            return []
+        return clustering_paths(self.read_snapshot.domain_metadata)
+
     def remove_domain_metadata(self, domain: str) -> None:
         """Remove a user metadata domain: a `removed` tombstone carrying its current configuration
         (as delta-kernel writes it). InvalidTableOperationError when the table has no such domain."""
@@ -456,6 +505,11 @@ class Transaction:
         self._check_open()
         self._droppable = frozenset(canonical_feature_name(f) for f in features)
         self._protect_history = protect_history
+    def add_post_commit_hook(self, hook: Callable[["Transaction", int], Any]) -> None:
+        """Run `hook(txn, version)` after this transaction commits (after the checkpoint and
+        UniForm hooks; e.g. auto compaction). A failing hook is logged and kept in
+        `post_commit_errors`; it never fails the commit."""
+        self._post_commit_hooks.append(hook)
 
     def set_tag(self, key: str, value: str) -> None:
         """A commitInfo tag (delta-spark's `tags` map)."""
@@ -479,6 +533,11 @@ class Transaction:
         effective_md = md or read_md
         assert effective_md is not None
         required = features_for_metadata(effective_md.configuration, effective_md.schema) | features
+        clustering = self._clustering_paths()
+        if clustering and CLUSTERING_DOMAIN in self._domains:
+            required.add(CLUSTERING_FEATURE)
+        if clustering and (md is not None or CLUSTERING_DOMAIN in self._domains):
+            check_clustered_table(effective_md, clustering)
         base = self._new_protocol if self._new_protocol is not None else read_proto
         proto = protocol_for_features(required) if base is None else merge_protocols(base, required)
         if reader_v is not None or writer_v is not None:
@@ -987,6 +1046,13 @@ class Transaction:
                 self.post_commit_errors.append(e)
                 log.warning("UniForm: Iceberg metadata for version %s of %s failed (the next commit "
                             "retries): %s: %s", version, self.log.table_root, type(e).__name__, e)
+        for hook in self._post_commit_hooks:
+            try:
+                hook(self, version)
+            except Exception as e:  # noqa: BLE001 - a post-commit hook never fails the committed write
+                self.post_commit_errors.append(e)
+                log.warning("post-commit hook %s after version %s of %s failed: %s: %s",
+                            getattr(hook, "__name__", hook), version, self.log.table_root, type(e).__name__, e)
 
     def _post_commit_checksum(self, version: int) -> None:
         """The version checksum file (`<version>.crc`, spec "Version Checksum File"), derived from

@@ -30,6 +30,7 @@ from ..errors import ConstraintViolationError, UnsupportedFeatureError
 from ..log.delta_log import DeltaLog
 from ..protocol.actions import AddFile
 from ..protocol.schema import StructType, from_arrow_schema, to_arrow_type
+from .auto_compact import auto_compact_hook
 from .commit import commit_write
 from ..expressions import Scope, evaluate, parse
 from .constraints import check_constraints
@@ -139,7 +140,11 @@ def write_table(uri: str | DeltaLog, data: Any, mode: str = "append", partition_
     defaults (`CURRENT_DEFAULT`).
 
     txn_app_id / txn_version: an idempotent write; when the table already recorded this version
-    (or a later one) for the app id, nothing is written and the current version is returned."""
+    (or a later one) for the app id, nothing is written and the current version is returned.
+
+    With `delta.autoOptimize.autoCompact` on, the partitions the write added files to are
+    compacted after it commits when they hold enough small files (`tahoe.write.auto_compact`);
+    a failed compaction does not fail the write."""
     log = uri if isinstance(uri, DeltaLog) else DeltaLog.for_table(uri, storage_options)
     table = to_arrow_table(data)
     plan, snap = plan_write(log, from_arrow_schema(table.schema), mode=mode, partition_by=partition_by,
@@ -150,7 +155,7 @@ def write_table(uri: str | DeltaLog, data: Any, mode: str = "append", partition_
     if plan.skip:
         return plan.read_version
     adds, marks, num_rows = write_rows(log, table, plan, target_file_rows)
-    return commit_write(plan, log, snap, adds, marks, num_rows=num_rows)
+    return commit_write(plan, log, snap, adds, marks, num_rows=num_rows, post_commit=[auto_compact_hook()])
 
 
 def write_rows(log: DeltaLog, data: pa.Table, plan: WritePlan, target_file_rows: int = DEFAULT_TARGET_FILE_ROWS,

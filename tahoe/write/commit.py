@@ -14,13 +14,14 @@ CommitOutcomeUnknownError) — VACUUM collects true orphans.
 `commit_write` is the WRITE's use of it: the plan's metadata change (a new table commits with
 `Transaction(new_table=True)`: another writer's table is never overwritten), the overwrite's
 removes (`tahoe.write.writer.stage_overwrite`), identity high-water marks, the application
-transaction id and delta-spark's WRITE metrics (`write_metrics`).
+transaction id and delta-spark's WRITE metrics (`write_metrics`). Both take post-commit hooks
+(auto compaction, `tahoe.write.auto_compact`) that run once the commit landed and never fail it.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..protocol.actions import AddCDCFile, AddFile
 from ..storage import resolve_data_path
@@ -50,11 +51,15 @@ def delete_data_files(store: LogStore, table_root: str, files: Iterable[AddFile 
 
 def commit_new_files(txn: Transaction, new_files: list[AddFile | AddCDCFile],
                      stage: Callable[[Transaction], dict | None] | None = None,
-                     user_metadata: str | None = None) -> int:
+                     user_metadata: str | None = None,
+                     post_commit: Iterable[Callable[[Transaction, int], Any]] = ()) -> int:
     """Stage (`stage(txn)`, which returns the operation metrics) and commit `txn`; returns the
     version. On failure `new_files` (the data / cdc files this operation wrote) are deleted only
     when the commit surely did not land (`CommitOutcome.NOT_COMMITTED`); then the error
-    propagates."""
+    propagates. `post_commit`: hooks run after the commit landed (`Transaction.add_post_commit_hook`:
+    e.g. auto compaction); their failures never fail the commit."""
+    for hook in post_commit:
+        txn.add_post_commit_hook(hook)
     try:
         metrics = stage(txn) if stage is not None else None
         return txn.commit(operation_metrics=metrics, user_metadata=user_metadata)
@@ -87,7 +92,8 @@ def write_metrics(plan: WritePlan, adds: list[AddFile], removes: list[AddFile],
 
 
 def commit_write(plan: WritePlan, log: DeltaLog, snapshot: Snapshot | None, adds: list[AddFile],
-                 identity_marks: dict[str, int] | None = None, num_rows: int | None = None) -> int:
+                 identity_marks: dict[str, int] | None = None, num_rows: int | None = None,
+                 post_commit: Iterable[Callable[[Transaction, int], Any]] = ()) -> int:
     """ONE transaction for a planned WRITE (see the module docstring): `snapshot` is the one the
     plan was made on (None when the plan creates the table), `adds` the executor's new files,
     `identity_marks` the identity high-water marks its rows reached. Returns the version;
@@ -113,4 +119,4 @@ def commit_write(plan: WritePlan, log: DeltaLog, snapshot: Snapshot | None, adds
             txn.set_txn(plan.txn_app_id, int(plan.txn_version))  # type: ignore[arg-type]
         return write_metrics(plan, adds, removes, num_rows)
 
-    return commit_new_files(txn, adds, stage, user_metadata=plan.user_metadata)
+    return commit_new_files(txn, adds, stage, user_metadata=plan.user_metadata, post_commit=post_commit)

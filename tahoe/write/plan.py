@@ -25,7 +25,8 @@ in one place for every writer — the Arrow executor (`tahoe.write.arrow`), the 
 Executors realise a plan (rows shaped and checked, files written) and hand the new files to the
 one commit step, `tahoe.write.commit.commit_write`. A plan planned on no table (`read_version`
 -1) commits with `Transaction(new_table=True)`: a table created meanwhile by another writer fails
-the write (ProtocolChangedException) instead of being overwritten.
+the write (ProtocolChangedException) instead of being overwritten. `plan_rows` plans rows a DML
+writes into an existing table, `plan_rewrite` rows an OPTIMIZE rewrites as they are.
 
 Invariants of a `WritePlan`: `schema`/`partition_columns`/`configuration` are the table's after
 the write; `new_metadata` is None when the write leaves the metadata alone; `read_version` is -1
@@ -63,7 +64,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..log.snapshot import Snapshot
 
 __all__ = [
-    "WritePlan", "plan_write", "plan_rows", "WRITE_MODES", "SCHEMA_MODES", "OPERATION_MODE", "resolve_partition_columns",
+    "WritePlan", "plan_write", "plan_rows", "plan_rewrite", "WRITE_MODES", "SCHEMA_MODES", "OPERATION_MODE", "resolve_partition_columns",
     "use_dynamic_overwrite", "write_parameters", "tight_bounds", "computed_columns", "with_computed_columns",
     "identity_generation", "identity_range", "identity_values", "identity_overflow_message",
     "record_type_changes", "identity_mark", "merge_identity_marks",
@@ -521,6 +522,24 @@ def plan_rows(snapshot: "Snapshot", incoming: StructType, operation: str, parame
                      tight_bounds=tight_bounds(conf, snapshot.protocol), identity=identity, generated=generated,
                      defaults=defaults, constraints=constraint_expressions(schema, conf),
                      user_metadata=user_metadata)
+
+
+def plan_rewrite(snapshot: "Snapshot", operation: str, parameters: dict | None = None,
+                 storage_options: dict | None = None) -> WritePlan:
+    """A plan for rewriting rows already in the table of `snapshot` as they are — OPTIMIZE,
+    REORG ... APPLY (PURGE), auto compaction: the table's own schema, partitioning and file
+    settings, nothing computed (identity, generated and default values are in the rows
+    already) and nothing checked (the rows passed the checks when they were written). For the
+    same executors as `plan_rows`; the operation stages its removes and commits with
+    `tahoe.write.commit.commit_new_files`."""
+    check_writable(snapshot.protocol)
+    schema = snapshot.schema
+    conf = snapshot.configuration
+    return WritePlan(table_root=snapshot.table_root, storage_options=storage_options, mode="append",
+                     read_version=snapshot.version, operation=operation, parameters=dict(parameters or {}),
+                     schema_json=schema.to_json(), partition_columns=list(snapshot.partition_columns),
+                     configuration=dict(conf), new_metadata=None, incoming_json=schema.to_json(),
+                     tight_bounds=tight_bounds(conf, snapshot.protocol))
 
 
 def _merge(snap: "Snapshot", incoming: StructType) -> StructType:

@@ -1,0 +1,278 @@
+"""Space-filling curves for laying data out: the keys OPTIMIZE sorts rows by before it cuts them
+into files, so that each file holds a small box of the clustering columns' values and per-file
+min/max stats let filters on several columns skip most files (delta-spark's `MultiDimClustering`).
+
+    ids = [range_ids(col, bounds(col)) for col in columns]    # each column → 0 .. num_ranges-1
+    zorder_keys(ids)        # Z-order: the ids' bits interleaved, most significant first
+    hilbert_keys(ids)       # Hilbert curve position (liquid clustering)
+    key_order(keys)         # the row order the keys give
+
+Owns:
+  * range partition ids (delta-spark's `range_partition_id`): a column's values are cut into at
+    most `num_ranges` ranges of about equal row counts — bounds at the quantiles of the values, a
+    value never split between ranges, as Spark's RangePartitioner determines bounds — and a value's
+    id is the number of bounds below it; nulls get id 0. `range_bounds` computes the bounds from
+    values (all of them, or a sample — Spark's executor samples), `range_ids` applies them, any
+    orderable Arrow type (numbers, strings, dates, timestamps, decimals, binary, booleans);
+  * Z-order keys (delta-spark's `interleave_bits`): bit b of every id, most significant bit and
+    first column first — the same order as delta-spark's 4-bytes-per-column interleaving, whose
+    high bits are all zero for ids below 2^bits;
+  * Hilbert keys (delta-spark's `hilbert_index`, 2 to 9 columns): the position of the point of
+    ids on the n-dimensional Hilbert curve of `bits` bits per dimension, computed with the
+    state tables of compact Hilbert indices (a state machine over n-bit sub-cubes, built once per
+    dimension: J. Lawder's generator tables), so consecutive keys are neighbouring points;
+  * keys wider than 64 bits are kept as several 64-bit words (most significant first):
+    `key_order` sorts either form, `key_bytes` gives big-endian bytes whose unsigned byte order is
+    the key order (for engines that sort binary values).
+
+Everything here is pure computation on numpy/Arrow arrays (no I/O).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import InvalidOptionError
+
+__all__ = ["NUM_RANGE_IDS", "MAX_HILBERT_COLUMNS", "range_bounds", "range_ids", "bits_for", "zorder_keys",
+           "hilbert_keys", "key_order", "key_bytes", "curve_keys"]
+
+# delta-spark's spark.databricks.io.skipping.mdc.rangeId.max
+NUM_RANGE_IDS = 1000
+MAX_HILBERT_COLUMNS = 9
+
+
+def bits_for(num_ranges: int) -> int:
+    """Bits per dimension for ids below `num_ranges` (delta-spark: highest one bit's position + 1)."""
+    if num_ranges < 2:
+        raise InvalidOptionError(f"the number of range ids must be greater than 1, got {num_ranges}")
+    return int(num_ranges).bit_length()
+
+
+# --- range partition ids -----------------------------------------------------------------------
+
+def _as_array(values) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
+    if pa.types.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    return values
+
+
+def range_bounds(values, num_ranges: int = NUM_RANGE_IDS) -> pa.Array:
+    """The range bounds of `values` (ascending, distinct, at most `num_ranges - 1`): the value at
+    each 1/num_ranges quantile of the non-null values, a value never split between two ranges."""
+    arr = _as_array(values)
+    arr = arr.drop_null() if arr.null_count else arr
+    n = len(arr)
+    if n == 0 or num_ranges < 2:
+        return arr.slice(0, 0)
+    ordered = arr.take(pc.sort_indices(arr))
+    # the first position where the running count reaches m * n / num_ranges
+    pos = np.ceil(np.arange(1, num_ranges) * (n / num_ranges)).astype(np.int64) - 1
+    pos = np.unique(np.clip(pos, 0, n - 1))
+    picked = ordered.take(pa.array(pos))
+    return pc.unique(picked)   # sorted input: first occurrences keep the order
+
+
+def range_ids(values, bounds: pa.Array) -> np.ndarray:
+    """Per value: the number of `bounds` below it (Spark's RangePartitioner.getPartition); 0 for
+    nulls. `bounds` come from `range_bounds` (same type)."""
+    arr = _as_array(values)
+    n = len(arr)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if len(bounds) == 0:
+        return np.zeros(n, dtype=np.int64)
+    b = _as_array(bounds)
+    if b.type != arr.type:
+        b = b.cast(arr.type)
+    both = pa.concat_arrays([b, arr])
+    ranks = pc.rank(both, sort_keys="ascending", tiebreaker="dense").to_numpy(zero_copy_only=False)
+    rb, rv = ranks[:len(b)], ranks[len(b):]
+    ids = np.searchsorted(rb, rv, side="left").astype(np.int64)
+    if arr.null_count:
+        ids[np.asarray(pc.is_null(arr))] = 0
+    return ids
+
+
+# --- keys ------------------------------------------------------------------------------------------
+
+def _words(total_bits: int) -> int:
+    return max(1, math.ceil(total_bits / 64))
+
+
+def _put_bits(words: np.ndarray, total_bits: int, position: int, values: np.ndarray, width: int) -> None:
+    """OR `values` (width bits each) into the keys at bit `position` counted from the most
+    significant bit of a `total_bits`-bit key held in `words` (rows × words, MSB word first)."""
+    for w in range(width):
+        bit = (values >> np.uint64(width - 1 - w)) & np.uint64(1)
+        at = position + w                      # from the MSB of the key
+        from_lsb = total_bits - 1 - at
+        word = words.shape[1] - 1 - from_lsb // 64
+        words[:, word] |= bit << np.uint64(from_lsb % 64)
+
+
+def _finish(words: np.ndarray) -> np.ndarray:
+    return words[:, 0] if words.shape[1] == 1 else words
+
+
+def zorder_keys(ids: list[np.ndarray], bits: int = bits_for(NUM_RANGE_IDS)) -> np.ndarray:
+    """Z-order keys: bits of the ids interleaved, from the most significant bit down, column 0
+    first at each bit (delta-spark's `interleave_bits`). A uint64 array when the key fits in 64
+    bits, else rows × words."""
+    if not ids:
+        raise InvalidOptionError("Z-ordering needs at least one column")
+    n = len(ids)
+    rows = len(ids[0])
+    total = n * bits
+    words = np.zeros((rows, _words(total)), dtype=np.uint64)
+    cols = [np.asarray(i, dtype=np.uint64) for i in ids]
+    for b in range(bits):
+        shift = np.uint64(bits - 1 - b)
+        for j, c in enumerate(cols):
+            _put_bits(words, total, b * n + j, (c >> shift) & np.uint64(1), 1)
+    return _finish(words)
+
+
+# --- Hilbert -----------------------------------------------------------------------------------------
+
+def _rotl(n: int, x: int, s: int) -> int:
+    s %= n
+    return ((x << s) | (x >> (n - s))) & ((1 << n) - 1) if s else x
+
+
+def _rotr(n: int, x: int, s: int) -> int:
+    s %= n
+    return ((x >> s) | (x << (n - s))) & ((1 << n) - 1) if s else x
+
+
+def _x2_codes(n: int) -> list[int]:
+    """The entry/exit corner pairs of the sub-cubes of the first-order curve in n dimensions
+    (pairs laid end to end), built from those of n-1 dimensions by reflection."""
+    if n == 1:
+        return [0, 1, 0, 1]
+    half = 1 << (n - 1)
+    base = _x2_codes(n - 1)
+    base[-1] = base[-2] + half
+    out = [0] * (2 * len(base))
+    for i, v in enumerate(base):
+        out[i] = v
+        out[len(out) - 1 - i] = v ^ half
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _hilbert_table(n: int) -> np.ndarray:
+    """The n-dimensional Hilbert state table: entry `state * 2^n + corner` holds
+    (position of that corner within the sub-cube order) << 32 | next state. A transformation is
+    (reflection mask x2, rotation dy): t(e) = rotl(e ^ x2, dy)."""
+    size = 1 << n
+    x2 = _x2_codes(n)
+    gray = [i ^ (i >> 1) for i in range(size)]
+    # the transformation the curve applies inside sub-cube y of the first-order curve
+    row_t = []
+    for y in range(size):
+        a, b = x2[2 * y], x2[2 * y + 1]
+        trailing_zeros = ((a ^ b) & -(a ^ b)).bit_length() - 1
+        row_t.append((a, n - 1 - trailing_zeros))    # reflect by a, rotate by the axis a→b moves on
+
+    def compose(t: tuple[int, int], u: tuple[int, int]) -> tuple[int, int]:
+        # t applied after u
+        return (_rotr(n, t[0], u[1]) ^ u[0], (t[1] + u[1]) % n)
+
+    def apply(t: tuple[int, int], e: int) -> int:
+        return _rotl(n, e ^ t[0], t[1])
+
+    states: dict[tuple[int, int], int] = {(0, 0): 0}
+    order: list[tuple[int, int]] = [(0, 0)]
+    # state 0: corner gray[y] is visited y-th; entering it, the curve continues in row_t[y]
+    table: dict[int, list[tuple[int, int]]] = {}
+    first: list[tuple[int, int]] = [(0, 0)] * size          # corner -> (position, next state)
+    by_corner_y = {gray[y]: y for y in range(size)}
+    for y in range(size):
+        t = row_t[y]
+        if t not in states:
+            states[t] = len(order)
+            order.append(t)
+        first[gray[y]] = (y, states[t])
+    table[0] = first
+    i = 1
+    while i < len(order):
+        m = order[i]
+        entries: list[tuple[int, int]] = [(0, 0)] * size
+        for corner in range(size):
+            j = apply(m, corner)
+            y = by_corner_y[j]
+            t = compose(order[first[j][1]], m)
+            if t not in states:
+                states[t] = len(order)
+                order.append(t)
+            entries[corner] = (y, states[t])
+        table[i] = entries
+        i += 1
+    out = np.zeros(len(order) * size, dtype=np.uint64)
+    for s, entries in table.items():
+        for corner, (y, nxt) in enumerate(entries):
+            out[s * size + corner] = (np.uint64(y) << np.uint64(32)) | np.uint64(nxt)
+    return out
+
+
+def hilbert_keys(ids: list[np.ndarray], bits: int = bits_for(NUM_RANGE_IDS)) -> np.ndarray:
+    """Hilbert keys of the points (ids[0][r], ids[1][r], ...) with `bits` bits per dimension
+    (delta-spark's `hilbert_index`; 2 to 9 columns). A uint64 array when n * bits < 64, else
+    rows × words."""
+    n = len(ids)
+    if not 2 <= n <= MAX_HILBERT_COLUMNS:
+        raise InvalidOptionError(
+            f"Hilbert clustering needs 2 to {MAX_HILBERT_COLUMNS} columns, got {n}")
+    table = _hilbert_table(n)
+    rows = len(ids[0])
+    total = n * bits
+    words = np.zeros((rows, _words(total)), dtype=np.uint64)
+    total_key = words.shape[1] * 64 if words.shape[1] > 1 else total
+    offset = total_key - total
+    cols = [np.asarray(i, dtype=np.uint64) for i in ids]
+    state = np.zeros(rows, dtype=np.uint64)
+    size = np.uint64(1 << n)
+    mask32 = np.uint64((1 << 32) - 1)
+    for b in range(bits):
+        shift = np.uint64(bits - 1 - b)
+        corner = np.zeros(rows, dtype=np.uint64)
+        for c in cols:
+            corner = (corner << np.uint64(1)) | ((c >> shift) & np.uint64(1))
+        entry = table[(state * size + corner).astype(np.int64)]
+        h = entry >> np.uint64(32)
+        state = entry & mask32
+        _put_bits(words, total_key, offset + b * n, h, n)
+    return _finish(words)
+
+
+def curve_keys(ids: list[np.ndarray], curve: str, bits: int = bits_for(NUM_RANGE_IDS)) -> np.ndarray:
+    """Keys of `curve` ("zorder" or "hilbert"; Hilbert with one column is its range id)."""
+    if curve == "zorder":
+        return zorder_keys(ids, bits)
+    if curve == "hilbert":
+        if len(ids) == 1:
+            return np.asarray(ids[0], dtype=np.uint64)
+        return hilbert_keys(ids, bits)
+    raise InvalidOptionError(f"unknown curve {curve!r}: expected 'zorder' or 'hilbert'")
+
+
+def key_order(keys: np.ndarray) -> np.ndarray:
+    """The stable ascending order of `keys` (one uint64 per row, or rows × words)."""
+    if keys.ndim == 1:
+        return np.argsort(keys, kind="stable")
+    return np.lexsort(keys.T[::-1])
+
+
+def key_bytes(keys: np.ndarray) -> list[bytes]:
+    """Big-endian bytes of each key: their unsigned byte order is the key order."""
+    k = keys.reshape(len(keys), -1) if keys.ndim == 1 else keys
+    be = k.astype(">u8")
+    return [row.tobytes() for row in be]
