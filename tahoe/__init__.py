@@ -4,7 +4,8 @@
   read its rows as Arrow/pandas.
 - `tahoe.DeltaLog` — the log core underneath (snapshots, history, time travel).
 - `tahoe.write_table` — write Arrow data to a table (append, overwrite, replaceWhere, create).
-- `tahoe.write_table(...)` / `tahoe.delete(...)` — the Spark-free writer and copy-on-write DELETE.
+- `tahoe.write_table(...)`, `tahoe.delete(...)`, `tahoe.update(...)`, `tahoe.merge(...)` — the
+  Spark-free writer and DML (copy-on-write, or deletion vectors when the table enables them).
 - `tahoe.errors` — every exception tahoe raises.
 
 Attributes are imported on first use, so `import tahoe` (and every spawned worker that imports a
@@ -24,6 +25,8 @@ _LAZY = {
     "DeltaTable": ("tahoe.spark.delta_table", "DeltaTable"),  # needs pyspark
     "write_table": ("tahoe.write", "write_table"),
     "delete": ("tahoe.write.dml", "delete"),
+    "update": ("tahoe.write.dml", "update"),
+    "merge": ("tahoe.write.dml", "merge"),
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

@@ -2,7 +2,7 @@
 (`tahoe.write.dml_plan`, which decides everything; this module moves rows), one transaction each.
 
     tahoe.delete("/data/events", "country = 'FR' AND amount < 10")          # -> metrics dict
-    tahoe.update("/data/events", {"amount": "amount * 2"}, "country = 'FR'")
+    tahoe.update("/data/events", {"amount": "amount * 2"}, predicate="country = 'FR'")
     (tahoe.merge("/data/events", updates, "t.id = s.id", source_alias="s", target_alias="t")
          .when_matched_update_all()
          .when_not_matched_insert_all()
@@ -82,8 +82,8 @@ def delete(uri: str | DeltaLog, predicate: str | None = None, storage_options: d
     return execute_plan(log, snap, plan)
 
 
-def update(uri: str | DeltaLog, updates: Mapping[str, str] | None = None, predicate: str | None = None,
-           new_values: Mapping[str, Any] | None = None, storage_options: dict | None = None) -> dict[str, Any]:
+def update(uri: str | DeltaLog, updates: Mapping[str, str] | None = None, new_values: Mapping[str, Any] | None = None,
+           predicate: str | None = None, storage_options: dict | None = None) -> dict[str, Any]:
     """UPDATE the rows matching `predicate` (all rows when None): `updates` maps columns to Spark
     SQL expressions over the row (`{"v": "v + 1"}`), `new_values` to Python values (delta-rs's
     two arguments; give one or both). Returns delta-spark's UPDATE metrics (numUpdatedRows,
