@@ -56,7 +56,7 @@ from .arrow import prepare_rows
 from .commit import commit_new_files
 from .deletion_vectors import stage_deleted_rows
 from .dml_plan import (
-    CHANGE_TYPE, MULTIPLE_MATCHES_MESSAGE, ROW_COMMIT_VERSION, ROW_ID, CompiledClause, Counts, DmlPlan,
+    CHANGE_TYPE, DEFAULT_SOURCE_ALIAS, DEFAULT_TARGET_ALIAS, MULTIPLE_MATCHES_MESSAGE, ROW_COMMIT_VERSION, ROW_ID, CompiledClause, Counts, DmlPlan,
     MergeClause, candidate_files, cdc_needed, plan_delete, plan_merge, plan_update, record_reads, stage,
 )
 from .files import DEFAULT_TARGET_FILE_ROWS, conform_to_schema, to_arrow_table, write_data_files
@@ -165,8 +165,8 @@ class TableMerger:
         log = _log(self._uri, self._storage_options)
         snap = _snapshot(log, "MERGE into")
         source_schema = from_arrow_schema(self._source.schema)
-        ta = self._target_alias or "__tahoe_target"
-        sa = self._source_alias or "__tahoe_source"
+        ta = self._target_alias or DEFAULT_TARGET_ALIAS
+        sa = self._source_alias or DEFAULT_SOURCE_ALIAS
         typer = _typer({ta: _empty(snap.schema), sa: self._source.slice(0, 0)})
         plan = plan_merge(snap, source_schema, self._predicate, self._clauses, self._target_alias,
                           self._source_alias, schema_evolution=self._merge_schema, typer=typer,

@@ -87,7 +87,7 @@ __all__ = [
     "MergeClause", "CompiledClause", "DmlPlan", "plan_delete", "plan_update", "plan_merge",
     "TARGET_PRESENT", "SOURCE_PRESENT", "CLAUSE", "ROW_ID", "ROW_COMMIT_VERSION", "CHANGE_TYPE",
     "candidate_files", "record_reads", "cdc_needed", "can_store_assign", "Counts", "stage", "metrics",
-    "operation_result", "MULTIPLE_MATCHES_MESSAGE",
+    "operation_result", "MULTIPLE_MATCHES_MESSAGE", "DEFAULT_TARGET_ALIAS", "DEFAULT_SOURCE_ALIAS", "KINDS",
 ]
 
 TARGET_PRESENT = "__tahoe_target_present"
@@ -96,8 +96,8 @@ CLAUSE = "__tahoe_clause"                # index of the clause acting on a row (
 ROW_ID = "__tahoe_row_id"                # a rewritten row's row id (materialized column)
 ROW_COMMIT_VERSION = "__tahoe_row_commit_version"
 CHANGE_TYPE = "_change_type"
-_TARGET = "__tahoe_target"               # aliases used when the caller gave none
-_SOURCE = "__tahoe_source"
+DEFAULT_TARGET_ALIAS = "__tahoe_target"  # aliases used when the caller gave none
+DEFAULT_SOURCE_ALIAS = "__tahoe_source"
 
 KINDS = ("matched", "notMatched", "notMatchedBySource")
 ACTIONS = {"matched": ("update", "delete"), "notMatched": ("insert",), "notMatchedBySource": ("update", "delete")}
@@ -361,7 +361,7 @@ def plan_delete(snapshot: "Snapshot", condition: Any = None, target_alias: str |
     clause = CompiledClause(0, "notMatchedBySource", "delete", None, node, {}, {})
     base = _common(snapshot, "DELETE")
     return DmlPlan(operation="DELETE", parameters={"predicate": _predicate_param(node)},
-                   target_alias=target_alias or _TARGET, source_alias=None, user_target_alias=target_alias,
+                   target_alias=target_alias or DEFAULT_TARGET_ALIAS, source_alias=None, user_target_alias=target_alias,
                    user_source_alias=None, condition=node, clauses=[clause],
                    target_filter=unqualify(node, target_alias) if node is not None and target_alias else node,
                    scan_all_files=node is None, schema_json=snapshot.schema.to_json(), new_metadata=None,
@@ -393,7 +393,7 @@ def plan_update(snapshot: "Snapshot", condition: Any = None, assignments: Mappin
     clause = CompiledClause(0, "notMatchedBySource", "update", None, node, values, {})
     base = _common(snapshot, "UPDATE")
     return DmlPlan(operation="UPDATE", parameters={"predicate": _predicate_param(node)},
-                   target_alias=target_alias or _TARGET, source_alias=None, user_target_alias=target_alias,
+                   target_alias=target_alias or DEFAULT_TARGET_ALIAS, source_alias=None, user_target_alias=target_alias,
                    user_source_alias=None, condition=node, clauses=[clause],
                    target_filter=unqualify(node, target_alias) if node is not None and target_alias else node,
                    scan_all_files=node is None, schema_json=schema.to_json(), new_metadata=None, insert_columns=[],
@@ -497,8 +497,8 @@ def plan_merge(snapshot: "Snapshot", source_schema: StructType, condition: Any, 
                     f"{label} clauses in a MERGE statement, only the last {label} clause can omit the condition.")
     if any(c.action in ("update", "delete") for c in clauses):
         _append_only(snapshot, "MERGE (UPDATE / DELETE clauses) into")
-    ta = target_alias or _TARGET
-    sa = source_alias or _SOURCE
+    ta = target_alias or DEFAULT_TARGET_ALIAS
+    sa = source_alias or DEFAULT_SOURCE_ALIAS
     read_schema = snapshot.schema
     schema, new_md = _evolve(snapshot, source_schema, clauses) if schema_evolution else (read_schema, None)
     tscope = Scope.of_schema(read_schema, ta)
