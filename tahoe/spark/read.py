@@ -119,8 +119,8 @@ def read_delta(spark, path: str, version: int | None = None, timestamp: Any = No
     return df
 
 
-FILE_COLUMN = "__tahoe_file"     # read_snapshot(file_row=True): the row's file (`_metadata.file_path`)
-ROW_COLUMN = "__tahoe_row"       # ... and its position in the file (what a deletion vector indexes)
+FILE_COLUMN = "__tahoe_dml_file"     # read_snapshot(file_row=True): the row's file (`_metadata.file_path`)
+ROW_COLUMN = "__tahoe_dml_row"      # ... and its position in the file (what a deletion vector indexes)
 
 
 def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: pa.Table | None = None,
