@@ -175,3 +175,140 @@ def test_dv_mode_on_spark(spark, tmp_path):
             m["numCopiedRows"]) == ("3", "0", "0", "3", "0")
     m = h[2]["operationMetrics"]
     assert (m["numUpdatedRows"], m["numCopiedRows"], m["numAddedFiles"]) == ("2", "0", str(len(new)))
+
+
+def _version(path: str) -> int:
+    return max(int(f.split(".")[0]) for f in os.listdir(os.path.join(path, "_delta_log")) if f.endswith(".json"))
+
+
+def test_merge_api_errors_and_schema_evolution(spark, tmp_path):
+    """delta-spark's builder with Column and SQL arguments and aliases, every clause kind in one
+    MERGE (hand-derived rows, metrics and result DataFrame); the multiple-match error (and the
+    unconditional-delete exception to it); bad input — unknown column, a type that cannot be
+    stored, a CHECK constraint broken by an UPDATE — fails with a clear error and commits nothing;
+    withSchemaEvolution adds the source's new column."""
+    from pyspark.sql import functions as F
+
+    from tahoe.errors import AnalysisException, ConstraintViolationError, DeltaError, DeltaUnsupportedOperationException
+    from tahoe.spark import DeltaTable
+
+    path = str(tmp_path / "t")
+    spark.createDataFrame([(1, "a", 10), (2, "b", 20), (3, "c", 30), (4, None, 40)], "id long, k string, v long") \
+        .coalesce(1).write.format("delta").option("delta.constraints.vnonneg", "v >= 0").save(path)
+    src = spark.createDataFrame([(1, "A", 11), (3, "C", None), (5, "E", 50), (6, "F", 60)], "id long, k string, v long")
+    dt = DeltaTable.forPath(spark, path)
+    r = (dt.alias("t").merge(src.alias("s"), F.col("t.id") == F.col("s.id"))
+         .whenMatchedDelete(condition=F.col("s.v").isNull())
+         .whenMatchedUpdate(set={"v": F.col("s.v") + 1, "k": "s.k"})
+         .whenNotMatchedInsert(condition="s.id = 5", values={"id": "s.id", "k": "s.k", "v": "s.v"})
+         .whenNotMatchedInsertAll()
+         .whenNotMatchedBySourceUpdate(condition="t.k IS NULL", set={"k": F.lit("none")})
+         .whenNotMatchedBySourceDelete()
+         .execute())
+    assert r.columns == ["num_affected_rows", "num_updated_rows", "num_deleted_rows", "num_inserted_rows"]
+    assert tuple(r.collect()[0]) == (6, 2, 2, 2)
+    assert sorted(tuple(x) for x in dt.toDF().collect()) == [(1, "A", 12), (4, "none", 40), (5, "E", 50),
+                                                             (6, "F", 60)]
+    h = _history(path)[-1]
+    assert h["operation"] == "MERGE"
+    m = h["operationMetrics"]
+    assert {k: m[k] for k in ("numSourceRows", "numTargetRowsInserted", "numTargetRowsUpdated",
+                              "numTargetRowsMatchedUpdated", "numTargetRowsNotMatchedBySourceUpdated",
+                              "numTargetRowsDeleted", "numTargetRowsMatchedDeleted",
+                              "numTargetRowsNotMatchedBySourceDeleted", "numTargetRowsCopied")} == {
+        "numSourceRows": "4", "numTargetRowsInserted": "2", "numTargetRowsUpdated": "2",
+        "numTargetRowsMatchedUpdated": "1", "numTargetRowsNotMatchedBySourceUpdated": "1",
+        "numTargetRowsDeleted": "2", "numTargetRowsMatchedDeleted": "1",
+        "numTargetRowsNotMatchedBySourceDeleted": "1", "numTargetRowsCopied": "0"}
+    p = h["operationParameters"]
+    assert [c["actionType"] for c in json.loads(p["matchedPredicates"])] == ["delete", "update"]
+    assert [c["actionType"] for c in json.loads(p["notMatchedPredicates"])] == ["insert", "insert"]
+    assert [c["actionType"] for c in json.loads(p["notMatchedBySourcePredicates"])] == ["update", "delete"]
+
+    # a target row matched by two source rows: delta-spark's error, nothing committed
+    v = _version(path)
+    dup = spark.createDataFrame([(1, "x", 1), (1, "y", 2)], "id long, k string, v long")
+    with pytest.raises(DeltaUnsupportedOperationException,
+                       match="DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE") as e:
+        dt.alias("t").merge(dup.alias("s"), "t.id = s.id").whenMatchedUpdateAll().execute()
+    assert e.value.error_class == "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
+    assert _version(path) == v
+    # ... unless the only matched clause is an unconditional delete
+    r = dt.alias("t").merge(dup.alias("s"), "t.id = s.id").whenMatchedDelete().execute()
+    assert tuple(r.collect()[0]) == (1, 0, 1, 0)
+    v = _version(path)
+    assert sorted(x.id for x in dt.toDF().collect()) == [4, 5, 6]
+
+    # bad input: a clear error, nothing committed
+    with pytest.raises(AnalysisException, match="nope"):
+        dt.delete("nope = 1")
+    with pytest.raises(AnalysisException, match="v"):
+        dt.update("id = 4", {"v": "array(1, 2)"})
+    with pytest.raises(ConstraintViolationError, match="vnonneg"):
+        dt.update("id = 4", {"v": "-1"})
+    with pytest.raises(DeltaError):
+        dt.merge(src.alias("s"), "t.id = s.id").whenMatchedUpdate(set={"nope": "s.v"}).execute()
+    assert _version(path) == v
+    assert sorted(tuple(x) for x in dt.toDF().collect()) == [(4, "none", 40), (5, "E", 50), (6, "F", 60)]
+
+    # schema evolution: the source's new column joins the table
+    evo = spark.createDataFrame([(4, "n", 41, True), (7, "g", 70, False)], "id long, k string, v long, w boolean")
+    r = (dt.alias("t").merge(evo.alias("s"), "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll()
+         .withSchemaEvolution().execute())
+    assert tuple(r.collect()[0]) == (2, 1, 0, 1)
+    assert sorted(tuple(x) for x in dt.toDF().collect()) == [(4, "n", 41, True), (5, "E", 50, None),
+                                                             (6, "F", 60, None), (7, "g", 70, False)]
+
+
+def test_concurrent_merges(spark, tmp_path):
+    """Two MERGEs planned on the same snapshot into disjoint partitions both commit; one into a
+    partition a concurrent MERGE rewrote fails with ConcurrentAppendException (delta-spark's
+    conflict rules); one racing an OPTIMIZE-style dataChange=false rewrite of the files it
+    read fails too (delta-spark checks the compaction's added files first: ConcurrentAppendException). Oracle: the exception classes and the rows (hand-derived)."""
+    import shutil
+
+    from tahoe.errors import ConcurrentAppendException
+    from tahoe.protocol.actions import AddFile
+    from tahoe.spark.dml import run_dml
+    from tahoe.spark.types import from_spark_schema
+    from tahoe.txn import Transaction
+    from tahoe.write.dml_plan import MergeClause, plan_merge
+
+    path = str(tmp_path / "t")
+    spark.createDataFrame([(i, ["a", "b", "c"][i % 3], i) for i in range(9)], "id long, p string, v long") \
+        .write.format("delta").option("partitionBy", "p").save(path)
+    log = DeltaLog.for_table(path)
+    stale = log.snapshot()
+
+    def merge(snap, part: str, v: int):
+        src = spark.createDataFrame([(i, part, v) for i in range(9) if ["a", "b", "c"][i % 3] == part],
+                                    "id long, p string, v long")
+        plan = plan_merge(snap, from_spark_schema(src.schema), f"t.p = '{part}' AND t.id = s.id AND t.p = s.p",
+                          [MergeClause("matched", "update", None, {"v": "s.v"})], "t", "s")
+        return run_dml(spark, log, snap, plan, src.alias("s"))
+
+    merge(stale, "a", 100)
+    merge(stale, "b", 200)                      # disjoint partition: commits
+    with pytest.raises(ConcurrentAppendException):
+        merge(stale, "a", 300)                  # files were added where it read (delta-spark checks that first)
+    rows = sorted((r.id, r.p, r.v) for r in spark.read.format("delta").load(path).collect())
+    assert rows == sorted((i, p, {"a": 100, "b": 200}.get(p, i)) for i, p in
+                          ((i, ["a", "b", "c"][i % 3]) for i in range(9)))
+
+    # OPTIMIZE-style rewrite (dataChange=false) of partition c's files racing a MERGE into c
+    before = log.snapshot()
+    txn = Transaction(log, "OPTIMIZE", {"predicate": "[]"}, snapshot=before)
+    olds = [a for a in before.add_files() if a.partition_values.get("p") == "c"]
+    news = []
+    for a in olds:
+        new_rel = a.path.replace(".parquet", "-compacted.parquet")
+        shutil.copy(os.path.join(path, a.path), os.path.join(path, new_rel))
+        news.append(AddFile(path=new_rel, partition_values=a.partition_values, size=a.size,
+                            modification_time=a.modification_time, data_change=False, stats=a.stats))
+    txn.read_files(olds)
+    txn.remove_files([a.remove(0, data_change=False) for a in olds])
+    txn.add_files(news)
+    txn.commit()
+    with pytest.raises(ConcurrentAppendException):   # delta-spark: its adds come first (dataChange or not)
+        merge(before, "c", 500)
+    assert sorted(r.v for r in spark.read.format("delta").load(path).filter("p = 'c'").collect()) == [2, 5, 8]
