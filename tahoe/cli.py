@@ -9,6 +9,7 @@
                  [--name NAME] [--description TEXT] [--mode error|ignore|overwrite] [--json]
     tahoe set-property PATH KEY=VALUE [KEY=VALUE ...]
     tahoe checkpoint PATH [--version N] [--parts N] [--json]
+    tahoe compact-log PATH [--from N] [--to M] [--json]
     tahoe demo [DIR] [--recipient-python PATH]
     tahoe sharing ...   (tahoe/sharing/cli.py)
 
@@ -318,6 +319,36 @@ def checkpoint(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
             return
         out.print(f"checkpoint of version {lc.version}: {lc.size} actions ({lc.num_of_add_files} files)"
                   f"{f' in {lc.parts} parts' if lc.parts else ''}, {lc.size_in_bytes} bytes", highlight=False)
+    _run(go)
+
+
+@app.command("compact-log", cls=Command)
+def compact_log_cmd(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
+                    start: Optional[int] = typer.Option(None, "--from", metavar="N",
+                                                        help="first version to compact (default: the one after "
+                                                             "the newest checkpoint)"),
+                    end: Optional[int] = typer.Option(None, "--to", metavar="M",
+                                                      help="last version to compact (default: the latest)"),
+                    as_json: bool = typer.Option(False, "--json", help=JSON_HELP)):
+    """Write a log compaction file (N.M.compacted.json): the reconciled actions of commits N..M,
+    which readers replay instead of those commits.
+
+    \b
+    Examples:
+      tahoe compact-log /data/events
+      tahoe compact-log /data/events --from 11 --to 19 --json
+    """
+    def go():
+        from .log import DeltaLog
+        from .log.compaction import compact_log
+
+        r = compact_log(DeltaLog.for_table(path), start, end)
+        if as_json:
+            _print_json(r.to_dict())
+            return
+        what = "wrote" if r.created else "kept the existing"
+        out.print(f"{what} log compaction of versions {r.start_version}..{r.end_version}: "
+                  f"{r.num_actions} actions, {r.size_in_bytes} bytes ({r.path})", highlight=False)
     _run(go)
 
 

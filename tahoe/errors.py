@@ -23,6 +23,12 @@ class CorruptLogError(DeltaError):
     protocol/metaData. The message names the file and the problem."""
 
 
+class VersionChecksumMismatchError(CorruptLogError):
+    """A version's checksum file (`<v>.crc`) disagrees with the state the log replays to (spec
+    "State Validation"; delta-spark's DELTA_TXN_LOG_FAILED_INTEGRITY): the message names the
+    version and every field that differs."""
+
+
 class UnsupportedFeatureError(DeltaError):
     """The table needs a reader/writer version or table feature this client does not support, or
     the caller asks for a Delta feature tahoe does not implement (yet): a delta-spark reader/writer

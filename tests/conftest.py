@@ -12,6 +12,8 @@ Such a test is skipped (with the reason NO_GOLDEN) where the tables are absent, 
 tables at import time unguarded: `MANIFEST` is [] and `GOLDEN` may not exist; build params with
 `conformance_params`, which yields one marked placeholder when its list is empty. No other skip is
 allowed in the suite: a missing single table or a failing load is a failure, not a skip.
+
+The suite runs with TAHOE_VALIDATE_CHECKSUMS=strict (see below).
 """
 
 from __future__ import annotations
@@ -24,6 +26,12 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
+
+# Every snapshot the suite loads is checked against its version's `.crc` file when it has one
+# (tahoe.log.crc, spec "State Validation"): a checksum tahoe derived incrementally at commit
+# that disagrees with the replayed state fails the test that loaded it. Set before any Spark
+# JVM or server subprocess starts, so they inherit it.
+os.environ.setdefault("TAHOE_VALIDATE_CHECKSUMS", "strict")
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("TAHOE_SHARED", REPO.parent / "shared"))

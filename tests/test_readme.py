@@ -32,7 +32,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner
+
+from tahoe.sharing.official_client import ensure_env
 
 from tests.conftest import REPO
 from tests.fixtures.moto import TEST_CREDENTIALS, start_moto_server
@@ -125,12 +126,18 @@ def test_readme_blocks_run_in_order(spark, tmp_path, monkeypatch):  # noqa: F811
                 if "s3://" in code:
                     code, n = re.subn(r"^s3 = \{.*$", f"s3 = {s3_opts!r}", code, flags=re.M)
                     assert n == 1, f"{where}: the S3 block must define its options as one `s3 = {{...}}` line"
-                exec(compile(code, where, "exec"), ns)  # noqa: S102 - the README's own code
-                if "import delta_sharing" in code:   # the recipient's block: while the server runs
-                    rows = ns["delta_sharing"].load_as_pandas("analyst.share#sales.default.orders")
-                    assert sorted(rows["order_id"].tolist()) == [1, 2, 3]
-                    assert sorted(rows["amount"].tolist()) == [3.25, 9.5, 20.0]
+                if re.search(r"^import delta_sharing\b", code, flags=re.M):
+                    # the recipient's block, while the server runs: its official-client paragraph
+                    # runs where a recipient runs it, in the official client's own environment
+                    official, _, code = code.partition("\n\n")
+                    check = (official + "\nrows = delta_sharing.load_as_pandas('analyst.share#sales.default.orders')"
+                             "\nprint(sorted(rows['order_id'].tolist()), sorted(rows['amount'].tolist()))")
+                    r = subprocess.run([ensure_env(str(REPO / ".venv-recipient")), "-c", check], cwd=scratch,
+                                       capture_output=True, text=True, timeout=600)
+                    assert r.returncode == 0, f"{where}: {r.stderr}"
+                    assert r.stdout.strip().splitlines()[-1] == "[1, 2, 3] [3.25, 9.5, 20.0]", r.stdout
                     shared = True
+                exec(compile(code, where, "exec"), ns)  # noqa: S102 - the README's own code
             elif lang == "yaml":
                 first = code.splitlines()[0]
                 m = re.match(r"#\s*(\S+\.ya?ml)\b", first)

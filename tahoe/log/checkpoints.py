@@ -5,8 +5,10 @@ retention).
 Owns: the checkpoint parquet schema (delta-spark's: top-level struct columns `txn`, `add`,
 `remove`, `metaData`, `protocol`, `domainMetadata`, plus `checkpointMetadata`/`sidecar` for
 v2Checkpoint tables), building it column-wise from a snapshot's Arrow file tables (never one
-Python object per file), writing it as one file or as a multi-part set, `_last_checkpoint`, the
-post-commit hook `checkpoint_if_needed`, and `cleanup_expired_logs`.
+Python object per file), writing it as one file, as a multi-part set, or — on
+`delta.checkpointPolicy=v2` tables — as a UUID-named V2 checkpoint with sidecar files,
+`_last_checkpoint`, the post-commit hook `checkpoint_if_needed`, `cleanup_expired_logs`, and
+`cleanup_unreferenced_sidecars` (the V2 part of metadata cleanup).
 
 Invariants of a written checkpoint:
   1. it is the state of a committed version: `write_checkpoint` loads that snapshot, so a version
@@ -20,7 +22,10 @@ Invariants of a written checkpoint:
      the parts of two writers of the same version (a retry, two checkpointers, tahoe and
      delta-spark) are interchangeable — any mix of them holds every active file exactly once,
      whichever tombstones each writer's clock kept; `_last_checkpoint` is written only after
-     every part exists.
+     every part exists;
+  5. a table with the v2Checkpoint feature never gets a multi-part checkpoint; a V2 checkpoint's
+     sidecars are all written before its top-level file, which is written before
+     `_last_checkpoint` (a reader sees the checkpoint complete or not at all).
 
 Table properties honoured (delta-spark names and defaults): `delta.checkpointInterval` (10),
 `delta.checkpoint.writeStatsAsJson` (true), `delta.checkpoint.writeStatsAsStruct` (unset: only
@@ -28,7 +33,7 @@ Table properties honoured (delta-spark names and defaults): `delta.checkpointInt
 `delta.checkpoint.partSize` (file actions per part, as delta-spark counts them; default 1,000,000 — the table-property form of
 delta-spark's `spark.databricks.delta.checkpoint.partSize`), `delta.deletedFileRetentionDuration`
 (`interval 1 week`), `delta.logRetentionDuration` (`interval 30 days`),
-`delta.enableExpiredLogCleanup` (true).
+`delta.enableExpiredLogCleanup` (true), `delta.checkpointPolicy` (classic; v2: V2 checkpoints).
 """
 
 from __future__ import annotations
@@ -46,15 +51,19 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from ..errors import CorruptLogError, VersionNotFoundError
+from ..errors import CorruptLogError, InvalidTableOperationError, VersionNotFoundError
 from ..protocol import column_mapping
 from ..protocol.filenames import (
-    LogFileKind, checkpoint_file_name, commit_file_name, multipart_checkpoint_file_names,
+    SIDECAR_DIR, LogFileKind, checkpoint_file_name, commit_file_name, multipart_checkpoint_file_names,
+    sidecar_file_name, v2_checkpoint_file_name,
 )
 from ..protocol.partition_values import partition_column_to_arrow
-from ..protocol.properties import bool_property, data_skipping_settings, int_property, interval_property_ms
+from ..protocol.properties import (
+    bool_property, data_skipping_settings, enum_property, int_property, interval_property_ms, raw_property,
+)
 from ..protocol.schema import (
-    DataType, DecimalType, PrimitiveType, StructField, StructType, from_arrow_type, to_arrow_type,
+    DataType, DecimalType, PrimitiveType, StructField, StructType, from_arrow_schema, from_arrow_type,
+    to_arrow_type,
 )
 from ..protocol.stats import stats_columns, typed_value
 from ..protocol.table_features import check_writable, is_feature_supported
@@ -67,7 +76,8 @@ _logger = logging.getLogger(__name__)
 
 __all__ = [
     "write_checkpoint", "checkpoint_if_needed", "cleanup_expired_logs", "checkpoint_schema",
-    "build_checkpoint", "checkpoint_part_of", "spark_string_hash",
+    "build_checkpoint", "checkpoint_part_of", "spark_string_hash", "cleanup_unreferenced_sidecars",
+    "V2_SIDECAR_PART_SIZE",
 ]
 
 
@@ -228,8 +238,10 @@ def _map_items(d: dict | None) -> list[tuple[str, str | None]] | None:
     return None if d is None else [(k, v) for k, v in d.items()]
 
 
-def _non_file_batch(snapshot: Snapshot, layout: _Layout) -> pa.RecordBatch:
-    """protocol, metaData, txns (by appId), domain metadata (by domain), checkpointMetadata."""
+def _non_file_batch(snapshot: Snapshot, layout: _Layout, cp_tags: dict[str, str] | None = None,
+                    sidecars: list[dict] | None = None) -> pa.RecordBatch:
+    """protocol, metaData, txns (by appId), domain metadata (by domain), checkpointMetadata (with
+    `cp_tags`), and the `sidecars` of a v2 checkpoint's top-level file."""
     schema = layout.schema
     p = snapshot.protocol
     md = snapshot.metadata
@@ -254,7 +266,10 @@ def _non_file_batch(snapshot: Snapshot, layout: _Layout) -> pa.RecordBatch:
         rows.append(("domainMetadata", {"domain": d.domain, "configuration": d.configuration,
                                         "removed": False}))
     if layout.v2:
-        rows.append(("checkpointMetadata", {"version": snapshot.version, "tags": None}))
+        rows.append(("checkpointMetadata", {"version": snapshot.version, "tags": _map_items(cp_tags)}))
+        for sc in sidecars or ():
+            rows.append(("sidecar", {"path": sc["path"], "sizeInBytes": sc["sizeInBytes"],
+                                     "modificationTime": sc["modificationTime"], "tags": None}))
     arrays = []
     for name in schema.names:
         values = [v if col == name else None for col, v in rows]
@@ -420,6 +435,11 @@ def build_checkpoint(snapshot: Snapshot, now_ms: int | None = None) -> tuple[pa.
     """The checkpoint of `snapshot` as one Arrow table in delta-spark's schema, and
     (number of non-file action rows, number of add rows). Row order: protocol, metaData, txns,
     domain metadata, [checkpointMetadata], adds, removes."""
+    table, n_non_file, n_adds, _ = _build(snapshot, now_ms)
+    return table, n_non_file, n_adds
+
+
+def _build(snapshot: Snapshot, now_ms: int | None) -> tuple[pa.Table, int, int, _Layout]:
     adds = snapshot.files_table(_ADD_COLUMNS)   # one read of the add columns for everything below
     layout = _Layout(snapshot, adds)
     schema = layout.schema
@@ -438,7 +458,7 @@ def build_checkpoint(snapshot: Snapshot, now_ms: int | None = None) -> tuple[pa.
         tomb = tomb.filter(keep)
     for b in _file_batches(tomb):
         batches.append(_single_column_batch(schema, "remove", _remove_struct(b)))
-    return pa.Table.from_batches(batches, schema=schema), n_non_file, adds.num_rows
+    return pa.Table.from_batches(batches, schema=schema), n_non_file, adds.num_rows, layout
 
 
 # --- writing -----------------------------------------------------------------------------------
@@ -530,11 +550,9 @@ def checkpoint_part_of(paths: pa.Array | pa.ChunkedArray, num_parts: int) -> np.
     return np.mod(spark_string_hash(paths).astype(np.int64), num_parts)
 
 
-def _split_parts(table: pa.Table, n_non_file: int, parts: int) -> list[pa.Table]:
-    """Hash-partition the actions by file path as delta-spark does (`checkpoint_part_of`); within
-    a part, the non-file actions (all in part pmod(42, parts)) come first, then the file actions
-    sorted by path, adds before removes on equal paths."""
-    files = table.slice(n_non_file)
+def _partition_file_actions(files: pa.Table, parts: int) -> list[pa.Table]:
+    """File-action rows hash-partitioned by path as delta-spark partitions them
+    (`checkpoint_part_of`), each part sorted by path, adds before removes on equal paths."""
     paths = pc.coalesce(pc.struct_field(files.column("add"), "path"),
                         pc.struct_field(files.column("remove"), "path"))
     part_of = checkpoint_part_of(paths, parts)
@@ -542,13 +560,16 @@ def _split_parts(table: pa.Table, n_non_file: int, parts: int) -> list[pa.Table]
                             sort_keys=[("part", "ascending"), ("p", "ascending"), ("i", "ascending")])
     files = files.take(order)
     bounds = np.searchsorted(part_of[order.to_numpy()], np.arange(parts + 1))
+    return [files.slice(int(bounds[i]), int(bounds[i + 1] - bounds[i])) for i in range(parts)]
+
+
+def _split_parts(table: pa.Table, n_non_file: int, parts: int) -> list[pa.Table]:
+    """Hash-partition the actions by file path as delta-spark does (`checkpoint_part_of`); within
+    a part, the non-file actions (all in part pmod(42, parts)) come first, then the file actions
+    sorted by path, adds before removes on equal paths."""
+    out = _partition_file_actions(table.slice(n_non_file), parts)
     non_file_part = _SPARK_HASH_SEED % parts
-    out = []
-    for i in range(parts):
-        chunk = files.slice(int(bounds[i]), int(bounds[i + 1] - bounds[i]))
-        if i == non_file_part:
-            chunk = pa.concat_tables([table.slice(0, n_non_file), chunk])
-        out.append(chunk)
+    out[non_file_part] = pa.concat_tables([table.slice(0, n_non_file), out[non_file_part]])
     return out
 
 
@@ -566,25 +587,63 @@ def _put_if_absent(store, path: str, data: bytes) -> int:
 
 
 def write_checkpoint(log: Any, version: int | None = None, parts: int | None = None, *,
-                     now_ms: int | None = None) -> LastCheckpoint:
+                     now_ms: int | None = None, v2_format: str | None = None) -> LastCheckpoint:
     """Write a checkpoint of the latest version (or `version`) of the table of `log` (a DeltaLog),
     then update `_last_checkpoint` (unless it already names a newer checkpoint).
 
+    Tables with `delta.checkpointPolicy=v2` (the `v2Checkpoint` feature) get a UUID-named V2
+    checkpoint (see `write_v2_checkpoint`): the file actions in sidecar files, a top-level file in
+    `v2_format` ("json", delta-spark's default, or "parquet"). Other tables get a classic
+    checkpoint; with the v2Checkpoint feature (policy classic) it is one classic-named file
+    following the V2 spec (a checkpointMetadata row, file actions inline) — never multi-part.
+
     `parts`: None → one file, or `ceil(file actions / delta.checkpoint.partSize)` parts when the
-    adds and kept tombstones exceed that size (delta-spark's rule); an explicit number > 1 → exactly that many parts (classic
-    multi-part; v2Checkpoint tables always get one classic-named v2 file). `now_ms` is the clock
-    for tombstone retention (tests)."""
+    adds and kept tombstones exceed that size (delta-spark's rule); an explicit number > 1 →
+    exactly that many parts (classic multi-part; on a v2 policy table: that many sidecars).
+    `now_ms` is the clock for tombstone retention (tests)."""
     if version is not None and version < 0:
         raise VersionNotFoundError(f"version must be >= 0, got {version}")
     if parts is not None and parts < 1:
         raise ValueError(f"parts must be >= 1, got {parts}")
+    if v2_format is not None and v2_format not in ("json", "parquet"):
+        raise ValueError(f"v2_format must be 'json' or 'parquet', got {v2_format!r}")
     snapshot = log.snapshot(version=version)
     check_writable(snapshot.protocol)
-    table, n_non_file, n_adds = build_checkpoint(snapshot, now_ms)
+    v2 = is_feature_supported(snapshot.protocol, "v2Checkpoint")
+    v2_policy = v2 and enum_property(snapshot.configuration, "delta.checkpointPolicy") == "v2"
+    if v2_format is not None and not v2_policy:
+        raise InvalidTableOperationError(
+            f"v2_format={v2_format!r}: table {log.table_root} does not write V2 checkpoints (set "
+            f"delta.checkpointPolicy=v2 first)")
+    _validate_version_checksum(snapshot)
+    table, n_non_file, n_adds, layout = _build(snapshot, now_ms)
+    if v2_policy:
+        lc = _write_v2(log, snapshot, table, n_non_file, n_adds, layout, parts, v2_format or "json")
+    else:
+        lc = _write_classic(log, snapshot, table, n_non_file, n_adds, parts, v2)
+    current = read_last_checkpoint(log.store, log.log_dir)
+    if current is None or current.version <= snapshot.version:
+        write_last_checkpoint(log.store, log.log_dir, lc)
+    return lc
+
+
+def _validate_version_checksum(snapshot: Snapshot) -> None:
+    """As delta-spark before writing a checkpoint: the state must agree with the version's `.crc`
+    file when there is one; a disagreement is logged (the checkpoint is still the log's state)."""
+    from .crc import validate_snapshot
+
+    try:
+        validate_snapshot(snapshot, strict=False)
+    except Exception as e:  # noqa: BLE001 - validation never stops a checkpoint
+        _logger.warning("could not validate version %s of %s against its .crc file: %s: %s",
+                        snapshot.version, snapshot.table_root, type(e).__name__, e)
+
+
+def _write_classic(log: Any, snapshot: Snapshot, table: pa.Table, n_non_file: int, n_adds: int,
+                   parts: int | None, v2: bool) -> LastCheckpoint:
     store = log.store
     v = snapshot.version
     n_rows = table.num_rows
-    v2 = is_feature_supported(snapshot.protocol, "v2Checkpoint")
     if parts is None:
         # delta-spark's rule: file actions (adds and kept tombstones) per part
         part_size = int_property(snapshot.configuration, "delta.checkpoint.partSize")
@@ -592,7 +651,7 @@ def write_checkpoint(log: Any, version: int | None = None, parts: int | None = N
     if v2:
         if parts > 1:
             _logger.info("table %s has the v2Checkpoint feature: writing one checkpoint file "
-                         "instead of %d parts", log.table_root, parts)
+                         "instead of %d parts (multi-part checkpoints are forbidden)", log.table_root, parts)
         parts = 1
     if parts == 1:
         names = [checkpoint_file_name(v)]
@@ -603,12 +662,99 @@ def write_checkpoint(log: Any, version: int | None = None, parts: int | None = N
     size_in_bytes = 0
     for name, t in zip(names, tables):
         size_in_bytes += _put_if_absent(store, store.join(log.log_dir, name), _parquet_bytes(t))
-    lc = LastCheckpoint(version=v, size=n_rows, parts=parts if parts > 1 else None,
-                        size_in_bytes=size_in_bytes, num_of_add_files=n_adds)
-    current = read_last_checkpoint(store, log.log_dir)
-    if current is None or current.version <= v:
-        write_last_checkpoint(store, log.log_dir, lc)
-    return lc
+    return LastCheckpoint(version=v, size=n_rows, parts=parts if parts > 1 else None,
+                          size_in_bytes=size_in_bytes, num_of_add_files=n_adds)
+
+
+# V2 checkpoints (spec "V2 Spec", "UUID-named checkpoint", "Sidecar Files"), as delta-spark writes
+# them: file actions hash-partitioned by path into sidecars of at most 50,000 actions each
+# (delta-spark's part size for v2; `delta.checkpoint.partSize` when the table sets it), named
+# `<v>.checkpoint.<part>.<parts>.<uuid>.parquet` under `_delta_log/_sidecars/`; then the top-level
+# `<v>.checkpoint.<uuid>.json|parquet` holding checkpointMetadata (tags: sidecarNumActions,
+# sidecarSizeInBytes, numOfAddFiles, sidecarFileSchema), the sidecar actions and every non-file
+# action; then `_last_checkpoint` with its `v2Checkpoint` entry (the non-file actions and sidecar
+# list embedded when each holds at most 30 entries, delta-spark's thresholds). Sidecars are
+# written first and the top-level file last, so a reader never sees a checkpoint whose sidecars
+# are not all there; a failure in between leaves only unreferenced sidecars, which
+# `cleanup_unreferenced_sidecars` removes once they are older than the log retention.
+
+V2_SIDECAR_PART_SIZE = 50_000
+_LAST_CHECKPOINT_V2_THRESHOLD = 30
+
+
+def _sidecar_schema(layout: _Layout) -> pa.Schema:
+    return pa.schema([layout.schema.field("add"), layout.schema.field("remove")])
+
+
+def _write_v2(log: Any, snapshot: Snapshot, table: pa.Table, n_non_file: int, n_adds: int,
+              layout: _Layout, parts: int | None, fmt: str) -> LastCheckpoint:
+    import uuid
+
+    store = log.store
+    v = snapshot.version
+    sidecar_schema = _sidecar_schema(layout)
+    files = table.slice(n_non_file).select(["add", "remove"])
+    n_files = files.num_rows
+    if parts is None:
+        conf = snapshot.configuration
+        part_size = int_property(conf, "delta.checkpoint.partSize") \
+            if raw_property(conf, "delta.checkpoint.partSize") is not None else V2_SIDECAR_PART_SIZE
+        parts = math.ceil(n_files / part_size)
+    parts = min(parts, n_files)     # no empty sidecars; none at all without file actions
+    sidecar_dir = store.join(log.log_dir, SIDECAR_DIR)
+    written: list[str] = []
+    for i, chunk in enumerate(_partition_file_actions(files, parts) if parts else []):
+        name = sidecar_file_name(v, i + 1, parts, str(uuid.uuid4()))
+        store.write(store.join(sidecar_dir, name), _parquet_bytes(chunk.cast(sidecar_schema)), overwrite=False)
+        written.append(name)
+    sidecars: list[dict] = []
+    if written:
+        status = {st.name: st for st in store.list_from(store.join(sidecar_dir, f"{v:020d}.checkpoint."))}
+        for name in written:
+            st = status.get(name)
+            if st is None:
+                raise CorruptLogError(f"sidecar {name} of the checkpoint of version {v} is not listed after "
+                                      f"it was written to {sidecar_dir}")
+            sidecars.append({"path": name, "sizeInBytes": st.size, "modificationTime": st.modification_time})
+    sidecar_bytes = sum(sc["sizeInBytes"] for sc in sidecars)
+    tags = {"sidecarNumActions": str(n_files if sidecars else 0),
+            "sidecarSizeInBytes": str(sidecar_bytes),
+            "numOfAddFiles": str(n_adds),
+            "sidecarFileSchema": from_arrow_schema(sidecar_schema).to_json() if sidecars else ""}
+    cp_meta = {"version": v, "tags": tags}
+    non_file = _non_file_actions(snapshot)
+    name = v2_checkpoint_file_name(v, str(uuid.uuid4()), fmt)
+    if fmt == "json":
+        lines = [{"checkpointMetadata": cp_meta}, *({"sidecar": sc} for sc in sidecars), *non_file]
+        data = "".join(json.dumps(a, separators=(",", ":"), ensure_ascii=False) + "\n" for a in lines).encode("utf-8")
+        n_top = len(lines)
+    else:
+        top = pa.Table.from_batches([_non_file_batch(snapshot, layout, tags, sidecars)], schema=layout.schema)
+        data = _parquet_bytes(top)
+        n_top = top.num_rows
+    path = store.join(log.log_dir, name)
+    store.write(path, data, overwrite=False)
+    top_status = next((st for st in store.list_from(path) if st.name == name), None)
+    mtime = top_status.modification_time if top_status is not None else _now_ms()
+    embedded_actions = [*non_file, {"checkpointMetadata": cp_meta}]
+    v2_info: dict[str, Any] = {"path": name, "sizeInBytes": len(data), "modificationTime": mtime}
+    if len(embedded_actions) <= _LAST_CHECKPOINT_V2_THRESHOLD:
+        v2_info["nonFileActions"] = embedded_actions
+    if len(sidecars) <= _LAST_CHECKPOINT_V2_THRESHOLD:
+        v2_info["sidecarFiles"] = sidecars
+    return LastCheckpoint(version=v, size=n_files + n_top, size_in_bytes=sidecar_bytes + len(data),
+                          num_of_add_files=n_adds, v2_checkpoint_file=name, v2_checkpoint=v2_info)
+
+
+def _non_file_actions(snapshot: Snapshot) -> list[dict]:
+    """The non-file actions of a checkpoint of `snapshot`, as JSON action objects: protocol,
+    metaData, txns (by appId), domain metadata (by domain)."""
+    out: list[dict] = [snapshot.protocol.to_action_dict(), snapshot.metadata.to_action_dict()]
+    txns = snapshot.set_transactions
+    out.extend(txns[a].to_action_dict() for a in sorted(txns))
+    domains = snapshot.domain_metadata
+    out.extend(domains[d].to_action_dict() for d in sorted(domains))
+    return out
 
 
 # --- post-commit hook --------------------------------------------------------------------------
@@ -662,6 +808,7 @@ def checkpoint_if_needed(log: Any, version: int, configuration: dict | None = No
     try:
         if bool_property(conf, "delta.enableExpiredLogCleanup"):
             cleanup_expired_logs(log, configuration=conf)
+            cleanup_unreferenced_sidecars(log, configuration=conf)
     except Exception as e:  # noqa: BLE001
         _logger.warning("log cleanup of %s after version %s failed: %s: %s",
                         getattr(log, "table_root", "?"), version, type(e).__name__, e)
@@ -721,4 +868,65 @@ def cleanup_expired_logs(log: Any, now_ms: int | None = None, configuration: dic
         if local:  # Hadoop's side checksum file, if a JVM writer left one
             d, _, name = f.path.rpartition("/")
             store.delete(store.join(d, f".{name}.crc"))
+    return deleted
+
+
+# --- sidecar cleanup (v2 checkpoints) ------------------------------------------------------------
+
+_DAY_MS = 24 * 3600 * 1000
+
+
+def _sidecar_refs(store: Any, path: str, ext: str) -> set[str]:
+    """The file names of the sidecars a checkpoint file references."""
+    if ext == "json":
+        return {str(o["sidecar"]["path"]).rsplit("/", 1)[-1] for o in read_commit(store, path)
+                if isinstance(o.get("sidecar"), dict) and o["sidecar"].get("path")}
+    with store.filesystem.open_input_file(store.to_fs_path(path)) as f:
+        pf = pq.ParquetFile(f)
+        if "sidecar" not in pf.schema_arrow.names:
+            return set()
+        col = pf.read(columns=["sidecar.path"]).column("sidecar")
+    paths = pc.struct_field(col.combine_chunks(), "path").drop_null().to_pylist()
+    return {p.rsplit("/", 1)[-1] for p in paths}
+
+
+def cleanup_unreferenced_sidecars(log: Any, now_ms: int | None = None,
+                                  configuration: dict | None = None) -> list[str]:
+    """Spec "Metadata Cleanup" steps 4-5 for V2 checkpoints: delete the files in
+    `_delta_log/_sidecars/` that no checkpoint left in the log references and that are older than
+    the cleanup boundary — `delta.logRetentionDuration` before now, truncated to midnight UTC as
+    delta-spark does, and never within the last day (a checkpoint being written has its sidecars
+    before it is itself visible). Returns the deleted paths. Fails closed: a checkpoint that
+    cannot be read means the referenced set is unknown, and nothing is deleted."""
+    now_ms = _now_ms() if now_ms is None else now_ms
+    store = log.store
+    sidecar_dir = store.join(log.log_dir, SIDECAR_DIR)
+    try:
+        sidecars = list(store.list_dir(sidecar_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    if not sidecars:
+        return []
+    conf = configuration if configuration is not None else log.snapshot().configuration
+    boundary = now_ms - interval_property_ms(conf, "delta.logRetentionDuration")
+    cutoff = min(boundary - boundary % _DAY_MS, now_ms - now_ms % _DAY_MS - _DAY_MS)
+    candidates = [st for st in sidecars if st.modification_time < cutoff]
+    if not candidates:
+        return []
+    referenced: set[str] = set()
+    for f in list_log(store, log.log_dir, 0):
+        if f.name.kind in (LogFileKind.V2_CHECKPOINT, LogFileKind.CHECKPOINT):
+            try:
+                referenced |= _sidecar_refs(store, f.path, f.name.ext)
+            except FileNotFoundError:
+                continue   # deleted meanwhile (another cleanup): it references nothing any more
+            except Exception as e:  # noqa: BLE001 - fail closed
+                _logger.warning("sidecar cleanup of %s skipped: cannot read checkpoint %s: %s: %s",
+                                log.table_root, f.path, type(e).__name__, e)
+                return []
+    deleted = []
+    for st in candidates:
+        if st.name not in referenced:
+            store.delete(st.path)
+            deleted.append(st.path)
     return deleted

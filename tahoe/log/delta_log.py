@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ..errors import DeltaError, TableNotFoundError, VersionNotFoundError
+from ..errors import CorruptLogError, DeltaError, TableNotFoundError, VersionNotFoundError
 from ..protocol.filenames import LOG_DIR, LogFileKind
 from ..protocol.properties import bool_property, int_property
 from ..storage import log_store_for
@@ -105,6 +105,13 @@ class DeltaLog:
         if not bool_property(conf, "delta.enableInCommitTimestamps"):
             return None
         v = int_property(conf, "delta.inCommitTimestampEnablementVersion")
+        t = int_property(conf, "delta.inCommitTimestampEnablementTimestamp")
+        if (v is None) != (t is None):
+            # as delta-spark: the two enablement properties exist together or not at all
+            raise CorruptLogError(
+                f"table {self.table_root}: delta.inCommitTimestampEnablementVersion and "
+                f"delta.inCommitTimestampEnablementTimestamp must be both set or both absent "
+                f"(found only {'the version' if t is None else 'the timestamp'})")
         return v if v is not None else 0
 
     def commit_timestamps(self) -> list[tuple[int, int]]:
@@ -129,6 +136,29 @@ class DeltaLog:
             out.append((c.version, ts))
             prev = ts
         return out
+
+    def version_at_or_after(self, timestamp: Any) -> int:
+        """The first version committed at or after `timestamp` (where a change-data range that
+        starts at a timestamp begins); VersionNotFoundError when every commit is older."""
+        ts = parse_timestamp(timestamp)
+        stamps = self.commit_timestamps()
+        for v, t in stamps:
+            if t >= ts:
+                return v
+        raise VersionNotFoundError(f"there is no version at or after {_fmt(ts)} (the latest version "
+                                   f"{stamps[-1][0]} was committed at {_fmt(stamps[-1][1])})")
+
+    def version_at_or_before(self, timestamp: Any) -> int:
+        """The newest version committed at or before `timestamp` (where a change-data range that
+        ends at a timestamp ends); VersionNotFoundError when every commit is newer."""
+        ts = parse_timestamp(timestamp)
+        best = None
+        for v, t in self.commit_timestamps():
+            if t <= ts:
+                best = v
+        if best is None:
+            raise VersionNotFoundError(f"there is no version at or before {_fmt(ts)}")
+        return best
 
     def version_at_timestamp(self, timestamp: Any) -> int:
         """The newest version committed at or before `timestamp`. On a table that enabled

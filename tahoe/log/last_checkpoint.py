@@ -29,6 +29,9 @@ class LastCheckpoint:
     size_in_bytes: int | None = None
     num_of_add_files: int | None = None
     v2_checkpoint_file: str | None = None   # v2Checkpoint: the top-level checkpoint file name
+    # the `v2Checkpoint` entry as delta-spark writes it: path, sizeInBytes, modificationTime and,
+    # when small enough, nonFileActions and sidecarFiles
+    v2_checkpoint: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"version": self.version, "size": self.size or 0}
@@ -38,6 +41,8 @@ class LastCheckpoint:
             d["sizeInBytes"] = self.size_in_bytes
         if self.num_of_add_files is not None:
             d["numOfAddFiles"] = self.num_of_add_files
+        if self.v2_checkpoint is not None:
+            d["v2Checkpoint"] = self.v2_checkpoint
         return d
 
 
@@ -67,6 +72,7 @@ def read_last_checkpoint(store: LogStore, log_dir: str) -> LastCheckpoint | None
         size_in_bytes=obj.get("sizeInBytes"),
         num_of_add_files=obj.get("numOfAddFiles"),
         v2_checkpoint_file=v2.get("path") if isinstance(v2, dict) else None,
+        v2_checkpoint=v2 if isinstance(v2, dict) and v2 else None,
     )
 
 

@@ -32,6 +32,7 @@ from ..errors import CorruptLogError
 from ..protocol.actions import (
     CommitInfo, DomainMetadata, Metadata, Protocol, RowIdHighWaterMark, SetTransaction, Sidecar,
 )
+from ..protocol.filenames import LogFileKind
 from ..storage.base import LogStore
 from . import json_commits
 from .file_actions import (
@@ -268,7 +269,29 @@ def _read_checkpoint_non_file(store: LogStore, cp: Checkpoint, state: ReplayStat
         if not is_absolute_path(p):
             p = store.join(cp.files[0].path.rsplit("/", 1)[0], "_sidecars", p)
         sources.append(p)
+    if sidecars:
+        _check_sidecars_exist(store, cp, sources[len(sources) - len(sidecars):])
     return sources, inline_adds, inline_removes
+
+
+def _check_sidecars_exist(store: LogStore, cp: Checkpoint, paths: list[str]) -> None:
+    """Every sidecar a v2 checkpoint references must exist (one listing per directory):
+    CorruptLogError naming the first missing one and the checkpoint otherwise."""
+    by_dir: dict[str, list[str]] = {}
+    for p in paths:
+        d, _, name = p.rpartition("/")
+        by_dir.setdefault(d, []).append(name)
+    for d, names in by_dir.items():
+        try:
+            present = {st.name for st in store.list_from(store.join(d, min(names)))}
+        except FileNotFoundError:
+            present = set()
+        missing = [n for n in names if n not in present]
+        if missing:
+            raise CorruptLogError(
+                f"sidecar file {d}/{missing[0]} referenced by checkpoint {cp.files[0].path} is missing "
+                f"({len(missing)} of its {len(paths)} sidecars are): the table cannot be read at version "
+                f"{cp.version} or later")
 
 
 def _maps_to_dicts(v: Any) -> Any:
@@ -355,12 +378,15 @@ def replay(store: LogStore, table_root: str, segment: LogSegment) -> ReplayState
     base_removes: list[dict] = []
     if segment.checkpoint is not None:
         sources, base_adds, base_removes = _checkpoint_state(store, segment.checkpoint, state)
-    vectorise = any(c.status.size >= json_commits.VECTOR_MIN_BYTES for c in segment.commits)
+    # the commits after the checkpoint, with log compaction files in place of the ranges they
+    # cover (`LogSegment.deltas`); commitInfo is kept from the version's own commit only
+    deltas = segment.deltas
+    vectorise = any(c.status.size >= json_commits.VECTOR_MIN_BYTES for c in deltas)
     adds: dict[str, dict] = {}
     removes: dict[str, dict] = {}
     pieces: list = []
-    for c in segment.commits:
-        last = c is segment.commits[-1]
+    for c in deltas:
+        last = c is deltas[-1] and c.name.kind == LogFileKind.COMMIT
         data = None
         if vectorise and c.status.size >= json_commits.VECTOR_MIN_BYTES:
             data = store.read(c.path)

@@ -9,7 +9,12 @@ Invariants, checked at construction (`LogSegment.for_version`):
   4. the segment's version is the requested one, or the newest the log holds;
   5. `version_commit` is the commit file of the version itself when the log still holds it — the
      last of `commits`, or the commit a checkpoint at the version summarises (its timestamp is the
-     version's timestamp, not the checkpoint file's).
+     version's timestamp, not the checkpoint file's);
+  6. `deltas` are the files to replay after the checkpoint, in version order: `commits`, except
+     that log compaction files (`x.y.compacted.json`, spec "Log Compaction Files") lying wholly
+     within them replace the commits x..y they cover — the fewest files that cover the range
+     exactly. A compaction is used only where every commit it covers is listed too (it is an
+     optimisation over the commits, never a substitute for a missing one).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from ..protocol.filenames import LOG_DIR, LogFileKind, LogFileName, parse_log_fi
 from ..storage.base import FileStatus, LogStore
 from .last_checkpoint import read_last_checkpoint
 
-__all__ = ["LogSegment", "LogFile", "Checkpoint", "list_log", "complete_checkpoints"]
+__all__ = ["LogSegment", "LogFile", "Checkpoint", "list_log", "complete_checkpoints", "with_compactions"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,11 @@ class LogSegment:
     checkpoint: Checkpoint | None
     commits: tuple[LogFile, ...] = field(default_factory=tuple)
     version_commit: LogFile | None = None
+    deltas: tuple[LogFile, ...] = ()   # commits, with compaction files in place of the ranges they cover
+
+    def __post_init__(self) -> None:
+        if not self.deltas and self.commits:
+            object.__setattr__(self, "deltas", tuple(self.commits))
 
     @property
     def checkpoint_version(self) -> int | None:
@@ -159,5 +169,43 @@ def _build(log_dir: str, files: list[LogFile], version: int | None, allow_retry:
         raise CorruptLogError(
             f"commit versions have a gap in {log_dir}: version {missing[0]} is missing "
             f"(needed to reconstruct version {version})")
-    return LogSegment(log_dir, version, cp, tuple(commits[v] for v in range(first, version + 1)),
-                      commits.get(version))
+    seg_commits = tuple(commits[v] for v in range(first, version + 1))
+    compactions = [f for f in files if f.name.kind == LogFileKind.COMPACTION]
+    return LogSegment(log_dir, version, cp, seg_commits, commits.get(version),
+                      with_compactions(seg_commits, compactions))
+
+
+def with_compactions(commits: tuple[LogFile, ...], compactions: list[LogFile]) -> tuple[LogFile, ...]:
+    """`commits` (contiguous, ascending) with compaction files in place of the commits they cover:
+    among the compactions lying wholly within the commits' range, the choice that replays the
+    fewest files (ties: the earliest-starting, widest compaction). Overlapping compactions are
+    never combined, so every version is replayed exactly once."""
+    if len(commits) < 2 or not compactions:
+        return tuple(commits)
+    first, last = commits[0].version, commits[-1].version
+    starting: dict[int, list[LogFile]] = defaultdict(list)
+    for f in compactions:
+        end = f.name.end_version
+        if end is not None and first <= f.version < end <= last:
+            starting[f.version].append(f)
+    if not starting:
+        return tuple(commits)
+    n = len(commits)
+    # cost[i]: fewest files replaying commits[i:]; pick[i]: the file chosen at i
+    cost = [0] * (n + 1)
+    pick: list[LogFile | None] = [None] * n
+    for i in range(n - 1, -1, -1):
+        cost[i] = cost[i + 1] + 1
+        pick[i] = commits[i]
+        for f in sorted(starting.get(commits[i].version, ()), key=lambda f: -(f.name.end_version or 0)):
+            j = i + (f.name.end_version or 0) - f.version + 1
+            if cost[j] + 1 < cost[i]:
+                cost[i], pick[i] = cost[j] + 1, f
+    out: list[LogFile] = []
+    i = 0
+    while i < n:
+        f = pick[i]
+        assert f is not None
+        out.append(f)
+        i += 1 if f.name.kind == LogFileKind.COMMIT else (f.name.end_version or 0) - f.version + 1
+    return tuple(out)

@@ -4,14 +4,19 @@ Invariants, checked at construction (`Snapshot.load`):
   1. exactly one protocol and one metaData are known (missing → CorruptLogError);
   2. the protocol is readable by this client (else UnsupportedFeatureError naming the features);
   3. the schema parses;
-  4. the active files are reconciled (see `tahoe.log.replay`) and read lazily as Arrow.
+  4. the active files are reconciled (see `tahoe.log.replay`) and read lazily as Arrow;
+  5. when `TAHOE_VALIDATE_CHECKSUMS` is `strict` (or `warn`) and the version has a `.crc` file,
+     the replayed state agrees with it (`tahoe.log.crc.validate_snapshot`).
+
+The version's checksum file, when there is one, answers `num_files` and `size_in_bytes` without
+reading the file list (as delta-spark's snapshot does).
 """
 
 from __future__ import annotations
 
 import json
 from functools import cached_property
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,6 +30,9 @@ from ..protocol.table_features import check_readable, is_feature_supported
 from ..storage.base import LogStore
 from .replay import ReplayState, replay
 from .segment import LogSegment
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..protocol.version_checksum import VersionChecksum
 
 __all__ = ["Snapshot", "add_files_from_table"]
 
@@ -75,7 +83,30 @@ class Snapshot:
     @classmethod
     def load(cls, store: LogStore, table_root: str, version: int | None = None) -> "Snapshot":
         segment = LogSegment.for_version(store, table_root, version)
-        return cls(store, table_root, segment, replay(store, table_root, segment))
+        snap = cls(store, table_root, segment, replay(store, table_root, segment))
+        from .crc import validation_mode
+
+        mode = validation_mode()
+        if mode is not None:
+            snap.validate_checksum(strict=mode == "strict")
+        return snap
+
+    # --- version checksum (`<v>.crc`) ------------------------------------------------------------
+    @cached_property
+    def version_checksum(self) -> "VersionChecksum | None":
+        """The version's checksum file (`tahoe.protocol.version_checksum.VersionChecksum`), or
+        None when the log has none (or an unreadable one: logged)."""
+        from .crc import read_version_checksum
+
+        return read_version_checksum(self.store, self.segment.log_dir, self.version)
+
+    def validate_checksum(self, strict: bool = True) -> dict[str, str]:
+        """Check the replayed state against the version's `.crc` (spec "State Validation"):
+        field → message per disagreement, empty when they agree or there is no `.crc`.
+        `strict`: a disagreement raises VersionChecksumMismatchError, else it is logged."""
+        from .crc import validate_snapshot
+
+        return validate_snapshot(self, strict=strict)
 
     # --- identity ------------------------------------------------------------------------------
     @property
@@ -94,6 +125,9 @@ class Snapshot:
         tip = self.segment.last_commit or self.segment.version_commit
         if ict:
             ci = self._state.last_commit_info if self.segment.last_commit is not None else None
+            if ci is None and self.version_checksum is not None and \
+                    self.version_checksum.in_commit_timestamp is not None:
+                return int(self.version_checksum.in_commit_timestamp)
             if ci is None and tip is not None:
                 from .file_actions import read_commit
 
@@ -171,10 +205,16 @@ class Snapshot:
 
     @property
     def num_files(self) -> int:
+        crc = self.version_checksum
+        if crc is not None:
+            return crc.num_files
         return self.files_table(["path"]).num_rows
 
     @property
     def size_in_bytes(self) -> int:
+        crc = self.version_checksum
+        if crc is not None:
+            return crc.table_size_bytes
         s = pc.sum(self.files_table(["size"]).column("size")).as_py()
         return int(s or 0)
 

@@ -18,11 +18,13 @@ from enum import Enum
 __all__ = [
     "LogFileKind", "LogFileName", "parse_log_file_name", "commit_file_name",
     "checkpoint_file_name", "multipart_checkpoint_file_names", "v2_checkpoint_file_name",
-    "LAST_CHECKPOINT", "LOG_DIR",
+    "sidecar_file_name", "compaction_file_name", "crc_file_name", "LAST_CHECKPOINT", "LOG_DIR",
+    "SIDECAR_DIR",
 ]
 
 LOG_DIR = "_delta_log"
 LAST_CHECKPOINT = "_last_checkpoint"
+SIDECAR_DIR = "_sidecars"   # under _delta_log: the sidecar files of v2 checkpoints
 
 
 class LogFileKind(str, Enum):
@@ -91,6 +93,16 @@ def multipart_checkpoint_file_names(version: int, num_parts: int) -> list[str]:
 
 def v2_checkpoint_file_name(version: int, uuid: str, ext: str = "parquet") -> str:
     return f"{version:020d}.checkpoint.{uuid}.{ext}"
+
+
+def sidecar_file_name(version: int, part: int, num_parts: int, uuid: str) -> str:
+    """A v2 checkpoint's sidecar (in `_delta_log/_sidecars/`), named as delta-spark names them:
+    `<version>.checkpoint.<part>.<parts>.<uuid>.parquet` (any unique name is valid)."""
+    return f"{version:020d}.checkpoint.{part:010d}.{num_parts:010d}.{uuid}.parquet"
+
+
+def compaction_file_name(start: int, end: int) -> str:
+    return f"{start:020d}.{end:020d}.compacted.json"
 
 
 def crc_file_name(version: int) -> str:

@@ -8,11 +8,17 @@ matches nothing → 401, also when the recipients file has been deleted), and th
 principal's file URLs are bound to, with `binding_of`, which re-derives a holder's binding at
 download time (None once the recipient is revoked, rotated, expired, deleted or no longer granted
 the table's share). Tokens are compared as SHA-256 digests in constant time.
+
+OAuth access tokens are issued for a client's credentials (`issue_token`, the client-credentials
+grant) or for a JWT assertion signed by a client's registered key (`issue_jwt_token`, the
+JWT-bearer grant of RFC 7523: `iss` the client id, `aud` the token endpoint, `exp` at most
+`MAX_ASSERTION_SECONDS` ahead, `nbf`/`iat` not in the future, each `jti` accepted once).
 """
 
 from __future__ import annotations
 
 import hmac
+import threading
 import time
 from dataclasses import dataclass
 
@@ -21,7 +27,10 @@ from .config import OAUTH_TOKEN_TTL, RecipientStore, ServerConfig, hash_token
 from .errors import SharingError
 from .signing import BadToken, Holder, Signer
 
-__all__ = ["Principal", "Authenticator", "OAuthError"]
+__all__ = ["Principal", "Authenticator", "OAuthError", "MAX_ASSERTION_SECONDS"]
+
+MAX_ASSERTION_SECONDS = 600   # how far ahead a JWT assertion may expire
+_CLOCK_SKEW = 60
 
 _RECIPIENT = "r:"     # a holder credential naming a recipient: "r:<name>"
 _BEARER = "bearer"    # the config's bearerToken
@@ -53,12 +62,33 @@ class OAuthError(DeltaError):
         self.description = description
 
 
+def _claims_of(assertion: str) -> dict:
+    """The claims of a JWT, not yet verified (to find whose key verifies it)."""
+    import base64
+    import json
+
+    from .jws import JwtError
+
+    parts = assertion.split(".") if isinstance(assertion, str) else []
+    if len(parts) != 3:
+        raise JwtError("expected three dot-separated parts")
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except ValueError:
+        raise JwtError("its claims are not base64url JSON") from None
+    if not isinstance(claims, dict):
+        raise JwtError("its claims are not a JSON object")
+    return claims
+
+
 class Authenticator:
     def __init__(self, config: ServerConfig, recipients: RecipientStore, signer: Signer | None = None):
         self.config = config
         self.recipients = recipients
         self.signer = signer
         self._bearer_hash = hash_token(config.bearer_token) if config.bearer_token else None
+        self._jtis: dict[tuple[str, str], float] = {}   # (client id, jti) of assertions seen -> their expiry
+        self._jti_lock = threading.Lock()
 
     # --- OAuth (client-credentials grant) -------------------------------------------------------
     def issue_token(self, client_id: str, client_secret: str, scope: str | None = None) -> dict:
@@ -71,20 +101,76 @@ class Authenticator:
         now_ms = int(time.time() * 1000)
         for r in self.recipients.all():
             if r.auth == "oauth" and r.client_id is not None and hmac.compare_digest(r.client_id, client_id):
-                if not hmac.compare_digest(r.token_sha256, hash_token(client_secret)):
-                    break
-                if not r.active(now_ms):
-                    raise OAuthError(401, "invalid_client", "the client was revoked or has expired")
-                ttl = r.token_ttl or OAUTH_TOKEN_TTL
-                if r.expires_at is not None:
-                    ttl = max(1, min(ttl, (r.expires_at - now_ms) // 1000))
-                token = _OAUTH + self.signer.token({"k": "oauth", "r": r.name, "c": r.client_id,
-                                                    "b": r.token_sha256[:32], "exp": now_ms // 1000 + ttl})
-                out = {"access_token": token, "token_type": "Bearer", "expires_in": int(ttl)}
-                if scope:
-                    out["scope"] = scope
-                return out
+                if r.public_key is not None or not hmac.compare_digest(r.token_sha256, hash_token(client_secret)):
+                    break   # a key-pair client has no secret to present
+                return self._issue(r, scope, now_ms)
         raise OAuthError(401, "invalid_client", "unknown client or wrong client secret")
+
+    def _issue(self, r, scope: str | None, now_ms: int) -> dict:
+        if not r.active(now_ms):
+            raise OAuthError(401, "invalid_client", "the client was revoked or has expired")
+        ttl = r.token_ttl or OAUTH_TOKEN_TTL
+        if r.expires_at is not None:
+            ttl = max(1, min(ttl, (r.expires_at - now_ms) // 1000))
+        token = _OAUTH + self.signer.token({"k": "oauth", "r": r.name, "c": r.client_id,
+                                            "b": r.token_sha256[:32], "exp": now_ms // 1000 + ttl})
+        out = {"access_token": token, "token_type": "Bearer", "expires_in": int(ttl)}
+        if scope:
+            out["scope"] = scope
+        return out
+
+    def issue_jwt_token(self, assertion: str, audiences: set[str], scope: str | None = None) -> dict:
+        """An access token for a JWT assertion signed by a key-pair client's private key (see the
+        module docstring); OAuthError `invalid_client` (unknown or revoked client) or
+        `invalid_grant` (the assertion is malformed, badly signed, for another audience, expired,
+        too long-lived or replayed)."""
+        from .jws import JwtError, verify_jwt
+
+        if self.signer is None:
+            raise OAuthError(400, "unsupported_grant_type", "this server issues no OAuth tokens")
+        try:
+            unverified = _claims_of(assertion)
+        except JwtError as e:
+            raise OAuthError(400, "invalid_grant", f"the assertion is not a JWT: {e}") from None
+        iss = unverified.get("iss")
+        r = next((x for x in self.recipients.all() if x.auth == "oauth" and x.public_key is not None
+                  and isinstance(iss, str) and x.client_id is not None and hmac.compare_digest(x.client_id, iss)),
+                 None)
+        if r is None:
+            raise OAuthError(401, "invalid_client", "the assertion's issuer is not a known key-pair client")
+        try:
+            header, claims = verify_jwt(assertion, r.public_key)
+        except JwtError as e:
+            raise OAuthError(400, "invalid_grant", f"the assertion does not verify: {e}") from None
+        if r.key_id is not None and header.get("kid") not in (None, r.key_id):
+            raise OAuthError(400, "invalid_grant", "the assertion is signed with another key id")
+        aud = claims.get("aud")
+        auds = {aud} if isinstance(aud, str) else set(aud) if isinstance(aud, list) else set()
+        if not auds & audiences:
+            raise OAuthError(400, "invalid_grant", "the assertion is for another audience (aud must be this token "
+                                                   "endpoint)")
+        now = time.time()
+        exp = claims.get("exp")
+        if not isinstance(exp, (int, float)) or isinstance(exp, bool):
+            raise OAuthError(400, "invalid_grant", "the assertion has no exp")
+        if exp < now - _CLOCK_SKEW:
+            raise OAuthError(400, "invalid_grant", "the assertion has expired")
+        if exp > now + MAX_ASSERTION_SECONDS:
+            raise OAuthError(400, "invalid_grant", f"the assertion lives too long (at most {MAX_ASSERTION_SECONDS} s)")
+        for k in ("nbf", "iat"):
+            v = claims.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v > now + _CLOCK_SKEW:
+                raise OAuthError(400, "invalid_grant", f"the assertion's {k} is in the future")
+        jti = claims.get("jti")
+        if not isinstance(jti, str) or not jti:
+            raise OAuthError(400, "invalid_grant", "the assertion has no jti")
+        with self._jti_lock:
+            for key in [k for k, e in self._jtis.items() if e < now - _CLOCK_SKEW]:
+                del self._jtis[key]
+            if (r.client_id, jti) in self._jtis:
+                raise OAuthError(400, "invalid_grant", "the assertion was already used (jti replayed)")
+            self._jtis[(r.client_id, jti)] = float(exp)
+        return self._issue(r, scope, int(now * 1000))
 
     def _oauth_principal(self, token: str) -> Principal:
         try:

@@ -3,7 +3,7 @@ tables (recipient).
 
     tahoe sharing serve --config FILE [--host HOST] [--port PORT] [--log-level LEVEL]
     tahoe sharing recipient add NAME --share SHARE [--share SHARE ...] [--expires-in-days DAYS]
-        [--oauth [--token-ttl-seconds SECONDS]] --config FILE
+        [--oauth [--token-ttl-seconds SECONDS]] [--public-key FILE [--key-id KID]] --config FILE
     tahoe sharing recipient list --config FILE [--json]
     tahoe sharing recipient revoke NAME --config FILE
     tahoe sharing recipient rotate NAME [--expires-in-days DAYS] --config FILE
@@ -17,7 +17,10 @@ tables (recipient).
 `serve` prints, before it starts, the address it listens on, the tables it serves and how to add a
 recipient. `add` and `rotate` print a profile holding the new credentials, stored only as their
 SHA-256: version 1 with a bearer token, or with `--oauth` version 2 (`oauth_client_credentials`: the
-server's token endpoint, a client id and secret; access tokens live `--token-ttl-seconds`).
+server's token endpoint, a client id and secret; access tokens live `--token-ttl-seconds`), or with
+`--public-key` (the recipient's PEM public key) version 2 `oauth_jwt_bearer_private_key_jwt`: the
+recipient's client signs its token requests with the private key, whose path it writes into the
+profile's `privateKeyFile`.
 `read` and `changes` stream the rows into the parquet file (written whole or not at all) with a
 progress bar of the download on stderr. Help texts follow `tahoe.cli_help`.
 """
@@ -134,6 +137,11 @@ def add(name: str = typer.Argument(..., metavar="NAME", help="the recipient's na
                                                           "instead of a bearer token"),
         token_ttl_seconds: Optional[int] = typer.Option(None, "--token-ttl-seconds", metavar="SECONDS",
                                                         help="lifetime of the OAuth access tokens (default 3600)"),
+        public_key: Optional[str] = typer.Option(None, "--public-key", metavar="FILE",
+                                                 help="the recipient's PEM public key: its client authenticates "
+                                                      "with JWTs signed by the private key (implies --oauth)"),
+        key_id: Optional[str] = typer.Option(None, "--key-id", metavar="KID",
+                                             help="the key id (kid) the recipient's JWTs carry"),
         config: str = typer.Option(..., "--config", "-c", metavar="FILE", help=CONFIG_HELP)):
     """Create a recipient with its own token (or OAuth client credentials); print its profile JSON
     (give it to the recipient).
@@ -143,6 +151,7 @@ def add(name: str = typer.Argument(..., metavar="NAME", help="the recipient's na
       tahoe sharing recipient add analyst --share sales --config sharing.yaml > analyst.share
       tahoe sharing recipient add auditor --share sales --share hr --expires-in-days 30 --config sharing.yaml
       tahoe sharing recipient add etl --share sales --oauth --token-ttl-seconds 900 --config sharing.yaml
+      tahoe sharing recipient add partner --share sales --public-key partner.pub.pem --config sharing.yaml
     """
     from .config import profile_for
 
@@ -151,7 +160,16 @@ def add(name: str = typer.Argument(..., metavar="NAME", help="the recipient's na
     if unknown:
         typer.echo(f"error: no share named {', '.join(unknown)} in {config}", err=True)
         raise typer.Exit(1)
-    r, token = _guard(lambda: _store(cfg).add(name, share, expires_in_days, oauth=oauth, token_ttl=token_ttl_seconds))
+    pem = None
+    if public_key is not None:
+        try:
+            with open(public_key) as f:
+                pem = f.read()
+        except OSError as e:
+            typer.echo(f"error: cannot read {public_key}: {e.strerror or e}", err=True)
+            raise typer.Exit(1) from None
+    r, token = _guard(lambda: _store(cfg).add(name, share, expires_in_days, oauth=oauth, token_ttl=token_ttl_seconds,
+                                              public_key=pem, key_id=key_id))
     sys.stdout.write(json.dumps(profile_for(cfg, token, r.expires_at, r), indent=2) + "\n")
 
 

@@ -39,6 +39,15 @@ Reads: the latest snapshot is asked with `includeRefreshToken`; file URLs about 
 refused by the store, are refreshed with the refresh token (time travel: by asking again). Files
 are downloaded in parallel (`workers`, default 8) with retries (429/5xx/dropped connections, a
 dropped download resumed where it stopped), at most `workers + 2` files in memory at a time.
+
+tahoe's extras on the reading functions (keyword arguments):
+
+* `access_mode="url"` (default: pre-signed file URLs from the Query Table API) or `"dir"`: for a
+  table whose metadata lists the `dir` access mode, the client asks temporary credentials for the
+  table's directory and reads the table itself with tahoe's log core and reader (`direct`);
+  `storage_options` adds S3 settings (an `endpoint_url`, a `region`) to those credentials.
+* `async_query=None` (default: asynchronous queries once the server advertises them), `True` or
+  `False` (see `rest`).
 """
 
 from __future__ import annotations
@@ -51,6 +60,7 @@ import pyarrow as pa
 
 from ..errors import DeltaError
 from .download import DownloadError, Fetcher
+from .direct import changes_directly, check_access_mode, scan_directly
 from .model import DeltaSharingProfile, Metadata, Protocol, Schema, Share, Table
 from .predicates import PredicateError, json_predicate, parse_sql_predicates, row_filter
 from .reader import DEFAULT_WORKERS, RemoteFile, ScanReader, TableInfo, UrlBook, remote_files
@@ -96,10 +106,11 @@ class Request:
     args: dict = field(default_factory=dict)   # the query body, or the changes query string
     formats: str = "delta,parquet"
     page_size: Optional[int] = None
+    async_query: Optional[bool] = None
 
     def run(self, rest: Optional[RestClient] = None) -> TableResponse:
         own = rest is None
-        rest = rest or RestClient(self.profile)
+        rest = rest or RestClient(self.profile, async_query=self.async_query)
         try:
             if self.kind == "query":
                 return rest.query(self.table, self.args, self.formats, self.page_size)
@@ -111,7 +122,7 @@ class Request:
     def refresher(self, refresh_token: Optional[str], fmt: str) -> Callable[[], TableResponse]:
         """Asks the same question again for fresh URLs: with the refresh token when the answer
         gave one (the same version's files), in the format the first answer came in."""
-        again = Request(self.profile, self.table, self.kind, dict(self.args), fmt, self.page_size)
+        again = Request(self.profile, self.table, self.kind, dict(self.args), fmt, self.page_size, self.async_query)
         if refresh_token and self.kind == "query":
             again.args.pop("includeRefreshToken", None)
             again.args["refreshToken"] = refresh_token
@@ -156,7 +167,7 @@ class RemoteScan:
     def stats(self) -> dict:
         return {"files": len(self.files), "bytes": self.fetcher.bytes, "download_retries": self.fetcher.retries,
                 "resumed_downloads": self.fetcher.resumes, "url_refreshes": self.book.refreshes,
-                "pages": self.response.pages}
+                "pages": self.response.pages, "async_query_id": self.response.query_id}
 
 
 def _row_filter(info_schema: pa.Schema, table_schema, json_hints: Any, sql_hints: Optional[Sequence[str]]):
@@ -180,7 +191,8 @@ def _check_limit(limit: Optional[int]) -> None:
 
 def _snapshot_request(url: str, limit: Optional[int], version: Optional[int], timestamp: Optional[str],
                       jsonPredicateHints: Any, predicateHints: Optional[Sequence[str]],
-                      use_delta_format: Optional[bool], page_size: Optional[int]) -> Request:
+                      use_delta_format: Optional[bool], page_size: Optional[int],
+                      async_query: Optional[bool] = None) -> Request:
     profile, share, schema, table = parse_url(url)
     _check_limit(limit)
     if version is not None and timestamp is not None:
@@ -202,7 +214,7 @@ def _snapshot_request(url: str, limit: Optional[int], version: Optional[int], ti
     if version is None and timestamp is None:
         body["includeRefreshToken"] = True
     return Request(DeltaSharingProfile.of(profile), Table(table, share, schema), "query", body,
-                   _formats(use_delta_format), page_size)
+                   _formats(use_delta_format), page_size, async_query)
 
 
 def _changes_request(url: str, starting_version, ending_version, starting_timestamp, ending_timestamp,
@@ -219,14 +231,35 @@ def _changes_request(url: str, starting_version, ending_version, starting_timest
 def scan_table(url: str, limit: Optional[int] = None, version: Optional[int] = None, timestamp: Optional[str] = None,
                jsonPredicateHints: Any = None, use_delta_format: Optional[bool] = None,
                predicateHints: Optional[Sequence[str]] = None, workers: int = DEFAULT_WORKERS,
-               page_size: Optional[int] = None, on_file=None, on_bytes=None) -> tuple[RemoteScan, Iterator[pa.RecordBatch]]:
+               page_size: Optional[int] = None, on_file=None, on_bytes=None,
+               async_query: Optional[bool] = None) -> tuple[RemoteScan, Iterator[pa.RecordBatch]]:
     """The scan of a shared table and an iterator of its record batches (what the `load_as_*`
     functions and the CLI use)."""
     req = _snapshot_request(url, limit, version, timestamp, jsonPredicateHints, predicateHints, use_delta_format,
-                            page_size)
+                            page_size, async_query)
     scan = RemoteScan(req, workers=workers, on_file=on_file, on_bytes=on_bytes)
     flt = _row_filter(scan.schema, scan.info.schema, jsonPredicateHints, predicateHints)
     return scan, scan.reader.batches(scan.files, flt, limit)
+
+
+def _scan(url: str, limit, version, timestamp, jsonPredicateHints, use_delta_format, predicateHints, workers,
+          access_mode: str, async_query: Optional[bool],
+          storage_options: Optional[dict]) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """The schema and record batches of a shared table, read in `access_mode`."""
+    check_access_mode(access_mode)
+    if access_mode == "url":
+        scan, batches = scan_table(url, limit, version, timestamp, jsonPredicateHints, use_delta_format,
+                                   predicateHints, workers, async_query=async_query)
+        return scan.schema, batches
+    req = _snapshot_request(url, limit, version, timestamp, jsonPredicateHints, predicateHints, use_delta_format,
+                            None)
+    rest = RestClient(req.profile)
+    try:
+        return scan_directly(rest, req.table, version, timestamp, limit,
+                             lambda schema: _row_filter(None, schema, jsonPredicateHints, predicateHints),
+                             storage_options, workers)
+    finally:
+        rest.close()
 
 
 def scan_changes(url: str, starting_version: Optional[int] = None, ending_version: Optional[int] = None,
@@ -244,27 +277,31 @@ def scan_changes(url: str, starting_version: Optional[int] = None, ending_versio
 def load_as_arrow(url: str, limit: Optional[int] = None, version: Optional[int] = None,
                   timestamp: Optional[str] = None, jsonPredicateHints: Any = None,
                   use_delta_format: Optional[bool] = None, predicateHints: Optional[Sequence[str]] = None,
-                  workers: int = DEFAULT_WORKERS) -> pa.Table:
+                  workers: int = DEFAULT_WORKERS, *, access_mode: str = "url", async_query: Optional[bool] = None,
+                  storage_options: Optional[dict] = None) -> pa.Table:
     """The rows of a shared table as a pyarrow Table (arguments as `load_as_pandas`)."""
-    scan, batches = scan_table(url, limit, version, timestamp, jsonPredicateHints, use_delta_format,
-                               predicateHints, workers)
-    return pa.Table.from_batches(list(batches), schema=scan.schema)
+    schema, batches = _scan(url, limit, version, timestamp, jsonPredicateHints, use_delta_format, predicateHints,
+                            workers, access_mode, async_query, storage_options)
+    return pa.Table.from_batches(list(batches), schema=schema)
 
 
 def load_as_batches(url: str, limit: Optional[int] = None, version: Optional[int] = None,
                     timestamp: Optional[str] = None, jsonPredicateHints: Any = None,
                     use_delta_format: Optional[bool] = None, predicateHints: Optional[Sequence[str]] = None,
-                    workers: int = DEFAULT_WORKERS) -> pa.RecordBatchReader:
+                    workers: int = DEFAULT_WORKERS, *, access_mode: str = "url", async_query: Optional[bool] = None,
+                    storage_options: Optional[dict] = None) -> pa.RecordBatchReader:
     """The rows of a shared table as a stream of record batches: memory stays at a few files
     however large the table."""
-    scan, batches = scan_table(url, limit, version, timestamp, jsonPredicateHints, use_delta_format,
-                               predicateHints, workers)
-    return pa.RecordBatchReader.from_batches(scan.schema, batches)
+    schema, batches = _scan(url, limit, version, timestamp, jsonPredicateHints, use_delta_format, predicateHints,
+                            workers, access_mode, async_query, storage_options)
+    return pa.RecordBatchReader.from_batches(schema, batches)
 
 
 def load_as_pandas(url: str, limit: Optional[int] = None, version: Optional[int] = None,
                    timestamp: Optional[str] = None, jsonPredicateHints: Any = None,
-                   use_delta_format: Optional[bool] = None, convert_in_batches: bool = False):
+                   use_delta_format: Optional[bool] = None, convert_in_batches: bool = False, *,
+                   access_mode: str = "url", async_query: Optional[bool] = None,
+                   storage_options: Optional[dict] = None):
     """The rows of a shared table as a pandas DataFrame.
 
     :param url: `<profile>#<share>.<schema>.<table>`
@@ -275,9 +312,12 @@ def load_as_pandas(url: str, limit: Optional[int] = None, version: Optional[int]
       the server, and applied to the rows
     :param use_delta_format: None: the server chooses; True: delta; False: parquet
     :param convert_in_batches: accepted for compatibility (rows always stream batch by batch)
+    :param access_mode: tahoe's: "url" or "dir" (see the module docstring); `async_query` and
+      `storage_options` likewise
     """
     del convert_in_batches
-    t = load_as_arrow(url, limit, version, timestamp, jsonPredicateHints, use_delta_format)
+    t = load_as_arrow(url, limit, version, timestamp, jsonPredicateHints, use_delta_format,
+                      access_mode=access_mode, async_query=async_query, storage_options=storage_options)
     # split_blocks: no consolidation copy (the frame is the same); self_destruct: Arrow memory freed
     # column by column as it converts
     return t.to_pandas(split_blocks=True, self_destruct=True)
@@ -286,9 +326,18 @@ def load_as_pandas(url: str, limit: Optional[int] = None, version: Optional[int]
 def load_table_changes_as_arrow(url: str, starting_version: Optional[int] = None,
                                 ending_version: Optional[int] = None, starting_timestamp: Optional[str] = None,
                                 ending_timestamp: Optional[str] = None,
-                                use_delta_format: Optional[bool] = None, workers: int = DEFAULT_WORKERS) -> pa.Table:
+                                use_delta_format: Optional[bool] = None, workers: int = DEFAULT_WORKERS, *,
+                                access_mode: str = "url", storage_options: Optional[dict] = None) -> pa.Table:
     """The change data feed of a shared table as a pyarrow Table: the table's columns plus
-    `_change_type`, `_commit_version` and `_commit_timestamp` (see the module docstring)."""
+    `_change_type`, `_commit_version` and `_commit_timestamp` (see the module docstring; with
+    `access_mode="dir"` the timestamp is a UTC timestamp, as in delta format)."""
+    check_access_mode(access_mode)
+    if access_mode == "dir":
+        req = _changes_request(url, starting_version, ending_version, starting_timestamp, ending_timestamp,
+                               use_delta_format, None)
+        with RestClient(req.profile) as rest:
+            return changes_directly(rest, req.table, starting_version, ending_version, starting_timestamp,
+                                    ending_timestamp, storage_options)
     scan, batches = scan_changes(url, starting_version, ending_version, starting_timestamp, ending_timestamp,
                                  use_delta_format, workers)
     return pa.Table.from_batches(list(batches), schema=scan.reader.change_schema(scan.format == "parquet"))
@@ -307,12 +356,14 @@ def load_table_changes_as_batches(url: str, starting_version: Optional[int] = No
 def load_table_changes_as_pandas(url: str, starting_version: Optional[int] = None,
                                  ending_version: Optional[int] = None, starting_timestamp: Optional[str] = None,
                                  ending_timestamp: Optional[str] = None, use_delta_format: Optional[bool] = None,
-                                 convert_in_batches: bool = False):
+                                 convert_in_batches: bool = False, *, access_mode: str = "url",
+                                 storage_options: Optional[dict] = None):
     """The change data feed of a shared table as a pandas DataFrame. Give a starting version or
     timestamp; the end (inclusive) defaults to the latest version."""
     del convert_in_batches
     return load_table_changes_as_arrow(url, starting_version, ending_version, starting_timestamp, ending_timestamp,
-                                       use_delta_format).to_pandas(split_blocks=True, self_destruct=True)
+                                       use_delta_format, access_mode=access_mode, storage_options=storage_options) \
+        .to_pandas(split_blocks=True, self_destruct=True)
 
 
 def _rest_for(url: str) -> tuple[RestClient, Table]:

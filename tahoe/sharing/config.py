@@ -36,9 +36,10 @@ import yaml
 
 from .locks import exclusive_lock
 
-__all__ = ["TableConfig", "SchemaConfig", "ShareConfig", "ServerConfig", "Recipient", "RecipientStore",
+__all__ = ["TableConfig", "SchemaConfig", "ShareConfig", "ServerConfig", "CredentialsConfig", "Recipient",
+           "RecipientStore", "ACCESS_MODES",
            "ConfigError", "valid_name", "hash_token", "load_config", "profile_for", "OAUTH_TOKEN_TTL",
-           "OAUTH_TOKEN_PATH"]
+           "OAUTH_TOKEN_PATH", "PRIVATE_KEY_PLACEHOLDER"]
 
 _BAD_NAME = re.compile(r"[\s/\x00-\x1f\x7f\\]")
 
@@ -66,6 +67,7 @@ class TableConfig:
     history_shared: bool = False
     start_version: int = 0
     storage_options: dict[str, Any] = field(default_factory=dict)
+    access_modes: tuple[str, ...] = ("url",)
 
     @property
     def key(self) -> str:
@@ -88,6 +90,21 @@ class ShareConfig:
 
 
 @dataclass
+class CredentialsConfig:
+    """`temporaryCredentials`: how the server vends STS credentials for directory access (`dir`)
+    to s3:// tables. With `roleArn`, AssumeRole of that role; without, GetFederationToken with the
+    server's own (IAM user) credentials — both with a session policy that allows reading only the
+    table's prefix. `stsEndpoint` and `region` default to the AWS environment (AWS_ENDPOINT_URL_STS,
+    AWS_ENDPOINT_URL, AWS_REGION); the server's credentials to call STS are the table's
+    storageOptions keys, else the environment's."""
+    role_arn: str | None = None
+    sts_endpoint: str | None = None
+    region: str | None = None
+    duration_seconds: int = 3600
+    external_id: str | None = None
+
+
+@dataclass
 class ServerConfig:
     shares: list[ShareConfig]
     host: str = "127.0.0.1"
@@ -103,6 +120,8 @@ class ServerConfig:
     recipients_file: str | None = None
     signing_key: bytes = b""
     config_path: str | None = None
+    async_query_ttl_seconds: int = 3600
+    temporary_credentials: CredentialsConfig = field(default_factory=CredentialsConfig)
 
     def share(self, name: str) -> ShareConfig | None:
         n = name.lower()
@@ -124,10 +143,14 @@ _FALSE = ("0", "false", "no", "off")
 # the keys each level of the config may hold (the reference server's, plus tahoe's own)
 _SERVER_KEYS = {"version", "shares", "host", "port", "endpoint", "preSignedUrlTimeoutSeconds",
                 "evaluatePredicateHints", "evaluateJsonPredicateHints", "queryTablePageSizeLimit",
-                "authorization", "allowAnonymous", "publicUrl", "recipientsFile", "signingKey", "signingKeyFile"}
+                "authorization", "allowAnonymous", "publicUrl", "recipientsFile", "signingKey", "signingKeyFile",
+                "asyncQueryTtlSeconds", "temporaryCredentials"}
 _SHARE_KEYS = {"name", "id", "schemas"}
 _SCHEMA_KEYS = {"name", "tables"}
-_TABLE_KEYS = {"name", "location", "id", "historyShared", "cdfEnabled", "startVersion", "storageOptions"}
+_TABLE_KEYS = {"name", "location", "id", "historyShared", "cdfEnabled", "startVersion", "storageOptions",
+               "accessModes"}
+_CREDENTIALS_KEYS = {"roleArn", "stsEndpoint", "region", "durationSeconds", "externalId"}
+ACCESS_MODES = ("url", "dir")
 _AUTH_KEYS = {"bearerToken"}
 # reference-server keys tahoe does not implement: refused with the reason
 _UNSUPPORTED = {
@@ -224,12 +247,53 @@ def _table(t: Any, share: str, schema: str) -> TableConfig:
     opts = t.get("storageOptions") or {}
     if not isinstance(opts, dict):
         raise ConfigError(f"{where}: storageOptions must be a mapping")
-    return TableConfig(
+    cfg = TableConfig(
         name=t.get("name"), location=str(t["location"]), share=share, schema=schema,
         id=str(t.get("id") or uuid.uuid5(uuid.NAMESPACE_URL, "tahoe-sharing:" + full.lower())),
         history_shared=_bool(hist, False, f"{where}: historyShared"),
         start_version=_int(t.get("startVersion"), 0, f"{where}: startVersion", 0),
-        storage_options=dict(opts))
+        storage_options=dict(opts), access_modes=_access_modes(t.get("accessModes"), where))
+    if "dir" in cfg.access_modes:
+        # directory access hands out the whole table directory: its log (all of its history) too
+        if not re.match(r"(?i)^s3[an]?://", cfg.location):
+            raise ConfigError(f"{where}: accessModes dir needs an s3:// location (temporary credentials are "
+                              f"STS credentials scoped to the table's S3 prefix)")
+        if not cfg.history_shared or cfg.start_version:
+            raise ConfigError(f"{where}: accessModes dir gives direct access to the table's log, so it needs "
+                              f"historyShared: true and no startVersion")
+    return cfg
+
+
+def _access_modes(v: Any, where: str) -> tuple[str, ...]:
+    if v is None:
+        return ("url",)
+    if isinstance(v, str):
+        v = [x.strip() for x in v.split(",")]
+    if not isinstance(v, list) or not v:
+        raise ConfigError(f"{where}: accessModes must be a non-empty list of {', '.join(ACCESS_MODES)}")
+    modes = []
+    for m in v:
+        if m not in ACCESS_MODES:
+            raise ConfigError(f"{where}: unknown access mode {m!r} (known: {', '.join(ACCESS_MODES)})")
+        if m not in modes:
+            modes.append(m)
+    if "url" not in modes:
+        raise ConfigError(f"{where}: accessModes must include url (the Query Table API serves every table)")
+    return tuple(modes)
+
+
+def _credentials_config(raw: Any) -> CredentialsConfig:
+    if raw is None:
+        return CredentialsConfig()
+    c = _mapping(raw, "temporaryCredentials", _CREDENTIALS_KEYS)
+    for k in ("roleArn", "stsEndpoint", "region", "externalId"):
+        if c.get(k) is not None and (not isinstance(c[k], str) or not c[k].strip()):
+            raise ConfigError(f"temporaryCredentials.{k} must be a non-empty string")
+    duration = _int(c.get("durationSeconds"), 3600, "temporaryCredentials.durationSeconds", 900)
+    if duration > 43200:
+        raise ConfigError("temporaryCredentials.durationSeconds must be at most 43200 (12 hours, STS's limit)")
+    return CredentialsConfig(role_arn=c.get("roleArn"), sts_endpoint=c.get("stsEndpoint"), region=c.get("region"),
+                             duration_seconds=duration, external_id=c.get("externalId"))
 
 
 def parse_config(raw: dict, config_path: str | None = None) -> ServerConfig:
@@ -279,6 +343,8 @@ def parse_config(raw: dict, config_path: str | None = None) -> ServerConfig:
         recipients_file=rf,
         signing_key=_signing_key(raw, config_path),
         config_path=config_path,
+        async_query_ttl_seconds=_int(raw.get("asyncQueryTtlSeconds"), 3600, "asyncQueryTtlSeconds", 1),
+        temporary_credentials=_credentials_config(raw.get("temporaryCredentials")),
     )
 
 
@@ -299,7 +365,9 @@ def load_config(path: str) -> ServerConfig:
 class Recipient:
     """A recipient. `auth` "bearer": `token_sha256` is the hash of its bearer token; "oauth": of
     its OAuth client secret (`client_id` names the client; access tokens from the token endpoint
-    live `token_ttl` seconds)."""
+    live `token_ttl` seconds). An OAuth client with a `public_key` (PEM) authenticates with JWT
+    assertions signed by the matching private key (the JWT-bearer grant, RFC 7523; `key_id` is the
+    `kid` it signs with) — its secret is never handed out."""
     name: str
     token_sha256: str
     shares: list[str]
@@ -309,6 +377,8 @@ class Recipient:
     auth: str = "bearer"
     client_id: str | None = None
     token_ttl: int | None = None
+    public_key: str | None = None
+    key_id: str | None = None
 
     def grants(self, share: str) -> bool:
         s = share.lower()
@@ -323,6 +393,8 @@ class Recipient:
              "expiresAt": self.expires_at, "revoked": self.revoked, "createdAt": self.created_at}
         if self.auth != "bearer":
             d.update({"auth": self.auth, "clientId": self.client_id, "tokenTtlSeconds": self.token_ttl})
+        if self.public_key is not None:
+            d.update({"publicKey": self.public_key, "keyId": self.key_id})
         return d
 
     @classmethod
@@ -333,9 +405,11 @@ class Recipient:
         if auth == "oauth" and not d.get("clientId"):
             raise ValueError("an oauth recipient needs a clientId")
         ttl = d.get("tokenTtlSeconds")
+        if d.get("publicKey") is not None and auth != "oauth":
+            raise ValueError("a public key belongs to an oauth recipient")
         return cls(d["name"], d["tokenSha256"], list(d.get("shares") or []), d.get("expiresAt"),
                    bool(d.get("revoked", False)), int(d.get("createdAt") or 0), auth, d.get("clientId"),
-                   int(ttl) if ttl is not None else None)
+                   int(ttl) if ttl is not None else None, d.get("publicKey"), d.get("keyId"))
 
 
 def _fsync_dir(path: str) -> None:
@@ -429,12 +503,25 @@ class RecipientStore:
         return out
 
     def add(self, name: str, shares: list[str], expires_in_days: float | None = None, oauth: bool = False,
-            token_ttl: int | None = None) -> tuple[Recipient, str]:
+            token_ttl: int | None = None, public_key: str | None = None,
+            key_id: str | None = None) -> tuple[Recipient, str]:
         """A new recipient; returns it and its token — with `oauth`, its OAuth client secret
         (`client_id` generated; access tokens live `token_ttl` seconds, default
-        OAUTH_TOKEN_TTL) — shown once, stored only hashed."""
+        OAUTH_TOKEN_TTL) — shown once, stored only hashed. With `public_key` (PEM; implies
+        `oauth`) the client authenticates with JWTs signed by its private key instead of a secret
+        (the returned secret is of no use to it)."""
         if not valid_name(name):
             raise ConfigError(f"invalid recipient name {name!r}")
+        if public_key is not None:
+            from .jws import JwtError, load_public_key
+
+            try:
+                load_public_key(public_key)
+            except JwtError as e:
+                raise ConfigError(f"recipient {name!r}: {e}") from None
+            oauth = True
+        elif key_id is not None:
+            raise ConfigError("a key id needs a public key")
         if token_ttl is not None and (not oauth or token_ttl < 1):
             raise ConfigError("a token lifetime needs --oauth and must be at least 1 second")
         token = secrets.token_urlsafe(32)
@@ -447,6 +534,7 @@ class RecipientStore:
             r = Recipient(name, hash_token(token), list(shares), exp, False, now)
             if oauth:
                 r.auth, r.client_id, r.token_ttl = "oauth", f"{name}-{secrets.token_hex(8)}", token_ttl
+                r.public_key, r.key_id = public_key, key_id
             recs.append(r)
             return r
         return self.update(change), token
@@ -482,10 +570,26 @@ OAUTH_TOKEN_TTL = 3600      # seconds an OAuth access token lives unless the rec
 OAUTH_TOKEN_PATH = "/oauth/token"
 
 
+PRIVATE_KEY_PLACEHOLDER = "PATH-TO-YOUR-PRIVATE-KEY.pem"
+
+
 def profile_for(config: ServerConfig, token: str, expires_at: int | None, recipient: Recipient | None = None) -> dict:
     """The profile a recipient receives: version 1 with its bearer token, or — for an OAuth
     recipient — version 2 `oauth_client_credentials` with the token endpoint and its client
-    credentials (`token` is then the client secret)."""
+    credentials (`token` is then the client secret), or, for a client with a public key, version
+    2 `oauth_jwt_bearer_private_key_jwt` (issuer: the token endpoint, audience: the sharing
+    endpoint; the recipient puts the path of its private key in `privateKeyFile`)."""
+    if recipient is not None and recipient.public_key is not None:
+        from .jws import algorithm_for_key, load_public_key
+
+        endpoint = config.profile_endpoint()
+        key: dict[str, Any] = {"privateKeyFile": PRIVATE_KEY_PLACEHOLDER,
+                               "algorithm": algorithm_for_key(load_public_key(recipient.public_key))}
+        if recipient.key_id:
+            key["keyId"] = recipient.key_id
+        return {"shareCredentialsVersion": 2, "type": "oauth_jwt_bearer_private_key_jwt", "endpoint": endpoint,
+                "auth": {"tokenEndpoint": endpoint + OAUTH_TOKEN_PATH, "clientId": recipient.client_id,
+                         "issuer": endpoint + OAUTH_TOKEN_PATH, "audience": endpoint, "privateKey": key}}
     if recipient is not None and recipient.auth == "oauth":
         endpoint = config.profile_endpoint()
         return {"shareCredentialsVersion": 2, "type": "oauth_client_credentials", "endpoint": endpoint,

@@ -1,5 +1,6 @@
 """What every route of the sharing server shares: the configuration, the recipients, the signer,
-the shared tables, and the FastAPI dependencies that hand them (and the caller) to a route.
+the shared tables, the asynchronous queries (`queries`), and the FastAPI dependencies that hand
+them (and the caller) to a route.
 
 Owns: looking up shares, schemas and tables for a principal (an ungranted share answers exactly
 like a missing one), listing pagination with signed page tokens, mapping errors of the log core
@@ -21,8 +22,10 @@ from ..read.changes import CdfNotEnabledError
 from .auth import Authenticator, Principal
 from .config import RecipientStore, SchemaConfig, ServerConfig, ShareConfig, TableConfig, valid_name
 from .errors import SharingError, bad_request, not_found, public_message
+from .queries import AsyncQueries
 from .signing import BadToken, FileUrls, Signer
 from .tables import SharedTable, now_s
+from .vending import CredentialVendor
 
 __all__ = ["ServerContext", "get_context", "current_principal", "MAX_LIST"]
 
@@ -38,6 +41,8 @@ class ServerContext:
         self.auth = Authenticator(config, self.recipients, self.signer)
         self.tables = {key: SharedTable(t, config.presigned_url_timeout_seconds)
                        for key, t in config.tables_by_key().items()}
+        self.queries = AsyncQueries(self.signer, config.async_query_ttl_seconds)
+        self.vendor = CredentialVendor(config.temporary_credentials)
 
     # --- lookups ----------------------------------------------------------------------------------
     def find_share(self, p: Principal, share: str) -> ShareConfig:
@@ -141,22 +146,10 @@ class ServerContext:
             raise bad_request(str(e)) from None
 
     def version_at_or_after(self, st: SharedTable, ts: str) -> int:
-        ms = parse_timestamp(ts)
-        stamps = st.log.commit_timestamps()
-        for v, t in stamps:
-            if t >= ms:
-                return v
-        raise bad_request(f"there is no version at or after {ts} (latest version {stamps[-1][0]})")
+        return st.log.version_at_or_after(ts)
 
     def version_at_or_before(self, st: SharedTable, ts: str) -> int:
-        ms = parse_timestamp(ts)
-        best = None
-        for v, t in st.log.commit_timestamps():
-            if t <= ms:
-                best = v
-        if best is None:
-            raise bad_request(f"there is no version at or before {ts}")
-        return best
+        return st.log.version_at_or_before(ts)
 
 
 # --- FastAPI dependencies -------------------------------------------------------------------------

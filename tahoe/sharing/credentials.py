@@ -1,28 +1,44 @@
 """The recipient's side of authentication: the `Authorization` header a profile stands for.
 
 Owns: `credentials_for(profile)` — a bearer token as it is (its `expirationTime` only words the
-error when the server refuses it), or, for a version-2 `oauth_client_credentials` profile, an
-access token obtained from the profile's `tokenEndpoint` with the OAuth 2.0 client-credentials
-grant (RFC 6749 §4.4: `grant_type=client_credentials`, optional `scope`, the client
-authenticated with HTTP Basic as the official connector does) and renewed before it expires —
-when less than a tenth of its lifetime (at most 10 minutes) is left — or at once when the
-server answers 401 (`invalidate`). Tokens are cached per profile and shared by threads (one
-fetch at a time); the token endpoint is retried with backoff on 429/5xx and dropped
+error when the server refuses it); for a version-2 `basic` profile, HTTP Basic credentials
+(`username:password`) on every request; for `oauth_client_credentials`, an access token
+obtained from the profile's `tokenEndpoint` with the OAuth 2.0 client-credentials grant (RFC 6749
+§4.4: `grant_type=client_credentials`, optional `scope`, the client authenticated with HTTP Basic
+as the official connector does); for `oauth_jwt_bearer_private_key_jwt`, an access token obtained
+with the JWT-bearer grant (RFC 7523: `grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer`,
+`assertion` = a JWT signed with the profile's private key — header `alg`, `kid`; claims `iss` the
+client id, `aud` the profile's issuer, `iat`, `exp` two minutes later, `jti`, `scope` and
+`resource` (the profile's audience) — as the official connector makes it; signed by `jws`). OAuth
+tokens are renewed
+before they expire — when less than a tenth of their lifetime (at most 10 minutes) is left — or
+at once when the server answers 401 (`invalidate`); they are cached per profile and shared by
+threads (one fetch at a time); the token endpoint is retried with backoff on 429/5xx and dropped
 connections, like every sharing request.
+
+The official connector's `basic` provider also posts `grant_type=client_credentials` to the
+sharing endpoint before each request and ignores the answer; tahoe's does not (the endpoint is no
+token endpoint): it sends the Basic credentials, which is what authenticates.
 """
 
 from __future__ import annotations
 
+import base64
 import threading
 import time
+import uuid
 from datetime import datetime, timezone
-from typing import Optional
+from typing import Any, Optional
 
 from ..errors import DeltaError
-from .model import OAUTH_CLIENT_CREDENTIALS, DeltaSharingProfile
+from .jws import JWT_ALGORITHMS, JwtError, sign_jwt
+from .model import BASIC, OAUTH_CLIENT_CREDENTIALS, OAUTH_JWT_BEARER, DeltaSharingProfile, ProfileError
 from .retry import backoff_sleep, retryable_status
 
-__all__ = ["Credentials", "BearerCredentials", "OAuthCredentials", "OAuthError", "credentials_for"]
+__all__ = ["Credentials", "BearerCredentials", "BasicCredentials", "OAuthCredentials", "JwtBearerCredentials",
+           "OAuthError", "credentials_for", "JWT_BEARER_GRANT"]
+
+JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
 
 class OAuthError(DeltaError):
@@ -71,6 +87,20 @@ class BearerCredentials(Credentials):
         return ""
 
 
+class BasicCredentials(Credentials):
+    """HTTP Basic authentication (a `basic` profile): the same header on every request."""
+
+    def __init__(self, username: str, password: str):
+        raw = f"{username}:{password}".encode("utf-8")
+        self._header = "Basic " + base64.b64encode(raw).decode("ascii")
+
+    def header(self) -> str:
+        return self._header
+
+    def expired_hint(self) -> str:
+        return " (the server refused the profile's username and password)"
+
+
 class OAuthCredentials(Credentials):
     """Access tokens of the client-credentials grant, fetched on first use and renewed."""
 
@@ -102,16 +132,21 @@ class OAuthCredentials(Credentials):
                 return True
             return self._token is None or used != f"Bearer {self._token}"
 
-    def _fetch(self) -> None:
-        import httpx
-
+    def _grant(self) -> tuple[dict, Any]:
+        """The token request's form and HTTP auth."""
         data = {"grant_type": "client_credentials"}
         if self.scope:
             data["scope"] = self.scope
+        return data, (self.client_id, self.client_secret)
+
+    def _fetch(self) -> None:
+        import httpx
+
         last: Exception | None = None
         for attempt in range(self.num_retries + 1):
+            data, auth = self._grant()
             try:
-                r = httpx.post(self.token_endpoint, data=data, auth=(self.client_id, self.client_secret),
+                r = httpx.post(self.token_endpoint, data=data, auth=auth,
                                headers={"Accept": "application/json"}, timeout=60)
             except httpx.TransportError as e:
                 last = e
@@ -151,6 +186,48 @@ class OAuthCredentials(Credentials):
         return " (the OAuth client may have been revoked or lost its grants)"
 
 
+class JwtBearerCredentials(OAuthCredentials):
+    """Access tokens of the JWT-bearer grant (RFC 7523), each asked with a fresh assertion signed
+    by the profile's private key (see the module docstring)."""
+
+    def __init__(self, token_endpoint: str, client_id: str, issuer: str, audience: Optional[str],
+                 private_key_file: str, key_id: Optional[str], algorithm: Optional[str], scope: Optional[str] = None,
+                 num_retries: int = 5):
+        super().__init__(token_endpoint, client_id, "", scope, num_retries)
+        self.issuer = issuer
+        self.audience = audience
+        self.key_id = key_id
+        self.algorithm = algorithm or "RS256"
+        if self.algorithm not in JWT_ALGORITHMS:
+            raise ProfileError(f"JWT algorithm {self.algorithm!r} is not supported (supported: "
+                               f"{', '.join(JWT_ALGORITHMS)})")
+        try:
+            with open(private_key_file, "rb") as f:
+                self._pem = f.read()
+        except OSError as e:
+            raise ProfileError(f"cannot read the profile's private key file {private_key_file}: "
+                               f"{e.strerror or e}") from None
+
+    def assertion(self) -> str:
+        now = int(time.time())
+        header: dict[str, Any] = {"alg": self.algorithm, "typ": "JWT"}
+        if self.key_id:
+            header["kid"] = self.key_id
+        claims: dict[str, Any] = {"aud": self.issuer, "iss": self.client_id, "iat": now, "exp": now + 120,
+                                  "jti": str(uuid.uuid4())}
+        if self.scope:
+            claims["scope"] = self.scope
+        if self.audience:
+            claims["resource"] = self.audience
+        try:
+            return sign_jwt(header, claims, self._pem)
+        except JwtError as e:
+            raise ProfileError(f"cannot sign the token request's assertion: {e}") from None
+
+    def _grant(self) -> tuple[dict, Any]:
+        return {"grant_type": JWT_BEARER_GRANT, "assertion": self.assertion()}, None
+
+
 _OAUTH_CACHE: dict[tuple, OAuthCredentials] = {}
 _CACHE_LOCK = threading.Lock()
 
@@ -166,4 +243,17 @@ def credentials_for(profile: DeltaSharingProfile) -> Credentials:
                 c = _OAUTH_CACHE[key] = OAuthCredentials(profile.token_endpoint, profile.client_id,
                                                          profile.client_secret, profile.scope)
             return c
+    if profile.auth_type == OAUTH_JWT_BEARER:
+        pk = profile.private_key or {}
+        key = (OAUTH_JWT_BEARER, profile.token_endpoint, profile.client_id, profile.issuer, profile.audience,
+               profile.scope, pk.get("privateKeyFile"), pk.get("keyId"), pk.get("algorithm"))
+        with _CACHE_LOCK:
+            c = _OAUTH_CACHE.get(key)
+            if c is None:
+                c = _OAUTH_CACHE[key] = JwtBearerCredentials(
+                    profile.token_endpoint, profile.client_id, profile.issuer, profile.audience,
+                    pk["privateKeyFile"], pk.get("keyId"), pk.get("algorithm"), profile.scope)
+            return c
+    if profile.auth_type == BASIC:
+        return BasicCredentials(profile.username, profile.password)
     return BearerCredentials(profile.bearer_token, profile.expiration_time)

@@ -6,9 +6,12 @@ delta). Same class names, fields and `from_json`/`read_from_file` constructors, 
 against `delta_sharing.protocol` reads them unchanged.
 
 Profiles: `shareCredentialsVersion` 1 (`endpoint`, `bearerToken`, optional `expirationTime`) and 2
-with `type` `bearer_token` or `oauth_client_credentials` (`tokenEndpoint`, `clientId`,
-`clientSecret`, optional `scope`). The other version-2 types the official connector knows
-(`oauth_jwt_bearer_private_key_jwt`, `basic`) are refused by name; so is a version above 2.
+with `type` `bearer_token`, `oauth_client_credentials` (`tokenEndpoint`, `clientId`,
+`clientSecret`, optional `scope`), `oauth_jwt_bearer_private_key_jwt` (an `auth` object:
+`tokenEndpoint`, `clientId`, `issuer`, `audience`, optional `scope`, and `privateKey`:
+`privateKeyFile`, `keyId`, optional `algorithm`, default RS256) or `basic` (`username`,
+`password`) — the fields the official connector reads, where it reads them. A version above 2 and
+an unknown type are refused by name.
 """
 
 from __future__ import annotations
@@ -22,14 +25,13 @@ from typing import IO, Any, ClassVar, Dict, List, Optional, Sequence, Union
 from ..errors import DeltaError, UnsupportedFeatureError
 
 __all__ = ["DeltaSharingProfile", "ProfileError", "UnsupportedProtocolError", "Share", "Schema", "Table", "Protocol", "Format", "Metadata",
-           "OAUTH_CLIENT_CREDENTIALS", "BEARER_TOKEN"]
+           "OAUTH_CLIENT_CREDENTIALS", "OAUTH_JWT_BEARER", "BASIC", "BEARER_TOKEN", "PROFILE_TYPES"]
 
 BEARER_TOKEN = "bearer_token"
 OAUTH_CLIENT_CREDENTIALS = "oauth_client_credentials"
-_REFUSED_TYPES = {
-    "oauth_jwt_bearer_private_key_jwt": "OAuth with a private-key JWT assertion",
-    "basic": "HTTP basic authentication",
-}
+OAUTH_JWT_BEARER = "oauth_jwt_bearer_private_key_jwt"
+BASIC = "basic"
+PROFILE_TYPES = (BEARER_TOKEN, OAUTH_CLIENT_CREDENTIALS, OAUTH_JWT_BEARER, BASIC)
 
 
 class ProfileError(DeltaError, ValueError):
@@ -68,6 +70,12 @@ class DeltaSharingProfile:
     client_id: Optional[str] = None
     client_secret: Optional[str] = field(default=None, repr=False)
     scope: Optional[str] = None
+    username: Optional[str] = None
+    password: Optional[str] = field(default=None, repr=False)
+    issuer: Optional[str] = None
+    audience: Optional[str] = None
+    # oauth_jwt_bearer_private_key_jwt: {"privateKeyFile", "keyId", "algorithm"} (as the official connector)
+    private_key: Optional[Dict[str, Optional[str]]] = field(default=None, hash=False, compare=False)
 
     def __post_init__(self):
         if self.share_credentials_version > DeltaSharingProfile.CURRENT:
@@ -133,10 +141,27 @@ class DeltaSharingProfile:
             return DeltaSharingProfile(2, endpoint, type=typ, token_endpoint=need("tokenEndpoint").rstrip("/"),
                                        client_id=need("clientId"), client_secret=need("clientSecret"),
                                        scope=d.get("scope") or None)
-        if typ in _REFUSED_TYPES:
-            raise ProfileError(f"profile type {typ!r} ({_REFUSED_TYPES[typ]}) is not supported by tahoe's client; "
-                               f"supported: {BEARER_TOKEN}, {OAUTH_CLIENT_CREDENTIALS}")
-        raise ProfileError(f"unknown profile type {typ!r}; supported: {BEARER_TOKEN}, {OAUTH_CLIENT_CREDENTIALS}")
+        if typ == BASIC:
+            return DeltaSharingProfile(2, endpoint, type=typ, username=need("username"), password=need("password"))
+        if typ == OAUTH_JWT_BEARER:
+            auth = d.get("auth")
+            if not isinstance(auth, dict):
+                raise ProfileError(f"a {OAUTH_JWT_BEARER} profile needs an 'auth' object")
+
+            def need_auth(key: str) -> str:
+                v = auth.get(key)
+                if not isinstance(v, str) or not v:
+                    raise ProfileError(f"the profile's 'auth' has no '{key}'")
+                return v
+            pk = auth.get("privateKey")
+            if not isinstance(pk, dict) or not isinstance(pk.get("privateKeyFile"), str) or not pk["privateKeyFile"]:
+                raise ProfileError("the profile's 'auth' has no 'privateKey' with a 'privateKeyFile'")
+            return DeltaSharingProfile(2, endpoint, type=typ, token_endpoint=need_auth("tokenEndpoint").rstrip("/"),
+                                       client_id=need_auth("clientId"), issuer=need_auth("issuer"),
+                                       audience=need_auth("audience"), scope=auth.get("scope") or None,
+                                       private_key={"privateKeyFile": pk["privateKeyFile"], "keyId": pk.get("keyId"),
+                                                    "algorithm": pk.get("algorithm")})
+        raise ProfileError(f"unknown profile type {typ!r}; supported: {', '.join(PROFILE_TYPES)}")
 
     @staticmethod
     def of(profile: Any) -> "DeltaSharingProfile":
@@ -157,6 +182,15 @@ class DeltaSharingProfile:
                       "clientSecret": self.client_secret})
             if self.scope:
                 d["scope"] = self.scope
+        elif self.auth_type == BASIC:
+            d.update({"username": self.username, "password": self.password})
+        elif self.auth_type == OAUTH_JWT_BEARER:
+            auth: Dict[str, Any] = {"tokenEndpoint": self.token_endpoint, "clientId": self.client_id,
+                                    "issuer": self.issuer, "audience": self.audience,
+                                    "privateKey": {k: v for k, v in (self.private_key or {}).items() if v is not None}}
+            if self.scope:
+                auth["scope"] = self.scope
+            d["auth"] = auth
         else:
             d["bearerToken"] = self.bearer_token
             if self.expiration_time:

@@ -146,6 +146,9 @@ class TableInfo:
         proto, md = resp.protocol, resp.metadata
         if resp.format == "delta":
             check_reader_features(proto.get("deltaProtocol") or {})
+            for line in resp.lines:   # the protocols of later versions (includeHistoricalProtocol)
+                if "protocol" in line:
+                    check_reader_features(line["protocol"].get("deltaProtocol") or {})
             md = md.get("deltaMetadata") or {}
         elif int(proto.get("minReaderVersion", 1)) > 3:
             raise UnsupportedFeatureError(f"the table needs reader version {proto.get('minReaderVersion')}; "

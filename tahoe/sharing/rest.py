@@ -10,16 +10,32 @@ server gives none or an empty one; `/all-tables` answering 404 falls back to sha
 tables), and `/version`, `/metadata`, `/query` and `/changes` responses read as NDJSON:
 pagination followed to the end (`maxFiles` / `pageToken`, in the body for `/query`, in the query
 string for `/changes`), every page's protocol and metaData checked against the first's, the
-`endStreamAction` (next page, refresh token, minimum URL expiry) taken off the lines.
+`endStreamAction` (next page, refresh token, minimum URL expiry) taken off the lines — and one
+that carries an `errorMessage` (the server failed mid-response) raised as `SharingStreamError`,
+an answer that should end with one but does not (cut short) refused.
+
+Asynchronous queries (spec `asyncquery`, "Get Query Info"): `/query` is submitted with
+`asyncquery=true` and a fresh `idempotencyKey`, and `…/queries/{queryId}` polled (backing off from
+50 ms to 1 s, for at most `async_timeout` seconds) until the answer is ready, then read page by
+page through it. `async_query=None` (the default) uses them once the server has advertised them
+(`asyncquery=true` in a response's capabilities; the client says `asyncquery=false` until then),
+`True` always, `False` never. A server that answers an asynchronous submission at once is read as
+a synchronous one.
+
+`temporary_credentials` asks `…/temporary-table-credentials` (directory-based access).
 
 Capabilities (`delta-sharing-capabilities`): this client reads `responseformat` parquet and delta,
 and in delta format the reader features `deletionvectors`, `columnmapping` and `timestampntz`
-(`READER_FEATURES`); it asks for `includeendstreamaction=true`.
+(`READER_FEATURES`); it asks for `includeendstreamaction=true`, and for historical protocols in
+delta-format change data (`includeHistoricalProtocol=true`), so that protocol changes within the
+range are checked too.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional
 from urllib.parse import quote
@@ -39,8 +55,9 @@ except ImportError:  # pragma: no cover - requests not installed
             super().__init__(*args)
             self.response = response
 
-__all__ = ["SharingHTTPError", "SharingConnectionError", "RestClient", "TableResponse", "READER_FEATURES",
-           "capabilities_header", "parse_capabilities", "USER_AGENT"]
+__all__ = ["SharingHTTPError", "SharingConnectionError", "SharingStreamError", "SharingQueryTimeout", "RestClient",
+           "TableResponse", "READER_FEATURES", "capabilities_header", "parse_capabilities", "USER_AGENT",
+           "ASYNC_TIMEOUT"]
 
 # the Delta reader features this client implements in delta response format (header spelling)
 READER_FEATURES = ("deletionvectors", "columnmapping", "timestampntz")
@@ -82,13 +99,27 @@ class SharingConnectionError(DeltaError, ConnectionError):
     """The server could not be reached (after the retries)."""
 
 
-def capabilities_header(formats: str) -> str:
+class SharingStreamError(SharingHTTPError):
+    """The server failed in the middle of an answer and said so in its endStreamAction
+    (`errorMessage`), or the answer was cut short: what was received is not the whole answer."""
+
+
+class SharingQueryTimeout(DeltaError, TimeoutError):
+    """An asynchronous query was still pending after the client's `async_timeout`."""
+
+
+ASYNC_TIMEOUT = 600.0   # seconds an asynchronous query may stay pending before the client gives up
+
+
+def capabilities_header(formats: str, async_query: Optional[bool] = None) -> str:
     """The `delta-sharing-capabilities` value asking for `formats` ("parquet", "delta" or
-    "delta,parquet")."""
+    "delta,parquet") — with `asyncquery=true|false` when `async_query` is not None."""
     parts = [f"responseformat={formats}"]
     if "delta" in formats:
         parts.append("readerfeatures=" + ",".join(READER_FEATURES))
     parts.append("includeendstreamaction=true")
+    if async_query is not None:
+        parts.append(f"asyncquery={'true' if async_query else 'false'}")
     return ";".join(parts)
 
 
@@ -115,6 +146,7 @@ class TableResponse:
     refresh_token: Optional[str] = None
     min_url_expiration: Optional[int] = None
     pages: int = 1
+    query_id: Optional[str] = None     # the asynchronous query that computed it, if any
 
 
 def _q(name: str) -> str:
@@ -125,15 +157,23 @@ def _table_path(t: Table) -> str:
     return f"/shares/{_q(t.share)}/schemas/{_q(t.schema)}/tables/{_q(t.name)}"
 
 
+# endpoints that advertised asynchronous queries (`asyncquery=true` in a response's capabilities)
+_ASYNC_ENDPOINTS: set[str] = set()
+
+
 class RestClient:
     """REST calls of one profile. Thread-safe (one httpx connection pool)."""
 
-    def __init__(self, profile: Any, num_retries: int = DEFAULT_RETRIES, timeout: float = 300.0):
+    def __init__(self, profile: Any, num_retries: int = DEFAULT_RETRIES, timeout: float = 300.0,
+                 async_query: Optional[bool] = None, async_timeout: float = ASYNC_TIMEOUT):
         import httpx
 
         self.profile = DeltaSharingProfile.of(profile)
         self.credentials = credentials_for(self.profile)
         self.num_retries = num_retries
+        self.async_query = async_query
+        self.async_timeout = async_timeout
+        self.polls = 0
         self._http = httpx.Client(timeout=httpx.Timeout(timeout, connect=30.0), follow_redirects=True,
                                   headers={"User-Agent": USER_AGENT})
         self._lock = threading.Lock()
@@ -263,25 +303,102 @@ class RestClient:
                                    response=r)
         return TableResponse(version, _format_of(r), proto, md)
 
+    def temporary_credentials(self, table: Table, location: Optional[str] = None) -> dict:
+        """`…/temporary-table-credentials`: the `credentials` object (`location`,
+        `awsTempCredentials` / `azureUserDelegationSas` / `gcpOauthToken`, `expirationTime`)."""
+        body = {"location": location} if location is not None else {}
+        d = self.request("POST", _table_path(table) + "/temporary-table-credentials", json_body=body).json()
+        creds = d.get("credentials") if isinstance(d, dict) else None
+        if not isinstance(creds, dict) or not creds.get("location"):
+            raise SharingHTTPError("the server's temporary-table-credentials answer has no credentials", 500)
+        return creds
+
+    def _use_async(self) -> bool:
+        if self.async_query is not None:
+            return self.async_query
+        return self.profile.endpoint in _ASYNC_ENDPOINTS
+
     def query(self, table: Table, body: dict, formats: str, page_size: Optional[int] = None) -> TableResponse:
-        """`/query` with `body`, every page read (`page_size`: maxFiles per page)."""
+        """`/query` with `body`, every page read (`page_size`: maxFiles per page) — as an
+        asynchronous query when the server supports them (see the module docstring)."""
         body = dict(body)
         if page_size is not None:
             body["maxFiles"] = int(page_size)
-        headers = {"delta-sharing-capabilities": capabilities_header(formats)}
+        use_async = self._use_async()
+        path = _table_path(table) + "/query"
+        if use_async:
+            return self._async_query(table, path, body, formats, page_size)
+        headers = {"delta-sharing-capabilities": capabilities_header(formats, False)}
 
         def page(token: Optional[str]):
             b = dict(body)
             if token:
                 b["pageToken"] = token
-            return self.request("POST", _table_path(table) + "/query", json_body=b, headers=headers)
+            return self.request("POST", path, json_body=b, headers=headers)
         return self._paged(page)
+
+    def _async_query(self, table: Table, path: str, body: dict, formats: str,
+                     page_size: Optional[int]) -> TableResponse:
+        headers = {"delta-sharing-capabilities": capabilities_header(formats, True)}
+        submitted = self.request("POST", path, json_body={**body, "idempotencyKey": uuid.uuid4().hex},
+                                 headers=headers)
+        query_id = self._pending(submitted)
+        if query_id is None:   # answered at once: a synchronous answer (pages through /query)
+            sync_headers = {"delta-sharing-capabilities": capabilities_header(formats, False)}
+
+            def sync_page(token: Optional[str]):
+                if token is None:
+                    return submitted
+                return self.request("POST", path, json_body={**body, "pageToken": token}, headers=sync_headers)
+            return self._paged(sync_page)
+        info_path = f"{_table_path(table)}/queries/{_q(query_id)}"
+        info = {"maxFiles": int(page_size)} if page_size is not None else {}
+        deadline = time.monotonic() + self.async_timeout
+        delay = 0.05
+        while True:
+            with self._lock:
+                self.polls += 1
+            r = self.request("POST", info_path, json_body=info, headers=headers)
+            if self._pending(r) is None:
+                break
+            if time.monotonic() > deadline:
+                raise SharingQueryTimeout(f"the asynchronous query of {table.share}.{table.schema}.{table.name} was "
+                                          f"still pending after {self.async_timeout:g} s")
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+        ready = r
+
+        def page(token: Optional[str]):
+            if token is None:
+                return ready
+            return self.request("POST", info_path, json_body={**info, "pageToken": token}, headers=headers)
+        resp = self._paged(page)
+        resp.query_id = query_id
+        return resp
+
+    @staticmethod
+    def _pending(r) -> Optional[str]:
+        """The queryId of an answer that says the query is still running; None for an answer."""
+        first = r.content.split(b"\n", 1)[0].strip()
+        if b'"queryStatus"' not in first[:32]:
+            return None
+        status = orjson.loads(first).get("queryStatus") or {}
+        if str(status.get("status", "pending")).lower() != "pending":
+            msg = status.get("errorMessage") or status.get("message") or ""
+            raise SharingHTTPError(f"the asynchronous query {status.get('queryId')} failed ({status.get('status')})"
+                                   f"{': ' + msg if msg else ''}", 500, "", str(msg), response=r)
+        qid = status.get("queryId")
+        if not isinstance(qid, str) or not qid:
+            raise SharingHTTPError("the server's queryStatus has no queryId", 500, response=r)
+        return qid
 
     def changes(self, table: Table, params: dict, formats: str, page_size: Optional[int] = None) -> TableResponse:
         """`/changes` with `params` (query string), every page read."""
         params = {k: v for k, v in params.items() if v is not None}
         if page_size is not None:
             params["maxFiles"] = int(page_size)
+        if "delta" in formats:
+            params.setdefault("includeHistoricalProtocol", "true")
         headers = {"delta-sharing-capabilities": capabilities_header(formats)}
 
         def page(token: Optional[str]):
@@ -298,12 +415,21 @@ class RestClient:
             r = fetch(token)
             version = self._version_header(r)
             fmt = _format_of(r)
+            caps = parse_capabilities(r.headers.get("delta-sharing-capabilities"))
+            if caps.get("asyncquery") == ["true"]:
+                _ASYNC_ENDPOINTS.add(self.profile.endpoint)
             raw = r.content.splitlines()
             lines = [orjson.loads(x) for x in raw if x.strip()]
+            esa = lines.pop()["endStreamAction"] if lines and "endStreamAction" in lines[-1] else None
+            if esa is not None and esa.get("errorMessage"):
+                raise SharingStreamError(f"the server failed while answering {r.request.method} {r.url.path}: "
+                                         f"{esa['errorMessage']}", 500, "", str(esa["errorMessage"]), response=r)
+            if esa is None and caps.get("includeendstreamaction") == ["true"]:
+                raise SharingStreamError(f"the answer to {r.request.method} {r.url.path} was cut short (it lacks "
+                                         f"the endStreamAction the server announced)", 500, response=r)
             if len(lines) < 2 or "protocol" not in lines[0] or "metaData" not in lines[1]:
                 raise SharingHTTPError("the server's answer does not start with protocol and metaData lines",
                                        500, response=r)
-            esa = lines.pop()["endStreamAction"] if lines and "endStreamAction" in lines[-1] else None
             if out is None:
                 out = TableResponse(version, fmt, lines[0]["protocol"], lines[1]["metaData"], lines[2:])
             else:

@@ -1,8 +1,8 @@
 """The Delta Sharing server: a FastAPI app of the protocol (spec "REST APIs") over tahoe's log core.
 
 Owns: assembling the app — the shared `ServerContext` (`context`), the routers mounted under the
-configured endpoint (`routes.listing`, `routes.table`, `routes.files`, and the OAuth token
-endpoint `routes.oauth`), the error mapping to
+configured endpoint (`routes.listing`, `routes.table`, `routes.credentials` — temporary table
+credentials —, `routes.files`, and the OAuth token endpoint `routes.oauth`), the error mapping to
 `{"errorCode", "message"}` (messages never carry storage locations; 500s carry nothing), warming
 every table's latest snapshot at start-up — and `serve`, which runs it with uvicorn.
 
@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .config import ServerConfig
 from .context import ServerContext
 from .errors import SharingError, public_message
-from .routes import files, listing, oauth, table
+from .routes import credentials, files, listing, oauth, table
 from .routes.files import FILE_CHUNK
 
 __all__ = ["create_app", "serve", "FILE_CHUNK"]
@@ -63,7 +63,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     app = FastAPI(title="tahoe Delta Sharing server", version="1", lifespan=lifespan,
                   description="Delta Sharing protocol server over Delta tables (tahoe).")
     app.state.sharing = ctx
-    for router in (listing.router, table.router, files.router, oauth.router):
+    for router in (listing.router, table.router, credentials.router, files.router, oauth.router):
         app.include_router(router, prefix=config.endpoint)
 
     @app.exception_handler(SharingError)

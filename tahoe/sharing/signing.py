@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["Signer", "Holder", "FileUrls", "BadToken", "b64e", "b64d", "file_id"]
+__all__ = ["Signer", "Holder", "FileUrls", "BadToken", "b64e", "b64d", "file_id", "FILE_ID_HASHES"]
 
 
 _URLSAFE = bytes.maketrans(b"+/", b"-_")
@@ -38,9 +38,18 @@ def b64d(s: str) -> bytes:
     return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
 
 
-def file_id(path: str) -> str:
-    """The stable id of a file in responses: a hash of its path in the log."""
-    return hashlib.sha256(path.encode("utf-8")).hexdigest()[:32]
+# the `fileidhash` schemes (spec "File ID Hash"): how a file's `id` is derived from its path in the log
+FILE_ID_HASHES = ("parquet", "delta")
+
+
+def file_id(path: str, scheme: str = "delta") -> str:
+    """The stable id of a file in responses, a hash of its path in the log as the reference server
+    makes it: `parquet` — MD5 hex (its parquet-format ids), `delta` — SHA-256 hex (its
+    delta-format ids). The same file has the same id in every response of one scheme."""
+    b = path.encode("utf-8")
+    if scheme == "parquet":
+        return hashlib.md5(b, usedforsecurity=False).hexdigest()
+    return hashlib.sha256(b).hexdigest()
 
 
 class BadToken(ValueError):
@@ -136,9 +145,9 @@ class Signer:
         sig = b64e(hmac.new(self._token_key, body.encode(), hashlib.sha256).digest()[:24])
         return f"{body}.{sig}"
 
-    def read_token(self, token: str, **expect: Any) -> dict[str, Any]:
+    def read_token(self, token: str, *, allow_expired: bool = False, **expect: Any) -> dict[str, Any]:
         """The payload of a token this server signed, checking `expect` fields match exactly and
-        the optional `exp` (epoch s) has not passed; else BadToken."""
+        the optional `exp` (epoch s) has not passed (unless `allow_expired`); else BadToken."""
         try:
             body, sig = token.split(".", 1)
             good = b64e(hmac.new(self._token_key, body.encode(), hashlib.sha256).digest()[:24])
@@ -154,6 +163,6 @@ class Signer:
         for k, v in expect.items():
             if payload.get(k) != v:
                 raise BadToken(f"token is not valid for this request ({k})")
-        if "exp" in payload and payload["exp"] < time.time():
+        if not allow_expired and "exp" in payload and payload["exp"] < time.time():
             raise BadToken("token expired")
         return payload

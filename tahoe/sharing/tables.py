@@ -31,7 +31,7 @@ from ..protocol.table_features import reader_features_of
 from ..storage import resolve_data_path
 from .config import TableConfig
 from .errors import SharingError
-from .signing import FileUrls, b64e, file_id
+from .signing import FILE_ID_HASHES, FileUrls, b64e, file_id
 
 __all__ = ["Capabilities", "SharedTable", "dumps", "iter_file_rows", "now_s", "rel_ok"]
 
@@ -46,16 +46,22 @@ def dumps(obj: Any) -> str:
 
 @dataclass
 class Capabilities:
+    """The `delta-sharing-capabilities` request header (spec "Delta Sharing Capabilities
+    Header"): keys and values case-insensitive, `key=v1,v2` pairs separated by `;`, unknown keys
+    ignored. `async_query` is None when the client did not mention `asyncquery`; `file_id_hash`
+    is the `fileidhash` scheme asked (None: the response format's own)."""
     formats: list[str] = field(default_factory=lambda: ["parquet"])
     reader_features: set[str] = field(default_factory=set)
     include_end_stream_action: bool = False
+    async_query: bool | None = None
+    file_id_hash: str | None = None
 
     @classmethod
-    def parse(cls, header: str | None) -> "Capabilities":
+    def parse(cls, header: str | None, file_id_hash: str | None = None) -> "Capabilities":
+        """The capabilities of a request; `file_id_hash` is the value of a separate `fileidhash`
+        request header, if any (it must agree with a `fileidhash` capability)."""
         caps = cls()
-        if not header:
-            return caps
-        for part in header.lower().split(";"):
+        for part in (header or "").lower().split(";"):
             if "=" not in part:
                 continue
             k, v = part.split("=", 1)
@@ -67,7 +73,43 @@ class Capabilities:
                 caps.reader_features = set(vals)
             elif k == "includeendstreamaction":
                 caps.include_end_stream_action = bool(vals) and vals[0] == "true"
+            elif k == "asyncquery":
+                if vals not in (["true"], ["false"]):
+                    raise SharingError(400, "INVALID_PARAMETER_VALUE", f"asyncquery must be true or false, got {v.strip()!r}")
+                caps.async_query = vals[0] == "true"
+            elif k == "fileidhash":
+                caps.file_id_hash = _file_id_hash(v)
+        if file_id_hash is not None:
+            h = _file_id_hash(file_id_hash)
+            if caps.file_id_hash is not None and caps.file_id_hash != h:
+                raise SharingError(400, "INVALID_PARAMETER_VALUE",
+                                   "the fileidhash header and the fileidhash capability disagree")
+            caps.file_id_hash = h
         return caps
+
+    def id_scheme(self, fmt: str) -> str:
+        """How file ids are hashed in a response of format `fmt`: as asked, else the format's own."""
+        return self.file_id_hash or fmt
+
+    def response_header(self, fmt: str, end_stream: bool = False) -> str:
+        """The `delta-sharing-capabilities` response header: the format answered, and echoed
+        back what was honoured (`includeendstreamaction`, `fileidhash`, `asyncquery`)."""
+        v = f"responseformat={fmt}"
+        if end_stream:
+            v += ";includeendstreamaction=true"
+        if self.file_id_hash is not None:
+            v += f";fileidhash={self.file_id_hash}"
+        if self.async_query is not None:
+            v += ";asyncquery=true"
+        return v
+
+
+def _file_id_hash(v: str) -> str:
+    h = v.strip().lower()
+    if h not in FILE_ID_HASHES:
+        raise SharingError(400, "INVALID_PARAMETER_VALUE",
+                           f"unsupported fileidhash {v.strip()!r}: supported values are {', '.join(FILE_ID_HASHES)}")
+    return h
 
 
 # Reader features a recipient must list to read a table in delta format.
@@ -182,15 +224,16 @@ class SharedTable:
         self.size_and_count(snap)
         self.check_paths(snap)
         if not self.is_s3:
-            self._static_parquet(snap)
+            self._static_parquet(snap, "parquet")
 
-    def _static_parquet(self, snap) -> list[tuple[str, str]]:
+    def _static_parquet(self, snap, scheme: str) -> list[tuple[str, str]]:
         """Per active file of a (local-table) snapshot, the parts of its parquet-format line that
         do not depend on the request: (b64 path, the JSON after the URL up to the expiration
-        value). Built once per version, so a request only signs and joins."""
-        return self._per_version(snap, "parquet", lambda: self._build_static_parquet(snap))
+        value), file ids hashed by `scheme`. Built once per version, so a request only signs and
+        joins."""
+        return self._per_version(snap, "parquet:" + scheme, lambda: self._build_static_parquet(snap, scheme))
 
-    def _build_static_parquet(self, snap) -> list[tuple[str, str]]:
+    def _build_static_parquet(self, snap, scheme: str) -> list[tuple[str, str]]:
         # column-wise rather than through iter_file_rows: this runs on every table's first query
         pc = pa.compute
         ft = snap.files_table(PARQUET_COLUMNS)
@@ -206,7 +249,7 @@ class SharedTable:
         has_stats = pc.fill_null(pc.greater(pc.utf8_length(stats), 0), False)
         stats_part = pc.if_else(has_stats, pc.binary_join_element_wise(',"stats":', _json_strings(stats), ""), "")
         tails = pc.binary_join_element_wise(
-            '","id":"', pa.array([file_id(p) for p in path_list], pa.string()), '","partitionValues":', pv_json,
+            '","id":"', pa.array([file_id(p, scheme) for p in path_list], pa.string()), '","partitionValues":', pv_json,
             ',"size":', pc.cast(ft.column("size").combine_chunks(), pa.string()), stats_part,
             ',"expirationTimestamp":', "")
         b64s = [b64e(rel.encode("utf-8")) for rel in self._rel_paths(paths, path_list)]
@@ -230,7 +273,7 @@ class SharedTable:
                 self._static[key] = got
         return got
 
-    def parquet_lines(self, snap, urls: FileUrls, limit: int | None = None) -> Iterator[str]:
+    def parquet_lines(self, snap, urls: FileUrls, limit: int | None = None, scheme: str = "parquet") -> Iterator[str]:
         """The `file` lines of a whole snapshot in parquet format (no filter, no time travel);
         with `limit`, files stop once their summed numRecords reach it."""
         if self.is_s3:
@@ -238,10 +281,10 @@ class SharedTable:
             for r in iter_file_rows(snap, "parquet"):
                 if limit is not None and total >= limit:
                     return
-                yield self.file_line("parquet", urls, r)
+                yield self.file_line("parquet", urls, r, id_scheme=scheme)
                 total += _num_records(r.get("stats")) or 0
             return
-        static = self._static_parquet(snap)
+        static = self._static_parquet(snap, scheme)
         head = '{"file":{"url":"' + _enc(urls.prefix(self.key))[1:-1]
         q = _enc(urls.query)[1:-1]
         end = f"{urls.expires * 1000}}}}}"
@@ -254,13 +297,14 @@ class SharedTable:
                 total += n or 0
             yield "".join((head, b64, q, sign(b64), tail, end))
 
-    def _static_delta(self, snap) -> list[tuple]:
+    def _static_delta(self, snap, scheme: str) -> list[tuple]:
         """Per active file of a (local-table) snapshot, the request-independent parts of its
         delta-format line: (b64 path, file id, (dv b64 path, dv file id, dv JSON tail) or None,
-        the add's other fields as JSON members, numRecords). Built once per version."""
-        return self._per_version(snap, "delta", lambda: self._build_static_delta(snap))
+        the add's other fields as JSON members, numRecords), ids hashed by `scheme`. Built once
+        per version."""
+        return self._per_version(snap, "delta:" + scheme, lambda: self._build_static_delta(snap, scheme))
 
-    def _build_static_delta(self, snap) -> list[tuple]:
+    def _build_static_delta(self, snap, scheme: str) -> list[tuple]:
         from ..protocol.deletion_vectors import DeletionVectorDescriptor
 
         got = []
@@ -279,24 +323,24 @@ class SharedTable:
                 if d.offset is not None:
                     tail += f',"offset":{int(d.offset)}'
                 tail += f',"sizeInBytes":{int(d.size_in_bytes)},"cardinality":{int(d.cardinality)}}}'
-                dv_part = (b64e(rel.encode("utf-8")), file_id(rel), tail)
+                dv_part = (b64e(rel.encode("utf-8")), file_id(rel, scheme), tail)
                 del a["deletionVector"]
             rest = dumps(a)[1:-1]
-            got.append((b64e(self._rel_path(path).encode("utf-8")), file_id(path), dv_part, rest,
+            got.append((b64e(self._rel_path(path).encode("utf-8")), file_id(path, scheme), dv_part, rest,
                         _num_records(r.get("stats"))))
         return got
 
-    def delta_lines(self, snap, urls: FileUrls, limit: int | None = None) -> Iterator[str]:
+    def delta_lines(self, snap, urls: FileUrls, limit: int | None = None, scheme: str = "delta") -> Iterator[str]:
         """The `file` lines of a whole snapshot in delta format (no filter, no time travel)."""
         if self.is_s3:
             total = 0
             for r in iter_file_rows(snap, "delta"):
                 if limit is not None and total >= limit:
                     return
-                yield self.file_line("delta", urls, r)
+                yield self.file_line("delta", urls, r, id_scheme=scheme)
                 total += _num_records(r.get("stats")) or 0
             return
-        static = self._static_delta(snap)
+        static = self._static_delta(snap, scheme)
         url_head = _enc(urls.prefix(self.key))[1:-1]
         q = _enc(urls.query)[1:-1]
         exp = f',"expirationTimestamp":{urls.expires * 1000},"deltaSingleAction":{{"add":{{"path":"'
@@ -319,10 +363,11 @@ class SharedTable:
             parts.append("}}}}")
             yield "".join(parts)
 
-    def whole_lines(self, snap, fmt: str, urls: FileUrls, limit: int | None = None) -> Iterator[str]:
+    def whole_lines(self, snap, fmt: str, urls: FileUrls, limit: int | None = None,
+                    scheme: str | None = None) -> Iterator[str]:
         if fmt == "parquet":
-            return self.parquet_lines(snap, urls, limit)
-        return self.delta_lines(snap, urls, limit)
+            return self.parquet_lines(snap, urls, limit, scheme or fmt)
+        return self.delta_lines(snap, urls, limit, scheme or fmt)
 
     def cached_lines(self, key: tuple) -> list[str] | None:
         c = self._line_cache
@@ -353,10 +398,40 @@ class SharedTable:
         return fmt
 
     # --- lines ----------------------------------------------------------------------------------
-    def protocol_line(self, fmt: str, snap) -> str:
+    def protocol_line(self, fmt: str, snap, protocol=None, version: int | None = None) -> str:
+        """The protocol line: in delta format the table's Delta protocol (`protocol`, else the
+        snapshot's), with the version it was committed at when `version` is given (historical
+        protocols); in parquet format always reader version 1."""
         if fmt == "delta":
-            return dumps({"protocol": {"deltaProtocol": snap.protocol.to_dict()}})
+            p: dict[str, Any] = {"deltaProtocol": (protocol or snap.protocol).to_dict()}
+            if version is not None:
+                p["version"] = version
+            return dumps({"protocol": p})
         return dumps({"protocol": {"minReaderVersion": 1}})
+
+    # --- access modes ---------------------------------------------------------------------------
+    @property
+    def access_modes(self) -> list[str]:
+        """How recipients may read the table (spec "Access Modes"): `url` (pre-signed file URLs
+        from /query) always, `dir` (temporary credentials for the table's directory) when the
+        configuration allows it."""
+        return list(self.cfg.access_modes)
+
+    def access_fields(self) -> dict[str, Any]:
+        """The access-mode members of table and metaData objects: `accessModes`, and the table's
+        `location` only for directory access (a url-only table keeps its location private).
+        `auxiliaryLocations` never appears: a shared table's files all lie under its location
+        (files elsewhere are refused)."""
+        out: dict[str, Any] = {"accessModes": self.access_modes}
+        if "dir" in self.cfg.access_modes:
+            out["location"] = self.dir_location
+        return out
+
+    @property
+    def dir_location(self) -> str:
+        """The table's root as recipients with directory access see it: its configured s3://
+        location, without a trailing slash."""
+        return re.sub(r"(?i)^s3[an]?://", "s3://", self.cfg.location).rstrip("/")
 
     def metadata_line(self, fmt: str, snap, metadata=None, version: int | None = None,
                       with_size: bool = True) -> str:
@@ -366,6 +441,7 @@ class SharedTable:
             extra["version"] = version
         if with_size:
             extra["size"], extra["numFiles"] = self.size_and_count(snap)
+        extra.update(self.access_fields())
         if fmt == "delta":
             return dumps({"metaData": {"deltaMetadata": md.to_dict(), **extra}})
         d = {"id": md.id}
@@ -414,7 +490,7 @@ class SharedTable:
             return self.log.store.presign_get(self.root.rstrip("/") + "/" + rel, int(self.url_ttl))
         return urls.url(self.key, rel)
 
-    def dv_for(self, urls: FileUrls, dv: dict | None) -> tuple[dict | None, str | None]:
+    def dv_for(self, urls: FileUrls, dv: dict | None, scheme: str = "delta") -> tuple[dict | None, str | None]:
         """The deletion vector rewritten to an absolute signed URL ('p'), and its file id."""
         if not dv:
             return None, None
@@ -432,7 +508,7 @@ class SharedTable:
                "cardinality": d.cardinality}
         if d.offset is not None:
             out["offset"] = d.offset
-        return out, file_id(rel)
+        return out, file_id(rel, scheme)
 
     def file_size(self, path: str) -> int:
         try:
@@ -444,19 +520,22 @@ class SharedTable:
 
     # --- file lines -----------------------------------------------------------------------------
     def file_line(self, fmt: str, urls: FileUrls, add: dict, wrapper: str = "file",
-                  version: int | None = None, timestamp: int | None = None, action: str = "add") -> str:
+                  version: int | None = None, timestamp: int | None = None, action: str = "add",
+                  id_scheme: str | None = None) -> str:
         """One file line. Parquet: `{wrapper: {url, id, partitionValues, size, stats?, version?,
-        timestamp?, expirationTimestamp}}`; delta: `{"file": {id, deltaSingleAction: {action: ...}}}`."""
+        timestamp?, expirationTimestamp}}`; delta: `{"file": {id, deltaSingleAction: {action: ...}}}`.
+        Ids are hashed by `id_scheme` (default: the format's own)."""
         path = add["path"]
         url = self.url_for(urls, path)
-        fid = file_id(path)
+        scheme = id_scheme or fmt
+        fid = file_id(path, scheme)
         exp_ms = urls.expires * 1000
         if fmt == "delta":
             a = {k: v for k, v in add.items() if v is not None}
             a["path"] = url
             out: dict[str, Any] = {"id": fid}
             if a.get("deletionVector"):
-                dv, dvid = self.dv_for(urls, a["deletionVector"])
+                dv, dvid = self.dv_for(urls, a["deletionVector"], scheme)
                 a["deletionVector"] = dv
                 if dvid:
                     out["deletionVectorFileId"] = dvid

@@ -204,6 +204,27 @@ class S3LogStore(LogStore):
         """The underlying boto3 S3 client."""
         return self._client
 
+    @property
+    def region(self) -> str | None:
+        """The region the store was configured with (options or environment), if any."""
+        return self._settings["region"]
+
+    def aws_client(self, service: str, endpoint_url: str | None = None, region: str | None = None) -> Any:
+        """A boto3 client of another AWS service (e.g. "sts") with this store's credentials and
+        region; its endpoint is `endpoint_url` when given, else boto3's own resolution
+        (AWS_ENDPOINT_URL_<SERVICE>, AWS_ENDPOINT_URL, or the service's public endpoint) — never
+        the S3 endpoint of the store."""
+        import boto3
+
+        s = self._settings
+        session = boto3.session.Session(
+            aws_access_key_id=s["aws_access_key_id"],
+            aws_secret_access_key=s["aws_secret_access_key"],
+            aws_session_token=s["aws_session_token"],
+            region_name=region or s["region"],
+        )
+        return session.client(service, endpoint_url=endpoint_url)
+
     # --- helpers -------------------------------------------------------------------------
 
     @staticmethod

@@ -639,14 +639,27 @@ class Transaction:
                 "domain metadata needs the table feature 'domainMetadata' (add it first)")
 
         # in-commit timestamps
+        # (spec "In-Commit Timestamps"; delta-spark's InCommitTimestampUtils): strictly after the
+        # previous commit's timestamp — its inCommitTimestamp, or its file time when this commit
+        # enables the feature; the enabling commit of a table with earlier versions records its
+        # version and timestamp; a commit that keeps the feature on but replaces the metadata
+        # (REPLACE, CLONE) keeps the enablement it had.
         ict = None
         if is_true(conf, ICT_KEY):
             ict = max(now_ms(), state.last_timestamp + 1)
-            was_on = state.metadata is not None and is_true(state.metadata.configuration, ICT_KEY)
-            if out_metadata is not None and not was_on and self.read_version >= 0:
+            prior = state.metadata.configuration if state.metadata is not None else {}
+            was_on = state.metadata is not None and state.version >= 0 and is_true(prior, ICT_KEY)
+            if out_metadata is not None and not was_on and version > 0:
                 c = dict(out_metadata.configuration)
                 c[ICT_VERSION_KEY] = str(version)
                 c[ICT_TIMESTAMP_KEY] = str(ict)
+                out_metadata = dataclasses.replace(out_metadata, configuration=c)
+            elif out_metadata is not None and was_on and ICT_VERSION_KEY in prior and \
+                    ICT_VERSION_KEY not in out_metadata.configuration:
+                c = dict(out_metadata.configuration)
+                for k in (ICT_VERSION_KEY, ICT_TIMESTAMP_KEY):
+                    if k in prior:
+                        c[k] = prior[k]
                 out_metadata = dataclasses.replace(out_metadata, configuration=c)
 
         # row tracking
@@ -903,6 +916,7 @@ class Transaction:
         time.sleep(random.uniform(0, cap))
 
     def _post_commit(self, version: int, configuration: dict | None) -> None:
+        self._post_commit_checksum(version)
         self._post_commit_checkpoint(version, configuration)
         if iceberg_compat.uniform_iceberg_enabled(configuration):
             # UniForm: Iceberg metadata for this version. A failure never fails the committed
@@ -916,6 +930,23 @@ class Transaction:
                 self.post_commit_errors.append(e)
                 log.warning("UniForm: Iceberg metadata for version %s of %s failed (the next commit "
                             "retries): %s: %s", version, self.log.table_root, type(e).__name__, e)
+
+    def _post_commit_checksum(self, version: int) -> None:
+        """The version checksum file (`<version>.crc`, spec "Version Checksum File"), derived from
+        the previous version's and this commit's actions (`tahoe.log.crc`). Never fails the
+        commit: a version whose checksum cannot be derived without a replay gets none."""
+        from ..log.crc import checksum_after_commit, write_version_checksum
+
+        try:
+            assert self.committed_actions is not None
+            crc = checksum_after_commit(self.log.store, self.log.log_dir, self.log.table_root, version,
+                                        self.committed_actions, self.read_snapshot)
+            if crc is not None:
+                write_version_checksum(self.log.store, self.log.log_dir, version, crc)
+        except Exception as e:  # noqa: BLE001 - the commit already succeeded
+            self.post_commit_errors.append(e)
+            log.warning("version checksum of version %s of %s failed: %s: %s",
+                        version, self.log.table_root, type(e).__name__, e)
 
     def _post_commit_checkpoint(self, version: int, configuration: dict | None) -> None:
         try:

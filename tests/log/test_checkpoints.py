@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tahoe import DeltaLog, Table
-from tahoe.errors import InvalidTableOperationError, VersionNotFoundError
+from tahoe.errors import VersionNotFoundError
 from tahoe.protocol.intervals import parse_interval_ms
 from tahoe.log.checkpoints import (
     checkpoint_if_needed, checkpoint_schema, cleanup_expired_logs, write_checkpoint,
@@ -400,22 +400,40 @@ def test_write_stats_as_json_false_omits_stats(simple):
 
 
 @pytest.mark.conformance
-def test_v2_checkpoint_table_gets_one_classic_named_v2_file(tmp_path):
+def test_v2_checkpoint_policy_tables_get_uuid_named_checkpoints_with_sidecars(tmp_path):
+    """delta-spark's table (delta.checkpointPolicy=v2): tahoe's checkpoint is a UUID-named JSON
+    file whose file actions live in the sidecars asked for; with the policy set back to classic
+    it is one classic-named file following the V2 spec (checkpointMetadata inline), never
+    multi-part. Oracle: the state delta-spark's own checkpoint + commits replay to."""
     root = copy_table("v2-checkpoint-parquet", tmp_path / "t")
     log = DeltaLog.for_table(root)
     before = log.snapshot()
     expected = capture(before, NOW_MS)
     lc = write_checkpoint(log, parts=3, now_ms=NOW_MS)
-    assert lc.parts is None
-    path = Path(root) / "_delta_log" / f"{before.version:020d}.checkpoint.parquet"
-    t = pq.read_table(path)
-    assert "checkpointMetadata" in t.column_names and "sidecar" in t.column_names
-    assert [r for r in t.column("checkpointMetadata").to_pylist() if r] == [{"version": before.version, "tags": None}]
-    for f in (Path(root) / "_delta_log").glob("*.checkpoint.*-*.parquet"):   # hide the UUID-named one
-        f.unlink()
+    assert lc.parts is None and lc.v2_checkpoint_file.endswith(".json")
+    logdir = Path(root) / "_delta_log"
+    lines = [json.loads(x) for x in (logdir / lc.v2_checkpoint_file).read_text().splitlines()]
+    assert list(lines[0]) == ["checkpointMetadata"] and lines[0]["checkpointMetadata"]["version"] == before.version
+    sidecars = [x["sidecar"]["path"] for x in lines if "sidecar" in x]
+    assert len(sidecars) == 3 and all((logdir / "_sidecars" / name).exists() for name in sidecars)
+    assert json.loads((logdir / "_last_checkpoint").read_text())["v2Checkpoint"]["path"] == lc.v2_checkpoint_file
+    for f in logdir.glob("*.checkpoint.*-*.*"):   # hide delta-spark's UUID-named checkpoint
+        if f.name != lc.v2_checkpoint_file:
+            f.unlink()
     after = DeltaLog.for_table(root).snapshot()
-    assert after.segment.checkpoint.files[0].path.endswith(path.name)
+    assert after.segment.checkpoint.files[0].path.endswith(lc.v2_checkpoint_file)
     assert_same_state(expected, after)
+
+    v = set_properties(root, {"delta.checkpointPolicy": "classic"})
+    snap = DeltaLog.for_table(root).snapshot()
+    expected = capture(snap, NOW_MS)
+    lc = write_checkpoint(DeltaLog.for_table(root), parts=3, now_ms=NOW_MS)
+    assert lc.parts is None and lc.v2_checkpoint is None
+    t = pq.read_table(logdir / f"{v:020d}.checkpoint.parquet")
+    assert "checkpointMetadata" in t.column_names and "sidecar" in t.column_names
+    assert [r for r in t.column("checkpointMetadata").to_pylist() if r] == [{"version": v, "tags": None}]
+    assert not list(logdir.glob(f"{v:020d}.checkpoint.0*"))
+    assert_same_state(expected, DeltaLog.for_table(root).snapshot())
 
 
 # --- tombstones and _last_checkpoint -----------------------------------------------------------

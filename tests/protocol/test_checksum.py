@@ -12,7 +12,6 @@ import pytest
 from tahoe.errors import CorruptLogError
 from tahoe.protocol.checksum import canonicalize, canonicalize_text, checksum_of, verify, with_checksum
 
-from tests.conftest import GOLDEN
 
 
 SPEC_JSON = ('{"k0":"\'v 0\'", "checksum": "adsaskfljadfkjadfkj", "k1":{"k2": 2, "k3": ["v3", [1, 2], '

@@ -2,7 +2,11 @@
 into chosen requests: a 503 answer, a connection dropped halfway through the body, or a delay.
 Requests pass through unchanged (the `Host` header too, so the server's file URLs point back at
 the proxy and downloads go through it as well); every request is logged (method, path, headers,
-body, the status answered, whether a fault was injected)."""
+body, the status answered, whether a fault was injected).
+
+With `authenticate`, it is also an authenticating gateway, as deployments put in front of a
+server: `authenticate(method, path, headers)` returns the headers to send upstream instead of the
+request's (e.g. a Basic login swapped for the server's bearer token), or None to answer 401."""
 
 from __future__ import annotations
 
@@ -39,6 +43,7 @@ class FaultProxy:
     upstream: tuple[str, int]
     faults: list[Fault] = field(default_factory=list)
     log: list[Logged] = field(default_factory=list)
+    authenticate: Optional[Callable[[str, str, dict], Optional[dict]]] = None
 
     def __post_init__(self):
         proxy = self
@@ -56,6 +61,19 @@ class FaultProxy:
                 entry = Logged(self.command, self.path, headers, body)
                 with proxy._lock:
                     proxy.log.append(entry)
+                if proxy.authenticate is not None:
+                    upstream_headers = proxy.authenticate(self.command, self.path, headers)
+                    if upstream_headers is None:
+                        entry.status = 401
+                        msg = b'{"errorCode":"UNAUTHENTICATED","message":"the gateway refused the credentials"}'
+                        self.send_response(401)
+                        self.send_header("WWW-Authenticate", 'Basic realm="sharing"')
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Length", str(len(msg)))
+                        self.end_headers()
+                        self.wfile.write(msg)
+                        return
+                    headers = upstream_headers
                 fault = proxy._take(self.command, self.path, headers)
                 if fault is not None and fault.kind == "503":
                     entry.status, entry.fault = 503, "503"
@@ -80,7 +98,9 @@ class FaultProxy:
                     for k, v in resp.getheaders():
                         if k.lower() not in ("transfer-encoding", "connection", "content-length", "date", "server"):
                             self.send_header(k, v)
-                    self.send_header("Content-Length", str(len(data)))
+                    # a HEAD answer has no body: its Content-Length is the upstream's
+                    length = resp.getheader("Content-Length") if self.command == "HEAD" else None
+                    self.send_header("Content-Length", length if length is not None else str(len(data)))
                     self.end_headers()
                     if fault is not None and fault.kind == "drop" and self.command == "GET" and len(data) > 1:
                         entry.fault = "drop"

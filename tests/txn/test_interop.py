@@ -10,7 +10,6 @@ import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
 from tahoe import Table
 from tahoe.protocol.actions import AddFile, RemoveFile

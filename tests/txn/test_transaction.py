@@ -521,3 +521,42 @@ def test_partitioning_changes_only_with_overwrite(log, table):
     t.add_files([dataclasses.replace(fake_add("id=1/x.parquet"), partition_values={"id": "1"})])
     assert t.commit() == 2
     assert log.snapshot().partition_columns == ["id"]
+
+
+def test_in_commit_timestamp_enablement_across_replace_and_file_times(log, table):
+    """The enabling commit's timestamp is after the previous commit's file time (even one in the
+    future), is the first action's first field, and the enablement properties survive a CREATE OR
+    REPLACE that keeps the feature on (delta-spark's InCommitTimestampUtils); the version
+    checksum records each version's inCommitTimestamp."""
+    append(log, fake_add("p=a/1.parquet", "a"))
+    future = os.stat(os.path.join(table, "_delta_log", f"{1:020d}.json")).st_mtime + 3600
+    os.utime(os.path.join(table, "_delta_log", f"{1:020d}.json"), (future, future))
+    set_properties(log, {"delta.enableInCommitTimestamps": "true"})
+    first = commit_actions(table, 2)[0]
+    assert list(first) == ["commitInfo"] and list(first["commitInfo"])[0] == "inCommitTimestamp"
+    ict2 = first["commitInfo"]["inCommitTimestamp"]
+    assert ict2 > int(future * 1000)
+    create_table(table, "id BIGINT, p STRING", ["p"], mode="overwrite",
+                 properties={"delta.enableInCommitTimestamps": "true"})
+    conf = DeltaLog.for_table(table).snapshot().configuration
+    assert conf["delta.inCommitTimestampEnablementVersion"] == "2"
+    assert conf["delta.inCommitTimestampEnablementTimestamp"] == str(ict2)
+    ict3 = commit_info(table, 3)["inCommitTimestamp"]
+    assert ict3 > ict2
+    with open(os.path.join(table, "_delta_log", f"{3:020d}.crc")) as f:
+        assert json.load(f)["inCommitTimestampOpt"] == ict3
+    assert [e.timestamp for e in DeltaLog.for_table(table).history()][:2] == [ict3, ict2]
+
+
+def test_in_commit_timestamp_enablement_properties_come_together(log, table):
+    from tahoe.errors import CorruptLogError
+
+    append(log, fake_add("p=a/1.parquet", "a"))
+    snap = set_properties(log, {"delta.enableInCommitTimestamps": "true"})
+    md = snap.metadata.to_dict()
+    del md["configuration"]["delta.inCommitTimestampEnablementTimestamp"]
+    with open(os.path.join(table, "_delta_log", f"{3:020d}.json"), "w") as f:
+        f.write(json.dumps({"commitInfo": {"inCommitTimestamp": 1, "operation": "MANUAL"}}) + "\n")
+        f.write(json.dumps({"metaData": md}) + "\n")
+    with pytest.raises(CorruptLogError, match="both set or both absent"):
+        DeltaLog.for_table(table).history()

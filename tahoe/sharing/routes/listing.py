@@ -1,6 +1,7 @@
 """Listing routes (spec "List Shares", "Get Share", "List Schemas in a Share", "List Tables in a
 Schema", "List all Tables in a Share"): only the shares granted to the caller, paginated with
-signed page tokens (`maxResults` 0..500, default 500)."""
+signed page tokens (`maxResults` 0..500, default 500). Tables carry their `accessModes` (and their
+`location` when directory access is allowed: spec "Access Modes")."""
 
 from __future__ import annotations
 
@@ -24,10 +25,13 @@ def _share_item(s) -> dict:
     return {"name": s.name, **({"id": s.id} if s.id else {})}
 
 
-def _table_item(t: TableConfig, share_id: str | None) -> dict:
+def _table_item(ctx: ServerContext, t: TableConfig, share_id: str | None) -> dict:
     d = {"name": t.name, "schema": t.schema, "share": t.share, "id": t.id}
     if share_id:
         d["shareId"] = share_id
+    d["accessModes"] = list(t.access_modes)
+    if "dir" in t.access_modes:
+        d["location"] = ctx.tables[t.key].dir_location
     return d
 
 
@@ -56,7 +60,7 @@ def list_tables(share: str, schema: str, maxResults: Optional[int] = MaxResults,
                 pageToken: Optional[str] = PageToken, p: Principal = Depends(current_principal),
                 ctx: ServerContext = Depends(get_context)):
     s, sc = ctx.find_schema(p, share, schema)
-    items = [_table_item(t, s.id) for t in sc.tables]
+    items = [_table_item(ctx, t, s.id) for t in sc.tables]
     return ctx.page(p, f"tables:{s.name.lower()}.{sc.name.lower()}", items, maxResults, pageToken)
 
 
@@ -64,5 +68,5 @@ def list_tables(share: str, schema: str, maxResults: Optional[int] = MaxResults,
 def list_all_tables(share: str, maxResults: Optional[int] = MaxResults, pageToken: Optional[str] = PageToken,
                     p: Principal = Depends(current_principal), ctx: ServerContext = Depends(get_context)):
     s = ctx.find_share(p, share)
-    items = [_table_item(t, s.id) for sc in s.schemas for t in sc.tables]
+    items = [_table_item(ctx, t, s.id) for sc in s.schemas for t in sc.tables]
     return ctx.page(p, f"all-tables:{s.name.lower()}", items, maxResults, pageToken)

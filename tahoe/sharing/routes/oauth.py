@@ -1,12 +1,16 @@
-"""The OAuth 2.0 token endpoint (`POST {endpoint}/oauth/token`, RFC 6749 §4.4, the
-client-credentials grant) for recipients created with `tahoe sharing recipient add NAME --oauth`.
+"""The OAuth 2.0 token endpoint (`POST {endpoint}/oauth/token`) for recipients created with
+`tahoe sharing recipient add NAME --oauth`: the client-credentials grant (RFC 6749 §4.4) and, for
+clients registered with a public key (`--public-key`), the JWT-bearer grant (RFC 7523 §2.1:
+`grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer`, `assertion` a JWT signed by the
+client's private key, its `aud` this endpoint's URL — what the official connector's
+`oauth_jwt_bearer_private_key_jwt` profiles send; checked by `auth.Authenticator.issue_jwt_token`).
 
-The client authenticates with HTTP Basic (`client_id:client_secret`, what the official connector
-sends) or with `client_id` / `client_secret` form fields; the body is form-encoded
-(`grant_type=client_credentials`, optional `scope`, echoed back). Answers: 200
+For client credentials the client authenticates with HTTP Basic (`client_id:client_secret`, what
+the official connector sends) or with `client_id` / `client_secret` form fields; the body is
+form-encoded (`grant_type`, optional `scope`, echoed back). Answers: 200
 `{"access_token", "token_type": "Bearer", "expires_in", "scope"?}` with `Cache-Control: no-store`;
 errors as RFC 6749 §5.2 (`{"error", "error_description"}`: 400 `invalid_request` /
-`unsupported_grant_type`, 401 `invalid_client` with `WWW-Authenticate: Basic`)."""
+`unsupported_grant_type` / `invalid_grant`, 401 `invalid_client` with `WWW-Authenticate: Basic`)."""
 
 from __future__ import annotations
 
@@ -20,6 +24,8 @@ from fastapi.responses import JSONResponse
 from ..auth import OAuthError
 from ..config import OAUTH_TOKEN_PATH
 from ..context import ServerContext, get_context
+
+JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
 __all__ = ["router"]
 
@@ -71,8 +77,15 @@ async def token(request: Request, ctx: ServerContext = Depends(get_context)):
         grant = f.get("grant_type")
         if grant is None:
             raise OAuthError(400, "invalid_request", "grant_type is missing")
+        if grant == JWT_BEARER_GRANT:
+            if not f.get("assertion"):
+                raise OAuthError(400, "invalid_request", "the jwt-bearer grant needs an assertion")
+            audiences = {ctx.base_url(request) + OAUTH_TOKEN_PATH, ctx.config.profile_endpoint() + OAUTH_TOKEN_PATH}
+            answer = ctx.auth.issue_jwt_token(f["assertion"], audiences, f.get("scope") or None)
+            return JSONResponse(answer, headers={"Cache-Control": "no-store", "Pragma": "no-cache"})
         if grant != "client_credentials":
-            raise OAuthError(400, "unsupported_grant_type", "only the client_credentials grant is supported")
+            raise OAuthError(400, "unsupported_grant_type",
+                             f"supported grants: client_credentials, {JWT_BEARER_GRANT}")
         creds = _basic(request.headers.get("authorization"))
         if creds is None:
             if "client_id" not in f or "client_secret" not in f:

@@ -1,0 +1,87 @@
+"""Temporary table credentials for directory-based access (spec "Access Modes" and "Generate
+Temporary Table Credential"): short-lived AWS STS credentials that let a recipient read one shared
+s3:// table's directory — its log and its data files — and nothing else.
+
+Owns: the session policy (`session_policy`: `s3:GetObject` on `arn:aws:s3:::<bucket>/<prefix>/*`
+and `s3:ListBucket` on the bucket only for keys under `<prefix>/`, as the reference server and
+Unity Catalog scope them), and vending (`CredentialVendor.vend`): AssumeRole of the configured
+`temporaryCredentials.roleArn`, or GetFederationToken with the server's own IAM-user credentials
+when no role is configured — the session policy intersects what the role or user may do, so the
+credentials can never reach beyond the table's prefix. The server calls STS with the table's
+storage credentials (its `storageOptions`, else the AWS environment).
+
+The answer is `{"credentials": {"location", "awsTempCredentials": {"accessKeyId",
+"secretAccessKey", "sessionToken"}, "expirationTime"}}` (epoch milliseconds). Like S3 pre-signed
+URLs, vended credentials stay valid until they expire even if the recipient is revoked meanwhile:
+keep `durationSeconds` short.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from ..storage.s3 import S3LogStore, split_s3_path
+from .config import CredentialsConfig
+from .errors import SharingError
+
+__all__ = ["CredentialVendor", "session_policy", "SESSION_NAME"]
+
+log = logging.getLogger("tahoe.sharing")
+
+SESSION_NAME = "delta-sharing-table"
+
+
+def _partition(region: str | None) -> str:
+    r = (region or "").lower()
+    if r.startswith("cn-"):
+        return "aws-cn"
+    if r.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws"
+
+
+def session_policy(location: str, region: str | None = None) -> str:
+    """The IAM session policy that allows reading the objects under `location` (an s3:// table
+    root) and listing only its keys."""
+    bucket, key = split_s3_path(location)
+    prefix = key.strip("/")
+    part = _partition(region)
+    objects = f"arn:{part}:s3:::{bucket}/{prefix}/*" if prefix else f"arn:{part}:s3:::{bucket}/*"
+    listing = {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": f"arn:{part}:s3:::{bucket}"}
+    if prefix:
+        listing["Condition"] = {"StringLike": {"s3:prefix": [f"{prefix}/*"]}}
+    return json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": objects}, listing]}, separators=(",", ":"))
+
+
+class CredentialVendor:
+    """Vends temporary credentials per `temporaryCredentials` (see the module docstring)."""
+
+    def __init__(self, cfg: CredentialsConfig):
+        self.cfg = cfg
+
+    def vend(self, store: S3LogStore, location: str) -> dict:
+        """`{"location", "awsTempCredentials", "expirationTime"}` for reading `location`, STS
+        called with `store`'s credentials. SharingError 500 (logged) when STS refuses."""
+        cfg = self.cfg
+        region = cfg.region or store.region or "us-east-1"
+        policy = session_policy(location, region)
+        try:
+            sts = store.aws_client("sts", endpoint_url=cfg.sts_endpoint, region=region)
+            if cfg.role_arn:
+                kw = {"RoleArn": cfg.role_arn, "RoleSessionName": SESSION_NAME,
+                      "DurationSeconds": cfg.duration_seconds, "Policy": policy}
+                if cfg.external_id:
+                    kw["ExternalId"] = cfg.external_id
+                c = sts.assume_role(**kw)["Credentials"]
+            else:
+                c = sts.get_federation_token(Name=SESSION_NAME, DurationSeconds=cfg.duration_seconds,
+                                             Policy=policy)["Credentials"]
+        except Exception:
+            log.exception("STS refused temporary credentials for a shared table")
+            raise SharingError(500, "INTERNAL_ERROR", "") from None
+        return {"location": location,
+                "awsTempCredentials": {"accessKeyId": c["AccessKeyId"], "secretAccessKey": c["SecretAccessKey"],
+                                       "sessionToken": c["SessionToken"]},
+                "expirationTime": int(c["Expiration"].timestamp() * 1000)}
