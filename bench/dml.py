@@ -15,6 +15,13 @@ Runners: tahoe's Spark-free executor (`tahoe.delete/update/merge`), delta-rs (`d
 subprocess: copy-on-write, its only mode for these), and tahoe on Spark (`tahoe.spark.DeltaTable`,
 local[2], one session; the first operation also pays the session's warm-up, so a throwaway
 DELETE runs first). Wall-clock seconds, one run each; ratios printed at the end.
+
+Measured (2026-11-24, `--rows 200000 --no-spark`, on a 2-core machine at load average ~18 — shared
+with other jobs, so only rough; the 10M-row and Spark runs are still to be done on a quiet machine):
+tahoe-arrow delete dv 1.81 s (includes first-call warm-up) / cow 1.75 s, delta-rs 0.62 s;
+update dv 0.41 s / cow 1.35 s, delta-rs 0.30 s; merge dv 0.86 s / cow 1.61 s, delta-rs 5.17 s.
+Ratios: update dv/cow 0.30, merge dv/cow 0.54, merge dv/delta-rs 0.17, merge cow/delta-rs 0.31;
+delete and update are slower than delta-rs at this size (delete dv/delta-rs 2.9, update dv/delta-rs 1.4).
 """
 
 from __future__ import annotations
