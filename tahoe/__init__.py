@@ -4,9 +4,10 @@
   read its rows as Arrow/pandas.
 - `tahoe.DeltaLog` — the log core underneath (snapshots, history, time travel).
 - `tahoe.write_table` — write Arrow data to a table (append, overwrite, replaceWhere, create).
-- `tahoe.write_table(...)` / `tahoe.delete(...)` — the Spark-free writer and copy-on-write DELETE.
 - `tahoe.convert_to_delta(path, partition_by=...)` — CONVERT TO DELTA (a parquet directory in place);
   VACUUM, RESTORE, CLONE, DROP FEATURE are `Table` methods (`tahoe.maintenance`).
+- `tahoe.write_table(...)`, `tahoe.delete(...)`, `tahoe.update(...)`, `tahoe.merge(...)` — the
+  Spark-free writer and DML (copy-on-write, or deletion vectors when the table enables them).
 - `tahoe.errors` — every exception tahoe raises.
 
 Attributes are imported on first use, so `import tahoe` (and every spawned worker that imports a
@@ -27,6 +28,8 @@ _LAZY = {
     "write_table": ("tahoe.write", "write_table"),
     "delete": ("tahoe.write.dml", "delete"),
     "convert_to_delta": ("tahoe.maintenance.convert", "convert_to_delta"),
+    "update": ("tahoe.write.dml", "update"),
+    "merge": ("tahoe.write.dml", "merge"),
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

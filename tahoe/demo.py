@@ -1,12 +1,16 @@
-"""The demo pipeline (`tahoe demo [DIR]`, the README's first command), on local disk:
+"""The demo pipeline (`tahoe demo [DIR]`, the README's first command), on local disk, the data
+plane on PySpark (a local[2] session, no JVM jars):
 
-1. write a partitioned table (change data feed on),
-2. change it: an append, an overwrite of one partition (replaceWhere), a DELETE (copy-on-write,
-   committed through the transaction layer),
-3. time travel: every version by number, one by timestamp, and the history,
-4. share it: a sharing server config, a recipient with its own token and profile file, the server
+1. ingest: `df.write.format("delta")` a partitioned table of orders (change data feed and deletion
+   vectors on), then append a second batch,
+2. change it with delta-spark's API (`tahoe.spark.DeltaTable`): a MERGE upsert of a batch (half
+   updates of existing orders, half new ones), an UPDATE and a DELETE — merge-on-read: rows are
+   marked deleted in deletion vectors, only changed rows are written,
+3. time travel: every version by number (Spark `versionAsOf`), one by timestamp, and the history,
+4. the change feed of the DML commits (tahoe's Spark-free reader),
+5. share it: a sharing server config, a recipient with its own token and profile file, the server
    started as a real process on 127.0.0.1,
-5. read it back as that recipient with the official `delta-sharing` client, run from the
+6. read it back as that recipient with the official `delta-sharing` client, run from the
    recipient's own Python environment (`recipient_python`; `make demo` passes the one `make setup`
    creates, see tahoe/sharing/official_client.py) — or tahoe's own client when none is given: the
    latest rows, a version, and the change feed — and check them against the table itself.
@@ -94,7 +98,9 @@ def _read_as_recipient(profile: Path, table_url_suffix: str, version_to_read: in
             tables = [f"{t['share']}.{t['schema']}.{t['name']}" for t in client.client(str(profile), "list_all_tables")]
             latest = client.load_as_pandas(url)
             at_version = client.load_as_pandas(url, version=version_to_read)
-            changes = client.load_table_changes_as_pandas(url, starting_version=1)
+            # the table has deletion vectors: the change feed in delta format (the official
+            # client's parquet format cannot carry them, and the server refuses it by name)
+            changes = client.load_table_changes_as_pandas(url, starting_version=1, use_delta_format=True)
             who = f"official delta-sharing {client.versions['delta-sharing']} client, own environment"
         return who, tables, latest, at_version, changes
     from . import sharing as own   # tahoe's client: the official client's functions, plus Arrow
@@ -107,41 +113,94 @@ def _read_as_recipient(profile: Path, table_url_suffix: str, version_to_read: in
     return "tahoe sharing client (no --recipient-python given)", tables, latest, at_version, changes
 
 
+def _spark_pipeline(spark, path: str) -> None:
+    """Steps 1 and 2: ingest with Spark, then MERGE / UPDATE / DELETE with delta-spark's API."""
+    from .spark import DeltaTable
+
+    def frame(t: pa.Table):
+        return spark.createDataFrame(t.to_pandas(), "order_id long, country string, amount double, ts timestamp")
+
+    _step(f"ingest: df.write.format(\"delta\") — orders partitioned by country at {path}")
+    (frame(_orders(0, 600, ["FR", "DE", "US"])).write.format("delta").option("partitionBy", "country")
+     .option("delta.enableChangeDataFeed", "true").option("delta.enableDeletionVectors", "true").save(path))
+    dt = DeltaTable.forPath(spark, path)
+    console.print(f"version 0: {dt.toDF().count()} rows", highlight=False)
+    time.sleep(0.05)
+    _step("ingest: append 300 orders from Japan")
+    frame(_orders(600, 300, ["JP"])).write.format("delta").mode("append").save(path)
+
+    _step("MERGE: upsert a batch of 40 orders (20 corrections of existing orders, 20 new ones)")
+    batch = pa.concat_tables([_orders(102, 20, ["FR", "DE", "US"]), _orders(2000, 20, ["DE"])])
+    batch = batch.set_column(2, "amount", pa.array([a + 1000 for a in batch.column("amount").to_pylist()]))
+    m = (dt.alias("t").merge(frame(batch).alias("s"), "t.order_id = s.order_id AND t.country = s.country")
+         .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute().collect()[0])
+    console.print(f"updated {m.num_updated_rows}, inserted {m.num_inserted_rows} rows", highlight=False)
+
+    _step("UPDATE orders SET amount = amount * 0.9 WHERE country = 'US' AND amount > 90 (deletion vectors)")
+    r = dt.update("country = 'US' AND amount > 90", {"amount": "amount * 0.9"}).collect()[0]
+    console.print(f"updated {r.num_affected_rows} rows", highlight=False)
+
+    _step("DELETE FROM orders WHERE amount < 20 (deletion vectors: no data file rewritten)")
+    r = dt.delete("amount < 20").collect()[0]
+    console.print(f"deleted {r.num_affected_rows} rows", highlight=False)
+    hist = dt.history().select("version", "operation", "operationMetrics").collect()
+    rt = RichTable(title="history (delta-spark's operation names and metrics)")
+    for c in ("version", "operation", "metrics"):
+        rt.add_column(c)
+    keep = ("numOutputRows", "numTargetRowsUpdated", "numTargetRowsInserted", "numUpdatedRows", "numDeletedRows",
+            "numDeletionVectorsAdded", "numTargetDeletionVectorsAdded", "numAddedFiles", "numTargetFilesAdded")
+    for h in sorted(hist, key=lambda h: h.version):
+        ms = ", ".join(f"{k}={v}" for k, v in sorted((h.operationMetrics or {}).items()) if k in keep)
+        rt.add_row(str(h.version), h.operation, ms)
+    console.print(rt)
+    v1 = spark.read.format("delta").option("versionAsOf", 1).load(path).count()
+    console.print(f"Spark time travel: versionAsOf 1 → {v1} rows", highlight=False)
+
+
 def run_demo(directory: str = "demo-output", recipient_python: str | None = None) -> None:
+    from .read.changes import read_changes_arrow
+    from .log import DeltaLog
+    from .spark import register
+    from .spark.session import local_session
     from .table import Table
-    from .write.dml import delete
-    from .write.arrow import write_table
 
     root = Path(directory).resolve()
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     path = str(root / "orders")
 
-    _step(f"write: a table of orders partitioned by country at {path}")
-    v = write_table(path, _orders(0, 600, ["FR", "DE", "US"]), partition_by=["country"],
-                    properties={"delta.enableChangeDataFeed": "true"}, description="demo orders")
+    _step("start a local Spark session (local[2]; tahoe's data source, no JVM jars)")
+    from pyspark.sql import SparkSession
+
+    running = SparkSession.getActiveSession()     # a caller's session is used and left running
+    spark = running or local_session("local[2]", "tahoe-demo", quick_start=True)
+    register(spark)
+    try:
+        _spark_pipeline(spark, path)
+    finally:
+        if running is None:
+            spark.stop()
     t = Table(path)
-    console.print(f"version {v}: {t.to_arrow().num_rows} rows in {t.snapshot.num_files} files; "
-                  f"protocol {t.protocol.min_reader_version}/{t.protocol.min_writer_version}", highlight=False)
-    t_after_first = t.snapshot.timestamp
-
-    _step("change: append 300 orders from Japan")
-    time.sleep(0.05)
-    write_table(path, _orders(600, 300, ["JP"]), mode="append")
-
-    _step("change: overwrite the FR partition (replaceWhere \"country = 'FR'\")")
-    write_table(path, _orders(1000, 50, ["FR"]), mode="overwrite", predicate="country = 'FR'")
-
-    _step("change: DELETE FROM orders WHERE amount < 20 (copy-on-write, one transaction)")
-    m = delete(path, "amount < 20")
-    console.print(f"version {m['version']}: deleted {m['numDeletedRows']} rows, rewrote "
-                  f"{m['numRemovedFiles']} files, {m['numAddedChangeFiles']} change files", highlight=False)
+    t_after_first = t.load_version(0).snapshot.timestamp
 
     _step("time travel")
     _show_versions(path)
     by_ts = Table(path, timestamp=t_after_first)
     console.print(f"as of the first commit's timestamp → version {by_ts.version}, "
                   f"{by_ts.to_arrow().num_rows} rows", highlight=False)
+
+    _step("change feed of the DML commits (versions 2-4, tahoe's Spark-free reader)")
+    changes = read_changes_arrow(DeltaLog.for_table(path), 2)
+    counts = {(r["_commit_version"], r["_change_type"]): 0 for r in changes.select(
+        ["_commit_version", "_change_type"]).to_pylist()}
+    for r in changes.select(["_commit_version", "_change_type"]).to_pylist():
+        counts[(r["_commit_version"], r["_change_type"])] += 1
+    rt = RichTable(title="change data")
+    for c in ("version", "change type", "rows"):
+        rt.add_column(c)
+    for (v, ct), n in sorted(counts.items()):
+        rt.add_row(str(v), ct, str(n))
+    console.print(rt)
 
     _step("share: a server config, a recipient and its profile")
     port = _free_port()

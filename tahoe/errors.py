@@ -70,6 +70,17 @@ class InvalidTableOperationError(DeltaError):
     append-only table, an invalid property value)."""
 
 
+class DeltaUnsupportedOperationException(InvalidTableOperationError):
+    """An operation delta-spark refuses with its DeltaUnsupportedOperationException, e.g. a MERGE
+    in which several source rows match one target row
+    (`DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE`); `error_class` names the
+    condition and the message starts with it."""
+
+    def __init__(self, message: str, error_class: str):
+        super().__init__(f"[{error_class}] {message}")
+        self.error_class = error_class
+
+
 class AnalysisException(DeltaError):
     """An expression (a condition, a filter, a constraint, a SET value) that cannot be analysed:
     a column that cannot be resolved, an ambiguous reference, operands of incompatible types.

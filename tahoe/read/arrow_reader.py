@@ -18,6 +18,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -94,16 +95,30 @@ class ArrowFileReader:
 
     # --- one file ------------------------------------------------------------------------------
     def read_file(self, path: str, partition_values: dict[str, str | None] | None,
-                  deletion_vector: dict | DeletionVectorDescriptor | None = None) -> pa.Table:
-        """The logical rows of one data file, in one table."""
+                  deletion_vector: dict | DeletionVectorDescriptor | None = None, *,
+                  row_index: str | None = None, extra_columns: dict[str, pa.DataType] | None = None) -> pa.Table:
+        """The logical rows of one data file, in one table. `row_index`: name of a column to
+        append holding each row's position in the file (counted before deleted rows are dropped:
+        what a deletion vector indexes). `extra_columns`: physical columns outside the table
+        schema to append as they are in the file (null where the file lacks them) — the
+        materialized row-tracking columns."""
         full, pf, resolved, names = self._open(path)
         num_rows = pf.metadata.num_rows
+        extras: dict[str, pa.DataType] = dict(extra_columns or {})
+        present = set(pf.schema_arrow.names)
+        wanted = names + [n for n in extras if n in present and n not in names]
         try:
-            t = pf.read(columns=names, use_threads=False) if names else None
+            t = pf.read(columns=wanted, use_threads=False) if wanted else None
         except (pa.ArrowInvalid, OSError) as e:
             raise CorruptLogError(f"cannot read data file {full}: {e}") from None
         deleted = self._deleted(full, deletion_vector, num_rows)
-        return self._assemble(t, resolved, num_rows, path, partition_values, deleted)
+        appended: dict[str, pa.Array] = {}
+        for name, typ in extras.items():
+            appended[name] = t.column(name).combine_chunks().cast(typ) if t is not None and name in present \
+                else pa.nulls(num_rows, typ)
+        if row_index is not None:
+            appended[row_index] = pa.array(np.arange(num_rows, dtype=np.int64))
+        return self._assemble(t, resolved, num_rows, path, partition_values, deleted, appended)
 
     def read_row_groups(self, path: str, partition_values: dict[str, str | None] | None,
                         deletion_vector: dict | DeletionVectorDescriptor | None = None,
@@ -182,10 +197,10 @@ class ArrowFileReader:
         return deleted_mask(bitmap, num_rows)
 
     def _assemble(self, t: pa.Table | None, resolved, num_rows: int, path: str,
-                  partition_values, deleted) -> pa.Table:
+                  partition_values, deleted, appended: dict[str, pa.Array] | None = None) -> pa.Table:
         """The logical table of `num_rows` rows read into `t` (the file's columns): columns
-        conformed to the logical types, missing ones null, partition columns added, rows
-        marked in `deleted` dropped."""
+        conformed to the logical types, missing ones null, partition columns added, `appended`
+        columns after them, rows marked in `deleted` dropped."""
         cols: dict[str, pa.Array] = {}
         for f, name in resolved:
             if name is None:
@@ -204,6 +219,8 @@ class ArrowFileReader:
                 cols[f.name] = pa.repeat(typed[f.name][0].cast(_out_type(f.type)), num_rows)
         table = pa.table([cols[f.name] for f in self.out_fields], schema=self.out_schema) if self.out_fields \
             else pa.table({"__rows": pa.nulls(num_rows)}).drop(["__rows"])
+        for name, arr in (appended or {}).items():
+            table = table.append_column(name, arr)
         if deleted is not None and deleted.any():
             keep = ~deleted
             table = table.filter(pa.array(keep)) if table.num_columns else table.slice(0, int(keep.sum()))

@@ -1,12 +1,13 @@
 """`tahoe.spark.DeltaTable`: delta-spark's Python `DeltaTable` API over tahoe.
 
 Owns the delta-spark-compatible surface: `forPath`, `isDeltaTable`, `toDF`, `alias`, `history`,
-`detail`, `optimize()` (`tahoe.spark.optimize.DeltaOptimizeBuilder`: `where`,
-`executeCompaction`, `executeZOrderBy`), `reorg()` (REORG ... APPLY (PURGE), which delta-spark
-offers in SQL only), and the `create` / `createIfNotExists` / `createOrReplace` builders
+`detail`; DML — `delete`, `update`, `merge` with its `DeltaMergeBuilder` (planned by
+`tahoe.write.dml_plan`, run by `tahoe.spark.dml`); `optimize()` (`tahoe.spark.optimize.DeltaOptimizeBuilder`:
+`where`, `executeCompaction`, `executeZOrderBy`), `reorg()` (REORG ... APPLY (PURGE), which
+delta-spark offers in SQL only); and the `create` / `createIfNotExists` / `createOrReplace` builders
 (`location`, `addColumn(s)` with generated and identity columns (`IdentityGenerator`),
-`partitionedBy`, `clusterBy`, `property`, `comment`, `execute`). Reads go through the fast path (`tahoe.spark.read`); table creation through
-`tahoe.txn.table_ops.create_table`. DML (`delete`, `update`, `merge`) is not implemented yet.
+`partitionedBy`, `clusterBy`, `property`, `comment`, `execute`). Reads go through the fast path
+(`tahoe.spark.read`); table creation through `tahoe.txn.table_ops.create_table`.
 
 Table maintenance, each a thin wrapper over `tahoe.maintenance` run on the driver (file deletes
 and copies in parallel threads): `vacuum(retentionHours)` (returns an empty DataFrame, as
@@ -28,7 +29,7 @@ from ..errors import DeltaError, TableNotFoundError
 from ..log import DeltaLog
 from .read import read_snapshot
 
-__all__ = ["DeltaTable", "DeltaTableBuilder", "IdentityGenerator"]
+__all__ = ["DeltaTable", "DeltaTableBuilder", "DeltaMergeBuilder", "IdentityGenerator"]
 
 
 class DeltaTable:
@@ -301,14 +302,63 @@ class DeltaTable:
         return DeltaReorgBuilder(self._spark, self._log, self._storage_options)
 
     # --- not yet --------------------------------------------------------------------------
+    # --- DML ------------------------------------------------------------------------------------
     def delete(self, condition=None):
-        raise NotImplementedError("DeltaTable.delete is not implemented in tahoe yet")
+        """delta-spark's `delete(condition=None)`: delete the rows where `condition` (a SQL
+        string or a Column) is TRUE — all rows when None. Deletion vectors when the table has
+        `delta.enableDeletionVectors`, else copy-on-write; one commit. Returns delta-spark's
+        result DataFrame (`num_affected_rows`)."""
+        from ..write.dml_plan import plan_delete
+        from .dml import run_dml
+
+        cond = _condition(self, condition)
+        snap = self._log.snapshot()
+        plan = plan_delete(snap, cond, self._alias, storage_options=self._storage_options)
+        return self._result(plan, run_dml(self._spark, self._log, snap, plan))
 
     def update(self, condition=None, set=None):
-        raise NotImplementedError("DeltaTable.update is not implemented in tahoe yet")
+        """delta-spark's `update(condition=None, set=None)`: `set` maps columns to new values (SQL
+        strings or Columns) for the rows where `condition` is TRUE (all rows when None). Returns
+        delta-spark's result DataFrame (`num_affected_rows`)."""
+        from ..write.dml_plan import plan_update
+        from .dml import run_dml, spark_typer
 
-    def merge(self, source, condition):
-        raise NotImplementedError("DeltaTable.merge is not implemented in tahoe yet")
+        if set is None:
+            raise ValueError("'set' cannot be None")
+        if type(set) is not dict:
+            raise TypeError(f"'set' must be a dict, found to be {type(set)}")
+        cond = _condition(self, condition)
+        values = _assignments(self, set, "'set'")
+        snap = self._log.snapshot()
+        target = self.toDF()
+        plan = plan_update(snap, cond, values, self._alias, typer=spark_typer(target),
+                           storage_options=self._storage_options)
+        return self._result(plan, run_dml(self._spark, self._log, snap, plan))
+
+    def merge(self, source, condition) -> "DeltaMergeBuilder":
+        """delta-spark's `merge(source, condition)`: a `DeltaMergeBuilder` for MERGE INTO this
+        table (its `alias()` names it in conditions) USING `source` (a DataFrame, `alias()`-ed
+        to name it) ON `condition` (SQL string or Column)."""
+        from pyspark.sql import DataFrame
+
+        if source is None:
+            raise ValueError("'source' in merge cannot be None")
+        if not isinstance(source, DataFrame) and type(source).__name__ != "DataFrame":
+            raise TypeError("Type of 'source' in merge must be DataFrame.")
+        if condition is None:
+            raise ValueError("'condition' in merge cannot be None")
+        _check_condition_type(condition)
+        return DeltaMergeBuilder(self, source, condition)
+
+    def _result(self, plan, metrics: dict):
+        """delta-spark's DML result DataFrame from the operation's metrics."""
+        from pyspark.sql.types import LongType, StructField, StructType
+
+        from ..write.dml_plan import operation_result
+
+        row = operation_result(plan, metrics)
+        schema = StructType([StructField(k, LongType(), False) for k in row])
+        return self._spark.createDataFrame([tuple(row.values())], schema)
 
     # --- builders ---------------------------------------------------------------------------
     @classmethod
@@ -348,6 +398,145 @@ def _session_timestamp(spark, text: str) -> int:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=ZoneInfo(session_time_zone(spark)))
     return int(parsed.timestamp() * 1000)
+def _check_condition_type(condition, argname: str = "'condition'") -> None:
+    from pyspark.sql import Column
+
+    if condition is not None and not isinstance(condition, (str, Column)):
+        raise TypeError(f"{argname} must be a Spark SQL Column or a string (expression in SQL syntax), "
+                        f"found to be of type {type(condition)}")
+
+
+def _condition(table: "DeltaTable", condition, source=None, argname: str = "'condition'"):
+    """A condition (SQL string or Column) as the planner takes it: SQL text, or a Column's
+    analyzed SQL (resolved against the target — and the source, for a MERGE)."""
+
+    _check_condition_type(condition, argname)
+    if condition is None or isinstance(condition, str):
+        return condition
+    from ..expressions import parse
+    from .dml import column_sql
+
+    return parse(column_sql(_resolution_frame(table, source), condition))
+
+
+def _assignments(table: "DeltaTable", mapping, argname: str, source=None) -> dict:
+    from pyspark.sql import Column
+
+    if mapping is None:
+        raise ValueError(f"{argname} cannot be None")
+    if type(mapping) is not dict:
+        raise TypeError(f"{argname} must be a dict, found to be {type(mapping)}")
+    out = {}
+    for k, v in mapping.items():
+        if type(k) is not str:
+            raise TypeError(f"Keys of dict in {argname} must contain only strings with column names, "
+                            f"found '{k}' of type '{type(k)}")
+        if isinstance(v, str):
+            out[k] = v
+        elif isinstance(v, Column):
+            from ..expressions import parse
+            from .dml import column_sql
+
+            out[k] = parse(column_sql(_resolution_frame(table, source), v))
+        else:
+            raise TypeError(f"Values of dict in {argname} must contain only Spark SQL Columns or strings "
+                            f"(expressions in SQL syntax) as values, found '{v}' of type '{type(v)}'")
+    return out
+
+
+def _resolution_frame(table: "DeltaTable", source=None):
+    """What Column arguments are resolved against: the target (its alias, or the planner's
+    default one), joined with the source for a MERGE (no rows are read)."""
+    from ..write.dml_plan import DEFAULT_SOURCE_ALIAS, DEFAULT_TARGET_ALIAS
+    from .dml import dataframe_alias
+
+    target = table.toDF()
+    if source is None:
+        return target
+    if table._alias is None:
+        target = target.alias(DEFAULT_TARGET_ALIAS)
+    if dataframe_alias(source) is None:
+        source = source.alias(DEFAULT_SOURCE_ALIAS)
+    return target.crossJoin(source)
+
+
+class DeltaMergeBuilder:
+    """delta-spark's `DeltaMergeBuilder` (from `DeltaTable.merge`): WHEN clauses in the order
+    given — matched (update / updateAll / delete), not matched (insert / insertAll), not
+    matched by source (update / delete), conditions and values as SQL strings or Columns —
+    `withSchemaEvolution()`, and `execute()`, which runs the MERGE in one commit and returns
+    delta-spark's result DataFrame (num_affected_rows, num_updated_rows, num_deleted_rows,
+    num_inserted_rows). Within a kind only the last clause may omit its condition; a target row
+    matched by several source rows fails the MERGE
+    ([DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE]) unless the only matched clause
+    is an unconditional delete."""
+
+    def __init__(self, table: DeltaTable, source, condition):
+        self._table = table
+        self._source = source
+        self._condition = condition
+        self._clauses: list = []
+        self._schema_evolution = False
+
+    def _add(self, kind: str, action: str, condition, values=None, argname: str = "") -> "DeltaMergeBuilder":
+        _check_condition_type(condition)
+        if values is not None and type(values) is not dict:
+            raise TypeError(f"{argname} must be a dict, found to be {type(values)}")
+        self._clauses.append((kind, action, condition, values, argname))
+        return self
+
+    def whenMatchedUpdate(self, condition=None, set=None) -> "DeltaMergeBuilder":
+        if set is None:
+            raise ValueError("'set' in whenMatchedUpdate cannot be None")
+        return self._add("matched", "update", condition, set, "'set' in whenMatchedUpdate")
+
+    def whenMatchedUpdateAll(self, condition=None) -> "DeltaMergeBuilder":
+        return self._add("matched", "update", condition)
+
+    def whenMatchedDelete(self, condition=None) -> "DeltaMergeBuilder":
+        return self._add("matched", "delete", condition)
+
+    def whenNotMatchedInsert(self, condition=None, values=None) -> "DeltaMergeBuilder":
+        if values is None:
+            raise ValueError("'values' in whenNotMatchedInsert cannot be None")
+        return self._add("notMatched", "insert", condition, values, "'values' in whenNotMatchedInsert")
+
+    def whenNotMatchedInsertAll(self, condition=None) -> "DeltaMergeBuilder":
+        return self._add("notMatched", "insert", condition)
+
+    def whenNotMatchedBySourceUpdate(self, condition=None, set=None) -> "DeltaMergeBuilder":
+        if set is None:
+            raise ValueError("'set' in whenNotMatchedBySourceUpdate cannot be None")
+        return self._add("notMatchedBySource", "update", condition, set, "'set' in whenNotMatchedBySourceUpdate")
+
+    def whenNotMatchedBySourceDelete(self, condition=None) -> "DeltaMergeBuilder":
+        return self._add("notMatchedBySource", "delete", condition)
+
+    def withSchemaEvolution(self) -> "DeltaMergeBuilder":
+        self._schema_evolution = True
+        return self
+
+    def execute(self):
+        from ..write.dml_plan import DEFAULT_SOURCE_ALIAS, DEFAULT_TARGET_ALIAS, MergeClause, plan_merge
+        from .dml import dataframe_alias, run_dml, spark_typer
+        from .types import from_spark_schema
+
+        t = self._table
+        source = self._source
+        sa = dataframe_alias(source)
+        clauses = []
+        for kind, action, cond, values, argname in self._clauses:
+            c = _condition(t, cond, source)
+            v = _assignments(t, values, argname, source) if values is not None else None
+            clauses.append(MergeClause(kind, action, c, v))
+        on = _condition(t, self._condition, source)
+        snap = t._log.snapshot()
+        target = t.toDF() if t._alias else t.toDF().alias(DEFAULT_TARGET_ALIAS)
+        src = source if sa is not None else source.alias(DEFAULT_SOURCE_ALIAS)
+        plan = plan_merge(snap, from_spark_schema(source.schema), on, clauses, t._alias, sa,
+                          schema_evolution=self._schema_evolution, typer=spark_typer(target.crossJoin(src)),
+                          storage_options=t._storage_options)
+        return t._result(plan, run_dml(t._spark, t._log, snap, plan, src))
 
 
 @dataclasses.dataclass(frozen=True)

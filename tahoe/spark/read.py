@@ -48,7 +48,7 @@ from .session import configure, session_time_zone
 from .skipping import plan_files
 from .types import col, to_spark_schema, to_spark_type
 
-__all__ = ["read_delta", "read_snapshot", "hadoop_uri", "glob_escape", "jvm_reaches"]
+__all__ = ["read_delta", "read_snapshot", "hadoop_uri", "glob_escape", "jvm_reaches", "FILE_COLUMN", "ROW_COLUMN"]
 
 _KEY = "__tahoe_file"
 _FID = "__tahoe_fid"
@@ -125,10 +125,20 @@ def read_delta(spark, path: str, version: int | None = None, timestamp: Any = No
     return df
 
 
-def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, files: pa.Table | None = None):
-    """A DataFrame of the snapshot's rows: all its files (skipped by `filters`), or — `files`,
-    rows of `snap.files_table()` with at least path, partitionValues, size, stats and
-    deletionVector — just those files (OPTIMIZE reads the files of one bin)."""
+FILE_COLUMN = "__tahoe_dml_file"     # read_snapshot(file_row=True): the row's file (`_metadata.file_path`)
+ROW_COLUMN = "__tahoe_dml_row"      # ... and its position in the file (what a deletion vector indexes)
+
+
+def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: pa.Table | None = None,
+                  file_row: bool = False, extra_columns: dict | None = None, schema: StructType | None = None):
+    """A DataFrame of `snap`'s rows (see the module docstring). `files`: read these active
+    files (a `files_table` selection: path, partitionValues, size, stats, deletionVector)
+    instead of planning them from `filters`. `file_row`: add FILE_COLUMN (the file's URI as
+    `_metadata.file_path` gives it, see `hadoop_uri`) and ROW_COLUMN (the row's position in its
+    file). `extra_columns`: physical columns outside the schema (name → Spark type) read as
+    they are in the files, null where absent (the materialized row-tracking columns). `schema`:
+    read as this schema instead of the snapshot's (files a commit in progress wrote after a
+    schema change: a MERGE with schema evolution)."""
     configure(spark)
     from pyspark.sql import functions as F
 
@@ -139,7 +149,7 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, files: pa.T
         from .datasource import read_via_datasource
 
         return read_via_datasource(spark, root, snap.version)
-    schema = snap.schema
+    schema = schema if schema is not None else snap.schema
     mode = snap.column_mapping_mode
     pcs = snap.partition_columns
     pcs_lower = {p.lower() for p in pcs}
@@ -151,9 +161,14 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, files: pa.T
         files = plan_files(snap, filters, session_time_zone(spark), spark)
     else:
         files = files.select(["path", "partitionValues", "size", "stats", "deletionVector"])
+    extras = dict(extra_columns or {})
     if files.num_rows == 0:
-        from pyspark.sql.types import StructType as SparkStruct
-        return spark.createDataFrame([], logical_spark or SparkStruct([]))
+        from pyspark.sql.types import LongType, StringType, StructField as SF, StructType as SparkStruct
+        fields = list((logical_spark or SparkStruct([])).fields)
+        if file_row:
+            fields += [SF(FILE_COLUMN, StringType(), True), SF(ROW_COLUMN, LongType(), True)]
+        fields += [SF(n, t, True) for n, t in extras.items()]
+        return spark.createDataFrame([], SparkStruct(fields))
 
     phys = column_mapping.to_physical_schema(StructType(data_fields), mode) if data_fields else StructType([])
     spark_phys = to_spark_schema(phys, strip_metadata=(mode != "id"))
@@ -165,13 +180,16 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, files: pa.T
         from pyspark.sql.types import LongType, StructField as SF, StructType as SparkStruct
         dummy = "__tahoe_no_columns"
         spark_phys = SparkStruct([SF(dummy, LongType(), True)])
+    if extras:
+        from pyspark.sql.types import StructField as SF, StructType as SparkStruct
+        spark_phys = SparkStruct(list(spark_phys.fields) + [SF(n, t, True) for n, t in extras.items()])
 
     paths = files.column("path").to_pylist()
     abs_paths = [resolve_data_path(root, p) for p in paths]
     dvs = files.column("deletionVector").to_pylist()
     loaded = _load_dv_words(snap, dvs) if any(dvs) else []
     has_dv = bool(loaded)
-    row_col = _row_index_column(spark, spark_phys) if has_dv else None
+    row_col = _row_index_column(spark, spark_phys) if has_dv or file_row else None
     if row_col is not None:  # Spark fills it with each row's index in its file
         from pyspark.sql.types import LongType, StructField as SF, StructType as SparkStruct
         spark_phys = SparkStruct(list(spark_phys.fields) + [SF(row_col, LongType(), True)])
@@ -195,6 +213,13 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, files: pa.T
     else:
         on_scan = sizes is not None
 
+    def with_file_row(g):
+        """FILE_COLUMN / ROW_COLUMN on a scan (`_metadata` is gone after a union or a join)."""
+        if not file_row:
+            return g
+        row = F.expr(f"coalesce({row_sql}, {unfilled})") if unfilled else F.expr(row_sql)
+        return g.withColumn(FILE_COLUMN, F.col("_metadata.file_path")).withColumn(ROW_COLUMN, row)
+
     def drop_on_scan(g, idx):
         """Apply the DVs of files `idx` on a scan (`_metadata` is gone after a union)."""
         if array is None:
@@ -217,7 +242,7 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, files: pa.T
             scan = spark.read.schema(scan_schema).option("basePath", _os_root(root))
         else:  # no discovery: directories of an unpartitioned table are not partitions
             scan = reader
-        df = scan.parquet(*[glob_escape(p) for p in abs_paths])
+        df = with_file_row(scan.parquet(*[glob_escape(p) for p in abs_paths]))
         if has_dv:
             df = drop_on_scan(df, range(len(abs_paths)))
     elif (not has_dv or on_scan) and len(
@@ -225,7 +250,7 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, files: pa.T
         # no join for partition values: one scan per partition with literal columns
         parts = []
         for values, idx in groups:
-            g = reader.parquet(*[glob_escape(abs_paths[i]) for i in idx])
+            g = with_file_row(reader.parquet(*[glob_escape(abs_paths[i]) for i in idx]))
             if has_dv:
                 g = drop_on_scan(g, idx)
             for f, v in zip(part_fields, values):
@@ -236,7 +261,7 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, files: pa.T
             df = df.unionByName(g)
     else:
         df = reader.parquet(*[glob_escape(p) for p in abs_paths])
-        df = df.withColumn(_KEY, F.col("_metadata.file_path"))
+        df = with_file_row(df.withColumn(_KEY, F.col("_metadata.file_path")))
         if has_dv:
             df = df.withColumn(_ROW, F.expr(row_sql if array is not None or not unfilled
                                             else f"coalesce({row_sql}, {unfilled})"))
@@ -270,6 +295,9 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, files: pa.T
         if not _same_names(pf.dataType, lf.dataType):
             c = c.cast(lf.dataType)
         sel.append(c.alias(f.name))
+    if file_row:
+        sel += [col(FILE_COLUMN), col(ROW_COLUMN)]
+    sel += [col(n) for n in extras]
     return df.select(*sel)
 
 

@@ -132,16 +132,21 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
     return commit_write(plan, log, snap, adds, marks, post_commit=[hook])
 
 
-def write_dataframe(df, log: DeltaLog, plan: WritePlan) -> tuple[list[AddFile], dict[str, int]]:
+def write_dataframe(df, log: DeltaLog, plan: WritePlan, *, extra_columns: dict[str, str] | None = None,
+                    subdir: str = "", file_prefix: str = "part") -> tuple[list[AddFile], dict[str, int]]:
     """The Spark executor's file work for `plan` (a WRITE's, or `tahoe.write.plan.plan_rows`'
     for the rows a DML writes): `df` shaped and checked inside one job (`_shape`), written as data
     files of the table — Spark's parquet writer for local tables, pyarrow in the tasks for object
     stores. Returns (AddFiles, identity high-water marks); nothing is committed (see
-    `tahoe.write.commit`)."""
-    shaped = _shape(df, plan)
+    `tahoe.write.commit`). `extra_columns` (columns of `df` outside the schema → the physical
+    names they are written under, without stats), `subdir` and `file_prefix` as in
+    `tahoe.write.files.write_data_files` (the materialized row-tracking columns of a DML's
+    rewrite; change data files under `_change_data/`)."""
+    extras = dict(extra_columns or {})
+    shaped = _shape(df, plan, list(extras))
     if _is_local(log.table_root):
-        return _write_native(df.sparkSession, shaped, log.table_root, plan)
-    return _write_arrow(shaped, plan)
+        return _write_native(df.sparkSession, shaped, log.table_root, plan, extras, subdir, file_prefix)
+    return _write_arrow(shaped, plan, extras, subdir, file_prefix)
 
 
 def _schema_mode(merge_schema: bool, overwrite_schema: bool) -> str | None:
@@ -185,7 +190,7 @@ def _identity_column(f: StructField, gen: tuple[int, int]):
     return v.try_cast(to_spark_type(f.type))
 
 
-def _shape(df, plan: WritePlan):
+def _shape(df, plan: WritePlan, passthrough: list[str] = ()):
     """`df` with the table's columns (logical names, table types) as the plan says — given
     columns cast, identity values generated, column defaults and generated columns computed,
     other absent columns null — plus a check column that fails the job on a row breaking NOT
@@ -211,11 +216,11 @@ def _shape(df, plan: WritePlan):
         else:
             c = F.lit(None).cast(st)
         cols.append((f, c))
-    shaped = df.select(*[c.alias(f.name) for f, c in cols if c is not None])
+    shaped = df.select(*[c.alias(f.name) for f, c in cols if c is not None], *[col(n) for n in passthrough])
     for f, c in cols:
         if c is None:
             shaped = shaped.withColumn(f.name, F.expr(generated[f.name][0]).cast(to_spark_type(f.type)))
-    shaped = shaped.select(*[col(f.name) for f in schema.fields])
+    shaped = shaped.select(*[col(f.name) for f in schema.fields], *[col(n) for n in passthrough])
 
     names = [col(f.name) for f in schema.fields]
     checks = [(col(name).isNotNull(), identity_overflow_message(schema.field(name))) for name in plan.identity]
@@ -245,12 +250,14 @@ def _checked(df):
     return df.filter(F.col(_CHECK).isNull()).drop(_CHECK)
 
 
-def _physical(df, schema: StructType, cm_mode: str):
+def _physical(df, schema: StructType, cm_mode: str, extras: dict[str, str] | None = None):
     """The logical-layout DataFrame in the files' physical layout: under column mapping, columns
-    renamed to physical names and given `parquet.field.id` metadata."""
+    renamed to physical names and given `parquet.field.id` metadata; `extras` (column → physical
+    name) after them."""
     mapped = cm_mode in ("name", "id")
+    tail = [col(n).alias(p) for n, p in (extras or {}).items()]
     if not mapped:
-        return df
+        return df.select(*[col(f.name) for f in schema.fields], *tail) if tail else df
     out = []
     for f in schema.fields:
         pf = column_mapping.to_physical_schema(StructType([f]), cm_mode).fields[0]
@@ -263,7 +270,7 @@ def _physical(df, schema: StructType, cm_mode: str):
         if spark_pf.dataType.simpleString() != to_spark_type(f.type).simpleString():
             c = c.cast(spark_pf.dataType)
         out.append(c.alias(pf.name, metadata=md))
-    return df.select(*out)
+    return df.select(*out, *tail)
 
 
 # --- writing the files ---------------------------------------------------------------------------
@@ -278,7 +285,8 @@ def _violation_message(e: BaseException) -> str | None:
     return (rest if end < 0 else rest[:end]).strip().rstrip(".").rstrip("'\"")
 
 
-def _write_native(spark, df, table_root: str, plan: WritePlan) -> tuple[list[AddFile], dict[str, int]]:
+def _write_native(spark, df, table_root: str, plan: WritePlan, extras: dict[str, str] | None = None,
+                  subdir: str = "", file_prefix: str = "part") -> tuple[list[AddFile], dict[str, int]]:
     """Local tables: Spark's own parquet writer into a staging directory under the table root,
     partition values parsed from the directory names (a value that does not parse fails the
     write before any file is moved), files moved into place, stats from their footers.
@@ -289,7 +297,7 @@ def _write_native(spark, df, table_root: str, plan: WritePlan) -> tuple[list[Add
     mapped = cm_mode in ("name", "id")
     part_fields = [schema.field(c, case_insensitive=True) for c in pcols]
     part_phys = [column_mapping.physical_name(f) if mapped else f.name for f in part_fields]
-    df = _physical(_checked(df), schema, cm_mode)
+    df = _physical(_checked(df), schema, cm_mode, extras)
     staging_rel = f"_tahoe_staging_{uuid.uuid4().hex}"
     staging = os.path.join(table_root, staging_rel)
     w = df.write.mode("overwrite").options(**ParquetWriteOptions.for_configuration(plan.configuration).spark_options())
@@ -318,7 +326,11 @@ def _write_native(spark, df, table_root: str, plan: WritePlan) -> tuple[list[Add
 
         def one(rel: str):
             src = os.path.join(staging, rel)
-            dst = os.path.join(table_root, rel)
+            name = os.path.basename(rel)
+            if file_prefix != "part" and name.startswith("part-"):
+                name = file_prefix + name[len("part"):]
+            out_rel = os.path.join(subdir, os.path.dirname(rel), name) if subdir else os.path.join(os.path.dirname(rel), name)
+            dst = os.path.join(table_root, out_rel)
             os.makedirs(os.path.dirname(dst), exist_ok=True)
             os.replace(src, dst)
             moved.append(dst)
@@ -327,7 +339,7 @@ def _write_native(spark, df, table_root: str, plan: WritePlan) -> tuple[list[Add
             stats, maxes = footer_stats(md, stats_schema, mapped, skipping.string_prefix_length, identity_cols,
                                         schema)
             from ..write.files import encode_log_path
-            add = AddFile(path=encode_log_path(rel.replace(os.sep, "/")), partition_values=values[rel],
+            add = AddFile(path=encode_log_path(out_rel.replace(os.sep, "/")), partition_values=values[rel],
                           size=st.st_size, modification_time=int(st.st_mtime * 1000), data_change=True, stats=stats)
             return add, maxes
 
@@ -345,7 +357,8 @@ def _write_native(spark, df, table_root: str, plan: WritePlan) -> tuple[list[Add
     return [a for a, _ in results], merge_identity_marks(schema, [m for _, m in results])
 
 
-def _write_rows(plan: WritePlan, rows) -> tuple[list[str], dict[str, int]]:
+def _write_rows(plan: WritePlan, rows, extras: dict[str, str] | None = None, subdir: str = "",
+                file_prefix: str = "part") -> tuple[list[str], dict[str, int]]:
     """Executor side: rows (Arrow, the table's logical columns, shaped and checked) → data files
     (stats from the rows in memory) → (AddFile JSON lines, identity high-water marks of these
     rows)."""
@@ -355,10 +368,15 @@ def _write_rows(plan: WritePlan, rows) -> tuple[list[str], dict[str, int]]:
     from ..write.files import conform_to_schema, write_data_files
 
     schema = plan.schema
-    rows = conform_to_schema(rows, schema)
+    extras = dict(extras or {})
+    tail = {n: rows.column(n) for n in extras}
+    rows = conform_to_schema(rows.drop_columns(list(extras)) if extras else rows, schema)
+    for n, c in tail.items():
+        rows = rows.append_column(n, c)
     store, root = log_store_for(plan.table_root, plan.storage_options)
     adds = write_data_files(store, root, rows, schema, plan.partition_columns, plan.column_mapping_mode,
-                            plan.configuration, tight_bounds=plan.tight_bounds)
+                            plan.configuration, tight_bounds=plan.tight_bounds, extra_columns=extras or None,
+                            subdir=subdir, file_prefix=file_prefix)
     marks = {}
     for name in plan.identity:
         mm = pc.min_max(rows.column(name))
@@ -367,7 +385,7 @@ def _write_rows(plan: WritePlan, rows) -> tuple[list[str], dict[str, int]]:
     return [a.to_json() for a in adds], marks
 
 
-def _arrow_task(plan: WritePlan):
+def _arrow_task(plan: WritePlan, extras: dict[str, str] | None = None, subdir: str = "", file_prefix: str = "part"):
     """A `mapInArrow` function writing each task's rows (flushed every DEFAULT_TARGET_FILE_ROWS)
     and yielding one row per flush: its AddFiles and identity marks, as JSON."""
     def task(batches):
@@ -379,7 +397,7 @@ def _arrow_task(plan: WritePlan):
         count = 0
 
         def flush():
-            adds, marks = _write_rows(plan, pa.Table.from_batches(pending))
+            adds, marks = _write_rows(plan, pa.Table.from_batches(pending), extras, subdir, file_prefix)
             pending.clear()
             return pa.RecordBatch.from_pydict({"adds": [json.dumps(adds)], "marks": [json.dumps(marks)]})
 
@@ -395,12 +413,13 @@ def _arrow_task(plan: WritePlan):
     return task
 
 
-def _write_arrow(df, plan: WritePlan) -> tuple[list[AddFile], dict[str, int]]:
+def _write_arrow(df, plan: WritePlan, extras: dict[str, str] | None = None, subdir: str = "",
+                 file_prefix: str = "part") -> tuple[list[AddFile], dict[str, int]]:
     """Object stores (no Hadoop connector in plain PySpark): executors write the files with
     pyarrow's filesystem (`tahoe.write.files`) inside one `mapInArrow` job, stats from the rows
     in memory; the driver gets the AddFiles back. A violated check fails the job before that
     task writes; files of tasks that finished before a failure stay behind (unreferenced)."""
-    out = _checked(df).mapInArrow(_arrow_task(plan), "adds string, marks string")
+    out = _checked(df).mapInArrow(_arrow_task(plan, extras, subdir, file_prefix), "adds string, marks string")
     try:
         rows = out.collect()
     except Exception as e:  # noqa: BLE001

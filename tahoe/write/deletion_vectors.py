@@ -39,7 +39,8 @@ __all__ = ["stage_deleted_rows", "delete_rows"]
 def stage_deleted_rows(snapshot: Snapshot, rows_by_path: Mapping[str, Iterable[int]]
                        ) -> tuple[list[AddFile], list[AddFile]]:
     """(current AddFiles, replacements with deletion vectors) for marking `rows_by_path` — row
-    indexes within each data file, keyed by the AddFile's `path` — deleted. A file whose given
+    indexes within each data file (an iterable of ints or a pyroaring BitMap64), keyed by the
+    AddFile's `path` — deleted. A file whose given
     rows its deletion vector already holds stays as it is (not returned). InvalidTableOperationError, before
     anything is written, when the table does not support deletion vectors, a path is not an
     active file, a file has no numRecords, or an index is past the file's last row."""
@@ -61,13 +62,19 @@ def stage_deleted_rows(snapshot: Snapshot, rows_by_path: Mapping[str, Iterable[i
         if st is None or st.num_records is None:
             raise InvalidTableOperationError(
                 f"{path} has no numRecords in its stats: a file with a deletion vector must have one")
-        idx = np.sort(np.asarray(rows if isinstance(rows, np.ndarray) else list(rows), dtype=np.int64))
-        idx = idx[np.r_[True, idx[1:] != idx[:-1]]] if idx.size else idx  # (np.unique: 70x slower here)
-        if idx.size and (idx[0] < 0 or idx[-1] >= st.num_records):
-            bad = int(idx[0] if idx[0] < 0 else idx[-1])
-            raise InvalidTableOperationError(
-                f"row index {bad} is outside {path}, which has {st.num_records} rows")
-        bm = BitMap64(idx.astype(np.uint64))
+        if isinstance(rows, BitMap64):
+            bm = BitMap64(rows)
+            if bm and bm.max() >= st.num_records:
+                raise InvalidTableOperationError(
+                    f"row index {bm.max()} is outside {path}, which has {st.num_records} rows")
+        else:
+            idx = np.sort(np.asarray(rows if isinstance(rows, np.ndarray) else list(rows), dtype=np.int64))
+            idx = idx[np.r_[True, idx[1:] != idx[:-1]]] if idx.size else idx  # (np.unique: 70x slower here)
+            if idx.size and (idx[0] < 0 or idx[-1] >= st.num_records):
+                bad = int(idx[0] if idx[0] < 0 else idx[-1])
+                raise InvalidTableOperationError(
+                    f"row index {bad} is outside {path}, which has {st.num_records} rows")
+            bm = BitMap64(idx.astype(np.uint64))
         if add.deletion_vector is not None:
             before = load_deletion_vector(add.deletion_vector, snapshot.table_root, snapshot.store.read_range)
             if bm.issubset(before):  # nothing new for this file

@@ -292,10 +292,17 @@ def write_data_files(store: LogStore, table_root: str, data: pa.Table | Iterable
                      snapshot_schema: StructType, partition_columns: Iterable[str] = (),
                      column_mapping_mode: str = "none", configuration: dict | None = None,
                      target_file_rows: int = DEFAULT_TARGET_FILE_ROWS, *,
-                     tight_bounds: bool | None = None) -> list[AddFile]:
+                     tight_bounds: bool | None = None, extra_columns: dict[str, str] | None = None,
+                     subdir: str = "", file_prefix: str = "part") -> list[AddFile]:
     """Write `data` (already in the table's logical schema, see `conform_to_schema`) as parquet
     files under `table_root` and return their AddFiles (dataChange=true), one or more per distinct
     partition, at most `target_file_rows` rows each. No rows → no files.
+
+    `extra_columns` maps columns of `data` outside the schema to the physical names they are
+    written under, after the table's columns and without stats: the materialized row-tracking
+    columns (spec "Row Tracking") a rewrite carries. `subdir` / `file_prefix` place and name the
+    files otherwise: change data files are `_change_data/<partition>/cdc-...` (with the
+    `_change_type` column as an extra column).
 
     Stats honour `delta.dataSkippingNumIndexedCols`, `delta.dataSkippingStatsColumns` and
     `delta.dataSkippingStringPrefixLength`; `tight_bounds` (pass True on tables with deletion
@@ -319,6 +326,11 @@ def write_data_files(store: LogStore, table_root: str, data: pa.Table | Iterable
     parquet_options = ParquetWriteOptions.for_configuration(conf)
     parquet_options.pyarrow_kwargs()   # refuses a codec pyarrow cannot write, before any file
     data_names = [f.name for f in data_schema.fields]
+    extras = dict(extra_columns or {})
+    if extras:
+        data_names += list(extras)
+        physical_schema = pa.schema(list(physical_schema) + [
+            pa.field(phys, table.schema.field(name).type, nullable=True) for name, phys in extras.items()])
     adds: list[AddFile] = []
     made_dirs: set[str] = set()
     file_no = 0
@@ -331,9 +343,9 @@ def write_data_files(store: LogStore, table_root: str, data: pa.Table | Iterable
         rel_dir = partition_path([pv_key[f.name] for f in part_fields], pvs) if part_fields else ""
         for start in range(0, rows.num_rows, target_file_rows):
             chunk = rows.slice(start, target_file_rows)
-            name = f"part-{file_no:05d}-{uuid.uuid4()}-c000{parquet_options.file_suffix}.parquet"
+            name = f"{file_prefix}-{file_no:05d}-{uuid.uuid4()}-c000{parquet_options.file_suffix}.parquet"
             file_no += 1
-            rel = f"{rel_dir}/{name}" if rel_dir else name
+            rel = "/".join(p for p in (subdir, rel_dir, name) if p)
             log_path = encode_log_path(rel)
             full = resolve_data_path(table_root, log_path)
             parent = full.rsplit("/", 1)[0] if "/" in full else full

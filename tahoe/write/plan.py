@@ -503,18 +503,31 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
 
 
 def plan_rows(snapshot: "Snapshot", incoming: StructType, operation: str, parameters: dict | None = None,
-              storage_options: dict | None = None, user_metadata: str | None = None) -> WritePlan:
+              storage_options: dict | None = None, user_metadata: str | None = None, *,
+              rewrite: bool = False, schema: StructType | None = None) -> WritePlan:
     """A plan for writing rows of schema `incoming` into the existing table of `snapshot` without
-    changing its schema or partitioning — the rows an UPDATE rewrites or a MERGE inserts: the
-    same column rules (identity values for columns the rows omit, defaults, generated columns,
-    constraints) and file settings as a WRITE's, for the same executors (`tahoe.write.arrow.
-    write_rows`, `tahoe.spark.write.write_dataframe`). The operation stages its own removes and
-    commits with `tahoe.write.commit.commit_new_files` on a transaction opened on `snapshot`."""
+    changing its partitioning — the rows an UPDATE rewrites or a MERGE inserts: the same column
+    rules (identity values for columns the rows omit, defaults, generated columns, constraints)
+    and file settings as a WRITE's, for the same executors (`tahoe.write.arrow.write_rows`,
+    `tahoe.spark.write.write_dataframe`). The operation stages its own removes and commits with
+    `tahoe.write.commit.commit_new_files` on a transaction opened on `snapshot`.
+
+    `rewrite=True`: the rows are rows of the table rewritten (copied or updated by a DML): they
+    carry every column, identity values included, which are kept as they are (neither generated
+    nor refused as explicit inserts); generated columns are checked (`<=>`) like given ones.
+    `schema`: the table's schema after the operation when it evolves it (MERGE with schema
+    evolution; the metadata change is the operation's to commit), else the snapshot's."""
     check_writable(snapshot.protocol)
-    schema = snapshot.schema
+    schema = schema if schema is not None else snapshot.schema
     conf = snapshot.configuration
     _check_compatible(schema, incoming, API_SPELLING["write_table"])
-    identity, generated, defaults = _column_fills(schema, incoming)
+    if rewrite:
+        identity: dict = {}
+        defaults: dict = {}
+        generated = [(f.name, str(f.metadata[GENERATION_EXPRESSION]), True) for f in schema.fields
+                     if f.metadata.get(GENERATION_EXPRESSION)]
+    else:
+        identity, generated, defaults = _column_fills(schema, incoming)
     return WritePlan(table_root=snapshot.table_root, storage_options=storage_options, mode="append",
                      read_version=snapshot.version, operation=operation, parameters=dict(parameters or {}),
                      schema_json=schema.to_json(), partition_columns=list(snapshot.partition_columns),

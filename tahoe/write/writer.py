@@ -30,7 +30,7 @@ from ..expressions import Expression, Scope, matches, parse
 if TYPE_CHECKING:  # pragma: no cover
     from ..txn import Transaction
 
-__all__ = ["parse_replace_where", "check_replace_where", "files_to_replace", "stage_overwrite"]
+__all__ = ["parse_replace_where", "check_replace_where", "files_to_replace", "stage_overwrite", "partition_predicate"]
 
 
 # --- replaceWhere ------------------------------------------------------------------------------
@@ -109,15 +109,16 @@ def stage_overwrite(txn: Transaction, snap: Snapshot, replace_node=None,
         txn.read_whole_table()
         txn.read_files(removes)
     else:
-        txn.read_predicate(_partition_predicate(replace_node, snap.schema, list(snap.partition_columns)))
+        txn.read_predicate(partition_predicate(replace_node, snap.schema, list(snap.partition_columns)))
         txn.read_files(removes)
     txn.remove_files(removes)
     return removes
 
 
-def _partition_predicate(node: Expression, schema: StructType, partition_columns: list[str]):
-    """The replaceWhere predicate as the Transaction's partition filter (logical column name →
-    serialized value), for conflict detection."""
+def partition_predicate(node: Expression, schema: StructType, partition_columns: list[str]):
+    """A predicate on partition columns only (a replaceWhere predicate, the partition part of a
+    DML's condition) as the Transaction's partition filter (logical column name → serialized
+    value), for conflict detection."""
     fields = {c: schema.field(c) for c in partition_columns}
 
     def selects(values: dict[str, str | None]) -> bool:

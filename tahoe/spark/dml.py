@@ -1,0 +1,537 @@
+"""The Spark executor of DELETE, UPDATE and MERGE (behind `tahoe.spark.DeltaTable.delete` /
+`update` / `merge`): the DML planner (`tahoe.write.dml_plan`) decides, Spark moves the rows —
+they never pass through the driver, which only sees per-file counts and deletion-vector bitmaps.
+
+    metrics = run_dml(spark, log, snapshot, plan, source_df)   # one commit; delta-spark's metrics
+
+Jobs:
+  1. the candidate files (the planner's partition pruning and stats skipping) are scanned with
+     each row's file and position (`_metadata.file_path`, the row index: `read_snapshot(file_row=
+     True)`); a MERGE joins them with the source on its condition — inner, or left outer from the
+     target with notMatchedBySource clauses — broadcasting a source whose estimated size is under
+     `spark.sql.autoBroadcastJoinThreshold`. Each row gets the index of the first clause whose
+     condition is TRUE (a CASE over the planner's trees, `to_spark_column`). The rows some clause
+     changes (and, for a MERGE, every matched pair) are kept (persisted on the executors);
+  2. a small job checks for target rows matched twice (delta-spark's
+     DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE) and one summarizes the changed rows
+     per file in the tasks: deletion-vector bitmaps (pyroaring, serialized) and counts, collected
+     to the driver;
+  3. the rows written: updated rows (new values, generated columns recomputed); with copy-on-write
+     also the touched files' other rows — a scan of those files with the changed rows masked
+     out by inline deletion vectors, no join; MERGE inserts: source rows no target row matched
+     (a left anti join with the matched source rows), each given the first insert clause whose
+     condition is TRUE; change data rows when the commit needs them. Each set is written by
+     `tahoe.spark.write.write_dataframe` with the planner's write plan (every row check inside
+     the write job);
+  4. one commit through the planner's `stage` (`commit_new_files`: files of a commit that
+     surely did not land are deleted).
+
+A MERGE that inserts and also matches reads its source twice: the source gets a row id and is
+materialized on the executors first (`localCheckpoint`), so both reads see the same rows.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pyarrow as pa
+
+from ..errors import DeltaUnsupportedOperationException, UnsupportedFeatureError
+from ..expressions import Expression, to_spark_column
+from ..log import DeltaLog
+from ..protocol.actions import AddCDCFile, AddFile
+from ..protocol.deletion_vectors import inline_dv, load_deletion_vector
+from ..storage import resolve_data_path
+from ..txn import Transaction
+from ..write.commit import commit_new_files, delete_data_files
+from ..write.deletion_vectors import stage_deleted_rows
+from ..write.dml_plan import (
+    CHANGE_TYPE, CLAUSE, MULTIPLE_MATCHES_MESSAGE, ROW_COMMIT_VERSION, ROW_ID, SOURCE_PRESENT, TARGET_PRESENT,
+    Counts, DmlPlan, candidate_files, cdc_needed, record_reads, stage,
+)
+from .read import FILE_COLUMN, ROW_COLUMN, hadoop_uri, read_snapshot
+from .session import configure
+from .types import col, from_spark_schema, to_spark_type
+from .write import write_dataframe
+
+__all__ = ["run_dml", "column_sql", "dataframe_alias", "spark_typer"]
+
+SID = "__tahoe_source_row"
+CDC_DIR = "_change_data"
+
+
+# --- helpers for the API layer ------------------------------------------------------------------------
+
+def is_classic(df) -> bool:
+    return hasattr(df, "_jdf")
+
+
+def column_sql(df, column) -> str:
+    """The Spark SQL text of a pyspark Column, resolved against `df` (Spark's analyzer: qualified
+    names, implicit casts made explicit) — how Column conditions and values reach the planner."""
+    if not is_classic(df):
+        raise UnsupportedFeatureError(
+            "on Spark Connect tahoe takes DML conditions and values as SQL strings, not Columns")
+    plan = df.select(column.alias("__tahoe_value"))._jdf.queryExecution().analyzed()
+    return plan.projectList().head().child().sql()
+
+
+def dataframe_alias(df) -> str | None:
+    """The alias a DataFrame was given (`df.alias("s")`), when every column carries it."""
+    if is_classic(df):
+        try:
+            out = df._jdf.queryExecution().analyzed().output()
+            names = set()
+            for i in range(out.size()):
+                q = out.apply(i).qualifier()
+                names.add(q.last() if q.nonEmpty() else None)
+            return names.pop() if len(names) == 1 else None
+        except Exception:  # noqa: BLE001 - no alias we can tell
+            return None
+    plan = getattr(df, "_plan", None)
+    return getattr(plan, "_alias", None) if type(plan).__name__ == "SubqueryAlias" else None
+
+
+def spark_typer(df):
+    """The type of an expression over `df` (Spark's analyzer), as a tahoe type."""
+    from pyspark.sql.types import StructField, StructType
+
+    def typer(expr: Expression):
+        dt = df.select(to_spark_column(expr).alias("x")).schema.fields[0].dataType
+        return from_spark_schema(StructType([StructField("x", dt)])).fields[0].type
+    return typer
+
+
+def _estimated_bytes(df) -> int | None:
+    if not is_classic(df):
+        return None
+    try:
+        return int(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _broadcast_threshold(spark) -> int:
+    try:
+        v = str(spark.conf.get("spark.sql.autoBroadcastJoinThreshold", "10485760")).strip().lower()
+        mult = {"b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30}
+        for suffix in ("kb", "mb", "gb", "k", "m", "g", "b"):
+            if v.endswith(suffix):
+                return int(float(v[:-len(suffix)]) * mult[suffix])
+        return int(v)
+    except (ValueError, TypeError):
+        return 10 << 20
+
+
+# --- the executor ---------------------------------------------------------------------------------------
+
+def run_dml(spark, log: DeltaLog, snap, plan: DmlPlan, source=None) -> dict[str, Any]:
+    """Run a planned DML on Spark and commit it; delta-spark's metrics and `version`."""
+    configure(spark)
+    if "://" in snap.table_root and not snap.table_root.startswith("file:"):
+        raise UnsupportedFeatureError(
+            f"DELETE / UPDATE / MERGE on Spark need a table the JVM can read ({snap.table_root} is on an "
+            f"object store, which plain PySpark cannot scan natively); use tahoe.delete / tahoe.update / "
+            f"tahoe.merge (Spark-free) for it")
+    return _SparkDml(spark, log, snap, plan, source).run()
+
+
+class _SparkDml:
+    def __init__(self, spark, log: DeltaLog, snap, plan: DmlPlan, source):
+        from pyspark.sql.types import LongType
+
+        self.spark = spark
+        self.log = log
+        self.snap = snap
+        self.plan = plan
+        self.source = source
+        self.schema = plan.schema
+        self.read_schema = plan.read_schema
+        self.tracking = {n: LongType() for n in plan.row_tracking} if plan.row_tracking else {}
+        self.by_index = {c.index: c for c in plan.clauses}
+        self.persisted: list = []
+
+    # --- reading the target -------------------------------------------------------------------------
+    def _files_table(self, adds: list[AddFile], dvs: dict[str, Any] | None = None) -> pa.Table:
+        """The files table of `adds` for `read_snapshot` (`dvs`: replacement DV descriptors)."""
+        ft = self.snap.files_table(["path", "partitionValues", "size", "stats", "deletionVector"])
+        wanted = {a.path for a in adds}
+        keep = [p in wanted for p in ft.column("path").to_pylist()]
+        ft = ft.filter(pa.array(keep, pa.bool_()))
+        if dvs:
+            typ = ft.schema.field("deletionVector").type
+            col_dv = [dvs[p].to_dict() if p in dvs else d
+                      for p, d in zip(ft.column("path").to_pylist(), ft.column("deletionVector").to_pylist())]
+            ft = ft.set_column(ft.schema.get_field_index("deletionVector"), "deletionVector",
+                               pa.array(col_dv, typ))
+        return ft
+
+    def _uri(self, add: AddFile) -> str:
+        return hadoop_uri(resolve_data_path(self.snap.table_root, add.path))
+
+    def _target(self, adds: list[AddFile], dvs: dict[str, Any] | None = None):
+        """The rows of `adds` (logical columns of the read schema) with FILE_COLUMN / ROW_COLUMN
+        and, with row tracking, ROW_ID / ROW_COMMIT_VERSION."""
+        from pyspark.sql import functions as F
+
+        df = read_snapshot(self.spark, self.snap, files=self._files_table(adds, dvs), file_row=True,
+                           extra_columns=self.tracking or None)
+        if not self.tracking:
+            return df
+        from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+        rid_col, rcv_col = self.plan.row_tracking
+        info = self.spark.createDataFrame(
+            [(self._uri(a), a.base_row_id, a.default_row_commit_version) for a in adds],
+            StructType([StructField(FILE_COLUMN, StringType()), StructField("__tahoe_base", LongType()),
+                        StructField("__tahoe_drcv", LongType())]))
+        df = df.join(F.broadcast(info), on=FILE_COLUMN, how="left")
+        df = df.withColumn(ROW_ID, F.coalesce(col(rid_col), F.col("__tahoe_base") + F.col(ROW_COLUMN)))
+        df = df.withColumn(ROW_COMMIT_VERSION, F.coalesce(col(rcv_col), F.col("__tahoe_drcv")))
+        return df.drop(rid_col, rcv_col, "__tahoe_base", "__tahoe_drcv")
+
+    # --- trees → columns ------------------------------------------------------------------------------
+    def _clause_column(self, clauses, with_presence: bool = True):
+        from pyspark.sql import functions as F
+
+        out = None
+        for c in clauses:
+            g = c.guard if with_presence else c.condition
+            cond = F.lit(True) if g is None else to_spark_column(g)
+            out = F.when(cond, F.lit(c.index)) if out is None else out.when(cond, F.lit(c.index))
+        return out if out is not None else F.lit(None).cast("int")
+
+    def _values(self, df, clauses, columns: list[str], generated: dict):
+        """`df` (rows each taken by one of `clauses`, CLAUSE set) → the rows they write: the
+        clauses' values cast to the table's types, then generated columns recomputed."""
+        from pyspark.sql import functions as F
+
+        sel = []
+        for name in columns:
+            f = self.schema.field(name)
+            expr = None
+            for c in clauses:
+                if name in c.values:
+                    v = to_spark_column(c.values[name])
+                    cond = F.col(CLAUSE) == F.lit(c.index)
+                    expr = F.when(cond, v) if expr is None else expr.when(cond, v)
+            if expr is None:
+                expr = F.lit(None)
+            sel.append(expr.cast(to_spark_type(f.type)).alias(name))
+        keep = [CLAUSE] + [n for n in (FILE_COLUMN, ROW_COLUMN, ROW_ID, ROW_COMMIT_VERSION) if n in df.columns]
+        out = df.select(*sel, *[col(n) for n in keep])
+        for name, (expr, recompute) in generated.items():
+            f = self.schema.field(name)
+            value = to_spark_column(expr).cast(to_spark_type(f.type))
+            cur = col(name) if name in out.columns else F.lit(None).cast(to_spark_type(f.type))
+            out = out.withColumn(name, F.when(F.col(CLAUSE).isin(*recompute), value).otherwise(cur))
+        return out
+
+    def _old_values(self, df):
+        """The target's values of `df`'s rows, as the table's schema after the operation."""
+        from pyspark.sql import functions as F
+
+        old = {f.name for f in self.read_schema.fields}
+        sel = []
+        for f in self.schema.fields:
+            c = to_spark_column(self.plan.target_column(f.name)) if f.name in old else F.lit(None)
+            sel.append(c.cast(to_spark_type(f.type)).alias(f.name))
+        return sel
+
+    def _persist(self, df):
+        from pyspark import StorageLevel
+
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        self.persisted.append(df)
+        return df
+
+    # --- running ----------------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        try:
+            return self._run()
+        finally:
+            for df in self.persisted:
+                try:
+                    df.unpersist()
+                except Exception:  # noqa: BLE001
+                    pass
+
+    def _run(self) -> dict[str, Any]:
+        from pyspark.sql import functions as F
+
+        plan, snap, spark = self.plan, self.snap, self.spark
+        txn = Transaction(self.log, plan.operation, plan.parameters, snapshot=snap)
+        candidates = candidate_files(plan, snap)
+        record_reads(plan, txn, candidates)
+        counts = Counts()
+        t0 = time.perf_counter()
+        source = None
+        uses_sid = plan.has_not_matched and (plan.has_matched or plan.has_not_matched_by_source)
+        if plan.operation == "MERGE":
+            source = self.source.withColumn(SOURCE_PRESENT, F.lit(True))
+            if uses_sid:
+                source = source.withColumn(SID, F.monotonically_increasing_id()).localCheckpoint(eager=True)
+            counts.source_rows = source.count()
+            source = source.alias(plan.source_alias)
+            est = _estimated_bytes(self.source)
+            if est is not None and est <= _broadcast_threshold(spark):
+                source = F.broadcast(source)
+        modifying = [c for c in plan.clauses if c.action in ("update", "delete")]
+        changed = None
+        summary: dict[str, dict] = {}
+        if candidates and (plan.operation != "MERGE" or plan.has_matched or plan.has_not_matched_by_source):
+            target = self._target(candidates)
+            if plan.operation == "MERGE":
+                target = target.withColumn(TARGET_PRESENT, F.lit(True)).alias(plan.target_alias)
+                how = "left" if plan.has_not_matched_by_source else "inner"
+                joined = target.join(source, on=to_spark_column(plan.condition), how=how)
+                clauses = [c for c in plan.clauses if c.kind != "notMatched"]
+                joined = joined.withColumn(CLAUSE, self._clause_column(clauses))
+                keep = F.col(CLAUSE).isNotNull() | F.col(SOURCE_PRESENT).isNotNull()
+            else:
+                target = target.alias(plan.target_alias) if plan.user_target_alias else target
+                joined = target.withColumn(CLAUSE, self._clause_column(plan.clauses, with_presence=False))
+                keep = F.col(CLAUSE).isNotNull()
+            changed = self._persist(joined.filter(keep))
+            if plan.operation == "MERGE" and plan.has_matched and not plan.multiple_matches_allowed:
+                dup = changed.filter(F.col(SOURCE_PRESENT).isNotNull()).groupBy(FILE_COLUMN, ROW_COLUMN).count() \
+                    .filter(F.col("count") > 1).limit(1).count()
+                if dup:
+                    raise DeltaUnsupportedOperationException(
+                        MULTIPLE_MATCHES_MESSAGE, "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE")
+            modified_idx = [c.index for c in modifying]
+            summary = _summarize(changed.filter(F.col(CLAUSE).isin(*modified_idx))
+                                 .select(FILE_COLUMN, ROW_COLUMN, CLAUSE)) if modified_idx else {}
+        counts.scan_ms = int((time.perf_counter() - t0) * 1000)
+        return self._write_and_commit(txn, candidates, changed, source, summary, counts)
+
+    def _write_and_commit(self, txn: Transaction, candidates: list[AddFile], changed, source, summary: dict,
+                          counts: Counts) -> dict[str, Any]:
+        from pyspark.sql import functions as F
+
+        plan, snap = self.plan, self.snap
+        t0 = time.perf_counter()
+        by_uri = {self._uri(a): a for a in candidates}
+        removed: list[AddFile] = []
+        dv_rows: dict[str, Any] = {}
+        copy_dvs: dict[str, Any] = {}
+        touched: list[AddFile] = []
+        partial = False
+        for uri, (bitmaps, _) in summary.items():
+            add = by_uri[uri]
+            from pyroaring import BitMap64
+
+            allbm = BitMap64()
+            for bm in bitmaps.values():
+                allbm |= bm
+            for ci, bm in bitmaps.items():
+                c = self.by_index[ci]
+                n = len(bm)
+                if c.action == "delete":
+                    counts.deleted += n
+                    if c.kind == "matched":
+                        counts.matched_deleted += n
+                    elif plan.operation == "MERGE":
+                        counts.nmbs_deleted += n
+                else:
+                    counts.updated += n
+                    if c.kind == "matched":
+                        counts.matched_updated += n
+                    elif plan.operation == "MERGE":
+                        counts.nmbs_updated += n
+            live = (add.num_records or 0) - (add.deletion_vector.cardinality if add.deletion_vector else 0)
+            whole = add.num_records is not None and len(allbm) >= live
+            if plan.dv and not whole:
+                dv_rows[add.path] = allbm
+                partial = True
+                if add.deletion_vector is None:
+                    counts.dv_added += 1
+                else:
+                    counts.dv_updated += 1
+                continue
+            removed.append(add)
+            if add.deletion_vector is not None:
+                counts.dv_removed += 1
+            if not whole:
+                touched.append(add)
+                before = load_deletion_vector(add.deletion_vector, snap.table_root, snap.store.read_range) \
+                    if add.deletion_vector is not None else BitMap64()
+                copy_dvs[add.path] = inline_dv(before | allbm)
+                counts.copied += live - len(allbm)
+                partial = True
+        update_clauses = [c for c in plan.clauses if c.action == "update"]
+        new_files: list = []
+        added: list[AddFile] = []
+        cdcs: list[AddCDCFile] = []
+        marks: dict[str, int] = {}
+        extras = {ROW_ID: plan.row_tracking[0], ROW_COMMIT_VERSION: plan.row_tracking[1]} if plan.row_tracking else None
+        out_cols = [f.name for f in self.schema.fields if not f.metadata.get("delta.generationExpression")
+                    or any(f.name in c.values for c in update_clauses)]
+        try:
+            updated = None
+            if changed is not None and counts.updated:
+                upd = changed.filter(F.col(CLAUSE).isin(*[c.index for c in update_clauses]))
+                updated = self._values(upd, update_clauses, out_cols, plan.update_generated)
+                if extras:
+                    updated = updated.withColumn(ROW_COMMIT_VERSION, F.lit(None).cast("long"))
+            parts = []
+            if updated is not None:
+                parts.append(updated.select(*[col(f.name) for f in self.schema.fields],
+                                            *([col(ROW_ID), col(ROW_COMMIT_VERSION)] if extras else [])))
+            if touched:
+                copies = self._target(touched, copy_dvs)
+                copies = copies.select(*self._plain_old(copies),
+                                       *([col(ROW_ID), col(ROW_COMMIT_VERSION)] if extras else []))
+                parts.insert(0, copies)
+            if parts:
+                rewritten = parts[0]
+                for p in parts[1:]:
+                    rewritten = rewritten.unionByName(p)
+                files, _ = write_dataframe(rewritten, self.log, plan.rewrite_plan, extra_columns=extras)
+                added += files
+                new_files += files
+            inserts = self._inserts(changed, source) if plan.operation == "MERGE" and plan.has_not_matched else None
+            inserted: list[AddFile] = []
+            if inserts is not None:
+                inserted, marks = write_dataframe(inserts, self.log, plan.insert_plan)
+                added += inserted
+                new_files += inserted
+                counts.inserted = sum(a.num_records or 0 for a in inserted)
+            if cdc_needed(plan, counts, partial):
+                cdc = self._cdc(changed, updated, inserted, update_clauses)
+                if cdc is not None:
+                    import dataclasses
+                    cdc_plan = dataclasses.replace(plan.rewrite_plan, constraints=[], generated=[])
+                    files, _ = write_dataframe(cdc, self.log, cdc_plan, extra_columns={CHANGE_TYPE: CHANGE_TYPE},
+                                               subdir=CDC_DIR, file_prefix="cdc")
+                    cdcs = [AddCDCFile(path=a.path, partition_values=a.partition_values, size=a.size) for a in files]
+                    new_files += cdcs
+            if not removed and not dv_rows and not added:
+                from ..write.dml_plan import metrics
+                out = metrics(plan, counts, [], [], [])
+                out["version"] = snap.version
+                return out
+            dv_old, dv_new = stage_deleted_rows(snap, dv_rows) if dv_rows else ([], [])
+        except BaseException:
+            delete_data_files(self.log.store, self.log.table_root, new_files)
+            raise
+        counts.rewrite_ms = int((time.perf_counter() - t0) * 1000)
+        result: dict[str, Any] = {}
+
+        def do_stage(t: Transaction) -> dict:
+            m = stage(plan, t, counts, removed, added, dv_old, dv_new, cdcs, marks)
+            result.update(m)
+            return m
+
+        result["version"] = commit_new_files(txn, new_files, do_stage)
+        return result
+
+    def _plain_old(self, df):
+        """A plain scan's rows (no join: bare names) as the table's schema after the operation."""
+        from pyspark.sql import functions as F
+
+        old = {f.name for f in self.read_schema.fields}
+        return [(col(f.name) if f.name in old else F.lit(None)).cast(to_spark_type(f.type)).alias(f.name)
+                for f in self.schema.fields]
+
+    def _inserts(self, changed, source):
+        """MERGE: the rows insert clauses add (source rows no target row matched)."""
+        from pyspark.sql import functions as F
+
+        plan = self.plan
+        if plan.has_matched or plan.has_not_matched_by_source:
+            if changed is not None:
+                matched = changed.filter(F.col(SOURCE_PRESENT).isNotNull() & F.col(TARGET_PRESENT).isNotNull()) \
+                    .select(F.col(SID).alias("__tahoe_matched")).distinct()
+                unmatched = source.join(F.broadcast(matched), on=F.col(SID) == F.col("__tahoe_matched"),
+                                        how="left_anti")
+            else:
+                unmatched = source
+        else:   # insert-only: one anti join against the candidate files (only the condition's columns are read)
+            candidates = candidate_files(plan, self.snap)
+            if candidates:
+                target = self._target(candidates).alias(plan.target_alias)
+                unmatched = source.join(target, on=to_spark_column(plan.condition), how="left_anti")
+            else:
+                unmatched = source
+        clauses = plan.clauses_of("notMatched")
+        rows = unmatched.withColumn(CLAUSE, self._clause_column(clauses, with_presence=False)) \
+            .filter(F.col(CLAUSE).isNotNull())
+        out = self._values(rows, clauses, plan.insert_columns, plan.insert_generated)
+        return out.select(*[col(c) for c in plan.insert_columns] +
+                          [col(g) for g in plan.insert_generated if g not in plan.insert_columns])
+
+    def _new_files_table(self, adds: list[AddFile]) -> pa.Table:
+        cols = ["path", "partitionValues", "size", "stats", "deletionVector"]
+        schema = self.snap.files_table(cols).schema
+        return pa.Table.from_pylist([{"path": a.path, "partitionValues": list(a.partition_values.items()),
+                                      "size": a.size, "stats": a.stats, "deletionVector": None} for a in adds],
+                                    schema=schema)
+
+    def _cdc(self, changed, updated, inserted: list[AddFile] | None, update_clauses):
+        """The change rows of the commit: deleted rows, update pre- and post-images, inserts."""
+        from pyspark.sql import functions as F
+
+        plan = self.plan
+        names = [f.name for f in self.schema.fields]
+        parts = []
+        if changed is not None:
+            deletes = [c.index for c in plan.clauses if c.action == "delete"]
+            if deletes:
+                d = changed.filter(F.col(CLAUSE).isin(*deletes)).dropDuplicates([FILE_COLUMN, ROW_COLUMN])
+                parts.append(d.select(*self._old_values(d), F.lit("delete").alias(CHANGE_TYPE)))
+            if updated is not None:
+                u = changed.filter(F.col(CLAUSE).isin(*[c.index for c in update_clauses]))
+                parts.append(u.select(*self._old_values(u), F.lit("update_preimage").alias(CHANGE_TYPE)))
+                parts.append(updated.select(*[col(n) for n in names], F.lit("update_postimage").alias(CHANGE_TYPE)))
+        if inserted:   # the rows the insert write wrote (identity values, defaults), read back
+            back = read_snapshot(self.spark, self.snap, files=self._new_files_table(inserted), schema=self.schema)
+            parts.append(back.select(*[col(n) for n in names], F.lit("insert").alias(CHANGE_TYPE)))
+        if not parts:
+            return None
+        out = parts[0]
+        for p in parts[1:]:
+            out = out.unionByName(p)
+        return out
+
+
+def _summarize(df) -> dict[str, tuple[dict, dict]]:
+    """Per file URI: ({clause index: BitMap64 of the rows it changes}, {}) — built in the tasks
+    (one partial bitmap per task, file and clause), merged on the driver."""
+    from pyroaring import BitMap64
+
+    def task(batches):
+        import numpy as np
+        import pyarrow as pa
+        from pyroaring import BitMap64 as BM
+
+        acc: dict = {}
+        for b in batches:
+            if not b.num_rows:
+                continue
+            files = b.column(0).to_pylist()
+            rows = b.column(1).to_numpy(zero_copy_only=False)
+            clauses = b.column(2).to_numpy(zero_copy_only=False)
+            keys = {}
+            for i, (f, c) in enumerate(zip(files, clauses)):
+                keys.setdefault((f, int(c)), []).append(i)
+            for k, idx in keys.items():
+                bm = acc.setdefault(k, BM())
+                bm.update(rows[np.asarray(idx)].astype(np.uint64))
+        if acc:
+            yield pa.RecordBatch.from_pydict({
+                "file": [k[0] for k in acc], "clause": [k[1] for k in acc],
+                "bitmap": [bm.serialize() for bm in acc.values()]})
+
+    rows = df.mapInArrow(task, "file string, clause long, bitmap binary").collect()
+    out: dict[str, tuple[dict, dict]] = {}
+    for r in rows:
+        bitmaps, _ = out.setdefault(r["file"], ({}, {}))
+        bm = BitMap64.deserialize(bytes(r["bitmap"]))
+        if r["clause"] in bitmaps:
+            bitmaps[r["clause"]] |= bm
+        else:
+            bitmaps[r["clause"]] = bm
+    return out
+

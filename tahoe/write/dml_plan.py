@@ -1,0 +1,812 @@
+"""The DML planner: every decision a DELETE, UPDATE or MERGE makes, in one place for both
+executors — the Arrow one (`tahoe.write.dml`: `tahoe.delete` / `update` / `merge`) and the Spark
+one (`tahoe.spark.dml`, behind `tahoe.spark.DeltaTable.delete` / `update` / `merge`). The
+executors only move rows: they evaluate the trees this module builds (Arrow with
+`tahoe.expressions.evaluate`, Spark with `to_spark_column`) and hand their files to `stage`.
+
+    plan = plan_delete(snapshot, "day = 'mon' AND v < 10")
+    plan = plan_update(snapshot, "id = 3", {"v": "v + 1"})
+    plan = plan_merge(snapshot, source_schema, "t.id = s.id", [MergeClause("matched", "update", None, None), ...],
+                      target_alias="t", source_alias="s")
+
+A DML is a *program* over rows: a relation of target rows (DELETE, UPDATE) or of the target and
+source rows joined by the MERGE condition (`matched`: both sides; `notMatched`: a source row no
+target row matched; `notMatchedBySource`: a target row no source row matched). Its clauses are
+tried in order; the first whose kind fits the row and whose condition is TRUE (NULL is not TRUE)
+acts on it — update, delete or insert; a row no clause takes is copied (target) or dropped
+(source). In a joined relation the target's columns are qualified by `target_alias`, the source's
+by `source_alias` (internal aliases when the caller gave none), and the flag columns
+`TARGET_PRESENT` / `SOURCE_PRESENT` are TRUE where that side is present, NULL where not.
+
+The plan holds, for each clause (`CompiledClause`): its presence test and condition, and its
+values — for an update every column of the table (assigned, or the target's own value), for an
+insert the columns inserted rows give (`insert_columns`). Generated columns an update does not
+assign are recomputed from the new row (`update_generated`: the generation expression over the
+output's plain column names, for the clauses that recompute it); inserts leave unassigned
+computed columns (identity, generated, defaults) to the write plan (`insert_plan`), which fills
+them as for any WRITE. Rows rewritten (copied or updated) are written with `rewrite_plan`
+(`tahoe.write.plan.plan_rows(rewrite=True)`: identity values kept, generated columns, NOT NULL,
+CHECK constraints and invariants checked); inserted rows with `insert_plan`.
+
+Rules enforced here, before any row is read (delta-spark's): an unknown column, an ambiguous one
+or a `notMatched` clause reading the target / a `notMatchedBySource` clause reading the source →
+AnalysisException; a value whose type cannot be stored in its column (Spark's ANSI store
+assignment) → AnalysisException; assigning an identity column in an update →
+[DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED]; only the last clause of a kind may omit its
+condition; a MERGE needs a clause; DELETE / UPDATE / a MERGE that updates or deletes on an
+append-only table → InvalidTableOperationError. A target row matched by several source rows fails
+the MERGE ([DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE]) unless the only matched
+clause is an unconditional delete (`multiple_matches_allowed`).
+
+Execution settings decided here: merge-on-read with deletion vectors when the table has
+`delta.enableDeletionVectors` (`dv`), else copy-on-write; change data (`cdf`, written only when a
+commit's changes cannot be read from its add/remove actions alone: see `cdc_needed`); row tracking
+(`row_tracking`: the materialized row-id / row-commit-version column names); which files may hold
+affected rows (`candidate_files`: partition pruning and stats skipping on the target-only part
+of the condition); what the transaction records as read (`record_reads`: the partition part of
+that predicate and the files scanned — delta-spark's `filterFiles`), and the commitInfo
+(`operation`, `parameters`, and `metrics` under delta-spark's names).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+
+
+from ..errors import AnalysisException, InvalidTableOperationError
+from ..expressions import (
+    And, Column, Expression, IsNull, Literal, Not, Scope, check_columns, conjuncts, file_mask, parse,
+    unqualify,
+)
+from ..expressions.resolve import unresolved_column
+from ..expressions.tree import quote_identifier
+from ..protocol import column_mapping
+from ..protocol.actions import AddCDCFile, AddFile, Metadata
+from ..protocol.properties import (
+    COLUMN_DEFAULT, GENERATION_EXPRESSION, IDENTITY_ALLOW_EXPLICIT_INSERT, ROW_COMMIT_VERSION_COLUMN_PROP,
+    ROW_ID_COLUMN_PROP, bool_property, is_true,
+)
+from ..protocol.schema import (
+    VOID, ArrayType, DataType, DecimalType, MapType, PrimitiveType, StructField, StructType,
+    is_numeric, merge_schemas,
+)
+from ..protocol.table_features import is_feature_supported
+from .plan import WritePlan, is_identity, plan_rows
+from .writer import partition_predicate
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..log.snapshot import Snapshot
+    from ..txn import Transaction
+
+__all__ = [
+    "MergeClause", "CompiledClause", "DmlPlan", "plan_delete", "plan_update", "plan_merge",
+    "TARGET_PRESENT", "SOURCE_PRESENT", "CLAUSE", "ROW_ID", "ROW_COMMIT_VERSION", "CHANGE_TYPE",
+    "candidate_files", "record_reads", "cdc_needed", "can_store_assign", "Counts", "stage", "metrics",
+    "operation_result", "MULTIPLE_MATCHES_MESSAGE", "DEFAULT_TARGET_ALIAS", "DEFAULT_SOURCE_ALIAS", "KINDS",
+]
+
+TARGET_PRESENT = "__tahoe_target_present"
+SOURCE_PRESENT = "__tahoe_source_present"
+CLAUSE = "__tahoe_clause"                # index of the clause acting on a row (NULL: none)
+ROW_ID = "__tahoe_row_id"                # a rewritten row's row id (materialized column)
+ROW_COMMIT_VERSION = "__tahoe_row_commit_version"
+CHANGE_TYPE = "_change_type"
+DEFAULT_TARGET_ALIAS = "__tahoe_target"  # aliases used when the caller gave none
+DEFAULT_SOURCE_ALIAS = "__tahoe_source"
+
+KINDS = ("matched", "notMatched", "notMatchedBySource")
+ACTIONS = {"matched": ("update", "delete"), "notMatched": ("insert",), "notMatchedBySource": ("update", "delete")}
+
+MULTIPLE_MATCHES_MESSAGE = (
+    "Cannot perform Merge as multiple source rows matched and attempted to modify the same target "
+    "row in the Delta table in possibly conflicting ways. By SQL semantics of Merge, when multiple "
+    "source rows match on the same target row, the result may be ambiguous as it is unclear which "
+    "source row should be used to update or delete the matching target row. You can preprocess the "
+    "source table to eliminate the possibility of multiple matches.")
+
+
+# --- the user's clauses ---------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class MergeClause:
+    """One WHEN clause as the user gave it. `kind`: matched | notMatched | notMatchedBySource;
+    `action`: update | delete | insert; `condition`: SQL or a tree (None: always);
+    `assignments`: {column: SQL or tree} — None with update/insert means every column (`*`:
+    updateAll / insertAll), less `except_columns`."""
+    kind: str
+    action: str
+    condition: Any = None
+    assignments: Mapping[str, Any] | None = None
+    except_columns: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown MERGE clause kind {self.kind!r}; expected one of {KINDS}")
+        if self.action not in ACTIONS[self.kind]:
+            raise ValueError(f"a {self.kind} clause cannot {self.action} (it can {ACTIONS[self.kind]})")
+        if self.action == "delete" and self.assignments:
+            raise ValueError("a delete clause takes no assignments")
+
+
+@dataclasses.dataclass(frozen=True)
+class CompiledClause:
+    """A clause ready to run. `presence`: the rows it may act on (a tree over the flag columns;
+    None: every row of the relation); `condition`: None = TRUE; `values`: column → tree over the
+    relation (update: every non-generated column of the table, and generated columns it assigns;
+    insert: `DmlPlan.insert_columns`); `generated`: generated columns it assigns explicitly."""
+    index: int
+    kind: str
+    action: str
+    presence: Expression | None
+    condition: Expression | None
+    values: dict[str, Expression]
+    description: dict       # {"predicate": sql?, "actionType": action} for commitInfo
+
+    @property
+    def guard(self) -> Expression | None:
+        """presence AND condition (None: TRUE)."""
+        parts = [p for p in (self.presence, self.condition) if p is not None]
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else And(parts[0], parts[1])
+
+
+@dataclasses.dataclass
+class DmlPlan:
+    """Everything a DML decided (see the module docstring). Picklable (Spark ships the write
+    plans to its tasks)."""
+    operation: str                             # DELETE | UPDATE | MERGE
+    parameters: dict                           # commitInfo operationParameters
+    table_root: str
+    read_version: int
+    target_alias: str                          # effective aliases (internal ones when none given)
+    source_alias: str | None
+    user_target_alias: str | None
+    user_source_alias: str | None
+    condition: Expression | None               # MERGE: ON; DELETE/UPDATE: WHERE (None: every row)
+    clauses: list[CompiledClause]
+    target_filter: Expression | None           # target-only predicate (bare names): skipping, read predicate
+    scan_all_files: bool                       # notMatchedBySource clauses: every file is a candidate
+    schema_json: str                           # the table's schema after the operation
+    read_schema_json: str                      # the snapshot's
+    new_metadata: Metadata | None              # schema evolution
+    insert_columns: list[str]                  # columns inserted rows give (the rest: computed / null)
+    update_generated: dict[str, tuple[Expression, tuple[int, ...]]]   # generated column → (expr, clauses)
+    insert_generated: dict[str, tuple[Expression, tuple[int, ...]]]
+    rewrite_plan: WritePlan | None             # rows copied / updated
+    insert_plan: WritePlan | None              # rows inserted
+    dv: bool                                   # merge-on-read (deletion vectors)
+    cdf: bool                                  # change data feed enabled
+    row_tracking: tuple[str, str] | None       # materialized (row id, row commit version) column names
+    multiple_matches_allowed: bool             # MERGE: only one unconditional matched delete
+    partition_columns: list[str]
+    column_mapping_mode: str
+    configuration: dict
+    start: float = dataclasses.field(default_factory=time.perf_counter)
+
+    @property
+    def schema(self) -> StructType:
+        return StructType.from_json(self.schema_json)
+
+    @property
+    def read_schema(self) -> StructType:
+        return StructType.from_json(self.read_schema_json)
+
+    @property
+    def has_source(self) -> bool:
+        return self.source_alias is not None
+
+    def clauses_of(self, kind: str) -> list[CompiledClause]:
+        return [c for c in self.clauses if c.kind == kind]
+
+    @property
+    def has_matched(self) -> bool:
+        return any(c.kind == "matched" for c in self.clauses)
+
+    @property
+    def has_not_matched(self) -> bool:
+        return any(c.kind == "notMatched" for c in self.clauses)
+
+    @property
+    def has_not_matched_by_source(self) -> bool:
+        return any(c.kind == "notMatchedBySource" for c in self.clauses)
+
+    @property
+    def insert_only(self) -> bool:
+        """A MERGE with only insert clauses: it appends, nothing is rewritten."""
+        return self.has_source and all(c.kind == "notMatched" for c in self.clauses)
+
+    @property
+    def modifies_target(self) -> bool:
+        return any(c.action in ("update", "delete") for c in self.clauses)
+
+    @property
+    def rewritten_columns(self) -> list[str]:
+        """The columns rewritten rows carry before generated columns are recomputed."""
+        return [f.name for f in self.schema.fields]
+
+    def target_column(self, name: str) -> Column:
+        """The target's column `name` in the relation (qualified when it is a join)."""
+        return Column((self.target_alias, name)) if self.has_source else Column((name,))
+
+
+# --- store assignment -------------------------------------------------------------------------------
+
+_DATETIME = ("date", "timestamp", "timestamp_ntz")
+
+
+def can_store_assign(src: DataType | None, dst: DataType) -> bool:
+    """Spark's ANSI store assignment (`Cast.canANSIStoreAssign`): whether a value of type `src`
+    may be written into a column of type `dst` (with a cast). None (unknown) passes."""
+    if src is None or src == dst or src == VOID:
+        return True
+    if is_numeric(src) and is_numeric(dst):
+        return True
+    if isinstance(dst, PrimitiveType) and dst.name == "string" and \
+            isinstance(src, (PrimitiveType, DecimalType)) and not _complex(src):
+        return True
+    if isinstance(src, PrimitiveType) and isinstance(dst, PrimitiveType) and \
+            src.name in _DATETIME and dst.name in _DATETIME:
+        return True
+    if isinstance(src, ArrayType) and isinstance(dst, ArrayType):
+        return can_store_assign(src.element_type, dst.element_type)
+    if isinstance(src, MapType) and isinstance(dst, MapType):
+        return can_store_assign(src.key_type, dst.key_type) and can_store_assign(src.value_type, dst.value_type)
+    if isinstance(src, StructType) and isinstance(dst, StructType):
+        return len(src.fields) == len(dst.fields) and all(
+            can_store_assign(a.type, b.type) for a, b in zip(src.fields, dst.fields))
+    return False
+
+
+def _complex(t: DataType) -> bool:
+    return isinstance(t, (ArrayType, MapType, StructType))
+
+
+def _type_sql(t: DataType) -> str:
+    from ..expressions.tree import type_sql
+    return type_sql(t)
+
+
+# --- building the plan ------------------------------------------------------------------------------
+
+Typer = Callable[[Expression], "DataType | None"]
+
+
+def _as_tree(value: Any, what: str) -> Expression:
+    if isinstance(value, Expression):
+        return value
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a SQL string (or a tahoe expression), got {type(value).__name__}")
+    return parse(value)
+
+
+def _field(schema: StructType, name: str, what: str) -> StructField:
+    f = schema.get(name, case_insensitive=True)
+    if f is None:
+        if "." in name and schema.get(name.split(".")[0], case_insensitive=True) is not None:
+            raise AnalysisException(
+                f"assigning to the nested field {quote_identifier(name)} in {what} is not supported by tahoe; "
+                f"assign the whole struct column {quote_identifier(name.split('.')[0])} instead")
+        raise unresolved_column(name, schema.names)
+    return f
+
+
+def _identity_update_error(name: str) -> AnalysisException:
+    return AnalysisException(f"[DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED] IDENTITY column "
+                             f"{quote_identifier(name)} cannot be updated.")
+
+
+def _check_refs(expr: Expression, scope: Scope, clause: str, allowed: Scope | None = None) -> None:
+    """Every column `expr` reads resolves in `scope`; with `allowed`, in that narrower scope too
+    (delta-spark's DELTA_MERGE_UNRESOLVED_EXPRESSION for a clause reading the wrong side)."""
+    check_columns(expr, scope)
+    if allowed is None:
+        return
+    for c in expr.columns():
+        try:
+            allowed.resolve(c)
+        except AnalysisException:
+            cols = ", ".join(allowed.candidates())
+            raise AnalysisException(
+                f"[DELTA_MERGE_UNRESOLVED_EXPRESSION] Cannot resolve {c.to_sql()} in {clause} given "
+                f"columns {cols}.") from None
+
+
+def _check_type(value_type: DataType | None, f: StructField, what: str) -> None:
+    if not can_store_assign(value_type, f.type):
+        raise AnalysisException(
+            f"[INCOMPATIBLE_DATA_FOR_TABLE.CANNOT_SAFELY_CAST] Cannot write incompatible data for the "
+            f"table in {what}: cannot safely cast {quote_identifier(f.name)} "
+            f"\"{_type_sql(value_type)}\" to \"{_type_sql(f.type)}\".")  # type: ignore[arg-type]
+
+
+def _common(snapshot: "Snapshot", operation: str) -> dict:
+    conf = snapshot.configuration
+    proto = snapshot.protocol
+    rt = None
+    if is_feature_supported(proto, "rowTracking") and not is_true(conf, "delta.rowTrackingSuspended") \
+            and conf.get(ROW_ID_COLUMN_PROP) and conf.get(ROW_COMMIT_VERSION_COLUMN_PROP):
+        rt = (conf[ROW_ID_COLUMN_PROP], conf[ROW_COMMIT_VERSION_COLUMN_PROP])
+    return dict(
+        table_root=snapshot.table_root, read_version=snapshot.version,
+        dv=bool_property(conf, "delta.enableDeletionVectors") and is_feature_supported(proto, "deletionVectors"),
+        cdf=bool_property(conf, "delta.enableChangeDataFeed"), row_tracking=rt,
+        partition_columns=list(snapshot.partition_columns), column_mapping_mode=snapshot.column_mapping_mode,
+        configuration=dict(conf), read_schema_json=snapshot.schema.to_json())
+
+
+def _append_only(snapshot: "Snapshot", what: str) -> None:
+    if bool_property(snapshot.configuration, "delta.appendOnly"):
+        raise InvalidTableOperationError(
+            f"cannot {what} table {snapshot.table_root}: it is append-only (delta.appendOnly=true)")
+
+
+def _predicate_param(expr: Expression | None) -> str:
+    return json.dumps([expr.to_sql()] if expr is not None else [])
+
+
+def plan_delete(snapshot: "Snapshot", condition: Any = None, target_alias: str | None = None,
+                storage_options: dict | None = None) -> DmlPlan:
+    """DELETE FROM the table WHERE `condition` (None: every row)."""
+    _append_only(snapshot, "DELETE from")
+    node = _as_tree(condition, "the DELETE condition") if condition is not None else None
+    scope = Scope.of_schema(snapshot.schema, target_alias)
+    if node is not None:
+        check_columns(node, scope)
+    clause = CompiledClause(0, "notMatchedBySource", "delete", None, node, {}, {})
+    base = _common(snapshot, "DELETE")
+    return DmlPlan(operation="DELETE", parameters={"predicate": _predicate_param(node)},
+                   target_alias=target_alias or DEFAULT_TARGET_ALIAS, source_alias=None, user_target_alias=target_alias,
+                   user_source_alias=None, condition=node, clauses=[clause],
+                   target_filter=unqualify(node, target_alias) if node is not None and target_alias else node,
+                   scan_all_files=node is None, schema_json=snapshot.schema.to_json(), new_metadata=None,
+                   insert_columns=[], update_generated={}, insert_generated={}, rewrite_plan=_rewrite_plan(
+                       snapshot, snapshot.schema, "DELETE", storage_options),
+                   insert_plan=None, multiple_matches_allowed=False, **base)
+
+
+def plan_update(snapshot: "Snapshot", condition: Any = None, assignments: Mapping[str, Any] | None = None,
+                target_alias: str | None = None, typer: Typer | None = None,
+                storage_options: dict | None = None) -> DmlPlan:
+    """UPDATE the table SET `assignments` WHERE `condition` (None: every row). `typer` gives the
+    type of a value expression (None: unknown) for the store-assignment check."""
+    _append_only(snapshot, "UPDATE")
+    if not assignments:
+        raise ValueError("UPDATE needs at least one column to set ('set' / 'updates' cannot be empty)")
+    if not isinstance(assignments, Mapping):
+        raise TypeError(f"the columns to set must be a dict of column name → value, got {type(assignments).__name__}")
+    schema = snapshot.schema
+    node = _as_tree(condition, "the UPDATE condition") if condition is not None else None
+    scope = Scope.of_schema(schema, target_alias)
+    if node is not None:
+        check_columns(node, scope)
+
+    def target_ref(name: str) -> Column:
+        return Column((target_alias, name)) if target_alias else Column((name,))
+
+    values, assigned = _update_values(schema, schema, assignments, scope, None, typer, "UPDATE", target_ref)
+    clause = CompiledClause(0, "notMatchedBySource", "update", None, node, values, {})
+    base = _common(snapshot, "UPDATE")
+    return DmlPlan(operation="UPDATE", parameters={"predicate": _predicate_param(node)},
+                   target_alias=target_alias or DEFAULT_TARGET_ALIAS, source_alias=None, user_target_alias=target_alias,
+                   user_source_alias=None, condition=node, clauses=[clause],
+                   target_filter=unqualify(node, target_alias) if node is not None and target_alias else node,
+                   scan_all_files=node is None, schema_json=schema.to_json(), new_metadata=None, insert_columns=[],
+                   update_generated=_generated_steps(schema, [(0, assigned)]), insert_generated={},
+                   rewrite_plan=_rewrite_plan(snapshot, schema, "UPDATE", storage_options), insert_plan=None,
+                   multiple_matches_allowed=False, **base)
+
+
+def _update_values(schema: StructType, read_schema: StructType, assignments: Mapping[str, Any] | None,
+                   scope: Scope, allowed: Scope | None, typer: Typer | None, what: str,
+                   target_ref: Callable[[str], Column], *,
+                   star_source: Callable[[str], Expression | None] | None = None,
+                   except_columns: Sequence[str] = (), evolution: bool = False) -> tuple[dict[str, Expression], set[str]]:
+    """(values, assigned columns) of an update: every non-generated column of `schema` gets its
+    assignment or the target's own value (NULL for a column schema evolution adds); generated
+    columns only when assigned. `assignments` None: updateAll — `star_source(col)` gives the
+    source's column (None when the source lacks it: an error, or with `evolution` the target's
+    value kept)."""
+    values: dict[str, Expression] = {}
+    given: dict[str, Expression] = {}
+    if assignments is None:
+        excluded = {c.lower() for c in except_columns}
+        for c in except_columns:
+            _field(schema, c, what)
+        for f in schema.fields:
+            if f.name.lower() in excluded:
+                continue
+            src = star_source(f.name) if star_source is not None else None
+            if src is None:
+                if is_identity(f) or f.metadata.get(GENERATION_EXPRESSION) or evolution:
+                    continue           # kept / recomputed
+                raise AnalysisException(
+                    f"[DELTA_MERGE_UNRESOLVED_EXPRESSION] Cannot resolve {quote_identifier(f.name)} in {what} "
+                    f"given columns {', '.join(allowed.candidates() if allowed is not None else scope.candidates())} "
+                    f"(the source has no column {quote_identifier(f.name)}; with schema evolution the "
+                    f"target's value is kept)")
+            if is_identity(f):
+                raise _identity_update_error(f.name)
+            given[f.name] = src
+    else:
+        for name, value in assignments.items():
+            if not isinstance(name, str):
+                raise TypeError(f"the columns to set must be named by strings, got {name!r}")
+            f = _field(schema, name, what)
+            if f.name in given:
+                raise AnalysisException(f"[DUPLICATE_ASSIGNMENTS] The column {quote_identifier(f.name)} is assigned "
+                                        f"more than once in {what}")
+            given[f.name] = _as_tree(value, f"the value of {name!r}")
+    for name, tree in given.items():
+        f = schema.field(name)
+        if is_identity(f):
+            raise _identity_update_error(f.name)
+        _check_refs(tree, scope, what, allowed)
+        _check_type(typer(tree) if typer is not None else None, f, f"{what} (column {f.name})")
+    old = {f.name for f in read_schema.fields}
+    for f in schema.fields:
+        if f.name in given:
+            values[f.name] = given[f.name]
+        elif not f.metadata.get(GENERATION_EXPRESSION):
+            values[f.name] = target_ref(f.name) if f.name in old else Literal(None)
+    return values, set(given)
+
+
+def _generated_steps(schema: StructType, clauses: list[tuple[int, set[str]]]) -> dict[str, tuple[Expression, tuple[int, ...]]]:
+    """Generated column → (generation expression, the clauses that recompute it: those not
+    assigning it)."""
+    out: dict[str, tuple[Expression, tuple[int, ...]]] = {}
+    for f in schema.fields:
+        expr = f.metadata.get(GENERATION_EXPRESSION)
+        if not expr:
+            continue
+        recompute = tuple(i for i, assigned in clauses if f.name not in assigned)
+        out[f.name] = (parse(str(expr)), recompute)
+    return out
+
+
+def _rewrite_plan(snapshot: "Snapshot", schema: StructType, operation: str, storage_options: dict | None) -> WritePlan:
+    incoming = StructType([f for f in schema.fields])
+    return plan_rows(snapshot, incoming, operation, storage_options=storage_options, rewrite=True, schema=schema)
+
+
+def plan_merge(snapshot: "Snapshot", source_schema: StructType, condition: Any, clauses: Sequence[MergeClause],
+               target_alias: str | None = None, source_alias: str | None = None, *, schema_evolution: bool = False,
+               typer: Typer | None = None, storage_options: dict | None = None) -> DmlPlan:
+    """MERGE INTO the table (`target_alias`) USING a source of `source_schema` (`source_alias`)
+    ON `condition` with `clauses` in order. `typer` types value expressions over the joined
+    relation (None: unknown)."""
+    if condition is None:
+        raise ValueError("'condition' in merge cannot be None")
+    if not clauses:
+        raise AnalysisException("[DELTA_MERGE_MISSING_WHEN] There must be at least one WHEN clause in a MERGE statement.")
+    if target_alias is not None and source_alias is not None and target_alias.lower() == source_alias.lower():
+        raise AnalysisException(f"the target and the source of a MERGE have the same alias {quote_identifier(target_alias)}")
+    for kind in KINDS:
+        of_kind = [c for c in clauses if c.kind == kind]
+        for c in of_kind[:-1]:
+            if c.condition is None:
+                label = {"matched": "MATCHED", "notMatched": "NOT MATCHED", "notMatchedBySource": "NOT MATCHED BY SOURCE"}[kind]
+                raise AnalysisException(
+                    f"[NON_LAST_{label.replace(' ', '_')}_CLAUSE_OMIT_CONDITION] When there are more than one "
+                    f"{label} clauses in a MERGE statement, only the last {label} clause can omit the condition.")
+    if any(c.action in ("update", "delete") for c in clauses):
+        _append_only(snapshot, "MERGE (UPDATE / DELETE clauses) into")
+    ta = target_alias or DEFAULT_TARGET_ALIAS
+    sa = source_alias or DEFAULT_SOURCE_ALIAS
+    read_schema = snapshot.schema
+    schema, new_md = _evolve(snapshot, source_schema, clauses) if schema_evolution else (read_schema, None)
+    tscope = Scope.of_schema(read_schema, ta)
+    sscope = Scope.of_schema(source_schema, sa)
+    joined = Scope.of_schemas({ta: read_schema, sa: source_schema})
+    on = _as_tree(condition, "the MERGE condition")
+    check_columns(on, joined)
+
+    def source_column(name: str) -> Expression | None:
+        f = source_schema.get(name, case_insensitive=True)
+        return Column((sa, f.name)) if f is not None else None
+
+    present_t = Not(IsNull(Column((TARGET_PRESENT,))))
+    present_s = Not(IsNull(Column((SOURCE_PRESENT,))))
+    presence = {"matched": And(present_t, present_s), "notMatched": And(Not(IsNull(Column((SOURCE_PRESENT,)))),
+                                                                       IsNull(Column((TARGET_PRESENT,)))),
+                "notMatchedBySource": And(present_t, IsNull(Column((SOURCE_PRESENT,))))}
+    compiled: list[CompiledClause] = []
+    update_assigned: list[tuple[int, set[str]]] = []
+    insert_given: list[tuple[int, dict[str, Expression]]] = []
+    for i, c in enumerate(clauses):
+        what = {"matched": f"WHEN MATCHED clause {i}", "notMatched": f"WHEN NOT MATCHED (INSERT) clause {i}",
+                "notMatchedBySource": f"WHEN NOT MATCHED BY SOURCE clause {i}"}[c.kind]
+        allowed = {"matched": None, "notMatched": sscope, "notMatchedBySource": tscope}[c.kind]
+        cond = _as_tree(c.condition, f"the condition of {what}") if c.condition is not None else None
+        if cond is not None:
+            _check_refs(cond, joined, what, allowed)
+        values: dict[str, Expression] = {}
+        if c.action == "update":
+            assignments = None if c.assignments is None else dict(c.assignments)
+            values, assigned = _update_values(
+                schema, read_schema, assignments, joined, allowed, typer, what, lambda n: Column((ta, n)),
+                star_source=source_column, except_columns=c.except_columns, evolution=schema_evolution)
+            update_assigned.append((i, assigned))
+        elif c.action == "insert":
+            given = _insert_given(schema, c, joined, sscope, typer, what, source_column, schema_evolution)
+            insert_given.append((i, given))
+        desc = {"predicate": cond.to_sql()} if cond is not None else {}
+        desc["actionType"] = c.action
+        compiled.append(CompiledClause(i, c.kind, c.action, presence[c.kind], cond, values, desc))
+
+    insert_columns, insert_generated = _insert_values(schema, insert_given, compiled)
+    target_only = []
+    for part in conjuncts(on):
+        try:
+            for col in part.columns():
+                tscope.resolve(col)
+        except AnalysisException:
+            continue
+        if part.columns():
+            target_only.append(unqualify(part, ta))
+    target_filter = None
+    for p in target_only:
+        target_filter = p if target_filter is None else And(target_filter, p)
+    matched = [c for c in compiled if c.kind == "matched"]
+    params = {
+        "predicate": _predicate_param(on),
+        "matchedPredicates": json.dumps([c.description for c in compiled if c.kind == "matched"]),
+        "notMatchedPredicates": json.dumps([c.description for c in compiled if c.kind == "notMatched"]),
+        "notMatchedBySourcePredicates": json.dumps([c.description for c in compiled if c.kind == "notMatchedBySource"]),
+    }
+    base = _common(snapshot, "MERGE")
+    insert_plan = None
+    if insert_given:
+        incoming = StructType([schema.field(c) for c in insert_columns])
+        insert_plan = plan_rows(snapshot, incoming, "MERGE", storage_options=storage_options, schema=schema)
+    return DmlPlan(operation="MERGE", parameters=params, target_alias=ta, source_alias=sa,
+                   user_target_alias=target_alias, user_source_alias=source_alias, condition=on, clauses=compiled,
+                   target_filter=target_filter, scan_all_files=any(c.kind == "notMatchedBySource" for c in compiled),
+                   schema_json=schema.to_json(), new_metadata=new_md, insert_columns=insert_columns,
+                   update_generated=_generated_steps(schema, update_assigned), insert_generated=insert_generated,
+                   rewrite_plan=_rewrite_plan(snapshot, schema, "MERGE", storage_options)
+                   if any(c.action in ("update", "delete") for c in compiled) else None,
+                   insert_plan=insert_plan,
+                   multiple_matches_allowed=len(matched) == 1 and matched[0].action == "delete"
+                   and matched[0].condition is None, **base)
+
+
+def _insert_given(schema: StructType, c: MergeClause, joined: Scope, sscope: Scope, typer: Typer | None,
+                  what: str, source_column, evolution: bool) -> dict[str, Expression]:
+    """The values an insert clause gives, by column (insertAll: the source's column of each
+    table column it has; computed columns it lacks are left to the writer, nullable ones are
+    NULL with schema evolution and an error without)."""
+    given: dict[str, Expression] = {}
+    if c.assignments is None:
+        excluded = {x.lower() for x in c.except_columns}
+        for x in c.except_columns:
+            _field(schema, x, what)
+        for f in schema.fields:
+            if f.name.lower() in excluded:
+                continue
+            src = source_column(f.name)
+            if src is None:
+                if is_identity(f) or f.metadata.get(GENERATION_EXPRESSION) or \
+                        f.metadata.get(COLUMN_DEFAULT) is not None or (f.nullable and evolution):
+                    continue
+                if f.nullable:
+                    raise AnalysisException(
+                        f"[DELTA_MERGE_UNRESOLVED_EXPRESSION] Cannot resolve {quote_identifier(f.name)} in {what} "
+                        f"given columns {', '.join(sscope.candidates())} (the source has no column "
+                        f"{quote_identifier(f.name)}; MERGE with schema evolution inserts NULL)")
+                raise AnalysisException(
+                    f"[DELTA_MERGE_UNRESOLVED_EXPRESSION] Cannot resolve {quote_identifier(f.name)} in {what} "
+                    f"given columns {', '.join(sscope.candidates())}")
+            if is_identity(f) and str(f.metadata.get(IDENTITY_ALLOW_EXPLICIT_INSERT, "")).lower() != "true":
+                continue   # GENERATED ALWAYS: insert * leaves it to the identity generator
+            given[f.name] = src
+    else:
+        for name, value in c.assignments.items():
+            if not isinstance(name, str):
+                raise TypeError(f"the columns to insert must be named by strings, got {name!r}")
+            f = _field(schema, name, what)
+            if f.name in given:
+                raise AnalysisException(f"[DUPLICATE_ASSIGNMENTS] The column {quote_identifier(f.name)} is assigned "
+                                        f"more than once in {what}")
+            given[f.name] = _as_tree(value, f"the value of {name!r}")
+    for name, tree in given.items():
+        f = schema.field(name)
+        _check_refs(tree, joined, what, sscope)
+        _check_type(typer(tree) if typer is not None else None, f, f"{what} (column {f.name})")
+    return given
+
+
+def _insert_values(schema: StructType, insert_given: list[tuple[int, dict[str, Expression]]],
+                   compiled: list[CompiledClause]) -> tuple[list[str], dict[str, tuple[Expression, tuple[int, ...]]]]:
+    """The columns inserted rows give (any insert clause assigns them) and each insert clause's
+    values for them: its assignment, else the column's default, else NULL — or, for a generated
+    column, its generation expression (recomputed from the new row: returned per clause)."""
+    union: list[str] = []
+    for _, given in insert_given:
+        for name in given:
+            if name not in union:
+                union.append(name)
+    union = [f.name for f in schema.fields if f.name in union]   # table order
+    generated: dict[str, tuple[Expression, tuple[int, ...]]] = {}
+    for name in union:
+        f = schema.field(name)
+        if is_identity(f):
+            missing = [i for i, g in insert_given if name not in g]
+            if missing:
+                raise AnalysisException(
+                    f"identity column {quote_identifier(name)} is given by some INSERT clauses of this MERGE "
+                    f"and not by others (clause {missing[0]}); tahoe generates identity values only for "
+                    f"a column no INSERT clause gives")
+        gen = f.metadata.get(GENERATION_EXPRESSION)
+        if gen:
+            recompute = tuple(i for i, g in insert_given if name not in g)
+            if recompute:
+                generated[name] = (parse(str(gen)), recompute)
+    by_index = {c.index: c for c in compiled}
+    for i, given in insert_given:
+        vals = by_index[i].values
+        for name in union:
+            if name in given:
+                vals[name] = given[name]
+            elif name in generated:
+                continue
+            else:
+                default = schema.field(name).metadata.get(COLUMN_DEFAULT)
+                vals[name] = parse(str(default)) if default is not None else Literal(None)
+    return union, generated
+
+
+def _evolve(snapshot: "Snapshot", source_schema: StructType, clauses: Sequence[MergeClause]) -> tuple[StructType, Metadata | None]:
+    """MERGE with schema evolution: the source's columns that updateAll / insertAll clauses carry
+    and the table lacks are added (nullable, at the end, column mapping ids assigned)."""
+    schema = snapshot.schema
+    if not any(c.assignments is None and c.action in ("update", "insert") for c in clauses):
+        return schema, None
+    have = {f.name.lower() for f in schema.fields}
+    new = [StructField(f.name, f.type, True, {}) for f in source_schema.fields if f.name.lower() not in have]
+    if not new:
+        return schema, None
+    merged = merge_schemas(schema, StructType(list(schema.fields) + new))
+    merged, conf = column_mapping.assign_ids_for_table(merged, dict(snapshot.configuration))
+    md = dataclasses.replace(snapshot.metadata, schema_string=merged.to_json(), configuration=conf)
+    return merged, md
+
+
+# --- what to read, what was read --------------------------------------------------------------------
+
+def candidate_files(plan: DmlPlan, snapshot: "Snapshot") -> list[AddFile]:
+    """The active files that may hold a row the DML acts on: all of them when it has
+    notMatchedBySource clauses or no condition, else those partition pruning and stats skipping
+    keep for the target-only predicate."""
+    adds = snapshot.add_files()
+    if plan.scan_all_files or plan.target_filter is None or not adds:
+        return adds
+    files = snapshot.files_table(["partitionValues", "stats"])
+    keep = file_mask(plan.target_filter, files, snapshot.schema, snapshot.partition_columns,
+                     snapshot.column_mapping_mode)
+    return [a for a, k in zip(adds, keep) if k]
+
+
+def record_reads(plan: DmlPlan, txn: "Transaction", scanned: Iterable[AddFile]) -> None:
+    """What the DML read, as delta-spark's `filterFiles` records it: the partition-column part of
+    the target-only predicate (TRUE when there is none: every concurrently added file
+    conflicts) and the files scanned (a concurrent removal of one conflicts)."""
+    schema = plan.read_schema
+    pcols = [c.lower() for c in plan.partition_columns]
+    parts = []
+    if plan.target_filter is not None and not plan.scan_all_files:
+        for p in conjuncts(plan.target_filter):
+            cols = p.columns()
+            if cols and all(len(c.parts) == 1 and c.parts[0].lower() in pcols for c in cols):
+                parts.append(p)
+    if parts and plan.partition_columns:
+        node = parts[0]
+        for p in parts[1:]:
+            node = And(node, p)
+        txn.read_predicate(partition_predicate(node, schema, plan.partition_columns))
+    else:
+        txn.read_predicate(lambda _values: True)
+    txn.read_files(list(scanned))
+
+
+# --- counting and committing ------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Counts:
+    """What an executor did, for the metrics and the commit."""
+    source_rows: int = 0
+    updated: int = 0
+    matched_updated: int = 0
+    nmbs_updated: int = 0
+    deleted: int = 0
+    matched_deleted: int = 0
+    nmbs_deleted: int = 0
+    inserted: int = 0
+    copied: int = 0
+    dv_added: int = 0           # files that get their first deletion vector
+    dv_updated: int = 0         # files whose deletion vector grows
+    dv_removed: int = 0         # files with a deletion vector that are removed
+    scan_ms: int = 0
+    rewrite_ms: int = 0
+
+
+def cdc_needed(plan: DmlPlan, counts: Counts, partial_deletes: bool) -> bool:
+    """Whether the commit needs change data files (delta-spark's rule): with the change data
+    feed on, unless every change can be read from the commit's add / remove actions alone — only
+    inserts (added files are inserts), or only whole files removed (removed files are deletes).
+    Updates, rows deleted from files that stay (copy-on-write rewrites, deletion vectors) need
+    them; then the inserts and whole-file deletes of the same commit go there too."""
+    if not plan.cdf:
+        return False
+    return counts.updated > 0 or partial_deletes
+
+
+def metrics(plan: DmlPlan, counts: Counts, removed: list[AddFile], added: list[AddFile],
+            cdcs: list[AddCDCFile]) -> dict[str, int]:
+    """delta-spark's operationMetrics of the DML (DeltaOperationMetrics.DELETE / UPDATE / MERGE;
+    deletion-vector counts as its SumMetrics report them: added/removed include updated)."""
+    exec_ms = int((time.perf_counter() - plan.start) * 1000)
+    removed_bytes = sum(a.size or 0 for a in removed)
+    added_bytes = sum(a.size or 0 for a in added)
+    dv_add = counts.dv_added + counts.dv_updated
+    dv_rem = counts.dv_removed + counts.dv_updated
+    if plan.operation == "DELETE":
+        return {"numAddedFiles": len(added), "numRemovedFiles": len(removed),
+                "numDeletionVectorsAdded": dv_add, "numDeletionVectorsRemoved": dv_rem,
+                "numDeletionVectorsUpdated": counts.dv_updated, "numAddedChangeFiles": len(cdcs),
+                "numDeletedRows": counts.deleted, "numCopiedRows": counts.copied, "executionTimeMs": exec_ms,
+                "scanTimeMs": counts.scan_ms, "rewriteTimeMs": counts.rewrite_ms,
+                "numRemovedBytes": removed_bytes, "numAddedBytes": added_bytes}
+    if plan.operation == "UPDATE":
+        return {"numAddedFiles": len(added), "numRemovedFiles": len(removed), "numAddedChangeFiles": len(cdcs),
+                "numDeletionVectorsAdded": dv_add, "numDeletionVectorsRemoved": dv_rem,
+                "numDeletionVectorsUpdated": counts.dv_updated, "numUpdatedRows": counts.updated,
+                "numCopiedRows": counts.copied, "executionTimeMs": exec_ms, "scanTimeMs": counts.scan_ms,
+                "rewriteTimeMs": counts.rewrite_ms, "numRemovedBytes": removed_bytes, "numAddedBytes": added_bytes}
+    return {"numSourceRows": counts.source_rows, "numTargetRowsInserted": counts.inserted,
+            "numTargetRowsUpdated": counts.updated, "numTargetRowsMatchedUpdated": counts.matched_updated,
+            "numTargetRowsNotMatchedBySourceUpdated": counts.nmbs_updated, "numTargetRowsDeleted": counts.deleted,
+            "numTargetRowsMatchedDeleted": counts.matched_deleted,
+            "numTargetRowsNotMatchedBySourceDeleted": counts.nmbs_deleted, "numTargetRowsCopied": counts.copied,
+            "numTargetBytesAdded": added_bytes, "numTargetBytesRemoved": removed_bytes,
+            "numOutputRows": counts.inserted + counts.updated + counts.copied,
+            "numTargetFilesAdded": len(added), "numTargetFilesRemoved": len(removed),
+            "numTargetChangeFilesAdded": len(cdcs), "executionTimeMs": exec_ms, "materializeSourceTimeMs": 0,
+            "scanTimeMs": counts.scan_ms, "rewriteTimeMs": counts.rewrite_ms,
+            "numTargetDeletionVectorsAdded": dv_add, "numTargetDeletionVectorsRemoved": dv_rem,
+            "numTargetDeletionVectorsUpdated": counts.dv_updated}
+
+
+def stage(plan: DmlPlan, txn: "Transaction", counts: Counts, removed: list[AddFile], added: list[AddFile],
+          dv_old: list[AddFile], dv_new: list[AddFile], cdcs: list[AddCDCFile],
+          identity_marks: Mapping[str, int] | None = None) -> dict:
+    """Stage the DML's actions in `txn` (its reads already recorded): files removed (whole files:
+    deleted or rewritten), the files of rows written, deletion-vector replacements (the old
+    AddFile removed, the same file with its new DV added), change data files, the evolved schema,
+    identity high-water marks. Returns the operation metrics."""
+    if plan.new_metadata is not None:
+        txn.update_metadata(plan.new_metadata)
+    txn.remove_files(list(removed) + list(dv_old))
+    txn.add_files(list(dv_new) + list(added))
+    if cdcs:
+        txn.add_cdc_files(cdcs)
+    for name, value in (identity_marks or {}).items():
+        txn.update_identity_high_water_mark(name, value)
+    return metrics(plan, counts, removed, added, cdcs)
+
+
+def operation_result(plan: DmlPlan, m: Mapping[str, int]) -> dict[str, int]:
+    """The row counts delta-spark's DML commands return as a DataFrame (DELETE / UPDATE:
+    num_affected_rows; MERGE: num_affected_rows, num_updated_rows, num_deleted_rows,
+    num_inserted_rows)."""
+    if plan.operation == "DELETE":
+        return {"num_affected_rows": int(m.get("numDeletedRows", 0))}
+    if plan.operation == "UPDATE":
+        return {"num_affected_rows": int(m.get("numUpdatedRows", 0))}
+    up, de, ins = (int(m.get(k, 0)) for k in ("numTargetRowsUpdated", "numTargetRowsDeleted", "numTargetRowsInserted"))
+    return {"num_affected_rows": up + de + ins, "num_updated_rows": up, "num_deleted_rows": de,
+            "num_inserted_rows": ins}

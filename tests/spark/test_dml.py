@@ -1,0 +1,342 @@
+"""DELETE / UPDATE / MERGE on Spark (`tahoe.spark.DeltaTable`, delta-spark's Python API).
+
+Oracles: delta-rs running the same operations on its own copy of the table (the scenarios of
+tests/write/test_dml_differential.py, translated to delta-spark's builder), delta-rs reading what
+the Spark executor wrote (QueryBuilder: deletion vectors, column mapping) and its `load_cdf`;
+expected rows, metrics and history entries derived by hand for the API checks. Spark work is kept
+small: one shared session, tables of a few dozen rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pytest
+
+from tahoe.log import DeltaLog
+from tahoe.read.changes import read_changes_arrow
+from tests.fixtures.deltars import run_deltars, sorted_rows, source_file
+from tests.write.test_dml_differential import (
+    COLS, SCENARIOS, SOURCE, VARIANTS, base_rows, cdf_rows, deltars_ops, make_table,
+)
+
+SPARK_SCHEMA = "id long, day string, v long, s string"
+
+# delta-rs TableMerger method -> (delta-spark DeltaMergeBuilder method, its keyword for the values)
+BUILDER = {
+    "when_matched_update": ("whenMatchedUpdate", "set"),
+    "when_matched_update_all": ("whenMatchedUpdateAll", None),
+    "when_matched_delete": ("whenMatchedDelete", None),
+    "when_not_matched_insert": ("whenNotMatchedInsert", "values"),
+    "when_not_matched_insert_all": ("whenNotMatchedInsertAll", None),
+    "when_not_matched_by_source_update": ("whenNotMatchedBySourceUpdate", "set"),
+    "when_not_matched_by_source_delete": ("whenNotMatchedBySourceDelete", None),
+}
+
+
+def spark_df(spark, t: pa.Table, schema: str = SPARK_SCHEMA):
+    return spark.createDataFrame([tuple(r.values()) for r in t.to_pylist()], schema)
+
+
+def run_spark(spark, path: str, ops: list[dict], source) -> list[list]:
+    """The ops through delta-spark's API on tahoe; each op's result DataFrame as rows."""
+    from tahoe.spark import DeltaTable
+
+    out = []
+    for op in ops:
+        dt = DeltaTable.forPath(spark, path)
+        if op["op"] == "delete":
+            r = dt.delete(op.get("predicate"))
+        elif op["op"] == "update":
+            r = dt.update(op.get("predicate"), op["updates"])
+        else:
+            m = dt.alias(op["target_alias"]).merge(source.alias(op["source_alias"]), op["predicate"])
+            for name, kw in op["clauses"]:
+                method, key = BUILDER[name]
+                args = {"condition": kw.get("predicate")}
+                if key:
+                    args[key] = kw["updates"]
+                m = getattr(m, method)(**args)
+            r = m.execute()
+        out.append([tuple(x) for x in r.collect()])
+    return out
+
+
+@pytest.fixture(scope="module")
+def oracle(tmp_path_factory):
+    work = tmp_path_factory.mktemp("oracle")
+    src = source_file(SOURCE, work, "source")
+    jobs, keys = [], []
+    for partitioned in (True, False):
+        for name, ops in SCENARIOS.items():
+            path = str(work / f"{name}-{partitioned}")
+            make_table(path, partitioned, {})
+            jobs.append({"path": path, "ops": deltars_ops(ops, src), "cdf_from": 1})
+            keys.append((name, partitioned))
+    out = {}
+    for k, r in zip(keys, run_deltars(jobs, work / "rs")):
+        assert r["error"] is None, (k, r["error"])
+        out[k] = r
+    return out
+
+
+@pytest.mark.parametrize("variant", ["cow-flat", "cm-dv"])
+def test_spark_dml_matches_delta_rs(spark, variant, oracle, tmp_path):
+    """Every scenario (every clause kind, NULLs in conditions) on Spark: the rows tahoe reads =
+    delta-rs's rows for the same operations; delta-rs reads the table the Spark executor wrote
+    and gets the same rows; change rows (tahoe's reader, and delta-rs's load_cdf where it can:
+    not column mapping) = delta-rs's own load_cdf."""
+    from tahoe.spark import read_delta
+
+    partitioned, props = VARIANTS[variant]
+    source = spark_df(spark, SOURCE)
+    paths = {}
+    for name, ops in SCENARIOS.items():
+        path = str(tmp_path / name)
+        make_table(path, partitioned, props)
+        run_spark(spark, path, ops, source)
+        paths[name] = path
+        want = oracle[(name, partitioned)]
+        got = read_delta(spark, path).toArrow()
+        assert sorted_rows(got, COLS) == sorted_rows(want["rows"], COLS), name
+        assert cdf_rows(read_changes_arrow(DeltaLog.for_table(path), 1)) == cdf_rows(want["cdf"]), name
+    cdf = "delta.columnMapping.mode" not in props
+    read = run_deltars([{"path": p, "ops": [], "cdf_from": 1 if cdf else None} for p in paths.values()],
+                       tmp_path / "rs")
+    for (name, path), r in zip(paths.items(), read):
+        assert r["error"] is None, (name, r["error"])
+        want = oracle[(name, partitioned)]
+        assert sorted_rows(r["rows"], COLS) == sorted_rows(want["rows"], COLS), name
+        if cdf:
+            assert cdf_rows(r["cdf"]) == cdf_rows(want["cdf"]), name
+
+
+def _history(path: str) -> list[dict]:
+    """commitInfo of each version, read from the log files (not through tahoe)."""
+    out = []
+    log = os.path.join(path, "_delta_log")
+    for name in sorted(f for f in os.listdir(log) if f.endswith(".json")):
+        with open(os.path.join(log, name)) as fh:
+            for line in fh:
+                a = json.loads(line)
+                if "commitInfo" in a:
+                    out.append(a["commitInfo"])
+    return out
+
+
+def _actions(path: str, version: int) -> dict[str, list]:
+    out: dict[str, list] = {}
+    with open(os.path.join(path, "_delta_log", f"{version:020d}.json")) as fh:
+        for line in fh:
+            (k, v), = json.loads(line).items()
+            out.setdefault(k, []).append(v)
+    return out
+
+
+def test_dv_mode_on_spark(spark, tmp_path):
+    """Merge-on-read on Spark: a DELETE of a few rows adds no data file (only DVs on the same
+    files); an UPDATE writes only the updated rows; the result reads the same (hand-derived rows)
+    through the fast path, the data-source path and delta-rs; the metrics and result DataFrames
+    are delta-spark's."""
+    from tahoe.spark import DeltaTable, read_delta
+
+    path = str(tmp_path / "t")
+    make_table(path, True, {"delta.enableDeletionVectors": "true"})
+    dt = DeltaTable.forPath(spark, path)
+    assert dt.delete("id IN (1, 2, 30)").collect()[0].num_affected_rows == 3
+    a = _actions(path, 1)
+    assert "add" in a and all(x.get("deletionVector") is not None for x in a["add"])   # DVs only
+    assert {x["path"] for x in a["add"]} == {x["path"] for x in a["remove"]}         # same data files
+    assert len(a["add"]) == 3 and "cdc" in a                                         # CDF on: DV deletes need cdc
+    from pyspark.sql import functions as F
+
+    r = dt.update(F.col("id").isin(4, 5), {"v": F.lit(-1)}).collect()
+    assert [tuple(x) for x in r] == [(2,)]
+    a = _actions(path, 2)
+    new = [x for x in a["add"] if x.get("deletionVector") is None]
+    assert sum(json.loads(x["stats"])["numRecords"] for x in new) == 2              # only the changed rows
+    want = [(i, d, -1 if i in (4, 5) else v, s) for i, d, v, s in sorted_rows(base_rows(), COLS)
+            if i not in (1, 2, 30)]
+    key = lambda r: tuple((x is not None, x if x is not None else 0) for x in r)   # noqa: E731
+    want = sorted(want, key=key)
+    assert sorted_rows(read_delta(spark, path).toArrow(), COLS) == want
+    assert sorted_rows(spark.read.format("delta").load(path).toArrow(), COLS) == want
+    (rs,) = run_deltars([{"path": path, "ops": [], "cdf_from": 1}], tmp_path / "rs")
+    assert rs["error"] is None and sorted_rows(rs["rows"], COLS) == want
+    cdf = sorted((r["id"], r["_change_type"], r["_commit_version"]) for r in rs["cdf"].to_pylist())
+    assert cdf == [(1, "delete", 1), (2, "delete", 1), (4, "update_postimage", 2), (4, "update_preimage", 2),
+                   (5, "update_postimage", 2), (5, "update_preimage", 2), (30, "delete", 1)]
+    h = _history(path)
+    assert [c["operation"] for c in h] == ["WRITE", "DELETE", "UPDATE"]
+    m = h[1]["operationMetrics"]
+    assert (m["numDeletedRows"], m["numAddedFiles"], m["numRemovedFiles"], m["numDeletionVectorsAdded"],
+            m["numCopiedRows"]) == ("3", "0", "0", "3", "0")
+    m = h[2]["operationMetrics"]
+    assert (m["numUpdatedRows"], m["numCopiedRows"], m["numAddedFiles"]) == ("2", "0", str(len(new)))
+
+
+def _version(path: str) -> int:
+    return max(int(f.split(".")[0]) for f in os.listdir(os.path.join(path, "_delta_log")) if f.endswith(".json"))
+
+
+def test_merge_api_errors_and_schema_evolution(spark, tmp_path):
+    """delta-spark's builder with Column and SQL arguments and aliases, every clause kind in one
+    MERGE (hand-derived rows, metrics and result DataFrame); the multiple-match error (and the
+    unconditional-delete exception to it); bad input — unknown column, a type that cannot be
+    stored, a CHECK constraint broken by an UPDATE — fails with a clear error and commits nothing;
+    withSchemaEvolution adds the source's new column."""
+    from pyspark.sql import functions as F
+
+    from tahoe.errors import AnalysisException, ConstraintViolationError, DeltaError, DeltaUnsupportedOperationException
+    from tahoe.spark import DeltaTable
+
+    path = str(tmp_path / "t")
+    spark.createDataFrame([(1, "a", 10), (2, "b", 20), (3, "c", 30), (4, None, 40)], "id long, k string, v long") \
+        .coalesce(1).write.format("delta").option("delta.constraints.vnonneg", "v >= 0").save(path)
+    src = spark.createDataFrame([(1, "A", 11), (3, "C", None), (5, "E", 50), (6, "F", 60)], "id long, k string, v long")
+    dt = DeltaTable.forPath(spark, path)
+    r = (dt.alias("t").merge(src.alias("s"), F.col("t.id") == F.col("s.id"))
+         .whenMatchedDelete(condition=F.col("s.v").isNull())
+         .whenMatchedUpdate(set={"v": F.col("s.v") + 1, "k": "s.k"})
+         .whenNotMatchedInsert(condition="s.id = 5", values={"id": "s.id", "k": "s.k", "v": "s.v"})
+         .whenNotMatchedInsertAll()
+         .whenNotMatchedBySourceUpdate(condition="t.k IS NULL", set={"k": F.lit("none")})
+         .whenNotMatchedBySourceDelete()
+         .execute())
+    assert r.columns == ["num_affected_rows", "num_updated_rows", "num_deleted_rows", "num_inserted_rows"]
+    assert tuple(r.collect()[0]) == (6, 2, 2, 2)
+    assert sorted(tuple(x) for x in dt.toDF().collect()) == [(1, "A", 12), (4, "none", 40), (5, "E", 50),
+                                                             (6, "F", 60)]
+    h = _history(path)[-1]
+    assert h["operation"] == "MERGE"
+    m = h["operationMetrics"]
+    assert {k: m[k] for k in ("numSourceRows", "numTargetRowsInserted", "numTargetRowsUpdated",
+                              "numTargetRowsMatchedUpdated", "numTargetRowsNotMatchedBySourceUpdated",
+                              "numTargetRowsDeleted", "numTargetRowsMatchedDeleted",
+                              "numTargetRowsNotMatchedBySourceDeleted", "numTargetRowsCopied")} == {
+        "numSourceRows": "4", "numTargetRowsInserted": "2", "numTargetRowsUpdated": "2",
+        "numTargetRowsMatchedUpdated": "1", "numTargetRowsNotMatchedBySourceUpdated": "1",
+        "numTargetRowsDeleted": "2", "numTargetRowsMatchedDeleted": "1",
+        "numTargetRowsNotMatchedBySourceDeleted": "1", "numTargetRowsCopied": "0"}
+    p = h["operationParameters"]
+    assert [c["actionType"] for c in json.loads(p["matchedPredicates"])] == ["delete", "update"]
+    assert [c["actionType"] for c in json.loads(p["notMatchedPredicates"])] == ["insert", "insert"]
+    assert [c["actionType"] for c in json.loads(p["notMatchedBySourcePredicates"])] == ["update", "delete"]
+
+    # a target row matched by two source rows: delta-spark's error, nothing committed
+    v = _version(path)
+    dup = spark.createDataFrame([(1, "x", 1), (1, "y", 2)], "id long, k string, v long")
+    with pytest.raises(DeltaUnsupportedOperationException,
+                       match="DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE") as e:
+        dt.alias("t").merge(dup.alias("s"), "t.id = s.id").whenMatchedUpdateAll().execute()
+    assert e.value.error_class == "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
+    assert _version(path) == v
+    # ... unless the only matched clause is an unconditional delete
+    r = dt.alias("t").merge(dup.alias("s"), "t.id = s.id").whenMatchedDelete().execute()
+    assert tuple(r.collect()[0]) == (1, 0, 1, 0)
+    v = _version(path)
+    assert sorted(x.id for x in dt.toDF().collect()) == [4, 5, 6]
+
+    # bad input: a clear error, nothing committed
+    with pytest.raises(AnalysisException, match="nope"):
+        dt.delete("nope = 1")
+    with pytest.raises(AnalysisException, match="v"):
+        dt.update("id = 4", {"v": "array(1, 2)"})
+    with pytest.raises(ConstraintViolationError, match="vnonneg"):
+        dt.update("id = 4", {"v": "-1"})
+    with pytest.raises(DeltaError):
+        dt.merge(src.alias("s"), "t.id = s.id").whenMatchedUpdate(set={"nope": "s.v"}).execute()
+    assert _version(path) == v
+    assert sorted(tuple(x) for x in dt.toDF().collect()) == [(4, "none", 40), (5, "E", 50), (6, "F", 60)]
+
+    # schema evolution: the source's new column joins the table
+    evo = spark.createDataFrame([(4, "n", 41, True), (7, "g", 70, False)], "id long, k string, v long, w boolean")
+    r = (dt.alias("t").merge(evo.alias("s"), "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll()
+         .withSchemaEvolution().execute())
+    assert tuple(r.collect()[0]) == (2, 1, 0, 1)
+    assert sorted(tuple(x) for x in dt.toDF().collect()) == [(4, "n", 41, True), (5, "E", 50, None),
+                                                             (6, "F", 60, None), (7, "g", 70, False)]
+
+
+def test_concurrent_merges(spark, tmp_path):
+    """Two MERGEs planned on the same snapshot into disjoint partitions both commit; one into a
+    partition a concurrent MERGE rewrote fails with ConcurrentAppendException (delta-spark's
+    conflict rules); one racing an OPTIMIZE-style dataChange=false rewrite of the files it
+    read fails too (delta-spark checks the compaction's added files first: ConcurrentAppendException). Oracle: the exception classes and the rows (hand-derived)."""
+    import shutil
+
+    from tahoe.errors import ConcurrentAppendException
+    from tahoe.protocol.actions import AddFile
+    from tahoe.spark.dml import run_dml
+    from tahoe.spark.types import from_spark_schema
+    from tahoe.txn import Transaction
+    from tahoe.write.dml_plan import MergeClause, plan_merge
+
+    path = str(tmp_path / "t")
+    spark.createDataFrame([(i, ["a", "b", "c"][i % 3], i) for i in range(9)], "id long, p string, v long") \
+        .write.format("delta").option("partitionBy", "p").save(path)
+    log = DeltaLog.for_table(path)
+    stale = log.snapshot()
+
+    def merge(snap, part: str, v: int):
+        src = spark.createDataFrame([(i, part, v) for i in range(9) if ["a", "b", "c"][i % 3] == part],
+                                    "id long, p string, v long")
+        plan = plan_merge(snap, from_spark_schema(src.schema), f"t.p = '{part}' AND t.id = s.id AND t.p = s.p",
+                          [MergeClause("matched", "update", None, {"v": "s.v"})], "t", "s")
+        return run_dml(spark, log, snap, plan, src.alias("s"))
+
+    merge(stale, "a", 100)
+    merge(stale, "b", 200)                      # disjoint partition: commits
+    with pytest.raises(ConcurrentAppendException):
+        merge(stale, "a", 300)                  # files were added where it read (delta-spark checks that first)
+    rows = sorted((r.id, r.p, r.v) for r in spark.read.format("delta").load(path).collect())
+    assert rows == sorted((i, p, {"a": 100, "b": 200}.get(p, i)) for i, p in
+                          ((i, ["a", "b", "c"][i % 3]) for i in range(9)))
+
+    # OPTIMIZE-style rewrite (dataChange=false) of partition c's files racing a MERGE into c
+    before = log.snapshot()
+    txn = Transaction(log, "OPTIMIZE", {"predicate": "[]"}, snapshot=before)
+    olds = [a for a in before.add_files() if a.partition_values.get("p") == "c"]
+    news = []
+    for a in olds:
+        new_rel = a.path.replace(".parquet", "-compacted.parquet")
+        shutil.copy(os.path.join(path, a.path), os.path.join(path, new_rel))
+        news.append(AddFile(path=new_rel, partition_values=a.partition_values, size=a.size,
+                            modification_time=a.modification_time, data_change=False, stats=a.stats))
+    txn.read_files(olds)
+    txn.remove_files([a.remove(0, data_change=False) for a in olds])
+    txn.add_files(news)
+    txn.commit()
+    with pytest.raises(ConcurrentAppendException):   # delta-spark: its adds come first (dataChange or not)
+        merge(before, "c", 500)
+    assert sorted(r.v for r in spark.read.format("delta").load(path).filter("p = 'c'").collect()) == [2, 5, 8]
+
+
+def test_row_tracking_on_spark(spark, tmp_path):
+    """Row tracking: an UPDATE (copy-on-write) keeps every rewritten row's row id and gives the
+    updated row a new row commit version, through the materialized columns the table's
+    configuration names. Oracle: the files and the log read with pyarrow / json, the ids derived
+    by hand (one file of 4 rows, baseRowId 0: row ids = positions; version 0)."""
+    import pyarrow.parquet as pq
+
+    from tahoe.spark import DeltaTable
+    from tahoe.write.arrow import write_table
+
+    path = str(tmp_path / "t")
+    write_table(path, pa.table({"id": pa.array([1, 2, 3, 4], pa.int64()), "v": pa.array([10, 20, 30, 40], pa.int64())}),
+                properties={"delta.enableRowTracking": "true"})
+    DeltaTable.forPath(spark, path).update("id = 3", {"v": "v + 1"})
+    meta = _actions(path, 0)["metaData"][0]["configuration"]
+    rid, rcv = (meta["delta.rowTracking.materializedRowIdColumnName"],
+                meta["delta.rowTracking.materializedRowCommitVersionColumnName"])
+    a = _actions(path, 1)
+    got = {}
+    for add in a["add"]:
+        t = pq.read_table(os.path.join(path, add["path"]))
+        for i, (id_, r, c) in enumerate(zip(t.column("id").to_pylist(), t.column(rid).to_pylist(),
+                                            t.column(rcv).to_pylist())):
+            got[id_] = (r if r is not None else add["baseRowId"] + i,
+                        c if c is not None else add["defaultRowCommitVersion"])
+    assert got == {1: (0, 0), 2: (1, 0), 3: (2, 1), 4: (3, 0)}
