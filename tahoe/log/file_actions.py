@@ -105,8 +105,10 @@ def dv_unique_id(dv: dict | None) -> str | None:
 
 def _all_relative(paths: pa.Array) -> bool:
     """True when no path starts with "/" and none holds a ":" (so none has a scheme) — read
-    off the string buffers directly, the common case of a log of relative paths."""
-    if not (pa.types.is_string(paths.type) or pa.types.is_large_string(paths.type)) or paths.null_count:
+    off the string buffers directly, the common case of a log of relative paths. Null slots are
+    looked at too (a checkpoint's path column is null on its other rows): they are almost always
+    empty, and when one is not the answer can only turn False, which is always safe."""
+    if not (pa.types.is_string(paths.type) or pa.types.is_large_string(paths.type)):
         return False
     n = len(paths)
     if n == 0:
