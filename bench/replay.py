@@ -14,7 +14,7 @@ Tables (built here once, kept in bench/.data):
   - cp1m:            a checkpoint holding 1M adds (3 columns, partitioned, stats), then 1,000 JSON
                      commits of one add each (bench/snapshot_load's table).
 
-Timed:
+Timed (tahoe byte-compiled first, as an installed wheel is — see bench/startup.py):
   - whole process, median of --runs, tahoe and delta-rs alternating:
       tahoe:    python -c "import tahoe; tahoe.Table(p).files()"
       delta-rs: python -c "import deltalake; deltalake.DeltaTable(p).file_uris()"
@@ -239,6 +239,8 @@ def in_process(path: str, repeat: int = 3) -> dict:
 
 
 def main() -> None:
+    from bench.startup import compile_tahoe
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a tenth of the sizes")
     ap.add_argument("--runs", type=int, default=5, help="whole-process runs per command (median quoted)")
@@ -246,6 +248,7 @@ def main() -> None:
                     help="run only these tables (repeatable)")
     args = ap.parse_args()
     scale = 10 if args.quick else 1
+    compile_tahoe()   # time tahoe as installed (byte-compiled), not Python's compiler
     DATA.mkdir(parents=True, exist_ok=True)
     suffix = "-quick" if args.quick else ""
     tables = {
