@@ -53,7 +53,11 @@ def _nonblank_lines(data: bytes) -> pa.Array:
     next non-blank one), aligned with the rows pyarrow's JSON reader produces (it skips blank
     lines too)."""
     buf = np.frombuffer(data, np.uint8)
-    starts = np.concatenate(([0], np.flatnonzero(buf == 10) + 1))
+    # the newlines, found a few MB at a time: one comparison of the whole text would allocate (and
+    # fault in) a mask as large as the commit, which costs more than the scan itself
+    step = 1 << 22
+    newlines = [np.flatnonzero(buf[lo:lo + step] == 10) + (lo + 1) for lo in range(0, len(buf), step)]
+    starts = np.concatenate([np.zeros(1, np.int64)] + newlines)
     ends = np.append(starts[1:], len(data))
     keep = ends > starts
     # a JSON object line starts with "{": only the others (blank, indented, junk) are looked at
