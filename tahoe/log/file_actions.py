@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from urllib.parse import quote
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -77,10 +78,19 @@ def is_absolute_path(path: str) -> bool:
 
 
 def canonical_key(path: str, dv_unique_id: str | None, root_uri: str) -> str:
+    """The key of a logical file: its path relative to the table root when it lies under it (a
+    relative path as written; an absolute one under the root with the root's prefix taken off),
+    else its absolute path (`file:` URIs as plain absolute paths); plus "\\x00" and the deletion
+    vector's unique id when it has one. Relative keys make the common case — every path
+    relative — cost nothing to key (`file_keys`)."""
     if path.startswith("file:"):
         path = "/" + path[5:].lstrip("/")
-    elif not path.startswith("/") and not _SCHEME.match(path):
-        path = root_uri + "/" + path
+    if path.startswith("/") or _SCHEME.match(path):
+        prefix = root_uri + "/"
+        if path.startswith(prefix):
+            rest = path[len(prefix):]
+            if not rest.startswith("/") and not _SCHEME.match(rest):
+                path = rest
     return path if dv_unique_id is None else path + "\x00" + dv_unique_id
 
 
@@ -93,15 +103,48 @@ def dv_unique_id(dv: dict | None) -> str | None:
     return uid
 
 
+def _all_relative(paths: pa.Array) -> bool:
+    """True when no path starts with "/" and none holds a ":" (so none has a scheme) — read
+    off the string buffers directly, the common case of a log of relative paths. Null slots are
+    looked at too (a checkpoint's path column is null on its other rows): they are almost always
+    empty, and when one is not the answer can only turn False, which is always safe."""
+    if not (pa.types.is_string(paths.type) or pa.types.is_large_string(paths.type)):
+        return False
+    n = len(paths)
+    if n == 0:
+        return True
+    _, off_buf, data_buf = paths.buffers()
+    offsets = np.frombuffer(off_buf, dtype=np.int64 if pa.types.is_large_string(paths.type) else np.int32,
+                            count=paths.offset + n + 1)[paths.offset:]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    if hi > lo and (data[lo:hi] == ord(":")).any():
+        return False
+    starts = offsets[:-1][offsets[1:] > offsets[:-1]]
+    return not (data[starts] == ord("/")).any()
+
+
 def file_keys(paths: pa.Array, dvs: pa.Array | None, root_uri: str) -> pa.Array:
     """Vectorised `canonical_key` over a path column and a deletionVector struct column."""
+    from .arrow_build import scalar
+
     paths = paths.combine_chunks() if isinstance(paths, pa.ChunkedArray) else paths
-    is_file_uri = pc.starts_with(paths, "file:")
-    if pc.any(is_file_uri).as_py():
-        paths = pc.replace_substring_regex(paths, r"^file:/*", "/")
-    absolute = pc.or_(pc.starts_with(paths, "/"), pc.match_substring_regex(paths, r"^[A-Za-z][A-Za-z0-9+.\-]*:"))
-    if not pc.all(absolute).as_py():
-        paths = pc.if_else(absolute, paths, pc.binary_join_element_wise(pa.scalar(root_uri), paths, "/"))
+    if _all_relative(paths):
+        absolute = None
+    else:
+        absolute = pc.starts_with(paths, "/")
+    if absolute is not None and pc.any(pc.match_substring(paths, ":")).as_py():   # a scheme: file:, s3:, ...
+        if pc.any(pc.starts_with(paths, "file:")).as_py():
+            paths = pc.replace_substring_regex(paths, r"^file:/*", "/")
+        absolute = pc.or_(pc.starts_with(paths, "/"), pc.match_substring_regex(paths, r"^[A-Za-z][A-Za-z0-9+.\-]*:"))
+    if absolute is not None and pc.any(absolute).as_py():
+        prefix = root_uri + "/"
+        rest = pc.utf8_slice_codeunits(paths, len(prefix))
+        under = pc.and_(pc.starts_with(paths, prefix),
+                        pc.invert(pc.or_(pc.starts_with(rest, "/"),
+                                         pc.match_substring_regex(rest, r"^[A-Za-z][A-Za-z0-9+.\-]*:"))))
+        if pc.any(under).as_py():
+            paths = pc.if_else(under, rest, paths)
     if dvs is None:
         return paths
     dvs = dvs.combine_chunks() if isinstance(dvs, pa.ChunkedArray) else dvs
@@ -110,9 +153,10 @@ def file_keys(paths: pa.Array, dvs: pa.Array | None, root_uri: str) -> pa.Array:
     st = pc.struct_field(dvs, "storageType")
     pid = pc.struct_field(dvs, "pathOrInlineDv")
     off = pc.struct_field(dvs, "offset")
-    off_s = pc.if_else(pc.is_valid(off), pc.binary_join_element_wise(pa.scalar("@"), pc.cast(off, pa.string()), ""), pa.scalar(""))
-    uid = pc.binary_join_element_wise(pc.fill_null(st, ""), pc.fill_null(pid, ""), off_s, "")
-    with_dv = pc.binary_join_element_wise(paths, uid, "\x00")
+    empty = scalar("")
+    off_s = pc.if_else(pc.is_valid(off), pc.binary_join_element_wise(scalar("@"), pc.cast(off, pa.string()), empty), empty)
+    uid = pc.binary_join_element_wise(pc.fill_null(st, empty), pc.fill_null(pid, empty), off_s, empty)
+    with_dv = pc.binary_join_element_wise(paths, uid, scalar("\x00"))
     return pc.if_else(pc.is_valid(dvs), with_dv, paths)
 
 

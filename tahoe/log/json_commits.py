@@ -26,12 +26,14 @@ import threading
 from typing import Any, Iterable
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from ..storage.base import LogStore
+from .arrow_build import bool_numpy, column, int_numpy, numpy_array, scalar, table_from_rows
 
 __all__ = ["VECTOR_MIN_BYTES", "Fallback", "JsonCommit", "DictPiece", "PieceTail"]
 
@@ -51,7 +53,11 @@ def _nonblank_lines(data: bytes) -> pa.Array:
     next non-blank one), aligned with the rows pyarrow's JSON reader produces (it skips blank
     lines too)."""
     buf = np.frombuffer(data, np.uint8)
-    starts = np.concatenate(([0], np.flatnonzero(buf == 10) + 1))
+    # the newlines, found a few MB at a time: one comparison of the whole text would allocate (and
+    # fault in) a mask as large as the commit, which costs more than the scan itself
+    step = 1 << 22
+    newlines = [np.flatnonzero(buf[lo:lo + step] == 10) + (lo + 1) for lo in range(0, len(buf), step)]
+    starts = np.concatenate([np.zeros(1, np.int64)] + newlines)
     ends = np.append(starts[1:], len(data))
     keep = ends > starts
     # a JSON object line starts with "{": only the others (blank, indented, junk) are looked at
@@ -102,15 +108,24 @@ def _text(lines: pa.Array) -> pa.Array:
         raise Fallback("not UTF-8") from None
 
 
-def _read_json(data: bytes, columns: dict[str, list[str]]) -> pa.Table:
-    """Parse `data` keeping only `{action: [column, ...]}`; map columns come back as empty structs
-    (their validity only)."""
+def _read_json(data: bytes, columns: dict[str, list[str]], partition_hint: list[str] | None = None) -> pa.Table:
+    """Parse `data` keeping only `{action: [column, ...]}`. Map columns come back as structs:
+    `partitionValues` with a string field per column of `partition_hint` (the values the
+    partition columns most likely hold; `_partition_values` checks them against the text), the
+    others empty (their validity only)."""
     from .file_actions import ADD_SCHEMA, REMOVE_SCHEMA
 
     fields = []
     for action, cols in columns.items():
         schema = ADD_SCHEMA if action == "add" else REMOVE_SCHEMA
-        sub = [pa.field(c, pa.struct([]) if c in _MAP_FIELDS else schema.field(c).type) for c in cols]
+        sub = []
+        for c in cols:
+            t = schema.field(c).type
+            if c == "partitionValues" and partition_hint is not None:
+                t = pa.struct([(k, pa.string()) for k in partition_hint])
+            elif c in _MAP_FIELDS:
+                t = pa.struct([])
+            sub.append(pa.field(c, t))
         fields.append(pa.field(action, pa.struct(sub)))
     try:
         return pa_json.read_json(
@@ -126,13 +141,11 @@ def _column(t: pa.Table, name: str) -> pa.Array:
     return c.combine_chunks() if c.num_chunks != 1 else c.chunk(0)
 
 
-def _with_null_dv(arr: pa.Array) -> pa.Array:
-    """A parsed add/remove struct column with an all-null deletionVector field added."""
-    from .file_actions import DV_TYPE
-
-    fields = [arr.type.field(i) for i in range(arr.type.num_fields)] + [pa.field("deletionVector", DV_TYPE)]
-    children = [pc.struct_field(arr, i) for i in range(arr.type.num_fields)] + [pa.nulls(len(arr), DV_TYPE)]
-    return pa.StructArray.from_arrays(children, fields=fields, mask=pc.is_null(arr))
+def _flat(c: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """One array (a copy only when there are several chunks)."""
+    if isinstance(c, pa.ChunkedArray):
+        return c.combine_chunks() if c.num_chunks != 1 else c.chunk(0)
+    return c
 
 
 def _map_column(data: bytes, lines: pa.Array, present: pa.Array, name: str) -> pa.Array:
@@ -149,10 +162,11 @@ def _map_column(data: bytes, lines: pa.Array, present: pa.Array, name: str) -> p
     if data.count(f'"{name}":'.encode()) != len(got) - got.null_count and \
             pc.max(pc.count_substring(lines, f'"{name}":')).as_py() > 1:
         raise Fallback(f"{name} key appears twice in a line")
-    found = pc.and_(pc.is_valid(got), pc.not_equal(pc.fill_null(got, "null"), "null"))
+    null_text = scalar("null")
+    found = pc.and_(pc.is_valid(got), pc.not_equal(pc.fill_null(got, null_text), null_text))
     if not pc.all(pc.equal(found, present)).as_py():
         raise Fallback(f"{name} does not hold string values")
-    values = pc.if_else(present, got, pa.scalar(None, got.type))
+    values = pc.if_else(present, got, scalar(None, got.type))
     uniq = pc.unique(values.filter(present))
     maps = []
     for text in uniq.to_pylist():
@@ -163,36 +177,153 @@ def _map_column(data: bytes, lines: pa.Array, present: pa.Array, name: str) -> p
         if not all(isinstance(v, str) or v is None for v in d.values()):
             raise Fallback(f"{name} does not hold string values")
         maps.append(list(d.items()))
-    return pa.array(maps, STRING_MAP).take(pc.index_in(values, uniq))
+    return column(maps, STRING_MAP).take(pc.index_in(values, uniq))
+
+
+_PV_KEY = b'"partitionValues":'
+
+
+def _partition_hint(data: bytes, hint: list[str] | None) -> list[str] | None:
+    """The partition columns of the commit's own metaData when it has one (a table's first
+    commit), else `hint` (those of the table before it)."""
+    at = data.find(b'{"metaData":', 0, 1 << 20)   # a hint only: where writers put it, near the top
+    if at < 0:
+        return hint
+    end = data.find(b"\n", at)
+    try:
+        md = orjson.loads(data[at:end if end >= 0 else len(data)]).get("metaData")
+    except (orjson.JSONDecodeError, AttributeError):
+        return hint
+    cols = md.get("partitionColumns") if isinstance(md, dict) else None
+    if isinstance(cols, list) and all(isinstance(c, str) for c in cols):
+        return cols
+    return hint
+
+
+def _matches_at(buf: np.ndarray, starts: np.ndarray, text: bytes) -> bool:
+    """True when `text` is at every offset `starts` of `buf`."""
+    if not len(starts):
+        return True
+    if len(text) > len(buf) or starts.min() < 0 or starts.max() + len(text) > len(buf):
+        return False
+    windows = sliding_window_view(buf, len(text))    # row i: the len(text) bytes from i (a view)
+    want = np.frombuffer(text, dtype=np.uint8)
+    step = max(1, (1 << 24) // len(text))             # bounded gathers
+    return all((windows[starts[lo:lo + step]] == want).all() for lo in range(0, len(starts), step))
+
+
+def _map_starts(buf: np.ndarray, line_starts: np.ndarray, action: str, paths: pa.Array) -> np.ndarray | None:
+    """Where the partitionValues object of each `action` line begins, when the lines are laid out
+    as delta-spark, delta-rs and tahoe write them: `{"add":{"path":"<path>","partitionValues":`
+    at the start of the line. The path is not compared: the parse succeeded, so a string that
+    ends exactly where the parsed path's bytes end and is followed by `","partitionValues":` is
+    that path (an escape would make the text longer, putting an unescaped quote inside it)."""
+    prefix = b'{"' + action.encode() + b'":{"path":"'
+    if not _matches_at(buf, line_starts, prefix):
+        return None
+    after = line_starts + len(prefix) + int_numpy(pc.binary_length(paths)).astype(np.int64)
+    if not _matches_at(buf, after, b'",' + _PV_KEY):
+        return None
+    return after + 2 + len(_PV_KEY)
+
+
+def _partition_values(buf: np.ndarray, starts: np.ndarray, parsed: pa.Array, hint: list[str]) -> pa.Array | None:
+    """The partitionValues maps of file actions whose objects begin at `starts`, from the JSON
+    reader's struct of the `hint` columns — or None when that struct is not exactly what the text
+    holds.
+
+    Exact means: each object is, byte for byte, the one the parsed values re-encode to
+    (`{"k1":"v1","k2":null}`: every hinted key, in hint order, no other key, no whitespace) — what
+    delta-spark, delta-rs and tahoe write. The comparison is one gather per distinct combination
+    of values (partition values have few); anything else (another key order, extra or absent
+    keys, escapes written differently) returns None and the caller reads the maps from the text
+    (`_map_column`)."""
+    from .file_actions import STRING_MAP
+
+    n = len(starts)
+    if parsed.null_count:
+        return None
+    combo = np.zeros(n, dtype=np.int64)
+    codes, dicts = [], []
+    for k in hint:
+        enc = pc.dictionary_encode(pc.struct_field(parsed, k))
+        d = enc.dictionary.to_pylist() + [None]
+        ix = int_numpy(pc.fill_null(enc.indices, scalar(len(d) - 1, enc.indices.type))).astype(np.int64)
+        combo = combo * len(d) + ix
+        if len(hint) > 1:
+            _, combo = np.unique(combo, return_inverse=True)   # keep the codes small
+        codes.append(ix)
+        dicts.append(d)
+    _, first, inv = np.unique(combo, return_index=True, return_inverse=True)
+    entries, texts = [], []
+    for row in first:
+        pairs = [(k, dicts[j][codes[j][row]]) for j, k in enumerate(hint)]
+        texts.append(b"{" + b",".join(orjson.dumps(k) + b":" + orjson.dumps(v) for k, v in pairs) + b"}")
+        entries.append(pairs)
+    if not _all_match_at(buf, starts, texts, inv):
+        return None
+    return column(entries, STRING_MAP).take(numpy_array(inv.astype(np.int64)))
+
+
+def _all_match_at(buf: np.ndarray, starts: np.ndarray, texts: list[bytes], which: np.ndarray) -> bool:
+    """True when `texts[which[i]]` is at offset `starts[i]` of `buf` for every i: one gather of
+    the longest text's width per row, compared against the texts padded to that width."""
+    if not len(starts):
+        return True
+    width = max(map(len, texts))
+    if starts.min() < 0 or width > len(buf):
+        return False
+    if starts.max() + width > len(buf):     # near the end of the text: one text at a time
+        return all(_matches_at(buf, starts[which == u], t) for u, t in enumerate(texts))
+    padded = np.zeros((len(texts), width), dtype=np.uint8)
+    lengths = np.zeros(len(texts), dtype=np.int64)
+    for u, t in enumerate(texts):
+        padded[u, :len(t)] = np.frombuffer(t, dtype=np.uint8)
+        lengths[u] = len(t)
+    windows = sliding_window_view(buf, width)
+    cols = np.arange(width)
+    step = max(1, (1 << 22) // width)
+    for lo in range(0, len(starts), step):
+        w = which[lo:lo + step]
+        same = windows[starts[lo:lo + step]] == padded[w]
+        if not (same | (cols >= lengths[w][:, None])).all():
+            return False
+    return True
 
 
 class JsonCommit:
     """One large JSON commit, replayed vectorised. After construction: `others` (its non-file
     actions as dicts, in order), and per file action in order `is_add`, `keys`, `kind_row` (the
-    action's index among the commit's adds, or among its removes)."""
+    action's index among the commit's adds, or among its removes).
 
-    def __init__(self, store: LogStore, path: str, data: bytes, key_root: str):
-        from .file_actions import REMOVE_SCHEMA, file_keys
+    The text is parsed once, with every column of the file actions: the caller of a replay
+    almost always lists the files next (their paths, partition values, sizes and stats), and
+    pyarrow's reader tokenises the whole text whatever it keeps. Maps that the parse cannot
+    give exactly (see `_partition_values`; `tags` whenever a line has them) are read from the
+    text when first asked for."""
+
+    def __init__(self, store: LogStore, path: str, data: bytes, key_root: str,
+                 partition_columns: list[str] | None = None):
+        from .file_actions import ADD_SCHEMA, DV_TYPE, REMOVE_SCHEMA, file_keys
 
         self._store = store
         self.path = path
         # parse only what the text can hold: most big commits have no removes and no DVs (a quoted
         # key can only be in the text unescaped — inside a string value its quotes are escaped)
-        wanted = {a: [c for c in cols if c != "deletionVector" or b'"deletionVector"' in data]
-                  for a, cols in _KEY_COLUMNS.items() if a == "add" or b'"remove"' in data}
-        t = _read_json(data, wanted)
+        has_dv = b'"deletionVector"' in data
+        wanted = {a: [c for c in s.names if c != "deletionVector" or has_dv]
+                  for a, s in (("add", ADD_SCHEMA), ("remove", REMOVE_SCHEMA)) if a == "add" or b'"remove"' in data}
+        hint = _partition_hint(data, partition_columns)
+        t = _read_json(data, wanted, hint)
         self._n_rows = t.num_rows
-        add = _column(t, "add")
-        rem = _column(t, "remove") if "remove" in wanted else pa.nulls(t.num_rows, pa.struct(
-            [pa.field(c, REMOVE_SCHEMA.field(c).type) for c in _KEY_COLUMNS["remove"]]))
-        if "deletionVector" not in wanted["add"]:
-            add = _with_null_dv(add)
-            if "remove" in wanted:
-                rem = _with_null_dv(rem)
-        add_ok, rem_ok = pc.is_valid(add), pc.is_valid(rem)
-        if pc.any(pc.and_(add_ok, rem_ok)).as_py():
+        add = t.column("add")    # chunked, as parsed: combining the chunks would copy every column
+        rem = t.column("remove") if "remove" in wanted else None
+        add_ok = _flat(pc.is_valid(add))
+        rem_ok = _flat(pc.is_valid(rem)) if rem is not None else None
+        file_rows = add_ok if rem_ok is None else pc.or_(add_ok, rem_ok)
+        if rem_ok is not None and pc.any(pc.and_(add_ok, rem_ok)).as_py():
             raise Fallback("a line with both add and remove")
-        other = pc.indices_nonzero(pc.invert(pc.or_(add_ok, rem_ok))).to_pylist()
+        other = int_numpy(pc.indices_nonzero(pc.invert(file_rows))).tolist()
         self.others: list[dict] = []
         for line in _lines_at(data, other):
             try:
@@ -202,36 +333,86 @@ class JsonCommit:
             if not isinstance(obj, dict):
                 raise Fallback("not an object")
             self.others.append(obj)
-        self._rows = {"add": pc.indices_nonzero(add_ok), "remove": pc.indices_nonzero(rem_ok)}
-        self._cache: dict[str, dict[str, pa.Array]] = {"add": {}, "remove": {}}
+        self._rows = {"add": pc.indices_nonzero(add_ok),
+                      "remove": pc.indices_nonzero(rem_ok) if rem_ok is not None else numpy_array(np.zeros(0, np.uint64))}
+        self._cache: dict[str, dict[str, pa.Array | pa.ChunkedArray]] = {"add": {}, "remove": {}}
         self._lock = threading.Lock()
+        maps: dict[str, dict[str, pa.Array]] = {"add": {}, "remove": {}}
         for action, arr in (("add", add), ("remove", rem)):
-            sel = arr.filter(add_ok if action == "add" else rem_ok)
-            for c in _KEY_COLUMNS[action]:
+            if arr is None:
+                continue
+            sel = _take(arr, self._rows[action])
+            for c in wanted[action]:
                 col = pc.struct_field(sel, c)
-                if c != "deletionVector" and col.null_count:
+                if c in _MAP_FIELDS:
+                    maps[action][c] = _flat(col)
+                    continue
+                if c in _KEY_COLUMNS[action] and c != "deletionVector" and col.null_count:
                     raise Fallback(f"{action} without {c}")
-                self._cache[action][c] = col
+                self._cache[action][c] = _flat(col) if c in ("path", "deletionVector") else col
+            if not has_dv:
+                self._cache[action]["deletionVector"] = pa.nulls(len(self._rows[action]), DV_TYPE)
             dv = self._cache[action]["deletionVector"]
             if dv.null_count != len(dv):
                 has = pc.is_valid(dv)
                 for f in ("storageType", "pathOrInlineDv"):
                     if pc.any(pc.and_(has, pc.is_null(pc.struct_field(dv, f)))).as_py():
                         raise Fallback(f"deletionVector without {f}")
-        file_rows = pc.or_(add_ok, rem_ok)
-        self.is_add = add_ok.filter(file_rows)
-        if not pc.any(rem_ok).as_py():    # the usual big commit: adds only
-            paths, dvs = self._cache["add"]["path"], self._cache["add"]["deletionVector"]
-        else:
-            paths = pc.if_else(add_ok, pc.struct_field(add, "path"), pc.struct_field(rem, "path")).filter(file_rows)
-            dvs = pc.if_else(add_ok, pc.struct_field(add, "deletionVector"),
-                             pc.struct_field(rem, "deletionVector")).filter(file_rows)
-        self.keys = file_keys(paths, dvs, key_root)
-        flags = self.is_add.to_numpy(zero_copy_only=False)
+        self._maps(data, maps, hint)
+        self.is_add = add_ok.filter(file_rows) if rem_ok is not None else add_ok.filter(add_ok)
+        flags = bool_numpy(self.is_add)
         self.kind_row = np.where(flags, np.cumsum(flags) - 1, np.cumsum(~flags) - 1)
+        adds = self._cache["add"]
+        if rem_ok is None or not len(self._rows["remove"]):    # the usual big commit: adds only
+            paths, dvs = adds["path"], adds["deletionVector"]
+        else:   # file actions in line order: adds and removes interleaved
+            rems = self._cache["remove"]
+            order = numpy_array(np.where(flags, self.kind_row, len(adds["path"]) + self.kind_row).astype(np.int64))
+            paths = pa.concat_arrays([adds["path"], rems["path"]]).take(order)
+            dvs = pa.concat_arrays([adds["deletionVector"], rems["deletionVector"]]).take(order)
+        self.keys = file_keys(paths, dvs, key_root)
+
+    def _maps(self, data: bytes, parsed: dict[str, dict[str, pa.Array]], hint: list[str] | None) -> None:
+        """Cache the map columns the parse gives exactly: tags nobody wrote, partitionValues that
+        match the text (`_partition_values`). The others are left for `table` to read."""
+        from .file_actions import STRING_MAP
+
+        pv_rows = {}
+        for action, cols in parsed.items():
+            tags = cols.get("tags")
+            if tags is not None and tags.null_count == len(tags):
+                self._cache[action]["tags"] = pa.nulls(len(tags), STRING_MAP)
+            pv = cols.get("partitionValues")
+            if pv is not None and hint is not None and len(pv):
+                pv_rows[action] = pv
+        if not pv_rows:
+            return
+        lines = _nonblank_lines(data)
+        if len(lines) != self._n_rows:
+            return
+        line_starts = np.frombuffer(lines.buffers()[1], dtype=np.int64, count=len(lines) + 1)[:-1]
+        buf = np.frombuffer(data, dtype=np.uint8)
+        found = None
+        for action, pv in pv_rows.items():
+            rows = int_numpy(self._rows[action]).astype(np.int64)
+            starts = _map_starts(buf, line_starts[rows], action, self._cache[action]["path"])
+            if starts is None:
+                # any layout: the first "partitionValues": of each line, when every line has one
+                if found is None:
+                    if data.count(_PV_KEY) != sum(len(x) - x.null_count for x in pv_rows.values()):
+                        return
+                    found = int_numpy(pc.fill_null(pc.find_substring(lines, _PV_KEY.decode()), scalar(-1, pa.int64())))
+                at = found[rows]
+                if len(at) and at.min() < 0:
+                    continue
+                starts = line_starts[rows] + at + len(_PV_KEY)
+            got = _partition_values(buf, starts, pv, hint)
+            if got is not None:
+                self._cache[action]["partitionValues"] = got
 
     def table(self, action: str, columns: list[str]) -> pa.Table:
-        """All the commit's `action` rows (in order) with `columns`, parsing what is not cached."""
+        """All the commit's `action` rows (in order) with `columns`, reading the maps that are not
+        cached from the text."""
         from .file_actions import ADD_SCHEMA, REMOVE_SCHEMA
 
         with self._lock:
@@ -244,10 +425,16 @@ class JsonCommit:
                 except Fallback:
                     cache.update(self._parse_dicts(data, action))
             schema = ADD_SCHEMA if action == "add" else REMOVE_SCHEMA
-            return pa.table([cache[c] for c in columns], schema=pa.schema([schema.field(c) for c in columns]))
+            return pa.table([cache[c] if isinstance(cache[c], pa.ChunkedArray) else pa.chunked_array([cache[c]])
+                             for c in columns], schema=pa.schema([schema.field(c) for c in columns]))
 
     def _parse(self, data: bytes, action: str, columns: list[str]) -> dict[str, pa.Array]:
+        from .file_actions import ADD_SCHEMA, REMOVE_SCHEMA
+
         rows = self._rows[action]
+        schema = ADD_SCHEMA if action == "add" else REMOVE_SCHEMA
+        if not len(rows):
+            return {c: pa.nulls(0, schema.field(c).type) for c in columns}
         t = _read_json(data, {action: columns})
         if t.num_rows != self._n_rows:
             raise Fallback("the commit changed")
@@ -278,7 +465,7 @@ class JsonCommit:
                     acts.append(obj["remove"])
             elif action == "add":
                 acts.append(a)
-        t = pa.Table.from_pylist(acts, schema=ADD_SCHEMA if action == "add" else REMOVE_SCHEMA)
+        t = table_from_rows(acts, ADD_SCHEMA if action == "add" else REMOVE_SCHEMA)
         return {c: _column(t, c) for c in t.column_names}
 
 
@@ -289,21 +476,15 @@ class DictPiece:
         """`actions`: (kind, key, action dict) in commit order."""
         self._by_kind = {"add": [a for k, _, a in actions if k == "add"],
                          "remove": [a for k, _, a in actions if k == "remove"]}
-        self.is_add = pa.array([k == "add" for k, _, _ in actions], pa.bool_())
-        self.keys = pa.array([key for _, key, _ in actions], pa.string())
+        self.is_add = column([k == "add" for k, _, _ in actions], pa.bool_())
+        self.keys = column([key for _, key, _ in actions], pa.string())
         flags = np.array([k == "add" for k, _, _ in actions], dtype=bool)
         self.kind_row = np.where(flags, np.cumsum(flags) - 1, np.cumsum(~flags) - 1)
 
     def table(self, action: str, columns: list[str]) -> pa.Table:
         from .file_actions import ADD_SCHEMA, REMOVE_SCHEMA
 
-        return pa.Table.from_pylist(self._by_kind[action],
-                                    schema=ADD_SCHEMA if action == "add" else REMOVE_SCHEMA).select(columns)
-
-
-def _last_index(t: pa.Table) -> pa.Table:
-    """Per key `k`, the largest action index `i`."""
-    return t.group_by("k").aggregate([("i", "max")]).rename_columns(["k", "last"])
+        return table_from_rows(self._by_kind[action], ADD_SCHEMA if action == "add" else REMOVE_SCHEMA).select(columns)
 
 
 class PieceTail:
@@ -326,17 +507,29 @@ class PieceTail:
     def _reconcile(keys: pa.Array, is_add: pa.Array) -> dict[str, pa.Array]:
         """Per kind, the indices of the surviving actions (the newest reference of each key), in the
         order the dict path yields them: by where the key's current run of that kind began."""
-        t = pa.table({"k": keys, "a": is_add, "i": pa.array(np.arange(len(keys)), pa.int64())})
-        winners = pc.is_in(t.column("i"), value_set=_last_index(t).column("last"))
+        codes = int_numpy(pc.dictionary_encode(keys).indices).astype(np.int64)
+        flags = bool_numpy(is_add)
+        n = len(codes)
+        n_keys = int(codes.max()) + 1 if n else 0
+        idx = np.arange(n, dtype=np.int64)
+
+        def last_of(mask: np.ndarray) -> np.ndarray:
+            """Per key, the index of its last action among `mask` (-1: none)."""
+            out = np.full(n_keys, -1, np.int64)
+            c, i = codes[mask][::-1], idx[mask][::-1]
+            uc, pos = np.unique(c, return_index=True)
+            out[uc] = i[pos]
+            return out
+
+        winners = last_of(np.ones(n, dtype=bool))[codes] == idx
         out = {}
         for kind, flag in (("add", True), ("remove", False)):
-            mine = t.filter(pc.equal(t.column("a"), flag))
-            other = _last_index(t.filter(pc.equal(t.column("a"), not flag))).rename_columns(["k", "other"])
-            runs = mine.join(other, "k", join_type="left outer")
-            runs = runs.filter(pc.greater(runs.column("i"), pc.fill_null(runs.column("other"), -1)))
-            start = runs.group_by("k").aggregate([("i", "min")]).rename_columns(["k", "start"])
-            won = t.filter(pc.and_(winners, pc.equal(t.column("a"), flag))).join(start, "k")
-            out[kind] = won.sort_by("start").column("i").combine_chunks()
+            mine = flags == flag
+            in_run = mine & (idx > last_of(~mine)[codes])   # after the key's last action of the other kind
+            start = np.full(n_keys, n, np.int64)
+            np.minimum.at(start, codes[in_run], idx[in_run])
+            won = idx[winners & mine]
+            out[kind] = numpy_array(won[np.argsort(start[codes[won]], kind="stable")])
         return out
 
     def touched(self) -> pa.Array | None:
@@ -348,7 +541,7 @@ class PieceTail:
         if not len(sel):
             return None
         cols = list(columns)
-        idx = sel.to_numpy()
+        idx = int_numpy(sel).astype(np.int64)
         piece_no = self._piece_no[idx]
         used = sorted(set(piece_no.tolist()))
         parts = [self._pieces[i].table(action, cols) for i in used]
@@ -361,4 +554,4 @@ class PieceTail:
         whole = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
         if len(rows) == whole.num_rows and np.array_equal(rows, np.arange(len(rows))):
             return whole
-        return whole.take(pa.array(rows))
+        return whole.take(numpy_array(rows.astype(np.int64)))

@@ -35,6 +35,7 @@ from ..protocol.actions import (
 from ..protocol.filenames import LogFileKind
 from ..storage.base import LogStore
 from . import json_commits
+from .arrow_build import column, empty, scalar, table_from_rows
 from .file_actions import (
     ADD_SCHEMA, DV_TYPE, REMOVE_SCHEMA, STRING_MAP, canonical_key, dv_unique_id, file_keys, is_absolute_path, parse_commit,
     read_commit, root_uri,
@@ -139,7 +140,7 @@ class ActiveFiles:
         def one(p: str) -> pa.Table:
             t = _read_parquet(self._store, p, [f"{action}.{c}" for c in wanted])
             if action not in t.column_names:  # e.g. a v2 checkpoint whose files are all in sidecars
-                return pa.table({c: pa.array([], schema.field(c).type) for c in columns})
+                return pa.table({c: empty(schema.field(c).type) for c in columns})
             return pa.table(_conform(t.column(action), schema, columns))
 
         if len(self._sources) <= 1:
@@ -147,21 +148,16 @@ class ActiveFiles:
         with ThreadPoolExecutor(max_workers=min(8, len(self._sources))) as ex:
             return list(ex.map(one, self._sources))
 
-    def _mask(self, action: str) -> list[pa.Array]:
-        """Per source: which rows are live `action` rows not superseded by the tail."""
-        if action not in self._masks:
-            key_tables = self._read_projected(action, ["path", "deletionVector"])
-            masks = []
-            touched = self._tail.touched()
-            for t in key_tables:
-                paths = t.column("path").combine_chunks() if t.num_rows else pa.array([], pa.string())
-                m = pc.is_valid(paths)
-                if touched is not None and len(paths):
-                    keys = file_keys(paths, t.column("deletionVector"), self._root_uri)
-                    m = pc.and_(m, pc.invert(pc.fill_null(pc.is_in(keys, value_set=touched), False)))
-                masks.append(m)
-            self._masks[action] = masks
-        return self._masks[action]
+    def _mask_of(self, t: pa.Table) -> pa.Array:
+        """Which rows of a checkpoint source's projection (with path and deletionVector) are
+        live rows of its action not superseded by the tail."""
+        paths = t.column("path").combine_chunks() if t.num_rows else empty(pa.string())
+        m = pc.is_valid(paths)
+        touched = self._tail.touched()
+        if touched is not None and len(paths):
+            keys = file_keys(paths, t.column("deletionVector"), self._root_uri)
+            m = pc.and_(m, pc.invert(pc.fill_null(pc.is_in(keys, value_set=touched), scalar(False))))
+        return m
 
     def table(self, columns: Iterable[str] | None = None, action: str = "add") -> pa.Table:
         """Active adds (action="add") or tombstones (action="remove") with the given columns of
@@ -177,16 +173,20 @@ class ActiveFiles:
         sub = pa.schema([schema.field(c) for c in cols])
         parts: list[pa.Table] = []
         if self._sources:
-            masks = self._mask(action)
-            for t, m in zip(self._read_projected(action, list(cols)), masks):
+            # one read of each source: the wanted columns, plus what the mask needs the first time
+            need_mask = action not in self._masks
+            read = list(dict.fromkeys(list(cols) + (["path", "deletionVector"] if need_mask else [])))
+            tables = self._read_projected(action, read)
+            if need_mask:
+                self._masks[action] = [self._mask_of(t) for t in tables]
+            for t, m in zip(tables, self._masks[action]):
                 if t.num_rows:
-                    if t.num_columns:   # an all-true mask (nothing superseded) needs no copy
-                        t = t if m.true_count == len(m) else t.filter(m)
-                        t = t.select(list(cols))
+                    if t.num_columns:
+                        t = _keep(t, m).select(list(cols))
                     parts.append(t)
         base = self._base_adds if action == "add" else self._base_removes
         if base:
-            bt = pa.Table.from_pylist(base, schema=schema)
+            bt = table_from_rows(base, schema)
             keys = file_keys(bt.column("path"), bt.column("deletionVector"), self._root_uri)
             touched = self._tail.touched()
             if touched is not None:
@@ -202,6 +202,20 @@ class ActiveFiles:
 
     def num_files(self) -> int:
         return self.table(["path"]).num_rows
+
+
+def _keep(t: pa.Table, mask: pa.Array) -> pa.Table:
+    """`t.filter(mask)`, zero-copy when the kept rows are one run (a checkpoint holds its
+    non-file rows, its adds and its removes each together)."""
+    n = mask.true_count
+    if n == len(mask):
+        return t
+    if n == 0:
+        return t.slice(0, 0)
+    first = pc.index(mask, scalar(True)).as_py()
+    if pc.all(mask.slice(first, n)).as_py():
+        return t.slice(first, n)
+    return t.filter(mask)
 
 
 def _apply_non_file(state: ReplayState, obj: dict) -> None:
@@ -347,13 +361,13 @@ class DictTail:
 
     def touched(self) -> pa.Array | None:
         """Every key the tail references (a checkpoint row with one of them is superseded)."""
-        return pa.array(sorted(self._keys), pa.string()) if self._keys else None
+        return column(sorted(self._keys), pa.string()) if self._keys else None
 
     def table(self, action: str, columns: Iterable[str]) -> pa.Table | None:
         rows = self._rows[action]
         if not rows:
             return None
-        return pa.Table.from_pylist(rows, schema=ADD_SCHEMA if action == "add" else REMOVE_SCHEMA).select(list(columns))
+        return table_from_rows(rows, ADD_SCHEMA if action == "add" else REMOVE_SCHEMA).select(list(columns))
 
 
 def _apply_commit_action(state: ReplayState, obj: dict, path: str, last: bool) -> None:
@@ -391,7 +405,8 @@ def replay(store: LogStore, table_root: str, segment: LogSegment) -> ReplayState
         if vectorise and c.status.size >= json_commits.VECTOR_MIN_BYTES:
             data = store.read(c.path)
             try:
-                piece = json_commits.JsonCommit(store, c.path, data, key_root)
+                hint = list(state.metadata.partition_columns) if state.metadata is not None else None
+                piece = json_commits.JsonCommit(store, c.path, data, key_root, hint)
             except json_commits.Fallback:
                 pass
             else:

@@ -15,13 +15,15 @@ of files to keep (it must only drop a file that surely holds no matching row).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 
-from ..expressions import Expression, Scope, as_expression, check_columns, file_mask, matches
 from ..log.snapshot import Snapshot
 from .arrow_reader import ArrowFileReader
+
+if TYPE_CHECKING:
+    from ..expressions import Expression
 
 __all__ = ["Scan", "plan_files"]
 
@@ -32,8 +34,12 @@ def plan_files(snapshot: Snapshot, filter: Any = None, *, time_zone: str = "UTC"
                columns: Iterable[str] | None = None) -> pa.Table:
     """The snapshot's active files (the log's add columns, all or `columns`) that may hold a row
     matching `filter` (see the module docstring); all of them when there is no filter."""
-    expr = as_expression(filter)
     wanted = list(columns) if columns is not None else None
+    if filter is None:   # the expression engine (sqlglot and all) is imported only for a filter
+        return snapshot.files_table(wanted)
+    from ..expressions import as_expression, file_mask
+
+    expr = as_expression(filter)
     if expr is None:
         return snapshot.files_table(wanted)
     need = None if wanted is None else list(dict.fromkeys(wanted + ["partitionValues", "stats"]))
@@ -55,8 +61,12 @@ class Scan:
         self.file_filter = file_filter
         self.limit = limit
         self.time_zone = time_zone
-        self.filter: Expression | None = as_expression(filter)
+        self.filter: Expression | None = None
         read_columns = self.columns
+        if filter is not None:
+            from ..expressions import as_expression, check_columns
+
+            self.filter = as_expression(filter)
         if self.filter is not None:
             bindings = check_columns(self.filter, snapshot.schema)
             if read_columns is not None:
@@ -82,6 +92,8 @@ class Scan:
 
     def _rows(self, t: pa.Table) -> pa.Table:
         if self.filter is not None and t.num_rows:
+            from ..expressions import Scope, matches
+
             t = t.filter(matches(self.filter, Scope.of(t), time_zone=self.time_zone))
         if t.schema.names != self._out.names:
             t = t.select(self._out.names)

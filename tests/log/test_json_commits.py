@@ -179,16 +179,20 @@ def test_mixed_small_and_large_commits_after_a_checkpoint(tmp_path, monkeypatch)
         assert got.tombstones_table().to_pylist() == ref["tombstones"].to_pylist()
 
 
-def test_columns_are_parsed_on_demand_and_cached(tmp_path, monkeypatch):
+def test_one_parse_and_maps_read_from_the_text_on_demand(tmp_path, monkeypatch):
+    """The commit is parsed once with every scalar column; partitionValues written as the writers
+    write them come from that parse; tags with values are read from the text when first asked for."""
     root = _write(tmp_path / "t", [_head() + [_add(f"f{i}.parquet", tags={"k": str(i)}) for i in range(20)]])
     monkeypatch.setattr(json_commits, "VECTOR_MIN_BYTES", 0)
     snap = DeltaLog.for_table(root).snapshot()
     piece = snap._state.files._tail._pieces[0]
-    assert isinstance(piece, JsonCommit) and set(piece._cache["add"]) == {"path", "size", "deletionVector"}
+    assert isinstance(piece, JsonCommit)
+    assert {"path", "size", "stats", "deletionVector", "partitionValues"} <= set(piece._cache["add"])
+    assert "tags" not in piece._cache["add"]
     assert snap.files_table(["size"]).column("size").to_pylist() == [10] * 20
-    assert set(piece._cache["add"]) == {"path", "size", "deletionVector"}      # no new parse
+    assert snap.files_table(["partitionValues"]).column("partitionValues").to_pylist() == [[("p", "a")]] * 20
     assert snap.files_table(["tags"]).column("tags").to_pylist()[3] == [("k", "3")]
-    assert "tags" in piece._cache["add"] and "stats" not in piece._cache["add"]
+    assert "tags" in piece._cache["add"]
 
 
 @pytest.mark.parametrize("odd", [

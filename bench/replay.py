@@ -1,0 +1,291 @@
+"""Log replay as users time it: the active-file list of JSON-heavy logs and of a big checkpoint,
+whole process and in process, tahoe beside delta-rs and beside the pyarrow limit, in one run.
+
+    python -m bench.replay              # the sizes of issue 18 (300k files; 1M checkpoint)
+    python -m bench.replay --quick      # a tenth of them
+    python -m bench.replay --runs 7     # whole-process runs per command (median quoted)
+
+Tables (built here once, kept in bench/.data):
+  - json300k:        commit 0 creates the table (protocol, a 100-column metaData partitioned by a
+                     string column); commits 1-3 add 100k files each (stats: numRecords only,
+                     ~15 MB of JSON apiece); commit 4 appends one more file. No checkpoint.
+  - json300k-stats:  the same with per-file stats for the first 32 columns (min, max, nullCount —
+                     what Spark writes by default; ~150 MB of JSON apiece).
+  - cp1m:            a checkpoint holding 1M adds (3 columns, partitioned, stats), then 1,000 JSON
+                     commits of one add each (bench/snapshot_load's table).
+
+Timed (tahoe byte-compiled first, as an installed wheel is — see bench/startup.py):
+  - whole process, median of --runs, tahoe and delta-rs alternating:
+      tahoe:    python -c "import tahoe; tahoe.Table(p).files()"
+      delta-rs: python -c "import deltalake; deltalake.DeltaTable(p).file_uris()"
+    target: tahoe / delta-rs <= 0.5
+  - in process, best of 3:
+      tahoe:    tahoe.Table(p).files()   (every add column: path, partitionValues, size, stats, ...)
+      limit:    pyarrow alone reading what that needs and nothing else: the checkpoint's `add`
+                columns (pq.read_table) and each JSON commit parsed by pyarrow's JSON reader with
+                an explicit schema of the add fields (partitionValues as a struct of the known
+                partition column: the cheapest form; no reconciliation, no map building)
+    target: tahoe / limit <= 1.1
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / ".data"
+N_COLS = 100
+STATS_COLS = 32
+PARTITIONS = 40
+
+
+def _schema_string() -> str:
+    kinds = ["long", "string", "double", "date", "timestamp", "integer", "string", "boolean", "decimal(10,2)",
+             "string"]
+    fields = [{"name": f"c{i:02d}", "type": kinds[i % len(kinds)], "nullable": True, "metadata": {}}
+              for i in range(N_COLS - 1)]
+    fields.append({"name": "region", "type": "string", "nullable": True, "metadata": {}})
+    return json.dumps({"type": "struct", "fields": fields}, separators=(",", ":"))
+
+
+def _stats32(i: int) -> str:
+    """Spark-style stats for the first 32 columns of the schema above (numRecords, min, max,
+    nullCount)."""
+    mins, maxs, nulls = [], [], []
+    for c in range(STATS_COLS):
+        name = f"c{c:02d}"
+        k = c % 10
+        if k in (0, 5):
+            lo, hi = str(i * 1000 + c), str(i * 1000 + c + 999)
+        elif k in (1, 6, 9):
+            lo, hi = f'"aaa{i % 997:04d}-{c}"', f'"zzz{i % 991:04d}-{c}"'
+        elif k == 2:
+            lo, hi = f"{-i * 0.5 - c:.3f}", f"{i * 0.25 + c:.3f}"
+        elif k == 3:
+            lo, hi = f'"2024-{1 + i % 12:02d}-01"', f'"2024-{1 + i % 12:02d}-28"'
+        elif k == 4:
+            lo, hi = f'"2024-01-01T00:{i % 60:02d}:00.000Z"', f'"2024-01-02T23:{i % 60:02d}:59.999Z"'
+        elif k == 8:
+            lo, hi = f"{i % 1000}.25", f"{i % 1000 + 500}.75"
+        else:  # boolean: Spark writes no min/max for booleans, only nullCount
+            lo = hi = None
+        if lo is not None:
+            mins.append(f'"{name}":{lo}')
+            maxs.append(f'"{name}":{hi}')
+        nulls.append(f'"{name}":{i % 7}')
+    return ('{"numRecords":%d,"minValues":{%s},"maxValues":{%s},"nullCount":{%s}}'
+            % (10_000 + i % 5000, ",".join(mins), ",".join(maxs), ",".join(nulls)))
+
+
+def _add_line(i: int, with_stats: bool) -> str:
+    region = f"region-{i % PARTITIONS:03d}"
+    stats = _stats32(i) if with_stats else '{"numRecords":%d}' % (10_000 + i % 5000)
+    return json.dumps({"add": {
+        "path": f"region={region}/part-{i % 1000:05d}-{uuid.UUID(int=i)}.c000.snappy.parquet",
+        "partitionValues": {"region": region}, "size": 100_000 + i % 977_000,
+        "modificationTime": 1700000000000 + i, "dataChange": True, "stats": stats}},
+        separators=(",", ":"))
+
+
+def build_json(path: Path, adds_per_commit: int, with_stats: bool, commits: int = 3) -> None:
+    marker = path / "_delta_log" / "_bench_complete"
+    if marker.exists():
+        return
+    shutil.rmtree(path, ignore_errors=True)
+    log = path / "_delta_log"
+    log.mkdir(parents=True)
+    t0 = 1700000000000
+
+    def commit_info(v: int, op: str) -> str:
+        return json.dumps({"commitInfo": {"timestamp": t0 + v, "operation": op,
+                                          "operationParameters": {"mode": "Append", "partitionBy": '["region"]'},
+                                          "isBlindAppend": True}}, separators=(",", ":"))
+
+    head = [commit_info(0, "CREATE TABLE"),
+            json.dumps({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}),
+            json.dumps({"metaData": {"id": str(uuid.UUID(int=42)), "format": {"provider": "parquet", "options": {}},
+                                     "schemaString": _schema_string(), "partitionColumns": ["region"],
+                                     "configuration": {}, "createdTime": t0}}, separators=(",", ":"))]
+    (log / f"{0:020d}.json").write_text("\n".join(head) + "\n")
+    n = 0
+    for v in range(1, commits + 1):
+        with open(log / f"{v:020d}.json", "w") as f:
+            f.write(commit_info(v, "WRITE") + "\n")
+            for _ in range(adds_per_commit):
+                f.write(_add_line(n, with_stats) + "\n")
+                n += 1
+    (log / f"{commits + 1:020d}.json").write_text(commit_info(commits + 1, "WRITE") + "\n" + _add_line(n, with_stats) + "\n")
+    marker.write_text("ok")
+
+
+def build_checkpoint_case(path: Path, n_files: int) -> None:
+    from bench.snapshot_load import build
+
+    build(path, n_files)
+
+
+# --- whole process -------------------------------------------------------------------------------
+
+TAHOE_CMD = "import tahoe, sys; n = tahoe.Table(sys.argv[1]).files().num_rows; print(n)"
+DELTARS_CMD = ("import deltalake, sys, os; n = len(deltalake.DeltaTable(sys.argv[1]).file_uris()); print(n); "
+               "sys.stdout.flush(); os._exit(0)")   # delta-rs can abort in interpreter teardown
+
+
+def _run_once(code: str, path: str) -> tuple[float, float, int]:
+    """(wall s, cpu s, file count) of one `python -c code path` process."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen([sys.executable, "-c", code, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    out = p.stdout.read().decode().strip()
+    err = p.stderr.read().decode().strip()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise RuntimeError(f"{code!r} on {path} exited {p.returncode}: {err[-2000:]}")
+    return wall, ru.ru_utime + ru.ru_stime, int(out.splitlines()[-1])
+
+
+def whole_process(path: str, runs: int) -> dict:
+    """Median wall and CPU of each command over `runs` alternating runs (after one warm-up each)."""
+    _run_once(TAHOE_CMD, path)
+    _run_once(DELTARS_CMD, path)
+    got: dict[str, list] = {"tahoe": [], "delta-rs": []}
+    counts = set()
+    for _ in range(runs):
+        for name, code in (("tahoe", TAHOE_CMD), ("delta-rs", DELTARS_CMD)):
+            wall, cpu, n = _run_once(code, path)
+            got[name].append((wall, cpu))
+            counts.add((name, n))
+    ns = {n for _, n in counts}
+    assert len(ns) == 1, f"file counts differ: {counts}"
+    ratios = [a[0] / b[0] for a, b in zip(got["tahoe"], got["delta-rs"])]
+    cpu_ratios = [a[1] / b[1] for a, b in zip(got["tahoe"], got["delta-rs"])]
+    return {name: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for name, v in got.items()} | {
+        "ratio": statistics.median(ratios), "cpu_ratio": statistics.median(cpu_ratios), "files": ns.pop()}
+
+
+# --- in process ----------------------------------------------------------------------------------
+
+def _limit(path: str) -> int:
+    """pyarrow alone: the checkpoint's add columns + every JSON commit's add fields."""
+    import pyarrow as pa
+    import pyarrow.json as pa_json
+    import pyarrow.parquet as pq
+
+    log = Path(path) / "_delta_log"
+    n = 0
+    cps = sorted(log.glob("*.checkpoint*.parquet"))
+    start = 0
+    if cps:
+        start = int(cps[-1].name.split(".")[0]) + 1
+        cols = [f"add.{c}" for c in ("path", "partitionValues", "size", "modificationTime", "dataChange", "stats",
+                                     "tags", "deletionVector", "baseRowId", "defaultRowCommitVersion",
+                                     "clusteringProvider")]
+        for f in cps:
+            have = set(pq.read_schema(f).field("add").type.names if "add" in pq.read_schema(f).names else [])
+            n += pq.read_table(f, columns=[c for c in cols if c.split(".")[1] in have]).num_rows
+    md = None
+    for f in sorted(log.glob("*.json")):
+        if int(f.name.split(".")[0]) < start:
+            continue
+        data = f.read_bytes()
+        if md is None and b'"metaData"' in data:
+            for line in data.splitlines():
+                if line.startswith(b'{"metaData"'):
+                    md = json.loads(line)["metaData"]
+        parts = md["partitionColumns"] if md else ["part"]
+        schema = pa.schema([pa.field("add", pa.struct([
+            ("path", pa.string()), ("partitionValues", pa.struct([(c, pa.string()) for c in parts])),
+            ("size", pa.int64()), ("modificationTime", pa.int64()), ("dataChange", pa.bool_()),
+            ("stats", pa.string()), ("tags", pa.struct([])),
+            ("deletionVector", pa.struct([("storageType", pa.string()), ("pathOrInlineDv", pa.string()),
+                                          ("offset", pa.int32()), ("sizeInBytes", pa.int32()),
+                                          ("cardinality", pa.int64())])),
+            ("baseRowId", pa.int64()), ("defaultRowCommitVersion", pa.int64()),
+            ("clusteringProvider", pa.string())]))])
+        t = pa_json.read_json(pa.py_buffer(data), parse_options=pa_json.ParseOptions(
+            explicit_schema=schema, unexpected_field_behavior="ignore"))
+        n += t.num_rows
+    return n
+
+
+def _tahoe_files(path: str) -> int:
+    import tahoe
+
+    return tahoe.Table(path).files().num_rows
+
+
+def in_process(path: str, repeat: int = 3) -> dict:
+    out = {}
+    for name, fn in (("tahoe", _tahoe_files), ("limit", _limit)):
+        times = []
+        for _ in range(repeat):
+            gc.collect()
+            t0 = time.perf_counter()
+            fn(path)
+            times.append(time.perf_counter() - t0)
+        out[name] = min(times)
+    out["ratio"] = out["tahoe"] / out["limit"]
+    return out
+
+
+def main() -> None:
+    from bench.startup import compile_tahoe
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="a tenth of the sizes")
+    ap.add_argument("--runs", type=int, default=5, help="whole-process runs per command (median quoted)")
+    ap.add_argument("--only", choices=["json300k", "json300k-stats", "cp1m"], action="append",
+                    help="run only these tables (repeatable)")
+    args = ap.parse_args()
+    scale = 10 if args.quick else 1
+    compile_tahoe()   # time tahoe as installed (byte-compiled), not Python's compiler
+    DATA.mkdir(parents=True, exist_ok=True)
+    suffix = "-quick" if args.quick else ""
+    tables = {
+        "json300k": (DATA / f"replay_json300k{suffix}", lambda p: build_json(p, 100_000 // scale, False)),
+        "json300k-stats": (DATA / f"replay_json300k_stats{suffix}", lambda p: build_json(p, 100_000 // scale, True)),
+        "cp1m": (DATA / f"snapshot_{1_000_000 // scale}", lambda p: build_checkpoint_case(p, 1_000_000 // scale)),
+    }
+    rows = []
+    for name, (path, build) in tables.items():
+        if args.only and name not in args.only:
+            continue
+        t0 = time.perf_counter()
+        build(path)
+        size = sum(f.stat().st_size for f in (path / "_delta_log").iterdir())
+        print(f"{name}: {path} ready ({size / 1e6:.0f} MB of log, {time.perf_counter() - t0:.1f} s)", flush=True)
+        wp = whole_process(str(path), args.runs)
+        ip = in_process(str(path))
+        rows.append((name, wp, ip))
+        print(f"  whole process: tahoe {wp['tahoe'][0]:.2f} s (cpu {wp['tahoe'][1]:.2f}), delta-rs "
+              f"{wp['delta-rs'][0]:.2f} s (cpu {wp['delta-rs'][1]:.2f}), ratio {wp['ratio']:.2f} (cpu {wp['cpu_ratio']:.2f}) "
+              f"(target <= 0.5)",
+              flush=True)
+        print(f"  in process: tahoe {ip['tahoe']:.2f} s, limit {ip['limit']:.2f} s, ratio {ip['ratio']:.2f} "
+              f"(target <= 1.1)", flush=True)
+    print()
+    print(f"{'table':>15} {'files':>9} | {'tahoe':>7} {'delta-rs':>8} {'ratio':>6} {'target':>6} | "
+          f"{'tahoe':>7} {'limit':>7} {'ratio':>6} {'target':>6} | {'cpu ratio':>9}")
+    for name, wp, ip in rows:
+        print(f"{name:>15} {wp['files']:>9,} | {wp['tahoe'][0]:7.2f} {wp['delta-rs'][0]:8.2f} {wp['ratio']:6.2f} "
+              f"{'<=0.5':>6} | {ip['tahoe']:7.2f} {ip['limit']:7.2f} {ip['ratio']:6.2f} {'<=1.1':>6} | {wp['cpu_ratio']:9.2f}")
+    print(f"\n(whole process: wall s, median of {args.runs} alternating runs, ratio = median of per-pair ratios,"
+          f" cpu ratio the same of the children's user + sys CPU (less sensitive to machine load);"
+          f" in process: best of 3; load average {os.getloadavg()[0]:.1f})")
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

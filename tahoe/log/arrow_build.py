@@ -1,0 +1,214 @@
+"""Arrow arrays from Python values without pyarrow's Python converter, for the log core.
+
+pyarrow imports pandas (~0.4 s of CPU, more than pyarrow itself) the first time it converts a
+Python object: `pa.array(list)`, `pa.scalar(x)`, `Table.from_pylist`, a Python literal passed to
+a compute function, `Array.to_numpy()`. Listing a table's files (`tahoe.Table(p).files()`,
+`tahoe describe`) needs none of pandas, so the log core builds the few arrays it makes from Python
+values here, from buffers (numpy does the packing), and never imports pandas.
+
+    column(["a", None], pa.string()); column([{"k": "v"}, None], STRING_MAP)
+    table_from_rows([{"path": "a", "size": 1}], ADD_SCHEMA)     # like Table.from_pylist
+    scalar("x"), scalar(3, pa.int64())                          # like pa.scalar
+    bool_numpy(mask)                                            # like mask.to_numpy(zero_copy_only=False)
+    numpy_array(np.arange(3))                                   # like pa.array(ndarray) (ints, bools)
+
+Supported types: string, large_string, binary, int8-64, bool, map<string, string> (any map whose
+keys and values are supported), struct of supported types. Values of the wrong Python type raise
+pyarrow's own errors (ArrowTypeError / ArrowInvalid), as `pa.array` would.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["column", "table_from_rows", "scalar", "bool_numpy", "int_numpy", "numpy_array", "empty"]
+
+_INT_DTYPES = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64}
+
+
+def _validity(values: list) -> tuple[pa.Buffer | None, int]:
+    valid = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
+    nulls = len(values) - int(valid.sum())
+    if nulls == 0:
+        return None, 0
+    return pa.py_buffer(np.packbits(valid, bitorder="little")), nulls
+
+
+def _strings(values: list, t: pa.DataType) -> pa.Array:
+    binary = pa.types.is_binary(t) or pa.types.is_large_binary(t)
+    encoded = []
+    for v in values:
+        if v is None:
+            encoded.append(b"")
+        elif isinstance(v, str) and not binary:
+            encoded.append(v.encode())
+        elif isinstance(v, (bytes, bytearray)):
+            encoded.append(bytes(v))
+        else:
+            raise pa.ArrowTypeError(f"Expected bytes, got a '{type(v).__name__}' object")
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+    if not large and offsets[-1] >= 2 ** 31:
+        raise pa.ArrowCapacityError(f"{t} column of {offsets[-1]} bytes is too large")
+    validity, nulls = _validity(values)
+    arr = pa.Array.from_buffers(t, len(values), [validity, pa.py_buffer(offsets if large else offsets.astype(np.int32)),
+                                                 pa.py_buffer(b"".join(encoded))], null_count=nulls)
+    if not binary:
+        arr.validate(full=True)   # UTF-8, as pa.array checks
+    return arr
+
+
+def _ints(values: list, t: pa.DataType) -> pa.Array:
+    dtype = _INT_DTYPES[t]
+    info = np.iinfo(dtype)
+    out = np.zeros(len(values), dtype=dtype)
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        if not isinstance(v, int):
+            if isinstance(v, float) and v.is_integer():
+                v = int(v)
+            else:
+                raise pa.ArrowInvalid(f"Could not convert {v!r} with type {type(v).__name__}: tried to convert to {t}")
+        if not info.min <= v <= info.max:
+            raise pa.ArrowInvalid(f"Value {v} too large to fit in {t}")
+        out[i] = v
+    validity, nulls = _validity(values)
+    return pa.Array.from_buffers(t, len(values), [validity, pa.py_buffer(out)], null_count=nulls)
+
+
+def _bools(values: list) -> pa.Array:
+    bits = np.zeros(len(values), dtype=bool)
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        if not isinstance(v, (bool, np.bool_)):
+            raise pa.ArrowInvalid(f"Could not convert {v!r} with type {type(v).__name__}: tried to convert to boolean")
+        bits[i] = v
+    validity, nulls = _validity(values)
+    return pa.Array.from_buffers(pa.bool_(), len(values), [validity, pa.py_buffer(np.packbits(bits, bitorder="little"))],
+                                 null_count=nulls)
+
+
+def _offsets(counts: Iterable[int], n: int) -> np.ndarray:
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.fromiter(counts, dtype=np.int64, count=n), out=offsets[1:], dtype=np.int32)
+    return offsets
+
+
+def _map(values: list, t: pa.MapType) -> pa.Array:
+    items = []
+    counts = []
+    for v in values:
+        if v is None:
+            counts.append(0)
+            continue
+        entries = list(v.items()) if isinstance(v, dict) else list(v)
+        items.extend(entries)
+        counts.append(len(entries))
+    keys = column([k for k, _ in items], t.key_type)
+    if keys.null_count:
+        raise pa.ArrowInvalid("Invalid Map: key field cannot contain null values")
+    vals = column([x for _, x in items], t.item_type)
+    offsets = pa.Array.from_buffers(pa.int32(), len(values) + 1, [None, pa.py_buffer(_offsets(counts, len(values)))])
+    validity, nulls = _validity(values)
+    entries = pa.StructArray.from_arrays([keys, vals], fields=[t.key_field, t.item_field])
+    return pa.Array.from_buffers(t, len(values), [validity, offsets.buffers()[1]], null_count=nulls,
+                                 children=[entries])
+
+
+def _struct(values: list, t: pa.StructType) -> pa.Array:
+    children = []
+    for i in range(t.num_fields):
+        f = t.field(i)
+        children.append(column([None if v is None else v.get(f.name) for v in values], f.type))
+    validity, nulls = _validity(values)
+    for v in values:
+        if v is not None and not isinstance(v, dict):
+            raise pa.ArrowTypeError(f"Expected dict or None for {t}, got {type(v).__name__}")
+    return pa.Array.from_buffers(t, len(values), [validity], null_count=nulls, children=children)
+
+
+def column(values: list, t: pa.DataType) -> pa.Array:
+    """`pa.array(values, t)` for the types listed in the module docstring."""
+    values = values if isinstance(values, list) else list(values)
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return _strings(values, t)
+    if t in _INT_DTYPES:
+        return _ints(values, t)
+    if pa.types.is_boolean(t):
+        return _bools(values)
+    if pa.types.is_map(t):
+        return _map(values, t)
+    if pa.types.is_struct(t):
+        return _struct(values, t)
+    if pa.types.is_null(t):
+        return pa.nulls(len(values))
+    raise TypeError(f"tahoe.log.arrow_build does not build {t} columns")
+
+
+def table_from_rows(rows: list[dict], schema: pa.Schema) -> pa.Table:
+    """`pa.Table.from_pylist(rows, schema=schema)` (missing keys are nulls, extra keys ignored)."""
+    return pa.Table.from_arrays([column([r.get(f.name) for r in rows], f.type) for f in schema], schema=schema)
+
+
+def scalar(value: Any, t: pa.DataType | None = None) -> pa.Scalar:
+    """`pa.scalar(value, t)`; without `t`: str → string, bool → bool, int → int64."""
+    if t is None:
+        if isinstance(value, str):
+            t = pa.string()
+        elif isinstance(value, bool):
+            t = pa.bool_()
+        elif isinstance(value, int):
+            t = pa.int64()
+        else:
+            raise TypeError(f"give the type of {value!r}")
+    return column([value], t)[0]
+
+
+def empty(t: pa.DataType) -> pa.Array:
+    """`pa.array([], t)`."""
+    return pa.nulls(0, t)
+
+
+def bool_numpy(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A boolean array as numpy bools (nulls as False)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    n = len(arr)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    bufs = arr.buffers()
+    bits = np.unpackbits(np.frombuffer(bufs[1], dtype=np.uint8), bitorder="little", count=arr.offset + n)[arr.offset:]
+    out = bits.astype(bool)
+    if arr.null_count:
+        valid = np.unpackbits(np.frombuffer(bufs[0], dtype=np.uint8), bitorder="little", count=arr.offset + n)[arr.offset:]
+        out &= valid.astype(bool)
+    return out
+
+
+def int_numpy(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """An integer array without nulls as a numpy array (zero-copy when it is one chunk)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if arr.null_count:
+        raise ValueError("int_numpy: the array has nulls")
+    dtype = _INT_DTYPES.get(arr.type) or {pa.uint64(): np.uint64, pa.uint32(): np.uint32}[arr.type]
+    if len(arr) == 0:
+        return np.zeros(0, dtype=dtype)
+    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=arr.offset + len(arr))[arr.offset:]
+
+
+def numpy_array(values: np.ndarray) -> pa.Array:
+    """`pa.array(values)` for a 1-d numpy array of integers or bools (no nulls)."""
+    values = np.ascontiguousarray(values)
+    if values.dtype == bool:
+        return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(np.packbits(values, bitorder="little"))])
+    t = {np.dtype(np.int8): pa.int8(), np.dtype(np.int16): pa.int16(), np.dtype(np.int32): pa.int32(),
+         np.dtype(np.int64): pa.int64(), np.dtype(np.uint32): pa.uint32(), np.dtype(np.uint64): pa.uint64()}[values.dtype]
+    return pa.Array.from_buffers(t, len(values), [None, pa.py_buffer(values)])
