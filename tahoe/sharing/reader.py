@@ -47,7 +47,6 @@ from ..protocol.table_features import canonical_feature_name
 from ..read.arrow_reader import ArrowFileReader
 from ..read.changes import VersionChanges, change_schema, version_change_rows
 from .download import DownloadError, Fetcher, UrlRefused
-from .predicates import PredicateError
 from .rest import TableResponse
 
 __all__ = ["RemoteFile", "TableInfo", "UrlBook", "ScanReader", "SUPPORTED_READER_FEATURES", "remote_files",
@@ -449,6 +448,7 @@ def _enough(files: list[RemoteFile], limit: int) -> list[RemoteFile]:
 def _apply_filter(t: pa.Table, expr) -> pa.Table:
     """The rows of `t` where the hints' expression is TRUE (tahoe.expressions semantics)."""
     from ..expressions import matches
+    from .predicates import PredicateError
 
     try:
         return t.filter(matches(expr, t))
