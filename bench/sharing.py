@@ -14,9 +14,11 @@
    official client's own conversion work on the same files read locally (its per-file steps and
    final concat, without HTTP) — the floor no server can go below for it — and the server
    process's CPU time per load.
-3. Spark (`--no-spark` skips it): a full scan (`write.format("noop")`) of the same table through
-   `spark.read.format("deltaSharing")` (tahoe's Python data source, via the server) beside
-   `spark.read.parquet` of the same files, best of 3 interleaved. Target ratio ≤ 1.5.
+3. Spark (`--no-spark` skips it; `--spark-only` runs only it): a full scan
+   (`write.format("noop")`) of the same table through `spark.read.format("deltaSharing")`
+   (tahoe's Python data source, via the server) beside `spark.read.parquet` of the same files,
+   and beside the floor of any jar-free reader: a minimal Python data source reading the same
+   local files with pyarrow (no HTTP, no tahoe), best of 3 interleaved. Target ratio ≤ 1.5.
 
 The machine's load average is printed with each section: on a shared machine, read the numbers
 beside it.
@@ -196,6 +198,62 @@ def load_avg() -> str:
     return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
 
 
+def _python_floor_source(paths: list[str]):
+    """The floor of any jar-free Spark reader: a Python data source with the same partitioning as
+    spark.read.parquet (files packed into ~128 MB partitions) whose tasks read local files with
+    pyarrow and yield its record batches as they come (no HTTP, no server, no tahoe). Defined in
+    a function so that Spark's workers receive it by value."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class _Part(InputPartition):
+        def __init__(self, files):
+            super().__init__(None)
+            self.files = files
+
+    class _Reader(DataSourceReader):
+        def __init__(self, schema_json):
+            self.schema_json = schema_json
+
+        def partitions(self):
+            parts, cur, size = [], [], 0
+            for p in sorted(paths, key=lambda p: -os.path.getsize(p)):
+                s = os.path.getsize(p)
+                if cur and size + s > 128 << 20:
+                    parts.append(_Part(cur))
+                    cur, size = [], 0
+                cur.append(p)
+                size += s + (4 << 20)
+            return parts + ([_Part(cur)] if cur else [])
+
+        def read(self, part):
+            import json as _json
+
+            import pyarrow.parquet as _pq
+            from pyspark.sql.pandas.types import to_arrow_schema
+            from pyspark.sql.types import StructType as _ST
+
+            target = to_arrow_schema(_ST.fromJson(_json.loads(self.schema_json)), timezone="UTC")
+            for p in part.files:
+                for b in _pq.ParquetFile(p).iter_batches(batch_size=1 << 17):
+                    yield b.cast(target)
+
+    class _Floor(DataSource):
+        @classmethod
+        def name(cls):
+            return "benchPythonFloor"
+
+        def schema(self):
+            from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+            return StructType([StructField("id", LongType()), StructField("value", DoubleType()),
+                               StructField("name", StringType())])
+
+        def reader(self, schema):
+            return _Reader(schema.json())
+
+    return _Floor
+
+
 def spark_scans(files: list[Path], url: str, rounds: int = 3) -> None:
     """Full scans (every column, `write.format("noop")`) of the shared table through
     `format("deltaSharing")` and of the same files with `spark.read.parquet`, interleaved."""
@@ -205,12 +263,15 @@ def spark_scans(files: list[Path], url: str, rounds: int = 3) -> None:
     spark = local_session("local[2]", "bench-sharing")
     register(spark)
     paths = [str(f) for f in files]
+    spark.dataSource.register(_python_floor_source(paths))
     variants = {
         "parquet": lambda: spark.read.parquet(*paths).write.format("noop").mode("overwrite").save(),
         "deltaSharing": lambda: spark.read.format("deltaSharing").load(url).write.format("noop").mode("overwrite").save(),
+        "pyFloor": lambda: spark.read.format("benchPythonFloor").load().write.format("noop").mode("overwrite").save(),
     }
-    counts = {"parquet": spark.read.parquet(*paths).count(), "deltaSharing": spark.read.format("deltaSharing").load(url).count()}
-    assert counts["parquet"] == counts["deltaSharing"], counts
+    counts = {"parquet": spark.read.parquet(*paths).count(), "deltaSharing": spark.read.format("deltaSharing").load(url).count(),
+              "pyFloor": spark.read.format("benchPythonFloor").load().count()}
+    assert counts["parquet"] == counts["deltaSharing"] == counts["pyFloor"], counts
     times: dict[str, list[float]] = {k: [] for k in variants}
     for _ in range(rounds):
         for k, fn in variants.items():
@@ -222,7 +283,9 @@ def spark_scans(files: list[Path], url: str, rounds: int = 3) -> None:
     for k in variants:
         print(f"  {k:13s} {best[k]:6.2f} s   runs: {', '.join(f'{x:.2f}' for x in times[k])}")
     print(f"  RATIO format('deltaSharing') / spark.read.parquet: {best['deltaSharing'] / best['parquet']:.2f}x "
-          f"(target <= 1.5)")
+          f"(target <= 1.5); the Python data source floor / spark.read.parquet: "
+          f"{best['pyFloor'] / best['parquet']:.2f}x; format('deltaSharing') / the floor: "
+          f"{best['deltaSharing'] / best['pyFloor']:.2f}x")
     spark.stop()
 
 
@@ -232,6 +295,7 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=None)
     ap.add_argument("--mb", type=int, default=None)
     ap.add_argument("--no-spark", action="store_true", help="skip the Spark scans")
+    ap.add_argument("--spark-only", action="store_true", help="only the Spark scans (section 3)")
     args = ap.parse_args()
     n_files = args.files or (20_000 if args.quick else 100_000)
     mb = args.mb or (100 if args.quick else 1000)
@@ -239,8 +303,9 @@ def main() -> None:
     proc = None
     try:
         t = time.perf_counter()
-        build_many_files(tmp / "many", n_files)
-        print(f"built {n_files}-file table in {time.perf_counter() - t:.1f}s", flush=True)
+        if not args.spark_only:
+            build_many_files(tmp / "many", n_files)
+            print(f"built {n_files}-file table in {time.perf_counter() - t:.1f}s", flush=True)
         t = time.perf_counter()
         files = build_big(tmp / "big", mb)
         total = sum(f.stat().st_size for f in files)
@@ -254,6 +319,11 @@ def main() -> None:
         (tmp / "server.yaml").write_text(yaml.safe_dump(cfg))
         proc = start(tmp / "server.yaml", port)
         endpoint = f"http://127.0.0.1:{port}/delta-sharing"
+        prof = tmp / "bench.share"
+        prof.write_text(json.dumps({"shareCredentialsVersion": 1, "endpoint": endpoint, "bearerToken": "bench-token"}))
+        if args.spark_only:
+            spark_scans(files, f"{prof}#s.b.big")
+            return
 
         print(f"\n/query over {n_files} files (NDJSON streamed; {load_avg()}):")
         for label, body in (("first", {}), ("warm", {}), ("warm", {}),
@@ -262,8 +332,6 @@ def main() -> None:
             print(f"  {label:5s}\n      first byte {first * 1000:7.1f} ms   last line {last * 1000:7.1f} ms   "
                   f"{lines} lines, {nbytes / 1e6:.1f} MB")
 
-        prof = tmp / "bench.share"
-        prof.write_text(json.dumps({"shareCredentialsVersion": 1, "endpoint": endpoint, "bearerToken": "bench-token"}))
         import tahoe.sharing as tds
         from tahoe.sharing.official_client import OfficialClient, ensure_env
 

@@ -11,6 +11,13 @@ follow. Timed (best of 3, warm cache):
   - delta-rs: deltalake.DeltaTable(p) and dt.file_uris()  (and dt.get_add_actions())
   - limit:    pyarrow reading only the checkpoint's add.path column + json-parsing the tail
 Ratios are tahoe / reference.
+
+Then the log-compaction measure (spec "Log Compaction Files", issue 20): a table with no checkpoint
+and a long JSON tail (10,000 commits; 2,000 with --quick) of one add each, every tenth commit also
+removing the file added ten commits before. Three copies of it: the bare log, one compaction file
+covering the whole tail (`compact_log(log)`), and one compaction per 1,000 commits. Timed (best of
+5, the variants interleaved, warm cache): tahoe's snapshot + full add list on each copy, and delta-rs (DeltaTable +
+get_add_actions) on each copy in the same run; all must list the same files.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import pyarrow.parquet as pq
 
 from tahoe.log import DeltaLog
 from tahoe.log.checkpoints import write_checkpoint
+from tahoe.log.compaction import compact_log
 from tahoe.protocol.actions import AddFile, CommitInfo, Metadata, Protocol, actions_to_json_lines
 from tahoe.protocol.filenames import commit_file_name
 from tahoe.storage import log_store_for
@@ -78,6 +86,92 @@ def build(path: Path, n_files: int) -> None:
     marker.write_text("ok")
 
 
+def build_tail(path: Path, n_commits: int, compact_every: int | None) -> int:
+    """The long-tail table (see the module docstring); `compact_every` None: no compaction files,
+    0: one compaction of the whole log, k: one per k commits. Returns the expected file count."""
+    expected = n_commits + 1 - n_commits // 10
+    marker = path / "_delta_log" / "_bench_complete"
+    if marker.exists():
+        return int(marker.read_text())
+    shutil.rmtree(path, ignore_errors=True)
+    if compact_every is not None:   # the same commits as the bare table, plus compaction files
+        bare = path.parent / f"tail_{n_commits}_none"
+        build_tail(bare, n_commits, None)
+        shutil.copytree(bare, path, ignore=shutil.ignore_patterns("_bench_complete"))
+    else:
+        _write_tail_commits(path, n_commits)
+    log = DeltaLog.for_table(str(path))
+    if compact_every == 0:
+        compact_log(log)
+    elif compact_every:
+        for start in range(0, n_commits + 1, compact_every):
+            end = min(start + compact_every - 1, n_commits)
+            if end > start:
+                compact_log(log, start, end)
+    n = DeltaLog.for_table(str(path)).snapshot().files_table(["path"]).num_rows
+    assert n == expected, (n, expected)
+    marker.write_text(str(expected))
+    return expected
+
+
+def _write_tail_commits(path: Path, n_commits: int) -> None:
+    store, root = log_store_for(str(path))
+    log_dir = store.join(root, "_delta_log")
+    head = [
+        CommitInfo({"timestamp": 1700000000000, "operation": "CREATE TABLE"}),
+        Protocol(1, 2),
+        Metadata(id=str(uuid.uuid4()), schema_string=SCHEMA, partition_columns=("part",),
+                 configuration={}, created_time=1700000000000),
+    ]
+
+    def add(i: int) -> AddFile:
+        return AddFile(path=f"part={i % 100}/part-{i:08d}-{uuid.UUID(int=i)}-c000.snappy.parquet",
+                       partition_values={"part": str(i % 100)}, size=1000 + i % 977,
+                       modification_time=1700000000000 + i, stats=json.loads(_add_line(i))["add"]["stats"])
+
+    store.write(store.join(log_dir, commit_file_name(0)), actions_to_json_lines(head + [add(0)]))
+    for v in range(1, n_commits + 1):
+        ci = CommitInfo({"timestamp": 1700000000000 + v, "operation": "WRITE", "readVersion": v - 1})
+        acts = [ci, add(v)]
+        if v % 10 == 0:
+            acts.append(add(v - 10).remove(1700000000000 + v))
+        store.write(store.join(log_dir, commit_file_name(v)), actions_to_json_lines(acts))
+
+
+def compaction_measure(n_commits: int, repeat: int = 5) -> None:
+    variants = [("no compaction", None), ("1 compaction", 0), ("per 1,000", 1000)]
+    paths: dict[str, str] = {}
+    listed = None
+    for label, every in variants:
+        path = DATA / f"tail_{n_commits}_{'none' if every is None else every}"
+        t0 = time.perf_counter()
+        expected = build_tail(path, n_commits, every)
+        print(f"tail table ({label}, {n_commits:,} commits) ready ({time.perf_counter() - t0:.1f} s)",
+              flush=True)
+        p = paths[label] = str(path)
+        files = set(DeltaLog.for_table(p).snapshot().files_table(["path"]).column("path").to_pylist())
+        if listed is None:
+            listed = files
+        assert files == listed, f"{label}: a different file list than the bare log's"
+    # the variants interleaved, so that a shared machine's load swings hit them alike
+    times: dict[tuple[str, str], list[float]] = {}
+    for _ in range(repeat):
+        for label, _every in variants:
+            p = paths[label]
+            for who, fn in (("tahoe", tahoe_full), ("delta-rs", deltars_full)):
+                t, count = best(lambda: fn(p), 1)
+                assert count == expected, (label, who, count, expected)
+                times.setdefault((label, who), []).append(t)
+    results = [(label, min(times[(label, "tahoe")]), min(times[(label, "delta-rs")])) for label, _ in variants]
+    base_t, base_r = results[0][1], results[0][2]
+    print(f"\nlong JSON tail: {n_commits:,} commits, no checkpoint ({expected:,} active files)")
+    print(f"{'log':>14} | {'tahoe':>8} {'delta-rs':>9} | {'tahoe/rs':>8} | {'tahoe vs bare':>13} {'rs vs bare':>10}")
+    for label, tt, tr in results:
+        print(f"{label:>14} | {tt:8.3f} {tr:9.3f} | {tt / tr:8.2f} | {tt / base_t:13.2f} {tr / base_r:10.2f}")
+    print("(seconds, best of 5; snapshot + full add list; 'vs bare' = time / time on the log without"
+          " compaction files)")
+
+
 def best(fn, repeat: int = 3) -> tuple[float, object]:
     times, out = [], None
     for _ in range(repeat):
@@ -121,8 +215,11 @@ def limit(p: str):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="10k and 100k files instead of 100k and 1M")
+    ap.add_argument("--compaction-only", action="store_true", help="only the log-compaction measure")
     args = ap.parse_args()
     sizes = [10_000, 100_000] if args.quick else [100_000, 1_000_000]
+    if args.compaction_only:
+        sizes = []
     DATA.mkdir(parents=True, exist_ok=True)
     rows = []
     for n in sizes:
@@ -141,14 +238,17 @@ def main() -> None:
         assert c1 == c2 == c4 == c5 == expected, (c1, c2, c4, c5, expected)
         assert c3 >= n  # the limit counts checkpoint rows (incl. protocol/metaData rows)
         rows.append((n, t_tahoe, t_rs, t_lim, t_tahoe_full, t_rs_full))
-    print()
-    print(f"{'files':>10} | {'tahoe':>8} {'delta-rs':>9} {'limit':>8} | {'vs rs':>6} {'vs limit':>8} |"
-          f" {'tahoe full':>10} {'rs full':>8} {'vs rs':>6}")
+    if rows:
+        print()
+        print(f"{'files':>10} | {'tahoe':>8} {'delta-rs':>9} {'limit':>8} | {'vs rs':>6} {'vs limit':>8} |"
+              f" {'tahoe full':>10} {'rs full':>8} {'vs rs':>6}")
     for n, tt, tr, tl, ttf, trf in rows:
         print(f"{n:>10,} | {tt:8.3f} {tr:9.3f} {tl:8.3f} | {tt / tr:6.2f} {tt / tl:8.2f} |"
               f" {ttf:10.3f} {trf:8.3f} {ttf / trf:6.2f}")
-    print("\n(seconds, best of 3; 'full' = paths + partitionValues + size + modificationTime + stats;"
-          " ratios = tahoe / reference)")
+    if rows:
+        print("\n(seconds, best of 3; 'full' = paths + partitionValues + size + modificationTime + stats;"
+              " ratios = tahoe / reference)")
+    compaction_measure(2_000 if args.quick else 10_000)
     sys.stdout.flush()
     os._exit(0)  # delta-rs can abort in interpreter teardown
 

@@ -132,11 +132,12 @@ class ArrowFileReader:
 
     def read_parquet(self, pf: pq.ParquetFile, path: str, partition_values: dict[str, str | None] | None,
                      deleted=None, row_groups: Iterable[int] | None = None,
-                     where: str | None = None) -> Iterator[pa.Table]:
+                     where: str | None = None, batch_rows: int | None = None) -> Iterator[pa.Table]:
         """The logical rows of an already opened data file (`pf`, from any source — e.g. bytes
         downloaded through a sharing URL), one row group at a time: `path` names it in errors,
         `deleted` is its deletion-vector mask (`deleted_mask`, or None), `row_groups` as in
-        `read_row_groups`."""
+        `read_row_groups`. With `batch_rows`, each row group is decoded and yielded in pieces of
+        at most that many rows (memory and cache stay at a piece)."""
         where = where or path
         resolved, names = self._resolve(pf)
         md = pf.metadata
@@ -147,12 +148,33 @@ class ArrowFileReader:
             if not 0 <= i < md.num_row_groups:
                 raise CorruptLogError(f"data file {where} has {md.num_row_groups} row groups, not a row group {i}")
             n = starts[i + 1] - starts[i]
+            if batch_rows and names:
+                yield from self._row_group_pieces(pf, i, names, resolved, starts[i], path, where,
+                                                  partition_values, deleted, batch_rows)
+                continue
             try:
                 t = pf.read_row_group(i, columns=names, use_threads=False) if names else None
             except (pa.ArrowInvalid, OSError) as e:
                 raise CorruptLogError(f"cannot read data file {where}: {e}") from None
             yield self._assemble(t, resolved, n, path, partition_values,
                                  None if deleted is None else deleted[starts[i]:starts[i + 1]])
+
+    def _row_group_pieces(self, pf: pq.ParquetFile, i: int, names: list[str], resolved, start: int, path: str,
+                          where: str, partition_values, deleted, batch_rows: int) -> Iterator[pa.Table]:
+        """Row group `i` (its first row at `start` in the file) in pieces of <= `batch_rows` rows."""
+        off = start
+        try:
+            for b in pf.iter_batches(batch_size=batch_rows, row_groups=[i], columns=names, use_threads=False):
+                n = b.num_rows
+                yield self._assemble(pa.Table.from_batches([b]), resolved, n, path, partition_values,
+                                     None if deleted is None else deleted[off:off + n])
+                off += n
+        except (pa.ArrowInvalid, OSError) as e:
+            raise CorruptLogError(f"cannot read data file {where}: {e}") from None
+        expected = pf.metadata.row_group(i).num_rows
+        if off - start != expected:
+            raise CorruptLogError(f"data file {where}: row group {i} holds {off - start} rows, its footer says "
+                                  f"{expected}")
 
     def row_group_bytes(self, path: str) -> list[int]:
         """The compressed size of each row group of a data file (from its footer): how a scan

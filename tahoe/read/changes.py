@@ -30,8 +30,6 @@ from ..errors import DeltaError, VersionNotFoundError
 from ..protocol.actions import Metadata, Protocol
 from ..protocol.filenames import LogFileKind
 from ..protocol.properties import bool_property
-from ..log.replay import read_commit
-from ..log.segment import list_log
 
 __all__ = ["VersionChanges", "CdfNotEnabledError", "table_changes", "cdf_enabled_at",
            "check_cdf_enabled", "read_changes_arrow", "CDF_COLUMNS", "ChangeFiles", "version_change_rows",
@@ -58,6 +56,8 @@ class VersionChanges:
 
 
 def _commits_in_range(log, start_version: int, end_version: int | None):
+    from ..log.segment import list_log   # here: readers of shared tables' change data need no log
+
     if start_version < 0:
         raise ValueError(f"start version must be >= 0, got {start_version}")
     stamps = dict(log.commit_timestamps())
@@ -76,6 +76,8 @@ def table_changes(log, start_version: int, end_version: int | None = None) -> It
     """The commits `start_version..end_version` (inclusive; None: up to the latest), in order."""
     if end_version is not None and end_version < start_version:
         raise ValueError(f"start version {start_version} is after end version {end_version}")
+    from ..log.replay import read_commit
+
     files, stamps = _commits_in_range(log, start_version, end_version)
     for f in files:
         vc = VersionChanges(f.version, stamps.get(f.version, f.status.modification_time))

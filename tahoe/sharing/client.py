@@ -62,7 +62,6 @@ from ..errors import DeltaError
 from .download import DownloadError, Fetcher
 from .direct import changes_directly, check_access_mode, scan_directly
 from .model import DeltaSharingProfile, Metadata, Protocol, Schema, Share, Table
-from .predicates import PredicateError, json_predicate, parse_sql_predicates, row_filter
 from .reader import DEFAULT_WORKERS, RemoteFile, ScanReader, TableInfo, UrlBook, remote_files
 from .rest import RestClient, TableResponse
 
@@ -171,6 +170,12 @@ class RemoteScan:
 
 
 def _row_filter(info_schema: pa.Schema, table_schema, json_hints: Any, sql_hints: Optional[Sequence[str]]):
+    if json_hints is None and not sql_hints:
+        return None
+    # the expression engine is imported only when there are hints (Spark's Python workers that
+    # only download and decode files never need it)
+    from .predicates import PredicateError, json_predicate, parse_sql_predicates, row_filter
+
     preds = []
     if json_hints is not None:
         preds.append(json_predicate(json_hints))

@@ -17,7 +17,8 @@ Owns:
     mapping by name or id, logical types, partition values, deletion vectors by row position),
     yielded as Arrow record batches in the server's file order, with at most `workers + 2`
     files in flight — memory stays bounded however large the table — and the predicate and
-    limit applied to the rows (a limit stops the downloads).
+    limit applied to the rows (a limit stops the downloads); `ScanReader.stream`, for Spark's
+    tasks, downloads ahead in threads but decodes in the consuming thread, piece by piece.
   * change data (`ScanReader.changes`): add/remove/cdc files grouped by version and turned into
     CDF rows by `tahoe.read.changes.version_change_rows` (a version with cdc files takes its
     rows from them only; a file removed and re-added with another deletion vector yields the
@@ -47,7 +48,6 @@ from ..protocol.table_features import canonical_feature_name
 from ..read.arrow_reader import ArrowFileReader
 from ..read.changes import VersionChanges, change_schema, version_change_rows
 from .download import DownloadError, Fetcher, UrlRefused
-from .predicates import PredicateError
 from .rest import TableResponse
 
 __all__ = ["RemoteFile", "TableInfo", "UrlBook", "ScanReader", "SUPPORTED_READER_FEATURES", "remote_files",
@@ -364,6 +364,26 @@ class ScanReader:
                 if left is not None and left <= 0:
                     return
 
+    def _prefetch(self, rf: RemoteFile) -> tuple[pq.ParquetFile, Optional[np.ndarray]]:
+        pf = self._open(rf, self.fetch(rf))
+        keep = self.keep_mask(rf, pf.metadata.num_rows)
+        return pf, None if keep is None else ~keep
+
+    def stream(self, files: list[RemoteFile], batch_rows: int = 1 << 17) -> Iterator[pa.RecordBatch]:
+        """Record batches of the files' rows in the files' order, as `batches` without filter or
+        limit, for a consumer that is itself one of several in parallel (a Spark task): files
+        (and their deletion vectors) download `workers` at a time ahead of the one being read,
+        and each is decoded in the consuming thread a piece of `batch_rows` rows at a time, as
+        it is consumed, instead of whole files decoded ahead by the download threads."""
+        for rf, (pf, deleted) in zip(files, ordered_map(self._prefetch, files, self.workers, self.workers + 1)):
+            for t in self.reader.read_parquet(pf, f"<file {rf.id}>", rf.partition_values, deleted,
+                                              batch_rows=batch_rows):
+                for b in t.to_batches(max_chunksize=batch_rows):
+                    if b.num_rows:
+                        yield b
+            if self.on_file is not None:
+                self.on_file(rf)
+
     # --- change data ----------------------------------------------------------------------------
     def _read_change_file(self, rf: RemoteFile) -> dict:
         pf = self._open(rf, self.fetch(rf))
@@ -452,6 +472,7 @@ def _enough(files: list[RemoteFile], limit: int) -> list[RemoteFile]:
 def _apply_filter(t: pa.Table, expr) -> pa.Table:
     """The rows of `t` where the hints' expression is TRUE (tahoe.expressions semantics)."""
     from ..expressions import matches
+    from .predicates import PredicateError
 
     try:
         return t.filter(matches(expr, t))

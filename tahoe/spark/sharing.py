@@ -22,7 +22,9 @@ Reading: the driver asks the server for the files — Spark's pushed filters sen
 `jsonPredicateHints` (equalities, comparisons, IN, IS [NOT] NULL, NOT, on top-level columns of
 primitive types; Spark still applies every filter to the rows) — and packs them into input
 partitions of about 128 MB (whole versions for change data); executors download and read their
-files in parallel with tahoe's Spark-free sharing reader (`tahoe.sharing.reader`: both response
+files with tahoe's Spark-free sharing reader (`tahoe.sharing.reader`, `ScanReader.stream`: a
+task's next files download in threads while the current one is decoded in pieces of 128k rows as
+Spark consumes them, which keeps a task's memory and cache small; both response
 formats, deletion vectors, column mapping, URL refresh with the request's refresh token,
 retries). Change data has `_change_type`, `_commit_version` and `_commit_timestamp` (a
 timestamp), as with the official connector.
@@ -317,7 +319,7 @@ def _read_partition(p: _Files, spark_schema_json: str) -> Iterator:
         order = {f.id: i for i, f in enumerate(p.files)}
         batches = reader.changes(sorted(p.files, key=lambda f: (f.version or 0, order[f.id])), timestamps_as_ms=False)
     else:
-        batches = reader.batches(p.files)
+        batches = reader.stream(p.files)
     import pyarrow as pa
 
     for b in batches:

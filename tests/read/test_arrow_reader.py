@@ -70,6 +70,17 @@ def test_deletion_vectors_apply_by_file_position_across_row_groups(tmp_path, mon
     assert Table(path).to_arrow().num_rows == 1000 - len(deleted)
     with pytest.raises(CorruptLogError, match="10 row groups, not a row group 10"):
         list(reader.read_row_groups(add.path, {}, dv, [10]))
+    # decoded in pieces of 30 rows (what format("deltaSharing")'s tasks do): the mask follows
+    # the pieces' positions inside each row group of 100 rows
+    import numpy as np
+
+    pf = pq.ParquetFile(os.path.join(path, add.path))
+    mask = np.zeros(1000, dtype=bool)
+    mask[deleted] = True
+    pieces = list(reader.read_parquet(pf, add.path, {}, mask, batch_rows=30))
+    assert [p.num_rows for p in pieces[:4]] == [29, 30, 30, 9]     # rows 0 and 99 deleted
+    assert len(pieces) == 40 and pa.concat_tables(pieces).column("id").to_pylist() == \
+        [i for i in range(1000) if i not in deleted]
 
 
 def test_data_source_splits_a_large_file_by_row_groups(tmp_path, monkeypatch):
