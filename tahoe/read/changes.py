@@ -61,7 +61,7 @@ __all__ = ["VersionChanges", "CdfNotEnabledError", "table_changes", "cdf_enabled
            "check_cdf_enabled", "read_changes_arrow", "CDF_COLUMNS", "ChangeFiles", "version_change_rows",
            "tag_changes", "change_schema", "ChangeUnit", "version_units", "unit_rows", "ChangePlan",
            "plan_changes", "resolve_change_range", "starting_version_for_timestamp", "StoreChangeFiles",
-           "check_change_schemas", "CDF_TIMESTAMP_OUT_OF_RANGE_CONF"]
+           "check_change_schemas", "CDF_TIMESTAMP_OUT_OF_RANGE_CONF", "schema_readable", "parse_version_changes"]
 
 CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 CDF_TIMESTAMP_OUT_OF_RANGE_CONF = "spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled"
@@ -414,7 +414,9 @@ def _schema_of(md: Metadata) -> tuple[StructType, str]:
     return md.schema, column_mapping.mode(md.configuration)
 
 
-def _compatible(md: Metadata, md_version: int, read_md: Metadata, read_version: int) -> bool:
+def schema_readable(md: Metadata, md_version: int, read_md: Metadata, read_version: int) -> bool:
+    """Whether data written under `md` (in effect at `md_version`) reads in the schema of `read_md`
+    (the read snapshot, at `read_version`) — rule 4 of the module docstring."""
     schema, mode = _schema_of(md)
     rschema, rmode = _schema_of(read_md)
     if md_version <= read_version:   # the read schema is the later one: only added columns between
@@ -442,10 +444,10 @@ def check_change_schemas(changes: list[VersionChanges], start_metadata: Metadata
             else "DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_DATA_SCHEMA")
 
     for vc in changes:
-        if vc.version > start and vc.metadata is not None and not _compatible(vc.metadata, vc.version, read_md,
+        if vc.version > start and vc.metadata is not None and not schema_readable(vc.metadata, vc.version, read_md,
                                                                               read_version):
             raise fail(vc.version, True)
-    if not _compatible(start_metadata, start, read_md, read_version):
+    if not schema_readable(start_metadata, start, read_md, read_version):
         raise fail(start, False)
 
 
