@@ -17,7 +17,9 @@ of what delta-spark users write reaches no data source, so tahoe carries it ther
      source so (`__tahoe_filterPushdown`: without it the source reads without pushed filters,
      since a reader that takes them fails in a session where pushdown is off), and passes
      delta-spark's `spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled` when the
-     session sets it.
+     session sets it, and whether the load is a batch or a streaming one (`__tahoe_readKind`: the
+     source then refuses the other kind's options at `load`, when Spark asks its schema; without
+     it, at the query's start).
 
 `install()` wraps these calls — classic and Spark Connect `DataFrameReader.format/load`,
 `DataFrameWriter.format/partitionBy/save`, `DataStreamReader.format/load`,
@@ -221,11 +223,12 @@ def _wrap_load(cls: Any, batch: bool) -> None:
             ours = False
         if ours:
             from ..read.changes import CDF_TIMESTAMP_OUT_OF_RANGE_CONF
-            from .options import CDF_OUT_OF_RANGE_OPTION, PUSHDOWN_OPTION
+            from .options import CDF_OUT_OF_RANGE_OPTION, PUSHDOWN_OPTION, READ_KIND_OPTION
             from .session import configure
 
             spark = _session(self)
             configure(spark)
+            self.option(READ_KIND_OPTION, "batch" if batch else "stream")
             if batch:
                 self.option(PUSHDOWN_OPTION, "true")
             try:

@@ -11,23 +11,26 @@ driver-side `commit` makes one transaction (`tahoe.spark.write`: the same plan a
 `write_delta` — schema rules, generated/identity columns, constraints, stats).
 
 Options (`tahoe.spark.options`, checked before any work): reading `versionAsOf`, `timestampAsOf`,
-`storage.<key>`; writing `partitionBy` (`.partitionBy()` is refused by Spark for Python data
-sources), `replaceWhere` (every row must match; rows outside it fail the job, nothing is
-committed), `mergeSchema`, `overwriteSchema`, `partitionOverwriteMode` (`dynamic`: an overwrite
-replaces only the partitions the data writes to), `userMetadata`, `txnAppId` + `txnVersion`
-(idempotent writes), `delta.<property>` (table properties of a table the write creates, as
-delta-spark's DataFrameWriter; on an existing table they must agree with it), `storage.<key>`,
-`saveMode`. Every other option — delta-spark's CDF and streaming options included — is refused
-by name. Tables by name (no path: `CREATE TABLE ... USING delta`, `saveAsTable`, `insertInto`,
+`storage.<key>`, and the change data feed (`readChangeFeed` with `startingVersion` /
+`startingTimestamp` / `endingVersion` / `endingTimestamp`: `DeltaChangesReader`, planned by
+`tahoe.read.changes`); writing `partitionBy`, `replaceWhere` (every row must match; rows outside
+it fail the job, nothing is committed), `mergeSchema`, `overwriteSchema`, `partitionOverwriteMode`
+(`dynamic`: an overwrite replaces only the partitions the data writes to), `userMetadata`,
+`txnAppId` + `txnVersion` (idempotent writes), `delta.<property>` (table properties of a table the
+write creates, as delta-spark's DataFrameWriter; on an existing table they must agree with it),
+`storage.<key>`, `saveMode`. `readStream` / `writeStream` are `tahoe.spark.streaming`'s
+(`streamReader` / `streamWriter`), with the streaming options. Every other option is refused by
+name. Tables by name (no path: `CREATE TABLE ... USING delta`, `saveAsTable`, `insertInto`,
 `writeTo`) are refused with what to do instead; `register` also refuses `CREATE TABLE ... USING
 delta` statements and `saveAsTable` up front, before Spark records a catalog table nothing can
-reach.
+reach. Spark finds this source by itself in any session where tahoe is installed
+(`pyspark_tahoe_delta` defines it as `DefaultSource`); `register` is for tahoe shipped otherwise.
 
 Save modes: Spark hands a Python data source only append/overwrite; `ErrorIfExists` — also the
 default when `.mode()` is not called — and `Ignore` are refused at analysis
-(UNSUPPORTED_DATA_SOURCE_SAVE_MODE) before any Python runs. `register` therefore wraps
-`DataFrameWriter.save` (classic and Spark Connect): for `format("delta")` in a session where tahoe
-registered the source, those modes become `append` plus the option `saveMode=error|ignore`, which
+(UNSUPPORTED_DATA_SOURCE_SAVE_MODE) before any Python runs. `tahoe.spark.calls` (installed when
+`tahoe.spark` is imported) therefore wraps `DataFrameWriter.save` (classic and Spark Connect): for
+`format("delta")` in a session where the `delta` source is tahoe's, those modes become `append` plus the option `saveMode=error|ignore`, which
 the writer enforces like delta-spark — error: refuse an existing table; ignore: leave it alone
 (the job still runs, its tasks write nothing); either creates a missing table. The option can be
 given directly where the wrapper is not installed. The wrapper also hands the writer the session's
@@ -45,7 +48,7 @@ from typing import Any, Iterator
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition
 
 from ..errors import UnsupportedFeatureError
-from .options import PUSHDOWN_OPTION, CATALOG_MESSAGE, check_properties_apply, read_options, table_path, write_options
+from .options import PUSHDOWN_OPTION, READ_KIND_OPTION, CATALOG_MESSAGE, check_properties_apply, read_options, table_path, write_options
 from ..expressions.parse import creates_table_using
 
 __all__ = ["DeltaDataSource", "DefaultSource", "register", "read_via_datasource", "TableFiles", "FilesPartition",
@@ -191,10 +194,13 @@ class DeltaDataSource(DataSource):
         from ..log import DeltaLog
 
         if getattr(self, "_snap", None) is None:
-            opts = read_options(self.options, streaming=None)   # every option implemented or refused by name
+            # every option implemented or refused by name; those of the other kind of read too
+            # where tahoe's load wrapper says which kind this is (else when the reader is made)
+            kind = str(self.options.get(READ_KIND_OPTION, "")).lower()
+            opts = read_options(self.options, streaming={"batch": False, "stream": True}.get(kind))
             self._storage = opts["storage_options"]
             log = DeltaLog.for_table(opts["path"], self._storage)
-            self._snap = log.snapshot(version=opts["version"], timestamp=opts["timestamp"])
+            self._snap = log.snapshot(version=opts.get("version"), timestamp=opts.get("timestamp"))
             self._cdf = opts["cdf"]
         return self._snap
 

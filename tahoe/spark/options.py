@@ -53,7 +53,8 @@ from .write import SAVE_MODE_OPTION, SESSION_OVERWRITE_MODE_OPTION
 
 __all__ = ["read_options", "stream_read_options", "write_options", "stream_write_options", "table_path",
            "check_properties_apply", "READ_OPTIONS", "STREAM_READ_OPTIONS", "WRITE_OPTIONS", "STREAM_WRITE_OPTIONS",
-           "CATALOG_MESSAGE", "CDF_OUT_OF_RANGE_OPTION", "PUSHDOWN_OPTION"]
+           "CATALOG_MESSAGE", "CDF_OUT_OF_RANGE_OPTION", "PUSHDOWN_OPTION",
+           "READ_KIND_OPTION"]
 
 STORAGE_PREFIX = "storage."
 PROPERTY_PREFIX = "delta."
@@ -74,7 +75,10 @@ _INTERNAL_WRITE = ("__partition_columns", SESSION_OVERWRITE_MODE_OPTION)
 CDF_OUT_OF_RANGE_OPTION = "__tahoe_cdfTimestampOutOfRange"
 # set by tahoe's load wrapper where it turned filter pushdown on (tahoe.spark.calls)
 PUSHDOWN_OPTION = "__tahoe_filterPushdown"
-_INTERNAL_READ = (CDF_OUT_OF_RANGE_OPTION.lower(), PUSHDOWN_OPTION.lower())
+# set by tahoe's load wrappers: "batch" (spark.read) or "stream" (spark.readStream), so that the
+# source checks the options of its kind when Spark asks the schema (before it says which it is)
+READ_KIND_OPTION = "__tahoe_readKind"
+_INTERNAL_READ = (CDF_OUT_OF_RANGE_OPTION.lower(), PUSHDOWN_OPTION.lower(), READ_KIND_OPTION.lower())
 
 # delta-spark options whose one value tahoe's writer implements: {name: (accepted value, what it does)}
 _WRITE_DEFAULTS = {
@@ -347,8 +351,8 @@ def write_options(options: Mapping[str, Any], streaming: bool = False) -> None:
             normalize_property(name, value)   # an unknown property or a bad value: refused by name
             continue
         if key in (n.lower() for n in _WRITE_DEFAULTS):
-            accepted, what = _WRITE_DEFAULTS[name]
-            if str(value).strip().lower() != accepted:
+            only, what = _WRITE_DEFAULTS[name]
+            if str(value).strip().lower() != only:
                 raise UnsupportedFeatureError(f"option {name}={value!r} is not supported: {what}")
             continue
         if key in _KNOWN_UNSUPPORTED:
