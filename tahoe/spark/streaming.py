@@ -508,11 +508,12 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
         if ids:
             return ids.pop()
         if self.checkpoint:   # no task ran: the checkpoint's metadata file holds the query id
+            import os
+
             import pyarrow.fs as pafs
 
-            fs, where = pafs.FileSystem.from_uri(self.checkpoint if "://" in self.checkpoint or
-                                                 self.checkpoint.startswith("/") else
-                                                 __import__("os").path.abspath(self.checkpoint))
+            where = self.checkpoint if "://" in self.checkpoint else os.path.abspath(self.checkpoint)
+            fs, where = pafs.FileSystem.from_uri(where)
             try:
                 with fs.open_input_stream(where.rstrip("/") + "/metadata") as f:
                     return json.loads(f.read().decode("utf-8").splitlines()[0])["id"]
@@ -524,12 +525,13 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages, batchId: int) -> None:
         from ..write.commit import commit_micro_batch
 
+        from ..protocol.actions import AddFile
+        from ..write.plan import merge_identity_marks
+
         messages = [m for m in messages if m is not None]
         plans = [m.ds for m in messages if getattr(m, "ds", None) is not None]
         ds = plans[0] if plans else self.ds
         adds = [a for m in messages for a in m.adds]
-        from ..protocol.actions import AddFile
-        from ..write.plan import merge_identity_marks
 
         files = [AddFile.from_dict(json.loads(a)["add"]) for a in adds]
         marks = merge_identity_marks(ds.plan.schema, [getattr(m, "marks", {}) for m in messages])
