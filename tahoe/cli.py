@@ -5,6 +5,8 @@
     tahoe history PATH [--limit N] [--json]
     tahoe files PATH [--version N | --timestamp T] [--wide] [--json]
     tahoe export PATH OUT.parquet [--version N | --timestamp T]
+    tahoe changes PATH [--starting-version N | --starting-timestamp T] [--ending-version N | --ending-timestamp T]
+                  [--out FILE] [--json]
     tahoe create PATH --schema SCHEMA [--partition-by COLUMN ...] [--property KEY=VALUE ...]
                  [--name NAME] [--description TEXT] [--mode error|ignore|overwrite] [--json]
     tahoe set-property PATH KEY=VALUE [KEY=VALUE ...]
@@ -298,6 +300,69 @@ def export(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
             err.print(f"created directory {parent}", highlight=False)
         pq.write_table(data, out_path)
         err.print(f"wrote {data.num_rows} rows of version {t.version} to {out_path}", highlight=False)
+    _run(go)
+
+
+@app.command(cls=Command)
+def changes(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
+            starting_version: Optional[int] = typer.Option(None, "--starting-version", metavar="N",
+                                                           help="the first version whose changes to read "
+                                                                "(default 0 unless --starting-timestamp)"),
+            starting_timestamp: Optional[str] = typer.Option(None, "--starting-timestamp", metavar="T",
+                                                             help="start at the first version committed at or "
+                                                                  "after T (ISO 8601)"),
+            ending_version: Optional[int] = typer.Option(None, "--ending-version", metavar="N",
+                                                         help="the last version whose changes to read "
+                                                              "(default: the latest)"),
+            ending_timestamp: Optional[str] = typer.Option(None, "--ending-timestamp", metavar="T",
+                                                           help="end at the last version committed at or before T"),
+            out_path: Optional[str] = typer.Option(None, "--out", "-o", metavar="FILE",
+                                                   help="write the rows to this parquet file instead of printing them"),
+            as_json: bool = typer.Option(False, "--json", help="print the rows as one JSON document on stdout")):
+    """The change data feed: the rows each version inserted, deleted or updated.
+
+    Every row has the table's columns plus _change_type (insert, delete, update_preimage,
+    update_postimage), _commit_version and _commit_timestamp. The table needs
+    delta.enableChangeDataFeed=true over the whole range. On a terminal a table; piped, a header
+    line and one tab-separated line per row.
+
+    \b
+    Examples:
+      tahoe changes /data/events --starting-version 1
+      tahoe changes /data/events --starting-timestamp 2024-05-01T00:00:00Z --out changes.parquet
+    """
+    def go():
+        from .table import Table
+
+        if starting_version is not None and starting_timestamp is not None:
+            _fail("give --starting-version or --starting-timestamp, not both", 2)
+        if ending_version is not None and ending_timestamp is not None:
+            _fail("give --ending-version or --ending-timestamp, not both", 2)
+        t = Table(path)
+        rows = t.changes(starting_version, ending_version, starting_timestamp=starting_timestamp,
+                         ending_timestamp=ending_timestamp)
+        if out_path is not None:
+            import pyarrow.parquet as pq
+
+            pq.write_table(rows, out_path)
+            err.print(f"wrote {rows.num_rows} change rows to {out_path}", highlight=False)
+            return
+        records = rows.to_pylist()
+        if as_json:
+            _print_json(records)
+            return
+        header = rows.column_names
+        cells = [["" if r[c] is None else (_ts(int(r[c].timestamp() * 1000)) if c == "_commit_timestamp" else str(r[c]))
+                  for c in header] for r in records]
+        if not out.is_terminal:
+            sys.stdout.write("\n".join("\t".join(c) for c in [header, *cells]) + "\n")
+            return
+        rt = RichTable(title=f"{len(records)} change rows")
+        for c in header:
+            rt.add_column(c)
+        for c in cells:
+            rt.add_row(*c)
+        out.print(rt)
     _run(go)
 
 

@@ -130,6 +130,43 @@ class ConstraintViolationError(DeltaError):
     column expression."""
 
 
+class ChangeDataFeedError(DeltaError):
+    """A change data feed read that cannot be served, named as delta-spark names it
+    (`error_class`, also the message's `[...]` prefix): the feed was not recorded over the range
+    (`DELTA_MISSING_CHANGE_DATA`), the range's schema changed in a way its rows cannot be read
+    under one schema (`DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_SCHEMA_CHANGE` /
+    `..._INCOMPATIBLE_DATA_SCHEMA`)."""
+
+    def __init__(self, message: str, error_class: str = "DELTA_MISSING_CHANGE_DATA"):
+        super().__init__(f"[{error_class}] {message}")
+        self.error_class = error_class
+
+
+class ChangeDataRangeError(DeltaError, ValueError):
+    """The versions or timestamps given for a change data feed read do not make a range: no start
+    (`DELTA_NO_START_FOR_CDC_READ`), a version and a timestamp for one end
+    (`DELTA_MULTIPLE_CDC_BOUNDARY`), an end before the start (`DELTA_INVALID_CDC_RANGE`), a start
+    after the latest version (delta-spark's IllegalArgumentException, `error_class` None)."""
+
+    def __init__(self, message: str, error_class: str | None = None):
+        super().__init__(f"[{error_class}] {message}" if error_class else message)
+        self.error_class = error_class
+
+
+class StreamingSourceError(DeltaError):
+    """A Delta streaming source cannot go on without losing or repeating data: the table lost or
+    changed rows (`DELTA_SOURCE_IGNORE_DELETE`, `DELTA_SOURCE_TABLE_IGNORE_CHANGES`), its schema
+    changed in a way the stream cannot follow (`DELTA_SCHEMA_CHANGED_WITH_VERSION`,
+    `DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE`), the checkpoint belongs to another table
+    (`DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE`), or the log versions it needs are gone
+    (`DELTA_MISSING_FILES_UNEXPECTED_VERSION`). Named as delta-spark names them (`error_class`, the
+    message's `[...]` prefix)."""
+
+    def __init__(self, message: str, error_class: str):
+        super().__init__(f"[{error_class}] {message}")
+        self.error_class = error_class
+
+
 # --- committing ------------------------------------------------------------------------------
 
 class ConcurrentModificationException(DeltaError):

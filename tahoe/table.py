@@ -126,6 +126,53 @@ class Table:
     def to_pandas(self, columns: Iterable[str] | None = None, filter: Any = None):
         return self.to_arrow(columns, filter=filter).to_pandas()
 
+    # --- the change data feed (tahoe.read.changes) --------------------------------------------
+    def changes(self, start: int | None = None, end: int | None = None, *, starting_timestamp: Any = None,
+                ending_timestamp: Any = None, columns: Iterable[str] | None = None, filter: Any = None,
+                allow_out_of_range: bool = False) -> pa.Table:
+        """The change data feed of versions `start..end` (inclusive; `end` defaults to this
+        table's version) or of the versions committed between the timestamps: the table's columns
+        (in this version's schema) plus `_change_type` (insert, delete, update_preimage,
+        update_postimage), `_commit_version` and `_commit_timestamp`, version by version. Rows
+        come from the versions' change data files where they have them, else from their added
+        and removed files (deletion vectors accounted for). Errors as delta-spark's: CDF off in
+        the range (`CdfNotEnabledError`, DELTA_MISSING_CHANGE_DATA), a start after this version
+        or an end before the start (`ChangeDataRangeError`), a column dropped, renamed or retyped
+        inside the range (`ChangeDataFeedError`); `allow_out_of_range` gives no rows for a start
+        after this version and reads to this version for an end timestamp after it. `columns`
+        keeps those columns (CDF columns included); `filter` (SQL text or a tahoe expression)
+        keeps the rows where it is TRUE."""
+        from .expressions import Scope, as_expression, matches
+        from .read.changes import read_changes_arrow
+
+        if start is None and starting_timestamp is None:
+            start = 0
+        t = read_changes_arrow(self.log, start, end, starting_timestamp=starting_timestamp,
+                               ending_timestamp=ending_timestamp, read_snapshot=self.snapshot,
+                               allow_out_of_range=allow_out_of_range)
+        expr = as_expression(filter)
+        if expr is not None and t.num_rows:
+            t = t.filter(matches(expr, Scope.of(t)))
+        if columns is not None:
+            by_lower = {n.lower(): n for n in t.column_names}
+            missing = [c for c in columns if c.lower() not in by_lower]
+            if missing:
+                raise ValueError(f"unknown column(s) {missing}; the change feed has {t.column_names}")
+            t = t.select([by_lower[c.lower()] for c in columns])
+        return t
+
+    def load_cdf(self, starting_version: int = 0, ending_version: int | None = None,
+                 starting_timestamp: str | None = None, ending_timestamp: str | None = None,
+                 columns: list[str] | None = None, predicate: str | None = None,
+                 allow_out_of_range: bool = False) -> pa.RecordBatchReader:
+        """delta-rs's `DeltaTable.load_cdf`, same arguments (a timestamp is used when its version
+        is not given): the change data feed (see `changes`) as a RecordBatchReader."""
+        t = self.changes(None if starting_timestamp is not None and not starting_version else starting_version,
+                         ending_version, starting_timestamp=starting_timestamp,
+                         ending_timestamp=ending_timestamp if ending_version is None else None,
+                         columns=columns, filter=predicate, allow_out_of_range=allow_out_of_range)
+        return pa.RecordBatchReader.from_batches(t.schema, t.to_batches())
+
     # --- creating and evolving (tahoe.txn) -----------------------------------------------------
     @classmethod
     def create(cls, uri: str, schema: Any, partition_columns: Iterable[str] = (),

@@ -314,4 +314,8 @@ def test_readme_lists_the_datasource_options():
     named_w = set(re.findall(r"`([A-Za-z.<>*/]+)`", writer))
     named_w = {n for part in named_w for n in part.split("/")} - {"spark.sql.sources.partitionOverwriteMode", ".partitionBy()"}
     assert named_r == {*READ_OPTIONS[2:], "storage.<key>"}
+    from tahoe.spark.options import STREAM_READ_OPTIONS
+
+    streaming = text[text.index("Structured Streaming: `spark.readStream"):]
+    assert {o for o in STREAM_READ_OPTIONS if o != "ignoreFileDeletion"} <= set(re.findall(r"`(\w+)`", streaming))
     assert named_w == {*(o for o in WRITE_OPTIONS if o not in ("path", "saveMode")), "storage.<key>", "delta.*"}

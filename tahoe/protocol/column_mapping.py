@@ -4,7 +4,8 @@ ids used in data files, partition values and statistics.
 Owns: reading the mode from the table configuration, a field's physical name and id, the
 physical schema (Delta and Arrow) a reader resolves and a writer writes with, and the writer-side
 schema operations — assigning ids/physical names to new columns, renaming and dropping columns
-while keeping physical names stable.
+while keeping physical names stable — and telling whether a schema change renamed or dropped a
+column (`renames_or_drops`: what readers of several versions must refuse).
 
 Field ids: delta-spark writes Parquet field ids (and the `parquet.field.id` metadata in its
 physical schema) in both `name` and `id` mode, so this module does too whenever a field has an
@@ -25,7 +26,7 @@ __all__ = [
     "MODE_KEY", "MAX_COLUMN_ID_KEY", "ID_KEY", "PHYSICAL_NAME_KEY", "PARQUET_FIELD_ID_KEY",
     "ARROW_FIELD_ID_KEY", "mode", "physical_name", "field_id", "to_physical_schema",
     "physical_arrow_schema", "logical_to_physical_names", "assign_ids", "max_field_id",
-    "rename_column", "drop_column", "assign_ids_for_table",
+    "rename_column", "drop_column", "assign_ids_for_table", "renames_or_drops",
 ]
 
 MODE_KEY = "delta.columnMapping.mode"
@@ -297,3 +298,34 @@ def assign_ids_for_table(schema: StructType, configuration: dict) -> tuple[Struc
     prev = int(configuration.get(MAX_COLUMN_ID_KEY, 0) or 0)
     schema, new_max = assign_ids(schema, prev)
     return schema, {**configuration, MAX_COLUMN_ID_KEY: str(max(prev, new_max))}
+
+
+def _physical_paths(dt: DataType, prefix: tuple = ()) -> dict[tuple, tuple]:
+    """{physical path: logical path} of every field nested in `dt`."""
+    out: dict[tuple, tuple] = {}
+    if isinstance(dt, StructType):
+        for f in dt.fields:
+            phys = prefix + (physical_name(f),)
+            out[phys] = (f.name,)
+            for p, logical in _physical_paths(f.type, phys).items():
+                out[p] = (f.name,) + logical
+    elif isinstance(dt, ArrayType):
+        out.update(_physical_paths(dt.element_type, prefix + ("element",)))
+    elif isinstance(dt, MapType):
+        out.update(_physical_paths(dt.key_type, prefix + ("key",)))
+        out.update(_physical_paths(dt.value_type, prefix + ("value",)))
+    return out
+
+
+def renames_or_drops(new: StructType, new_mode: str, old: StructType, old_mode: str) -> bool:
+    """Whether going from `old` to `new` renamed or dropped a column under column mapping
+    (delta-spark's `hasNoColumnMappingSchemaChanges`, negated): a physical name of `old` missing
+    from `new` (a drop — also a drop and re-add under the same logical name), or present under
+    another logical name (a rename). False when either schema has no column mapping."""
+    if new_mode == "none" or old_mode == "none":
+        return False
+    new_paths = {k: tuple(x.lower() for x in v) for k, v in _physical_paths(new).items()}
+    for phys, logical in _physical_paths(old).items():
+        if phys not in new_paths or new_paths[phys] != tuple(x.lower() for x in logical):
+            return True
+    return False

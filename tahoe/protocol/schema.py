@@ -4,7 +4,9 @@ Owns: the immutable type model — primitives, decimal, array, map, struct and f
 from and serializing it to the exact JSON a `metaData.schemaString` holds (compact, field keys in
 Spark's order name/type/nullable/metadata, so an unchanged schema round-trips byte for byte), the
 conversion to and from Arrow types, and the two schema checks writers need: `merge_schemas`
-(schema evolution, delta-spark's mergeSchema rules) and `check_write_compatible` (plain appends).
+(schema evolution, delta-spark's mergeSchema rules) and `check_write_compatible` (plain appends) —
+and the one check readers need across versions, `is_read_compatible` (data written under one
+schema read under another: change data feeds and streaming sources).
 
 Column names compare case-insensitively wherever the table is matched against incoming data, as
 in Spark; `StructType.field` is exact unless asked otherwise.
@@ -29,7 +31,7 @@ __all__ = [
     "TIMESTAMP", "TIMESTAMP_NTZ", "VOID", "VARIANT",
     "parse_data_type", "to_arrow_type", "to_arrow_field", "to_arrow_schema", "from_arrow_type",
     "from_arrow_field", "from_arrow_schema",
-    "merge_schemas", "check_write_compatible", "is_integral", "is_numeric", "is_void", "check_column_names",
+    "merge_schemas", "check_write_compatible", "is_read_compatible", "is_integral", "is_numeric", "is_void", "check_column_names",
 ]
 
 PRIMITIVE_NAMES = frozenset({
@@ -667,3 +669,39 @@ def check_write_compatible(table: StructType, incoming: StructType) -> None:
             f"{t.simple_string()} in the table")
 
     check(table, incoming, "")
+
+
+def is_read_compatible(existing: StructType, read: StructType, forbid_tighten_nullability: bool = False) -> bool:
+    """Whether data written under `existing` reads correctly under `read` (delta-spark's
+    SchemaUtils.isReadCompatible): every column of `existing` is still in `read` (names compare
+    case-insensitively but must then match exactly), with an equal type (nested structs by the
+    same rule, arrays and maps element by element); columns only `read` has are fine (they read as
+    null). Nullability: by default a column nullable in `existing` must stay nullable in `read`
+    (`existing.nullable or not read.nullable`); with `forbid_tighten_nullability` — `read` is the
+    later schema — it is the other way round (`read.nullable or not existing.nullable`)."""
+
+    def nullable_ok(e: bool, r: bool) -> bool:
+        return (r or not e) if forbid_tighten_nullability else (e or not r)
+
+    def type_ok(e: DataType, r: DataType) -> bool:
+        if isinstance(e, StructType) and isinstance(r, StructType):
+            return struct_ok(e, r)
+        if isinstance(e, ArrayType) and isinstance(r, ArrayType):
+            return nullable_ok(e.contains_null, r.contains_null) and type_ok(e.element_type, r.element_type)
+        if isinstance(e, MapType) and isinstance(r, MapType):
+            return (nullable_ok(e.value_contains_null, r.value_contains_null) and type_ok(e.key_type, r.key_type)
+                    and type_ok(e.value_type, r.value_type))
+        return e == r
+
+    def struct_ok(e: StructType, r: StructType) -> bool:
+        by_name = {f.name.lower(): f for f in e.fields}
+        if not set(by_name) <= {f.name.lower() for f in r.fields}:
+            return False          # a column was dropped (or renamed)
+        for rf in r.fields:
+            ef = by_name.get(rf.name.lower())
+            if ef is not None and not (ef.name == rf.name and nullable_ok(ef.nullable, rf.nullable)
+                                       and type_ok(ef.type, rf.type)):
+                return False
+        return True
+
+    return struct_ok(existing, read)

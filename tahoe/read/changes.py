@@ -1,45 +1,76 @@
-"""Table changes between versions (spec "Change Data Files", "Add CDC File"), Spark-free.
+"""Table changes between versions — the change data feed (spec "Change Data Files", "Add CDC
+File"), Spark-free.
 
-Owns: walking the commits of a version range (`table_changes`), deciding whether the change data
-feed was enabled over that range (`cdf_enabled_at`, `check_cdf_enabled`), and materializing CDF rows
-as Arrow (`read_changes_arrow`; `version_change_rows` over any `ChangeFiles` source — the sharing
-client feeds it files downloaded through a server's URLs). Used by the sharing server's `/changes`
-and by the sharing client.
+Owns: walking the commits of a version range (`table_changes`), turning a range given by versions
+or timestamps into versions as delta-spark does (`resolve_change_range`), planning a change feed
+read (`plan_changes`: the CDF and schema checks, and the `ChangeUnit`s to read — one file's
+contribution to one version, what one task reads), materializing CDF rows as Arrow
+(`unit_rows`, `read_changes_arrow`; `version_change_rows` over any `ChangeFiles` source — the
+sharing client feeds it files downloaded through a server's URLs). Used by `tahoe.Table.changes`,
+`tahoe changes`, the Spark `delta` source (batch and streaming `readChangeFeed`), the sharing
+server's `/changes` and the sharing client.
 
 Rules:
   1. A version's timestamp is its commit timestamp as `DeltaLog.commit_timestamps` defines it
      (inCommitTimestamp when enabled, else file mtime made strictly increasing).
   2. A version that holds `cdc` actions takes its change rows from those files only; otherwise its
-     `dataChange` adds are inserts and its `dataChange` removes are deletes. A file removed and
+     `dataChange` adds are inserts and its `dataChange` removes are deletes (a commit of
+     `dataChange=false` actions only — OPTIMIZE, a checkpoint-like rewrite — yields nothing, and
+     so does a MERGE whose metrics say it changed no row, as in delta-spark). A file removed and
      re-added in the same version (a deletion-vector update) yields only the rows whose
      deleted/kept status changed.
   3. Changes are served only where `delta.enableChangeDataFeed` is true in the metadata in effect
-     at every version of the range; elsewhere `CdfNotEnabledError`.
+     at every version of the range; elsewhere `CdfNotEnabledError` (DELTA_MISSING_CHANGE_DATA).
+  4. Rows come out in the read schema (the table's schema at the version the reader opened;
+     columns a version's files lack read as null). A metaData action inside the range (after its
+     first version) whose schema cannot be read under the read schema — a column dropped,
+     renamed, retyped, made nullable — fails the read
+     (DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_SCHEMA_CHANGE), as does a start version whose schema
+     cannot (..._INCOMPATIBLE_DATA_SCHEMA): adding columns is the one change a read spans.
+  5. Ranges (`resolve_change_range`, delta-spark's CDCReader): a start is required (a version or
+     a timestamp — the first version committed at or after it), an end is a version or a
+     timestamp (the last version committed at or before it), else the read snapshot's version;
+     an end past the latest version means the latest; a start after it is an error, and so is
+     an end before the start. With `allow_out_of_range` (delta-spark's
+     `spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled`) a start after the
+     latest version gives no rows and an end timestamp after the latest commit means the latest
+     version.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from datetime import datetime, timezone
+from typing import Any, Iterable, Iterator
 from typing import Protocol as _Interface
 
 import numpy as np
 import pyarrow as pa
 
-from ..errors import DeltaError, VersionNotFoundError
+from ..errors import ChangeDataFeedError, ChangeDataRangeError, VersionNotFoundError
+from ..protocol import column_mapping
 from ..protocol.actions import Metadata, Protocol
 from ..protocol.filenames import LogFileKind
 from ..protocol.properties import bool_property
+from ..protocol.schema import StructType, is_read_compatible
+from ..log.delta_log import parse_timestamp
 
 __all__ = ["VersionChanges", "CdfNotEnabledError", "table_changes", "cdf_enabled_at",
            "check_cdf_enabled", "read_changes_arrow", "CDF_COLUMNS", "ChangeFiles", "version_change_rows",
-           "tag_changes", "change_schema"]
+           "tag_changes", "change_schema", "ChangeUnit", "version_units", "unit_rows", "ChangePlan",
+           "plan_changes", "resolve_change_range", "starting_version_for_timestamp", "StoreChangeFiles",
+           "check_change_schemas", "CDF_TIMESTAMP_OUT_OF_RANGE_CONF", "schema_readable", "parse_version_changes"]
 
 CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
+CDF_TIMESTAMP_OUT_OF_RANGE_CONF = "spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled"
 
 
-class CdfNotEnabledError(DeltaError):
-    """The change data feed was not enabled (`delta.enableChangeDataFeed`) over the asked range."""
+class CdfNotEnabledError(ChangeDataFeedError):
+    """The change data feed was not enabled (`delta.enableChangeDataFeed`) over the asked range
+    (delta-spark's DELTA_MISSING_CHANGE_DATA)."""
+
+    def __init__(self, message: str):
+        super().__init__(message, "DELTA_MISSING_CHANGE_DATA")
 
 
 @dataclass
@@ -72,6 +103,25 @@ def _commits_in_range(log, start_version: int, end_version: int | None):
     return files, stamps
 
 
+def parse_version_changes(version: int, timestamp: int, actions: Iterable[dict]) -> VersionChanges:
+    """One commit's actions (parsed JSON lines) as a VersionChanges."""
+    vc = VersionChanges(version, timestamp)
+    for obj in actions:
+        if "add" in obj and isinstance(obj["add"], dict):
+            vc.adds.append(obj["add"])
+        elif "remove" in obj and isinstance(obj["remove"], dict):
+            vc.removes.append(obj["remove"])
+        elif "cdc" in obj and isinstance(obj["cdc"], dict):
+            vc.cdcs.append(obj["cdc"])
+        elif "metaData" in obj and isinstance(obj["metaData"], dict):
+            vc.metadata = Metadata.from_dict(obj["metaData"])
+        elif "protocol" in obj and isinstance(obj["protocol"], dict):
+            vc.protocol = Protocol.from_dict(obj["protocol"])
+        elif "commitInfo" in obj and isinstance(obj["commitInfo"], dict):
+            vc.commit_info = obj["commitInfo"]
+    return vc
+
+
 def table_changes(log, start_version: int, end_version: int | None = None) -> Iterator[VersionChanges]:
     """The commits `start_version..end_version` (inclusive; None: up to the latest), in order."""
     if end_version is not None and end_version < start_version:
@@ -80,21 +130,8 @@ def table_changes(log, start_version: int, end_version: int | None = None) -> It
 
     files, stamps = _commits_in_range(log, start_version, end_version)
     for f in files:
-        vc = VersionChanges(f.version, stamps.get(f.version, f.status.modification_time))
-        for obj in read_commit(log.store, f.path):
-            if "add" in obj and isinstance(obj["add"], dict):
-                vc.adds.append(obj["add"])
-            elif "remove" in obj and isinstance(obj["remove"], dict):
-                vc.removes.append(obj["remove"])
-            elif "cdc" in obj and isinstance(obj["cdc"], dict):
-                vc.cdcs.append(obj["cdc"])
-            elif "metaData" in obj and isinstance(obj["metaData"], dict):
-                vc.metadata = Metadata.from_dict(obj["metaData"])
-            elif "protocol" in obj and isinstance(obj["protocol"], dict):
-                vc.protocol = Protocol.from_dict(obj["protocol"])
-            elif "commitInfo" in obj and isinstance(obj["commitInfo"], dict):
-                vc.commit_info = obj["commitInfo"]
-        yield vc
+        yield parse_version_changes(f.version, stamps.get(f.version, f.status.modification_time),
+                                    read_commit(log.store, f.path))
 
 
 def _cdf_on(md: Metadata | None) -> bool:
@@ -106,22 +143,173 @@ def cdf_enabled_at(log, version: int) -> bool:
     return _cdf_on(log.snapshot(version).metadata)
 
 
-def check_cdf_enabled(log, start_version: int, end_version: int | None = None) -> list[VersionChanges]:
+def _not_recorded(version: int, start: int, end: int) -> CdfNotEnabledError:
+    return CdfNotEnabledError(
+        f"Error getting change data for range [{start} , {end}] as change data was not recorded for version "
+        f"[{version}]. If you've enabled change data feed on this table, use `DESCRIBE HISTORY` (`tahoe history "
+        f"PATH`) to see when it was first enabled. Otherwise, to start recording change data, set the table "
+        f"property delta.enableChangeDataFeed=true (ALTER TABLE table_name SET TBLPROPERTIES "
+        f"(delta.enableChangeDataFeed=true), tahoe.Table(path).set_properties(...) or `tahoe set-property`).")
+
+
+def check_cdf_enabled(log, start_version: int, end_version: int | None = None,
+                      start_metadata: Metadata | None = None) -> list[VersionChanges]:
     """The changes of the range, after checking CDF was on at every version of it (else
     CdfNotEnabledError naming the first version where it was off)."""
     changes = list(table_changes(log, start_version, end_version))
-    md = log.snapshot(start_version).metadata
+    end = changes[-1].version if changes else start_version
+    md = start_metadata if start_metadata is not None else log.snapshot(start_version).metadata
+    if not _cdf_on(md):
+        raise _not_recorded(start_version, start_version, end)
     for vc in changes:
-        if vc.metadata is not None:
-            md = vc.metadata
-        if not _cdf_on(md):
-            raise CdfNotEnabledError(
-                f"change data feed is not enabled at version {vc.version} of {log.table_root}: "
-                "set delta.enableChangeDataFeed=true to read changes")
+        if vc.metadata is not None and not _cdf_on(vc.metadata):
+            raise _not_recorded(vc.version, start_version, end)
     return changes
 
 
-# --- rows ------------------------------------------------------------------------------------------
+# --- ranges ----------------------------------------------------------------------------------------
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _after_latest(log, ts: int, latest: tuple[int, int]) -> VersionNotFoundError:
+    return VersionNotFoundError(
+        f"[DELTA_TIMESTAMP_GREATER_THAN_COMMIT] The provided timestamp ({_iso(ts)}) is after the latest version "
+        f"available to this table ({log.table_root}). Please use a timestamp before or at {_iso(latest[1])}.")
+
+
+def starting_version_for_timestamp(log, timestamp: Any, can_exceed_latest: bool = False,
+                                   stamps: list[tuple[int, int]] | None = None) -> int:
+    """The first version committed at or after `timestamp` (the earliest version when it is
+    older than the log) — delta-spark's `getStartingVersionFromTimestamp`, used by change feed
+    reads and streaming sources. A timestamp after the latest commit is an error
+    (DELTA_TIMESTAMP_GREATER_THAN_COMMIT), or the latest version + 1 with `can_exceed_latest`."""
+    ts = parse_timestamp(timestamp)
+    stamps = stamps if stamps is not None else log.commit_timestamps()
+    for v, t in stamps:
+        if t >= ts:
+            return v
+    if can_exceed_latest:
+        return stamps[-1][0] + 1
+    raise _after_latest(log, ts, stamps[-1])
+
+
+def resolve_change_range(log, latest_version: int, starting_version: Any = None, ending_version: Any = None,
+                         starting_timestamp: Any = None, ending_timestamp: Any = None,
+                         allow_out_of_range: bool = False) -> tuple[int, int] | None:
+    """(start, end) versions, inclusive, of a change feed read on a table whose latest version (the
+    read's snapshot) is `latest_version` — or None when the range holds no version and that is
+    not an error (see rule 5 of the module docstring)."""
+    if starting_version is not None and starting_timestamp is not None:
+        raise ChangeDataRangeError("Multiple starting arguments provided for CDC read. Please provide one of either "
+                                   "startingTimestamp or startingVersion.", "DELTA_MULTIPLE_CDC_BOUNDARY")
+    if ending_version is not None and ending_timestamp is not None:
+        raise ChangeDataRangeError("Multiple ending arguments provided for CDC read. Please provide one of either "
+                                   "endingTimestamp or endingVersion.", "DELTA_MULTIPLE_CDC_BOUNDARY")
+    stamps = None
+    start_ts = end_ts = None
+    if starting_version is not None:
+        start = _version(starting_version, "startingVersion")
+    elif starting_timestamp is not None:
+        start_ts = _timestamp(starting_timestamp, "startingTimestamp")
+        stamps = log.commit_timestamps()
+        start = starting_version_for_timestamp(log, start_ts, allow_out_of_range, stamps)
+    else:
+        raise ChangeDataRangeError("No startingVersion or startingTimestamp provided for CDC read.",
+                                   "DELTA_NO_START_FOR_CDC_READ")
+    if ending_version is not None:
+        end = _version(ending_version, "endingVersion")
+    elif ending_timestamp is not None:
+        end_ts = _timestamp(ending_timestamp, "endingTimestamp")
+        stamps = stamps if stamps is not None else log.commit_timestamps()
+        if end_ts > stamps[-1][1]:
+            if not allow_out_of_range:
+                raise _after_latest(log, end_ts, stamps[-1])
+            end = stamps[-1][0]
+        else:
+            end = log.version_at_timestamp(end_ts)
+    else:
+        end = latest_version
+    if start > latest_version:
+        if allow_out_of_range:
+            return None
+        raise ChangeDataRangeError(
+            f"Provided Start version({start}) for reading change data is invalid. Start version cannot be greater "
+            f"than the latest version of the table({latest_version}).")
+    if start_ts is not None and end_ts is not None:
+        if start_ts > end_ts:
+            raise ChangeDataRangeError(f"CDC range from start {start} to end {end} was invalid. End cannot be before "
+                                       f"start.", "DELTA_INVALID_CDC_RANGE")
+        if end == start - 1:   # both timestamps between the same two commits
+            return None
+    if end < start:
+        raise ChangeDataRangeError(f"CDC range from start {start} to end {end} was invalid. End cannot be before "
+                                   f"start.", "DELTA_INVALID_CDC_RANGE")
+    return start, min(end, latest_version)
+
+
+def _version(v: Any, name: str) -> int:
+    try:
+        n = int(str(v).strip())
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise ChangeDataRangeError(f"Invalid value '{v}' for option '{name}', must be a non-negative integer")
+    return n
+
+
+def _timestamp(v: Any, name: str) -> int:
+    try:
+        return parse_timestamp(v if not isinstance(v, str) else v.strip())
+    except (ValueError, TypeError):
+        raise ChangeDataRangeError(f"The provided timestamp ({v}) for option '{name}' cannot be converted to a "
+                                   f"valid timestamp.", "DELTA_TIMESTAMP_INVALID") from None
+
+
+# --- what to read ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ChangeUnit:
+    """One file's contribution to the change feed of one version (what one task reads):
+    kind "cdc" (a change data file: its rows with their `_change_type`), "insert" (an added
+    file's kept rows), "delete" (a removed file's kept rows) or "dv" (a file removed and re-added
+    with another deletion vector: `previous` is the remove; the rows whose status changed)."""
+    version: int
+    timestamp: int                 # ms
+    kind: str
+    action: dict
+    previous: dict | None = None
+
+    @property
+    def size(self) -> int:
+        return int(self.action.get("size") or 0)
+
+
+def _noop_merge(commit_info: dict | None) -> bool:
+    """delta-spark's `shouldSkipFileActionsInCommit`: a MERGE whose metrics say it inserted,
+    updated and deleted no row rewrote files without changing data — no change rows."""
+    if not commit_info or commit_info.get("operation") != "MERGE":
+        return False
+    m = commit_info.get("operationMetrics") or {}
+    return all(str(m.get(k)) == "0" for k in ("numTargetRowsInserted", "numTargetRowsUpdated",
+                                              "numTargetRowsDeleted"))
+
+
+def version_units(vc: VersionChanges) -> list[ChangeUnit]:
+    """The units of one version (rule 2 of the module docstring), in log order."""
+    v, ts = vc.version, vc.timestamp
+    if vc.cdcs:
+        return [ChangeUnit(v, ts, "cdc", c) for c in vc.cdcs]
+    if _noop_merge(vc.commit_info):
+        return []
+    adds = {a["path"]: a for a in vc.adds if a.get("dataChange", True)}
+    removes = {r["path"]: r for r in vc.removes if r.get("dataChange", True)}
+    out = [ChangeUnit(v, ts, "dv", a, removes[p]) if p in removes else ChangeUnit(v, ts, "insert", a)
+           for p, a in adds.items()]
+    out += [ChangeUnit(v, ts, "delete", r) for p, r in removes.items() if p not in adds]
+    return out
+
 
 class ChangeFiles(_Interface):
     """Where the rows of a version's files come from (a table's storage, or URLs of a sharing
@@ -136,7 +324,7 @@ class ChangeFiles(_Interface):
     def keep(self, action: dict, num_rows: int) -> np.ndarray: ...
 
 
-class _StoreFiles:
+class StoreChangeFiles:
     """`ChangeFiles` of a table's own storage, through an ArrowFileReader."""
 
     def __init__(self, reader):
@@ -162,7 +350,7 @@ class _StoreFiles:
         if not dv:
             return np.ones(num_rows, dtype=bool)
         bitmap = load_deletion_vector(DeletionVectorDescriptor.from_dict(dv), self.reader.table_root,
-                                      self.reader._read_range)
+                                      self.reader.store.read_range)
         return ~deleted_mask(bitmap, num_rows)
 
 
@@ -176,35 +364,29 @@ def tag_changes(t: pa.Table, change_type: str | pa.Array, version: int, ts: int)
     return t.append_column("_commit_timestamp", pa.array(np.full(n, ts * 1000, dtype=np.int64)).cast(pa.timestamp("us", tz="UTC")))
 
 
+def unit_rows(files: ChangeFiles, u: ChangeUnit) -> list[pa.Table]:
+    """The CDF rows of one unit, tagged (`tag_changes`); empty tables are left out."""
+    rows = files.rows(u.action)
+    if u.kind == "cdc":
+        out = [tag_changes(rows, files.change_types(u.action), u.version, u.timestamp)]
+    elif u.kind == "dv":
+        keep = files.keep(u.action, rows.num_rows)
+        old_keep = files.keep(u.previous or {}, rows.num_rows)
+        out = []
+        ins, dele = keep & ~old_keep, old_keep & ~keep
+        if ins.any():
+            out.append(tag_changes(rows.filter(pa.array(ins)), "insert", u.version, u.timestamp))
+        if dele.any():
+            out.append(tag_changes(rows.filter(pa.array(dele)), "delete", u.version, u.timestamp))
+    else:
+        keep = files.keep(u.action, rows.num_rows)
+        out = [tag_changes(rows if keep.all() else rows.filter(pa.array(keep)), u.kind, u.version, u.timestamp)]
+    return [t for t in out if t.num_rows]
+
+
 def version_change_rows(files: ChangeFiles, vc: VersionChanges) -> list[pa.Table]:
     """The CDF rows of one version (rule 2 of the module docstring), tagged (`tag_changes`)."""
-    out: list[pa.Table] = []
-    if vc.cdcs:
-        for c in vc.cdcs:
-            out.append(tag_changes(files.rows(c), files.change_types(c), vc.version, vc.timestamp))
-        return out
-    adds = {a["path"]: a for a in vc.adds if a.get("dataChange", True)}
-    removes = {r["path"]: r for r in vc.removes if r.get("dataChange", True)}
-    for path, a in adds.items():
-        rows = files.rows(a)
-        keep = files.keep(a, rows.num_rows)
-        if path in removes:  # DV update: only the rows whose status changed
-            old_keep = files.keep(removes[path], rows.num_rows)
-            ins = keep & ~old_keep
-            dele = old_keep & ~keep
-            if ins.any():
-                out.append(tag_changes(rows.filter(pa.array(ins)), "insert", vc.version, vc.timestamp))
-            if dele.any():
-                out.append(tag_changes(rows.filter(pa.array(dele)), "delete", vc.version, vc.timestamp))
-            continue
-        out.append(tag_changes(rows.filter(pa.array(keep)), "insert", vc.version, vc.timestamp))
-    for path, r in removes.items():
-        if path in adds:
-            continue
-        rows = files.rows(r)
-        keep = files.keep(r, rows.num_rows)
-        out.append(tag_changes(rows.filter(pa.array(keep)), "delete", vc.version, vc.timestamp))
-    return out
+    return [t for u in version_units(vc) for t in unit_rows(files, u)]
 
 
 def change_schema(data_schema: pa.Schema) -> pa.Schema:
@@ -214,22 +396,105 @@ def change_schema(data_schema: pa.Schema) -> pa.Schema:
         .append(pa.field("_commit_timestamp", pa.timestamp("us", tz="UTC")))
 
 
-def read_changes_arrow(log, start_version: int, end_version: int | None = None) -> pa.Table:
-    """CDF rows of `start_version..end_version` (inclusive): the table's columns (schema of the
-    end version) plus `_change_type` (string), `_commit_version` (int64) and `_commit_timestamp`
-    (timestamp[us, UTC]). Refuses ranges where CDF was off (CdfNotEnabledError)."""
+# --- planning a read -------------------------------------------------------------------------------
+
+@dataclass
+class ChangePlan:
+    """A checked change feed read: versions `start..end` (None: no version, no rows) read in the
+    schema of the snapshot `read` (its schema, partition columns and column mapping), as `units`."""
+    read: Any                       # the read Snapshot
+    start: int | None
+    end: int | None
+    units: list[ChangeUnit]
+
+    @property
+    def schema(self) -> StructType:
+        return self.read.schema
+
+
+def _schema_of(md: Metadata) -> tuple[StructType, str]:
+    return md.schema, column_mapping.mode(md.configuration)
+
+
+def schema_readable(md: Metadata, md_version: int, read_md: Metadata, read_version: int) -> bool:
+    """Whether data written under `md` (in effect at `md_version`) reads in the schema of `read_md`
+    (the read snapshot, at `read_version`) — rule 4 of the module docstring."""
+    schema, mode = _schema_of(md)
+    rschema, rmode = _schema_of(read_md)
+    if md_version <= read_version:   # the read schema is the later one: only added columns between
+        return (not column_mapping.renames_or_drops(rschema, rmode, schema, mode)
+                and is_read_compatible(schema, rschema, forbid_tighten_nullability=True))
+    return (not column_mapping.renames_or_drops(schema, mode, rschema, rmode)
+            and is_read_compatible(rschema, schema, forbid_tighten_nullability=False))
+
+
+def check_change_schemas(changes: list[VersionChanges], start_metadata: Metadata, read_md: Metadata,
+                         read_version: int, start: int, end: int) -> None:
+    """Rule 4 of the module docstring: every schema change after the first version of the range,
+    and the start version's schema, readable under the read schema."""
+    def fail(version: int, schema_change: bool) -> ChangeDataFeedError:
+        what = "schema change" if schema_change else "data schema"
+        advice = (f"If possible, please query table changes separately from version {start} to {version} - 1, "
+                  f"and from version {version} to {end}." if schema_change else
+                  f"If possible, read the changes with the schema of a version at or after {version} (open the "
+                  f"table at that version).")
+        return ChangeDataFeedError(
+            f"Retrieving table changes between version {start} and {end} failed because of an incompatible {what}. "
+            f"Your read schema is {read_md.schema.to_json()} at version {read_version}, but we found an "
+            f"incompatible {what} at version {version}. {advice}",
+            "DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_SCHEMA_CHANGE" if schema_change
+            else "DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_DATA_SCHEMA")
+
+    for vc in changes:
+        if vc.version > start and vc.metadata is not None and not schema_readable(vc.metadata, vc.version, read_md,
+                                                                              read_version):
+            raise fail(vc.version, True)
+    if not schema_readable(start_metadata, start, read_md, read_version):
+        raise fail(start, False)
+
+
+def plan_changes(log, read_snapshot, start: int | None, end: int | None) -> ChangePlan:
+    """Plan the read of versions `start..end` (from `resolve_change_range`; None: nothing) in the
+    schema of `read_snapshot`: the CDF check (rule 3), the schema check (rule 4), the units."""
+    if start is None or end is None:
+        return ChangePlan(read_snapshot, None, None, [])
+    start_md = log.snapshot(start).metadata if start != read_snapshot.version else read_snapshot.metadata
+    changes = check_cdf_enabled(log, start, end, start_md)
+    check_change_schemas(changes, start_md, read_snapshot.metadata, read_snapshot.version, start, end)
+    return ChangePlan(read_snapshot, start, end, [u for vc in changes for u in version_units(vc)])
+
+
+def change_reader(plan: ChangePlan, columns: Iterable[str] | None = None):
+    """The ArrowFileReader for a plan's files (the read schema; `columns` of it, or all)."""
     from .arrow_reader import ArrowFileReader
 
-    changes = check_cdf_enabled(log, start_version, end_version)
-    end = changes[-1].version
-    snap = log.snapshot(end)
-    reader = ArrowFileReader(log.store, log.table_root, snap.schema, snap.partition_columns,
-                             snap.column_mapping_mode)
-    files = _StoreFiles(reader)
-    parts: list[pa.Table] = []
-    for vc in changes:
-        parts.extend(version_change_rows(files, vc))
+    snap = plan.read
+    return ArrowFileReader(snap.store, snap.table_root, snap.schema, snap.partition_columns,
+                           snap.column_mapping_mode, columns)
+
+
+def read_changes_arrow(log, start_version: int | None = None, end_version: int | None = None, *,
+                       starting_timestamp: Any = None, ending_timestamp: Any = None, read_snapshot=None,
+                       allow_out_of_range: bool = False, threads: int = 4) -> pa.Table:
+    """CDF rows of `start_version..end_version` (inclusive; or timestamps, see
+    `resolve_change_range`) in the schema of `read_snapshot` (default: the latest version): the
+    table's columns plus `_change_type` (string), `_commit_version` (int64) and
+    `_commit_timestamp` (timestamp[us, UTC]), version by version in log order. Refuses ranges where
+    CDF was off (CdfNotEnabledError) and ranges that span a column drop, rename or type change."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    snap = read_snapshot if read_snapshot is not None else log.snapshot()
+    rng = resolve_change_range(log, snap.version, start_version, end_version, starting_timestamp, ending_timestamp,
+                               allow_out_of_range)
+    plan = plan_changes(log, snap, *(rng or (None, None)))
+    reader = change_reader(plan)
     schema = change_schema(reader.out_schema)
+    files = StoreChangeFiles(reader)
+    if threads > 1 and len(plan.units) > 1:
+        with ThreadPoolExecutor(max_workers=threads) as ex:
+            parts = [t for ts in ex.map(lambda u: unit_rows(files, u), plan.units) for t in ts]
+    else:
+        parts = [t for u in plan.units for t in unit_rows(files, u)]
     if not parts:
         return schema.empty_table()
     return pa.concat_tables([p.cast(schema) for p in parts])

@@ -35,9 +35,11 @@ from typing import Any
 
 __all__ = ["DeltaTable", "IdentityGenerator", "read_delta", "write_delta", "register", "local_session"]
 
+from .calls import install as _install_calls
 from .surfacing import install as _install_surfacing
 
 _install_surfacing()
+_install_calls()
 
 _LAZY = {
     "DeltaTable": ("tahoe.spark.delta_table", "DeltaTable"),

@@ -11,23 +11,26 @@ driver-side `commit` makes one transaction (`tahoe.spark.write`: the same plan a
 `write_delta` — schema rules, generated/identity columns, constraints, stats).
 
 Options (`tahoe.spark.options`, checked before any work): reading `versionAsOf`, `timestampAsOf`,
-`storage.<key>`; writing `partitionBy` (`.partitionBy()` is refused by Spark for Python data
-sources), `replaceWhere` (every row must match; rows outside it fail the job, nothing is
-committed), `mergeSchema`, `overwriteSchema`, `partitionOverwriteMode` (`dynamic`: an overwrite
-replaces only the partitions the data writes to), `userMetadata`, `txnAppId` + `txnVersion`
-(idempotent writes), `delta.<property>` (table properties of a table the write creates, as
-delta-spark's DataFrameWriter; on an existing table they must agree with it), `storage.<key>`,
-`saveMode`. Every other option — delta-spark's CDF and streaming options included — is refused
-by name. Tables by name (no path: `CREATE TABLE ... USING delta`, `saveAsTable`, `insertInto`,
+`storage.<key>`, and the change data feed (`readChangeFeed` with `startingVersion` /
+`startingTimestamp` / `endingVersion` / `endingTimestamp`: `DeltaChangesReader`, planned by
+`tahoe.read.changes`); writing `partitionBy`, `replaceWhere` (every row must match; rows outside
+it fail the job, nothing is committed), `mergeSchema`, `overwriteSchema`, `partitionOverwriteMode`
+(`dynamic`: an overwrite replaces only the partitions the data writes to), `userMetadata`,
+`txnAppId` + `txnVersion` (idempotent writes), `delta.<property>` (table properties of a table the
+write creates, as delta-spark's DataFrameWriter; on an existing table they must agree with it),
+`storage.<key>`, `saveMode`. `readStream` / `writeStream` are `tahoe.spark.streaming`'s
+(`streamReader` / `streamWriter`), with the streaming options. Every other option is refused by
+name. Tables by name (no path: `CREATE TABLE ... USING delta`, `saveAsTable`, `insertInto`,
 `writeTo`) are refused with what to do instead; `register` also refuses `CREATE TABLE ... USING
 delta` statements and `saveAsTable` up front, before Spark records a catalog table nothing can
-reach.
+reach. Spark finds this source by itself in any session where tahoe is installed
+(`pyspark_tahoe_delta` defines it as `DefaultSource`); `register` is for tahoe shipped otherwise.
 
 Save modes: Spark hands a Python data source only append/overwrite; `ErrorIfExists` — also the
 default when `.mode()` is not called — and `Ignore` are refused at analysis
-(UNSUPPORTED_DATA_SOURCE_SAVE_MODE) before any Python runs. `register` therefore wraps
-`DataFrameWriter.save` (classic and Spark Connect): for `format("delta")` in a session where tahoe
-registered the source, those modes become `append` plus the option `saveMode=error|ignore`, which
+(UNSUPPORTED_DATA_SOURCE_SAVE_MODE) before any Python runs. `tahoe.spark.calls` (installed when
+`tahoe.spark` is imported) therefore wraps `DataFrameWriter.save` (classic and Spark Connect): for
+`format("delta")` in a session where the `delta` source is tahoe's, those modes become `append` plus the option `saveMode=error|ignore`, which
 the writer enforces like delta-spark — error: refuse an existing table; ignore: leave it alone
 (the job still runs, its tasks write nothing); either creates a missing table. The option can be
 given directly where the wrapper is not installed. The wrapper also hands the writer the session's
@@ -45,22 +48,141 @@ from typing import Any, Iterator
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition
 
 from ..errors import UnsupportedFeatureError
-from .options import CATALOG_MESSAGE, check_properties_apply, read_options, table_path, write_options
+from .options import PUSHDOWN_OPTION, READ_KIND_OPTION, CATALOG_MESSAGE, check_properties_apply, read_options, table_path, write_options
 from ..expressions.parse import creates_table_using
-from .session import session_overwrite_mode
-from .write import SAVE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION, SESSION_OVERWRITE_MODE_OPTION
 
-__all__ = ["DeltaDataSource", "register", "read_via_datasource"]
+__all__ = ["DeltaDataSource", "DefaultSource", "register", "read_via_datasource", "TableFiles", "FilesPartition",
+           "ChangesPartition", "change_partitions", "pack_by_size", "spark_read_schema"]
 
 # about what one task reads (Spark's spark.sql.files.maxPartitionBytes default)
 _PARTITION_BYTES = 128 << 20
 _OPEN_COST_BYTES = 4 << 20  # Spark's spark.sql.files.openCostInBytes default
 
 
-class _FilesPartition(InputPartition):
-    def __init__(self, files: list[tuple[str, dict, Any]]):
+class FilesPartition(InputPartition):
+    """What one task reads: [(path, partition values, DV descriptor, row groups | None)]."""
+
+    def __init__(self, files: list[tuple[str, dict, Any, Any]]):
         super().__init__(None)
         self.files = files
+
+
+class ChangesPartition(InputPartition):
+    """What one task of a change data feed read reads: `tahoe.read.changes.ChangeUnit`s."""
+
+    def __init__(self, units: list):
+        super().__init__(None)
+        self.units = units
+
+
+def pack_by_size(pieces: list[tuple[Any, int]]) -> list[list[Any]]:
+    """Pieces (entry, bytes) packed as Spark packs file splits: sorted largest first, each into the
+    open group while it fits in about `_PARTITION_BYTES` (counting `_OPEN_COST_BYTES` a piece),
+    else into the next."""
+    pieces = sorted(pieces, key=lambda x: -x[1])
+    groups, cur, cur_size = [], [], 0
+    for entry, size in pieces:
+        if cur and cur_size + size > _PARTITION_BYTES:
+            groups.append(cur)
+            cur, cur_size = [], 0
+        cur.append(entry)
+        cur_size += size + _OPEN_COST_BYTES
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def spark_read_schema(snap, cdf: bool = False):
+    """The Spark schema `format("delta")` reads a snapshot with (void columns left out, all
+    nullable, no metadata) — with the change data feed's three columns when `cdf`."""
+    from pyspark.sql.types import LongType, StringType, StructField as SparkField, StructType as SparkStruct, \
+        TimestampType
+
+    from ..protocol.schema import StructType, is_void
+    from .types import to_spark_schema
+
+    fields = [f for f in snap.schema.fields if not is_void(f.type)]
+    s = to_spark_schema(StructType(fields), strip_metadata=True, nullable=True)
+    if cdf:
+        s = SparkStruct(list(s.fields) + [SparkField("_change_type", StringType(), True),
+                                          SparkField("_commit_version", LongType(), True),
+                                          SparkField("_commit_timestamp", TimestampType(), True)])
+    return s
+
+
+class TableFiles:
+    """What the executors need to read a table's files (picklable): the table, its schema,
+    partitioning and column mapping, the columns to read and the Spark schema to hand back."""
+
+    def __init__(self, snap, storage_options: dict | None, spark_schema, columns: list[str] | None = None):
+        self.table_root = snap.table_root
+        self.schema_json = snap.schema.to_json()
+        self.partition_columns = list(snap.partition_columns)
+        self.mode = snap.column_mapping_mode
+        self.storage_options = storage_options
+        self.columns = columns
+        self.out_schema_json = spark_schema.json()
+
+    def arrow_reader(self):
+        from ..protocol.schema import StructType
+        from ..read.arrow_reader import ArrowFileReader
+        from ..storage import log_store_for
+
+        store, root = log_store_for(self.table_root, self.storage_options)
+        return ArrowFileReader(store, root, StructType.from_json(self.schema_json), self.partition_columns,
+                               self.mode, self.columns)
+
+    def target(self):
+        from pyspark.sql.pandas.types import to_arrow_schema
+        from pyspark.sql.types import StructType as SparkStruct
+
+        return to_arrow_schema(SparkStruct.fromJson(json.loads(self.out_schema_json)), timezone="UTC")
+
+    def partitions(self, files: list[tuple[str, dict, Any, int]], reader=None) -> list[FilesPartition]:
+        """Input partitions of at most about `_PARTITION_BYTES` over (path, partition values, DV,
+        size) entries: a file larger than that is cut into runs of its row groups (its footer read
+        here; a single larger row group is a run of its own); see `pack_by_size`."""
+        pieces = []  # ((path, partition values, DV, row groups | None), bytes)
+        for p, pv, dv, sz in files:
+            if (sz or 0) <= _PARTITION_BYTES:
+                pieces.append(((p, pv, dv, None), sz or 0))
+                continue
+            reader = reader or self.arrow_reader()
+            run, run_size = [], 0
+            for i, b in enumerate(reader.row_group_bytes(p)):
+                if run and run_size + b > _PARTITION_BYTES:
+                    pieces.append(((p, pv, dv, run), run_size))
+                    run, run_size = [], 0
+                run.append(i)
+                run_size += b
+            if run:
+                pieces.append(((p, pv, dv, run), run_size))
+        return [FilesPartition(g) for g in pack_by_size(pieces)]
+
+    def read(self, partition: FilesPartition) -> Iterator:
+        """Record batches of a partition's files (DVs applied), in the Spark schema."""
+        reader = self.arrow_reader()
+        target = self.target()
+        for path, pv, dv, row_groups in partition.files:
+            for t in reader.read_row_groups(path, pv, dv, row_groups):
+                t = t.select(target.names) if target.names else t
+                yield from t.cast(target).to_batches(max_chunksize=65536)
+
+    def read_changes(self, partition: ChangesPartition) -> Iterator:
+        """Record batches of the change rows of a partition's units, in the Spark schema."""
+        from ..read.changes import StoreChangeFiles, unit_rows
+
+        files = StoreChangeFiles(self.arrow_reader())
+        target = self.target()
+        for u in partition.units:
+            for t in unit_rows(files, u):
+                yield from t.select(target.names).cast(target).to_batches(max_chunksize=65536)
+
+
+def change_partitions(units: list) -> list[ChangesPartition]:
+    """Change units packed into input partitions (`pack_by_size`; several empty ones — a version
+    of an empty table — make one)."""
+    return [ChangesPartition(g) for g in pack_by_size([(u, u.size) for u in units])]
 
 
 class DeltaDataSource(DataSource):
@@ -72,45 +194,74 @@ class DeltaDataSource(DataSource):
         from ..log import DeltaLog
 
         if getattr(self, "_snap", None) is None:
-            opts = read_options(self.options)   # every option implemented or refused by name
+            # every option implemented or refused by name; those of the other kind of read too
+            # where tahoe's load wrapper says which kind this is (else when the reader is made)
+            kind = str(self.options.get(READ_KIND_OPTION, "")).lower()
+            opts = read_options(self.options, streaming={"batch": False, "stream": True}.get(kind))
             self._storage = opts["storage_options"]
             log = DeltaLog.for_table(opts["path"], self._storage)
-            self._snap = log.snapshot(version=opts["version"], timestamp=opts["timestamp"])
+            self._snap = log.snapshot(version=opts.get("version"), timestamp=opts.get("timestamp"))
+            self._cdf = opts["cdf"]
         return self._snap
 
     def schema(self):
-        from ..protocol.schema import is_void
-        from ..protocol.schema import StructType
-        from .types import to_spark_schema
-
         snap = self._snapshot()
-        fields = [f for f in snap.schema.fields if not is_void(f.type)]
-        return to_spark_schema(StructType(fields), strip_metadata=True, nullable=True)
+        return spark_read_schema(snap, self._cdf)
 
     def reader(self, schema):
+        opts = read_options(self.options)   # a batch read: batch options only
+        if opts["cdf"]:
+            return DeltaChangesReader(self._snapshot(), opts, schema)
+        if str(self.options.get(PUSHDOWN_OPTION, "")).lower() == "true":
+            return DeltaFilteringReader(self, schema)
         return DeltaReader(self, schema)
+
+    def streamReader(self, schema):
+        from .streaming import DeltaStreamReader
+
+        return DeltaStreamReader(dict(self.options), schema)
 
     def writer(self, schema, overwrite: bool):
         write_options(self.options)   # every option implemented or refused by name, before any work
         return DeltaWriter(table_path(self.options), dict(self.options), schema, overwrite)
 
+    def streamWriter(self, schema, overwrite: bool):
+        from .streaming import DeltaStreamWriter
+
+        write_options(self.options, streaming=True)
+        return DeltaStreamWriter(table_path(self.options), dict(self.options), schema, overwrite)
+
 
 class DeltaReader(DataSourceReader):
     def __init__(self, source: DeltaDataSource, schema):
         snap = source._snapshot()
-        self.table_root = snap.table_root
-        self.schema_json = snap.schema.to_json()
-        self.partition_columns = snap.partition_columns
-        self.mode = snap.column_mapping_mode
-        self.storage_options = source._storage
-        self.columns = [f.name for f in schema.fields]
-        self.out_schema_json = schema.json()
+        self.files = TableFiles(snap, source._storage, schema, [f.name for f in schema.fields])
         self._snap = snap
         self._filters: list = []
 
     def __getstate__(self):
         # what the executors' read() needs: not the snapshot nor the filters (driver-side planning)
         return {k: v for k, v in self.__dict__.items() if k not in ("_snap", "_filters")}
+
+    def partitions(self):
+        from .skipping import plan_files
+
+        files = plan_files(self._snap, self._filters)
+        entries = [(p, dict(pv) if pv else {}, dict(dv) if dv else None, sz)
+                   for p, pv, dv, sz in zip(files.column("path").to_pylist(),
+                                            files.column("partitionValues").to_pylist(),
+                                            files.column("deletionVector").to_pylist(),
+                                            files.column("size").to_pylist())]
+        return self.files.partitions(entries) or [FilesPartition([])]
+
+    def read(self, partition: FilesPartition) -> Iterator:
+        return self.files.read(partition)
+
+
+class DeltaFilteringReader(DeltaReader):
+    """A DeltaReader that takes Spark's pushed filters for file skipping — only where the session
+    has filter pushdown on (Spark refuses a reader with `pushFilters` otherwise), which tahoe's
+    `load` wrapper sees to and tells the source (`tahoe.spark.calls.PUSHDOWN_OPTION`)."""
 
     def pushFilters(self, filters):
         # Spark re-applies every filter; tahoe uses the supported ones for file skipping only.
@@ -120,66 +271,32 @@ class DeltaReader(DataSourceReader):
                 self._filters.append(sql)
             yield f
 
+
+class DeltaChangesReader(DataSourceReader):
+    """`readChangeFeed`: the driver resolves the range and plans its change units
+    (`tahoe.read.changes`: delta-spark's range rules and errors, the CDF and schema checks); the
+    executors read them (cdc files, or added/removed files with their deletion vectors) with
+    tahoe's Arrow reader. The rows are in the schema of the snapshot the DataFrame was made on."""
+
+    def __init__(self, snap, opts: dict, schema):
+        from ..log import DeltaLog
+        from ..read.changes import plan_changes, resolve_change_range
+
+        log = DeltaLog.for_table(snap.table_root, opts["storage_options"])
+        rng = resolve_change_range(log, snap.version, opts["starting_version"], opts["ending_version"],
+                                   opts["starting_timestamp"], opts["ending_timestamp"], opts["allow_out_of_range"])
+        self._units = plan_changes(log, snap, *(rng or (None, None))).units
+        data = [f.name for f in schema.fields if f.name not in ("_change_type", "_commit_version", "_commit_timestamp")]
+        self.files = TableFiles(snap, opts["storage_options"], schema, data)
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_units"}
+
     def partitions(self):
-        """Input partitions of at most about `_PARTITION_BYTES`, packed as Spark packs file
-        splits: a file larger than that is cut into runs of its row groups (its footer read
-        here; a single larger row group is a run of its own), the pieces are sorted largest
-        first and each goes into the open partition while it fits (counting
-        `_OPEN_COST_BYTES` a piece), else opens the next."""
-        from .skipping import plan_files
+        return change_partitions(self._units) or [ChangesPartition([])]
 
-        files = plan_files(self._snap, self._filters)
-        pieces = []  # ((path, partition values, DV, row groups | None), bytes)
-        reader = None
-        for p, pv, dv, sz in zip(files.column("path").to_pylist(), files.column("partitionValues").to_pylist(),
-                                 files.column("deletionVector").to_pylist(), files.column("size").to_pylist()):
-            pv = dict(pv) if pv else {}
-            dv = dict(dv) if dv else None
-            if (sz or 0) <= _PARTITION_BYTES:
-                pieces.append(((p, pv, dv, None), sz or 0))
-                continue
-            reader = reader or self._arrow_reader()
-            run, run_size = [], 0
-            for i, b in enumerate(reader.row_group_bytes(p)):
-                if run and run_size + b > _PARTITION_BYTES:
-                    pieces.append(((p, pv, dv, run), run_size))
-                    run, run_size = [], 0
-                run.append(i)
-                run_size += b
-            if run:
-                pieces.append(((p, pv, dv, run), run_size))
-        pieces.sort(key=lambda x: -x[1])
-        parts, cur, cur_size = [], [], 0
-        for entry, size in pieces:
-            if cur and cur_size + size > _PARTITION_BYTES:
-                parts.append(_FilesPartition(cur))
-                cur, cur_size = [], 0
-            cur.append(entry)
-            cur_size += size + _OPEN_COST_BYTES
-        if cur:
-            parts.append(_FilesPartition(cur))
-        return parts or [_FilesPartition([])]
-
-    def _arrow_reader(self):
-        from ..protocol.schema import StructType
-        from ..read.arrow_reader import ArrowFileReader
-        from ..storage import log_store_for
-
-        store, root = log_store_for(self.table_root, self.storage_options)
-        return ArrowFileReader(store, root, StructType.from_json(self.schema_json), self.partition_columns,
-                               self.mode, self.columns)
-
-    def read(self, partition: _FilesPartition) -> Iterator:
-        from pyspark.sql.pandas.types import to_arrow_schema
-        from pyspark.sql.types import StructType as SparkStruct
-
-        reader = self._arrow_reader()
-        target = to_arrow_schema(SparkStruct.fromJson(json.loads(self.out_schema_json)), timezone="UTC")
-        for path, pv, dv, row_groups in partition.files:
-            for t in reader.read_row_groups(path, pv, dv, row_groups):
-                t = t.select(target.names) if target.names else t
-                for b in t.cast(target).to_batches(max_chunksize=65536):
-                    yield b
+    def read(self, partition: ChangesPartition) -> Iterator:
+        return self.files.read_changes(partition)
 
 
 def _filter_to_sql(f) -> str | None:
@@ -217,6 +334,9 @@ def _filter_to_sql(f) -> str | None:
         vs = [lit(v) for v in f.value]
         return f"{n} IN ({', '.join(vs)})" if n and vs and all(vs) else None
     return None
+
+
+DefaultSource = DeltaDataSource
 
 
 class DeltaWriter(DataSourceArrowWriter):
@@ -257,6 +377,7 @@ def register(spark) -> None:
     """Register the `delta` data source on `spark` (once per session) — and `deltaSharing`
     (`tahoe.spark.sharing`) —, apply tahoe's confs, map the error/ignore save modes and refuse tables by
     name (see the module docstring)."""
+    from .calls import install as install_calls
     from .session import configure
     from .surfacing import install
 
@@ -270,7 +391,7 @@ def register(spark) -> None:
     _register_source(spark, DeltaSharingDataSource)
     _registered.add(key)
     install()
-    _install_save_modes()
+    install_calls()
     _install_catalog_refusals()
 
 
@@ -312,15 +433,15 @@ def _install_catalog_refusals() -> None:
 
     import sys
 
-    targets = [(SparkSession, DataFrameWriter, _classic_state)]
+    targets = [(SparkSession, DataFrameWriter)]
     if "pyspark.sql.connect.session" in sys.modules:   # a Spark Connect session exists (or existed)
         from pyspark.sql.connect.readwriter import DataFrameWriter as ConnectWriter
         from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-        targets.append((ConnectSession, ConnectWriter, _connect_state))
-    for session_cls, writer_cls, state in targets:
+        targets.append((ConnectSession, ConnectWriter))
+    for session_cls, writer_cls in targets:
         _wrap_sql(session_cls)
-        _wrap_save_as_table(writer_cls, state)
+        _wrap_save_as_table(writer_cls)
 
 
 def _wrap_sql(cls) -> None:
@@ -338,7 +459,9 @@ def _wrap_sql(cls) -> None:
     cls.sql = sql
 
 
-def _wrap_save_as_table(cls, state) -> None:
+def _wrap_save_as_table(cls) -> None:
+    from .calls import writer_state
+
     original = cls.saveAsTable
     if getattr(original, "_tahoe_catalog", False):
         return
@@ -348,7 +471,7 @@ def _wrap_save_as_table(cls, state) -> None:
         if format is not None:
             self.format(format)
         try:
-            source = state(self)[0]
+            source = writer_state(self)[0]
         except Exception:  # noqa: BLE001 - an unexpected writer: leave it to Spark
             source = ""
         if source.lower() == "delta" and id(self._spark) in _registered:
@@ -357,80 +480,6 @@ def _wrap_save_as_table(cls, state) -> None:
 
     saveAsTable._tahoe_catalog = True  # type: ignore[attr-defined]
     cls.saveAsTable = saveAsTable
-
-
-# --- save modes Spark does not hand to Python data sources ---------------------------------------
-
-_MAPPED_MODES = {"errorifexists": "error", "error": "error", "default": "error", "ignore": "ignore"}
-
-
-def _classic_state(w) -> tuple[str, str]:
-    """(format, save mode) of a classic DataFrameWriter, from its JVM object (`source`/`curmode`
-    are Spark-internal accessors; should they go away, the wrapper stands aside and Spark's own
-    UNSUPPORTED_DATA_SOURCE_SAVE_MODE error stands)."""
-    return str(w._jwrite.source()), str(w._jwrite.curmode().toString())
-
-
-def _connect_state(w) -> tuple[str, str]:
-    return str(w._write.source or ""), str(w._write.mode or "errorifexists")
-
-
-def _wrap_save(cls, state) -> None:
-    original = cls.save
-    if getattr(original, "_tahoe_save_modes", False):
-        return
-
-    def save(self, path=None, format=None, mode=None, partitionBy=None, **options):
-        if format is not None:
-            self.format(format)
-        if mode is not None:
-            self.mode(mode)
-        try:
-            source, current = state(self)
-        except Exception:  # noqa: BLE001 - an unexpected writer: leave it to Spark
-            source, current = "", ""
-        if source.lower() == "delta" and id(self._spark) in _registered:
-            mapped = _MAPPED_MODES.get(current.lower())
-            if mapped is not None:
-                self.mode("append").option(SAVE_MODE_OPTION, mapped)
-            session_mode = session_overwrite_mode(self._spark)
-            if session_mode is not None:
-                self.option(SESSION_OVERWRITE_MODE_OPTION, session_mode)
-            auto_compact = _session_auto_compact(self._spark)
-            if auto_compact is not None:
-                self.option(SESSION_AUTO_COMPACT_OPTION, auto_compact)
-        return original(self, path, None, None, partitionBy, **options)
-
-    save.__doc__ = original.__doc__
-    save._tahoe_save_modes = True  # type: ignore[attr-defined]
-    save._tahoe_surfacing = getattr(original, "_tahoe_surfacing", False)  # type: ignore[attr-defined]
-    cls.save = save
-
-
-def _session_auto_compact(spark) -> str | None:
-    """The session's auto compaction confs as JSON for the data source's commit (None: none set)."""
-    import dataclasses
-    import json
-
-    from .optimize import auto_compact_session_value, auto_compact_settings
-    from ..write.auto_compact import AutoCompactSettings
-
-    enabled = auto_compact_session_value(spark)
-    settings = auto_compact_settings(spark)
-    if enabled is None and settings == AutoCompactSettings():
-        return None
-    return json.dumps({"enabled": enabled, "settings": dataclasses.asdict(settings)})
-
-
-def _install_save_modes() -> None:
-    from pyspark.sql.readwriter import DataFrameWriter
-
-    _wrap_save(DataFrameWriter, _classic_state)
-    try:
-        from pyspark.sql.connect.readwriter import DataFrameWriter as ConnectWriter
-    except Exception:  # noqa: BLE001 - Spark Connect extras not installed
-        return
-    _wrap_save(ConnectWriter, _connect_state)
 
 
 def read_via_datasource(spark, path: str, version: int | None = None, options: dict | None = None):

@@ -9,22 +9,34 @@ floor when the table already exists).
 Rules (names are case-insensitive, as Spark hands them over lower-cased):
   1. Spark's own: `path` (`load(path)` / `save(path)`) and `paths` (`load([p, ...])`: one table
      only, as delta-spark refuses several load paths).
-  2. Reading implements `versionAsOf` (a non-negative integer), `timestampAsOf` (not both) and
-     `storage.<key>` (storage options of tahoe's storage layer).
-  3. Writing implements `partitionBy`, `replaceWhere`, `mergeSchema`, `overwriteSchema` ('true' or
+  2. Batch reads implement `versionAsOf` (a non-negative integer), `timestampAsOf` (not both),
+     `storage.<key>` (storage options of tahoe's storage layer) and the change data feed:
+     `readChangeFeed` (or `readChangeData`) with `startingVersion` / `startingTimestamp` and
+     `endingVersion` / `endingTimestamp` (which need it; a CDF read does not time travel).
+  3. Streaming reads (`stream_read_options`) implement `startingVersion` (a version or `latest`)
+     / `startingTimestamp`, `maxFilesPerTrigger` (a positive integer), `maxBytesPerTrigger` (a
+     size such as `10g`), `ignoreDeletes`, `ignoreChanges`, `skipChangeCommits`,
+     `ignoreFileDeletion` (delta-spark's deprecated name, as ignoreChanges), `failOnDataLoss`,
+     `excludeRegex`, `readChangeFeed` and `storage.<key>`; batch-only options (time travel, an end
+     of a change range) are refused in a stream and streaming-only ones in a batch read.
+  4. Writing implements `partitionBy`, `replaceWhere`, `mergeSchema`, `overwriteSchema` ('true' or
      'false'), `partitionOverwriteMode`, `userMetadata`, `txnAppId` + `txnVersion`, `saveMode`
-     (tahoe's, set by `register`'s save wrapper), `storage.<key>` and `delta.<property>` (a known
+     (tahoe's, set by the save wrapper), `storage.<key>` and `delta.<property>` (a known
      Delta table property, validated like every property: the table properties of a table the
      write creates; on an existing table it must agree with the table — see
      `check_properties_apply`). Four delta-spark options are accepted where their value is what
      tahoe's writer does anyway (`dataChange=true`, `compression=snappy`, `optimizeWrite=false`,
-     `writePartitionColumns=false`) and refused otherwise.
-  4. Every other option delta-spark's DeltaOptions knows is refused by name with
-     UnsupportedFeatureError, saying which feature it belongs to (change data feed reads,
-     streaming, ...) and what to use instead; a reader option on a write (or a writer option on a
-     read) is refused the same way (it would do nothing).
-  5. A name neither tahoe nor delta-spark knows is an InvalidOptionError listing what is accepted.
-  6. No path, or the options a session catalog passes for a table by name (`provider`,
+     `writePartitionColumns=false`) and refused otherwise. A streaming write
+     (`stream_write_options`) takes `checkpointLocation` (required: the query's id is read from
+     it), `partitionBy`, `mergeSchema`, `overwriteSchema` (complete mode), `userMetadata`,
+     `storage.<key>` and `delta.<property>`; replaceWhere, partitionOverwriteMode and
+     txnAppId/txnVersion (the sink writes its own transaction ids) are refused there.
+  5. Every other option delta-spark's DeltaOptions knows is refused by name with
+     UnsupportedFeatureError, saying which feature it belongs to and what to use instead; a reader
+     option on a write (or a writer option on a read) is refused the same way (it would do
+     nothing).
+  6. A name neither tahoe nor delta-spark knows is an InvalidOptionError listing what is accepted.
+  7. No path, or the options a session catalog passes for a table by name (`provider`,
      `location`, ...): UnsupportedFeatureError — tahoe has no catalog yet; the message says to use
      paths.
 """
@@ -32,22 +44,41 @@ Rules (names are case-insensitive, as Spark hands them over lower-cased):
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Mapping
 
 from ..errors import InvalidOptionError, UnsupportedFeatureError
 
 from .write import SAVE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION, SESSION_OVERWRITE_MODE_OPTION
 
-__all__ = ["read_options", "write_options", "table_path", "check_properties_apply", "READ_OPTIONS",
-           "WRITE_OPTIONS", "CATALOG_MESSAGE"]
+__all__ = ["read_options", "stream_read_options", "write_options", "stream_write_options", "table_path",
+           "check_properties_apply", "READ_OPTIONS", "STREAM_READ_OPTIONS", "WRITE_OPTIONS", "STREAM_WRITE_OPTIONS",
+           "CATALOG_MESSAGE", "CDF_OUT_OF_RANGE_OPTION", "PUSHDOWN_OPTION",
+           "READ_KIND_OPTION"]
 
 STORAGE_PREFIX = "storage."
 PROPERTY_PREFIX = "delta."
 
-READ_OPTIONS = ("path", "paths", "versionAsOf", "timestampAsOf")
+READ_OPTIONS = ("path", "paths", "versionAsOf", "timestampAsOf", "readChangeFeed", "readChangeData",
+                "startingVersion", "startingTimestamp", "endingVersion", "endingTimestamp")
+STREAM_READ_OPTIONS = ("maxFilesPerTrigger", "maxBytesPerTrigger", "ignoreDeletes", "ignoreChanges",
+                       "skipChangeCommits", "ignoreFileDeletion", "failOnDataLoss", "excludeRegex")
 WRITE_OPTIONS = ("path", "partitionBy", "replaceWhere", "mergeSchema", "overwriteSchema",
                  "partitionOverwriteMode", "userMetadata", "txnAppId", "txnVersion", SAVE_MODE_OPTION)
+STREAM_WRITE_OPTIONS = ("checkpointLocation",)
+_BATCH_ONLY_WRITE = ("replaceWhere", "partitionOverwriteMode", "txnAppId", "txnVersion", SAVE_MODE_OPTION)
+_BATCH_ONLY_READ = ("versionAsOf", "timestampAsOf", "endingVersion", "endingTimestamp")
 _INTERNAL_WRITE = ("__partition_columns", SESSION_OVERWRITE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION)
+# set by tahoe's load wrapper from the session conf delta-spark reads
+# (spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled): a Python data source cannot
+# read the session's confs
+CDF_OUT_OF_RANGE_OPTION = "__tahoe_cdfTimestampOutOfRange"
+# set by tahoe's load wrapper where it turned filter pushdown on (tahoe.spark.calls)
+PUSHDOWN_OPTION = "__tahoe_filterPushdown"
+# set by tahoe's load wrappers: "batch" (spark.read) or "stream" (spark.readStream), so that the
+# source checks the options of its kind when Spark asks the schema (before it says which it is)
+READ_KIND_OPTION = "__tahoe_readKind"
+_INTERNAL_READ = (CDF_OUT_OF_RANGE_OPTION.lower(), PUSHDOWN_OPTION.lower(), READ_KIND_OPTION.lower())
 
 # delta-spark options whose one value tahoe's writer implements: {name: (accepted value, what it does)}
 _WRITE_DEFAULTS = {
@@ -61,23 +92,17 @@ _WRITE_DEFAULTS = {
     "writePartitionColumns": ("false", "tahoe does not write partition columns into data files"),
 }
 
-_CDF = ("the change data feed reads are not implemented by tahoe's `delta` data source yet; "
-        "without Spark, tahoe.read.changes.read_changes_arrow(tahoe.Table(path).log, start, end) "
-        "returns the change rows as Arrow")
-_STREAM = ("streaming (spark.readStream / writeStream) is not implemented by tahoe's `delta` data "
-           "source yet; read versions with versionAsOf / timestampAsOf instead")
+_SCHEMA_TRACKING = ("non-additive schema evolution of a streaming source (delta-spark's schema tracking "
+                    "log) is not implemented by tahoe: a stream stops at a schema change and, restarted, reads "
+                    "on in the new schema when the change only added columns; after a column drop, rename or "
+                    "type change restart it with a new checkpoint location (and startingVersion after the "
+                    "change)")
 
 # every other option name delta-spark's DeltaOptions knows: {name: (feature, what instead)}
 _UNSUPPORTED: dict[str, str] = {
-    "readChangeFeed": _CDF, "readChangeData": _CDF,
-    "startingVersion": _CDF + "; for streaming: " + _STREAM,
-    "startingTimestamp": _CDF + "; for streaming: " + _STREAM,
-    "endingVersion": _CDF, "endingTimestamp": _CDF,
-    **{n: _STREAM for n in ("maxFilesPerTrigger", "maxBytesPerTrigger", "ignoreFileDeletion", "ignoreChanges",
-                            "ignoreDeletes", "skipChangeCommits", "failOnDataLoss", "excludeRegex",
-                            "schemaTrackingLocation", "schemaLocation", "streamingSourceTrackingId",
-                            "allowSourceColumnDrop", "allowSourceColumnRename", "allowSourceColumnTypeChange",
-                            "queryName", "checkpointLocation")},
+    **{n: _SCHEMA_TRACKING for n in ("schemaTrackingLocation", "schemaLocation", "streamingSourceTrackingId",
+                                      "allowSourceColumnDrop", "allowSourceColumnRename",
+                                      "allowSourceColumnTypeChange")},
     "replaceOn": "INSERT ... REPLACE ON is not implemented by tahoe; use replaceWhere",
     "replaceUsing": "INSERT ... REPLACE USING is not implemented by tahoe; use replaceWhere or "
                     "partitionOverwriteMode=dynamic",
@@ -97,8 +122,8 @@ CATALOG_MESSAGE = (
 # what a session catalog passes for a table by name (never passed by load()/save())
 _CATALOG_KEYS = ("provider", "location", "owner")
 
-_CANON = {n.lower(): n for n in (*READ_OPTIONS, *WRITE_OPTIONS, *_INTERNAL_WRITE, *_WRITE_DEFAULTS,
-                                 *_UNSUPPORTED)}
+_CANON = {n.lower(): n for n in (*READ_OPTIONS, *STREAM_READ_OPTIONS, *WRITE_OPTIONS, *STREAM_WRITE_OPTIONS,
+                                 *_INTERNAL_WRITE, *_WRITE_DEFAULTS, *_UNSUPPORTED)}
 _KNOWN_UNSUPPORTED = {k.lower(): v for k, v in _UNSUPPORTED.items()}
 
 
@@ -140,14 +165,10 @@ def _boolean(opts: dict, name: str) -> None:
         raise InvalidOptionError(f"option {name} must be 'true' or 'false', got {v!r}")
 
 
-def read_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """Check the options of a `spark.read.format("delta")` (rules 1, 2, 4, 5, 6); returns
-    {"path", "version", "timestamp", "storage_options"}."""
-    opts = _lower(options)
-    path = table_path(options)
+def _check_read_names(options: Mapping[str, Any], accepted: tuple[str, ...], what: str) -> None:
     for original in options:
         key = str(original).lower()
-        if key.startswith(STORAGE_PREFIX) or key in (n.lower() for n in READ_OPTIONS):
+        if key.startswith(STORAGE_PREFIX) or key in (n.lower() for n in accepted) or key in _INTERNAL_READ:
             continue
         name = _CANON.get(key, str(original))
         if key.startswith(PROPERTY_PREFIX):
@@ -157,11 +178,49 @@ def read_options(options: Mapping[str, Any]) -> dict[str, Any]:
                 "of the write that creates the table)")
         if key in _KNOWN_UNSUPPORTED:
             raise UnsupportedFeatureError(f"option '{name}' is not supported: {_KNOWN_UNSUPPORTED[key]}")
+        if what == "stream" and name in _BATCH_ONLY_READ:
+            raise InvalidOptionError(f"option '{name}' applies to batch reads (spark.read), not to a stream: a stream "
+                                     "starts at startingVersion / startingTimestamp and never ends")
+        if what == "batch" and name in STREAM_READ_OPTIONS:
+            raise InvalidOptionError(f"option '{name}' applies to streaming reads (spark.readStream) only; a batch "
+                                     "read does nothing with it")
         if key in _CANON:
             raise UnsupportedFeatureError(
                 f"option '{name}' is a writer option of format('delta'); a read does nothing with it "
-                f"(reader options: {', '.join(READ_OPTIONS[2:])}, storage.<key>)")
-        _refuse_unknown(name, READ_OPTIONS, "read")
+                f"(reader options: {', '.join(accepted[2:])}, storage.<key>)")
+        _refuse_unknown(name, accepted, "read")
+
+
+def _flag_value(opts: dict, name: str, default: bool = False) -> bool:
+    v = opts.get(name.lower())
+    if v is None:
+        return default
+    s = str(v).strip().lower()
+    if s not in ("true", "false"):
+        raise InvalidOptionError(f"Invalid value '{v}' for option '{name}', must be 'true' or 'false'")
+    return s == "true"
+
+
+def _cdf_read(opts: dict) -> dict[str, Any]:
+    cdf = _flag_value(opts, "readChangeFeed") or _flag_value(opts, "readChangeData")
+    return {"cdf": cdf, "starting_version": opts.get("startingversion"),
+            "starting_timestamp": opts.get("startingtimestamp"), "ending_version": opts.get("endingversion"),
+            "ending_timestamp": opts.get("endingtimestamp"),
+            "allow_out_of_range": _flag_value(opts, CDF_OUT_OF_RANGE_OPTION)}
+
+
+def read_options(options: Mapping[str, Any], streaming: bool | None = False) -> dict[str, Any]:
+    """Check the options of a `spark.read.format("delta")` (rules 1, 2, 5, 6, 7) — with
+    `streaming=None` the permissive union of batch and streaming options (the schema is asked
+    before Spark says which it is); returns {"path", "version", "timestamp", "storage_options",
+    "cdf", "starting_version", "starting_timestamp", "ending_version", "ending_timestamp",
+    "allow_out_of_range"}."""
+    opts = _lower(options)
+    path = table_path(options)
+    if streaming:
+        return stream_read_options(options)
+    accepted = READ_OPTIONS + (STREAM_READ_OPTIONS if streaming is None else ())
+    _check_read_names(options, accepted, "any" if streaming is None else "batch")
     version = opts.get("versionasof")
     timestamp = opts.get("timestampasof")
     if version is not None and timestamp is not None:
@@ -180,37 +239,137 @@ def read_options(options: Mapping[str, Any]) -> dict[str, Any]:
             parse_timestamp(timestamp)
         except ValueError as e:
             raise InvalidOptionError(f"option timestampAsOf: {e}") from None
+    out = {"path": path, "version": version, "timestamp": timestamp, "storage_options": _storage(options),
+           **_cdf_read(opts)}
+    if streaming is False:
+        ranged = [n for n in ("startingVersion", "startingTimestamp", "endingVersion", "endingTimestamp")
+                  if n.lower() in opts]
+        if out["cdf"] and (version is not None or timestamp is not None):
+            raise InvalidOptionError("versionAsOf / timestampAsOf cannot be combined with readChangeFeed: a change "
+                                     "data feed read is given its versions by startingVersion / endingVersion "
+                                     "(or the timestamps)")
+        if ranged and not out["cdf"]:
+            raise InvalidOptionError(f"option(s) {', '.join(ranged)} need readChangeFeed=true in a batch read "
+                                     "(they give the versions of a change data feed read)")
+        if str(opts.get("startingversion", "")).strip().lower() == "latest":
+            raise InvalidOptionError("startingVersion 'latest' applies to streaming reads only")
+    return out
+
+
+def _storage(options: Mapping[str, Any]) -> dict | None:
     storage = {k[len(STORAGE_PREFIX):]: v for k, v in options.items() if str(k).lower().startswith(STORAGE_PREFIX)}
-    return {"path": path, "version": version, "timestamp": timestamp, "storage_options": storage or None}
+    return storage or None
 
 
-def write_options(options: Mapping[str, Any]) -> None:
-    """Check the options of a `df.write.format("delta")` (rules 1, 3, 4, 5, 6) before any work: every
-    name implemented or refused, booleans 'true'/'false', `delta.*` keys known Delta table
-    properties with valid values."""
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgtp]?)b?\s*$", re.I)
+
+
+def _positive(opts: dict, name: str) -> int | None:
+    v = opts.get(name.lower())
+    if v is None:
+        return None
+    try:
+        n = int(str(v).strip())
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise InvalidOptionError(f"Invalid value '{v}' for option '{name}', must be a positive integer")
+    return n
+
+
+def stream_read_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Check the options of a `spark.readStream.format("delta")` (rules 1, 3, 5, 6, 7); returns
+    {"path", "storage_options", "cdf", "starting_version" (int | "latest" | None),
+    "starting_timestamp", "max_files", "max_bytes", "ignore_deletes", "ignore_changes",
+    "skip_change_commits", "fail_on_data_loss", "exclude_regex", "allow_out_of_range"}."""
+    opts = _lower(options)
+    path = table_path(options)
+    _check_read_names(options, READ_OPTIONS + STREAM_READ_OPTIONS, "stream")
+    out: dict[str, Any] = {"path": path, "storage_options": _storage(options), **_cdf_read(opts)}
+    sv, st = opts.get("startingversion"), opts.get("startingtimestamp")
+    if sv is not None and st is not None:
+        raise InvalidOptionError("Please either provide 'startingVersion' or 'startingTimestamp'")
+    if sv is not None:
+        if str(sv).strip().lower() == "latest":
+            out["starting_version"] = "latest"
+        else:
+            try:
+                out["starting_version"] = int(str(sv).strip())
+            except ValueError:
+                out["starting_version"] = -1
+            if out["starting_version"] < 0:
+                raise InvalidOptionError(f"Invalid value '{sv}' for option 'startingVersion', must be greater than or "
+                                         f"equal to zero, or 'latest'")
+    if st is not None:
+        from ..log.delta_log import parse_timestamp
+
+        try:
+            parse_timestamp(str(st))
+        except ValueError:
+            raise InvalidOptionError(f"The provided timestamp ({st}) cannot be converted to a valid timestamp "
+                                     f"(option startingTimestamp)") from None
+    out["max_files"] = _positive(opts, "maxFilesPerTrigger")
+    mb = opts.get("maxbytespertrigger")
+    if mb is not None:
+        m = _SIZE.match(str(mb))
+        if not m or int(m.group(1)) <= 0:
+            raise InvalidOptionError(f"Invalid value '{mb}' for option 'maxBytesPerTrigger', must be a size "
+                                     f"configuration such as '10g'")
+        out["max_bytes"] = int(m.group(1)) * (1024 ** " kmgtp".index(m.group(2).lower() or " "))
+    else:
+        out["max_bytes"] = None
+    out["ignore_file_deletion"] = _flag_value(opts, "ignoreFileDeletion")
+    out["ignore_deletes"] = _flag_value(opts, "ignoreDeletes")
+    out["ignore_changes"] = _flag_value(opts, "ignoreChanges")
+    out["skip_change_commits"] = _flag_value(opts, "skipChangeCommits")
+    out["fail_on_data_loss"] = _flag_value(opts, "failOnDataLoss", True)
+    rx = opts.get("excluderegex")
+    if rx is not None:
+        try:
+            re.compile(str(rx))
+        except re.error:
+            raise InvalidOptionError(f"Please recheck your syntax for 'excludeRegex': {rx!r}") from None
+    out["exclude_regex"] = rx
+    return out
+
+
+def write_options(options: Mapping[str, Any], streaming: bool = False) -> None:
+    """Check the options of a `df.write.format("delta")` — or, `streaming`, a
+    `df.writeStream.format("delta")` — (rules 1, 4, 5, 6, 7) before any work: every name
+    implemented or refused, booleans 'true'/'false', `delta.*` keys known Delta table properties
+    with valid values."""
     from ..protocol.properties import normalize_property
 
     opts = _lower(options)
     table_path(options)
+    accepted = (*WRITE_OPTIONS, *_INTERNAL_WRITE) if not streaming else \
+        (*(n for n in WRITE_OPTIONS if n not in _BATCH_ONLY_WRITE), *STREAM_WRITE_OPTIONS, *_INTERNAL_WRITE)
     for original, value in options.items():
         key = str(original).lower()
-        if key.startswith(STORAGE_PREFIX) or key in (n.lower() for n in (*WRITE_OPTIONS, *_INTERNAL_WRITE)):
+        if key.startswith(STORAGE_PREFIX) or key in (n.lower() for n in accepted):
             continue
         name = _CANON.get(key, str(original))
         if key.startswith(PROPERTY_PREFIX):
             normalize_property(name, value)   # an unknown property or a bad value: refused by name
             continue
         if key in (n.lower() for n in _WRITE_DEFAULTS):
-            accepted, what = _WRITE_DEFAULTS[name]
-            if str(value).strip().lower() != accepted:
+            only, what = _WRITE_DEFAULTS[name]
+            if str(value).strip().lower() != only:
                 raise UnsupportedFeatureError(f"option {name}={value!r} is not supported: {what}")
             continue
         if key in _KNOWN_UNSUPPORTED:
             raise UnsupportedFeatureError(f"option '{name}' is not supported: {_KNOWN_UNSUPPORTED[key]}")
+        if streaming and name in _BATCH_ONLY_WRITE:
+            raise InvalidOptionError(
+                f"option '{name}' applies to batch writes, not to a streaming write"
+                + (" (the sink commits each micro-batch with its own transaction id: the query's id and the "
+                   "batch id)" if name in ("txnAppId", "txnVersion") else ""))
+        if not streaming and name in STREAM_WRITE_OPTIONS:
+            raise InvalidOptionError(f"option '{name}' applies to streaming writes (df.writeStream) only")
         if key in _CANON:
             raise UnsupportedFeatureError(
                 f"option '{name}' is a reader option of format('delta'); a write does nothing with it")
-        _refuse_unknown(name, WRITE_OPTIONS, "write")
+        _refuse_unknown(name, accepted, "write")
     _boolean(opts, "mergeSchema")
     _boolean(opts, "overwriteSchema")
 

@@ -34,8 +34,9 @@ from ..errors import DeltaError
 __all__ = ["surfaced", "install", "REGISTER_HINT"]
 
 REGISTER_HINT = ("the `delta` data source is not registered in this Spark session: tahoe provides "
-                 "format('delta') as a Python data source — call tahoe.spark.register(spark) once per "
-                 "session")
+                 "format('delta') as a Python data source, which Spark finds by itself where tahoe is "
+                 "installed with pip (its module pyspark_tahoe_delta); elsewhere (tahoe shipped with "
+                 "addPyFile) call tahoe.spark.register(spark) once per session")
 
 _ERROR_LINE = re.compile(r"^(tahoe(?:\.\w+)*)\.(\w+): ", re.M)
 _NOT_FOUND = re.compile(r"\[DATA_SOURCE_NOT_FOUND\][^\n]*data source: delta\b", re.I)

@@ -3,6 +3,7 @@ when the commit surely did not land, are deleted again. Never on doubt.
 
     version = commit_write(plan, log, snapshot, adds, identity_marks)          # a WRITE
     version = commit_new_files(txn, new_files, stage)                          # any operation (DML)
+    version = commit_micro_batch(plan, log, adds, marks, query_id, batch_id, "Append")   # a stream's batch
 
 `commit_new_files(txn, new_files, stage)` runs `stage(txn)` (adds, removes, cdc files, what was
 read; it returns the operation metrics), commits, and on any failure deletes `new_files` only when
@@ -16,6 +17,13 @@ CommitOutcomeUnknownError) — VACUUM collects true orphans.
 removes (`tahoe.write.writer.stage_overwrite`), identity high-water marks, the application
 transaction id and delta-spark's WRITE metrics (`write_metrics`). Both take post-commit hooks
 (auto compaction, `tahoe.write.auto_compact`) that run once the commit landed and never fail it.
+
+`commit_micro_batch` is a streaming sink's use of `commit_write` (delta-spark's DeltaSink): one
+version per micro-batch, operation `STREAMING UPDATE` with a `txn` action (appId = the query's
+id, version = the batch id); a batch the table already records (a replay after a crash) commits
+nothing and its new files are deleted. The plan was made when the batch started; the batch
+commits on the table as it is now, which must still have the plan's schema and partitioning (a
+table another writer changed in between fails the batch, its files deleted).
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..storage.base import LogStore
     from .plan import WritePlan
 
-__all__ = ["commit_write", "commit_new_files", "write_metrics", "delete_data_files"]
+__all__ = ["commit_write", "commit_new_files", "commit_micro_batch", "write_metrics", "delete_data_files"]
 
 _log = logging.getLogger(__name__)
 
@@ -79,6 +87,9 @@ def write_metrics(plan: WritePlan, adds: list[AddFile], removes: list[AddFile],
     the removed files' stats give their row counts — numDeletedRows / numCopiedRows (tahoe
     replaces whole partitions: nothing is copied)."""
     rows = num_rows if num_rows is not None else sum(a.num_records or 0 for a in adds)
+    if plan.operation == "STREAMING UPDATE":   # delta-spark's DeltaOperationMetrics.STREAMING_UPDATE
+        return {"numAddedFiles": len(adds), "numRemovedFiles": len(removes), "numOutputRows": rows,
+                "numOutputBytes": sum(a.size for a in adds)}
     metrics: dict = {"numFiles": len(adds), "numOutputRows": rows, "numOutputBytes": sum(a.size for a in adds)}
     if plan.replace_where is not None and plan.read_version >= 0:
         metrics["numRemovedFiles"] = len(removes)
@@ -120,3 +131,47 @@ def commit_write(plan: WritePlan, log: DeltaLog, snapshot: Snapshot | None, adds
         return write_metrics(plan, adds, removes, num_rows)
 
     return commit_new_files(txn, adds, stage, user_metadata=plan.user_metadata, post_commit=post_commit)
+
+
+def commit_micro_batch(plan: WritePlan, log: DeltaLog, adds: list[AddFile], identity_marks: dict[str, int] | None,
+                       query_id: str, batch_id: int, output_mode: str) -> int | None:
+    """Commit one micro-batch of a streaming query (see the module docstring): the version, or
+    None when the table already records batch `batch_id` of `query_id`. `output_mode` is
+    "Append" or "Complete" (the plan's mode is then overwrite)."""
+    import dataclasses
+
+    from ..errors import SchemaError, TableNotFoundError
+
+    try:
+        snap = log.snapshot()
+    except TableNotFoundError:
+        snap = None
+    if snap is not None:
+        done = snap.txn_version(query_id)
+        if done is not None and done >= batch_id:
+            _log.info("batch %d of query %s is already in %s (version %d): nothing to commit", batch_id, query_id,
+                      log.table_root, snap.version)
+            delete_data_files(log.store, log.table_root, adds)
+            return None
+    params = {"outputMode": output_mode, "queryId": query_id, "epochId": str(batch_id)}
+    plan = dataclasses.replace(plan, operation="STREAMING UPDATE", parameters=params, txn_app_id=query_id,
+                               txn_version=batch_id)
+    if plan.creates_table:
+        return commit_write(plan, log, None, adds, identity_marks)   # a table created meanwhile: a conflict
+    if snap is None:
+        delete_data_files(log.store, log.table_root, adds)
+        raise TableNotFoundError(f"the Delta table at {log.table_root} that the stream writes to is gone "
+                                 f"(batch {batch_id} of query {query_id} was planned on version {plan.read_version})")
+    if snap.version != plan.read_version:
+        expected = plan.new_metadata if plan.new_metadata is not None else None
+        same = (snap.schema.to_json() == (expected.schema_string if expected is not None else plan.schema_json)
+                and [c.lower() for c in snap.partition_columns] == [c.lower() for c in plan.partition_columns]
+                and snap.column_mapping_mode == plan.column_mapping_mode)
+        if plan.new_metadata is not None or not same:
+            delete_data_files(log.store, log.table_root, adds)
+            raise SchemaError(
+                f"the schema or partitioning of {log.table_root} changed (version {snap.version}) while batch "
+                f"{batch_id} of streaming query {query_id} was being written on version {plan.read_version}: the "
+                f"batch is not committed; the query fails and, restarted, writes it again on the new table")
+        plan = dataclasses.replace(plan, read_version=snap.version)
+    return commit_write(plan, log, snap, adds, identity_marks)

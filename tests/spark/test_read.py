@@ -55,10 +55,11 @@ def test_skipping_opens_few_files(spark, tmp_path):
     from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, LessThan
 
     from tahoe.spark.datasource import DeltaDataSource
+    from tahoe.spark.options import PUSHDOWN_OPTION
 
     for pushed, rows in [([EqualTo(("id",), 7)], [7]),
                          ([GreaterThanOrEqual(("id",), 4200), LessThan(("id",), 4300)], range(4200, 4300))]:
-        src = DeltaDataSource({"path": path})
+        src = DeltaDataSource({"path": path, PUSHDOWN_OPTION: "true"})   # as tahoe's load() says where pushdown is on
         reader = src.reader(src.schema())
         assert list(reader.pushFilters(pushed)) == pushed  # Spark still applies them to the rows
         files = [f for part in reader.partitions() for f in part.files]

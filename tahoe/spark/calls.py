@@ -1,0 +1,300 @@
+"""What tahoe adds to PySpark's own reader and writer calls for `format("delta")`, in the user's
+process. The `delta` data source runs in Spark's Python workers and sees only its options; some
+of what delta-spark users write reaches no data source, so tahoe carries it there as options:
+
+  1. Save modes. Spark hands a Python data source only append/overwrite; `ErrorIfExists` — also
+     the default when `.mode()` is not called — and `Ignore` are refused at analysis
+     (UNSUPPORTED_DATA_SOURCE_SAVE_MODE). `save` maps them to `append` plus the option
+     `saveMode=error|ignore`, which the writer enforces like delta-spark. It also hands the writer
+     the session's `spark.sql.sources.partitionOverwriteMode` (an explicit option wins).
+  2. Partitioning. Spark refuses `df.write.partitionBy(...)` for a Python data source ("the
+     partitioning does not match the existing table's") and silently drops
+     `df.writeStream.partitionBy(...)`. `partitionBy` is recorded and, on `save` / `start` of a
+     `delta` write, handed over as the `__partition_columns` option (what delta-spark's own
+     DataFrameWriter passes), Spark's partitioning cleared.
+  3. Reads. `load` turns filter pushdown on for the session (`spark.sql.python.filterPushdown.
+     enabled`, with the other runtime confs of `tahoe.spark.session.configure`) and tells the
+     source so (`__tahoe_filterPushdown`: without it the source reads without pushed filters,
+     since a reader that takes them fails in a session where pushdown is off), and passes
+     delta-spark's `spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled` when the
+     session sets it, and whether the load is a batch or a streaming one (`__tahoe_readKind`: the
+     source then refuses the other kind's options at `load`, when Spark asks its schema; without
+     it, at the query's start).
+
+`install()` wraps these calls — classic and Spark Connect `DataFrameReader.format/load`,
+`DataFrameWriter.format/partitionBy/save`, `DataStreamReader.format/load`,
+`DataStreamWriter.format/partitionBy/start` — once; importing `tahoe.spark` runs it. The wrappers
+act only on `format("delta")` in a session where the `delta` source is tahoe's: a classic session
+whose JVM has delta-spark's classes is left to delta-spark. Without them (tahoe installed, never
+imported in the driver), `format("delta")` still works — Spark finds the source by itself
+(`pyspark_tahoe_delta`) — with `.mode("append"/"overwrite")` or the `saveMode` option and the
+`partitionBy` option.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+__all__ = ["install", "tahoe_owns_delta", "writer_state", "MAPPED_MODES"]
+
+PARTITION_COLUMNS_OPTION = "__partition_columns"
+MAPPED_MODES = {"errorifexists": "error", "error": "error", "default": "error", "ignore": "ignore"}
+_DELTA_SPARK_CLASS = "org.apache.spark.sql.delta.sources.DeltaDataSource"
+_owns: dict[int, bool] = {}
+
+
+def tahoe_owns_delta(spark: Any) -> bool:
+    """Whether `format("delta")` in this session is tahoe's source (not delta-spark's, whose
+    classes a classic session's JVM may have). Spark Connect: assumed (the server decides)."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return True
+    key = id(jvm)
+    if key not in _owns:
+        try:
+            jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(_DELTA_SPARK_CLASS)
+            _owns[key] = False
+        except Exception:  # noqa: BLE001 - ClassNotFoundException: no delta-spark here
+            _owns[key] = True
+    return _owns[key]
+
+
+def _session(obj: Any) -> Any:
+    for name in ("_spark", "_session", "_client"):
+        s = getattr(obj, name, None)
+        if s is not None:
+            return s
+    return None
+
+
+def _format_of(obj: Any) -> str:
+    """The format a reader/writer was given (recorded by the `format` wrapper; else asked of the
+    object itself)."""
+    fmt = getattr(obj, "_tahoe_format", None)
+    if fmt is None:
+        try:
+            if hasattr(obj, "_jwrite"):
+                fmt = str(obj._jwrite.source())
+            elif hasattr(obj, "_write"):
+                fmt = str(obj._write.source or "")
+            elif hasattr(obj, "_write_proto"):
+                fmt = str(obj._write_proto.format or "")
+            elif hasattr(obj, "_format"):
+                fmt = str(obj._format or "")
+        except Exception:  # noqa: BLE001 - an unexpected PySpark layout: not ours to touch
+            fmt = ""
+    return (fmt or "").lower()
+
+
+def _is_delta(obj: Any) -> bool:
+    if _format_of(obj) != "delta":
+        return False
+    spark = _session(obj)
+    return spark is not None and tahoe_owns_delta(spark)
+
+
+def writer_state(w: Any) -> tuple[str, str]:
+    """(format, save mode) of a DataFrameWriter, classic or Spark Connect (`source` / `curmode`
+    of the classic JVM writer are Spark-internal accessors; should they go away, the wrapper
+    stands aside and Spark's own UNSUPPORTED_DATA_SOURCE_SAVE_MODE error stands)."""
+    if hasattr(w, "_jwrite"):
+        return _format_of(w) or str(w._jwrite.source()), str(w._jwrite.curmode().toString())
+    return _format_of(w) or str(w._write.source or ""), str(w._write.mode or "errorifexists")
+
+
+def _mark(fn: Any, original: Any, flag: str) -> Any:
+    fn.__doc__ = original.__doc__
+    setattr(fn, flag, True)
+    fn._tahoe_surfacing = getattr(original, "_tahoe_surfacing", False)  # type: ignore[attr-defined]
+    return fn
+
+
+def _wrap_format(cls: Any) -> None:
+    original = cls.format
+    if getattr(original, "_tahoe_calls", False):
+        return
+
+    def format(self, source):
+        out = original(self, source)
+        self._tahoe_format = str(source).lower()
+        return out
+
+    cls.format = _mark(format, original, "_tahoe_calls")
+
+
+def _partition_columns(cols: Any) -> list[str]:
+    if cols is None:
+        return []
+    if isinstance(cols, str):
+        return [cols]
+    if len(cols) == 1 and isinstance(cols[0], (list, tuple)):
+        cols = cols[0]
+    return [str(c) for c in cols]
+
+
+def _wrap_partition_by(cls: Any) -> None:
+    original = cls.partitionBy
+    if getattr(original, "_tahoe_calls", False):
+        return
+
+    def partitionBy(self, *cols):
+        out = original(self, *cols)
+        self._tahoe_partition_by = _partition_columns(cols)
+        return out
+
+    cls.partitionBy = _mark(partitionBy, original, "_tahoe_calls")
+
+
+def _hand_over_partitioning(w: Any, partition_by: Any) -> None:
+    """`.partitionBy(...)` / `partitionBy=` of a delta write as the `__partition_columns` option,
+    Spark's own partitioning cleared (rule 2 of the module docstring)."""
+    cols = _partition_columns(partition_by) if partition_by is not None else getattr(w, "_tahoe_partition_by", None)
+    if cols:
+        w.option(PARTITION_COLUMNS_OPTION, json.dumps(cols))
+        type(w).partitionBy(w)   # no columns: Spark's partitioning cleared
+        w._tahoe_partition_by = None
+
+
+def _wrap_save(cls: Any) -> None:
+    original = cls.save
+    if getattr(original, "_tahoe_calls", False):
+        return
+
+    def save(self, path=None, format=None, mode=None, partitionBy=None, **options):
+        from .session import session_overwrite_mode
+        from .write import SAVE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION, SESSION_OVERWRITE_MODE_OPTION
+
+        if format is not None:
+            self.format(format)
+        if mode is not None:
+            self.mode(mode)
+        try:
+            ours = _is_delta(self)
+            current = writer_state(self)[1] if ours else ""
+        except Exception:  # noqa: BLE001 - an unexpected writer: leave it to Spark
+            ours, current = False, ""
+        if ours:
+            mapped = MAPPED_MODES.get(current.lower())
+            if mapped is not None:
+                self.mode("append").option(SAVE_MODE_OPTION, mapped)
+            session_mode = session_overwrite_mode(_session(self))
+            if session_mode is not None:
+                self.option(SESSION_OVERWRITE_MODE_OPTION, session_mode)
+            auto_compact = _session_auto_compact(_session(self))
+            if auto_compact is not None:
+                self.option(SESSION_AUTO_COMPACT_OPTION, auto_compact)
+            _hand_over_partitioning(self, partitionBy)
+            partitionBy = None
+        return original(self, path, None, None, partitionBy, **options)
+
+    cls.save = _mark(save, original, "_tahoe_calls")
+
+
+def _session_auto_compact(spark: Any) -> str | None:
+    """The session's auto compaction confs as JSON for the data source's commit (None: none set;
+    a Python data source cannot read the session's confs itself)."""
+    import dataclasses
+    import json
+
+    from ..write.auto_compact import AutoCompactSettings
+    from .optimize import auto_compact_session_value, auto_compact_settings
+
+    enabled = auto_compact_session_value(spark)
+    settings = auto_compact_settings(spark)
+    if enabled is None and settings == AutoCompactSettings():
+        return None
+    return json.dumps({"enabled": enabled, "settings": dataclasses.asdict(settings)})
+
+
+def _wrap_start(cls: Any) -> None:
+    original = cls.start
+    if getattr(original, "_tahoe_calls", False):
+        return
+
+    def start(self, path=None, format=None, outputMode=None, partitionBy=None, queryName=None, **options):
+        if format is not None:
+            self.format(format)
+        try:
+            ours = _is_delta(self)
+        except Exception:  # noqa: BLE001
+            ours = False
+        if ours:
+            _hand_over_partitioning(self, partitionBy)
+            partitionBy = None
+        return original(self, path, None, outputMode, partitionBy, queryName, **options)
+
+    cls.start = _mark(start, original, "_tahoe_calls")
+
+
+def _wrap_load(cls: Any, batch: bool) -> None:
+    original = cls.load
+    if getattr(original, "_tahoe_calls", False):
+        return
+
+    def load(self, path=None, format=None, schema=None, **options):
+        if format is not None:
+            self.format(format)
+        try:
+            ours = _is_delta(self)
+        except Exception:  # noqa: BLE001
+            ours = False
+        if ours:
+            from ..read.changes import CDF_TIMESTAMP_OUT_OF_RANGE_CONF
+            from .options import CDF_OUT_OF_RANGE_OPTION, PUSHDOWN_OPTION, READ_KIND_OPTION
+            from .session import configure
+
+            spark = _session(self)
+            configure(spark)
+            self.option(READ_KIND_OPTION, "batch" if batch else "stream")
+            if batch:
+                self.option(PUSHDOWN_OPTION, "true")
+            try:
+                out_of_range = spark.conf.get(CDF_TIMESTAMP_OUT_OF_RANGE_CONF, None)
+            except Exception:  # noqa: BLE001 - a server that does not answer confs
+                out_of_range = None
+            if out_of_range is not None:
+                self.option(CDF_OUT_OF_RANGE_OPTION, str(out_of_range).strip().lower())
+        return original(self, path, None, schema, **options)
+
+    cls.load = _mark(load, original, "_tahoe_calls")
+
+
+_TARGETS = (
+    ("pyspark.sql.readwriter", "DataFrameReader", ("format", "load_batch")),
+    ("pyspark.sql.readwriter", "DataFrameWriter", ("format", "partitionBy", "save")),
+    ("pyspark.sql.streaming.readwriter", "DataStreamReader", ("format", "load_stream")),
+    ("pyspark.sql.streaming.readwriter", "DataStreamWriter", ("format", "partitionBy", "start")),
+    ("pyspark.sql.connect.readwriter", "DataFrameReader", ("format", "load_batch")),
+    ("pyspark.sql.connect.readwriter", "DataFrameWriter", ("format", "partitionBy", "save")),
+    ("pyspark.sql.connect.streaming.readwriter", "DataStreamReader", ("format", "load_stream")),
+    ("pyspark.sql.connect.streaming.readwriter", "DataStreamWriter", ("format", "partitionBy", "start")),
+)
+
+
+def install() -> None:
+    """Wrap the calls of the module docstring (idempotent). Spark Connect's classes only once
+    something imported them (as `tahoe.spark.surfacing.install`)."""
+    import importlib
+
+    for module, cls_name, what in _TARGETS:
+        if ".connect." in module and "pyspark.sql.connect.session" not in sys.modules:
+            continue
+        try:
+            cls = getattr(importlib.import_module(module), cls_name)
+        except Exception:  # noqa: BLE001 - an unexpected PySpark layout (or no Connect extras)
+            continue
+        for w in what:
+            if w == "format":
+                _wrap_format(cls)
+            elif w == "partitionBy":
+                _wrap_partition_by(cls)
+            elif w == "save":
+                _wrap_save(cls)
+            elif w == "start":
+                _wrap_start(cls)
+            elif w == "load_batch":
+                _wrap_load(cls, True)
+            elif w == "load_stream":
+                _wrap_load(cls, False)

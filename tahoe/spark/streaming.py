@@ -1,0 +1,546 @@
+"""Structured Streaming on the `delta` data source: the table as a streaming source
+(`spark.readStream.format("delta").load(path)`) and as an exactly-once sink
+(`df.writeStream.format("delta").option("checkpointLocation", ...).start(path)`).
+
+The source (`DeltaStreamReader`, delta-spark's DeltaSource semantics):
+  1. Without `startingVersion` / `startingTimestamp` the stream first reads the snapshot it was
+     created on (its files ordered by modification time, then path), then each later version's
+     added files (`dataChange=true`) in log order. `startingVersion=N` starts with version N's
+     changes (`latest`: after the latest version), `startingTimestamp` with the first version
+     committed at or after it. `excludeRegex` leaves out files whose path matches.
+  2. Offsets are delta-spark's DeltaSourceOffset JSON — `{"sourceVersion": 1, "reservoirId":
+     <table id>, "reservoirVersion": v, "index": i, "isStartingVersion": b}`: the last file read is
+     the i-th action of version v's commit (i-th file of the snapshot when `isStartingVersion`);
+     i = -1 is before the version's first file. They are a pure function of the log, so a query
+     restarted from its checkpoint reads exactly the batches it had planned. An offset of another
+     table id fails (DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE: the table was replaced).
+  3. Admission (`latestOffset(start, limit)`): at most `maxFilesPerTrigger` files a batch
+     (default 1000), and files while fewer than `maxBytesPerTrigger` bytes are admitted (a batch
+     may overshoot by one file; at least one file always); `Trigger.AvailableNow` reads up to
+     the version current when the query started, in batches of these sizes.
+  4. A version that removes data (`dataChange` removes) fails the stream —
+     DELTA_SOURCE_IGNORE_DELETE when it only removes, DELTA_SOURCE_TABLE_IGNORE_CHANGES when it
+     also adds (an UPDATE, MERGE, a DELETE that rewrites or marks rows) — unless `ignoreDeletes`
+     (only-removing versions pass), `ignoreChanges` / `ignoreFileDeletion` (the versions' added
+     files are read: rewritten rows come again) or `skipChangeCommits` (such versions are
+     skipped whole). Files added with deletion vectors are read with them applied.
+  5. Schema: the stream reads in the table's schema when it was created. A metaData action that
+     changes the schema after that stops the stream (DELTA_SCHEMA_CHANGED_WITH_VERSION) once the
+     versions before it are read; restarted, the stream reads on in the new schema. Data written
+     under a schema that the stream's schema cannot read (a column dropped, renamed or retyped)
+     fails it (DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE): start over with a new checkpoint.
+     A failure is raised only when no earlier version is left to read, so nothing before it is
+     held back.
+  6. `readChangeFeed`: the stream's rows are the change data feed's (`tahoe.read.changes`:
+     `_change_type`, `_commit_version`, `_commit_timestamp`): the initial snapshot as inserts,
+     then each version's change rows — removes are changes here, not failures; a version's rows
+     are admitted together.
+  7. Versions no longer in the log (cleaned up) fail the stream
+     (DELTA_MISSING_FILES_UNEXPECTED_VERSION) unless `failOnDataLoss=false`, which goes on from
+     the earliest version there is.
+
+The sink (`DeltaStreamWriter`): Spark creates a writer for every micro-batch, which plans the
+write on the table as it is then (`tahoe.spark.write.prepare_datasource_write`: the same planner,
+schema checks, partitioning, generated / identity columns and constraints as batch writes); the
+tasks write files (`datasource_write_task`) and tell the driver the query's id and the batch id
+(Spark's `sql.streaming.queryId` / `streaming.sql.batchId` task properties), and the batch's
+commit (`tahoe.write.commit.commit_micro_batch`) makes ONE version — operation
+`STREAMING UPDATE` with a `txn` action (appId = the query id, version = the batch id) — or
+nothing when the table already records that batch (a batch replayed after a crash: its new files
+are deleted). Output modes append and complete (which replaces the table's rows each batch);
+Spark refuses update mode for this sink.
+
+Executors need tahoe importable, as for every `format("delta")` read and write.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Iterator, Optional
+
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStreamReader
+
+from ..errors import DeltaError, StreamingSourceError, VersionNotFoundError
+from ..log import DeltaLog
+from ..protocol.filenames import LogFileKind, commit_file_name
+from ..read.changes import (
+    ChangeUnit, VersionChanges, parse_version_changes, schema_readable, starting_version_for_timestamp,
+    version_units,
+)
+from .datasource import ChangesPartition, TableFiles, change_partitions, spark_read_schema
+from .options import stream_read_options
+
+__all__ = ["DeltaStreamReader", "DeltaStreamWriter", "source_offset", "QUERY_ID_PROPERTY", "BATCH_ID_PROPERTY"]
+
+_MAX_FILES_DEFAULT = 1000
+QUERY_ID_PROPERTY = "sql.streaming.queryId"     # Spark's StreamExecution.QUERY_ID_KEY (a task property)
+BATCH_ID_PROPERTY = "streaming.sql.batchId"     # Spark's MicroBatchExecution.BATCH_ID_KEY
+
+try:  # Trigger.AvailableNow (PySpark >= 4.2)
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow as _AvailableNow
+except ImportError:  # pragma: no cover
+    _AvailableNow = object  # type: ignore[misc,assignment]
+
+
+def source_offset(table_id: str, version: int, index: int, is_starting_version: bool) -> dict:
+    """A DeltaSourceOffset as delta-spark serializes it (rule 2 of the module docstring)."""
+    return {"sourceVersion": 1, "reservoirId": table_id, "reservoirVersion": int(version), "index": int(index),
+            "isStartingVersion": bool(is_starting_version)}
+
+
+@dataclasses.dataclass
+class _Item:
+    """One step of the stream: a file (an add action, or a change unit) at position (version,
+    index), or a version's marker (index -1, nothing to read) so that versions without files still
+    move the offset; `error` — the stream must stop here (rules 4, 5)."""
+    version: int
+    index: int
+    action: Optional[dict] = None
+    unit: Optional[ChangeUnit] = None
+    is_last: bool = False
+    snapshot: bool = False
+    error: Optional[Exception] = None
+
+    @property
+    def readable(self) -> bool:
+        return self.action is not None or self.unit is not None
+
+    @property
+    def size(self) -> int:
+        a = self.action if self.action is not None else (self.unit.action if self.unit is not None else {})
+        return int(a.get("size") or 0)
+
+
+class DeltaStreamReader(DataSourceStreamReader, _AvailableNow):
+    """`spark.readStream.format("delta")` (see the module docstring)."""
+
+    def __init__(self, options: dict, schema):
+        o = stream_read_options(options)
+        self.opts = o
+        self.cdf = o["cdf"]
+        self.log = DeltaLog.for_table(o["path"], o["storage_options"])
+        snap = self.log.snapshot()
+        if spark_read_schema(snap, self.cdf).json() != schema.json():
+            raise StreamingSourceError(
+                f"Detected schema change: streaming source schema: {schema.simpleString()}, data schema: "
+                f"{spark_read_schema(snap, self.cdf).simpleString()}. The table's schema changed after the streaming "
+                f"DataFrame was created: create it again (spark.readStream...load()) and start the query.",
+                "DELTA_SCHEMA_CHANGED")
+        self.read_snapshot = snap
+        self.table_id = snap.metadata.id
+        data = [f.name for f in schema.fields if not (self.cdf and f.name in ("_change_type", "_commit_version",
+                                                                              "_commit_timestamp"))]
+        self.files = TableFiles(snap, o["storage_options"], schema, data)
+        self._exclude = re.compile(o["exclude_regex"]) if o["exclude_regex"] else None
+        self._frozen: Optional[int] = None
+        self._versions: dict[int, list[_Item]] = {}
+        self._snapshots: dict[int, list[_Item]] = {}
+        self._stamps: dict[int, int] = {}
+        self._checked_starts: set = set()
+
+    def __getstate__(self):
+        # what read() needs in the executors: not the driver's log, caches and options
+        return {"files": self.files}
+
+    # --- offsets --------------------------------------------------------------------------------
+    def _latest_version(self) -> int:
+        if self._frozen is not None:
+            return self._frozen
+        from ..log.segment import list_log
+
+        commits = [f.version for f in list_log(self.log.store, self.log.log_dir, self.read_snapshot.version)
+                   if f.name.kind == LogFileKind.COMMIT]
+        return commits[-1] if commits else self.read_snapshot.version
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._frozen = None
+        self._frozen = self._latest_version()
+
+    def initialOffset(self) -> dict:
+        o = self.opts
+        sv = o["starting_version"]
+        if sv == "latest":
+            return source_offset(self.table_id, self._latest_version() + 1, -1, False)
+        if sv is not None:
+            latest = self._latest_version()
+            if sv > latest and not o["allow_out_of_range"]:
+                raise VersionNotFoundError(
+                    f"Cannot time travel Delta table to version {sv}. Available versions: [0, {latest}] "
+                    f"(option startingVersion of the stream on {self.log.table_root})")
+            return source_offset(self.table_id, sv, -1, False)
+        if o["starting_timestamp"] is not None:
+            v = starting_version_for_timestamp(self.log, o["starting_timestamp"], o["allow_out_of_range"])
+            return source_offset(self.table_id, v, -1, False)
+        return source_offset(self.table_id, self.read_snapshot.version, -1, True)
+
+    def _parse(self, off: dict) -> tuple[int, int, bool]:
+        sv = int(off.get("sourceVersion", 1))
+        if sv == 2 or sv < 1:
+            raise StreamingSourceError(f"sourceVersion({sv}) is invalid", "DELTA_INVALID_SOURCE_VERSION")
+        if sv > 3:
+            raise StreamingSourceError(f"Unsupported format. Expected version should be smaller than or equal to 3 "
+                                       f"but was {sv}. Please upgrade to newer version of Delta.",
+                                       "DELTA_INVALID_FORMAT_FROM_SOURCE_VERSION")
+        rid = off.get("reservoirId")
+        if rid != self.table_id:
+            raise StreamingSourceError(
+                f"The streaming query was reading from an unexpected Delta table (id = '{self.table_id}'). It used to "
+                f"read from another Delta table (id = '{rid}') according to checkpoint. This may happen when you "
+                f"changed the code to read from a new table or you deleted and re-created a table. Please revert your "
+                f"change or delete your streaming query checkpoint to restart from scratch.",
+                "DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE")
+        index = int(off["index"])
+        if index == -100:   # delta-spark's in-memory BASE_INDEX, should a v3 offset carry it
+            index = -1
+        if index < -1:
+            raise StreamingSourceError(f"the offset {json.dumps(off)} marks a schema change (index {index}), which "
+                                       f"only delta-spark's schema tracking writes: use a new checkpoint",
+                                       "DELTA_INVALID_SOURCE_VERSION")
+        return int(off["reservoirVersion"]), index, bool(off["isStartingVersion"])
+
+    def getDefaultReadLimit(self):
+        from pyspark.sql.streaming.datasource import ReadMaxBytes, ReadMaxFiles
+
+        if self.opts["max_files"] is None and self.opts["max_bytes"] is not None:
+            return ReadMaxBytes(self.opts["max_bytes"])
+        return ReadMaxFiles(self.opts["max_files"] or _MAX_FILES_DEFAULT)
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        """The offset after what `limit` admits from `start` on (rule 3), or `start` when nothing
+        is new."""
+        from pyspark.sql.streaming.datasource import ReadMaxBytes, ReadMaxFiles
+
+        v0, i0, s0 = self._parse(start)
+        max_files = max_bytes = None
+        if isinstance(limit, ReadMaxFiles):
+            max_files, max_bytes = limit.max_files, self.opts["max_bytes"]
+        elif isinstance(limit, ReadMaxBytes):
+            max_files, max_bytes = self.opts["max_files"], limit.max_bytes
+        files = size = 0
+        last: Optional[_Item] = None
+        current_version = None
+        for it in self._after(v0, i0, s0):
+            if it.error is not None:
+                if last is None or self._offset_after(last) == self._offset_after_start(v0, i0, s0):
+                    raise it.error   # nothing before it left to read
+                break
+            if it.readable:
+                whole_version = self.cdf and not it.snapshot and it.version == current_version
+                if files and not whole_version and ((max_files is not None and files >= max_files)
+                                                    or (max_bytes is not None and size >= max_bytes)):
+                    break
+                files += 1
+                size += it.size
+                current_version = it.version
+            last = it
+        if last is None:
+            return start
+        return self._offset_after(last)
+
+    def _offset_after(self, it: _Item) -> dict:
+        if it.is_last:
+            return source_offset(self.table_id, it.version + 1, -1, False)
+        return source_offset(self.table_id, it.version, it.index, it.snapshot)
+
+    def _offset_after_start(self, v: int, i: int, starting: bool) -> dict:
+        return source_offset(self.table_id, v, i, starting)
+
+    # --- what lies between offsets ----------------------------------------------------------------
+    def _after(self, v: int, i: int, starting: bool, end: Optional[tuple[int, int, bool]] = None) -> Iterator[_Item]:
+        """The items after offset (v, i, starting), exclusive, up to the latest version (or up to
+        and including `end`), lazily in stream order."""
+        self._check_start(v, starting)
+        top = self._latest_version()
+        if end is not None:
+            top = min(top, end[0])
+
+        def before_end(it: _Item) -> bool:
+            if end is None:
+                return True
+            ev, ei, es = end
+            if it.snapshot != es:
+                return it.snapshot   # snapshot items come before every version item
+            return (it.version, it.index) <= (ev, ei)
+
+        if starting:
+            for it in self._snapshot_items(v):
+                if it.index > i or not it.readable:
+                    if not before_end(it):
+                        return
+                    yield it
+            v, i = v + 1, -1
+        if end is not None and end[2]:
+            return
+        version = v
+        while version <= top:
+            items = self._version_items(version)
+            if items and items[0].version != version:   # versions cleaned up: the stream skipped ahead
+                version = items[0].version
+            for it in items:
+                if it.version == v and it.index <= i and not (it.index == -1 and i == -1):
+                    continue   # read already (a version's marker only moves an offset at its start)
+                if not before_end(it):
+                    return
+                yield it
+            version += 1
+
+    def _check_start(self, v: int, starting: bool) -> None:
+        """Once per start offset: data written in the schema in effect at the start reads in the
+        stream's schema (rule 5)."""
+        if (v, starting) in self._checked_starts:
+            return
+        if v <= self.read_snapshot.version:
+            md = self.read_snapshot.metadata if v == self.read_snapshot.version else None
+            if md is None:
+                try:
+                    md = self.log.snapshot(v).metadata
+                except DeltaError:
+                    md = None   # a version no longer reconstructable: its commits are checked one by one
+            if md is not None and not schema_readable(md, v, self.read_snapshot.metadata, self.read_snapshot.version):
+                raise self._incompatible(md)
+        self._checked_starts.add((v, starting))
+
+    def _incompatible(self, md) -> StreamingSourceError:
+        return StreamingSourceError(
+            f"Streaming read is not supported on tables with read-incompatible schema changes (e.g. rename or drop or "
+            f"datatype changes). Restart the stream with a new checkpoint location (and a startingVersion after the "
+            f"change). Read schema: {self.read_snapshot.schema.to_json()}. Incompatible data schema: "
+            f"{md.schema.to_json()}.", "DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE")
+
+    def _timestamp(self, version: int) -> int:
+        if version not in self._stamps:
+            self._stamps = dict(self.log.commit_timestamps())
+        return self._stamps[version]
+
+    def _snapshot_items(self, version: int) -> list[_Item]:
+        if version not in self._snapshots:
+            snap = self.read_snapshot if version == self.read_snapshot.version else self.log.snapshot(version)
+            adds = sorted((a for a in snap.files_table().to_pylist() if self._included(a["path"])),
+                          key=lambda a: (a.get("modificationTime") or 0, a["path"]))
+            items = []
+            ts = snap.timestamp if self.cdf else 0
+            for n, a in enumerate(adds):
+                a = {k: (dict(x) if k in ("partitionValues", "deletionVector", "tags") and x else x) for k, x in a.items()}
+                unit = ChangeUnit(version, ts, "insert", a) if self.cdf else None
+                items.append(_Item(version, n, None if self.cdf else a, unit, n + 1 == len(adds), True))
+            self._snapshots.clear()
+            self._snapshots[version] = items or [_Item(version, -1, is_last=True, snapshot=True)]
+        return self._snapshots[version]
+
+    def _included(self, path: str) -> bool:
+        return self._exclude is None or self._exclude.search(path) is None
+
+    def _version_items(self, version: int) -> list[_Item]:
+        if version not in self._versions:
+            if len(self._versions) > 256:
+                self._versions.clear()
+            self._versions[version] = self._read_version(version)
+        return self._versions[version]
+
+    def _read_version(self, version: int) -> list[_Item]:
+        from ..log.replay import read_commit
+
+        path = self.log.store.join(self.log.log_dir, commit_file_name(version))
+        try:
+            actions = list(read_commit(self.log.store, path))
+        except FileNotFoundError:
+            return self._missing(version)
+        if not actions and not self.log.store.exists(path):
+            return self._missing(version)
+        vc = parse_version_changes(version, self._timestamp(version) if self.cdf else 0, actions)
+        marker = _Item(version, -1)
+        if vc.metadata is not None and not self._schema_ok(vc):
+            marker.error = self._schema_changed(vc)
+            return [marker]
+        if self.cdf:
+            units = [u for u in version_units(vc) if self._included(u.action.get("path", ""))]
+            items = [marker] + [_Item(version, n, None, u) for n, u in enumerate(units)]
+        else:
+            items = [marker] + self._added_files(vc, actions)
+        items[-1].is_last = True
+        return items
+
+    def _missing(self, version: int) -> list[_Item]:
+        """A version the log no longer has (rule 7)."""
+        from ..log.segment import list_log
+
+        commits = [f.version for f in list_log(self.log.store, self.log.log_dir, 0) if f.name.kind == LogFileKind.COMMIT]
+        later = [c for c in commits if c > version]
+        if not later:   # not committed yet (cannot happen below the latest version)
+            return [_Item(version, -1, is_last=True)]
+        if not self.opts["fail_on_data_loss"]:
+            return self._version_items(later[0])
+        return [_Item(version, -1, error=StreamingSourceError(
+            f"The stream from your Delta table was expecting process data from version {version}, but the earliest "
+            f"available version in the _delta_log directory is {later[0]}. The files in the transaction log may have "
+            f"been deleted due to log cleanup. In order to avoid losing data, we recommend that you restart your "
+            f"stream with a new checkpoint location and to increase your delta.logRetentionDuration setting, if you "
+            f"have explicitly set it below 30 days. If you would like to ignore the missed data and continue your "
+            f"stream from where it left off, you can set the .option(\"failOnDataLoss\", \"false\") as part of your "
+            f"readStream statement.", "DELTA_MISSING_FILES_UNEXPECTED_VERSION"))]
+
+    def _added_files(self, vc: VersionChanges, actions: list[dict]) -> list[_Item]:
+        """The files version `vc` contributes to a (non-CDF) stream: its data-changing adds, with
+        their action index — or an error / nothing when it removes data (rule 4)."""
+        o = self.opts
+        removed = [r for r in vc.removes if r.get("dataChange", True)]
+        adds = [(n, a["add"]) for n, a in enumerate(actions)
+                if isinstance(a.get("add"), dict) and a["add"].get("dataChange", True)]
+        if removed:
+            allow_changes = o["ignore_changes"] or o["ignore_file_deletion"] or o["skip_change_commits"]
+            allow_deletes = allow_changes or o["ignore_deletes"]
+            where = self.log.table_root
+            if adds and not allow_changes:
+                return [_Item(vc.version, -1, error=StreamingSourceError(
+                    f"Detected a data update (for example {removed[0]['path']}) in the source table at version "
+                    f"{vc.version}. This is currently not supported. If you'd like to ignore updates, set the option "
+                    f"'skipChangeCommits' to 'true'. If you would like the data update to be reflected, please restart "
+                    f"this query with a fresh checkpoint directory. The source table can be found at path {where}.",
+                    "DELTA_SOURCE_TABLE_IGNORE_CHANGES"))]
+            if not adds and not allow_deletes:
+                return [_Item(vc.version, -1, error=StreamingSourceError(
+                    f"Detected deleted data (for example {removed[0]['path']}) from streaming source at version "
+                    f"{vc.version}. This is currently not supported. If you'd like to ignore deletes, set the option "
+                    f"'ignoreDeletes' to 'true'. The source table can be found at path {where}.",
+                    "DELTA_SOURCE_IGNORE_DELETE"))]
+            if o["skip_change_commits"]:
+                return []
+        return [_Item(vc.version, n, a) for n, a in adds if self._included(a["path"])]
+
+    def _schema_ok(self, vc: VersionChanges) -> bool:
+        rs = self.read_snapshot
+        if vc.version <= rs.version:
+            return schema_readable(vc.metadata, vc.version, rs.metadata, rs.version)
+        return vc.metadata.schema_string == rs.metadata.schema_string or (
+            _spark_names_and_types(vc.metadata) == _spark_names_and_types(rs.metadata)
+            and schema_readable(vc.metadata, vc.version, rs.metadata, rs.version))
+
+    def _schema_changed(self, vc: VersionChanges) -> StreamingSourceError:
+        if vc.version <= self.read_snapshot.version:
+            return self._incompatible(vc.metadata)
+        return StreamingSourceError(
+            f"Detected schema change in version {vc.version}: streaming source schema: "
+            f"{self.read_snapshot.schema.to_json()} data file schema: {vc.metadata.schema.to_json()}. Please try "
+            f"restarting the query (it then reads on in the new schema). If this issue repeats across query restarts "
+            f"without making progress, you have made an incompatible schema change and need to start your query from "
+            f"scratch using a new checkpoint directory.", "DELTA_SCHEMA_CHANGED_WITH_VERSION")
+
+    # --- batches --------------------------------------------------------------------------------
+    def partitions(self, start: dict, end: dict):
+        s, e = self._parse(start), self._parse(end)
+        if s == e:
+            return []
+        items = [it for it in self._after(*s, end=e) if it.readable]
+        if self.cdf:
+            return change_partitions([it.unit for it in items])
+        return self.files.partitions([(it.action["path"], dict(it.action.get("partitionValues") or {}),
+                                       it.action.get("deletionVector") or None, it.size) for it in items])
+
+    def read(self, partition):
+        if isinstance(partition, ChangesPartition):
+            return self.files.read_changes(partition)
+        return self.files.read(partition)
+
+    def commit(self, end: dict) -> None:
+        v, _, starting = self._parse(end)
+        for k in [k for k in self._versions if k < v]:
+            del self._versions[k]
+        if not starting:
+            self._snapshots.clear()
+
+    def stop(self) -> None:
+        self._versions.clear()
+        self._snapshots.clear()
+
+
+def _spark_names_and_types(md) -> str:
+    from ..protocol.schema import StructType
+
+    def strip(obj):
+        if isinstance(obj, dict):
+            return {k: strip(v) for k, v in obj.items() if k not in ("metadata", "nullable", "containsNull",
+                                                                       "valueContainsNull")}
+        if isinstance(obj, list):
+            return [strip(x) for x in obj]
+        return obj
+
+    return json.dumps(strip(StructType.from_json(md.schema_string).to_json_obj()), sort_keys=True)
+
+
+# --- the sink ----------------------------------------------------------------------------------------
+
+class DeltaStreamWriter(DataSourceStreamArrowWriter):
+    """`df.writeStream.format("delta")` (see the module docstring). Made for every micro-batch:
+    its plan is the batch's."""
+
+    def __init__(self, path: str, options: dict, schema, overwrite: bool):
+        from .options import check_properties_apply
+        from .write import SAVE_MODE_OPTION, prepare_datasource_write
+
+        self.complete = overwrite
+        self.checkpoint = next((v for k, v in options.items() if k.lower() == "checkpointlocation"), None)
+        opts = {k: v for k, v in options.items() if k.lower() != "checkpointlocation"}
+        opts[SAVE_MODE_OPTION] = "overwrite" if overwrite else "append"
+        self.ds = prepare_datasource_write(path, opts, schema, overwrite)
+        plan = self.ds.plan
+        if plan.read_version >= 0 and any(k.lower().startswith("delta.") for k in opts):
+            check_properties_apply(opts, DeltaLog.for_table(plan.table_root, plan.storage_options)
+                                   .snapshot(version=plan.read_version))
+
+    def write(self, iterator):
+        from pyspark import TaskContext
+
+        from .write import datasource_write_task
+
+        msg = datasource_write_task(self.ds, iterator)
+        ctx = TaskContext.get()
+        msg.query_id = ctx.getLocalProperty(QUERY_ID_PROPERTY) if ctx is not None else None
+        msg.batch_id = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx is not None else None
+        msg.ds = self.ds
+        return msg
+
+    def _query_id(self, messages: list) -> str:
+        ids = {m.query_id for m in messages if getattr(m, "query_id", None)}
+        if len(ids) > 1:
+            raise DeltaError(f"the tasks of one micro-batch name different streaming queries: {sorted(ids)}")
+        if ids:
+            return ids.pop()
+        if self.checkpoint:   # no task ran: the checkpoint's metadata file holds the query id
+            import os
+
+            import pyarrow.fs as pafs
+
+            where = self.checkpoint if "://" in self.checkpoint else os.path.abspath(self.checkpoint)
+            fs, where = pafs.FileSystem.from_uri(where)
+            try:
+                with fs.open_input_stream(where.rstrip("/") + "/metadata") as f:
+                    return json.loads(f.read().decode("utf-8").splitlines()[0])["id"]
+            except (OSError, ValueError, KeyError, IndexError):
+                pass
+        raise DeltaError("the Delta sink cannot tell this streaming query's id (no task of the micro-batch ran and "
+                         "the checkpoint location gives none): give the query option('checkpointLocation', ...)")
+
+    def commit(self, messages, batchId: int) -> None:
+        from ..write.commit import commit_micro_batch
+
+        from ..protocol.actions import AddFile
+        from ..write.plan import merge_identity_marks
+
+        messages = [m for m in messages if m is not None]
+        plans = [m.ds for m in messages if getattr(m, "ds", None) is not None]
+        ds = plans[0] if plans else self.ds
+        adds = [a for m in messages for a in m.adds]
+
+        files = [AddFile.from_dict(json.loads(a)["add"]) for a in adds]
+        marks = merge_identity_marks(ds.plan.schema, [getattr(m, "marks", {}) for m in messages])
+        commit_micro_batch(ds.plan, DeltaLog.for_table(ds.plan.table_root, ds.plan.storage_options), files, marks,
+                           self._query_id(messages), int(batchId), "Complete" if self.complete else "Append")
+
+    def abort(self, messages, batchId: int) -> None:
+        from .write import datasource_abort
+
+        messages = [m for m in messages if m is not None]
+        plans = [m.ds for m in messages if getattr(m, "ds", None) is not None]
+        datasource_abort(plans[0] if plans else self.ds, messages)

@@ -1,0 +1,266 @@
+"""Structured Streaming on `format("delta")`: the table as a streaming source (admission control,
+offsets that survive restarts, delta-spark's refusals of upstream changes, startingVersion, the
+change data feed as a stream) and as an exactly-once sink (one commit per micro-batch carrying a
+`txn` action appId = query id, version = batch id; a replayed batch commits nothing).
+
+Real streaming queries on the shared local session (availableNow, few queries, small data) and one
+pipeline in a separate, fresh Python process that never imports tahoe (Spark finds the source by
+itself through `pyspark_tahoe_delta`), killed with SIGKILL and restarted from its checkpoint.
+
+Oracles: rows written by hand (each source row expected exactly once), the raw `_delta_log` JSON
+of the sink (operations, txn actions, add counts), the parquet files on disk, and delta-rs
+(`deltalake`, in a subprocess) reading the sink table and the source's change data feed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pyarrow as pa
+import pytest
+
+from tahoe.write import write_table
+
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
+
+
+def _append(path: str, ids: list[int], **kw) -> None:
+    write_table(path, pa.table({"id": pa.array(ids, pa.int64())}), mode="append", **kw)
+
+
+def _commits(table: str) -> list[dict]:
+    """{version: [actions]} of every commit file in the table's log (raw JSON)."""
+    log = os.path.join(table, "_delta_log")
+    out = []
+    for name in sorted(f for f in os.listdir(log) if f.endswith(".json") and f[:20].isdigit()):
+        with open(os.path.join(log, name)) as fh:
+            out.append([json.loads(line) for line in fh if line.strip()])
+    return out
+
+
+def _delta_rs(code: str) -> object:
+    """Run `code` (which sets `out`) with delta-rs in a subprocess; its JSON-encoded `out`."""
+    script = "import json, os\nfrom deltalake import DeltaTable\n" + textwrap.dedent(code) + \
+        "\nprint('OUT' + json.dumps(out))\nos._exit(0)\n"
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("OUT")]
+    assert lines, r.stderr[-3000:]
+    return json.loads(lines[-1][3:])
+
+
+def _delta_rs_rows(table: str) -> list[tuple]:
+    rows = _delta_rs(f"""
+        t = DeltaTable({table!r}).to_pyarrow_table()
+        out = sorted(zip(*[t.column(c).to_pylist() for c in t.column_names]))
+    """)
+    return [tuple(r) for r in rows]
+
+
+def _parquet_files(table: str) -> set[str]:
+    return {os.path.relpath(os.path.join(d, f), table) for d, _, fs in os.walk(table) if "_delta_log" not in d
+            for f in fs if f.endswith(".parquet")}
+
+
+def test_delta_to_delta_stream_admission_txn_restart_and_replay(spark, tmp_path):
+    src, sink, ck = str(tmp_path / "src"), str(tmp_path / "sink"), str(tmp_path / "ck")
+    for k in range(3):                                  # 3 commits of one file each: ids 0..5
+        _append(src, [2 * k, 2 * k + 1])
+
+    def run():
+        q = (spark.readStream.format("delta").option("maxFilesPerTrigger", 1).load(src)
+             .selectExpr("id", "id * 10 AS v")
+             .writeStream.format("delta").option("checkpointLocation", ck).trigger(availableNow=True).start(sink))
+        q.awaitTermination()
+        assert q.exception() is None
+        return q
+
+    q = run()
+    # maxFilesPerTrigger=1: one source file per micro-batch, each batch one sink commit
+    assert [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]] == [2, 2, 2]
+    log = _commits(sink)
+    assert len(log) == 3
+    for batch, actions in enumerate(log):
+        info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
+        assert info["operation"] == "STREAMING UPDATE"
+        assert info["operationParameters"]["outputMode"] == "Append"
+        assert [(a["txn"]["appId"], a["txn"]["version"]) for a in actions if "txn" in a] == [(q.id, batch)]
+        assert sum("add" in a for a in actions) == 1
+    assert _delta_rs_rows(sink) == [(i, i * 10) for i in range(6)]
+
+    # A crash after batch 2 committed to the sink but before Spark recorded it: Spark replays
+    # batch 2 on restart; the sink must commit nothing for it (and delete the files it wrote).
+    for name in ("2", ".2.crc"):                       # Spark's commit log entry of batch 2 and its checksum
+        if os.path.exists(os.path.join(ck, "commits", name)):
+            os.remove(os.path.join(ck, "commits", name))
+    _append(src, [6, 7])
+    _append(src, [8, 9])
+    q2 = run()
+    assert q2.id == q.id                                # the same query, restarted from its checkpoint
+    log = _commits(sink)
+    assert [a["txn"]["version"] for actions in log for a in actions if "txn" in a] == [0, 1, 2, 3, 4]
+    assert _delta_rs_rows(sink) == [(i, i * 10) for i in range(10)]    # every row exactly once
+    live = {a["add"]["path"] for actions in log for a in actions if "add" in a}
+    assert _parquet_files(sink) == live                 # the replayed batch's files are gone
+
+    # complete mode: each batch replaces the table's rows
+    agg = str(tmp_path / "agg")
+    q3 = (spark.readStream.format("delta").load(src).groupBy((spark_col("id") % 2).alias("odd")).count()
+          .writeStream.format("delta").outputMode("complete").option("checkpointLocation", str(tmp_path / "ck3"))
+          .trigger(availableNow=True).start(agg))
+    q3.awaitTermination()
+    assert _delta_rs_rows(agg) == [(0, 5), (1, 5)]
+
+
+def spark_col(name):
+    from pyspark.sql.functions import col
+
+    return col(name)
+
+
+def _memory_stream(spark, reader, name: str):
+    """The query, run to its end (or its failure: `q.exception()`) into the memory table `name`."""
+    from pyspark.errors import StreamingQueryException
+
+    q = reader.writeStream.format("memory").queryName(name).trigger(availableNow=True).start()
+    try:
+        q.awaitTermination()
+    except StreamingQueryException:
+        pass
+    return q
+
+
+def test_source_refuses_upstream_changes_unless_skipped_and_starts_at_version(spark, tmp_path):
+    src = str(tmp_path / "src")
+    _append(src, [0, 1])                                # version 0
+    _append(src, [2, 3])                                # version 1
+    # version 2: delta-rs deletes one row, rewriting its file (a remove and an add: an UPDATE-like change)
+    _delta_rs(f"DeltaTable({src!r}).delete('id = 0')\nout = DeltaTable({src!r}).version()")
+    _append(src, [4, 5])                                # version 3
+
+    q = _memory_stream(spark, spark.readStream.format("delta").option("startingVersion", 1).load(src),
+                       "tahoe_refused")
+    err = q.exception()
+    assert err is not None and "DELTA_SOURCE_TABLE_IGNORE_CHANGES" in str(err)
+    assert "skipChangeCommits" in str(err) and "version 2" in str(err)
+    # nothing after the refused version was read; the version before it was
+    assert sorted(r.id for r in spark.table("tahoe_refused").collect()) == [2, 3]
+
+    q = _memory_stream(spark, spark.readStream.format("delta").option("startingVersion", 1)
+                       .option("skipChangeCommits", "true").load(src), "tahoe_skipped")
+    assert q.exception() is None
+    assert sorted(r.id for r in spark.table("tahoe_skipped").collect()) == [2, 3, 4, 5]
+
+    # no startingVersion: the snapshot first (1, 2, 3 after the delete), then later versions
+    _append(src, [6])
+    q = _memory_stream(spark, spark.readStream.format("delta").load(src), "tahoe_snapshot")
+    assert q.exception() is None
+    assert sorted(r.id for r in spark.table("tahoe_snapshot").collect()) == [1, 2, 3, 4, 5, 6]
+
+
+def test_change_feed_batch_and_stream_match_delta_rs(spark, tmp_path):
+    src = str(tmp_path / "cdf")
+    # delta-rs writes the table with CDF on: insert, update, delete, merge
+    _delta_rs(f"""
+        import pyarrow as pa
+        from deltalake import write_deltalake
+        write_deltalake({src!r}, pa.table({{"id": pa.array([1, 2, 3], pa.int64()), "v": ["a", "b", "c"]}}),
+                        configuration={{"delta.enableChangeDataFeed": "true"}})
+        dt = DeltaTable({src!r})
+        dt.update(predicate="id = 2", updates={{"v": "'B'"}})
+        dt.delete("id = 3")
+        src = pa.table({{"id": pa.array([1, 4], pa.int64()), "v": ["A", "d"]}})
+        (dt.merge(src, "t.id = s.id", source_alias="s", target_alias="t")
+           .when_matched_update_all().when_not_matched_insert_all().execute())
+        out = dt.version()
+    """)
+    expected = _delta_rs(f"""
+        t = DeltaTable({src!r}).load_cdf(starting_version=0).read_all()
+        out = sorted(zip(*[t.column(c).to_pylist() for c in ("id", "v", "_change_type", "_commit_version")]))
+    """)
+    expected = [tuple(r) for r in expected]
+    assert {r[2] for r in expected} == {"insert", "update_preimage", "update_postimage", "delete"}
+
+    def rows(df):
+        return sorted((r.id, r.v, r._change_type, r._commit_version) for r in df.collect())
+
+    batch = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 0).load(src)
+    assert rows(batch) == expected
+    import tahoe
+
+    t = tahoe.Table(src).changes(0)
+    assert sorted(zip(*[t.column(c).to_pylist() for c in ("id", "v", "_change_type", "_commit_version")])) == expected
+    ranged = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 1)
+              .option("endingVersion", 2).load(src))
+    assert rows(ranged) == [r for r in expected if 1 <= r[3] <= 2]
+
+    # the change feed as a stream: from version 0 the same rows, in batches of at most one version's
+    # files; the commit timestamps as delta-rs reports them
+    q = _memory_stream(spark, spark.readStream.format("delta").option("readChangeFeed", "true")
+                       .option("startingVersion", 0).option("maxFilesPerTrigger", 1).load(src), "tahoe_cdf")
+    assert q.exception() is None
+    assert rows(spark.table("tahoe_cdf")) == expected
+    assert len([p for p in q.recentProgress if p["numInputRows"]]) >= 4
+
+
+_PIPELINE = """
+import os, sys
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+from pyspark.sql import SparkSession
+# a fresh session: tahoe is never imported here, no register(), no addPyFile: Spark finds the
+# `delta` source by itself (pyspark_tahoe_delta)
+spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+         .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.sql.shuffle.partitions", "1").getOrCreate())
+src, sink, ck = sys.argv[1:4]
+q = (spark.readStream.format("delta").option("maxFilesPerTrigger", 1).load(src)
+     .selectExpr("id", "id % 3 AS part")
+     .writeStream.format("delta").option("checkpointLocation", ck).option("partitionBy", "part")
+     .trigger(processingTime="1 second").start(sink))
+print("STARTED", flush=True)
+q.awaitTermination()
+"""
+
+
+def test_pipeline_killed_mid_stream_restarts_exactly_once_in_fresh_session(spark, tmp_path):
+    src, sink, ck = str(tmp_path / "src"), str(tmp_path / "sink"), str(tmp_path / "ck")
+    for k in range(6):
+        _append(src, [3 * k, 3 * k + 1, 3 * k + 2])
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_SUBMIT_ARGS",)}
+    proc = subprocess.Popen([sys.executable, "-c", _PIPELINE, src, sink, ck], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=str(tmp_path), start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        n = 0
+        while time.monotonic() < deadline and proc.poll() is None:
+            if os.path.isdir(os.path.join(sink, "_delta_log")):
+                n = len(_commits(sink))
+                if n >= 2:
+                    break
+            time.sleep(0.2)
+        assert n >= 2, proc.stderr.read()[-3000:] if proc.poll() is not None else "no sink commits in time"
+        os.killpg(proc.pid, signal.SIGKILL)             # the driver and its JVM, mid-stream
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=60)
+    _append(src, [100, 101])                            # appended while the pipeline is down
+    q = (spark.readStream.format("delta").option("maxFilesPerTrigger", 1).load(src)
+         .selectExpr("id", "id % 3 AS part")
+         .writeStream.format("delta").option("checkpointLocation", ck).partitionBy("part")
+         .trigger(availableNow=True).start(sink))
+    q.awaitTermination()
+    assert q.exception() is None
+    expected = sorted((i, i % 3) for i in [*range(18), 100, 101])
+    assert _delta_rs_rows(sink) == expected
+    log = _commits(sink)
+    versions = [a["txn"]["version"] for actions in log for a in actions if "txn" in a]
+    assert versions == sorted(set(versions))            # each batch id committed once
+    md = next(a["metaData"] for a in log[0] if "metaData" in a)
+    assert md["partitionColumns"] == ["part"]
