@@ -5,6 +5,7 @@
     tahoe history PATH [--limit N] [--json]
     tahoe files PATH [--version N | --timestamp T] [--wide] [--json]
     tahoe export PATH OUT.parquet [--version N | --timestamp T]
+    tahoe changes PATH [--starting-version N | --starting-timestamp T] [--ending-version N | --ending-timestamp T] [--out FILE] [--json]
     tahoe changes PATH [--starting-version N | --starting-timestamp T] [--ending-version N | --ending-timestamp T]
                   [--out FILE] [--json]
     tahoe create PATH --schema SCHEMA [--partition-by COLUMN ...] [--property KEY=VALUE ...]
