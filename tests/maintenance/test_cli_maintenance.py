@@ -62,7 +62,7 @@ def test_vacuum_restore_clone_convert_from_the_command_line(tmp_path):
     r = _run("vacuum", root, "--retain-hours", 0, "--no-retention-check", "--quiet")
     assert r.exit_code == 0, r.output
     assert "removed" in r.stdout and "kept (active files)" in r.stdout       # the summary table
-    assert tree(root) == (before - want_gone) | {f"_delta_log/{v:020d}.json" for v in (3, 4)}
+    assert tree(root) == (before - want_gone) | {f"_delta_log/{v:020d}.{x}" for v in (3, 4) for x in ("json", "crc")}
     r = _run("restore", root, "--version", 1)                                 # its file was vacuumed
     assert r.exit_code == 1 and "DataFilesMissingError" in r.output and tahoe.Table(root).version == 4
 

@@ -101,7 +101,8 @@ def test_log_cleanup_never_removes_part_of_the_protected_history(tmp_path):
     assert cleanup_expired_logs(tahoe.DeltaLog.for_table(guarded)) == []      # would cut the history in two
     assert _log(guarded) == before
     deleted = cleanup_expired_logs(tahoe.DeltaLog.for_table(plain))           # the same log, unprotected
-    assert sorted(os.path.basename(p) for p in deleted) == [f"{v:020d}.json" for v in (0, 1)]
+    # the commits and their version checksums (delta-spark's cleanup deletes both)
+    assert sorted(os.path.basename(p) for p in deleted) == [f"{v:020d}.{x}" for v in (0, 1) for x in ("crc", "json")]
     # once the cleanup can reach the protected version in one go, it goes ahead
     prot = int(tahoe.Table(guarded).metadata.configuration["delta.requireCheckpointProtectionBeforeVersion"])
     old = time.time() - 60 * 86400
@@ -192,8 +193,10 @@ def test_drop_v2_checkpoint_goes_back_to_classic_checkpoints(tmp_path):
     root = str(tmp_path / "t")
     tahoe.write_table(root, pa.table({"id": [1]}), properties={"delta.checkpointPolicy": "v2"})
     tahoe.write_table(root, pa.table({"id": [2]}))
-    write_checkpoint(tahoe.DeltaLog.for_table(root))                        # a v2 checkpoint of version 1
-    v2_cp = pq.read_table(os.path.join(root, "_delta_log", f"{1:020d}.checkpoint.parquet"))
+    write_checkpoint(tahoe.DeltaLog.for_table(root), v2_format="parquet")   # a v2 checkpoint of version 1
+    (v2_name,) = [n for n in _log(root) if n.startswith(f"{1:020d}.checkpoint.")]   # UUID-named (policy v2)
+    assert v2_name.endswith(".parquet") and len(v2_name.split(".")) == 4
+    v2_cp = pq.read_table(os.path.join(root, "_delta_log", v2_name))
     assert any(r for r in v2_cp.column("checkpointMetadata").to_pylist())
     t = tahoe.Table(root).drop_feature("v2Checkpoint")
     # v2Checkpoint is a reader-writer feature (3,7): the drop protects the history; what is left is

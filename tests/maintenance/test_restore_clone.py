@@ -113,7 +113,7 @@ def test_clone_shallow_and_deep_at_a_version(tmp_path):
     assert all(a["path"].startswith("file://" + src + "/") for a in adds)
     dvs = [a["deletionVector"] for a in adds if a.get("deletionVector")]
     assert len(dvs) == 1 and dvs[0]["storageType"] == "p" and dvs[0]["pathOrInlineDv"].startswith("file://" + src)
-    assert tree(shallow) == {"_delta_log/00000000000000000000.json"}
+    assert tree(shallow) == {"_delta_log/00000000000000000000.json", "_delta_log/00000000000000000000.crc"}
     # deep: independent of the source
     assert rows(tahoe.Table(deep).to_arrow(), ["id", "p"]) == sorted(expected[2], key=repr)
     theirs = delta_rs_read([(shallow, None), (deep, None)], tmp_path)

@@ -41,36 +41,63 @@ def _put(path: str, data: bytes = b"x", days: float | None = 30) -> str:
     return path
 
 
+def _commit_files(*versions: int) -> set[str]:
+    """The `_delta_log` files each commit leaves: its JSON and its version checksum (`.crc`, which
+    delta-spark — and tahoe — write after every commit)."""
+    return {f"_delta_log/{v:020d}.{ext}" for v in versions for ext in ("json", "crc")}
+
+
 def _build(root: str):
-    """A table whose history has old tombstones (v1, v2), young ones (v3), a deletion vector, a
-    change-data file, orphans and hidden files. Returns (cutoff ms, rows per version)."""
+    """A table whose history has old tombstones (a data file and the deletion vector it carried,
+    removed at v3), young ones (v4), a deletion vector still referenced (v1's, on p=a), a
+    change-data file, orphans and hidden files. Returns (cutoff ms, rows per version, the files
+    each commit added to the directory — `tree` differences, so derived without tahoe)."""
     props = {"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"}
+    new_files = {}
+    seen = set()
+
+    def added(v):
+        nonlocal seen
+        now = {p for p in tree(root) if not p.startswith("_delta_log/")}
+        new_files[v], seen = now - seen, now
+
     tahoe.write_table(root, pa.table({"id": [0, 1, 2, 3, 4, 5], "p": ["a", "a", "a", "b", "b", "b"]}),
                       partition_by=["p"], properties=props)                                     # v0
-    a_file = next(p for p in tahoe.Table(root).files()["path"].to_pylist() if p.startswith("p=a/"))
+    added(0)
+    a_file = next(p for p in new_files[0] if p.startswith("p=a/"))
     delete_rows(root, {a_file: [0]})                                                            # v1: DV on p=a
-    tahoe.delete(root, "id = 5")                                                                # v2: p=b rewritten, cdc file
+    added(1)
+    tahoe.delete(root, "id = 5")                                                                # v2: DV on p=b, cdc file
+    added(2)
+    tahoe.write_table(root, pa.table({"id": [3, 4], "p": ["b", "b"]}), mode="overwrite",
+                      predicate="p = 'b'")                                                      # v3: p=b replaced
+    added(3)
     expected = {
         0: [(0, "a"), (1, "a"), (2, "a"), (3, "b"), (4, "b"), (5, "b")],
         1: [(1, "a"), (2, "a"), (3, "b"), (4, "b"), (5, "b")],
         2: [(1, "a"), (2, "a"), (3, "b"), (4, "b")],
+        3: [(1, "a"), (2, "a"), (3, "b"), (4, "b")],
     }
     time.sleep(0.05)
     cutoff = int(time.time() * 1000)
     time.sleep(0.05)
-    tahoe.write_table(root, pa.table({"id": [9], "p": ["c"]}), mode="overwrite")               # v3 (young tombstones)
-    expected[3] = [(9, "c")]
-    return cutoff, expected
+    tahoe.write_table(root, pa.table({"id": [9], "p": ["c"]}), mode="overwrite")               # v4 (young tombstones)
+    added(4)
+    expected[4] = [(9, "c")]
+    return cutoff, expected, new_files
 
 
 def test_vacuum_deletes_exactly_what_no_retained_version_needs(tmp_path):
     root = str(tmp_path / "t")
-    cutoff, expected = _build(root)
-    log = tahoe.DeltaLog.for_table(root)
-    by_version = {v: set(log.snapshot(version=v).files_table(["path"]).column("path").to_pylist()) for v in range(4)}
-    b_original = next(p for p in by_version[0] if p.startswith("p=b/"))      # removed by v2: old tombstone
-    cdc = [p for p in tree(root) if p.startswith("_change_data/")]
-    assert len(cdc) == 1
+    cutoff, expected, new_files = _build(root)
+    # by hand: v0 wrote one file per partition; v1 a DV file (p=a's, referenced up to v3); v2 a DV
+    # file for p=b and a change-data file; v3 removed p=b's file (and so its DV) before the cutoff
+    (b_original,) = [p for p in new_files[0] if p.startswith("p=b/")]
+    (dv_kept,) = new_files[1]
+    assert dv_kept.endswith(".bin")
+    cdc = [p for p in new_files[2] if p.startswith("_change_data/")]
+    (dv_gone,) = [p for p in new_files[2] if p.endswith(".bin")]
+    assert len(cdc) == 1 and len(new_files[2]) == 2
     # files nobody references, old enough — and ones VACUUM must never touch
     orphans = ["orphan.parquet", "p=a/part-99999-failed-task.snappy.parquet"]
     for o in orphans:
@@ -84,18 +111,18 @@ def test_vacuum_deletes_exactly_what_no_retained_version_needs(tmp_path):
     _put(os.path.join(root, "young-orphan.parquet"), days=None)   # written after the cutoff: kept
     before = tree(root)
     sizes = {p: os.path.getsize(os.path.join(root, p)) for p in before}
-    want_gone = {b_original, *cdc, *orphans}
+    want_gone = {b_original, dv_gone, *cdc, *orphans}
     now = cutoff + 7 * DAY_MS   # the default retention (7 days) before "now" is the cutoff
 
     dry = vacuum(root, dry_run=True, now_ms=now)
     assert set(dry.paths) == want_gone | {"emptydir"}
-    assert tree(root) == before and log.snapshot().version == 3          # a dry run changes nothing
+    assert tree(root) == before and tahoe.Table(root).version == 4       # a dry run changes nothing
 
     r = vacuum(root, dry_run=False, now_ms=now)
-    assert tree(root) == (before - want_gone) | {f"_delta_log/{v:020d}.json" for v in (4, 5)}
+    assert tree(root) == (before - want_gone) | _commit_files(5, 6)
     assert not os.path.exists(os.path.join(root, "emptydir"))
     assert r.num_deleted == len(want_gone) + 1
-    for h in hidden + ["young-orphan.parquet"]:
+    for h in hidden + ["young-orphan.parquet", dv_kept]:
         assert h in tree(root)
     # the commits delta-spark writes around the deletes
     start, end = tahoe.Table(root).history(2)[::-1]
@@ -106,15 +133,17 @@ def test_vacuum_deletes_exactly_what_no_retained_version_needs(tmp_path):
     assert end["operationParameters"] == {"status": "COMPLETED"}
     assert end["operationMetrics"]["numDeletedFiles"] == str(len(want_gone) + 1)
 
-    # versions inside the window read as before, in tahoe and in delta-rs; the one outside fails clearly
-    for v in (2, 3):
+    # versions inside the window read as before, in tahoe and in delta-rs (v3 through the kept DV);
+    # the ones outside it fail clearly
+    for v in (3, 4):
         assert rows(tahoe.Table(root, version=v).to_arrow(), ["id", "p"]) == sorted(expected[v], key=repr)
-    theirs = delta_rs_read([(root, 2), (root, 3), (root, 5), (root, 0)], tmp_path)
-    assert rows(theirs[0], ["id", "p"]) == sorted(expected[2], key=repr)
-    assert rows(theirs[1], ["id", "p"]) == rows(theirs[2], ["id", "p"]) == sorted(expected[3], key=repr)
+    theirs = delta_rs_read([(root, 3), (root, 4), (root, 6), (root, 0)], tmp_path)
+    assert rows(theirs[0], ["id", "p"]) == sorted(expected[3], key=repr)
+    assert rows(theirs[1], ["id", "p"]) == rows(theirs[2], ["id", "p"]) == sorted(expected[4], key=repr)
     assert isinstance(theirs[3], str)   # delta-rs cannot read v0 either
-    with pytest.raises(DataFilesMissingError, match="does not exist"):
-        tahoe.Table(root, version=0).to_arrow()
+    for v in (0, 2):
+        with pytest.raises(DataFilesMissingError, match="does not exist"):
+            tahoe.Table(root, version=v).to_arrow()
 
 
 def test_retention_check_refuses_and_changes_nothing_lite_mode_only_tombstones(tmp_path):
@@ -136,7 +165,7 @@ def test_retention_check_refuses_and_changes_nothing_lite_mode_only_tombstones(t
     time.sleep(0.01)
     assert t.vacuum(0, enforce_retention_duration=False) == [removed]             # delta-rs's default: lite, dry run
     assert t.vacuum(0, dry_run=False, enforce_retention_duration=False) == [removed]
-    vacuum_commits = {f"_delta_log/{v:020d}.json" for v in (2, 3)}
+    vacuum_commits = _commit_files(2, 3)
     assert tree(root) == (before - {removed}) | vacuum_commits                     # the orphan stays in lite mode
     assert t.vacuum(0, enforce_retention_duration=False, full=True) == ["orphan.parquet"]
     assert rows(t.to_arrow()) == [(3,)]
@@ -174,7 +203,7 @@ def test_vacuum_on_s3_deletes_in_batches(moto, tmp_path):
     t = tahoe.Table(root, storage_options=opts)
     gone = t.vacuum(0, dry_run=False, enforce_retention_duration=False, full=True)
     assert set(gone) == old | {"orphan.parquet"}
-    assert keys() == (before - old - {"orphan.parquet"}) | {f"_delta_log/{v:020d}.json" for v in (2, 3)}
+    assert keys() == (before - old - {"orphan.parquet"}) | _commit_files(2, 3)
     assert rows(t.to_arrow()) == [(7, "a")]
     assert [h["operation"] for h in t.history(2)] == ["VACUUM END", "VACUUM START"]
     theirs = delta_rs_read([(root, None)], tmp_path, {
