@@ -20,6 +20,16 @@ of what delta-spark users write reaches no data source, so tahoe carries it ther
      session sets it, and whether the load is a batch or a streaming one (`__tahoe_readKind`: the
      source then refuses the other kind's options at `load`, when Spark asks its schema; without
      it, at the query's start).
+  4. Optimized writes. The source's tasks write the rows Spark hands them and cannot shuffle
+     them, so `save` decides as delta-spark does — the writer option `optimizeWrite`, else the
+     session's `spark.databricks.delta.optimizeWrite.enabled`, else the table property
+     `delta.autoOptimize.optimizeWrite` (of the existing table, read only when needed, or among
+     the `delta.*` options of a write that creates it) — and, when on, saves the DataFrame
+     shuffled by the partition columns (`tahoe.spark.optimize.optimized_write`: each partition's
+     rows in one task, so one file per partition; unpartitioned, tasks of about
+     `spark.databricks.delta.optimizeWrite.binSize`) through a new writer with the same format,
+     mode and options. The decision is handed over as `__tahoe_optimizedWrite`, without which the
+     source refuses `optimizeWrite=true`.
 
 `install()` wraps these calls — classic and Spark Connect `DataFrameReader.format/load`,
 `DataFrameWriter.format/partitionBy/save`, `DataStreamReader.format/load`,
@@ -187,9 +197,91 @@ def _wrap_save(cls: Any) -> None:
                 self.option(SESSION_AUTO_COMPACT_OPTION, auto_compact)
             _hand_over_partitioning(self, partitionBy)
             partitionBy = None
+            if options:
+                self.options(**options)
+                options = {}
+            target = _optimized_write(self, path)
+            return original(target, path, None, None, None)
         return original(self, path, None, None, partitionBy, **options)
 
     cls.save = _mark(save, original, "_tahoe_calls")
+
+
+def _writer_options(w: Any) -> dict[str, str]:
+    """The options given to a DataFrameWriter so far, names as given (classic: the JVM writer's
+    `extraOptions`, a Spark-internal accessor; Spark Connect: the write operation's options)."""
+    if hasattr(w, "_jwrite"):
+        m = w._jwrite.extraOptions().originalMap()
+        out, it = {}, m.iterator()
+        while it.hasNext():
+            e = it.next()
+            out[str(e._1())] = str(e._2())
+        return out
+    return {str(k): str(v) for k, v in w._write.options.items() if v is not None}
+
+
+def _target_metadata(path: str, opts: dict[str, str]) -> Any:
+    """The metaData of the table a write goes to, or None when it does not exist yet."""
+    from ..log import DeltaLog
+
+    storage = {k[len("storage."):]: v for k, v in opts.items() if k.lower().startswith("storage.")} or None
+    log = DeltaLog.for_table(path, storage)
+    return log.snapshot().metadata if log.exists() else None
+
+
+def _optimized_write(w: Any, path: str | None) -> Any:
+    """Rule 4: the writer to save — `w` itself, or a new writer of the shuffled DataFrame."""
+    from ..protocol.properties import normalize_property
+    from .optimize import optimize_write_enabled, optimized_write
+    from .write import OPTIMIZED_WRITE_OPTION
+
+    opts = _writer_options(w)
+    low = {k.lower(): v for k, v in opts.items()}
+    option: Any = low.get("optimizewrite")
+    if option is not None:
+        if option.strip().lower() not in ("true", "false"):
+            return w                     # the source refuses the value by name
+        option = option.strip().lower() == "true"
+    table = path or low.get("path")
+    if not table:
+        return w                         # the source refuses a write without a path
+    known: dict[str, Any] = {}
+
+    def metadata() -> Any:
+        if "md" not in known:
+            known["md"] = _target_metadata(str(table), opts)
+        return known["md"]
+
+    def configuration() -> dict:
+        md = metadata()
+        if md is not None:
+            return dict(md.configuration or {})
+        try:
+            return dict(normalize_property(k, v) for k, v in opts.items() if k.lower().startswith("delta."))
+        except Exception:  # noqa: BLE001 - a bad property: the source refuses it by name
+            return {}
+
+    enabled = optimize_write_enabled(_session(w), configuration, option)
+    w.option(OPTIMIZED_WRITE_OPTION, "true" if enabled else "false")
+    if not enabled:
+        return w
+    given = low.get(PARTITION_COLUMNS_OPTION.lower()) or low.get("partitionby")
+    if given:
+        cols = json.loads(given) if given.startswith("[") else [c.strip() for c in given.split(",") if c.strip()]
+    else:
+        md = metadata()
+        cols = list(md.partition_columns) if md is not None else []
+    if hasattr(w, "_jwrite"):
+        df = w._df
+    else:
+        from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
+
+        df = ConnectDataFrame(w._df, w._spark)
+    target = optimized_write(df, cols).write
+    target.format("delta").mode(writer_state(w)[1])
+    for k, v in _writer_options(w).items():
+        target.option(k, v)
+    return target
 
 
 def _session_auto_compact(spark: Any) -> str | None:

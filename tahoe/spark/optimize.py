@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow as pa
 
@@ -207,10 +207,12 @@ def _key_udf(bounds: list[pa.Array], curve: str, num_ranges: int):
 
 # --- optimized writes ------------------------------------------------------------------------------
 
-def optimize_write_enabled(spark, configuration: dict | None, option: bool | None = None) -> bool:
+def optimize_write_enabled(spark, configuration: "dict | Callable[[], dict | None] | None",
+                           option: bool | None = None) -> bool:
     """delta-spark's precedence: the write's own `optimizeWrite` option, else the session's
     spark.databricks.delta.optimizeWrite.enabled, else the table's delta.autoOptimize.optimizeWrite
-    (off when none is set)."""
+    (off when none is set). `configuration`: the table's, or a function returning it (called only
+    when neither the option nor the session decides)."""
     if option is not None:
         return bool(option)
     v = _conf(spark, _CONF + "optimizeWrite.enabled")
@@ -221,6 +223,8 @@ def optimize_write_enabled(spark, configuration: dict | None, option: bool | Non
 
             raise InvalidOptionError(f"{_CONF}optimizeWrite.enabled must be true or false, got {v!r}")
         return low == "true"
+    if callable(configuration):
+        configuration = configuration()
     return bool(bool_property(configuration, "delta.autoOptimize.optimizeWrite"))
 
 

@@ -24,9 +24,13 @@ Rules (names are case-insensitive, as Spark hands them over lower-cased):
      (tahoe's, set by the save wrapper), `storage.<key>` and `delta.<property>` (a known
      Delta table property, validated like every property: the table properties of a table the
      write creates; on an existing table it must agree with the table — see
-     `check_properties_apply`). Four delta-spark options are accepted where their value is what
-     tahoe's writer does anyway (`dataChange=true`, `compression=snappy`, `optimizeWrite=false`,
-     `writePartitionColumns=false`) and refused otherwise. A streaming write
+     `check_properties_apply`). `optimizeWrite` ('true' or 'false'; delta-spark's optimized write:
+     the rows shuffled by the partition columns before they are written) is carried out by tahoe's
+     save wrapper in the driver (`tahoe.spark.calls`), which marks the write; 'true' without that
+     mark (tahoe.spark never imported in the driver) is refused, as is 'true' on a streaming
+     write. Three delta-spark options are accepted where their value is what tahoe's writer does
+     anyway (`dataChange=true`, `compression=snappy`, `writePartitionColumns=false`) and refused
+     otherwise. A streaming write
      (`stream_write_options`) takes `checkpointLocation` (required: the query's id is read from
      it), `partitionBy`, `mergeSchema`, `overwriteSchema` (complete mode), `userMetadata`,
      `storage.<key>` and `delta.<property>`; replaceWhere, partitionOverwriteMode and
@@ -49,7 +53,9 @@ from typing import Any, Mapping
 
 from ..errors import InvalidOptionError, UnsupportedFeatureError
 
-from .write import SAVE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION, SESSION_OVERWRITE_MODE_OPTION
+from .write import (
+    OPTIMIZED_WRITE_OPTION, SAVE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION, SESSION_OVERWRITE_MODE_OPTION,
+)
 
 __all__ = ["read_options", "stream_read_options", "write_options", "stream_write_options", "table_path",
            "check_properties_apply", "READ_OPTIONS", "STREAM_READ_OPTIONS", "WRITE_OPTIONS", "STREAM_WRITE_OPTIONS",
@@ -64,11 +70,13 @@ READ_OPTIONS = ("path", "paths", "versionAsOf", "timestampAsOf", "readChangeFeed
 STREAM_READ_OPTIONS = ("maxFilesPerTrigger", "maxBytesPerTrigger", "ignoreDeletes", "ignoreChanges",
                        "skipChangeCommits", "ignoreFileDeletion", "failOnDataLoss", "excludeRegex")
 WRITE_OPTIONS = ("path", "partitionBy", "replaceWhere", "mergeSchema", "overwriteSchema",
-                 "partitionOverwriteMode", "userMetadata", "txnAppId", "txnVersion", SAVE_MODE_OPTION)
+                 "partitionOverwriteMode", "userMetadata", "txnAppId", "txnVersion", "optimizeWrite",
+                 SAVE_MODE_OPTION)
 STREAM_WRITE_OPTIONS = ("checkpointLocation",)
 _BATCH_ONLY_WRITE = ("replaceWhere", "partitionOverwriteMode", "txnAppId", "txnVersion", SAVE_MODE_OPTION)
 _BATCH_ONLY_READ = ("versionAsOf", "timestampAsOf", "endingVersion", "endingTimestamp")
-_INTERNAL_WRITE = ("__partition_columns", SESSION_OVERWRITE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION)
+_INTERNAL_WRITE = ("__partition_columns", SESSION_OVERWRITE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION,
+                   OPTIMIZED_WRITE_OPTION)
 # set by tahoe's load wrapper from the session conf delta-spark reads
 # (spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled): a Python data source cannot
 # read the session's confs
@@ -85,10 +93,6 @@ _WRITE_DEFAULTS = {
     "dataChange": ("true", "tahoe's writes always change data (dataChange=false, a rearrange-only "
                            "commit such as a compaction, is not implemented)"),
     "compression": ("snappy", "tahoe writes snappy-compressed parquet (another codec is not implemented)"),
-    "optimizeWrite": ("false", "format('delta') writes go through Spark's Python data source, whose tasks "
-                               "write the rows they are given: it cannot shuffle them first. Optimized "
-                               "writes are implemented by tahoe.spark.write_delta(df, path, "
-                               "optimize_write=True)"),
     "writePartitionColumns": ("false", "tahoe does not write partition columns into data files"),
 }
 
@@ -372,6 +376,17 @@ def write_options(options: Mapping[str, Any], streaming: bool = False) -> None:
         _refuse_unknown(name, accepted, "write")
     _boolean(opts, "mergeSchema")
     _boolean(opts, "overwriteSchema")
+    _boolean(opts, "optimizeWrite")
+    if str(opts.get("optimizewrite", "")).strip().lower() == "true":
+        if streaming:
+            raise UnsupportedFeatureError(
+                "option optimizeWrite=true is not supported on a streaming write: tahoe's sink writes the rows "
+                "each micro-batch's tasks hand it (repartition the stream by the partition columns instead)")
+        if OPTIMIZED_WRITE_OPTION.lower() not in opts:
+            raise UnsupportedFeatureError(
+                "option optimizeWrite=true needs tahoe's save wrapper, which shuffles the rows in the driver "
+                "before the data source writes them: `import tahoe.spark` in the driver (the data source's "
+                "tasks write the rows they are given)")
 
 
 def check_properties_apply(options: Mapping[str, Any], snapshot) -> None:

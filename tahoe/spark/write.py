@@ -45,6 +45,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
+import logging
 import os
 import shutil
 import uuid
@@ -64,7 +65,7 @@ from ..protocol.partition_values import (
 )
 from ..protocol.parquet_format import ParquetWriteOptions
 from ..protocol.schema import PrimitiveType, StructField, StructType
-from ..protocol.properties import data_skipping_settings
+from ..protocol.properties import bool_property, data_skipping_settings
 from ..protocol.stats import stats_columns
 from ..write.auto_compact import AutoCompactSettings, auto_compact_hook
 from ..write.commit import commit_write, delete_data_files
@@ -77,6 +78,8 @@ from .session import configure, session_overwrite_mode, session_time_zone
 from .types import col, from_spark_schema, quote, to_spark_schema, to_spark_type
 
 __all__ = ["write_delta", "write_dataframe", "footer_stats"]
+
+_logger = logging.getLogger(__name__)
 
 _ERR = "TAHOE_VIOLATION:"
 _CHECK = "__tahoe_check"
@@ -477,6 +480,10 @@ SESSION_AUTO_COMPACT_OPTION = "__tahoe_sessionAutoCompact"
 # set by the `register` save wrapper: the session's partitionOverwriteMode, which the data source
 # cannot read itself (its writer runs in a Python worker without the user's session)
 SESSION_OVERWRITE_MODE_OPTION = "__tahoe_sessionPartitionOverwriteMode"
+# set by the `register` save wrapper: whether it decided on an optimized write (writer option
+# `optimizeWrite`, else the session's spark.databricks.delta.optimizeWrite.enabled, else the table's
+# delta.autoOptimize.optimizeWrite) and shuffled the DataFrame for it ("true" / "false")
+OPTIMIZED_WRITE_OPTION = "__tahoe_optimizedWrite"
 
 
 @dataclasses.dataclass
@@ -524,6 +531,11 @@ def prepare_datasource_write(path: str, options: dict, spark_schema, overwrite: 
         session_overwrite_mode=_option(options, SESSION_OVERWRITE_MODE_OPTION), properties=properties,
         user_metadata=_option(options, "userMetadata"), txn_app_id=_option(options, "txnAppId"),
         txn_version=_option(options, "txnVersion"), storage_options=so, api="datasource")
+    if _option(options, OPTIMIZED_WRITE_OPTION) is None and bool_property(
+            plan.configuration, "delta.autoOptimize.optimizeWrite"):
+        _logger.warning("table %s has delta.autoOptimize.optimizeWrite=true but this write was not shuffled for "
+                        "it: tahoe's save wrapper does that in the driver (import tahoe.spark there)",
+                        plan.table_root)
     return _DSPlan(plan, uuid.uuid4().hex, _option(options, SESSION_AUTO_COMPACT_OPTION))
 
 

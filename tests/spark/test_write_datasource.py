@@ -220,7 +220,7 @@ def test_not_null_identity_and_generated_columns_may_be_omitted(spark, tmp_path)
 
 
 def test_save_modes_over_spark_connect(tmp_path):
-    """The same mode mapping for Spark Connect's DataFrameWriter (its own class)."""
+    """The same mode mapping — and optimized writes — for Spark Connect's DataFrameWriter (its own class)."""
     import textwrap
 
     from tests.spark.test_clusters import _run_driver, connect_env
@@ -244,6 +244,13 @@ def test_save_modes_over_spark_connect(tmp_path):
             assert "already exists" in str(e), str(e)[:500]
         spark.range(7).write.format("delta").mode("ignore").save({path!r})
         assert Table({path!r}).version == 0 and Table({path!r}).to_arrow().num_rows == 3
+        # an optimized write through Connect's writer: one file per partition value (the adds of
+        # the commit's JSON), where the DataFrame's 4 tasks each hold rows of every value
+        df = spark.range(60).selectExpr("id", "cast(id % 3 as string) as p").repartition(4, "id")
+        df.write.format("delta").partitionBy("p").option("optimizeWrite", "true").save({path + "_ow"!r})
+        with open(os.path.join({path + "_ow"!r}, "_delta_log", "0" * 20 + ".json")) as f:
+            adds = [line for line in f if line.startswith('{{"add"')]
+        assert len(adds) == 3, adds
         print("TAHOE-OK")
         os._exit(0)
     """)
