@@ -1,5 +1,6 @@
-"""delta-spark's maintenance surface on `tahoe.spark.DeltaTable`: restoreToVersion (its metrics
-DataFrame), vacuum (the retention check conf), clone / cloneAtVersion, generate,
+"""delta-spark's maintenance surface on `tahoe.spark.DeltaTable`: restoreToVersion / restoreToTimestamp (its metrics
+DataFrame), vacuum (the retention check conf), clone / cloneAtVersion / cloneAtTimestamp (timestamps in the
+session time zone, commit times set on the commit files), generate,
 addFeatureSupport / dropFeatureSupport / upgradeTableProtocol, convertToDelta.
 
 Oracles: the rows written (hand-derived), the add/remove actions and sizes in the commits' JSON
@@ -110,3 +111,54 @@ def test_convert_to_delta_on_spark(spark, tmp_path):
     assert _actions(str(root), 0, "commitInfo")[0]["operation"] == "CONVERT"
     with pytest.raises(tahoe.errors.DeltaError):          # already a Delta table
         DeltaTable.convertToDelta(spark, f"parquet.`{root}`", "p STRING")
+
+
+def test_restore_and_clone_at_a_timestamp_in_the_session_time_zone(spark, tmp_path):
+    import datetime as dt
+
+    from tahoe.errors import VersionNotFoundError
+
+    root = str(tmp_path / "t")
+    tahoe.write_table(root, pa.table({"id": [1, 2, 3]}))                        # v0: 2024-01-01 00:00 UTC
+    tahoe.write_table(root, pa.table({"id": [4]}))                             # v1: 2024-01-02 00:00 UTC
+    tahoe.write_table(root, pa.table({"id": [9]}), mode="overwrite")           # v2: 2024-01-03 00:00 UTC
+    for v in range(3):       # commit times are the commit files' modification times (no ICT)
+        t = dt.datetime(2024, 1, 1 + v, tzinfo=dt.timezone.utc).timestamp()
+        os.utime(os.path.join(root, "_delta_log", f"{v:020d}.json"), (t, t))
+    want = {0: [(1,), (2,), (3,)], 1: [(1,), (2,), (3,), (4,)], 2: [(9,)]}
+    dt_ = DeltaTable.forPath(spark, root)
+    tz = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        # 2024-01-01 20:00 in New York is 2024-01-02 01:00 UTC: version 1 (in UTC it would be 0)
+        m = dt_.restoreToTimestamp("2024-01-01 20:00:00").collect()[0].asDict()
+        v0_adds, v1_adds, v2_adds = (_actions(root, v, "add") for v in range(3))
+        restored = v0_adds + v1_adds
+        assert m == {"table_size_after_restore": sum(a["size"] for a in restored),
+                     "num_of_files_after_restore": len(restored), "num_removed_files": len(v2_adds),
+                     "num_restored_files": len(restored), "removed_files_size": sum(a["size"] for a in v2_adds),
+                     "restored_files_size": sum(a["size"] for a in restored)}
+        info = _actions(root, 3, "commitInfo")[0]
+        assert info["operation"] == "RESTORE" and info["readVersion"] == 2
+        assert _spark_rows(dt_.toDF()) == want[1]
+        # a date alone is midnight in the session time zone: 2024-01-02 05:00 UTC -> version 1;
+        # noon in New York on Jan 1 -> version 0; an explicit offset keeps its own zone
+        deep = dt_.cloneAtTimestamp("2024-01-01 12:00:00", str(tmp_path / "deep"), isShallow=False)
+        shallow = dt_.cloneAtTimestamp("2024-01-02", str(tmp_path / "shallow"), isShallow=True)
+        utc = dt_.cloneAtTimestamp("2024-01-02T23:59:59+00:00", str(tmp_path / "utc"), isShallow=True)
+        assert _spark_rows(deep.toDF()) == want[0]
+        assert _spark_rows(shallow.toDF()) == _spark_rows(utc.toDF()) == want[1]
+        for name, v in (("deep", 0), ("shallow", 1), ("utc", 1)):
+            params = _actions(str(tmp_path / name), 0, "commitInfo")[0]["operationParameters"]
+            assert params["sourceVersion"] == str(v)
+        # before the first commit: refused, nothing restored or cloned
+        with pytest.raises(VersionNotFoundError):
+            dt_.restoreToTimestamp("2023-12-31 12:00:00")
+        with pytest.raises(VersionNotFoundError):
+            dt_.cloneAtTimestamp("2023-12-31", str(tmp_path / "none"))
+        assert not os.path.exists(tmp_path / "none") and tahoe.Table(root).version == 3
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", tz)
+    theirs = delta_rs_read([(root, None), (str(tmp_path / "deep"), None), (str(tmp_path / "shallow"), None)],
+                           tmp_path)
+    assert [rows(t) for t in theirs] == [want[1], want[0], want[1]]
