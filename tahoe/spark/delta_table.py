@@ -229,7 +229,13 @@ class DeltaTable:
     def convertToDelta(cls, sparkSession, identifier: str, partitionSchema: Any = None,
                        collectStats: bool = True) -> "DeltaTable":
         """CONVERT TO DELTA a parquet directory in place: `identifier` is "parquet.`/path`";
-        `partitionSchema` Hive DDL ("day DATE, country STRING") or a pyspark StructType."""
+        `partitionSchema` Hive DDL ("day DATE, country STRING") or a pyspark StructType.
+
+        As delta-spark's: idempotent — a directory that already holds a Delta table (or a
+        "delta.`/path`" identifier) is left alone and returned; per-file stats are collected unless
+        `collectStats=False` (tahoe's addition; SQL's NO STATISTICS) or the session sets
+        spark.databricks.delta.stats.collect=false (the commit's collectStats parameter says
+        which)."""
         import re
 
         from ..errors import UnsupportedFeatureError
@@ -244,12 +250,19 @@ class DeltaTable:
         if fmt not in ("parquet", "delta"):
             raise UnsupportedFeatureError(f"convertToDelta: source format '{m.group(1)}' is not supported "
                                           f"(parquet only)")
+        if fmt == "delta":               # delta-spark: already a Delta table, nothing to convert
+            return cls.forPath(sparkSession, path)
         part = partitionSchema
         if part is not None and not isinstance(part, str):
             from .types import from_spark_schema
 
             part = from_spark_schema(part)
-        convert_to_delta(path, part, collect_stats=bool(collectStats))
+        try:
+            stats_conf = sparkSession.conf.get("spark.databricks.delta.stats.collect", None)
+        except Exception:  # noqa: BLE001 - a remote session that refuses to read a conf
+            stats_conf = None
+        collect = bool(collectStats) and str(stats_conf or "true").strip().lower() != "false"
+        convert_to_delta(path, part, collect_stats=collect, mode="ignore")
         return cls.forPath(sparkSession, path)
 
     def generate(self, mode: str) -> None:

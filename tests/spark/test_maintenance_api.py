@@ -108,9 +108,26 @@ def test_convert_to_delta_on_spark(spark, tmp_path):
     want = [(1, "x"), (2, "x"), (3, "y")]
     assert sorted((r["id"], r["p"]) for r in dt.toDF().collect()) == want
     assert rows(delta_rs_read([(str(root), None)], tmp_path)[0], ["id", "p"]) == want
-    assert _actions(str(root), 0, "commitInfo")[0]["operation"] == "CONVERT"
-    with pytest.raises(tahoe.errors.DeltaError):          # already a Delta table
-        DeltaTable.convertToDelta(spark, f"parquet.`{root}`", "p STRING")
+    info = _actions(str(root), 0, "commitInfo")[0]
+    assert info["operation"] == "CONVERT" and info["operationParameters"]["collectStats"] == "true"
+    assert all(json.loads(a["stats"])["numRecords"] == n
+               for a, n in zip(sorted(_actions(str(root), 0, "add"), key=lambda a: a["path"]), (2, 1)))
+    # as delta-spark: converting a Delta table again does nothing and returns it
+    again = DeltaTable.convertToDelta(spark, f"parquet.`{root}`", "p STRING")
+    assert sorted((r["id"], r["p"]) for r in again.toDF().collect()) == want
+    assert DeltaTable.convertToDelta(spark, f"delta.`{root}`") is not None
+    assert sorted(os.listdir(root / "_delta_log")) == [f"{0:020d}.crc", f"{0:020d}.json"]
+    # spark.databricks.delta.stats.collect=false: no stats, and the commit says so
+    other = tmp_path / "raw2"
+    other.mkdir()
+    pq.write_table(pa.table({"id": pa.array([5], pa.int64())}), other / "part-0.parquet")
+    spark.conf.set("spark.databricks.delta.stats.collect", "false")
+    try:
+        DeltaTable.convertToDelta(spark, f"parquet.`{other}`")
+    finally:
+        spark.conf.unset("spark.databricks.delta.stats.collect")
+    assert _actions(str(other), 0, "commitInfo")[0]["operationParameters"]["collectStats"] == "false"
+    assert [a.get("stats") for a in _actions(str(other), 0, "add")] == [None]
 
 
 def test_restore_and_clone_at_a_timestamp_in_the_session_time_zone(spark, tmp_path):
