@@ -92,6 +92,11 @@ class ArrowFileReader:
                            and (wanted is None or f.name.lower() in wanted)]
         self.data_fields = [f for f in self.out_fields if f.name.lower() not in pcs_lower]
         self.out_schema = pa.schema([pa.field(f.name, _out_type(f.type), nullable=True) for f in self.out_fields])
+        # per-file work that depends only on the file's schema (the files of a table mostly share
+        # one): the column resolution of the last few file schemas seen, and each logical type's
+        # Arrow type (by the identity of the schema's type objects, which live as long as it)
+        self._resolved: list[tuple[pa.Schema, list, list[str]]] = []
+        self._types: dict[int, pa.DataType] = {}
 
     # --- one file ------------------------------------------------------------------------------
     def read_file(self, path: str, partition_values: dict[str, str | None] | None,
@@ -202,9 +207,20 @@ class ArrowFileReader:
     def _resolve(self, pf: pq.ParquetFile):
         """([(logical field, the file's column name for it | None)], the file's columns to read)."""
         file_schema = pf.schema_arrow
+        for known, resolved, names in self._resolved:
+            if known.equals(file_schema, check_metadata=True):
+                return resolved, names
         found = [(f, self._find(file_schema, f)) for f in self.data_fields]
         names = [file_schema.field(i).name for i in sorted({i for _, i in found if i is not None})]
-        return [(f, None if i is None else file_schema.field(i).name) for f, i in found], names
+        resolved = [(f, None if i is None else file_schema.field(i).name) for f, i in found]
+        self._resolved = [(file_schema, resolved, names)] + self._resolved[:3]   # replaced, never mutated
+        return resolved, names
+
+    def _out_type(self, dt: DataType) -> pa.DataType:
+        t = self._types.get(id(dt))
+        if t is None:
+            t = self._types[id(dt)] = _out_type(dt)
+        return t
 
     def _deleted(self, full: str, deletion_vector, num_rows: int):
         """The file's deleted rows as a boolean mask (None: no deletion vector)."""
@@ -226,7 +242,7 @@ class ArrowFileReader:
         cols: dict[str, pa.Array] = {}
         for f, name in resolved:
             if name is None:
-                cols[f.name] = pa.nulls(num_rows, _out_type(f.type))
+                cols[f.name] = pa.nulls(num_rows, self._out_type(f.type))
             else:
                 arr = t.column(name)
                 arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
@@ -238,7 +254,7 @@ class ArrowFileReader:
             except CorruptLogError as e:
                 raise CorruptLogError(f"invalid partition value in {path}: {e}") from None
             for f in part_fields:
-                cols[f.name] = pa.repeat(typed[f.name][0].cast(_out_type(f.type)), num_rows)
+                cols[f.name] = pa.repeat(typed[f.name][0].cast(self._out_type(f.type)), num_rows)
         table = pa.table([cols[f.name] for f in self.out_fields], schema=self.out_schema) if self.out_fields \
             else pa.table({"__rows": pa.nulls(num_rows)}).drop(["__rows"])
         for name, arr in (appended or {}).items():
@@ -274,7 +290,7 @@ class ArrowFileReader:
         return None
 
     def _conform(self, arr: pa.Array, dt: DataType) -> pa.Array:
-        target = _out_type(dt)
+        target = self._out_type(dt)
         if dt == VARIANT:   # unshredded or shredded (typed_value reassembled)
             return variant_from_parquet(arr)
         if isinstance(dt, StructType):
@@ -285,7 +301,7 @@ class ArrowFileReader:
                 if is_void(f.type):
                     continue
                 i = self._find(arr.type, f)
-                ct = _out_type(f.type)
+                ct = self._out_type(f.type)
                 children.append(pa.nulls(len(arr), ct) if i is None else self._conform(_child(arr, i), f.type))
                 fields.append(pa.field(f.name, ct, nullable=True))
             mask = arr.is_null() if arr.null_count else None

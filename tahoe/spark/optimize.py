@@ -5,11 +5,16 @@ compaction and optimized writes.
     DeltaTable.forPath(spark, path).optimize().where("day = 'mon'").executeCompaction()
     DeltaTable.forPath(spark, path).optimize().executeZOrderBy("x", "y")     # DataFrame(path, metrics)
 
-`SparkBinExecutor` rewrites the bins of a plan as Spark jobs (bins in parallel driver threads,
-at most spark.databricks.delta.optimize.maxThreads, as delta-spark's OptimizeExecutor): a bin's
-files are read by the fast scan (`tahoe.spark.read.read_snapshot`, deletion vectors applied) and
-written by the Spark write executor (`tahoe.spark.write.write_dataframe`): compaction coalesces a
-bin into one task (one file); Z-order and clustering add the curve key — range ids of each column
+`SparkBinExecutor` rewrites the bins of a plan with Spark: files are read by the fast scan
+(`tahoe.spark.read.read_snapshot`, deletion vectors applied) and written by the Spark write
+executor (`tahoe.spark.write.write_dataframe`). Compaction and REORG run every bin in ONE job: one
+scan of all the bins' files (many tasks), each row tagged with its bin's key (a broadcast join on
+the file's URI) and shuffled by it into as many partitions as bins — the keys are chosen so that
+Spark's hash partitioning sends bin i to partition i (Spark's own `hash` asked on the driver) — so
+each write task holds exactly one bin and writes it as one file; the files are grouped back per
+bin by the task number in their names. Z-order and clustering run a job per bin (bins in parallel
+driver threads, at most spark.databricks.delta.optimize.maxThreads, as delta-spark's
+OptimizeExecutor) and add the curve key — range ids of each column
 from bounds sampled on the driver (about 100 rows per range, as Spark's RangePartitioner samples),
 interleaved (Z-order) or mapped onto the Hilbert curve, computed by an Arrow UDF — plus a random
 byte of noise, and `repartitionByRange` the bin into its number of files (delta-spark's
@@ -46,7 +51,7 @@ from ..write.plan import WritePlan
 
 __all__ = ["SparkBinExecutor", "DeltaOptimizeBuilder", "DeltaReorgBuilder", "optimize_settings",
            "auto_compact_settings", "auto_compact_session_value", "optimize_write_enabled",
-           "optimized_write", "metrics_schema", "metrics_dataframe"]
+           "optimized_write", "metrics_schema", "metrics_dataframe", "hash_partition_keys"]
 
 _CONF = "spark.databricks.delta."
 _KEY = "__tahoe_curve_key"
@@ -129,16 +134,14 @@ class SparkBinExecutor:
         snap = plan.snapshot
         files = snap.files_table(["path", "partitionValues", "size", "stats", "deletionVector"])
         paths = files.column("path")
+        if plan.curve is None:
+            return self._one_job(plan, write_plan, log, files, progress)
 
         def one(b: Bin) -> list[AddFile]:
             import pyarrow.compute as pc
 
             chosen = files.filter(pc.is_in(paths, value_set=pa.array([f.path for f in b.files], pa.string())))
-            df = read_snapshot(self.spark, snap, files=chosen)
-            if plan.curve is not None:
-                df = self._clustered(df, b, plan)
-            else:
-                df = df.coalesce(1)
+            df = self._clustered(read_snapshot(self.spark, snap, files=chosen), b, plan)
             adds, _marks = write_dataframe(df, log, write_plan)
             return adds
 
@@ -163,6 +166,44 @@ class SparkBinExecutor:
             raise
         ex.shutdown(wait=True)
         return [o or [] for o in out]
+
+    def _one_job(self, plan: OptimizePlan, write_plan: WritePlan, log: DeltaLog, files: pa.Table,
+                 progress: Progress | None) -> list[list[AddFile]]:
+        """Every bin of a plan without a curve in one Spark job (see the module docstring)."""
+        import re
+
+        import pyarrow.compute as pc
+        from pyspark.sql import functions as F
+
+        from ..storage import resolve_data_path
+        from .read import FILE_COLUMN, ROW_COLUMN, hadoop_uri, read_snapshot
+        from .write import write_dataframe
+
+        snap = plan.snapshot
+        n = len(plan.bins)
+        keys = hash_partition_keys(self.spark, n)
+        bin_of = {f.path: i for i, b in enumerate(plan.bins) for f in b.files}
+        chosen = files.filter(pc.is_in(files.column("path"), value_set=pa.array(list(bin_of), pa.string())))
+        df = read_snapshot(self.spark, snap, files=chosen, file_row=True)
+        uri, key = "__tahoe_bin_uri", "__tahoe_bin_key"
+        mapping = self.spark.createDataFrame(
+            [(hadoop_uri(resolve_data_path(snap.table_root, p)), keys[i]) for p, i in bin_of.items()],
+            f"{uri} string, {key} bigint")
+        df = df.join(F.broadcast(mapping), F.col(FILE_COLUMN) == F.col(uri), "left")
+        # a row whose file is in no bin would be a bug: fail the job rather than misplace it
+        guarded = F.when(F.col(key).isNull(), F.raise_error(
+            F.concat(F.lit("tahoe OPTIMIZE: a row of file "), F.col(FILE_COLUMN), F.lit(" is in no bin")))
+        ).otherwise(F.col(key)).cast("bigint")
+        df = df.withColumn(key, guarded).repartition(n, F.col(key)).drop(key, uri, FILE_COLUMN, ROW_COLUMN)
+        adds, _marks = write_dataframe(df, log, write_plan)
+        per_bin: list[list[AddFile]] = [[] for _ in range(n)]
+        for a in adds:   # Spark names a task's files part-<partition>-...: partition i holds bin i
+            m = re.match(r"part-(\d+)-", a.path.rsplit("/", 1)[-1])
+            per_bin[int(m.group(1)) if m and int(m.group(1)) < n else 0].append(a)
+        if progress is not None:
+            for i, b in enumerate(plan.bins):
+                progress(i + 1, n, b)
+        return per_bin
 
     def _clustered(self, df, b: Bin, plan: OptimizePlan):
         """`df` range-partitioned by the curve key into `b.num_files` partitions."""
@@ -190,6 +231,26 @@ class SparkBinExecutor:
             keys.append(F.col(_NOISE))
         out = out.repartitionByRange(max(1, int(b.num_files)), *keys)
         return out.drop(_KEY, _NOISE)
+
+
+def hash_partition_keys(spark, n: int) -> list[int]:
+    """n bigint keys, the i-th of which Spark's hash partitioning into n partitions
+    (`repartition(n, key)`: pmod(hash(key), n), Murmur3 with seed 42) sends to partition i — found
+    by asking Spark's own `hash` of candidate keys on the driver."""
+    from pyspark.sql import functions as F
+
+    out: list[int | None] = [None] * n
+    missing, start = n, 0
+    while missing:
+        size = 8 * n + 64
+        t = spark.range(start, start + size).select(
+            F.col("id"), F.pmod(F.hash(F.col("id")), F.lit(n)).alias("p")).toArrow()
+        for k, p in zip(t.column("id").to_pylist(), t.column("p").to_pylist()):
+            if out[p] is None:
+                out[p] = k
+                missing -= 1
+        start += size
+    return [int(k) for k in out]  # type: ignore[arg-type]
 
 
 def _key_udf(bounds: list[pa.Array], curve: str, num_ranges: int):

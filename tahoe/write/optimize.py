@@ -78,7 +78,8 @@ from .files import write_data_files
 from .plan import WritePlan, plan_rewrite
 
 __all__ = [
-    "OptimizeSettings", "Bin", "OptimizePlan", "BinExecutor", "ArrowBinExecutor", "plan_optimize", "run_optimize",
+    "OptimizeSettings", "Bin", "OptimizePlan", "BinExecutor", "BinRewriter", "ArrowBinExecutor", "default_threads",
+    "plan_optimize", "run_optimize",
     "optimize", "reorg_purge", "parse_size", "curve_key_array", "optimize_metrics", "delta_rs_metrics",
     "DEFAULT_FILE_SIZE",
 ]
@@ -492,63 +493,100 @@ def _column(rows: pa.Table, name: str) -> pa.ChunkedArray | pa.Array:
     return arr
 
 
+@dataclasses.dataclass(frozen=True)
+class BinRewriter:
+    """How the bins of one plan are rewritten with Arrow — rows read with
+    `tahoe.read.ArrowFileReader` (deletion vectors applied), ordered by the curve keys, written
+    by `tahoe.write.files` — shared by the thread executor below and the Spark one (picklable:
+    Spark ships it to the tasks that rewrite bins)."""
+    write_plan: WritePlan
+    schema_json: str                 # the snapshot's schema, to read the files with
+    partition_columns: tuple
+    column_mapping_mode: str
+    curve: str | None
+    curve_columns: tuple
+    num_range_ids: int
+
+    @classmethod
+    def for_plan(cls, plan: OptimizePlan, write_plan: WritePlan) -> "BinRewriter":
+        snap = plan.snapshot
+        return cls(write_plan, snap.schema.to_json(), tuple(snap.partition_columns), snap.column_mapping_mode,
+                   plan.curve, tuple(plan.curve_columns), plan.settings.num_range_ids)
+
+    def open(self) -> tuple[Any, str, ArrowFileReader]:
+        """(store, table root, reader) of the table, in this process."""
+        from ..storage import log_store_for
+
+        store, root = log_store_for(self.write_plan.table_root, self.write_plan.storage_options)
+        reader = ArrowFileReader(store, root, StructType.from_json(self.schema_json), list(self.partition_columns),
+                                 self.column_mapping_mode)
+        return store, root, reader
+
+    def rewrite(self, b: Bin, store: Any, root: str, reader: ArrowFileReader,
+                pool: ThreadPoolExecutor) -> list[AddFile]:
+        """Bin `b` rewritten into `b.num_files` new files (their AddFiles); `pool` reads the
+        bin's files in parallel (pyarrow releases the GIL while reading) and writes the files of
+        a bin cut into several. On failure the files written so far are deleted."""
+        wp = self.write_plan
+        parts = list(pool.map(lambda f: reader.read_file(f.path, f.partition_values, f.deletion_vector), b.files))
+        rows = pa.concat_tables(parts) if parts else reader.out_schema.empty_table()
+        if self.curve is not None and rows.num_rows:
+            keys = curve_key_array([_column(rows, c) for c in self.curve_columns], self.curve, self.num_range_ids)
+            rows = rows.take(pa.array(key_order(keys)))
+        per_file = max(1, math.ceil(rows.num_rows / max(1, b.num_files)))
+
+        def write(chunk: pa.Table) -> list[AddFile]:
+            return write_data_files(store, root, chunk, wp.schema, wp.partition_columns, wp.column_mapping_mode,
+                                    wp.configuration, per_file, tight_bounds=wp.tight_bounds)
+
+        if rows.num_rows <= per_file:
+            return write(rows)
+        # a bin cut into several files (Z-order, clustering): the files are written in parallel
+        chunks = [rows.slice(i, per_file) for i in range(0, rows.num_rows, per_file)]
+        writes = [pool.submit(write, c) for c in chunks]
+        adds: list[AddFile] = []
+        failed: BaseException | None = None
+        for w in writes:
+            try:
+                adds.extend(w.result())
+            except BaseException as e:  # noqa: BLE001 - the others are awaited, then it is raised
+                failed = failed or e
+        if failed is not None:
+            delete_data_files(store, root, adds)
+            raise failed
+        return adds
+
+
+def default_threads() -> int:
+    """Threads for bins and reads without Spark: a few per core (reads wait on storage), at most 8."""
+    import os
+
+    return max(2, min(8, 2 * (os.cpu_count() or 1)))
+
+
 class ArrowBinExecutor:
-    """The Spark-free executor: bins rewritten in parallel threads (pyarrow releases the GIL while
-    it reads and writes parquet), each bin's rows read with `tahoe.read.ArrowFileReader`
-    (deletion vectors applied), ordered by the curve keys, written by `tahoe.write.files`."""
+    """The Spark-free executor: bins rewritten in parallel threads (`BinRewriter`), at most
+    `max_workers` at once (default: the plan's max_threads, delta-spark's optimize.maxThreads,
+    capped by `default_threads()` — more threads than cores only contend for the GIL)."""
 
     def __init__(self, max_workers: int | None = None):
         self.max_workers = max_workers
 
     def __call__(self, plan: OptimizePlan, write_plan: WritePlan, log: DeltaLog,
                  progress: Progress | None = None) -> list[list[AddFile]]:
-        snap = plan.snapshot
-        reader = ArrowFileReader(snap.store, snap.table_root, snap.schema, snap.partition_columns,
-                                 snap.column_mapping_mode)
-        schema = write_plan.schema
+        rewriter = BinRewriter.for_plan(plan, write_plan)
+        store, root, reader = rewriter.open()
         total = len(plan.bins)
         done = [0]
-
-        workers = max(1, min(self.max_workers or plan.settings.max_threads, total or 1))
-        # the files of a bin are read by a shared pool (pyarrow releases the GIL while reading):
-        # a bin of many small files is read in parallel even when it is the only bin
-        readers = ThreadPoolExecutor(max_workers=max(1, min(8, self.max_workers or plan.settings.max_threads)))
-
-        def one(b: Bin) -> list[AddFile]:
-            parts = list(readers.map(lambda f: reader.read_file(f.path, f.partition_values, f.deletion_vector),
-                                     b.files))
-            rows = pa.concat_tables([p for p in parts]) if parts else reader.out_schema.empty_table()
-            if plan.curve is not None and rows.num_rows:
-                keys = curve_key_array([_column(rows, c) for c in plan.curve_columns], plan.curve,
-                                       plan.settings.num_range_ids)
-                rows = rows.take(pa.array(key_order(keys)))
-            per_file = max(1, math.ceil(rows.num_rows / max(1, b.num_files)))
-
-            def write(chunk: pa.Table) -> list[AddFile]:
-                return write_data_files(log.store, log.table_root, chunk, schema, write_plan.partition_columns,
-                                        write_plan.column_mapping_mode, write_plan.configuration, per_file,
-                                        tight_bounds=write_plan.tight_bounds)
-
-            if rows.num_rows <= per_file:
-                return write(rows)
-            # a bin cut into several files (Z-order, clustering): the files are written in parallel
-            chunks = [rows.slice(i, per_file) for i in range(0, rows.num_rows, per_file)]
-            writes = [readers.submit(write, c) for c in chunks]
-            adds: list[AddFile] = []
-            failed: BaseException | None = None
-            for w in writes:
-                try:
-                    adds.extend(w.result())
-                except BaseException as e:  # noqa: BLE001 - the others are awaited, then it is raised
-                    failed = failed or e
-            if failed is not None:
-                delete_data_files(log.store, log.table_root, adds)
-                raise failed
-            return adds
+        limit = self.max_workers or min(plan.settings.max_threads, default_threads())
+        workers = max(1, min(limit, total or 1))
+        # the files of a bin are read by a shared pool: a bin of many small files is read in
+        # parallel even when it is the only bin
+        readers = ThreadPoolExecutor(max_workers=max(1, min(8, limit)))
 
         out: list[list[AddFile] | None] = [None] * total
         ex = ThreadPoolExecutor(max_workers=workers)
-        futures = {ex.submit(one, b): i for i, b in enumerate(plan.bins)}
+        futures = {ex.submit(rewriter.rewrite, b, store, root, reader, readers): i for i, b in enumerate(plan.bins)}
         try:
             for fut in as_completed(futures):
                 i = futures[fut]
@@ -560,7 +598,7 @@ class ArrowBinExecutor:
             ex.shutdown(wait=True, cancel_futures=True)
             for fut in futures:   # files of bins that were written: nothing will reference them
                 if fut.done() and not fut.cancelled() and fut.exception() is None:
-                    delete_data_files(log.store, log.table_root, fut.result())
+                    delete_data_files(store, root, fut.result())
             raise
         finally:
             readers.shutdown(wait=True)
