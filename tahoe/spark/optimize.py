@@ -5,21 +5,29 @@ compaction and optimized writes.
     DeltaTable.forPath(spark, path).optimize().where("day = 'mon'").executeCompaction()
     DeltaTable.forPath(spark, path).optimize().executeZOrderBy("x", "y")     # DataFrame(path, metrics)
 
-`SparkBinExecutor` rewrites the bins of a plan with Spark: files are read by the fast scan
-(`tahoe.spark.read.read_snapshot`, deletion vectors applied) and written by the Spark write
-executor (`tahoe.spark.write.write_dataframe`). Compaction and REORG run every bin in ONE job: one
-scan of all the bins' files (many tasks), each row tagged with its bin's key (a broadcast join on
-the file's URI) and shuffled by it into as many partitions as bins — the keys are chosen so that
-Spark's hash partitioning sends bin i to partition i (Spark's own `hash` asked on the driver) — so
-each write task holds exactly one bin and writes it as one file; the files are grouped back per
-bin by the task number in their names. Z-order and clustering run a job per bin (bins in parallel
-driver threads, at most spark.databricks.delta.optimize.maxThreads, as delta-spark's
-OptimizeExecutor) and add the curve key — range ids of each column
-from bounds sampled on the driver (about 100 rows per range, as Spark's RangePartitioner samples),
-interleaved (Z-order) or mapped onto the Hilbert curve, computed by an Arrow UDF — plus a random
-byte of noise, and `repartitionByRange` the bin into its number of files (delta-spark's
-MultiDimClustering). Tables Spark's JVM cannot reach (object stores) are rewritten by the Arrow
-executor. The plan, the commit and the metrics are `tahoe.write.optimize`'s.
+`SparkBinExecutor` rewrites the bins of a plan as Spark tasks, in at most three jobs:
+  * bins of at most 256 MiB of files (tahoe's session conf spark.tahoe.optimize.arrowTaskMaxBinSize:
+    a size, 0 for none; small-file compaction, REORG, Z-order and
+    clustering of modest partitions) — and every bin of a table Spark's JVM cannot reach (object
+    stores) — in ONE job of one task per bin, each rewriting its bin with pyarrow
+    (`tahoe.write.optimize.BinRewriter`, the Spark-free executor's code: deletion vectors
+    applied, curve order, stats from the rows) and sending back its AddFiles;
+  * larger compaction / REORG bins in ONE job of Spark's own reader and writer: one scan of their
+    files (many tasks, `tahoe.spark.read.read_snapshot`), each row tagged with its bin's key (a
+    broadcast join on the file's URI) and shuffled by it into as many partitions as bins — the
+    keys chosen so that Spark's hash partitioning sends bin i to partition i (Spark's own `hash`
+    asked on the driver) — so each write task holds one bin and writes it as one file
+    (`tahoe.spark.write.write_dataframe`); the files are grouped back per bin by the task number
+    in their names;
+  * larger Z-order / clustering bins in a job each (bins in parallel driver threads, at most
+    spark.databricks.delta.optimize.maxThreads, as delta-spark's OptimizeExecutor), adding the
+    curve key — range ids of each column from bounds sampled on the driver (about 100 rows per
+    range, as Spark's RangePartitioner samples), interleaved (Z-order) or mapped onto the Hilbert
+    curve, computed by an Arrow UDF — plus a random byte of noise, and `repartitionByRange` the
+    bin into its number of files (delta-spark's MultiDimClustering).
+If a job fails, the files the other jobs wrote are deleted; files of tasks that finished inside a
+failed Arrow job stay behind unreferenced (VACUUM removes them). The plan, the commit and the
+metrics are `tahoe.write.optimize`'s.
 
 Session confs (read when set; else the table's delta.targetFileSize, else delta-spark's defaults):
 spark.databricks.delta.optimize.{minFileSize, maxFileSize, maxThreads, maxDeletedRowsRatio},
@@ -45,7 +53,7 @@ from ..write.auto_compact import AutoCompactSettings
 from ..write.commit import delete_data_files
 from ..write.curves import bits_for, curve_keys, key_bytes, range_bounds, range_ids
 from ..write.optimize import (
-    ArrowBinExecutor, Bin, OptimizePlan, OptimizeSettings, Progress, parse_size, plan_optimize, run_optimize,
+    Bin, BinRewriter, OptimizePlan, OptimizeSettings, Progress, parse_size, plan_optimize, run_optimize,
 )
 from ..write.plan import WritePlan
 
@@ -54,6 +62,11 @@ __all__ = ["SparkBinExecutor", "DeltaOptimizeBuilder", "DeltaReorgBuilder", "opt
            "optimized_write", "metrics_schema", "metrics_dataframe", "hash_partition_keys"]
 
 _CONF = "spark.databricks.delta."
+# bins whose files hold at most this many bytes are rewritten by pyarrow inside Spark tasks (a
+# task holds its bin's rows in memory); larger ones by Spark's own reader and writer. The session
+# conf ARROW_TASK_CONF changes it (a size; 0: Spark's reader and writer for every bin the JVM reaches)
+ARROW_TASK_MAX_BIN = 256 * 1024 * 1024
+ARROW_TASK_CONF = "spark.tahoe.optimize.arrowTaskMaxBinSize"
 _KEY = "__tahoe_curve_key"
 _NOISE = "__tahoe_curve_noise"
 
@@ -114,7 +127,7 @@ def _col(name: str):
 
 
 class SparkBinExecutor:
-    """Rewrites a plan's bins as Spark jobs (see the module docstring)."""
+    """Rewrites a plan's bins with Spark (see the module docstring)."""
 
     def __init__(self, spark, max_threads: int | None = None, add_noise: bool | None = None):
         self.spark = spark
@@ -123,41 +136,96 @@ class SparkBinExecutor:
             v = _conf(spark, "spark.databricks.io.skipping.mdc.addNoise")
             add_noise = True if v is None else v.strip().lower() == "true"
         self.add_noise = add_noise
+        v = _conf(spark, ARROW_TASK_CONF)
+        self.arrow_task_max_bin = ARROW_TASK_MAX_BIN if v is None else (
+            0 if v.strip() == "0" else parse_size(v, ARROW_TASK_CONF))
 
     def __call__(self, plan: OptimizePlan, write_plan: WritePlan, log: DeltaLog,
                  progress: Progress | None = None) -> list[list[AddFile]]:
-        from .read import jvm_reaches, read_snapshot
+        from .read import jvm_reaches
+
+        n = len(plan.bins)
+        reachable = jvm_reaches(log.table_root)
+        small = [i for i, b in enumerate(plan.bins) if not reachable or b.size <= self.arrow_task_max_bin]
+        large = [i for i in range(n) if i not in set(small)]
+        out: dict[int, list[AddFile]] = {}
+        done = [0]
+
+        def report(i: int) -> None:
+            done[0] += 1
+            if progress is not None:
+                progress(done[0], n, plan.bins[i])
+
+        try:
+            if small:
+                out.update(self._arrow_tasks(plan, write_plan, small, report))
+            if large:
+                files = plan.snapshot.files_table(["path", "partitionValues", "size", "stats", "deletionVector"])
+                if plan.curve is None:
+                    out.update(self._one_job(plan, write_plan, log, files, large, report))
+                else:
+                    out.update(self._job_per_bin(plan, write_plan, log, files, large, report))
+        except BaseException:
+            for adds in out.values():   # the other kind's files: nothing will reference them
+                delete_data_files(log.store, log.table_root, adds)
+            raise
+        return [out.get(i, []) for i in range(n)]
+
+    def _arrow_tasks(self, plan: OptimizePlan, write_plan: WritePlan, idx: list[int],
+                     report: Callable[[int], None]) -> dict[int, list[AddFile]]:
+        """Bins `idx` rewritten by `BinRewriter` inside Spark tasks: one job, one task per bin
+        (a `mapInArrow` over the bins' numbers), each reading its files with pyarrow (a few
+        threads) and writing its new files; the tasks send back their AddFiles."""
+        import json
+
+        rewriter = BinRewriter.for_plan(plan, write_plan)
+        bins = [plan.bins[i] for i in idx]
+
+        def task(batches):
+            from concurrent.futures import ThreadPoolExecutor
+
+            store, root, reader = rewriter.open()
+            with ThreadPoolExecutor(max_workers=4) as pool:
+                for batch in batches:
+                    for k in batch.column(0).to_pylist():
+                        adds = rewriter.rewrite(bins[k], store, root, reader, pool)
+                        yield pa.RecordBatch.from_pydict(
+                            {"bin": [k], "adds": [json.dumps([a.to_json() for a in adds])]})
+
+        m = len(bins)
+        rows = self.spark.range(0, m, 1, m).mapInArrow(task, "bin long, adds string").collect()
+        out: dict[int, list[AddFile]] = {}
+        for r in rows:
+            out[idx[r.bin]] = [AddFile.from_dict(json.loads(a)["add"]) for a in json.loads(r.adds)]
+            report(idx[r.bin])
+        return out
+
+    def _job_per_bin(self, plan: OptimizePlan, write_plan: WritePlan, log: DeltaLog, files: pa.Table,
+                     idx: list[int], report: Callable[[int], None]) -> dict[int, list[AddFile]]:
+        """Z-order / clustering bins too large for a task's memory: a Spark job per bin (see
+        `_clustered`), bins in parallel driver threads."""
+        import pyarrow.compute as pc
+
+        from .read import read_snapshot
         from .write import write_dataframe
 
-        if not jvm_reaches(log.table_root):   # no Hadoop connector for the store: Arrow executor
-            return ArrowBinExecutor(self.max_threads)(plan, write_plan, log, progress)
         snap = plan.snapshot
-        files = snap.files_table(["path", "partitionValues", "size", "stats", "deletionVector"])
         paths = files.column("path")
-        if plan.curve is None:
-            return self._one_job(plan, write_plan, log, files, progress)
 
         def one(b: Bin) -> list[AddFile]:
-            import pyarrow.compute as pc
-
             chosen = files.filter(pc.is_in(paths, value_set=pa.array([f.path for f in b.files], pa.string())))
             df = self._clustered(read_snapshot(self.spark, snap, files=chosen), b, plan)
             adds, _marks = write_dataframe(df, log, write_plan)
             return adds
 
-        total = len(plan.bins)
-        workers = max(1, min(self.max_threads or plan.settings.max_threads, total or 1))
-        out: list[list[AddFile] | None] = [None] * total
+        workers = max(1, min(self.max_threads or plan.settings.max_threads, len(idx)))
+        out: dict[int, list[AddFile]] = {}
         ex = ThreadPoolExecutor(max_workers=workers)
-        futures = {ex.submit(one, b): i for i, b in enumerate(plan.bins)}
+        futures = {ex.submit(one, plan.bins[i]): i for i in idx}
         try:
-            done = 0
             for fut in as_completed(futures):
-                i = futures[fut]
-                out[i] = fut.result()
-                done += 1
-                if progress is not None:
-                    progress(done, total, plan.bins[i])
+                out[futures[fut]] = fut.result()
+                report(futures[fut])
         except BaseException:
             ex.shutdown(wait=True, cancel_futures=True)
             for fut in futures:
@@ -165,11 +233,12 @@ class SparkBinExecutor:
                     delete_data_files(log.store, log.table_root, fut.result())
             raise
         ex.shutdown(wait=True)
-        return [o or [] for o in out]
+        return out
 
     def _one_job(self, plan: OptimizePlan, write_plan: WritePlan, log: DeltaLog, files: pa.Table,
-                 progress: Progress | None) -> list[list[AddFile]]:
-        """Every bin of a plan without a curve in one Spark job (see the module docstring)."""
+                 idx: list[int], report: Callable[[int], None]) -> dict[int, list[AddFile]]:
+        """Compaction / REORG bins `idx` too large for a task's memory, all in one Spark job (see
+        the module docstring)."""
         import re
 
         import pyarrow.compute as pc
@@ -180,14 +249,14 @@ class SparkBinExecutor:
         from .write import write_dataframe
 
         snap = plan.snapshot
-        n = len(plan.bins)
+        n = len(idx)
         keys = hash_partition_keys(self.spark, n)
-        bin_of = {f.path: i for i, b in enumerate(plan.bins) for f in b.files}
+        bin_of = {f.path: k for k, i in enumerate(idx) for f in plan.bins[i].files}
         chosen = files.filter(pc.is_in(files.column("path"), value_set=pa.array(list(bin_of), pa.string())))
         df = read_snapshot(self.spark, snap, files=chosen, file_row=True)
         uri, key = "__tahoe_bin_uri", "__tahoe_bin_key"
         mapping = self.spark.createDataFrame(
-            [(hadoop_uri(resolve_data_path(snap.table_root, p)), keys[i]) for p, i in bin_of.items()],
+            [(hadoop_uri(resolve_data_path(snap.table_root, p)), keys[k]) for p, k in bin_of.items()],
             f"{uri} string, {key} bigint")
         df = df.join(F.broadcast(mapping), F.col(FILE_COLUMN) == F.col(uri), "left")
         # a row whose file is in no bin would be a bug: fail the job rather than misplace it
@@ -196,14 +265,14 @@ class SparkBinExecutor:
         ).otherwise(F.col(key)).cast("bigint")
         df = df.withColumn(key, guarded).repartition(n, F.col(key)).drop(key, uri, FILE_COLUMN, ROW_COLUMN)
         adds, _marks = write_dataframe(df, log, write_plan)
-        per_bin: list[list[AddFile]] = [[] for _ in range(n)]
-        for a in adds:   # Spark names a task's files part-<partition>-...: partition i holds bin i
+        out: dict[int, list[AddFile]] = {i: [] for i in idx}
+        for a in adds:   # Spark names a task's files part-<partition>-...: partition k holds bin idx[k]
             m = re.match(r"part-(\d+)-", a.path.rsplit("/", 1)[-1])
-            per_bin[int(m.group(1)) if m and int(m.group(1)) < n else 0].append(a)
-        if progress is not None:
-            for i, b in enumerate(plan.bins):
-                progress(i + 1, n, b)
-        return per_bin
+            k = int(m.group(1)) if m and int(m.group(1)) < n else 0
+            out[idx[k]].append(a)
+        for i in idx:
+            report(i)
+        return out
 
     def _clustered(self, df, b: Bin, plan: OptimizePlan):
         """`df` range-partitioned by the curve key into `b.num_files` partitions."""

@@ -125,3 +125,70 @@ def test_optimize_zorder_reorg_clustering_auto_compaction_on_spark(spark, tmp_pa
     adds = [a["add"] for a in _last_commit(liquid) if "add" in a]
     assert [a.get("clusteringProvider") for a in adds] == ["liquid"]
     same_rows(pa.concat_tables(chunks).drop(["day"]), delta_rs_rows([str(liquid)], tmp_path)[str(liquid)])
+
+
+def test_optimize_with_sparks_reader_and_writer_and_in_arrow_tasks(spark, tmp_path):
+    """The three ways the Spark executor rewrites bins: with spark.tahoe.optimize.arrowTaskMaxBinSize=0
+    every bin goes through Spark's own reader and writer — compaction and REORG bins of both
+    partitions in ONE job (several bins per partition: each must come out as one file, which a
+    wrong bin-to-task mapping would break), Z-order in a job per bin —, by default through pyarrow
+    inside Spark tasks. Oracles: the rows written and deleted (hand-built), delta-rs reading them,
+    the adds of each commit's JSON (one file per bin: numFilesAdded == numBins), the DV-marked
+    rows gone from the rewritten files (pyarrow row counts)."""
+    import tahoe
+    from tahoe.spark import DeltaTable
+    from tahoe.write.deletion_vectors import delete_rows
+
+    rng = np.random.default_rng(5)
+    n = 1200
+    data = pa.table({"id": pa.array(np.arange(n), pa.int64()),
+                     "x": pa.array(rng.integers(0, 10_000, n), pa.int64()),
+                     "y": pa.array(rng.integers(0, 10_000, n), pa.int64()),
+                     "day": ["a", "b"] * (n // 2)})
+    results = {}
+    for how in ("native", "tasks"):
+        path = tmp_path / how
+        tahoe.write_table(str(path), data, partition_by=["day"], target_file_rows=100,
+                          properties={"delta.enableDeletionVectors": "true"})       # 6 files per day
+        files = sorted(str(p.relative_to(path)) for p in path.rglob("*.parquet"))
+        assert len(files) == 12
+        gone = {}
+        for f in files[:3]:                       # DVs on a few files: their rows 0 and 1
+            gone[f] = pq.read_table(path / f).column("id").to_pylist()[:2]
+            delete_rows(str(path), {f: [0, 1]})
+        dropped = {i for ids in gone.values() for i in ids}
+        expected = data.filter(pa.array([i not in dropped for i in range(n)]))
+        dt = DeltaTable.forPath(spark, str(path))
+        largest = max(os.path.getsize(path / f) for f in files)
+        confs = {"spark.databricks.delta.optimize.maxFileSize": str(3 * largest)}   # 2+ bins per day
+        if how == "native":
+            confs["spark.tahoe.optimize.arrowTaskMaxBinSize"] = "0"
+        for k, v in confs.items():
+            spark.conf.set(k, v)
+        try:
+            m = dt.optimize().executeCompaction().collect()[0].metrics
+            assert m.numBins >= 4 and m.numFilesAdded == m.numBins and m.numFilesRemoved == 12
+            adds = [a["add"] for a in _last_commit(path) if "add" in a]
+            assert len(adds) == m.numBins
+            assert sum(pq.read_table(path / a["path"]).num_rows for a in adds) == expected.num_rows
+            # REORG: a DV on one of the new files, purged
+            target = adds[0]["path"]
+            delete_rows(str(path), {target: [0]})
+            first = pq.read_table(path / target).column("id").to_pylist()[0]
+            expected = expected.filter(pa.array([i != first for i in expected.column("id").to_pylist()]))
+            r = dt.reorg().executePurge().collect()[0].metrics
+            assert (r.numFilesRemoved, r.numFilesAdded) == (1, 1)
+            (new,) = [a["add"]["path"] for a in _last_commit(path) if "add" in a]
+            assert pq.read_table(path / new).num_rows == pq.read_table(path / target).num_rows - 1
+            # Z-order of day b into several files
+            spark.conf.set("spark.databricks.delta.optimize.maxFileSize", str(largest))
+            z = dt.optimize().where("day = 'b'").executeZOrderBy("x", "y").collect()[0].metrics
+            assert z.numFilesAdded >= 2 and z.partitionsOptimized == 1
+        finally:
+            for k in confs:
+                spark.conf.unset(k)
+        results[how] = expected
+    theirs = delta_rs_rows([str(tmp_path / "native"), str(tmp_path / "tasks")], tmp_path, sql=True)
+    for how in ("native", "tasks"):
+        same_rows(results[how].select(["id", "x", "y", "day"]),
+                  theirs[str(tmp_path / how)].select(["id", "x", "y", "day"]), how)
