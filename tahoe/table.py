@@ -280,7 +280,7 @@ class Table:
     # --- maintenance (tahoe.maintenance) ------------------------------------------------------
     def vacuum(self, retention_hours: float | None = None, dry_run: bool = True,
                enforce_retention_duration: bool = True, *, full: bool = False,
-               keep_versions: list[int] | None = None, max_workers: int = 8) -> list[str]:
+               keep_versions: list[int] | None = None, max_workers: int | None = None) -> list[str]:
         """VACUUM, as delta-rs's `DeltaTable.vacuum`: the files (relative paths) no version inside
         the retention window needs — listed only (`dry_run=True`, the default), or deleted.
         `full=False` (delta-rs's default) looks only at the log's tombstones; `full=True` lists

@@ -31,7 +31,8 @@ Rules checked before anything is deleted:
   3. a dry run deletes nothing and commits nothing.
 A real run commits `VACUUM START` (parameters retentionCheckEnabled, specifiedRetentionMillis,
 defaultRetentionMillis; metrics numFilesToDelete, sizeOfDataToDelete), deletes the files in
-parallel (`max_workers`; S3 in batches of 1000 keys), then commits `VACUUM END` (status
+parallel (`max_workers`, by default the store's `delete_concurrency`: 64 unlinks in flight on a
+local file system, 8 requests of 1000 keys on S3), then commits `VACUUM END` (status
 COMPLETED, numDeletedFiles, numVacuumedDirectories) — or `VACUUM END` with status FAILED, and the
 error, when the deletes fail. `log_commits=False` skips both commits (delta-spark's
 `spark.databricks.delta.vacuum.logging.enabled=false`).
@@ -256,7 +257,7 @@ def plan_vacuum(snapshot: Snapshot, retention_hours: float | None = None, *,
                 enforce_retention_duration: bool = True, full: bool = True,
                 keep_versions: Iterable[int] | None = None, now_ms: int | None = None,
                 progress: Progress | None = None, log: DeltaLog | None = None,
-                max_workers: int = 8) -> VacuumPlan:
+                max_workers: int | None = None) -> VacuumPlan:
     """What VACUUM of `snapshot` would delete (nothing is deleted here)."""
     check_writable(snapshot.protocol)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
@@ -318,8 +319,9 @@ def plan_vacuum(snapshot: Snapshot, retention_hours: float | None = None, *,
         from concurrent.futures import ThreadPoolExecutor
 
         # one task per chunk of paths (a future per path costs more than a local stat)
-        size = max(1, min(256, -(-len(cands) // max(1, max_workers))))
-        with ThreadPoolExecutor(max_workers=max(1, max_workers)) as ex:
+        workers = max(1, max_workers or 8)
+        size = max(1, min(256, -(-len(cands) // workers)))
+        with ThreadPoolExecutor(max_workers=workers) as ex:
             there = [ok for chunk in ex.map(lambda ch: [store.exists(c[0]) for c in ch],
                                             [cands[i:i + size] for i in range(0, len(cands), size)])
                      for ok in chunk]
@@ -343,13 +345,13 @@ def _commit_marker(log: DeltaLog, snapshot: Snapshot, operation: str, params: di
 def vacuum(table: str | DeltaLog, retention_hours: float | None = None, dry_run: bool = True, *,
            enforce_retention_duration: bool = True, full: bool = True,
            keep_versions: Iterable[int] | None = None, storage_options: dict | None = None,
-           max_workers: int = 8, log_commits: bool = True, progress: Progress | None = None,
+           max_workers: int | None = None, log_commits: bool = True, progress: Progress | None = None,
            now_ms: int | None = None) -> VacuumResult:
     """VACUUM the latest version of `table` (see the module docstring). Returns a VacuumResult;
     `dry_run=True` (the default, as delta-rs) only plans."""
     started = time.perf_counter()
     log = table if isinstance(table, DeltaLog) else DeltaLog.for_table(table, storage_options)
-    if max_workers < 1:
+    if max_workers is not None and max_workers < 1:
         raise InvalidOptionError(f"max_workers must be >= 1, got {max_workers}")
     snapshot = log.snapshot()
     plan = plan_vacuum(snapshot, retention_hours, enforce_retention_duration=enforce_retention_duration,

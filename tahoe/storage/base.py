@@ -64,6 +64,12 @@ class LogStore(ABC):
     # then a file absent after a failed write is surely not written.
     puts_may_land_late: bool = True
 
+    # How many deletes `delete_many` keeps in flight when the caller does not say: requests of
+    # up to 1000 keys on object stores; single unlinks on a local file system, where each waits on
+    # the file system's journal (one at a time: ~1.4 ms an unlink on an ext4 mounted with
+    # `discard`; 64 at a time: ~0.07 ms).
+    delete_concurrency: int = 8
+
     # --- listing -------------------------------------------------------------------------
 
     @abstractmethod
@@ -99,9 +105,10 @@ class LogStore(ABC):
                     continue
             yield st
 
-    def delete_many(self, paths: Sequence[str], max_workers: int = 8,
+    def delete_many(self, paths: Sequence[str], max_workers: int | None = None,
                     progress: Callable[[int], None] | None = None) -> int:
-        """Delete files (missing ones are fine), `max_workers` at a time; returns how many
+        """Delete files (missing ones are fine), `max_workers` (default `delete_concurrency`) at
+        a time; returns how many
         deletes were sent without error. The first error is raised after the others ran.
         `progress(n)` is called (on the calling thread) with the number done so far."""
         if not paths:
@@ -109,6 +116,7 @@ class LogStore(ABC):
         from concurrent.futures import ThreadPoolExecutor
 
         errors: list[BaseException] = []
+        max_workers = max_workers or self.delete_concurrency
 
         def some(chunk: Sequence[str]) -> int:
             n = 0

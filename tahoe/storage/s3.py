@@ -414,7 +414,7 @@ class S3LogStore(LogStore):
             raise ValueError(f"cannot delete a bucket: {path!r}")
         self._client.delete_object(Bucket=bucket, Key=key)  # S3: missing keys are fine
 
-    def delete_many(self, paths, max_workers: int = 8, progress=None) -> int:
+    def delete_many(self, paths, max_workers: int | None = None, progress=None) -> int:
         """Batched: one DeleteObjects request per 1000 keys of a bucket, `max_workers` requests
         at a time. A key S3 reports as not deleted is an error (raised after the others ran).
         `progress(n)` is called (on the calling thread) with the number done so far."""
@@ -440,7 +440,7 @@ class S3LogStore(LogStore):
             return len(keys) - len(failed)
 
         done = 0
-        with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(batches)))) as ex:
+        with ThreadPoolExecutor(max_workers=max(1, min(max_workers or self.delete_concurrency, len(batches)))) as ex:
             for n in ex.map(one, batches):
                 done += n
                 if progress is not None:
