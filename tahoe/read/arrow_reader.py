@@ -95,7 +95,7 @@ class ArrowFileReader:
         # per-file work that depends only on the file's schema (the files of a table mostly share
         # one): the column resolution of the last few file schemas seen, and each logical type's
         # Arrow type (by the identity of the schema's type objects, which live as long as it)
-        self._resolved: list[tuple[pa.Schema, list, list[str]]] = []
+        self._resolved: list[tuple[pa.Schema, list, list[str], bool]] = []
         self._types: dict[int, pa.DataType] = {}
 
     # --- one file ------------------------------------------------------------------------------
@@ -109,6 +109,12 @@ class ArrowFileReader:
         materialized row-tracking columns."""
         full, pf, resolved, names = self._open(path)
         num_rows = pf.metadata.num_rows
+        if not extra_columns and row_index is None and not deletion_vector and self._lookup(pf.schema_arrow)[2]:
+            try:   # the common case: the file's columns are the logical table (no per-column work)
+                t = pf.read(use_threads=False)
+            except (pa.ArrowInvalid, OSError) as e:
+                raise CorruptLogError(f"cannot read data file {full}: {e}") from None
+            return pa.Table.from_arrays(t.columns, schema=self.out_schema)
         extras: dict[str, pa.DataType] = dict(extra_columns or {})
         present = set(pf.schema_arrow.names)
         wanted = names + [n for n in extras if n in present and n not in names]
@@ -206,15 +212,25 @@ class ArrowFileReader:
 
     def _resolve(self, pf: pq.ParquetFile):
         """([(logical field, the file's column name for it | None)], the file's columns to read)."""
-        file_schema = pf.schema_arrow
-        for known, resolved, names in self._resolved:
+        resolved, names, _plain = self._lookup(pf.schema_arrow)
+        return resolved, names
+
+    def _lookup(self, file_schema: pa.Schema) -> tuple[list, list[str], bool]:
+        """`_resolve`'s answer for a file schema, and whether the file's columns already are the
+        logical table, as is (`plain`: no column mapping, no partition columns, the same names in
+        the same order, the same types)."""
+        for known, resolved, names, plain in self._resolved:
             if known.equals(file_schema, check_metadata=True):
-                return resolved, names
+                return resolved, names, plain
         found = [(f, self._find(file_schema, f)) for f in self.data_fields]
         names = [file_schema.field(i).name for i in sorted({i for _, i in found if i is not None})]
         resolved = [(f, None if i is None else file_schema.field(i).name) for f, i in found]
-        self._resolved = [(file_schema, resolved, names)] + self._resolved[:3]   # replaced, never mutated
-        return resolved, names
+        plain = (self.mode == "none" and len(self.out_fields) == len(self.data_fields) == len(file_schema)
+                 and [f.name for f in file_schema] == [f.name for f in self.data_fields]
+                 and all(f.type == o.type and not is_variant_type(o.type)
+                         for f, o in zip(file_schema, self.out_schema)))
+        self._resolved = [(file_schema, resolved, names, plain)] + self._resolved[:3]   # replaced, never mutated
+        return resolved, names, plain
 
     def _out_type(self, dt: DataType) -> pa.DataType:
         t = self._types.get(id(dt))
