@@ -18,6 +18,9 @@ Invariants of every file written by `write_data_files`:
      mapping, the parquet field ids) of `column_mapping.physical_arrow_schema`, all nullable
      (as Spark writes files: NOT NULL is checked on the values, see `nullable_type`);
   3. timestamps are INT64 microseconds (UTC-adjusted for `timestamp`, local for `timestamp_ntz`);
+     a top-level column is dictionary-encoded only where a dictionary pays (`dictionary_columns`:
+     parquet-mr's rule of thumb, which pyarrow lacks — it builds a dictionary of up to 1 MiB for
+     every column and only then falls back, slowly, on unique ids and random numbers);
   4. all its rows share one set of partition values, the ones in its AddFile.
 """
 
@@ -279,12 +282,38 @@ def _retype(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=schema)
 
 
+_DICTIONARY_SAMPLE = 65_536
+
+
+def dictionary_columns(table: pa.Table) -> bool | list[str]:
+    """The columns worth dictionary-encoding (pyarrow's `use_dictionary`): those whose values,
+    in an evenly spread sample of at most 64k rows, are at most half distinct — where a
+    dictionary's indices replace repeated values — as parquet-mr keeps a dictionary only when it
+    makes the page smaller. Already dictionary-typed columns, all-null columns, and every column
+    of a table with nested columns (whose leaves pyarrow names by path) keep the default: True."""
+    if table.num_rows == 0 or any(pa.types.is_nested(f.type) for f in table.schema):
+        return True
+    n = table.num_rows
+    step = max(1, n // _DICTIONARY_SAMPLE)
+    take = pa.array(np.arange(0, n, step)) if step > 1 else None
+    chosen = []
+    for name, col in zip(table.column_names, table.columns):
+        if pa.types.is_dictionary(col.type):
+            chosen.append(name)
+            continue
+        sample = col.take(take) if take is not None else col
+        values = len(sample) - sample.null_count
+        if values == 0 or pc.count_distinct(sample).as_py() * 2 <= values:
+            chosen.append(name)
+    return True if len(chosen) == table.num_columns else chosen
+
+
 def parquet_bytes(table: pa.Table, options: ParquetWriteOptions | None = None) -> pa.Buffer:
     """One data file's bytes (`options`: the table's codec and format version)."""
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, **(options or ParquetWriteOptions()).pyarrow_kwargs(), coerce_timestamps="us",
                    allow_truncated_timestamps=True, use_compliant_nested_type=True,
-                   row_group_size=ROW_GROUP_ROWS)
+                   row_group_size=ROW_GROUP_ROWS, use_dictionary=dictionary_columns(table))
     return sink.getvalue()
 
 

@@ -61,3 +61,38 @@ def test_bad_values_refused(tmp_path):
     with pytest.raises(UnsupportedFeatureError, match="lz4"):
         tahoe.write_table(str(tmp_path / "c"), DATA, properties={"delta.parquet.compression.codec": "lz4"})
     assert not os.path.exists(str(tmp_path / "c" / "_delta_log" / "00000000000000000000.json"))
+
+
+def test_dictionary_only_where_it_pays(tmp_path):
+    """A column is dictionary-encoded when at most half its values are distinct (hand-counted
+    below: `city` 4 values, `bucket` 250, an all-null `note`), written plain when they are all or
+    mostly distinct (`id`, `amount`, `token`); a table with a nested column keeps pyarrow's
+    default for every column. Oracle: the encodings in the files' footers (pyarrow's reader)."""
+    import numpy as np
+
+    n = 200_000
+    rng = np.random.default_rng(11)
+    data = pa.table({"id": pa.array(np.arange(n), pa.int64()),
+                     "amount": pa.array(rng.random(n)),
+                     "token": pa.array([f"t{i:07d}" for i in rng.permutation(n)]),
+                     "city": pa.array(["Oslo", "Lima", "Pune", "Kyiv"] * (n // 4)),
+                     "bucket": pa.array(np.arange(n) % 250, pa.int64()),
+                     "note": pa.nulls(n, pa.string())})
+    path = str(tmp_path / "t")
+    tahoe.write_table(path, data)
+
+    def encodings(p):
+        (f,) = [os.path.join(d, x) for d, _s, fs in os.walk(p) for x in fs if x.endswith(".parquet") and "_delta_log" not in d]
+        md = pq.ParquetFile(f).metadata
+        return {md.schema.column(j).name: set(md.row_group(0).column(j).encodings) for j in range(md.num_columns)}
+
+    enc = encodings(path)
+    for name in ("city", "bucket", "note"):
+        assert "RLE_DICTIONARY" in enc[name] or "PLAIN_DICTIONARY" in enc[name], (name, enc[name])
+    for name in ("id", "amount", "token"):
+        assert not enc[name] & {"RLE_DICTIONARY", "PLAIN_DICTIONARY"}, (name, enc[name])
+    same_rows(data, delta_rs_rows([path], tmp_path)[path])
+    nested = str(tmp_path / "nested")
+    tahoe.write_table(nested, pa.table({"id": pa.array(np.arange(1000), pa.int64()),
+                                        "s": pa.array([{"a": i} for i in range(1000)])}))
+    assert "RLE_DICTIONARY" in encodings(nested)["id"]      # pyarrow's default: a dictionary, then fallback
