@@ -15,12 +15,13 @@ id; in `id` mode every field must have one.
 from __future__ import annotations
 
 import uuid
-from typing import Iterable
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Iterable
 
 from ..errors import SchemaError
 from .schema import ArrayType, DataType, MapType, StructField, StructType, to_arrow_type
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
 
 __all__ = [
     "MODE_KEY", "MAX_COLUMN_ID_KEY", "ID_KEY", "PHYSICAL_NAME_KEY", "PARQUET_FIELD_ID_KEY",
@@ -111,6 +112,8 @@ def to_physical_schema(logical: StructType, mode: str) -> StructType:
 
 
 def _arrow_field(f: StructField, with_ids: bool) -> pa.Field:
+    import pyarrow as pa
+
     md = None
     if with_ids:
         fid = field_id(f)
@@ -120,6 +123,8 @@ def _arrow_field(f: StructField, with_ids: bool) -> pa.Field:
 
 
 def _arrow_type(dt: DataType, with_ids: bool) -> pa.DataType:
+    import pyarrow as pa
+
     if isinstance(dt, StructType):
         return pa.struct([_arrow_field(f, with_ids) for f in dt.fields])
     if isinstance(dt, ArrayType):
@@ -133,6 +138,8 @@ def _arrow_type(dt: DataType, with_ids: bool) -> pa.DataType:
 def physical_arrow_schema(logical: StructType, mode: str) -> pa.Schema:
     """The Arrow schema to write data files with: physical names, and under name/id mode every
     field carrying `PARQUET:field_id` metadata so pyarrow writes the Parquet field ids."""
+    import pyarrow as pa
+
     phys = to_physical_schema(logical, mode)
     with_ids = mode in ("name", "id")
     return pa.schema([_arrow_field(f, with_ids) for f in phys.fields])

@@ -28,7 +28,6 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 from ..errors import InvalidTableOperationError, SchemaError
 from .intervals import parse_interval_ms
-from .stats import DEFAULT_NUM_INDEXED_COLS, DEFAULT_STRING_PREFIX_LENGTH
 from .schema import ArrayType, DataType, MapType, PrimitiveType, StructField, StructType
 from .table_features import FEATURES, canonical_feature_name
 
@@ -44,10 +43,14 @@ __all__ = [
     "IDENTITY_START", "IDENTITY_STEP", "IDENTITY_HIGH_WATER_MARK",
     "IDENTITY_ALLOW_EXPLICIT_INSERT", "GENERATION_EXPRESSION", "INVARIANTS",
     "ROW_ID_COLUMN_PROP", "ROW_COMMIT_VERSION_COLUMN_PROP", "ENABLE_ROW_TRACKING",
-    "ENABLE_DELETION_VECTORS",
+    "ENABLE_DELETION_VECTORS", "DEFAULT_NUM_INDEXED_COLS", "DEFAULT_STRING_PREFIX_LENGTH",
 ]
 
 CONSTRAINT_PREFIX = "delta.constraints."
+# defaults of delta.dataSkippingNumIndexedCols / delta.dataSkippingStringPrefixLength (also the
+# defaults of tahoe.protocol.stats, which imports them from here)
+DEFAULT_NUM_INDEXED_COLS = 32
+DEFAULT_STRING_PREFIX_LENGTH = 32
 FEATURE_PREFIX = "delta.feature."
 
 SERIALIZABLE = "Serializable"
