@@ -44,9 +44,12 @@ __all__ = [
     "IDENTITY_ALLOW_EXPLICIT_INSERT", "GENERATION_EXPRESSION", "INVARIANTS",
     "ROW_ID_COLUMN_PROP", "ROW_COMMIT_VERSION_COLUMN_PROP", "ENABLE_ROW_TRACKING",
     "ENABLE_DELETION_VECTORS", "DEFAULT_NUM_INDEXED_COLS", "DEFAULT_STRING_PREFIX_LENGTH",
+    "TAHOE_PREFIX", "CHECKPOINT_JSON_SIZE_THRESHOLD", "parse_size", "size_property",
 ]
 
 CONSTRAINT_PREFIX = "delta.constraints."
+TAHOE_PREFIX = "tahoe."
+CHECKPOINT_JSON_SIZE_THRESHOLD = "tahoe.checkpoint.jsonSizeThreshold"
 # defaults of delta.dataSkippingNumIndexedCols / delta.dataSkippingStringPrefixLength (also the
 # defaults of tahoe.protocol.stats, which imports them from here)
 DEFAULT_NUM_INDEXED_COLS = 32
@@ -110,10 +113,26 @@ def _interval(v: str) -> str:
     return v.strip()
 
 
+_SIZE_RE = re.compile(r"\s*(\d+)\s*([kmgtp]?)(i?b?)\s*")
+
+
+def parse_size(text: str) -> int:
+    """Bytes from a size as the JVM writes them: `134217728`, `128mb`, `1g`, `64KiB` (binary
+    multiples, as delta-spark reads delta.targetFileSize); ValueError(reason) otherwise."""
+    m = _SIZE_RE.fullmatch(str(text).lower())
+    if not m:
+        raise ValueError("expected a size in bytes, e.g. 134217728 or 128mb")
+    return int(m.group(1)) * 1024 ** "_kmgtp".index(m.group(2) or "_")
+
+
 def _size(v: str) -> str:
-    m = re.fullmatch(r"\s*(\d+)\s*([kmgt]?b?)?\s*", v.lower())
-    if not m or int(m.group(1)) <= 0:
+    if parse_size(v) <= 0:
         raise ValueError("expected a positive size in bytes, e.g. 134217728 or 128mb")
+    return v.strip()
+
+
+def _size_or_zero(v: str) -> str:
+    parse_size(v)
     return v.strip()
 
 
@@ -146,7 +165,7 @@ def _column_list(v: str) -> str:
 
 @dataclass(frozen=True)
 class TableProperty:
-    """One known `delta.*` table property.
+    """One known table property: delta-spark's `delta.*` ones, and tahoe's own `tahoe.*` ones.
 
     `kind` is how its value is read (`bool`, `int`, `interval`, `enum`, `size`, `text`,
     `columns`); `default` is the value in effect when the configuration does not set it, in the
@@ -226,6 +245,11 @@ _KNOWN: tuple[TableProperty, ...] = (
     _prop("delta.enableIcebergCompatV1", "bool", "false"),
     _prop("delta.enableIcebergCompatV2", "bool", "false"),
     _prop("delta.universalFormat.enabledFormats", "text", None, _formats),
+    # tahoe's own (no delta-spark equivalent; ignored by other engines): after a commit, write a
+    # checkpoint when the JSON commits since the last checkpoint hold at least this many bytes,
+    # whatever delta.checkpointInterval says — a few large commits otherwise leave readers
+    # parsing hundreds of MB of JSON until the Nth commit (tahoe.log.checkpoints). 0: off.
+    _prop(CHECKPOINT_JSON_SIZE_THRESHOLD, "size", "32mb", _size_or_zero),
 )
 TABLE_PROPERTIES: dict[str, TableProperty] = {p.key: p for p in _KNOWN}
 _BY_LOWER = {k.lower(): k for k in TABLE_PROPERTIES}
@@ -250,9 +274,20 @@ def normalize_property(key: str, value: Any) -> tuple[str, str]:
     if value is None:
         raise InvalidTableOperationError(f"table property '{key}' has no value (None)")
     text = _stringify(key, value)
-    if not key.lower().startswith("delta."):
-        return key, text
     low = key.lower()
+    if low.startswith(TAHOE_PREFIX):
+        # tahoe's own namespace: known keys only, validated like delta.* ones
+        canon = _BY_LOWER.get(low)
+        if canon is None:
+            raise InvalidTableOperationError(
+                f"unknown configuration was specified: '{key}' (the 'tahoe.' namespace holds tahoe's "
+                f"own table properties: {', '.join(k for k in TABLE_PROPERTIES if k.startswith(TAHOE_PREFIX))})")
+        try:
+            return canon, TABLE_PROPERTIES[canon].check(text)
+        except ValueError as e:
+            raise InvalidTableOperationError(f"invalid value '{text}' for table property '{canon}': {e}") from None
+    if not low.startswith("delta."):
+        return key, text
     if low.startswith(CONSTRAINT_PREFIX.lower()):
         name = key[len(CONSTRAINT_PREFIX):]
         if not name:
@@ -382,6 +417,11 @@ def text_property(conf: dict[str, str] | None, key: str) -> str | None:
     if prop is None or prop.kind not in ("text", "size", "columns"):
         raise KeyError(f"'{key}' is not a known text table property")
     return _read(conf, prop, str)
+
+
+def size_property(conf: dict[str, str] | None, key: str) -> int | None:
+    """A size property in bytes (`128mb`, `134217728`)."""
+    return _read(conf, _known(key, "size"), parse_size)
 
 
 class DataSkippingSettings(NamedTuple):

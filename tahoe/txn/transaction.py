@@ -309,6 +309,7 @@ class Transaction:
         self._protect_history = False
         self.committed_version: int | None = None
         self.committed_actions: list[Action] | None = None
+        self._committed_bytes = 0          # size of the commit file written
         self.outcome = CommitOutcome.NOT_COMMITTED
         self.post_commit_errors: list[Exception] = []   # post-commit hooks that failed (logged)
         self._post_commit_hooks: list[Callable[["Transaction", int], Any]] = []
@@ -892,7 +893,8 @@ class Transaction:
             self.attempts = attempt + 1
             actions, summary = self._actions_for(version, state, plan, operation_metrics, user_metadata)
             path = store.join(self.log.log_dir, commit_file_name(version))
-            if self._put(path, actions_to_json_lines(actions)):
+            data = actions_to_json_lines(actions)
+            if self._put(path, data):
                 break
             attempt += 1
             if attempt > self.max_retries:
@@ -914,6 +916,7 @@ class Transaction:
         self.committed_version = version
         self.outcome = CommitOutcome.COMMITTED
         self.committed_actions = actions
+        self._committed_bytes = len(data)
         final_md = next((a for a in actions if isinstance(a, Metadata)), None) or state.metadata
         self._post_commit(version, final_md.configuration if final_md is not None else None)
         return version
@@ -1079,8 +1082,15 @@ class Transaction:
         hook = getattr(checkpoints, "checkpoint_if_needed", None)
         if hook is None:
             return
+        # the JSON a reader replays after the newest checkpoint: known without a listing when this
+        # commit directly follows the snapshot it read (its segment + this commit)
+        snap = self.read_snapshot
+        tail = None
+        if snap is not None and snap.version == version - 1:
+            tail = sum(f.status.size for f in snap.segment.deltas) + self._committed_bytes
         try:
-            hook(self.log, version, configuration=dict(configuration) if configuration is not None else None)
+            hook(self.log, version, configuration=dict(configuration) if configuration is not None else None,
+                 tail_bytes=tail)
         except Exception as e:  # a checkpoint is an optimization: never fail the commit for it
             log.warning("checkpoint after version %s of %s failed: %s: %s",
                         version, self.log.table_root, type(e).__name__, e)
