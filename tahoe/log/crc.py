@@ -84,7 +84,8 @@ def write_version_checksum(store: LogStore, log_dir: str, version: int, crc: Ver
     """Write `<version>.crc` unless it exists (never overwritten); True when written."""
     path = store.join(log_dir, crc_file_name(version))
     try:
-        store.write(path, (crc.to_json() + "\n").encode("utf-8"), overwrite=False)
+        # optional for readers (an unreadable .crc is ignored): no fsyncs (`LogStore.write_optional`)
+        store.write_optional(path, (crc.to_json() + "\n").encode("utf-8"))
         return True
     except FileExistsError:
         _logger.info("version checksum %s already exists; keeping it", path)
