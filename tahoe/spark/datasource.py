@@ -48,11 +48,11 @@ from typing import Any, Iterator
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition
 
 from ..errors import UnsupportedFeatureError
-from .options import PUSHDOWN_OPTION, READ_KIND_OPTION, CATALOG_MESSAGE, check_properties_apply, read_options, table_path, write_options
+from .options import PARALLELISM_OPTION, PUSHDOWN_OPTION, READ_KIND_OPTION, CATALOG_MESSAGE, check_properties_apply, read_options, table_path, write_options
 from ..expressions.parse import creates_table_using
 
 __all__ = ["DeltaDataSource", "DefaultSource", "register", "read_via_datasource", "TableFiles", "FilesPartition",
-           "ChangesPartition", "change_partitions", "pack_by_size", "spark_read_schema"]
+           "ChangesPartition", "change_partitions", "pack_by_size", "max_split_bytes", "spark_read_schema"]
 
 # about what one task reads (Spark's spark.sql.files.maxPartitionBytes default)
 _PARTITION_BYTES = 128 << 20
@@ -75,14 +75,24 @@ class ChangesPartition(InputPartition):
         self.units = units
 
 
-def pack_by_size(pieces: list[tuple[Any, int]]) -> list[list[Any]]:
+def max_split_bytes(sizes: list[int], min_partitions: int | None) -> int:
+    """Spark's `FilePartition.maxSplitBytes`: at most `_PARTITION_BYTES`, and — so that a small
+    table still gives every core a task — at most the bytes per core (`min_partitions`: the
+    session's default parallelism), counting `_OPEN_COST_BYTES` a file, but never below that."""
+    if not min_partitions:
+        return _PARTITION_BYTES
+    per_core = (sum(sizes) + len(sizes) * _OPEN_COST_BYTES) // max(1, min_partitions)
+    return min(_PARTITION_BYTES, max(_OPEN_COST_BYTES, per_core))
+
+
+def pack_by_size(pieces: list[tuple[Any, int]], limit: int = _PARTITION_BYTES) -> list[list[Any]]:
     """Pieces (entry, bytes) packed as Spark packs file splits: sorted largest first, each into the
-    open group while it fits in about `_PARTITION_BYTES` (counting `_OPEN_COST_BYTES` a piece),
-    else into the next."""
+    open group while it fits in about `limit` (counting `_OPEN_COST_BYTES` a piece), else into
+    the next."""
     pieces = sorted(pieces, key=lambda x: -x[1])
     groups, cur, cur_size = [], [], 0
     for entry, size in pieces:
-        if cur and cur_size + size > _PARTITION_BYTES:
+        if cur and cur_size + size > limit:
             groups.append(cur)
             cur, cur_size = [], 0
         cur.append(entry)
@@ -138,26 +148,29 @@ class TableFiles:
 
         return to_arrow_schema(SparkStruct.fromJson(json.loads(self.out_schema_json)), timezone="UTC")
 
-    def partitions(self, files: list[tuple[str, dict, Any, int]], reader=None) -> list[FilesPartition]:
-        """Input partitions of at most about `_PARTITION_BYTES` over (path, partition values, DV,
-        size) entries: a file larger than that is cut into runs of its row groups (its footer read
-        here; a single larger row group is a run of its own); see `pack_by_size`."""
+    def partitions(self, files: list[tuple[str, dict, Any, int]], reader=None,
+                   min_partitions: int | None = None) -> list[FilesPartition]:
+        """Input partitions of at most about `max_split_bytes` (128 MB, less on a small table:
+        `min_partitions`, the session's parallelism, tasks at least) over (path, partition values,
+        DV, size) entries: a file larger than that is cut into runs of its row groups (its footer
+        read here; a single larger row group is a run of its own); see `pack_by_size`."""
+        limit = max_split_bytes([sz or 0 for *_, sz in files], min_partitions)
         pieces = []  # ((path, partition values, DV, row groups | None), bytes)
         for p, pv, dv, sz in files:
-            if (sz or 0) <= _PARTITION_BYTES:
+            if (sz or 0) <= limit:
                 pieces.append(((p, pv, dv, None), sz or 0))
                 continue
             reader = reader or self.arrow_reader()
             run, run_size = [], 0
             for i, b in enumerate(reader.row_group_bytes(p)):
-                if run and run_size + b > _PARTITION_BYTES:
+                if run and run_size + b > limit:
                     pieces.append(((p, pv, dv, run), run_size))
                     run, run_size = [], 0
                 run.append(i)
                 run_size += b
             if run:
                 pieces.append(((p, pv, dv, run), run_size))
-        return [FilesPartition(g) for g in pack_by_size(pieces)]
+        return [FilesPartition(g) for g in pack_by_size(pieces, limit)]
 
     def read(self, partition: FilesPartition) -> Iterator:
         """Record batches of a partition's files (DVs applied), in the Spark schema."""
@@ -238,6 +251,10 @@ class DeltaReader(DataSourceReader):
         self.files = TableFiles(snap, source._storage, schema, [f.name for f in schema.fields])
         self._snap = snap
         self._filters: list = []
+        try:   # the session's parallelism, handed over by tahoe's load wrapper (tahoe.spark.calls)
+            self._min_partitions = int(source.options.get(PARALLELISM_OPTION) or 0) or None
+        except ValueError:
+            self._min_partitions = None
 
     def __getstate__(self):
         # what the executors' read() needs: not the snapshot nor the filters (driver-side planning)
@@ -252,7 +269,7 @@ class DeltaReader(DataSourceReader):
                                             files.column("partitionValues").to_pylist(),
                                             files.column("deletionVector").to_pylist(),
                                             files.column("size").to_pylist())]
-        return self.files.partitions(entries) or [FilesPartition([])]
+        return self.files.partitions(entries, min_partitions=self._min_partitions) or [FilesPartition([])]
 
     def read(self, partition: FilesPartition) -> Iterator:
         return self.files.read(partition)

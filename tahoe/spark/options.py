@@ -53,7 +53,7 @@ from .write import SAVE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION, SESSION_OVERWR
 
 __all__ = ["read_options", "stream_read_options", "write_options", "stream_write_options", "table_path",
            "check_properties_apply", "READ_OPTIONS", "STREAM_READ_OPTIONS", "WRITE_OPTIONS", "STREAM_WRITE_OPTIONS",
-           "CATALOG_MESSAGE", "CDF_OUT_OF_RANGE_OPTION", "PUSHDOWN_OPTION",
+           "CATALOG_MESSAGE", "CDF_OUT_OF_RANGE_OPTION", "PUSHDOWN_OPTION", "PARALLELISM_OPTION",
            "READ_KIND_OPTION"]
 
 STORAGE_PREFIX = "storage."
@@ -78,7 +78,11 @@ PUSHDOWN_OPTION = "__tahoe_filterPushdown"
 # set by tahoe's load wrappers: "batch" (spark.read) or "stream" (spark.readStream), so that the
 # source checks the options of its kind when Spark asks the schema (before it says which it is)
 READ_KIND_OPTION = "__tahoe_readKind"
-_INTERNAL_READ = (CDF_OUT_OF_RANGE_OPTION.lower(), PUSHDOWN_OPTION.lower(), READ_KIND_OPTION.lower())
+# set by tahoe's batch load wrapper: the session's default parallelism (a Python data source cannot
+# read it), so that a small table is split into at least that many tasks, as Spark splits files
+PARALLELISM_OPTION = "__tahoe_parallelism"
+_INTERNAL_READ = (CDF_OUT_OF_RANGE_OPTION.lower(), PUSHDOWN_OPTION.lower(), READ_KIND_OPTION.lower(),
+                  PARALLELISM_OPTION.lower())
 
 # delta-spark options whose one value tahoe's writer implements: {name: (accepted value, what it does)}
 _WRITE_DEFAULTS = {
