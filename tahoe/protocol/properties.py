@@ -268,26 +268,13 @@ def _stringify(key: str, value: Any) -> str:
 
 def normalize_property(key: str, value: Any) -> tuple[str, str]:
     """One property → (canonical key, canonical value); InvalidTableOperationError when the key
-    is an unknown `delta.` key or the value is invalid for it."""
+    is an unknown `delta.` or `tahoe.` key or the value is invalid for it."""
     if not isinstance(key, str) or not key:
         raise InvalidTableOperationError(f"invalid table property name {key!r}")
     if value is None:
         raise InvalidTableOperationError(f"table property '{key}' has no value (None)")
     text = _stringify(key, value)
     low = key.lower()
-    if low.startswith(TAHOE_PREFIX):
-        # tahoe's own namespace: known keys only, validated like delta.* ones
-        canon = _BY_LOWER.get(low)
-        if canon is None:
-            raise InvalidTableOperationError(
-                f"unknown configuration was specified: '{key}' (the 'tahoe.' namespace holds tahoe's "
-                f"own table properties: {', '.join(k for k in TABLE_PROPERTIES if k.startswith(TAHOE_PREFIX))})")
-        try:
-            return canon, TABLE_PROPERTIES[canon].check(text)
-        except ValueError as e:
-            raise InvalidTableOperationError(f"invalid value '{text}' for table property '{canon}': {e}") from None
-    if not low.startswith("delta."):
-        return key, text
     if low.startswith(CONSTRAINT_PREFIX.lower()):
         name = key[len(CONSTRAINT_PREFIX):]
         if not name:
@@ -301,8 +288,16 @@ def normalize_property(key: str, value: Any) -> tuple[str, str]:
             raise InvalidTableOperationError(
                 f"invalid value '{text}' for table property '{key}': expected 'supported' or 'enabled'")
         return FEATURE_PREFIX + name, "supported"
+    if not low.startswith(("delta.", TAHOE_PREFIX)):
+        return key, text
+    # delta-spark's namespace and tahoe's own: known keys only
     canon = _BY_LOWER.get(low)
     if canon is None:
+        if low.startswith(TAHOE_PREFIX):
+            known = ", ".join(k for k in TABLE_PROPERTIES if k.startswith(TAHOE_PREFIX))
+            raise InvalidTableOperationError(
+                f"unknown configuration was specified: '{key}' (the 'tahoe.' namespace holds tahoe's "
+                f"own table properties: {known})")
         raise InvalidTableOperationError(
             f"unknown configuration was specified: '{key}' (not a Delta table property this "
             f"client knows; properties outside the 'delta.' namespace are allowed)")
