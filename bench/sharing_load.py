@@ -16,9 +16,14 @@ answers without `Delta-Table-Version` (Python client). Reported beside the figur
 CPU time (all its processes) per request, and the machine's load average — on a shared machine
 read the figures beside it.
 
-Measured (2-core machine shared with other sessions, wrk, 32 connections):
-  load 14-23, 10 s: 1 worker 761 req/s (p99 344 ms); 2 workers 2,434 req/s (p99 318 ms),
-  0.68 ms of server CPU per request.
+Measured (2-core machine shared with other sessions, wrk, 32 connections; before: main's server,
+one process, 458-475 req/s with the old 16-thread Python client):
+  60 s, 2 workers, load 12.5 -> 23.3: 1,676 req/s, 0 errors, p50 15.4 ms, p99 236 ms,
+      0.75 ms of server CPU per request
+  30 s, 1 worker,  load 22.3 -> 20.9:   562 req/s, 0 errors, p50 36.4 ms, p99 298 ms, 1.00 ms
+  10 s, 2 workers, Python client (2 processes x 8 threads), load 16-18: 1,157 req/s, 0 errors,
+      p99 61 ms
+The p99 on a machine at load 12-23 is mostly time spent waiting for a core.
 """
 
 from __future__ import annotations
