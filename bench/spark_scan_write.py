@@ -24,6 +24,35 @@ session runs the JVM's full JIT (no `quick_start`).
 Ratios are tahoe / spark (lower is better), wall and CPU (this process + the JVM + Python workers),
 each line with the load average. Targets (issue 18): write <= 1.05, fast path with 10% DV <= 1.15,
 data source <= 1.5.
+
+Measured (`--quick`, 10M rows, 2-core machine shared with other sessions; best of 3 rounds):
+  before (main, load 19): write 0.51 (order effect: the first write paid the JIT, since fixed
+      by alternating), fast path 1.27, data source 3.51 (cpu 2.03), fast + 10% DV 1.69 (cpu 1.38),
+      DS + DV 2.68
+  after (load 15-20): write 1.16 (cpu 0.97), fast path 1.02 (cpu 0.92), data source 2.28
+      (cpu 1.49), fast + 10% DV 1.63 (cpu 1.79), DS + DV 3.03 (cpu 1.47)
+  The 115M-row run was not repeated on the loaded machine (last figures: DV 1.19).
+
+Findings (issue 18, items 3 and 4), from experiments on the same 10M-row table:
+  - DV fast path, fixed cost: building the DataFrame takes 0.4-0.6 s wall (0.2-0.3 s CPU) a
+    read, mostly the JVM analysing the filter through py4j (0.28 s for the filter carrying the
+    scalar subquery); decoding the DVs and building the word array 0.06 + 0.07 s. Shipping the
+    words as a foldable literal instead (`from_json(lit(text), 'array<bigint>')`, constant-folded
+    into the plan, no subquery) measured the same (0.47-0.59 s against 0.42-0.49 s): not adopted.
+  - DV fast path, per row: the CASE tree reads `_metadata.file_size`, so Spark builds the
+    `_metadata` struct for every row (`knownnotnull(named_struct(...))`); aliasing the size to a
+    column first is folded back by CollapseProject. One scan per DV'd file with a literal run
+    offset (no `_metadata`, no CASE) unioned was 1.9x slower (8 scans' fixed costs). The DV'd
+    scan's CPU stays 1.2-1.8x parquet's at this size.
+  - Data source: PySpark 4.3 passes the `pyarrow.RecordBatch`es a reader yields to the JVM as
+    they are (no re-batching; `spark.sql.execution.arrow.maxRecordsPerBatch` only sizes the
+    batches built from tuples) after checking the schema matches exactly. A minimal reader of
+    the same files with pyarrow alone (no tahoe) is 1.47-1.70x `spark.read.parquet` wall
+    (1.2-1.4x CPU) at loads 13-21 — the floor of the API here; 64k-row batches beat 1M-row
+    ones (1.70x against 2.38x). tahoe's reader packed a small table into fewer tasks than cores
+    (128 MB input partitions: 8 files of 22 MB became 5 + 3 on 2 cores); it now splits as
+    Spark's file scan does (the session's default parallelism, FilePartition.maxSplitBytes):
+    2.66x -> 1.72x (CPU 1.15x parquet) in the experiment, 3.51x -> 2.28x in this bench.
 """
 
 from __future__ import annotations
