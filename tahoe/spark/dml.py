@@ -23,8 +23,8 @@ Jobs:
      condition is TRUE; change data rows when the commit needs them. Each set is written by
      `tahoe.spark.write.write_dataframe` with the planner's write plan (every row check inside
      the write job);
-  4. one commit through the planner's `stage` (`commit_new_files`: files of a commit that
-     surely did not land are deleted).
+  4. one commit through the planner's `write_and_commit` (files of a commit that surely did not
+     land are deleted).
 
 A MERGE that inserts and also matches reads its source twice: the source gets a row id and is
 materialized on the executors first (`localCheckpoint`), so both reads see the same rows.
@@ -32,6 +32,7 @@ materialized on the executors first (`localCheckpoint`), so both reads see the s
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -44,11 +45,9 @@ from ..protocol.actions import AddCDCFile, AddFile
 from ..protocol.deletion_vectors import inline_dv, load_deletion_vector
 from ..storage import resolve_data_path
 from ..txn import Transaction
-from ..write.commit import commit_new_files, delete_data_files
-from ..write.deletion_vectors import stage_deleted_rows
 from ..write.dml_plan import (
     CHANGE_TYPE, CLAUSE, MULTIPLE_MATCHES_MESSAGE, ROW_COMMIT_VERSION, ROW_ID, SOURCE_PRESENT, TARGET_PRESENT,
-    Counts, DmlPlan, candidate_files, cdc_needed, record_reads, stage,
+    Counts, DmlPlan, candidate_files, cdc_needed, record_reads, write_and_commit,
 )
 from .read import FILE_COLUMN, ROW_COLUMN, hadoop_uri, read_snapshot
 from .session import configure
@@ -311,7 +310,6 @@ class _SparkDml:
         from pyspark.sql import functions as F
 
         plan, snap = self.plan, self.snap
-        t0 = time.perf_counter()
         by_uri = {self._uri(a): a for a in candidates}
         removed: list[AddFile] = []
         dv_rows: dict[str, Any] = {}
@@ -361,14 +359,14 @@ class _SparkDml:
                 counts.copied += live - len(allbm)
                 partial = True
         update_clauses = [c for c in plan.clauses if c.action == "update"]
-        new_files: list = []
-        added: list[AddFile] = []
-        cdcs: list[AddCDCFile] = []
-        marks: dict[str, int] = {}
         extras = {ROW_ID: plan.row_tracking[0], ROW_COMMIT_VERSION: plan.row_tracking[1]} if plan.row_tracking else None
         out_cols = [f.name for f in self.schema.fields if not f.metadata.get("delta.generationExpression")
                     or any(f.name in c.values for c in update_clauses)]
-        try:
+
+        def write(new_files: list) -> tuple[list[AddFile], list[AddCDCFile], dict[str, int]]:
+            added: list[AddFile] = []
+            cdcs: list[AddCDCFile] = []
+            marks: dict[str, int] = {}
             updated = None
             if changed is not None and counts.updated:
                 upd = changed.filter(F.col(CLAUSE).isin(*[c.index for c in update_clauses]))
@@ -401,31 +399,14 @@ class _SparkDml:
             if cdc_needed(plan, counts, partial):
                 cdc = self._cdc(changed, updated, inserted, update_clauses)
                 if cdc is not None:
-                    import dataclasses
                     cdc_plan = dataclasses.replace(plan.rewrite_plan, constraints=[], generated=[])
                     files, _ = write_dataframe(cdc, self.log, cdc_plan, extra_columns={CHANGE_TYPE: CHANGE_TYPE},
                                                subdir=CDC_DIR, file_prefix="cdc")
                     cdcs = [AddCDCFile(path=a.path, partition_values=a.partition_values, size=a.size) for a in files]
                     new_files += cdcs
-            if not removed and not dv_rows and not added:
-                from ..write.dml_plan import metrics
-                out = metrics(plan, counts, [], [], [])
-                out["version"] = snap.version
-                return out
-            dv_old, dv_new = stage_deleted_rows(snap, dv_rows) if dv_rows else ([], [])
-        except BaseException:
-            delete_data_files(self.log.store, self.log.table_root, new_files)
-            raise
-        counts.rewrite_ms = int((time.perf_counter() - t0) * 1000)
-        result: dict[str, Any] = {}
+            return added, cdcs, marks
 
-        def do_stage(t: Transaction) -> dict:
-            m = stage(plan, t, counts, removed, added, dv_old, dv_new, cdcs, marks)
-            result.update(m)
-            return m
-
-        result["version"] = commit_new_files(txn, new_files, do_stage)
-        return result
+        return write_and_commit(plan, txn, snap, counts, removed, dv_rows, write)
 
     def _plain_old(self, df):
         """A plain scan's rows (no join: bare names) as the table's schema after the operation."""

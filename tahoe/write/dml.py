@@ -31,7 +31,7 @@ How rows move:
      row changes is removed;
   4. rows written are prepared by the write plans (`prepare_rows`: casts, computed columns,
      NOT NULL / CHECK / invariants / generated) before any file is written; then data files,
-     deletion vectors and change data files; one commit (`commit_new_files`).
+     deletion vectors and change data files; one commit (`dml_plan.write_and_commit`).
 """
 
 from __future__ import annotations
@@ -53,11 +53,9 @@ from ..protocol.schema import StructType, from_arrow_schema, from_arrow_type, to
 from ..read.arrow_reader import ArrowFileReader, logical_arrow_schema
 from ..txn import Transaction
 from .arrow import prepare_rows
-from .commit import commit_new_files
-from .deletion_vectors import stage_deleted_rows
 from .dml_plan import (
     CHANGE_TYPE, DEFAULT_SOURCE_ALIAS, DEFAULT_TARGET_ALIAS, MULTIPLE_MATCHES_MESSAGE, ROW_COMMIT_VERSION, ROW_ID, CompiledClause, Counts, DmlPlan,
-    MergeClause, candidate_files, cdc_needed, plan_delete, plan_merge, plan_update, record_reads, stage,
+    MergeClause, candidate_files, cdc_needed, plan_delete, plan_merge, plan_update, record_reads, write_and_commit,
 )
 from .files import DEFAULT_TARGET_FILE_ROWS, conform_to_schema, to_arrow_table, write_data_files
 
@@ -672,10 +670,7 @@ class _Executor:
         removed = [r.add for r in results if r.removed]
         dv_rows = {r.add.path: r.dv_positions for r in results if r.dv_positions is not None}
         if not removed and not dv_rows and not counts.inserted:
-            out = _metrics_only(plan, counts)
-            out["version"] = snap.version
-            return out
-        t0 = time.perf_counter()
+            return write_and_commit(plan, txn, snap, counts, [], {}, lambda _new: ([], [], {}))
         rewrite_parts = [t for r in results for t in r.rewritten if t.num_rows]
         rewritten = _concat(rewrite_parts)
         extras = {ROW_ID: plan.row_tracking[0], ROW_COMMIT_VERSION: plan.row_tracking[1]} if plan.row_tracking else None
@@ -701,8 +696,8 @@ class _Executor:
             if prepared_insert is not None:
                 parts.append(_tag(_strip_tracking(prepared_insert), "insert"))
             cdc_rows = _concat([p for p in parts if p.num_rows])
-        new_files: list = []
-        try:
+
+        def write(new_files: list) -> tuple[list[AddFile], list[AddCDCFile], dict[str, int]]:
             added: list[AddFile] = []
             wplan = plan.rewrite_plan or plan.insert_plan
             for prepared, wp in ((prepared_rewrite, plan.rewrite_plan), (prepared_insert, plan.insert_plan)):
@@ -720,26 +715,9 @@ class _Executor:
                                          extra_columns={CHANGE_TYPE: CHANGE_TYPE}, subdir=CDC_DIR, file_prefix="cdc")
                 cdcs = [AddCDCFile(path=a.path, partition_values=a.partition_values, size=a.size) for a in files]
                 new_files.extend(cdcs)
-            dv_old, dv_new = stage_deleted_rows(snap, dv_rows) if dv_rows else ([], [])
-        except BaseException:
-            from .commit import delete_data_files
-            delete_data_files(log.store, log.table_root, new_files)
-            raise
-        counts.rewrite_ms = int((time.perf_counter() - t0) * 1000)
-        result: dict[str, Any] = {}
+            return added, cdcs, marks
 
-        def do_stage(t: Transaction) -> dict:
-            m = stage(plan, t, counts, removed, added, dv_old, dv_new, cdcs, marks)
-            result.update(m)
-            return m
-
-        result["version"] = commit_new_files(txn, new_files, do_stage)
-        return result
-
-
-def _metrics_only(plan: DmlPlan, counts: Counts) -> dict[str, Any]:
-    from .dml_plan import metrics
-    return metrics(plan, counts, [], [], [])
+        return write_and_commit(plan, txn, snap, counts, removed, dv_rows, write)
 
 
 def _concat(parts: list[pa.Table]) -> pa.Table | None:
