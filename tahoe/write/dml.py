@@ -265,6 +265,7 @@ class _Executor:
         self.reader = ArrowFileReader(snap.store, snap.table_root, self.read_schema, snap.partition_columns,
                                       snap.column_mapping_mode)
         self.ta = plan.user_target_alias if plan.operation != "MERGE" else plan.target_alias
+        self._keys: ArrowFileReader | None = None
 
     # --- scopes --------------------------------------------------------------------------------
     def _target_rows(self, rows: pa.Table) -> pa.Table:
@@ -343,6 +344,8 @@ class _Executor:
         plan = self.plan
         if plan.operation == "DELETE" and self._partition_only_delete():
             return [self._whole_file_delete(a) for a in candidates]
+        if plan.condition is not None:
+            self._key_reader()        # made once, before the threads share it
         with ThreadPoolExecutor(max_workers=_THREADS) as pool:
             return [r for r in pool.map(self._one_target_file, candidates) if r is not None]
 
@@ -373,13 +376,68 @@ class _Executor:
         return _with_row_tracking(self.plan, rows, add)
 
     def _one_target_file(self, add: AddFile) -> _FileResult | None:
+        """DELETE / UPDATE of one file. With a condition, only the columns it reads are read
+        first: a file where no row matches is left unread; a DELETE that needs no other value
+        (no change data; deletion vectors, or every row of the file deleted) finishes from them
+        — the positions go into the deletion vector, no data is rewritten. Otherwise the whole
+        file is read and the matched rows updated (their values, copies, change data)."""
+        plan = self.plan
+        (clause,) = plan.clauses
+        chosen = None
+        if clause.condition is not None:
+            has_dv = add.deletion_vector is not None
+            keys = self._key_reader().read_file(add.path, add.partition_values, add.deletion_vector,
+                                                row_index=_POS if has_dv else None)
+            if keys.num_rows == 0:
+                return None
+            hit = matches(clause.condition, self._scope(keys, None), num_rows=keys.num_rows)
+            # positions in the file (the rows' indexes, unless a deletion vector dropped some)
+            at = pc.indices_nonzero(hit)
+            if not len(at):
+                return None
+            if plan.operation == "DELETE" and not plan.cdf and (plan.dv or len(at) == keys.num_rows):
+                r = _FileResult(add)
+                r.counts.deleted = len(at)
+                positions = keys.column(_POS).take(at) if has_dv else at
+                self._mark(r, positions.to_numpy().astype(np.int64, copy=False), len(at) == keys.num_rows)
+                return r
+            chosen = np.full(keys.num_rows, -1, dtype=np.int64)
+            chosen[at.to_numpy()] = clause.index
         rows = self._read(add)
         n = rows.num_rows
         if n == 0:
             return None
         t = self._target_rows(rows)
-        chosen = self._choose(self.plan.clauses, n, t, None)
+        if chosen is None:
+            chosen = self._choose(plan.clauses, n, t, None)
         return self._apply(add, rows, t, None, chosen, np.arange(n))
+
+    def _key_reader(self) -> ArrowFileReader:
+        """A reader of the columns the condition reads (the partition columns among them come
+        from the file's partition values)."""
+        if self._keys is None:
+            self._keys = ArrowFileReader(self.snap.store, self.snap.table_root, self.read_schema,
+                                         self.snap.partition_columns, self.snap.column_mapping_mode,
+                                         columns=self._condition_target_columns())
+        return self._keys
+
+    def _mark(self, r: _FileResult, positions: np.ndarray | None, all_changed: bool) -> bool:
+        """Record how the file's changed rows leave it: with deletion vectors (and rows left),
+        their `positions` go into the file's deletion vector (True: the file stays); else the
+        file is removed (False: with copy-on-write, its other rows are to be copied)."""
+        add = r.add
+        if self.plan.dv and not all_changed:
+            r.dv_positions = positions
+            r.partial = True
+            if add.deletion_vector is None:
+                r.counts.dv_added = 1
+            else:
+                r.counts.dv_updated = 1
+            return True
+        r.removed = True
+        if add.deletion_vector is not None:
+            r.counts.dv_removed = 1
+        return False
 
     def _apply(self, add: AddFile, rows: pa.Table, t_rel: pa.Table, s_rel: pa.Table | None, chosen: np.ndarray,
                target_index: np.ndarray) -> _FileResult | None:
@@ -435,17 +493,8 @@ class _Executor:
                 r.cdc.append(_tag(_strip_tracking(out), "update_postimage"))
         r.rewritten.extend(updated_out)
         all_changed = bool(changed.all())
-        if plan.dv and not all_changed:
-            r.dv_positions = pos[changed]
-            r.partial = True
-            if add.deletion_vector is None:
-                r.counts.dv_added = 1
-            else:
-                r.counts.dv_updated = 1
+        if self._mark(r, pos[changed] if plan.dv and not all_changed else None, all_changed):
             return r
-        r.removed = True
-        if add.deletion_vector is not None:
-            r.counts.dv_removed = 1
         if not all_changed:       # copy-on-write: the other rows are copied
             keep = np.flatnonzero(~changed)
             copied = self._conform_old(old.take(keep))
@@ -462,9 +511,7 @@ class _Executor:
         plan, source = self.plan, self.source
         assert source is not None
         ta, sa = plan.target_alias, plan.source_alias
-        t_cols = self._condition_target_columns()
-        key_reader = ArrowFileReader(self.snap.store, self.snap.table_root, self.read_schema,
-                                     self.snap.partition_columns, self.snap.column_mapping_mode, columns=t_cols)
+        key_reader = self._key_reader()
 
         def keys_of(i_add):
             i, add = i_add

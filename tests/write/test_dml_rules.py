@@ -360,3 +360,40 @@ def test_bad_input_fails_clearly_and_leaves_the_table_unchanged(tmp_path, dv):
     m = merge().when_matched_delete().execute()
     assert (m["numTargetRowsDeleted"], m["version"]) == (1, 1)
     assert rows(path) == [{"k": 1, "v": 10, "s": "a"}, {"k": 3, "v": 30, "s": "c"}]
+
+
+# --- what a merge-on-read DELETE reads ----------------------------------------------------------------
+
+def test_dv_delete_reads_only_the_condition_columns_and_rewrites_nothing(tmp_path, monkeypatch):
+    """A DELETE in DV mode reads, from each candidate file, only the columns its condition
+    names (pyarrow's parquet reads recorded), writes one deletion-vector file and no data file;
+    a file with no matching row is not read beyond those columns either. With copy-on-write
+    the files holding a match are then read whole (their other rows are copied)."""
+    import pyarrow.parquet as pq_mod
+
+    for dv in (True, False):
+        path = str(tmp_path / f"t{dv}")
+        write_table(path, pa.table({"id": pa.array(range(40), pa.int64()), "v": [f"v{i}" for i in range(40)],
+                                    "w": pa.array([i * 0.5 for i in range(40)])}),
+                    target_file_rows=10, properties={"delta.enableDeletionVectors": str(dv).lower()})
+        reads: list = []
+        real = pq_mod.ParquetFile.read
+
+        def recording(self, columns=None, *a, **kw):
+            reads.append(tuple(columns) if columns is not None else "ALL")
+            return real(self, columns, *a, **kw)
+
+        monkeypatch.setattr(pq_mod.ParquetFile, "read", recording)
+        m = tahoe.delete(path, "id % 10 = 3 AND id < 25")          # rows 3, 13, 23: in 3 of the 4 files
+        monkeypatch.undo()
+        assert m["numDeletedRows"] == 3
+        if dv:
+            assert reads == [("id",)] * 3                           # the 4th file (ids 30-39) skipped by stats
+            assert (m["numAddedFiles"], m["numRemovedFiles"], m["numDeletionVectorsAdded"]) == (0, 0, 3)
+            dvs = {os.path.basename(f) for f in state(path)[1] if f.endswith(".bin")}
+            assert len(dvs) == 1                                    # one DV file for the three files
+        else:
+            assert sorted(reads, key=str) == sorted([("id",)] * 3 + [("id", "v", "w")] * 3, key=str)
+            assert (m["numAddedFiles"], m["numRemovedFiles"], m["numCopiedRows"]) == (1, 3, 27)
+        assert sorted(r["id"] for r in tahoe.Table(path).to_arrow().to_pylist()) == \
+            [i for i in range(40) if i not in (3, 13, 23)]
