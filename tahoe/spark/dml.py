@@ -11,7 +11,9 @@ Jobs:
      target with notMatchedBySource clauses — broadcasting a source whose estimated size is under
      `spark.sql.autoBroadcastJoinThreshold`. Each row gets the index of the first clause whose
      condition is TRUE (a CASE over the planner's trees, `to_spark_column`). The rows some clause
-     changes (and, for a MERGE, every matched pair) are kept (persisted on the executors);
+     changes (and, for a MERGE, every matched pair) are kept (persisted on the executors) — a
+     DELETE without change data keeps only their file and position, so its scan reads only the
+     columns its condition names;
   2. a small job checks for target rows matched twice (delta-spark's
      DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE) and one summarizes the changed rows
      per file in the tasks: deletion-vector bitmaps (pyroaring, serialized) and counts, collected
@@ -292,7 +294,11 @@ class _SparkDml:
                 target = target.alias(plan.target_alias) if plan.user_target_alias else target
                 joined = target.withColumn(CLAUSE, self._clause_column(plan.clauses, with_presence=False))
                 keep = F.col(CLAUSE).isNotNull()
-            changed = self._persist(joined.filter(keep))
+            if plan.operation == "DELETE" and not plan.cdf:
+                # only the deleted rows' places are needed: Spark reads just the condition's columns
+                changed = joined.filter(keep).select(FILE_COLUMN, ROW_COLUMN, CLAUSE)
+            else:
+                changed = self._persist(joined.filter(keep))
             if plan.operation == "MERGE" and plan.has_matched and not plan.multiple_matches_allowed:
                 dup = changed.filter(F.col(SOURCE_PRESENT).isNotNull()).groupBy(FILE_COLUMN, ROW_COLUMN).count() \
                     .filter(F.col("count") > 1).limit(1).count()
