@@ -11,9 +11,10 @@ Jobs:
      target with notMatchedBySource clauses — broadcasting a source whose estimated size is under
      `spark.sql.autoBroadcastJoinThreshold`. Each row gets the index of the first clause whose
      condition is TRUE (a CASE over the planner's trees, `to_spark_column`). The rows some clause
-     changes (and, for a MERGE, every matched pair) are kept (persisted on the executors) — a
-     DELETE without change data keeps only their file and position, so its scan reads only the
-     columns its condition names;
+     changes (and, for a MERGE, every matched pair) are kept (persisted on the executors) with
+     only the target columns the clauses read (`DmlPlan.target_columns_read`: all of them with
+     change data), so Spark's scan reads no other column — a DELETE without change data keeps
+     only their file and position;
   2. a small job checks for target rows matched twice (delta-spark's
      DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE) and one summarizes the changed rows
      per file in the tasks: deletion-vector bitmaps (pyroaring, serialized) and counts, collected
@@ -171,13 +172,15 @@ class _SparkDml:
     def _uri(self, add: AddFile) -> str:
         return hadoop_uri(resolve_data_path(self.snap.table_root, add.path))
 
-    def _target(self, adds: list[AddFile], dvs: dict[str, Any] | None = None):
-        """The rows of `adds` (logical columns of the read schema) with FILE_COLUMN / ROW_COLUMN
-        and, with row tracking, ROW_ID / ROW_COMMIT_VERSION."""
+    def _target(self, adds: list[AddFile], dvs: dict[str, Any] | None = None, columns: list[str] | None = None):
+        """The rows of `adds` (logical columns of the read schema: all, or `columns`) with
+        FILE_COLUMN / ROW_COLUMN and, with row tracking, ROW_ID / ROW_COMMIT_VERSION."""
         from pyspark.sql import functions as F
 
         df = read_snapshot(self.spark, self.snap, files=self._files_table(adds, dvs), file_row=True,
                            extra_columns=self.tracking or None)
+        if columns is not None:     # Spark reads only these from the files
+            df = df.select(*[col(c) for c in columns], FILE_COLUMN, ROW_COLUMN, *[col(n) for n in self.tracking])
         if not self.tracking:
             return df
         from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -282,7 +285,7 @@ class _SparkDml:
         changed = None
         summary: dict[str, dict] = {}
         if candidates and (plan.operation != "MERGE" or plan.has_matched or plan.has_not_matched_by_source):
-            target = self._target(candidates)
+            target = self._target(candidates, columns=plan.target_columns_read())
             if plan.operation == "MERGE":
                 target = target.withColumn(TARGET_PRESENT, F.lit(True)).alias(plan.target_alias)
                 how = "left" if plan.has_not_matched_by_source else "inner"
@@ -438,7 +441,7 @@ class _SparkDml:
         else:   # insert-only: one anti join against the candidate files (only the condition's columns are read)
             candidates = candidate_files(plan, self.snap)
             if candidates:
-                target = self._target(candidates).alias(plan.target_alias)
+                target = self._target(candidates, columns=plan.target_columns_read()).alias(plan.target_alias)
                 unmatched = source.join(target, on=to_spark_column(plan.condition), how="left_anti")
             else:
                 unmatched = source

@@ -20,6 +20,9 @@ How rows move:
   1. the candidate files (partition pruning and stats skipping on the target-only predicate) are
      read file by file (deletion vectors applied, each row's position in its file kept); a DELETE
      whose predicate reads only partition columns removes whole files without reading them;
+     DELETE / UPDATE read the condition's columns first and the rest of a file only when a row
+     matches and its values are needed — never for a DELETE with deletion vectors and no change
+     data, which writes the matched positions to a deletion vector and no data file;
   2. MERGE joins them with the source in two passes: the condition's target columns of every
      candidate file are hash-joined (pyarrow, on the `=` conjuncts between a target-only and a
      source-only side; the whole condition is then evaluated on the pairs, so NULLs never match)
@@ -264,6 +267,12 @@ class _Executor:
         self.tracking = _row_tracking_columns(plan)
         self.reader = ArrowFileReader(snap.store, snap.table_root, self.read_schema, snap.partition_columns,
                                       snap.column_mapping_mode)
+        # the rows a DML changes: with deletion vectors nothing is copied, so only the columns
+        # the clauses read (`target_columns_read`; all with change data); copy-on-write: all
+        needed = plan.target_columns_read() if plan.dv else None
+        self.rows_reader = self.reader if needed is None else ArrowFileReader(
+            snap.store, snap.table_root, self.read_schema, snap.partition_columns, snap.column_mapping_mode,
+            columns=needed)
         self.ta = plan.user_target_alias if plan.operation != "MERGE" else plan.target_alias
         self._keys: ArrowFileReader | None = None
 
@@ -371,8 +380,8 @@ class _Executor:
         return r
 
     def _read(self, add: AddFile) -> pa.Table:
-        rows = self.reader.read_file(add.path, add.partition_values, add.deletion_vector, row_index=_POS,
-                                     extra_columns=self.tracking or None)
+        rows = self.rows_reader.read_file(add.path, add.partition_values, add.deletion_vector, row_index=_POS,
+                                          extra_columns=self.tracking or None)
         return _with_row_tracking(self.plan, rows, add)
 
     def _one_target_file(self, add: AddFile) -> _FileResult | None:

@@ -232,6 +232,26 @@ class DmlPlan:
         """The columns rewritten rows carry before generated columns are recomputed."""
         return [f.name for f in self.schema.fields]
 
+    def target_columns_read(self) -> list[str] | None:
+        """The target's columns the operation reads from the rows it changes: those its
+        condition, its clauses' conditions and their values name (an update's values name every
+        column it keeps), in table order. None when it needs the old rows whole: change data
+        (pre-images, deleted rows). Copy-on-write copies are read apart (the whole file)."""
+        if self.cdf:
+            return None
+        scope = Scope.of_schema(self.read_schema, self.target_alias if self.has_source else self.user_target_alias)
+        trees = [self.condition] + [t for c in self.clauses for t in (c.condition, *c.values.values())]
+        wanted: set[str] = set()
+        for tree in trees:
+            if tree is None:
+                continue
+            for col in tree.columns():
+                try:
+                    wanted.add(scope.resolve(col).names[0])
+                except AnalysisException:
+                    continue      # a source column, or a flag column
+        return [f.name for f in self.read_schema.fields if f.name in wanted]
+
     def target_column(self, name: str) -> Column:
         """The target's column `name` in the relation (qualified when it is a join)."""
         return Column((self.target_alias, name)) if self.has_source else Column((name,))

@@ -20,6 +20,7 @@ import pytest
 
 from tahoe.log import DeltaLog
 from tahoe.read.changes import read_changes_arrow
+from tests.fixtures.delta_log import commit_infos, latest_version, log_actions
 from tests.fixtures.deltars import run_deltars, sorted_rows, source_file
 from tests.write.test_dml_differential import (
     COLS, SCENARIOS, SOURCE, VARIANTS, base_rows, cdf_rows, deltars_ops, make_table,
@@ -121,28 +122,6 @@ def test_spark_dml_matches_delta_rs(spark, variant, oracle, tmp_path):
             assert cdf_rows(r["cdf"]) == cdf_rows(want["cdf"]), name
 
 
-def _history(path: str) -> list[dict]:
-    """commitInfo of each version, read from the log files (not through tahoe)."""
-    out = []
-    log = os.path.join(path, "_delta_log")
-    for name in sorted(f for f in os.listdir(log) if f.endswith(".json")):
-        with open(os.path.join(log, name)) as fh:
-            for line in fh:
-                a = json.loads(line)
-                if "commitInfo" in a:
-                    out.append(a["commitInfo"])
-    return out
-
-
-def _actions(path: str, version: int) -> dict[str, list]:
-    out: dict[str, list] = {}
-    with open(os.path.join(path, "_delta_log", f"{version:020d}.json")) as fh:
-        for line in fh:
-            (k, v), = json.loads(line).items()
-            out.setdefault(k, []).append(v)
-    return out
-
-
 def test_dv_mode_on_spark(spark, tmp_path):
     """Merge-on-read on Spark: a DELETE of a few rows adds no data file (only DVs on the same
     files); an UPDATE writes only the updated rows; the result reads the same (hand-derived rows)
@@ -155,14 +134,14 @@ def test_dv_mode_on_spark(spark, tmp_path):
     dt = DeltaTable.forPath(spark, path)
     assert dt.delete("id IN (1, 2, 30)") is None                        # as delta-spark's
     assert dt.history(1).collect()[0].operationMetrics["numDeletedRows"] == "3"
-    a = _actions(path, 1)
+    a = log_actions(path, 1)
     assert "add" in a and all(x.get("deletionVector") is not None for x in a["add"])   # DVs only
     assert {x["path"] for x in a["add"]} == {x["path"] for x in a["remove"]}         # same data files
     assert len(a["add"]) == 3 and "cdc" in a                                         # CDF on: DV deletes need cdc
     from pyspark.sql import functions as F
 
     assert dt.update(F.col("id").isin(4, 5), {"v": F.lit(-1)}) is None
-    a = _actions(path, 2)
+    a = log_actions(path, 2)
     new = [x for x in a["add"] if x.get("deletionVector") is None]
     assert sum(json.loads(x["stats"])["numRecords"] for x in new) == 2              # only the changed rows
     want = [(i, d, -1 if i in (4, 5) else v, s) for i, d, v, s in sorted_rows(base_rows(), COLS)
@@ -176,17 +155,13 @@ def test_dv_mode_on_spark(spark, tmp_path):
     cdf = sorted((r["id"], r["_change_type"], r["_commit_version"]) for r in rs["cdf"].to_pylist())
     assert cdf == [(1, "delete", 1), (2, "delete", 1), (4, "update_postimage", 2), (4, "update_preimage", 2),
                    (5, "update_postimage", 2), (5, "update_preimage", 2), (30, "delete", 1)]
-    h = _history(path)
+    h = commit_infos(path)
     assert [c["operation"] for c in h] == ["WRITE", "DELETE", "UPDATE"]
     m = h[1]["operationMetrics"]
     assert (m["numDeletedRows"], m["numAddedFiles"], m["numRemovedFiles"], m["numDeletionVectorsAdded"],
             m["numCopiedRows"]) == ("3", "0", "0", "3", "0")
     m = h[2]["operationMetrics"]
     assert (m["numUpdatedRows"], m["numCopiedRows"], m["numAddedFiles"]) == ("2", "0", str(len(new)))
-
-
-def _version(path: str) -> int:
-    return max(int(f.split(".")[0]) for f in os.listdir(os.path.join(path, "_delta_log")) if f.endswith(".json"))
 
 
 def test_merge_api_errors_and_schema_evolution(spark, tmp_path):
@@ -218,7 +193,7 @@ def test_merge_api_errors_and_schema_evolution(spark, tmp_path):
     assert tuple(r.collect()[0]) == (6, 2, 2, 2)
     assert sorted(tuple(x) for x in dt.toDF().collect()) == [(1, "A", 12), (4, "none", 40), (5, "E", 50),
                                                              (6, "F", 60)]
-    h = _history(path)[-1]
+    h = commit_infos(path)[-1]
     assert h["operation"] == "MERGE"
     m = h["operationMetrics"]
     assert {k: m[k] for k in ("numSourceRows", "numTargetRowsInserted", "numTargetRowsUpdated",
@@ -235,17 +210,17 @@ def test_merge_api_errors_and_schema_evolution(spark, tmp_path):
     assert [c["actionType"] for c in json.loads(p["notMatchedBySourcePredicates"])] == ["update", "delete"]
 
     # a target row matched by two source rows: delta-spark's error, nothing committed
-    v = _version(path)
+    v = latest_version(path)
     dup = spark.createDataFrame([(1, "x", 1), (1, "y", 2)], "id long, k string, v long")
     with pytest.raises(DeltaUnsupportedOperationException,
                        match="DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE") as e:
         dt.alias("t").merge(dup.alias("s"), "t.id = s.id").whenMatchedUpdateAll().execute()
     assert e.value.error_class == "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
-    assert _version(path) == v
+    assert latest_version(path) == v
     # ... unless the only matched clause is an unconditional delete
     r = dt.alias("t").merge(dup.alias("s"), "t.id = s.id").whenMatchedDelete().execute()
     assert tuple(r.collect()[0]) == (1, 0, 1, 0)
-    v = _version(path)
+    v = latest_version(path)
     assert sorted(x.id for x in dt.toDF().collect()) == [4, 5, 6]
 
     # bad input: a clear error, nothing committed
@@ -257,7 +232,7 @@ def test_merge_api_errors_and_schema_evolution(spark, tmp_path):
         dt.update("id = 4", {"v": "-1"})
     with pytest.raises(DeltaError):
         dt.merge(src.alias("s"), "t.id = s.id").whenMatchedUpdate(set={"nope": "s.v"}).execute()
-    assert _version(path) == v
+    assert latest_version(path) == v
     assert sorted(tuple(x) for x in dt.toDF().collect()) == [(4, "none", 40), (5, "E", 50), (6, "F", 60)]
 
     # schema evolution: the source's new column joins the table
@@ -337,10 +312,10 @@ def test_row_tracking_on_spark(spark, tmp_path):
     write_table(path, pa.table({"id": pa.array([1, 2, 3, 4], pa.int64()), "v": pa.array([10, 20, 30, 40], pa.int64())}),
                 properties={"delta.enableRowTracking": "true"})
     DeltaTable.forPath(spark, path).update("id = 3", {"v": "v + 1"})
-    meta = _actions(path, 0)["metaData"][0]["configuration"]
+    meta = log_actions(path, 0)["metaData"][0]["configuration"]
     rid, rcv = (meta["delta.rowTracking.materializedRowIdColumnName"],
                 meta["delta.rowTracking.materializedRowCommitVersionColumnName"])
-    a = _actions(path, 1)
+    a = log_actions(path, 1)
     got = {}
     for add in a["add"]:
         t = pq.read_table(os.path.join(path, add["path"]))
@@ -533,7 +508,7 @@ def test_insert_only_merge_appends_without_removing(spark, tmp_path):
         r = (DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id")
              .whenNotMatchedInsertAll().execute())
         assert tuple(r.collect()[0]) == (2, 0, 0, 2)
-        a = _actions(path, 1)
+        a = log_actions(path, 1)
         assert "remove" not in a and sum(json.loads(x["stats"])["numRecords"] for x in a["add"]) == 2
         assert all(x["dataChange"] for x in a["add"])
         rows = sorted((x.id, x.p, x.v) for x in spark.read.format("delta").load(path).collect())
@@ -553,7 +528,7 @@ def test_random_dml_sequence_on_spark(spark, tmp_path):
                ("notMatchedBySource", "delete"): ("whenNotMatchedBySourceDelete", None)}
 
     def metrics(path: str) -> dict:
-        return {k: int(v) for k, v in _history(path)[-1]["operationMetrics"].items()}
+        return {k: int(v) for k, v in commit_infos(path)[-1]["operationMetrics"].items()}
 
     def run(path: str, step) -> dict[str, int]:
         dt = DeltaTable.forPath(spark, path)

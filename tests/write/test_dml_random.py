@@ -34,6 +34,7 @@ import pytest
 import tahoe
 from tahoe.errors import DeltaUnsupportedOperationException
 from tahoe.write.arrow import write_table
+from tests.fixtures.delta_log import latest_version
 from tests.fixtures.deltars import run_deltars, sorted_rows
 
 COLS = ["id", "p", "v", "s"]
@@ -461,26 +462,20 @@ def run_arrow(path: str, step: Step) -> dict[str, int]:
             "inserted": m["numTargetRowsInserted"]}
 
 
-def version(path: str) -> int:
-    import os
-
-    return max(int(f[:20]) for f in os.listdir(os.path.join(path, "_delta_log")) if f.endswith(".json"))
-
-
 def check_sequence(path: str, steps: list[Step], run, read) -> None:
     """Run `steps` with `run(path, step)`; after each, the rows `read(path)` returns equal the
     oracle's and so do the counts; a step the oracle fails must fail and commit nothing."""
     oracle = Oracle(initial_rows())
     for i, step in enumerate(steps):
         what = f"step {i}: {step.describe()}"
-        before = version(path)
+        before = latest_version(path)
         try:
             want = oracle.apply(step)
         except MultipleMatches:
             with pytest.raises(DeltaUnsupportedOperationException,
                                match="DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"):
                 run(path, step)
-            assert version(path) == before, what
+            assert latest_version(path) == before, what
             continue
         got = run(path, step)
         assert got == want, what

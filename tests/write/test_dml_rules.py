@@ -31,6 +31,7 @@ from tahoe.errors import (
 from tahoe.protocol.schema import LONG, STRING, StructField, StructType
 from tahoe.txn import create_table
 from tahoe.write.arrow import write_table
+from tests.fixtures.delta_log import latest_version, log_actions
 
 
 def rows(path: str, key: str = "k") -> list[dict]:
@@ -45,21 +46,11 @@ def state(path: str) -> tuple[list[str], list[str]]:
     return log, files
 
 
-def log_actions(path: str, version: int) -> dict[str, list]:
-    out: dict[str, list] = {}
-    with open(os.path.join(path, "_delta_log", f"{version:020d}.json")) as fh:
-        for line in fh:
-            (k, v), = json.loads(line).items()
-            out.setdefault(k, []).append(v)
-    return out
-
-
 def _field_metadata(path: str, column: str) -> dict:
     """The column's metadata in the newest metaData action of the log (json)."""
     md = None
-    for f in sorted(os.listdir(os.path.join(path, "_delta_log"))):
-        if f.endswith(".json"):
-            md = log_actions(path, int(f[:20])).get("metaData", [md])[-1]
+    for v in range(latest_version(path) + 1):
+        md = log_actions(path, v).get("metaData", [md])[-1]
     return next(x["metadata"] for x in json.loads(md["schemaString"])["fields"] if x["name"] == column)
 
 
@@ -229,7 +220,7 @@ def _tracked(path: str) -> dict[int, tuple[int, int, int]]:
 
     from tahoe.protocol.deletion_vectors import load_deletion_vector
 
-    version = max(int(f[:20]) for f in os.listdir(os.path.join(path, "_delta_log")) if f.endswith(".json"))
+    version = latest_version(path)
     live: dict[str, dict] = {}
     conf: dict = {}
     for v in range(version + 1):
