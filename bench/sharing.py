@@ -9,7 +9,8 @@
    line < 1 s. `--query-only` runs this section alone. Measured (2-core machine shared with
    other sessions): load 15.5, cold: first byte 150 ms, last line 1.67 s, server CPU 0.60 s;
    warm: 95 ms / 428 ms (server CPU 30 ms: the client reading 64.6 MB is most of it); load 18.8,
-   cold: 306 ms / 3.85 s (server CPU 0.79 s). Before (main, load 20-33): 71 ms / 1.53 s.
+   cold: 306 ms / 3.85 s (server CPU 0.79 s); load 10.3, cold: 83 ms / 789 ms (server CPU
+   0.54 s) — both targets met. Before (main, load 20-33): 71 ms / 1.53 s.
 2. `load_as_pandas` of a ~1 GB table through the server — tahoe's client
    (`tahoe.sharing.load_as_pandas`) and the official client (`delta_sharing.load_as_pandas`, parquet
    format, run in its own environment `.venv-recipient` as a recipient runs it; timed inside that
