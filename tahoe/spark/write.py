@@ -49,7 +49,8 @@ import os
 import shutil
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable
+import logging
+from typing import Any, Callable, Iterable, TypeVar
 from zoneinfo import ZoneInfo
 
 import pyarrow.parquet as pq
@@ -77,6 +78,9 @@ from .session import configure, session_overwrite_mode, session_time_zone
 from .types import col, from_spark_schema, quote, to_spark_schema, to_spark_type
 
 __all__ = ["write_delta", "write_dataframe", "footer_stats"]
+
+_log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _ERR = "TAHOE_VIOLATION:"
 _CHECK = "__tahoe_check"
@@ -483,7 +487,7 @@ SESSION_OVERWRITE_MODE_OPTION = "__tahoe_sessionPartitionOverwriteMode"
 class _DSPlan:
     """One `format("delta")` write, shipped to its tasks, its commit and its abort."""
     plan: WritePlan
-    write_id: str             # names the marker a commit of unknown outcome leaves for abort
+    write_id: str             # names the marker a commit leaves for abort (`guarded_commit`)
     auto_compact: str | None = None   # the session's auto compaction confs (JSON), for the commit
 
 
@@ -559,19 +563,39 @@ class AddsMessage(WriterCommitMessage):
     marks: dict = dataclasses.field(default_factory=dict)
 
 
-def _keep_marker(ds: _DSPlan) -> tuple[Any, str]:
-    """(store, path) of the marker a commit whose outcome is unknown leaves for `datasource_abort`
-    (which Spark calls after a failed commit, in another worker): its files must be kept."""
+def _attempt_marker(ds: _DSPlan, key: str = "") -> tuple[Any, str]:
+    """(store, path) of the marker a commit leaves in the table root before it sends anything
+    (`guarded_commit`): while it is there, the files of the write may be referenced by a version.
+    `key` tells apart the commits of one plan (a stream's batches)."""
     from ..storage import log_store_for
 
     store, root = log_store_for(ds.plan.table_root, ds.plan.storage_options)
-    return store, store.join(root, f"_tahoe_commit_unknown_{ds.write_id}")
+    return store, store.join(root, f"_tahoe_commit_attempt_{ds.write_id}{'_' + key if key else ''}")
+
+
+def guarded_commit(ds: _DSPlan, commit: Callable[[], T], key: str = "") -> T:
+    """Run `commit()` (a commit of the files `ds`'s tasks wrote) so that `datasource_abort`, which
+    Spark calls in another Python worker when the commit fails, never deletes files a version may
+    reference. The marker is written before anything is sent: a failure to write it fails the
+    commit with nothing sent (abort then deletes the files); once it is written, any failure —
+    an unknown outcome, a store that stops answering, a crash of the worker — leaves it, and abort
+    keeps the files (`commit_write` has already deleted them when the commit surely did not land;
+    VACUUM collects true orphans). A commit that landed removes it (best effort: a marker left
+    behind is a hidden `_` file that readers and VACUUM ignore)."""
+    store, marker = _attempt_marker(ds, key)
+    store.write(marker, b"", overwrite=True)
+    out = commit()
+    try:
+        store.delete(marker)
+    except Exception as e:  # noqa: BLE001 - the commit landed; a stale marker only keeps files
+        _log.warning("could not remove the commit marker %s: %s: %s", marker, type(e).__name__, e)
+    return out
 
 
 def datasource_commit(ds: _DSPlan, messages: list) -> int | None:
     """Driver side (a Python worker): one commit with every task's AddFiles (`commit_write`), on
-    the snapshot the write was planned on. When its outcome is unknown it leaves a marker so that
-    `datasource_abort` keeps the files."""
+    the snapshot the write was planned on, guarded so that `datasource_abort` never deletes on
+    doubt (`guarded_commit`)."""
     plan = ds.plan
     if plan.skip:
         return None
@@ -581,34 +605,26 @@ def datasource_commit(ds: _DSPlan, messages: list) -> int | None:
     marks = merge_identity_marks(plan.schema, [getattr(m, "marks", {}) for m in messages])
     ac = json.loads(ds.auto_compact or "{}")
     hook = auto_compact_hook(None, ac.get("enabled"), AutoCompactSettings(**ac.get("settings", {})))
+    return guarded_commit(ds, lambda: commit_write(plan, log, snap, adds, marks, post_commit=[hook]))
+
+
+def datasource_abort(ds: _DSPlan, messages: list, key: str = "") -> None:
+    """Spark calls this when a task or the commit failed. The written files are deleted only when
+    no commit was attempted (no marker of `guarded_commit`): a failed task, or a commit that
+    failed before sending anything. A marker — or a store that cannot say whether there is one —
+    keeps them: they may be referenced by a version."""
+    store, marker = _attempt_marker(ds, key)
     try:
-        return commit_write(plan, log, snap, adds, marks, post_commit=[hook])
-    except BaseException as e:
-        if not _surely_not_committed(e):
-            store, marker = _keep_marker(ds)
-            try:
-                store.write(marker, b"", overwrite=True)
-            except Exception:  # noqa: BLE001 - best effort; abort then deletes (see there)
-                pass
-        raise
-
-
-def _surely_not_committed(e: BaseException) -> bool:
-    """Whether a failed `commit_write` surely left the log alone (it has then deleted its files)."""
-    from ..errors import CommitOutcomeUnknownError
-
-    return isinstance(e, Exception) and not isinstance(e, CommitOutcomeUnknownError)
-
-
-def datasource_abort(ds: _DSPlan, messages: list) -> None:
-    """Spark calls this when a task or the commit failed: the written files are deleted — unless
-    the commit's outcome was unknown (its marker is there), when they may be referenced."""
-    store, marker = _keep_marker(ds)
-    try:
-        if store.exists(marker):
+        attempted = store.exists(marker)
+    except Exception as e:  # noqa: BLE001 - cannot tell: keep the files
+        _log.warning("could not check the commit marker %s (%s: %s): the written files are kept",
+                     marker, type(e).__name__, e)
+        return
+    if attempted:
+        try:
             store.delete(marker)
-            return
-    except Exception:  # noqa: BLE001 - cannot tell: keep the files
+        except Exception:  # noqa: BLE001 - a stale marker only keeps files
+            pass
         return
     adds = [AddFile.from_dict(json.loads(a)["add"]) for m in messages for a in getattr(m, "adds", [])]
     delete_data_files(store, ds.plan.table_root, adds)
