@@ -1,6 +1,6 @@
 """Module boundaries the project's rules fix, checked on the source: no private (`_name`) imports
-across modules, and one reader of table properties (tahoe.protocol.properties) for the log, read,
-write and sharing layers.
+across modules, and one reader of table properties (tahoe.protocol.properties) for every layer
+that reads a table's configuration.
 
 The oracle is the source text itself (Python's own parser), not tahoe code."""
 
@@ -17,15 +17,16 @@ from tahoe.errors import InvalidTableOperationError
 
 TAHOE = Path(__file__).resolve().parent.parent / "tahoe"
 
-# Packages whose modules must not import each other's private names. tahoe/spark is being
-# reworked by another branch (its write planner) and is checked there.
-NO_PRIVATE_IMPORTS = ["log", "txn", "storage", "read", "protocol", "write", "sharing"]
+# Packages whose modules must not import each other's private names.
+NO_PRIVATE_IMPORTS = ["log", "txn", "storage", "read", "protocol", "write", "sharing", "spark", "expressions",
+                      "maintenance", "uniform"]
 
-# Modules that must read `delta.*` table properties only through tahoe.protocol.properties.
-# (tahoe/write/writer.py and tahoe/spark/write.py are moving to one write planner on another
-# branch.)
-ONE_PROPERTY_READER = ["log", "read", "sharing", "write/dml.py", "write/files.py",
-                       "write/constraints.py", "write/deletion_vectors.py", "txn/conflicts.py"]
+# Modules that must read `delta.*` table properties only through tahoe.protocol.properties (which
+# is the reader itself, so it is left out).
+ONE_PROPERTY_READER = ["log", "read", "sharing", "spark", "txn", "maintenance", "protocol", "write", "uniform",
+                       "table.py"]
+PROPERTY_READERS = {"bool_property", "int_property", "interval_property_ms", "enum_property", "text_property",
+                    "raw_property"}
 
 
 def _files(parts: list[str]) -> list[Path]:
@@ -33,7 +34,7 @@ def _files(parts: list[str]) -> list[Path]:
     for p in parts:
         path = TAHOE / p
         out.extend(sorted(path.rglob("*.py")) if path.is_dir() else [path])
-    return out
+    return [f for f in out if f != TAHOE / "protocol" / "properties.py"]
 
 
 def _private_imports(path: Path) -> list[str]:
@@ -52,39 +53,96 @@ def test_no_private_names_imported_across_modules():
     assert hits == [], "private names imported across modules:\n" + "\n".join(hits)
 
 
-def _property_literals(path: Path) -> list[str]:
+def _key_constants() -> dict[str, str]:
+    """Module-level names bound to a known property key anywhere in tahoe (`ICT_KEY = "delta..."`):
+    a use of the name is a use of the key."""
+    known = set(TABLE_PROPERTIES)
+    out: dict[str, str] = {}
+    for f in TAHOE.rglob("*.py"):
+        for node in ast.parse(f.read_text(), str(f)).body:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value in known:
+                out.update({t.id: node.value.value for t in node.targets if isinstance(t, ast.Name)})
+    return out
+
+
+def _hand_reads(path: Path, constants: dict[str, str]) -> list[str]:
+    """Where a known property key (a literal, or a name bound to one) is read by hand: `conf.get(k)`,
+    `conf.pop(k)`, `conf[k]`, `k in conf`, or handed to a helper of the module that reads its
+    argument so (`_true(conf, k)` with `def _true(conf, key): return conf.get(key) == "true"`).
+    Writing a configuration (`{k: v}`, `conf[k] = v`), naming keys in lists and messages, and the
+    typed readers are not reads by hand."""
     known = set(TABLE_PROPERTIES)
     tree = ast.parse(path.read_text(), str(path))
+
+    def key(node) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in known:
+            return node.value
+        if isinstance(node, ast.Name) and node.id in constants:
+            return constants[node.id]
+        return None
+
+    def read_of(node, is_key) -> bool:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "pop"):
+            return bool(node.args) and is_key(node.args[0])
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            return is_key(node.slice)
+        if isinstance(node, ast.Compare) and any(isinstance(o, (ast.In, ast.NotIn)) for o in node.ops):
+            return is_key(node.left) and not all(isinstance(c, (ast.List, ast.Tuple, ast.Set)) for c in node.comparators)
+        return False
+
+    # the module's own functions that read one of their parameters as a key: name -> positions
+    readers_of_param: dict[str, set[int]] = {}
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            params = [a.arg for a in fn.args.args]
+            used = {i for i, p in enumerate(params)
+                    if any(read_of(n, lambda x, p=p: isinstance(x, ast.Name) and x.id == p) for n in ast.walk(fn))}
+            if used:
+                readers_of_param[fn.name] = used
+
     hits = []
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in known):
-            continue
-        hits.append(f"{path.relative_to(TAHOE.parent)}:{node.lineno} {node.value}")
+        where = f"{path.relative_to(TAHOE.parent)}:{getattr(node, 'lineno', 0)}"
+        if read_of(node, lambda x: key(x) is not None):
+            hits.append(f"{where} {ast.unparse(node)[:100]}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in readers_of_param \
+                and node.func.id not in PROPERTY_READERS:
+            if any(i < len(node.args) and key(node.args[i]) for i in readers_of_param[node.func.id]):
+                hits.append(f"{where} {ast.unparse(node)[:100]}")
     return hits
 
 
-def _reader_calls(path: Path) -> set[int]:
-    """Lines where a known property key is passed to one of the typed readers."""
-    readers = {"bool_property", "int_property", "interval_property_ms", "enum_property",
-               "text_property", "raw_property"}
-    tree = ast.parse(path.read_text(), str(path))
-    lines = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in readers:
-            for a in node.args:
-                if isinstance(a, ast.Constant):
-                    lines.add(a.lineno)
-    return lines
-
-
 def test_table_properties_are_read_through_the_one_reader():
-    """A known property key appears in these modules only as the argument of a typed reader
-    (no `conf.get("delta.x", ...).lower() == "true"`, no private `_int_conf`/`_bool_prop`)."""
-    hits = []
-    for f in _files(ONE_PROPERTY_READER):
-        ok = _reader_calls(f)
-        hits += [h for h in _property_literals(f) if int(h.split(":")[1].split()[0]) not in ok]
+    """No `conf.get("delta.x", "").lower() == "true"`, `"delta.x" in conf` or private `_true(conf,
+    "delta.x")` helper outside tahoe.protocol.properties: typed readers apply delta-spark's
+    defaults, match keys case-insensitively and refuse invalid stored values naming the property."""
+    constants = _key_constants()
+    hits = [h for f in _files(ONE_PROPERTY_READER) for h in _hand_reads(f, constants)]
     assert hits == [], "table properties read by hand:\n" + "\n".join(hits)
+
+
+def test_the_property_guard_finds_hand_reads(tmp_path):
+    """The guard itself: each shape of a hand read is found, writes and typed reads are not."""
+    src = tmp_path / "m.py"
+    src.write_text(
+        'KEY = "delta.appendOnly"\n'
+        'def _true(conf, key):\n    return str(conf.get(key, "")).lower() == "true"\n'
+        'def f(conf):\n'
+        '    a = conf.get("delta.enableChangeDataFeed")\n'      # 5: read
+        '    b = conf[KEY]\n'                                   # 6: read through a constant
+        '    c = "delta.checkpointInterval" in conf\n'          # 7: read
+        '    d = _true(conf, "delta.enableDeletionVectors")\n'  # 8: a helper that reads its argument
+        '    conf["delta.appendOnly"] = "true"\n'               # write
+        '    e = {"delta.appendOnly": "true"}\n'                # write
+        '    g = bool_property(conf, "delta.appendOnly")\n'     # typed reader
+        '    h = [k for k in conf if k not in (KEY, "delta.checkpointInterval")]\n')
+    global TAHOE
+    saved, TAHOE = TAHOE, tmp_path
+    try:
+        hits = _hand_reads(src, {"KEY": "delta.appendOnly"})
+    finally:
+        TAHOE = saved
+    assert sorted(int(h.split(":")[1].split()[0]) for h in hits) == [5, 6, 7, 8], hits
 
 
 # --- the readers: delta-spark's defaults (DeltaConfigs) and refusal of invalid values ---------

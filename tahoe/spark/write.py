@@ -63,9 +63,8 @@ from ..protocol.actions import AddFile
 from ..protocol.partition_values import (
     HIVE_DEFAULT_PARTITION, parse_partition_value, serialize_partition_value, unescape_path_name,
 )
-from ..protocol.parquet_format import ParquetWriteOptions
 from ..protocol.schema import PrimitiveType, StructField, StructType
-from ..protocol.properties import data_skipping_settings
+from ..protocol.properties import data_skipping_settings, parquet_write_options
 from ..protocol.stats import stats_columns
 from ..write.auto_compact import AutoCompactSettings, auto_compact_hook
 from ..write.commit import commit_write, delete_data_files
@@ -304,7 +303,7 @@ def _write_native(spark, df, table_root: str, plan: WritePlan, extras: dict[str,
     df = _physical(_checked(df), schema, cm_mode, extras)
     staging_rel = f"_tahoe_staging_{uuid.uuid4().hex}"
     staging = os.path.join(table_root, staging_rel)
-    w = df.write.mode("overwrite").options(**ParquetWriteOptions.for_configuration(plan.configuration).spark_options())
+    w = df.write.mode("overwrite").options(**parquet_write_options(plan.configuration).spark_options())
     if part_phys:
         w = w.partitionBy(*part_phys)
     try:

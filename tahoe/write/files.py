@@ -37,11 +37,11 @@ import pyarrow.parquet as pq
 from ..errors import SchemaError
 from ..protocol import column_mapping
 from ..protocol.actions import AddFile
-from ..protocol.parquet_format import ParquetWriteOptions
 from ..protocol.partition_values import partition_path, serialize_partition_value
 from ..protocol.variant import from_parquet as variant_from_parquet, is_variant_storage, is_variant_type
 from ..protocol.schema import ArrayType, DataType, MapType, StructField, StructType, to_arrow_type
-from ..protocol.properties import data_skipping_settings
+from ..protocol.parquet_format import ParquetWriteOptions
+from ..protocol.properties import data_skipping_settings, parquet_write_options
 from ..protocol.stats import compute_stats
 from ..storage import resolve_data_path
 from ..storage.base import LogStore
@@ -323,7 +323,7 @@ def write_data_files(store: LogStore, table_root: str, data: pa.Table | Iterable
 
     if table.num_rows == 0:
         return []
-    parquet_options = ParquetWriteOptions.for_configuration(conf)
+    parquet_options = parquet_write_options(conf)
     parquet_options.pyarrow_kwargs()   # refuses a codec pyarrow cannot write, before any file
     data_names = [f.name for f in data_schema.fields]
     extras = dict(extra_columns or {})
