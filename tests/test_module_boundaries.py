@@ -81,29 +81,32 @@ def _hand_reads(path: Path, constants: dict[str, str]) -> list[str]:
             return constants[node.id]
         return None
 
-    def read_of(node, is_key) -> bool:
+    def read_key(node) -> ast.AST | None:
+        """The expression read as a key when `node` reads a mapping by key."""
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "pop"):
-            return bool(node.args) and is_key(node.args[0])
+            return node.args[0] if node.args else None
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
-            return is_key(node.slice)
-        if isinstance(node, ast.Compare) and any(isinstance(o, (ast.In, ast.NotIn)) for o in node.ops):
-            return is_key(node.left) and not all(isinstance(c, (ast.List, ast.Tuple, ast.Set)) for c in node.comparators)
-        return False
+            return node.slice
+        if isinstance(node, ast.Compare) and any(isinstance(o, (ast.In, ast.NotIn)) for o in node.ops) \
+                and not all(isinstance(c, (ast.List, ast.Tuple, ast.Set)) for c in node.comparators):
+            return node.left
+        return None
 
     # the module's own functions that read one of their parameters as a key: name -> positions
     readers_of_param: dict[str, set[int]] = {}
     for fn in ast.walk(tree):
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             params = [a.arg for a in fn.args.args]
-            used = {i for i, p in enumerate(params)
-                    if any(read_of(n, lambda x, p=p: isinstance(x, ast.Name) and x.id == p) for n in ast.walk(fn))}
+            read = {k.id for k in map(read_key, ast.walk(fn)) if isinstance(k, ast.Name)}
+            used = {i for i, p in enumerate(params) if p in read}
             if used:
                 readers_of_param[fn.name] = used
 
     hits = []
     for node in ast.walk(tree):
         where = f"{path.relative_to(TAHOE.parent)}:{getattr(node, 'lineno', 0)}"
-        if read_of(node, lambda x: key(x) is not None):
+        k = read_key(node)
+        if k is not None and key(k) is not None:
             hits.append(f"{where} {ast.unparse(node)[:100]}")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in readers_of_param \
                 and node.func.id not in PROPERTY_READERS:
@@ -143,6 +146,104 @@ def test_the_property_guard_finds_hand_reads(tmp_path):
     finally:
         TAHOE = saved
     assert sorted(int(h.split(":")[1].split()[0]) for h in hits) == [5, 6, 7, 8], hits
+
+
+# --- import cycles ------------------------------------------------------------------------------
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(TAHOE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement that can run — at module level or inside a function — but not those
+    under `if TYPE_CHECKING:` (annotations only, never executed)."""
+    skip: set[int] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test):
+            skip.update(id(x) for b in n.body for x in ast.walk(b))
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in skip]
+
+
+def import_graph() -> dict[str, dict[str, int]]:
+    """tahoe module -> {tahoe module it imports: line}. `from x import y` is an edge to module
+    x.y when that is a module, else to x (a package's __init__ when x is a package)."""
+    modules = {_module_name(f): f for f in TAHOE.rglob("*.py")}
+    graph: dict[str, dict[str, int]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        edges: dict[str, int] = {}
+        for node in _runtime_imports(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                base = package
+                for _ in range(max(node.level - 1, 0)):
+                    base = base.rsplit(".", 1)[0]
+                mod = (base + ("." + node.module if node.module else "")) if node.level else (node.module or "")
+                targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules else mod for a in node.names]
+            for t in targets:
+                while t not in modules and "." in t:
+                    t = t.rsplit(".", 1)[0]
+                if t in modules and t != name:
+                    edges.setdefault(t, node.lineno)
+        graph[name] = edges
+    return graph
+
+
+def import_cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycles_among_tahoe_modules():
+    """No two tahoe modules import each other, directly or through others — counting imports
+    inside functions (a lazy import hides a cycle from Python, not from a reader)."""
+    graph = import_graph()
+    cycles = import_cycles(graph)
+    detail = "\n".join(
+        "cycle: " + ", ".join(c) + "\n" + "\n".join(f"  {a} -> {b} (line {graph[a][b]})"
+                                                    for a in c for b in graph[a] if b in c)
+        for c in cycles)
+    assert cycles == [], detail
+
+
+def test_the_cycle_finder_finds_a_lazy_cycle():
+    """The finder itself, on a hand-made graph: a lazy import closing a loop is a cycle."""
+    tree = ast.parse("from .b import x\ndef f():\n    from .a import y\nif TYPE_CHECKING:\n    from .c import z\n")
+    assert [type(n).__name__ for n in _runtime_imports(tree)] == ["ImportFrom", "ImportFrom"]
+    assert import_cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 3}, "d": {"a": 1}}) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b": 1}, "b": {}}) == []
 
 
 # --- the readers: delta-spark's defaults (DeltaConfigs) and refusal of invalid values ---------

@@ -56,11 +56,10 @@ from ..sharing.client import Request, parse_url
 from ..sharing.model import DeltaSharingProfile, Table
 from ..sharing.reader import RemoteFile, ScanReader, TableInfo, UrlBook, remote_files
 from ..sharing.rest import RestClient
+from .scan import pack_by_size
 
 __all__ = ["DeltaSharingDataSource", "DefaultSource", "register", "SharingOptionError"]
 
-_PARTITION_BYTES = 128 << 20
-_OPEN_COST_BYTES = 4 << 20
 _MAX_FILES_DEFAULT = 1000
 _MAX_VERSIONS_PER_RPC_DEFAULT = 100
 _VERSION_POLL_SECONDS = 1.0
@@ -284,7 +283,7 @@ class _Files(InputPartition):
 
 
 def _pack(files: list[RemoteFile], cdf: bool) -> list[list[RemoteFile]]:
-    """Files grouped into partitions of about `_PARTITION_BYTES` (largest first, as Spark packs
+    """Files grouped into partitions of about `PARTITION_BYTES` (`pack_by_size`, as Spark packs
     file splits); change data keeps each version's files together."""
     if cdf:
         groups: dict[int, list[RemoteFile]] = {}
@@ -293,19 +292,7 @@ def _pack(files: list[RemoteFile], cdf: bool) -> list[list[RemoteFile]]:
         pieces = [(g, sum(f.size for f in g)) for _, g in sorted(groups.items())]
     else:
         pieces = [([f], f.size) for f in files]
-    pieces.sort(key=lambda x: -x[1])
-    parts: list[list[RemoteFile]] = []
-    cur: list[RemoteFile] = []
-    size = 0
-    for g, s in pieces:
-        if cur and size + s > _PARTITION_BYTES:
-            parts.append(cur)
-            cur, size = [], 0
-        cur.extend(g)
-        size += s + _OPEN_COST_BYTES
-    if cur:
-        parts.append(cur)
-    return parts
+    return [[f for g in part for f in g] for part in pack_by_size(pieces)]
 
 
 def _read_partition(p: _Files, spark_schema_json: str) -> Iterator:

@@ -69,7 +69,7 @@ from ..read.changes import (
     ChangeUnit, VersionChanges, parse_version_changes, schema_readable, starting_version_for_timestamp,
     version_units,
 )
-from .datasource import ChangesPartition, TableFiles, change_partitions, spark_read_schema
+from .scan import ChangesPartition, TableFiles, change_partitions, spark_read_schema
 from .options import stream_read_options
 
 __all__ = ["DeltaStreamReader", "DeltaStreamWriter", "source_offset", "QUERY_ID_PROPERTY", "BATCH_ID_PROPERTY"]
@@ -477,7 +477,8 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
 
     def __init__(self, path: str, options: dict, schema, overwrite: bool):
         from .options import check_properties_apply
-        from .write import SAVE_MODE_OPTION, prepare_datasource_write
+        from .options import SAVE_MODE_OPTION
+        from .write import prepare_datasource_write
 
         self.complete = overwrite
         self.checkpoint = next((v for k, v in options.items() if k.lower() == "checkpointlocation"), None)

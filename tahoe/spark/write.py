@@ -1,5 +1,6 @@
-"""The Spark executor of writes: `write_delta(df, path, ...)` and the `format("delta")` data-source
-writer.
+"""The Spark executor of writes — `write_dataframe` (the file work of `write_delta`, OPTIMIZE and
+DML: `tahoe.spark.fast_write`, `tahoe.spark.optimize`, `tahoe.spark.dml`) — and the
+`format("delta")` data-source writer.
 
 Spark does the data work, tahoe the log work; every decision is the shared planner's
 (`tahoe.write.plan.plan_write`: modes, schema enforcement / mergeSchema with type widening /
@@ -50,7 +51,7 @@ import shutil
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 import logging
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, TypeVar
 from zoneinfo import ZoneInfo
 
 import pyarrow.parquet as pq
@@ -73,10 +74,12 @@ from ..write.plan import (
     WRITE_MODES, WritePlan, identity_mark, identity_overflow_message, identity_range, merge_identity_marks,
     plan_write,
 )
-from .session import configure, session_overwrite_mode, session_time_zone
+from .options import SAVE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION, SESSION_OVERWRITE_MODE_OPTION
+from .session import session_time_zone
 from .types import col, from_spark_schema, quote, to_spark_schema, to_spark_type
 
-__all__ = ["write_delta", "write_dataframe", "footer_stats"]
+__all__ = ["write_dataframe", "prepare_datasource_write", "datasource_write_task", "datasource_commit",
+           "datasource_abort", "guarded_commit", "schema_mode", "table_schema_of", "footer_stats"]
 
 _log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -86,54 +89,6 @@ _CHECK = "__tahoe_check"
 
 
 # --- the public API ------------------------------------------------------------------------------
-
-def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: str | Iterable[str] | None = None,
-                replace_where: str | None = None, merge_schema: bool = False, overwrite_schema: bool = False,
-                user_metadata: str | None = None, txn_app_id: str | None = None, txn_version: int | None = None,
-                properties: dict | None = None, storage_options: dict | None = None,
-                partition_overwrite_mode: str | None = None, optimize_write: bool | None = None) -> int:
-    """Write DataFrame `df` to the Delta table at `path` (a path / URI or a `DeltaLog`; created
-    when absent); returns the table version after the write (the current version when nothing
-    was written: mode='ignore' on an existing table, or an already-recorded
-    txn_app_id/txn_version).
-
-    partition_overwrite_mode: 'static' or 'dynamic' — with mode='overwrite' on a partitioned
-    table, 'dynamic' replaces only the partitions `df` writes to; when None, the session's
-    `spark.sql.sources.partitionOverwriteMode` decides (see
-    `tahoe.write.plan.use_dynamic_overwrite` for delta-spark's rules). A table another writer
-    creates while this one is creating it fails the write with ProtocolChangedException.
-
-    optimize_write: delta-spark's optimized writes — the rows are shuffled by the partition
-    columns first, so each partition gets one file per write (unpartitioned: files of about
-    spark.databricks.delta.optimizeWrite.binSize); when None, the session's
-    spark.databricks.delta.optimizeWrite.enabled, else the table's
-    delta.autoOptimize.optimizeWrite decides (`tahoe.spark.optimize.optimize_write_enabled`).
-    Auto compaction (spark.databricks.delta.autoCompact.enabled, else the table's
-    delta.autoOptimize.autoCompact) runs as Spark jobs after the commit; its failure does not fail
-    the write."""
-    spark = df.sparkSession
-    configure(spark)
-    log = path if isinstance(path, DeltaLog) else DeltaLog.for_table(path, storage_options)
-    plan, snap = plan_write(
-        log, _strip_metadata(from_spark_schema(df.schema)), mode=mode, partition_by=partition_by,
-        replace_where=replace_where, schema_mode=_schema_mode(merge_schema, overwrite_schema),
-        partition_overwrite_mode=partition_overwrite_mode, session_overwrite_mode=session_overwrite_mode(spark),
-        properties=properties, user_metadata=user_metadata, txn_app_id=txn_app_id, txn_version=txn_version,
-        storage_options=storage_options, api="write_delta")
-    if plan.skip:
-        return plan.read_version
-    from .optimize import (
-        SparkBinExecutor, auto_compact_session_value, auto_compact_settings, optimize_write_enabled,
-        optimized_write,
-    )
-
-    if optimize_write_enabled(spark, plan.configuration, optimize_write):
-        df = optimized_write(df, plan.partition_columns)
-    adds, marks = write_dataframe(df, log, plan)
-    hook = auto_compact_hook(lambda: SparkBinExecutor(spark), auto_compact_session_value(spark),
-                             auto_compact_settings(spark))
-    return commit_write(plan, log, snap, adds, marks, post_commit=[hook])
-
 
 def write_dataframe(df, log: DeltaLog, plan: WritePlan, *, extra_columns: dict[str, str] | None = None,
                     subdir: str = "", file_prefix: str = "part") -> tuple[list[AddFile], dict[str, int]]:
@@ -152,7 +107,7 @@ def write_dataframe(df, log: DeltaLog, plan: WritePlan, *, extra_columns: dict[s
     return _write_arrow(shaped, plan, extras, subdir, file_prefix)
 
 
-def _schema_mode(merge_schema: bool, overwrite_schema: bool) -> str | None:
+def schema_mode(merge_schema: bool, overwrite_schema: bool) -> str | None:
     """The planner's schema mode of delta-spark's mergeSchema / overwriteSchema flags
     (overwriteSchema wins, as in delta-spark)."""
     return "overwrite" if overwrite_schema else ("merge" if merge_schema else None)
@@ -162,7 +117,7 @@ def _is_local(table_root: str) -> bool:
     return "://" not in table_root or table_root.startswith("file:")
 
 
-def _strip_metadata(s: StructType) -> StructType:
+def table_schema_of(s: StructType) -> StructType:
     """A DataFrame's schema as a new table schema: Spark's column metadata dropped, except what
     Delta itself defines (generation expressions etc. are set through the builders)."""
     return from_spark_schema(to_spark_schema(s, strip_metadata=True, nullable=True))
@@ -473,13 +428,6 @@ def _spark_pv_to_delta(v: str | None, f: StructField, tz: str) -> str | None:
 
 # --- the data-source writer (format("delta").save) -----------------------------------------------
 
-SAVE_MODE_OPTION = "saveMode"
-# set by the `register` save wrapper: the session's delta-spark auto compaction confs (the commit
-# runs in a Python worker without the user's session)
-SESSION_AUTO_COMPACT_OPTION = "__tahoe_sessionAutoCompact"
-# set by the `register` save wrapper: the session's partitionOverwriteMode, which the data source
-# cannot read itself (its writer runs in a Python worker without the user's session)
-SESSION_OVERWRITE_MODE_OPTION = "__tahoe_sessionPartitionOverwriteMode"
 
 
 @dataclasses.dataclass
@@ -520,9 +468,9 @@ def prepare_datasource_write(path: str, options: dict, spark_schema, overwrite: 
         raise ValueError(f"option {SAVE_MODE_OPTION} must be one of {WRITE_MODES}, got {save_mode!r}")
     properties = {k: v for k, v in options.items() if k.lower().startswith("delta.")}
     plan, _snap = plan_write(
-        DeltaLog.for_table(path, so), _strip_metadata(from_spark_schema(spark_schema)), mode=save_mode,
+        DeltaLog.for_table(path, so), table_schema_of(from_spark_schema(spark_schema)), mode=save_mode,
         partition_by=part_by, replace_where=_option(options, "replaceWhere"),
-        schema_mode=_schema_mode(_flag(options, "mergeSchema"), _flag(options, "overwriteSchema")),
+        schema_mode=schema_mode(_flag(options, "mergeSchema"), _flag(options, "overwriteSchema")),
         partition_overwrite_mode=_option(options, "partitionOverwriteMode"),
         session_overwrite_mode=_option(options, SESSION_OVERWRITE_MODE_OPTION), properties=properties,
         user_metadata=_option(options, "userMetadata"), txn_app_id=_option(options, "txnAppId"),

@@ -46,7 +46,7 @@ from ..protocol.stats import compute_stats
 from ..storage import resolve_data_path
 from ..storage.base import LogStore
 
-__all__ = ["write_data_files", "conform_to_schema", "to_arrow_table", "encode_log_path", "parquet_bytes",
+__all__ = ["write_data_files", "conform_to_schema", "to_arrow_table", "encode_log_path", "absolute_uri", "parquet_bytes",
            "nullable_type", "DEFAULT_TARGET_FILE_ROWS"]
 
 DEFAULT_TARGET_FILE_ROWS = 1_000_000
@@ -61,6 +61,22 @@ _URI_PATH_SAFE = "/!$&'()*+,;=:@~-._"
 def encode_log_path(relative_path: str) -> str:
     """The `add.path` of a file at `relative_path` (as on storage) under the table root."""
     return quote(relative_path, safe=_URI_PATH_SAFE)
+
+
+def absolute_uri(table_root: str, path_in_log: str) -> str:
+    """The `path` of an action of the table at `table_root` as an absolute URI another table's log
+    can name it by (percent-encoded as log paths are)."""
+    if "://" in path_in_log or path_in_log.startswith("file:"):
+        return path_in_log
+    if path_in_log.startswith("/"):
+        return "file://" + path_in_log
+    if "://" in table_root:
+        scheme, rest = table_root.split("://", 1)
+        bucket, _, key = rest.partition("/")
+        base = f"{scheme}://{bucket}" + ("/" + encode_log_path(key.strip("/")) if key.strip("/") else "")
+    else:
+        base = "file://" + encode_log_path(table_root.replace("\\", "/").rstrip("/"))
+    return f"{base}/{path_in_log}"
 
 
 # --- input -------------------------------------------------------------------------------------
