@@ -133,10 +133,12 @@ class DeltaFilteringReader(DeltaReader):
 
     def pushFilters(self, filters):
         # Spark re-applies every filter; tahoe uses the supported ones for file skipping only.
+        from .skipping import pushed_filter
+
         for f in filters:
-            sql = _filter_to_sql(f)
-            if sql is not None:
-                self._filters.append(sql)
+            expr = pushed_filter(f)
+            if expr is not None:
+                self._filters.append(expr)
             yield f
 
 
@@ -165,43 +167,6 @@ class DeltaChangesReader(DataSourceReader):
 
     def read(self, partition: ChangesPartition) -> Iterator:
         return self.files.read_changes(partition)
-
-
-def _filter_to_sql(f) -> str | None:
-    from pyspark.sql import datasource as ds
-
-    def name(attr) -> str | None:
-        return "`" + attr[0].replace("`", "``") + "`" if len(attr) == 1 else None
-
-    def lit(v) -> str | None:
-        import datetime as dt
-        if isinstance(v, bool):
-            return "TRUE" if v else "FALSE"
-        if isinstance(v, (int, float)):
-            return repr(v)
-        if isinstance(v, str):
-            return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
-        if isinstance(v, (dt.date, dt.datetime)):
-            return "'" + v.isoformat(sep=" ") + "'" if isinstance(v, dt.datetime) else "'" + v.isoformat() + "'"
-        return None
-
-    ops = {ds.EqualTo: "=", ds.GreaterThan: ">", ds.GreaterThanOrEqual: ">=", ds.LessThan: "<",
-           ds.LessThanOrEqual: "<="}
-    for cls, op in ops.items():
-        if type(f) is cls:
-            n, v = name(f.attribute), lit(f.value)
-            return f"{n} {op} {v}" if n and v else None
-    if isinstance(f, ds.IsNull):
-        n = name(f.attribute)
-        return f"{n} IS NULL" if n else None
-    if isinstance(f, ds.IsNotNull):
-        n = name(f.attribute)
-        return f"{n} IS NOT NULL" if n else None
-    if isinstance(f, ds.In):
-        n = name(f.attribute)
-        vs = [lit(v) for v in f.value]
-        return f"{n} IN ({', '.join(vs)})" if n and vs and all(vs) else None
-    return None
 
 
 DefaultSource = DeltaDataSource

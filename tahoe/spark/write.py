@@ -58,6 +58,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import WriterCommitMessage
 
 from ..errors import ConstraintViolationError, SchemaError
+from ..expressions import parse, to_spark_column
 from ..log import DeltaLog
 from ..protocol import column_mapping
 from ..protocol.actions import AddFile
@@ -76,7 +77,7 @@ from ..write.plan import (
 )
 from .options import SAVE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION, SESSION_OVERWRITE_MODE_OPTION
 from .session import session_time_zone
-from .types import col, from_spark_schema, quote, to_spark_schema, to_spark_type
+from .types import col, from_spark_schema, to_spark_schema, to_spark_type
 
 __all__ = ["write_dataframe", "prepare_datasource_write", "datasource_write_task", "datasource_commit",
            "datasource_abort", "guarded_commit", "schema_mode", "table_schema_of", "footer_stats"]
@@ -148,6 +149,14 @@ def _identity_column(f: StructField, gen: tuple[int, int]):
     return v.try_cast(to_spark_type(f.type))
 
 
+def _sql_column(sql: str):
+    """The Spark Column of a table's SQL expression (a default, generation expression, CHECK
+    constraint, replaceWhere) — parsed by tahoe's one expression engine, as the Arrow executor
+    parses it, so both executors accept the same SQL and read it the same way whatever the
+    session's parser settings (e.g. `spark.sql.ansi.doubleQuotedIdentifiers`)."""
+    return to_spark_column(parse(sql))
+
+
 def _shape(df, plan: WritePlan, passthrough: list[str] = ()):
     """`df` with the table's columns (logical names, table types) as the plan says — given
     columns cast, identity values generated, column defaults and generated columns computed,
@@ -170,14 +179,14 @@ def _shape(df, plan: WritePlan, passthrough: list[str] = ()):
         elif f.name in generated:
             c = None  # computed below, once the other columns exist
         elif f.name in plan.defaults:
-            c = F.expr(plan.defaults[f.name]).cast(st)
+            c = _sql_column(plan.defaults[f.name]).cast(st)
         else:
             c = F.lit(None).cast(st)
         cols.append((f, c))
     shaped = df.select(*[c.alias(f.name) for f, c in cols if c is not None], *[col(n) for n in passthrough])
     for f, c in cols:
         if c is None:
-            shaped = shaped.withColumn(f.name, F.expr(generated[f.name][0]).cast(to_spark_type(f.type)))
+            shaped = shaped.withColumn(f.name, _sql_column(generated[f.name][0]).cast(to_spark_type(f.type)))
     shaped = shaped.select(*[col(f.name) for f in schema.fields], *[col(n) for n in passthrough])
 
     names = [col(f.name) for f in schema.fields]
@@ -187,11 +196,11 @@ def _shape(df, plan: WritePlan, passthrough: list[str] = ()):
             checks.append((col(f.name).isNotNull(), f"NOT NULL constraint on column {f.name}"))
     for name, (expr, is_given) in generated.items():
         if is_given:
-            checks.append((F.expr(f"{quote(name)} <=> ({expr})"), f"CHECK constraint Generated Column ({name} <=> {expr})"))
+            checks.append((col(name).eqNullSafe(_sql_column(expr)), f"CHECK constraint Generated Column ({name} <=> {expr})"))
     for what, sql in plan.constraints:
-        checks.append((F.expr(sql), what))
+        checks.append((_sql_column(sql), what))
     if plan.replace_where is not None:
-        checks.append((F.expr(plan.replace_where), f"replaceWhere predicate ({plan.replace_where})"))
+        checks.append((_sql_column(plan.replace_where), f"replaceWhere predicate ({plan.replace_where})"))
     if checks:
         conds = [_violation(c, what, names) for c, what in checks]
         shaped = shaped.withColumn(_CHECK, F.coalesce(*conds) if len(conds) > 1 else conds[0])
