@@ -1,6 +1,6 @@
 """The write planner: every decision a write into a Delta table makes before any row is touched,
 in one place for every writer — the Arrow executor (`tahoe.write.arrow`), the Spark executors
-(`tahoe.spark.write`: `write_delta` and `format("delta")`) and, through its parts, DML.
+(`tahoe.spark.fast_write.write_delta` and `format("delta")`, `tahoe.spark.write`) and, through its parts, DML.
 
 `plan_write(log, incoming_schema, mode=..., ...)` reads the table once and returns a picklable
 `WritePlan` (and the snapshot it was planned on):
