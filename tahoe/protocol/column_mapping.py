@@ -17,7 +17,8 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Iterable
 
-from ..errors import SchemaError
+from ..errors import InvalidTableOperationError, SchemaError
+from .properties import enum_property, int_property
 from .schema import ArrayType, DataType, MapType, StructField, StructType, to_arrow_type
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,13 +43,10 @@ _MODES = ("none", "name", "id")
 
 def mode(configuration: dict | None) -> str:
     """'none', 'name' or 'id' from `delta.columnMapping.mode` (absent → 'none'; case-insensitive)."""
-    raw = (configuration or {}).get(MODE_KEY)
-    if raw is None:
-        return "none"
-    m = str(raw).strip().lower()
-    if m not in _MODES:
-        raise SchemaError(f"invalid {MODE_KEY} '{raw}'; expected one of {list(_MODES)}")
-    return m
+    try:
+        return enum_property(configuration, MODE_KEY)
+    except InvalidTableOperationError as e:
+        raise SchemaError(str(e)) from None
 
 
 def physical_name(field: StructField) -> str:
@@ -302,7 +300,7 @@ def assign_ids_for_table(schema: StructType, configuration: dict) -> tuple[Struc
     configuration = creating_defaults(configuration)
     if mode(configuration) == "none":
         return schema, configuration
-    prev = int(configuration.get(MAX_COLUMN_ID_KEY, 0) or 0)
+    prev = int_property(configuration, MAX_COLUMN_ID_KEY)
     schema, new_max = assign_ids(schema, prev)
     return schema, {**configuration, MAX_COLUMN_ID_KEY: str(max(prev, new_max))}
 

@@ -15,7 +15,7 @@ Owns:
   * `TABLE_PROPERTIES` — the one table of known properties: kind and delta-spark default of each;
   * the readers of a configuration every layer uses (`bool_property`, `int_property`,
     `interval_property_ms`, `enum_property`, `text_property`, `data_skipping_settings`,
-    `isolation_level`): typed values, defaults applied, an invalid stored value refused naming
+    `parquet_write_options`, `isolation_level`): typed values, defaults applied, an invalid stored value refused naming
     the property;
   * CHECK constraints in the configuration, and the identity-column high-water-mark helper.
 """
@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 from ..errors import InvalidTableOperationError, SchemaError
 from .intervals import parse_interval_ms
+from .parquet_format import DEFAULT_CODEC, FORMAT_VERSIONS, ParquetWriteOptions, resolve_format_version
 from .schema import ArrayType, DataType, MapType, PrimitiveType, StructField, StructType
 from .table_features import FEATURES, canonical_feature_name
 
@@ -36,7 +37,7 @@ __all__ = [
     "interval_property_ms", "enum_property", "text_property", "data_skipping_settings",
     "DataSkippingSettings", "CONSTRAINT_PREFIX", "FEATURE_PREFIX", "normalize_properties",
     "normalize_property", "split_protocol_properties", "features_for_metadata",
-    "features_for_schema", "is_true", "parse_interval_ms", "isolation_level",
+    "features_for_schema", "parquet_write_options", "parse_interval_ms", "isolation_level",
     "ISOLATION_LEVELS", "SERIALIZABLE", "WRITE_SERIALIZABLE", "SNAPSHOT_ISOLATION",
     "constraint_key", "constraints_of", "identity_columns", "check_identity_columns",
     "advance_identity_high_water_mark",
@@ -143,8 +144,6 @@ def _non_empty(v: str) -> str:
 
 
 def _semver(v: str) -> str:
-    from .parquet_format import resolve_format_version
-
     resolve_format_version(v)
     return v.strip()
 
@@ -435,10 +434,15 @@ def data_skipping_settings(conf: dict[str, str] | None) -> DataSkippingSettings:
         int_property(conf, "delta.dataSkippingStringPrefixLength"))
 
 
-def is_true(conf: dict[str, str] | None, key: str) -> bool:
-    """Whether `key` is set to true (any key, known or not; an invalid value counts as false).
-    Prefer `bool_property` for known properties: it applies defaults and refuses invalid values."""
-    return str((conf or {}).get(key, "")).strip().lower() == "true"
+def parquet_write_options(conf: dict[str, str] | None) -> ParquetWriteOptions:
+    """How the table's data files are written (`tahoe.protocol.parquet_format`): the codec
+    (delta.parquet.compression.codec, else snappy), the Parquet writer version
+    (delta.parquet.format.version: the highest known format version not above it, else 1) and
+    whether variants may be shredded (delta.enableVariantShredding)."""
+    version = text_property(conf, "delta.parquet.format.version")
+    writer = dict(FORMAT_VERSIONS)[resolve_format_version(version)] if version is not None else 1
+    return ParquetWriteOptions(enum_property(conf, "delta.parquet.compression.codec") or DEFAULT_CODEC, writer,
+                               bool(bool_property(conf, "delta.enableVariantShredding")))
 
 
 def isolation_level(conf: dict[str, str] | None) -> str:

@@ -164,7 +164,7 @@ def _wrap_save(cls: Any) -> None:
 
     def save(self, path=None, format=None, mode=None, partitionBy=None, **options):
         from .session import session_overwrite_mode
-        from .write import SAVE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION, SESSION_OVERWRITE_MODE_OPTION
+        from .options import SAVE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION, SESSION_OVERWRITE_MODE_OPTION
 
         if format is not None:
             self.format(format)
@@ -199,7 +199,7 @@ def _session_auto_compact(spark: Any) -> str | None:
     import json
 
     from ..write.auto_compact import AutoCompactSettings
-    from .optimize import auto_compact_session_value, auto_compact_settings
+    from .session import auto_compact_session_value, auto_compact_settings
 
     enabled = auto_compact_session_value(spark)
     settings = auto_compact_settings(spark)

@@ -27,7 +27,7 @@ Rules (names are case-insensitive, as Spark hands them over lower-cased):
      `check_properties_apply`). Four delta-spark options are accepted where their value is what
      tahoe's writer does anyway (`dataChange=true`, `compression=snappy`, `optimizeWrite=false`,
      `writePartitionColumns=false`) and refused otherwise. A streaming write
-     (`stream_write_options`) takes `checkpointLocation` (required: the query's id is read from
+     (`write_options(..., streaming=True)`) takes `checkpointLocation` (required: the query's id is read from
      it), `partitionBy`, `mergeSchema`, `overwriteSchema` (complete mode), `userMetadata`,
      `storage.<key>` and `delta.<property>`; replaceWhere, partitionOverwriteMode and
      txnAppId/txnVersion (the sink writes its own transaction ids) are refused there.
@@ -49,12 +49,19 @@ from typing import Any, Mapping
 
 from ..errors import InvalidOptionError, UnsupportedFeatureError
 
-from .write import SAVE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION, SESSION_OVERWRITE_MODE_OPTION
+# how a write's save mode reaches the data-source writer (see tahoe.spark.datasource)
+SAVE_MODE_OPTION = "saveMode"
+# set by the `register` save wrapper: the session's delta-spark auto compaction confs (the commit
+# runs in a Python worker without the user's session)
+SESSION_AUTO_COMPACT_OPTION = "__tahoe_sessionAutoCompact"
+# set by the `register` save wrapper: the session's partitionOverwriteMode, which the data source
+# cannot read itself (its writer runs in a Python worker without the user's session)
+SESSION_OVERWRITE_MODE_OPTION = "__tahoe_sessionPartitionOverwriteMode"
 
-__all__ = ["read_options", "stream_read_options", "write_options", "stream_write_options", "table_path",
+__all__ = ["read_options", "stream_read_options", "write_options", "table_path",
            "check_properties_apply", "READ_OPTIONS", "STREAM_READ_OPTIONS", "WRITE_OPTIONS", "STREAM_WRITE_OPTIONS",
            "CATALOG_MESSAGE", "CDF_OUT_OF_RANGE_OPTION", "PUSHDOWN_OPTION", "PARALLELISM_OPTION",
-           "READ_KIND_OPTION"]
+           "READ_KIND_OPTION", "SAVE_MODE_OPTION", "SESSION_AUTO_COMPACT_OPTION", "SESSION_OVERWRITE_MODE_OPTION"]
 
 STORAGE_PREFIX = "storage."
 PROPERTY_PREFIX = "delta."

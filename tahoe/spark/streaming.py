@@ -69,7 +69,7 @@ from ..read.changes import (
     ChangeUnit, VersionChanges, parse_version_changes, schema_readable, starting_version_for_timestamp,
     version_units,
 )
-from .datasource import ChangesPartition, TableFiles, change_partitions, spark_read_schema
+from .scan import ChangesPartition, TableFiles, change_partitions, spark_read_schema
 from .options import stream_read_options
 
 __all__ = ["DeltaStreamReader", "DeltaStreamWriter", "source_offset", "QUERY_ID_PROPERTY", "BATCH_ID_PROPERTY"]
@@ -477,7 +477,8 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
 
     def __init__(self, path: str, options: dict, schema, overwrite: bool):
         from .options import check_properties_apply
-        from .write import SAVE_MODE_OPTION, prepare_datasource_write
+        from .options import SAVE_MODE_OPTION
+        from .write import prepare_datasource_write
 
         self.complete = overwrite
         self.checkpoint = next((v for k, v in options.items() if k.lower() == "checkpointlocation"), None)
@@ -527,6 +528,7 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
 
         from ..protocol.actions import AddFile
         from ..write.plan import merge_identity_marks
+        from .write import guarded_commit
 
         messages = [m for m in messages if m is not None]
         plans = [m.ds for m in messages if getattr(m, "ds", None) is not None]
@@ -535,12 +537,14 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
 
         files = [AddFile.from_dict(json.loads(a)["add"]) for a in adds]
         marks = merge_identity_marks(ds.plan.schema, [getattr(m, "marks", {}) for m in messages])
-        commit_micro_batch(ds.plan, DeltaLog.for_table(ds.plan.table_root, ds.plan.storage_options), files, marks,
-                           self._query_id(messages), int(batchId), "Complete" if self.complete else "Append")
+        query_id = self._query_id(messages)
+        log = DeltaLog.for_table(ds.plan.table_root, ds.plan.storage_options)
+        guarded_commit(ds, lambda: commit_micro_batch(ds.plan, log, files, marks, query_id, int(batchId),
+                                                      "Complete" if self.complete else "Append"), str(batchId))
 
     def abort(self, messages, batchId: int) -> None:
         from .write import datasource_abort
 
         messages = [m for m in messages if m is not None]
         plans = [m.ds for m in messages if getattr(m, "ds", None) is not None]
-        datasource_abort(plans[0] if plans else self.ds, messages)
+        datasource_abort(plans[0] if plans else self.ds, messages, str(batchId))

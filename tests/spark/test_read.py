@@ -299,7 +299,7 @@ def test_datasource_splits_a_small_table_over_the_cores(spark, tmp_path):
 
     from tahoe import Table
     from tahoe.spark import write_delta
-    from tahoe.spark.datasource import max_split_bytes, pack_by_size
+    from tahoe.spark.scan import max_split_bytes, pack_by_size
 
     path = str(tmp_path / "t")
     write_delta(spark.range(0, 40000, 1, 6).select(F.col("id"), (F.col("id") % 3).alias("v")), path)

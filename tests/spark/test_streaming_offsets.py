@@ -27,7 +27,7 @@ def _append(path: str, ids: list[int], **kw) -> None:
 
 
 def _reader(path: str, **options):
-    from tahoe.spark.datasource import spark_read_schema
+    from tahoe.spark.scan import spark_read_schema
     from tahoe.spark.streaming import DeltaStreamReader
 
     schema = spark_read_schema(DeltaLog.for_table(path).snapshot())
