@@ -19,9 +19,12 @@ of what delta-spark users write reaches no data source, so tahoe carries it ther
      delta-spark's `spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled` when the
      session sets it, and whether the load is a batch or a streaming one (`__tahoe_readKind`: the
      source then refuses the other kind's options at `load`, when Spark asks its schema; without
-     it, at the query's start).
+     it, at the query's start). A batch load given `startingVersion` / `startingTimestamp` /
+     `endingVersion` / `endingTimestamp` without `readChangeFeed` reads the snapshot, as
+     delta-spark does (it ignores them): the wrapper says so with a `UserWarning` (the reader's
+     options are recorded by wrapping `option` / `options`).
 
-`install()` wraps these calls — classic and Spark Connect `DataFrameReader.format/load`,
+`install()` wraps these calls — classic and Spark Connect `DataFrameReader.format/option/options/load`,
 `DataFrameWriter.format/partitionBy/save`, `DataStreamReader.format/load`,
 `DataStreamWriter.format/partitionBy/start` — once; importing `tahoe.spark` runs it. The wrappers
 act only on `format("delta")` in a session where the `delta` source is tahoe's: a classic session
@@ -228,6 +231,42 @@ def _wrap_start(cls: Any) -> None:
     cls.start = _mark(start, original, "_tahoe_calls")
 
 
+def _wrap_option(cls: Any) -> None:
+    """Record a reader's options (lower-cased names) on it, for the load wrapper's checks."""
+    original, original_many = cls.option, cls.options
+    if getattr(original, "_tahoe_calls", False):
+        return
+
+    def option(self, key, value):
+        out = original(self, key, value)
+        self.__dict__.setdefault("_tahoe_options", {})[str(key).lower()] = value
+        return out
+
+    def options(self, **opts):
+        out = original_many(self, **opts)
+        self.__dict__.setdefault("_tahoe_options", {}).update({str(k).lower(): v for k, v in opts.items()})
+        return out
+
+    cls.option = _mark(option, original, "_tahoe_calls")
+    cls.options = _mark(options, original_many, "_tahoe_calls")
+
+
+_CDF_RANGE = ("startingVersion", "startingTimestamp", "endingVersion", "endingTimestamp")
+
+
+def _warn_ignored_range(given: dict) -> None:
+    """A batch read with a change range but no readChangeFeed reads the snapshot (as delta-spark)."""
+    import warnings
+
+    cdf = any(str(given.get(k, "")).strip().lower() == "true" for k in ("readchangefeed", "readchangedata"))
+    named = [n for n in _CDF_RANGE if n.lower() in given]
+    if named and not cdf:
+        warnings.warn(f"format('delta'): option(s) {', '.join(named)} have no effect without "
+                      f"option('readChangeFeed', 'true'): this read returns the table's snapshot, as delta-spark's "
+                      f"does. Add readChangeFeed to read the change data feed, or use versionAsOf / timestampAsOf "
+                      f"to read an older version.", UserWarning, stacklevel=3)
+
+
 def _wrap_load(cls: Any, batch: bool) -> None:
     original = cls.load
     if getattr(original, "_tahoe_calls", False):
@@ -247,6 +286,9 @@ def _wrap_load(cls: Any, batch: bool) -> None:
 
             spark = _session(self)
             configure(spark)
+            if batch:
+                _warn_ignored_range({**getattr(self, "_tahoe_options", {}),
+                                     **{str(k).lower(): v for k, v in options.items()}})
             self.option(READ_KIND_OPTION, "batch" if batch else "stream")
             if batch:
                 self.option(PUSHDOWN_OPTION, "true")
@@ -262,11 +304,11 @@ def _wrap_load(cls: Any, batch: bool) -> None:
 
 
 _TARGETS = (
-    ("pyspark.sql.readwriter", "DataFrameReader", ("format", "load_batch")),
+    ("pyspark.sql.readwriter", "DataFrameReader", ("format", "option", "load_batch")),
     ("pyspark.sql.readwriter", "DataFrameWriter", ("format", "partitionBy", "save")),
     ("pyspark.sql.streaming.readwriter", "DataStreamReader", ("format", "load_stream")),
     ("pyspark.sql.streaming.readwriter", "DataStreamWriter", ("format", "partitionBy", "start")),
-    ("pyspark.sql.connect.readwriter", "DataFrameReader", ("format", "load_batch")),
+    ("pyspark.sql.connect.readwriter", "DataFrameReader", ("format", "option", "load_batch")),
     ("pyspark.sql.connect.readwriter", "DataFrameWriter", ("format", "partitionBy", "save")),
     ("pyspark.sql.connect.streaming.readwriter", "DataStreamReader", ("format", "load_stream")),
     ("pyspark.sql.connect.streaming.readwriter", "DataStreamWriter", ("format", "partitionBy", "start")),
@@ -288,6 +330,8 @@ def install() -> None:
         for w in what:
             if w == "format":
                 _wrap_format(cls)
+            elif w == "option":
+                _wrap_option(cls)
             elif w == "partitionBy":
                 _wrap_partition_by(cls)
             elif w == "save":
