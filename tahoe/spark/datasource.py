@@ -222,18 +222,34 @@ class DeltaDataSource(DataSource):
             self._cdf_plan = (log, read, start, end)
         return self._cdf_plan
 
+    def _cdf_units(self, opts: dict) -> list:
+        """The planned change units of a batch change feed read (its CDF and schema checks
+        passed), once."""
+        if getattr(self, "_cdf_units_", None) is None:
+            from ..read.changes import plan_changes
+
+            log, read, start, end = self._cdf_read(opts)
+            self._cdf_units_ = plan_changes(log, read, start, end).units
+        return self._cdf_units_
+
     def schema(self):
         snap = self._snapshot()
         kind = str(self.options.get(READ_KIND_OPTION, "")).lower()
         ends = any(str(k).lower() in ("endingversion", "endingtimestamp") for k in self.options)
-        if self._cdf and kind != "stream" and ends:   # only a batch read names an end (a stream refuses it)
+        if self._cdf and kind == "batch":
+            # planned now, at load(): its errors reach the caller there (delta-spark's come at
+            # load() or at the first action)
+            opts = read_options(self.options)
+            self._cdf_units(opts)
+            snap = self._cdf_read(opts)[1]
+        elif self._cdf and kind != "stream" and ends:   # only a batch read names an end (a stream refuses it)
             snap = self._cdf_read(read_options(self.options))[1]
         return spark_read_schema(snap, self._cdf)
 
     def reader(self, schema):
         opts = read_options(self.options)   # a batch read: batch options only
         if opts["cdf"]:
-            return DeltaChangesReader(*self._cdf_read(opts), opts, schema)
+            return DeltaChangesReader(self._cdf_read(opts)[1], self._cdf_units(opts), opts, schema)
         if str(self.options.get(PUSHDOWN_OPTION, "")).lower() == "true":
             return DeltaFilteringReader(self, schema)
         return DeltaReader(self, schema)
@@ -302,10 +318,8 @@ class DeltaChangesReader(DataSourceReader):
     latest version's, or the end version's on a table with column mapping), fixed when the
     DataFrame was made."""
 
-    def __init__(self, log, snap, start: int | None, end: int | None, opts: dict, schema):
-        from ..read.changes import plan_changes
-
-        self._units = plan_changes(log, snap, start, end).units
+    def __init__(self, snap, units: list, opts: dict, schema):
+        self._units = units
         data = [f.name for f in schema.fields if f.name not in ("_change_type", "_commit_version", "_commit_timestamp")]
         self.files = TableFiles(snap, opts["storage_options"], schema, data)
 

@@ -208,6 +208,145 @@ def test_change_feed_batch_and_stream_match_delta_rs(spark, tmp_path):
     assert len([p for p in q.recentProgress if p["numInputRows"]]) >= 4
 
 
+def test_change_feed_errors_timestamps_renames_and_optimize_through_spark(spark, tmp_path):
+    """`spark.read.format("delta").option("readChangeFeed", "true")` gives delta-spark's errors and
+    rows on the tables of tests/read/cdf_tables (the same checks Table.changes and the CLI pass in
+    tests/read/test_changes.py): CDF off in the range (the DELTA_MISSING_CHANGE_DATA text), a start
+    after the latest version, startingTimestamp / endingTimestamp, an OPTIMIZE in the range (no
+    rows), a rename inside the range, the end version's schema for a range before the renames."""
+    from tahoe.errors import ChangeDataFeedError, ChangeDataRangeError
+    from tahoe.read.changes import CdfNotEnabledError
+    from tests.read.cdf_tables import (
+        BASE_MS, HOUR_MS, LATE_CDF_CHANGES, RENAMED_V0_V1, late_cdf, missing_change_data, renamed,
+        start_after_latest,
+    )
+
+    late = late_cdf(str(tmp_path / "late"))
+    ren = renamed(str(tmp_path / "renamed"))
+
+    def cdf(path, **options):
+        r = spark.read.format("delta").option("readChangeFeed", "true")
+        for k, v in options.items():
+            r = r.option(k, v)
+        return r.load(path)
+
+    def rows(df, col=None):
+        cols = ["id", col, "_change_type", "_commit_version"] if col else ["id", "_change_type", "_commit_version"]
+        return sorted(tuple(r[c] for c in cols) for r in df.collect())
+
+    with pytest.raises(CdfNotEnabledError) as ei:
+        cdf(late, startingVersion=0).collect()
+    assert missing_change_data(0, 5, 0) in str(ei.value)
+    with pytest.raises(ChangeDataRangeError) as ei:
+        cdf(late, startingVersion=6).collect()
+    assert start_after_latest(6, 5) in str(ei.value)
+    assert rows(cdf(late, startingVersion=3)) == LATE_CDF_CHANGES          # version 4, OPTIMIZE: nothing
+    assert cdf(late, startingVersion=4, endingVersion=4).count() == 0
+    by_ts = cdf(late, startingTimestamp="2024-01-01 02:30:00", endingTimestamp="2024-01-01T04:30:00Z").collect()
+    assert [(r.id, r._commit_version) for r in by_ts] == [(3, 3)]
+    assert int(by_ts[0]._commit_timestamp.timestamp() * 1000) == BASE_MS + 3 * HOUR_MS
+
+    with pytest.raises(ChangeDataFeedError, match="DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_SCHEMA_CHANGE") as ei:
+        cdf(ren, startingVersion=0).collect()
+    assert "we found an incompatible schema change at version 2" in str(ei.value)
+    early = cdf(ren, startingVersion=0, endingVersion=1)
+    assert early.columns == ["id", "a", "_change_type", "_commit_version", "_commit_timestamp"]
+    assert rows(early, "a") == RENAMED_V0_V1
+
+
+def test_stream_stops_at_a_rename_with_delta_spark_error(spark, tmp_path):
+    """A running stream over a column-mapping table meets a column rename: it stops with
+    DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG, having delivered exactly the rows
+    written before the rename (oracle: the ids written, by hand)."""
+    import tahoe
+    from pyspark.errors import StreamingQueryException
+
+    src = str(tmp_path / "src")
+    write_table(src, pa.table({"id": pa.array([0, 1], pa.int64()), "a": ["x", "y"]}),
+                properties={"delta.columnMapping.mode": "name"})
+    q = (spark.readStream.format("delta").load(src).writeStream.format("memory").queryName("tahoe_renamed")
+         .trigger(processingTime="100 milliseconds").start())
+    try:
+        q.processAllAvailable()
+        assert sorted(r.id for r in spark.table("tahoe_renamed").collect()) == [0, 1]
+        tahoe.Table(src).rename_column("a", "b")
+        write_table(src, pa.table({"id": pa.array([2], pa.int64()), "b": ["z"]}), mode="append")
+        with pytest.raises(StreamingQueryException) as ei:
+            q.processAllAvailable()
+        assert "DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG" in str(ei.value)
+        assert "Streaming read is not supported on tables with read-incompatible schema changes" in str(ei.value)
+        assert sorted(r.id for r in spark.table("tahoe_renamed").collect()) == [0, 1]
+    finally:
+        q.stop()
+
+
+def test_snapshot_first_stream_applies_deletion_vectors(spark, tmp_path):
+    """A stream with no starting version reads the snapshot first: a file whose rows were deleted
+    with a deletion vector gives only its live rows; later appends follow. Oracle: the rows written
+    minus the rows deleted (by position: row i holds id i)."""
+    from tahoe.log import DeltaLog
+    from tahoe.write import delete_rows
+
+    src = str(tmp_path / "dv")
+    write_table(src, pa.table({"id": pa.array(range(10), pa.int64())}),
+                properties={"delta.enableDeletionVectors": "true"})
+    (f,) = DeltaLog.for_table(src).snapshot().add_files()
+    delete_rows(src, {f.path: [1, 4, 7]})
+    assert DeltaLog.for_table(src).snapshot().add_files()[0].deletion_vector is not None
+    _append(src, [10, 11])
+    q = _memory_stream(spark, spark.readStream.format("delta").option("maxFilesPerTrigger", 1).load(src), "tahoe_dv")
+    assert q.exception() is None
+    assert sorted(r.id for r in spark.table("tahoe_dv").collect()) == [0, 2, 3, 5, 6, 8, 9, 10, 11]
+
+
+def test_sink_enforces_check_constraints_and_computes_generated_and_identity_columns(spark, tmp_path):
+    """A streaming write into a table with an identity column (start 100, step 10), a generated
+    column (y = x * 2) and a CHECK constraint (x >= 0): every batch's rows get distinct identity
+    values on the sequence and y computed; a batch with a row violating the constraint fails the
+    query and commits nothing (no version, no file left). Oracles: the values written by hand, the
+    raw log (versions), the files on disk, and delta-rs reading the sink."""
+    import tahoe
+    from pyspark.errors import StreamingQueryException
+    from tahoe.spark import DeltaTable, IdentityGenerator
+
+    src, sink, ck = str(tmp_path / "src"), str(tmp_path / "sink"), str(tmp_path / "ck")
+    (DeltaTable.create(spark).location(sink)
+        .addColumn("id", "BIGINT", generatedAlwaysAs=IdentityGenerator(start=100, step=10))
+        .addColumn("x", "BIGINT")
+        .addColumn("y", "BIGINT", generatedAlwaysAs="x * 2").execute())
+    tahoe.Table(sink).add_constraint("x_nonneg", "x >= 0")
+    _append(src, [1, 2, 3])
+    _append(src, [4, 5])
+
+    def run():
+        q = (spark.readStream.format("delta").option("maxFilesPerTrigger", 1).load(src).selectExpr("id AS x")
+             .writeStream.format("delta").option("checkpointLocation", ck).trigger(availableNow=True).start(sink))
+        try:
+            q.awaitTermination()
+        except StreamingQueryException:
+            pass
+        return q
+
+    assert run().exception() is None
+    got = _delta_rs(f"""
+        t = DeltaTable({sink!r}).to_pyarrow_table()
+        out = sorted(zip(*[t.column(c).to_pylist() for c in ("x", "y", "id")]))
+    """)
+    assert [(x, y) for x, y, _ in got] == [(x, 2 * x) for x in range(1, 6)]
+    ids = [i for _, _, i in got]
+    assert len(set(ids)) == 5 and all(i >= 100 and (i - 100) % 10 == 0 for i in ids)
+    hwm = int(tahoe.Table(sink).schema.field("id").metadata["delta.identity.highWaterMark"])
+    assert hwm == max(ids)
+    version = tahoe.Table(sink).version
+
+    _append(src, [6, -1])                                  # a batch with a row breaking x >= 0
+    q = run()
+    assert q.exception() is not None and "x_nonneg" in str(q.exception())
+    assert tahoe.Table(sink).version == version            # nothing committed
+    live = {a["add"]["path"] for actions in _commits(sink) for a in actions if "add" in a}
+    assert _parquet_files(sink) == live                    # no file of the failed batch left behind
+
+
 _PIPELINE = """
 import os, sys
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
