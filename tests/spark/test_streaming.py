@@ -21,6 +21,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -356,50 +357,117 @@ from pyspark.sql import SparkSession
 spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
          .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
          .config("spark.sql.shuffle.partitions", "1").getOrCreate())
-src, sink, ck = sys.argv[1:4]
-q = (spark.readStream.format("delta").option("maxFilesPerTrigger", 1).load(src)
+src, sink, ck, trigger = sys.argv[1:5]
+w = (spark.readStream.format("delta").option("maxFilesPerTrigger", 1).load(src)
      .selectExpr("id", "id % 3 AS part")
-     .writeStream.format("delta").option("checkpointLocation", ck).option("partitionBy", "part")
-     .trigger(processingTime="1 second").start(sink))
+     .writeStream.format("delta").option("checkpointLocation", ck).option("partitionBy", "part"))
+w = w.trigger(availableNow=True) if trigger == "availableNow" else w.trigger(processingTime=trigger)
+q = w.start(sink)
 print("STARTED", flush=True)
 q.awaitTermination()
+print("ENDED", flush=True)
+"""
+
+# Another process appending to the source while the pipeline runs: commit i holds the ids
+# 1000 + 3i .. 1000 + 3i + 2; it goes on until the file `stop` appears, then prints how many
+# commits it made.
+_APPENDER = """
+import os, sys, time
+import pyarrow as pa
+from tahoe.write import write_table
+src, stop = sys.argv[1:3]
+i = 0
+while not os.path.exists(stop):
+    write_table(src, pa.table({"id": pa.array([1000 + 3 * i + j for j in range(3)], pa.int64())}), mode="append")
+    i += 1
+    print("APPENDED", i, flush=True)
+    time.sleep(0.25)
+print("DONE", i, flush=True)
 """
 
 
-def test_pipeline_killed_mid_stream_restarts_exactly_once_in_fresh_session(spark, tmp_path):
-    src, sink, ck = str(tmp_path / "src"), str(tmp_path / "sink"), str(tmp_path / "ck")
-    for k in range(6):
-        _append(src, [3 * k, 3 * k + 1, 3 * k + 2])
-    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_SUBMIT_ARGS",)}
-    proc = subprocess.Popen([sys.executable, "-c", _PIPELINE, src, sink, ck], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=str(tmp_path), start_new_session=True)
-    try:
-        deadline = time.monotonic() + 240
-        n = 0
-        while time.monotonic() < deadline and proc.poll() is None:
-            if os.path.isdir(os.path.join(sink, "_delta_log")):
-                n = len(_commits(sink))
-                if n >= 2:
-                    break
-            time.sleep(0.2)
-        assert n >= 2, proc.stderr.read()[-3000:] if proc.poll() is not None else "no sink commits in time"
-        os.killpg(proc.pid, signal.SIGKILL)             # the driver and its JVM, mid-stream
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
+def _batches(ck: str, kind: str) -> set[int]:
+    d = os.path.join(ck, kind)
+    return {int(n) for n in os.listdir(d) if n.isdigit()} if os.path.isdir(d) else set()
+
+
+def _kill_mid_batch(proc, ck: str, appender, after: int, deadline_s: float = 300) -> int:
+    """Wait until the pipeline `proc` has planned a batch N > `after` (its `offsets/N` written)
+    that it has not committed (no `commits/N`) while the appender still runs, then SIGKILL it (its
+    process group: the driver and its JVM). Returns N; the caller asserts the batch was in flight."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"the pipeline exited ({proc.returncode}): {proc.stderr.read()[-3000:]}")
+        assert appender.poll() is None, "the appender stopped early"
+        planned, done = _batches(ck, "offsets"), _batches(ck, "commits")
+        if planned and max(planned) > after and max(planned) not in done and done and max(done) >= after:
+            n = max(planned)
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=60)
-    _append(src, [100, 101])                            # appended while the pipeline is down
-    q = (spark.readStream.format("delta").option("maxFilesPerTrigger", 1).load(src)
+            return n
+        time.sleep(0.02)
+    raise AssertionError("no batch in flight before the deadline")
+
+
+def test_pipeline_killed_mid_batch_restarts_exactly_once(spark, tmp_path):
+    """A Delta -> Delta pipeline in a fresh process (no tahoe import, no register), fed by appends
+    from another process, is SIGKILLed while a batch is provably in flight (its offsets written,
+    its commit not), first with trigger(processingTime=...), then — restarted from the checkpoint
+    in another fresh process — with trigger(availableNow=True); a last availableNow run in this
+    session drains the source. Every row the appender and the setup wrote is in the sink exactly
+    once; each batch id committed once. Oracles: the ids written (known by construction), delta-rs
+    reading the sink, the raw log's txn actions, Spark's checkpoint files."""
+    src, sink, ck = str(tmp_path / "src"), str(tmp_path / "sink"), str(tmp_path / "ck")
+    stop = str(tmp_path / "stop")
+    for k in range(4):
+        _append(src, [3 * k, 3 * k + 1, 3 * k + 2])
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_SUBMIT_ARGS",)}
+
+    def pipeline(trigger: str):
+        return subprocess.Popen([sys.executable, "-c", _PIPELINE, src, sink, ck, trigger], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env, cwd=str(tmp_path), start_new_session=True)
+
+    procs = [pipeline("500 milliseconds")]
+    appender = None
+    try:
+        # the appender starts once the pipeline has committed a batch (the pipeline is running)
+        deadline = time.monotonic() + 300
+        while not _batches(ck, "commits"):
+            assert procs[0].poll() is None, procs[0].stderr.read()[-3000:]
+            assert time.monotonic() < deadline, "the pipeline committed no batch"
+            time.sleep(0.05)
+        appender = subprocess.Popen([sys.executable, "-c", _APPENDER, src, stop], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+        n1 = _kill_mid_batch(procs[0], ck, appender, after=1)
+        assert n1 in _batches(ck, "offsets") and n1 not in _batches(ck, "commits")   # in flight when killed
+
+        procs.append(pipeline("availableNow"))    # restarted from the checkpoint, appends going on
+        n2 = _kill_mid_batch(procs[1], ck, appender, after=n1)
+        assert n2 in _batches(ck, "offsets") and n2 not in _batches(ck, "commits")
+    finally:
+        Path(stop).touch()
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=60)
+    out, err = appender.communicate(timeout=120)
+    assert appender.returncode == 0, err[-3000:]
+    appended = int(out.split("DONE")[1].split()[0])
+    assert appended >= 2
+    expected = sorted([(i, i % 3) for i in range(12)] +
+                      [(i, i % 3) for c in range(appended) for i in range(1000 + 3 * c, 1003 + 3 * c)])
+
+    q = (spark.readStream.format("delta").option("maxFilesPerTrigger", 20).load(src)
          .selectExpr("id", "id % 3 AS part")
          .writeStream.format("delta").option("checkpointLocation", ck).partitionBy("part")
          .trigger(availableNow=True).start(sink))
     q.awaitTermination()
     assert q.exception() is None
-    expected = sorted((i, i % 3) for i in [*range(18), 100, 101])
-    assert _delta_rs_rows(sink) == expected
+    assert _delta_rs_rows(sink) == expected                 # every row exactly once
     log = _commits(sink)
     versions = [a["txn"]["version"] for actions in log for a in actions if "txn" in a]
-    assert versions == sorted(set(versions))            # each batch id committed once
+    assert versions == sorted(set(versions))                # each batch id committed once
+    assert {n1, n2} <= set(versions)                        # the killed batches were replayed and committed
     md = next(a["metaData"] for a in log[0] if "metaData" in a)
     assert md["partitionColumns"] == ["part"]
