@@ -28,10 +28,12 @@ of what delta-spark users write reaches no data source, so tahoe carries it ther
 `DataFrameWriter.format/partitionBy/save`, `DataStreamReader.format/load`,
 `DataStreamWriter.format/partitionBy/start` — once; importing `tahoe.spark` runs it. The wrappers
 act only on `format("delta")` in a session where the `delta` source is tahoe's: a classic session
-whose JVM has delta-spark's classes is left to delta-spark. Without them (tahoe installed, never
-imported in the driver), `format("delta")` still works — Spark finds the source by itself
-(`pyspark_tahoe_delta`) — with `.mode("append"/"overwrite")` or the `saveMode` option and the
-`partitionBy` option.
+whose JVM has delta-spark's classes is left to delta-spark. A process that never imports tahoe
+gets them too where tahoe is installed: its `tahoe-pyspark-hook.pth` shims these methods at
+PySpark's import and installs the wrappers at the first call (`_tahoe_pyspark_hook`). Only where
+the hook is off (`TAHOE_PYSPARK_HOOK=0`, or a Spark Connect client without tahoe installed) do
+`format("delta")` writes need `.mode("append"/"overwrite")` or the `saveMode` option and the
+`partitionBy` option — `writeStream.partitionBy` is then dropped by Spark itself.
 """
 
 from __future__ import annotations
@@ -320,6 +322,9 @@ def install() -> None:
     something imported them (as `tahoe.spark.surfacing.install`)."""
     import importlib
 
+    hook = sys.modules.get("_tahoe_pyspark_hook")
+    if hook is not None:   # its shims off first: these wrappers wrap PySpark's own methods
+        hook.restore()
     for module, cls_name, what in _TARGETS:
         if ".connect." in module and "pyspark.sql.connect.session" not in sys.modules:
             continue

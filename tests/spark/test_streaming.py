@@ -358,9 +358,14 @@ spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "fal
          .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
          .config("spark.sql.shuffle.partitions", "1").getOrCreate())
 src, sink, ck, trigger = sys.argv[1:5]
+if trigger != "availableNow":
+    # partitionBy, as delta-spark users write it, batch and streaming: tahoe's calls reach this
+    # process through its .pth hook (_tahoe_pyspark_hook) though it never imports tahoe
+    assert "tahoe" not in sys.modules
+    spark.range(6).selectExpr("id", "id % 2 AS p").write.format("delta").partitionBy("p").save(sys.argv[5])
 w = (spark.readStream.format("delta").option("maxFilesPerTrigger", 1).load(src)
      .selectExpr("id", "id % 3 AS part")
-     .writeStream.format("delta").option("checkpointLocation", ck).option("partitionBy", "part"))
+     .writeStream.format("delta").option("checkpointLocation", ck).partitionBy("part"))
 w = w.trigger(availableNow=True) if trigger == "availableNow" else w.trigger(processingTime=trigger)
 q = w.start(sink)
 print("STARTED", flush=True)
@@ -416,16 +421,17 @@ def test_pipeline_killed_mid_batch_restarts_exactly_once(spark, tmp_path):
     its commit not), first with trigger(processingTime=...), then — restarted from the checkpoint
     in another fresh process — with trigger(availableNow=True); a last availableNow run in this
     session drains the source. Every row the appender and the setup wrote is in the sink exactly
-    once; each batch id committed once. Oracles: the ids written (known by construction), delta-rs
+    once; each batch id committed once. The fresh process also shows that `write.partitionBy` and
+    `writeStream.partitionBy` work there (tahoe's .pth hook), not silently dropped. Oracles: the ids written (known by construction), delta-rs
     reading the sink, the raw log's txn actions, Spark's checkpoint files."""
     src, sink, ck = str(tmp_path / "src"), str(tmp_path / "sink"), str(tmp_path / "ck")
-    stop = str(tmp_path / "stop")
+    stop, batch = str(tmp_path / "stop"), str(tmp_path / "batch")
     for k in range(4):
         _append(src, [3 * k, 3 * k + 1, 3 * k + 2])
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_SUBMIT_ARGS",)}
 
     def pipeline(trigger: str):
-        return subprocess.Popen([sys.executable, "-c", _PIPELINE, src, sink, ck, trigger], stdout=subprocess.PIPE,
+        return subprocess.Popen([sys.executable, "-c", _PIPELINE, src, sink, ck, trigger, batch], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=env, cwd=str(tmp_path), start_new_session=True)
 
     procs = [pipeline("500 milliseconds")]
@@ -470,4 +476,7 @@ def test_pipeline_killed_mid_batch_restarts_exactly_once(spark, tmp_path):
     assert versions == sorted(set(versions))                # each batch id committed once
     assert {n1, n2} <= set(versions)                        # the killed batches were replayed and committed
     md = next(a["metaData"] for a in log[0] if "metaData" in a)
-    assert md["partitionColumns"] == ["part"]
+    assert md["partitionColumns"] == ["part"]               # writeStream.partitionBy in the fresh process
+    batch_md = next(a["metaData"] for a in _commits(batch)[0] if "metaData" in a)
+    assert batch_md["partitionColumns"] == ["p"]            # write.partitionBy in the fresh process
+    assert _delta_rs_rows(batch) == [(i, i % 2) for i in range(6)]
