@@ -19,7 +19,9 @@ of what delta-spark users write reaches no data source, so tahoe carries it ther
      delta-spark's `spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled` when the
      session sets it, and whether the load is a batch or a streaming one (`__tahoe_readKind`: the
      source then refuses the other kind's options at `load`, when Spark asks its schema; without
-     it, at the query's start). A batch load given `startingVersion` / `startingTimestamp` /
+     it, at the query's start). A batch `format("deltaSharing")` load gets the same filter
+     pushdown treatment (its pushed filters become jsonPredicateHints); without it the
+     `deltaSharing` source reads without pushed filters. A batch load given `startingVersion` / `startingTimestamp` /
      `endingVersion` / `endingTimestamp` without `readChangeFeed` reads the snapshot, as
      delta-spark does (it ignores them): the wrapper says so with a `UserWarning` (the reader's
      options are recorded by wrapping `option` / `options`).
@@ -98,6 +100,27 @@ def _is_delta(obj: Any) -> bool:
         return False
     spark = _session(obj)
     return spark is not None and tahoe_owns_delta(spark)
+
+
+_SHARING_SPARK_CLASS = "io.delta.sharing.spark.DeltaSharingDataSource"
+
+
+def _is_sharing(obj: Any) -> bool:
+    """A `format("deltaSharing")` read whose source is tahoe's (not the official Spark connector,
+    whose classes a classic session's JVM may have)."""
+    if _format_of(obj) != "deltasharing":
+        return False
+    spark = _session(obj)
+    jvm = getattr(spark, "_jvm", None)
+    if spark is None:
+        return False
+    if jvm is None:
+        return True
+    try:
+        jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(_SHARING_SPARK_CLASS)
+        return False
+    except Exception:  # noqa: BLE001 - ClassNotFoundException: no official connector here
+        return True
 
 
 def writer_state(w: Any) -> tuple[str, str]:
@@ -279,8 +302,15 @@ def _wrap_load(cls: Any, batch: bool) -> None:
             self.format(format)
         try:
             ours = _is_delta(self)
+            sharing = not ours and batch and _is_sharing(self)
         except Exception:  # noqa: BLE001
-            ours = False
+            ours = sharing = False
+        if sharing:   # deltaSharing: filter pushdown on, and said, as for delta (rule 3)
+            from .options import PUSHDOWN_OPTION
+            from .session import configure
+
+            configure(_session(self))
+            self.option(PUSHDOWN_OPTION, "true")
         if ours:
             from ..read.changes import CDF_TIMESTAMP_OUT_OF_RANGE_CONF
             from .options import CDF_OUT_OF_RANGE_OPTION, PUSHDOWN_OPTION, READ_KIND_OPTION

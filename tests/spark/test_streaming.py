@@ -351,6 +351,7 @@ def test_sink_enforces_check_constraints_and_computes_generated_and_identity_col
 _PIPELINE = """
 import os, sys
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)   # Spark's Python workers: this environment
 from pyspark.sql import SparkSession
 # a fresh session: tahoe is never imported here, no register(), no addPyFile: Spark finds the
 # `delta` source by itself (pyspark_tahoe_delta)
