@@ -37,8 +37,9 @@ for a malformed table URL). Where tahoe's client differs, on purpose:
 
 Reads: the latest snapshot is asked with `includeRefreshToken`; file URLs about to expire, or
 refused by the store, are refreshed with the refresh token (time travel: by asking again). Files
-are downloaded in parallel (`workers`, default 8) with retries (429/5xx/dropped connections, a
-dropped download resumed where it stopped), at most `workers + 2` files in memory at a time.
+are downloaded in parallel (`workers`, default 8) with retries (429/5xx/dropped connections,
+with backoff honouring `Retry-After`; a dropped download resumed where it stopped), at most
+`workers + 2` downloaded files held beyond the one whose batches are being consumed.
 
 tahoe's extras on the reading functions (keyword arguments):
 
