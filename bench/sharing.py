@@ -27,6 +27,26 @@
 
 The machine's load average is printed with each section: on a shared machine, read the numbers
 beside it.
+
+Figures (one full run, `python -m bench.sharing`; this 2-core machine shared with other sessions,
+load average 9.4 -> 20.2 during the loads, 19.1 during the Spark scans):
+  /query over 100,000 files: first request first byte 258 ms, last line 1.90 s; warm 40 ms / 213-242 ms
+  (targets < 200 ms / < 2 s: met warm; the first byte of the cold request, which loads the
+  snapshot, 258 ms).
+  load_as_pandas of the 1,023 MB table (29 files, 58M rows), best of 3 interleaved:
+    pyarrow local read + to_pandas 22.28 s (runs 22.28, 36.64, 37.70: the load swings)
+    tahoe.sharing.load_as_pandas   28.84 s  ratio 1.29x (target <= 1.1: MISSED); CPU ratio 1.15x
+                                   (client + server 9.44 s, server 0.57 s, vs 8.19 s)
+    delta_sharing.load_as_pandas   45.16 s  ratio 2.03x (reported); tahoe / official 0.64x
+  Spark full scan of the same files, best of 3: spark.read.parquet 17.89 s, format("deltaSharing")
+    36.40 s: ratio 2.03x (target <= 1.5: MISSED); the floor of any jar-free reader (a minimal
+    Python data source reading the local files) 26.30 s = 1.47x parquet; deltaSharing / floor 1.38x.
+Reading the misses: at load 20 on 2 cores the runs of one variant differ by up to 1.7x, more than
+the gaps measured; a 250 MB version of the same comparison in the same hour gave tahoe's
+load_as_pandas 6.04 s vs local 7.08 s (0.85x). In Spark, the Python data source path alone costs
+~1.5x native parquet (the floor), which leaves no room for the 1.5x target: tahoe's task decodes at
+the floor's speed (profiled: `iter_batches` dominates; ~0.45 s of 2.5 s waiting for downloads per
+250 MB), and the rest is the HTTP transfer (server and client on the same 2 cores).
 """
 
 from __future__ import annotations

@@ -72,14 +72,52 @@ class DeltaDataSource(DataSource):
             self._cdf = opts["cdf"]
         return self._snap
 
+    def _cdf_read(self, opts: dict):
+        """(log, read snapshot, start, end) of a batch change feed read: the range and the read
+        schema's snapshot (`tahoe.read.changes` rules 5, 6), resolved once."""
+        if getattr(self, "_cdf_plan", None) is None:
+            from ..log import DeltaLog
+            from ..read.changes import change_read_snapshot, resolve_change_range
+
+            snap = self._snapshot()
+            log = DeltaLog.for_table(snap.table_root, opts["storage_options"])
+            rng = resolve_change_range(log, snap.version, opts["starting_version"], opts["ending_version"],
+                                       opts["starting_timestamp"], opts["ending_timestamp"],
+                                       opts["allow_out_of_range"])
+            start, end = rng or (None, None)
+            read = change_read_snapshot(log, snap, start, end, opts["ending_version"] is not None
+                                        or opts["ending_timestamp"] is not None)
+            self._cdf_plan = (log, read, start, end)
+        return self._cdf_plan
+
+    def _cdf_units(self, opts: dict) -> list:
+        """The planned change units of a batch change feed read (its CDF and schema checks
+        passed), once."""
+        if getattr(self, "_cdf_units_", None) is None:
+            from ..read.changes import plan_changes
+
+            log, read, start, end = self._cdf_read(opts)
+            self._cdf_units_ = plan_changes(log, read, start, end).units
+        return self._cdf_units_
+
     def schema(self):
         snap = self._snapshot()
+        kind = str(self.options.get(READ_KIND_OPTION, "")).lower()
+        ends = any(str(k).lower() in ("endingversion", "endingtimestamp") for k in self.options)
+        if self._cdf and kind == "batch":
+            # planned now, at load(): its errors reach the caller there (delta-spark's come at
+            # load() or at the first action)
+            opts = read_options(self.options)
+            self._cdf_units(opts)
+            snap = self._cdf_read(opts)[1]
+        elif self._cdf and kind != "stream" and ends:   # only a batch read names an end (a stream refuses it)
+            snap = self._cdf_read(read_options(self.options))[1]
         return spark_read_schema(snap, self._cdf)
 
     def reader(self, schema):
         opts = read_options(self.options)   # a batch read: batch options only
         if opts["cdf"]:
-            return DeltaChangesReader(self._snapshot(), opts, schema)
+            return DeltaChangesReader(self._cdf_read(opts)[1], self._cdf_units(opts), opts, schema)
         if str(self.options.get(PUSHDOWN_OPTION, "")).lower() == "true":
             return DeltaFilteringReader(self, schema)
         return DeltaReader(self, schema)
@@ -150,16 +188,12 @@ class DeltaChangesReader(DataSourceReader):
     """`readChangeFeed`: the driver resolves the range and plans its change units
     (`tahoe.read.changes`: delta-spark's range rules and errors, the CDF and schema checks); the
     executors read them (cdc files, or added/removed files with their deletion vectors) with
-    tahoe's Arrow reader. The rows are in the schema of the snapshot the DataFrame was made on."""
+    tahoe's Arrow reader. The rows are in the read schema of `tahoe.read.changes` rule 6 (the
+    latest version's, or the end version's on a table with column mapping), fixed when the
+    DataFrame was made."""
 
-    def __init__(self, snap, opts: dict, schema):
-        from ..log import DeltaLog
-        from ..read.changes import plan_changes, resolve_change_range
-
-        log = DeltaLog.for_table(snap.table_root, opts["storage_options"])
-        rng = resolve_change_range(log, snap.version, opts["starting_version"], opts["ending_version"],
-                                   opts["starting_timestamp"], opts["ending_timestamp"], opts["allow_out_of_range"])
-        self._units = plan_changes(log, snap, *(rng or (None, None))).units
+    def __init__(self, snap, units: list, opts: dict, schema):
+        self._units = units
         data = [f.name for f in schema.fields if f.name not in ("_change_type", "_commit_version", "_commit_timestamp")]
         self.files = TableFiles(snap, opts["storage_options"], schema, data)
 

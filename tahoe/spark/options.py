@@ -12,7 +12,10 @@ Rules (names are case-insensitive, as Spark hands them over lower-cased):
   2. Batch reads implement `versionAsOf` (a non-negative integer), `timestampAsOf` (not both),
      `storage.<key>` (storage options of tahoe's storage layer) and the change data feed:
      `readChangeFeed` (or `readChangeData`) with `startingVersion` / `startingTimestamp` and
-     `endingVersion` / `endingTimestamp` (which need it; a CDF read does not time travel).
+     `endingVersion` / `endingTimestamp` (a CDF read does not time travel). Without
+     `readChangeFeed` those four change nothing — the read is of the snapshot — as in
+     delta-spark, whose DeltaDataSource hands them to change feed reads only (tahoe's load
+     wrapper warns in the user's process, `tahoe.spark.calls`).
   3. Streaming reads (`stream_read_options`) implement `startingVersion` (a version or `latest`)
      / `startingTimestamp`, `maxFilesPerTrigger` (a positive integer), `maxBytesPerTrigger` (a
      size such as `10g`), `ignoreDeletes`, `ignoreChanges`, `skipChangeCommits`,
@@ -260,9 +263,12 @@ def read_options(options: Mapping[str, Any], streaming: bool | None = False) -> 
                                      "data feed read is given its versions by startingVersion / endingVersion "
                                      "(or the timestamps)")
         if ranged and not out["cdf"]:
-            raise InvalidOptionError(f"option(s) {', '.join(ranged)} need readChangeFeed=true in a batch read "
-                                     "(they give the versions of a change data feed read)")
-        if str(opts.get("startingversion", "")).strip().lower() == "latest":
+            # delta-spark's batch read reads the snapshot and leaves these alone (its DeltaDataSource
+            # passes them on only to a change feed read): so does tahoe, saying so where it can
+            # (tahoe.spark.calls warns in the user's process)
+            for k in ("starting_version", "starting_timestamp", "ending_version", "ending_timestamp"):
+                out[k] = None
+        elif out["cdf"] and str(opts.get("startingversion", "")).strip().lower() == "latest":
             raise InvalidOptionError("startingVersion 'latest' applies to streaming reads only")
     return out
 

@@ -56,6 +56,7 @@ from ..sharing.client import Request, parse_url
 from ..sharing.model import DeltaSharingProfile, Table
 from ..sharing.reader import RemoteFile, ScanReader, TableInfo, UrlBook, remote_files
 from ..sharing.rest import RestClient
+from .options import PUSHDOWN_OPTION as _PUSHDOWN_OPTION
 from .scan import pack_by_size
 
 __all__ = ["DeltaSharingDataSource", "DefaultSource", "register", "SharingOptionError"]
@@ -138,6 +139,9 @@ class _Conf:
     def __init__(self, options: Any, mode: str):
         """`mode`: "batch", "stream", or "any" (the schema, asked before Spark says which)."""
         opts = {str(k).lower(): v for k, v in dict(options).items()}
+        # set by tahoe's load wrapper where it turned the session's filter pushdown on
+        # (tahoe.spark.calls): only then may the batch reader take pushed filters
+        self.pushdown = str(opts.pop(_PUSHDOWN_OPTION.lower(), "")).strip().lower() == "true"
         streaming = mode == "stream"
         allowed = _COMMON | _STREAM | _BATCH | _CDF if mode == "any" else \
             _COMMON | (_STREAM if streaming else _BATCH | _CDF)
@@ -259,7 +263,8 @@ class DeltaSharingDataSource(DataSource):
         return _spark_schema(info, conf.cdf)
 
     def reader(self, schema):
-        return _BatchReader(_Conf(self.options, "batch"), schema)
+        conf = _Conf(self.options, "batch")
+        return _FilteringBatchReader(conf, schema) if conf.pushdown else _BatchReader(conf, schema)
 
     def streamReader(self, schema):
         return _StreamReader(_Conf(self.options, "stream"), schema)
@@ -325,15 +330,6 @@ class _BatchReader(DataSourceReader):
         self.schema_json = schema.json()
         self.hints: list[dict] = []
 
-    def pushFilters(self, filters):
-        # Spark applies every filter to the rows anyway; the ones that convert go to the server as
-        # jsonPredicateHints (file pruning)
-        for f in filters:
-            node = filter_to_json(f, self.schema_json)
-            if node is not None:
-                self.hints.append(node)
-            yield f
-
     def _request(self) -> Request:
         c = self.conf
         if c.cdf:
@@ -362,6 +358,22 @@ class _BatchReader(DataSourceReader):
 
     def read(self, partition: _Files):
         return _read_partition(partition, self.schema_json)
+
+
+class _FilteringBatchReader(_BatchReader):
+    """A batch reader that takes Spark's pushed filters — only where the session has filter
+    pushdown on (Spark refuses a reader with `pushFilters` otherwise), which tahoe's load wrapper
+    sees to and says (`_PUSHDOWN_OPTION`); elsewhere (a session whose driver never ran tahoe's
+    calls) the plain reader reads without hints."""
+
+    def pushFilters(self, filters):
+        # Spark applies every filter to the rows anyway; the ones that convert go to the server as
+        # jsonPredicateHints (file pruning)
+        for f in filters:
+            node = filter_to_json(f, self.schema_json)
+            if node is not None:
+                self.hints.append(node)
+            yield f
 
 
 # --- pushed filters -> JSON predicate hints -----------------------------------------------------------
