@@ -30,7 +30,7 @@ of what delta-spark users write reaches no data source, so tahoe carries it ther
      session's `spark.databricks.delta.optimizeWrite.enabled`, else the table property
      `delta.autoOptimize.optimizeWrite` (of the existing table, read only when needed, or among
      the `delta.*` options of a write that creates it) — and, when on, saves the DataFrame
-     shuffled by the partition columns (`tahoe.spark.optimize.optimized_write`: each partition's
+     shuffled by the partition columns (`tahoe.spark.optimized_write`: each partition's
      rows in one task, so one file per partition; unpartitioned, tasks of about
      `spark.databricks.delta.optimizeWrite.binSize`) through a new writer with the same format,
      mode and options. The decision is handed over as `__tahoe_optimizedWrite`, without which the
@@ -260,7 +260,7 @@ def _target_metadata(path: str, opts: dict[str, str]) -> Any:
 def _optimized_write(w: Any, path: str | None) -> Any:
     """Rule 4: the writer to save — `w` itself, or a new writer of the shuffled DataFrame."""
     from ..protocol.properties import normalize_property
-    from .optimize import optimize_write_enabled, optimized_write
+    from .optimized_write import optimize_write_enabled, optimized_write
     from .options import OPTIMIZED_WRITE_OPTION
 
     opts = _writer_options(w)

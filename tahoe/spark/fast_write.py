@@ -1,5 +1,5 @@
 """`write_delta(df, path, ...)`: the fast write of a DataFrame to a Delta table — the shared
-planner (`tahoe.write.plan.plan_write`), delta-spark's optimized writes (`tahoe.spark.optimize`),
+planner (`tahoe.write.plan.plan_write`), delta-spark's optimized writes (`tahoe.spark.optimized_write`),
 the Spark executor's file work (`tahoe.spark.write.write_dataframe`), ONE commit
 (`tahoe.write.commit.commit_write`) and auto compaction after it (Spark jobs).
 
@@ -15,7 +15,8 @@ from ..log import DeltaLog
 from ..write.auto_compact import auto_compact_hook
 from ..write.commit import commit_write
 from ..write.plan import plan_write
-from .optimize import SparkBinExecutor, optimize_write_enabled, optimized_write
+from .optimize import SparkBinExecutor
+from .optimized_write import optimize_write_enabled, optimized_write
 from .session import auto_compact_session_value, auto_compact_settings, configure, session_overwrite_mode
 from .types import from_spark_schema
 from .write import schema_mode, table_schema_of, write_dataframe
@@ -43,7 +44,7 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
     columns first, so each partition gets one file per write (unpartitioned: files of about
     spark.databricks.delta.optimizeWrite.binSize); when None, the session's
     spark.databricks.delta.optimizeWrite.enabled, else the table's
-    delta.autoOptimize.optimizeWrite decides (`tahoe.spark.optimize.optimize_write_enabled`).
+    delta.autoOptimize.optimizeWrite decides (`tahoe.spark.optimized_write.optimize_write_enabled`).
     Auto compaction (spark.databricks.delta.autoCompact.enabled, else the table's
     delta.autoOptimize.autoCompact) runs as Spark jobs after the commit; its failure does not fail
     the write."""

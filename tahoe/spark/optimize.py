@@ -33,14 +33,13 @@ Session confs (read when set; else the table's delta.targetFileSize, else delta-
 spark.databricks.delta.optimize.{minFileSize, maxFileSize, maxThreads, maxDeletedRowsRatio},
 spark.databricks.io.skipping.mdc.{rangeId.max, addNoise},
 spark.databricks.delta.optimize.clustering.mergeStrategy.minCubeSize.{threshold, targetCubeSize},
-spark.databricks.delta.autoCompact.{enabled, minNumFiles, maxFileSize, minFileSize},
-spark.databricks.delta.optimizeWrite.{enabled, binSize}.
+spark.databricks.delta.autoCompact.{enabled, minNumFiles, maxFileSize, minFileSize} (optimized
+writes: `tahoe.spark.optimized_write`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, Callable
 
@@ -48,7 +47,6 @@ import pyarrow as pa
 
 from ..log.delta_log import DeltaLog
 from ..protocol.actions import AddFile
-from ..protocol.properties import bool_property
 from ..write.commit import delete_data_files
 from ..write.curves import bits_for, curve_keys, key_bytes, range_bounds, range_ids
 from ..write.optimize import (
@@ -56,10 +54,10 @@ from ..write.optimize import (
 )
 from ..write.plan import WritePlan
 from .session import DELTA_CONF, session_conf
+from .types import nested_col
 
 __all__ = ["SparkBinExecutor", "DeltaOptimizeBuilder", "DeltaReorgBuilder", "optimize_settings",
-           "optimize_write_enabled", "optimized_write", "metrics_schema", "metrics_dataframe",
-           "hash_partition_keys"]
+           "metrics_schema", "metrics_dataframe", "hash_partition_keys"]
 
 _CONF = DELTA_CONF
 # bins whose files hold at most this many bytes are rewritten by pyarrow inside Spark tasks (a
@@ -92,14 +90,6 @@ def optimize_settings(spark, base: OptimizeSettings | None = None) -> OptimizeSe
 
 
 # --- the Spark executor ---------------------------------------------------------------------------
-
-def _col(name: str):
-    from pyspark.sql import functions as F
-
-    from ..protocol.clustering import split_column_name
-
-    return F.col(".".join(f"`{p.replace('`', '``')}`" for p in split_column_name(name)))
-
 
 class SparkBinExecutor:
     """Rewrites a plan's bins with Spark (see the module docstring)."""
@@ -254,7 +244,7 @@ class SparkBinExecutor:
         from pyspark.sql import functions as F
 
         num_ranges = plan.settings.num_range_ids
-        cols = [_col(c) for c in plan.curve_columns]
+        cols = [nested_col(c) for c in plan.curve_columns]
         rows = 0
         for f in b.files:
             n = f.num_records
@@ -308,60 +298,6 @@ def _key_udf(bounds: list[pa.Array], curve: str, num_ranges: int):
         return pa.array(key_bytes(curve_keys(ids, curve, bits)), pa.binary())
 
     return arrow_udf(key, "binary")
-
-
-# --- optimized writes ------------------------------------------------------------------------------
-
-def optimize_write_enabled(spark, configuration: "dict | Callable[[], dict | None] | None",
-                           option: bool | None = None) -> bool:
-    """delta-spark's precedence: the write's own `optimizeWrite` option, else the session's
-    spark.databricks.delta.optimizeWrite.enabled, else the table's delta.autoOptimize.optimizeWrite
-    (off when none is set). `configuration`: the table's, or a function returning it (called only
-    when neither the option nor the session decides)."""
-    if option is not None:
-        return bool(option)
-    v = session_conf(spark, _CONF + "optimizeWrite.enabled")
-    if v is not None:
-        low = v.strip().lower()
-        if low not in ("true", "false"):
-            from ..errors import InvalidOptionError
-
-            raise InvalidOptionError(f"{_CONF}optimizeWrite.enabled must be true or false, got {v!r}")
-        return low == "true"
-    if callable(configuration):
-        configuration = configuration()
-    return bool(bool_property(configuration, "delta.autoOptimize.optimizeWrite"))
-
-
-def optimized_write(df, partition_columns: list[str]):
-    """`df` shuffled for an optimized write: by the partition columns, so that each partition's
-    rows meet in one task and it gets one file; unpartitioned, into as many tasks as bins of
-    spark.databricks.delta.optimizeWrite.binSize (512 MiB) the data's estimated size makes (at
-    most spark.sql.shuffle.partitions; without an estimate, Spark's REBALANCE)."""
-    spark = df.sparkSession
-    if partition_columns:
-        return df.repartition(*[_col(c) for c in partition_columns])
-    v = session_conf(spark, _CONF + "optimizeWrite.binSize")      # a number is MiB, as in delta-spark
-    if v is None:
-        bin_size = 512 * 1024 * 1024
-    elif v.strip().isdigit():
-        bin_size = parse_size(int(v) * 1024 * 1024, _CONF + "optimizeWrite.binSize")
-    else:
-        bin_size = parse_size(v, _CONF + "optimizeWrite.binSize")
-    shuffle = int(session_conf(spark, "spark.sql.shuffle.partitions") or 200)
-    size = _estimated_size(df)
-    if size is None or size >= 2 ** 63 - 1:
-        # no estimate (Spark says Long.MaxValue when it knows nothing): Spark's REBALANCE, whose
-        # adaptive execution packs the shuffled rows into partitions of the advisory size
-        return df.hint("rebalance")
-    return df.repartition(int(max(1, min(math.ceil(size / bin_size), shuffle))))
-
-
-def _estimated_size(df) -> int | None:
-    try:
-        return int(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
-    except Exception:  # noqa: BLE001 - Spark Connect / no stats: unknown
-        return None
 
 
 # --- delta-spark's builder and its result -----------------------------------------------------------

@@ -67,3 +67,13 @@ def col(name: str) -> Any:
     from pyspark.sql import functions as F
 
     return F.col(quote(name))
+
+
+def nested_col(name: str) -> Any:
+    """The column of a possibly nested name (`a.b`, with backquotes as
+    `tahoe.protocol.clustering.split_column_name` reads them)."""
+    from pyspark.sql import functions as F
+
+    from ..protocol.clustering import split_column_name
+
+    return F.col(".".join(quote(p) for p in split_column_name(name)))
