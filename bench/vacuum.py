@@ -10,6 +10,8 @@ commit 0 adds N small data files (one directory, flat, as an unpartitioned Spark
 are 30 days old too. Each run vacuums with a zero retention (retention check off), so exactly
 the N removed files go, and commits VACUUM START / VACUUM END.
 
+Each table is flushed to disk (`os.sync()`) after it is built, so no run competes with the
+write-back of its own build (or deletes files that never reached the disk).
 Timed, each in its own fresh process, from opening the table to the end of the VACUUM END
 commit (interpreter and library imports not included; pyarrow's lazy import of pandas, which
 its first conversion from Python triggers, is done before the clock starts):
@@ -87,6 +89,7 @@ def build(path: Path, n: int) -> str:
                                            "partitionValues": {}, "size": size}}) + "\n")
         f.write(json.dumps({"add": {"path": keep, "partitionValues": {}, "size": size,
                                     "modificationTime": now_ms, "dataChange": True}}) + "\n")
+    os.sync()   # every run starts with the table on disk (no write-back of the build in flight)
     return keep
 
 

@@ -31,7 +31,7 @@ Rules checked before anything is deleted:
   3. a dry run deletes nothing and commits nothing.
 A real run commits `VACUUM START` (parameters retentionCheckEnabled, specifiedRetentionMillis,
 defaultRetentionMillis; metrics numFilesToDelete, sizeOfDataToDelete), deletes the files in
-parallel (`max_workers`, by default the store's `delete_concurrency`: 64 unlinks in flight on a
+parallel (`max_workers`, by default the store's `delete_concurrency`: 128 unlinks in flight on a
 local file system, 8 requests of 1000 keys on S3), then commits `VACUUM END` (status
 COMPLETED, numDeletedFiles, numVacuumedDirectories) — or `VACUUM END` with status FAILED, and the
 error, when the deletes fail. `log_commits=False` skips both commits (delta-spark's

@@ -66,8 +66,8 @@ class LogStore(ABC):
 
     # How many deletes `delete_many` keeps in flight when the caller does not say: requests of
     # up to 1000 keys on object stores; single unlinks on a local file system, where each waits on
-    # the file system's journal (one at a time: ~1.4 ms an unlink on an ext4 mounted with
-    # `discard`; 64 at a time: ~0.07 ms).
+    # the file system's journal (measured on an ext4 mounted with `discard`, 20k-50k files: one at
+    # a time ~1.4 ms an unlink, 64 at a time ~0.06 ms, 128 ~0.04 ms, 256 ~0.035 ms).
     delete_concurrency: int = 8
 
     # --- listing -------------------------------------------------------------------------

@@ -218,7 +218,7 @@ class LocalLogStore(LogStore):
     refuse hard links (they publish by rename-without-replace); safe to share between threads."""
 
     puts_may_land_late = False   # a write is settled when the call returns (or raises)
-    delete_concurrency = 64      # see LogStore.delete_concurrency
+    delete_concurrency = 128     # see LogStore.delete_concurrency
 
     def __init__(self) -> None:
         self._no_hardlinks: set[str] = set()
