@@ -309,27 +309,73 @@ def plan_vacuum(snapshot: Snapshot, retention_hours: float | None = None, *,
         log_rel = _log_path_relative(root, rel_of)
         seen: set[str] = set()
         cands: list[tuple[str, int]] = []
+        # a relative path under the root: string work only where "/" is the separator
+        prefix = root.rstrip("/") + "/" if ("://" in root or os.sep == "/") else None
         for p, dv, size in zip(old.column("path").to_pylist(), old.column("deletionVector").to_pylist(),
                                old.column("size").to_pylist()):
             for r, sz in ((log_rel(p), size), (_dv_relative(root, rel_of, dv) if dv else None, None)):
                 if r is None or r in valid or r in seen:
                     continue
                 seen.add(r)
-                cands.append((store.join(root, *r.split("/")), sz))
-        from concurrent.futures import ThreadPoolExecutor
-
-        # one task per chunk of paths (a future per path costs more than a local stat)
-        workers = max(1, max_workers or 8)
-        size = max(1, min(256, -(-len(cands) // workers)))
-        with ThreadPoolExecutor(max_workers=workers) as ex:
-            there = [ok for chunk in ex.map(lambda ch: [store.exists(c[0]) for c in ch],
-                                            [cands[i:i + size] for i in range(0, len(cands), size)])
-                     for ok in chunk]
+                cands.append((prefix + r if prefix is not None else store.join(root, *r.split("/")), sz))
+        there = _existing(snapshot, [c[0] for c in cands], max_workers or 8)
         for (full_path, size), ok in zip(cands, there):
             if ok:
                 plan.files.append((full_path, int(size) if size is not None else 0))
         plan.files_and_dirs_present = len(plan.files)
     return plan
+
+
+_LIST_AT = 1000   # candidates in one directory from which listing it beats asking about each
+
+
+def _existing(snapshot: Snapshot, paths: list[str], max_workers: int) -> list[bool]:
+    """Whether each of `paths` (files of the table's directory) exists. A directory holding many
+    of them — at least _LIST_AT, and at least a quarter of the table's active files there, so the
+    listing stays within a few times their number — is listed once (one LIST per 1000 keys on an
+    object store instead of a request per file); the others are asked about one by one, in
+    parallel."""
+    from collections import Counter
+    from concurrent.futures import ThreadPoolExecutor
+
+    store, root = snapshot.store, snapshot.table_root
+    sep = "/" if "://" in root else os.sep
+    by_dir: dict[str, list[int]] = {}
+    for i, p in enumerate(paths):
+        by_dir.setdefault(p.rpartition(sep)[0], []).append(i)
+    out = [False] * len(paths)
+    ask: list[int] = []
+    active: Counter | None = None
+    for d, idx in by_dir.items():
+        if len(idx) >= _LIST_AT:
+            if active is None:   # the table's active files per directory (relative, as the log has them)
+                rel_dirs = pc.replace_substring_regex(snapshot.files_table(["path"]).column("path"),
+                                                      pattern=r"/?[^/]*$", replacement="")
+                active = Counter(dict(zip(*(c.to_pylist() for c in pc.value_counts(rel_dirs).flatten()))))
+            rel = _relativizer(root)(d)
+            if 4 * len(idx) >= active.get(rel if rel is not None else "", 0):
+                try:
+                    names = {st.path.rpartition(sep)[2] for st in store.list_dir(d)}
+                except FileNotFoundError:
+                    names = set()
+                for i in idx:
+                    name = paths[i].rpartition(sep)[2]
+                    if name.startswith("."):   # never listed: asked about below
+                        ask.append(i)
+                    else:
+                        out[i] = name in names
+                continue
+        ask.extend(idx)
+    if ask:
+        # one task per chunk of paths (a future per path costs more than a local stat)
+        workers = max(1, max_workers)
+        size = max(1, min(256, -(-len(ask) // workers)))
+        chunks = [ask[i:i + size] for i in range(0, len(ask), size)]
+        with ThreadPoolExecutor(max_workers=workers) as ex:
+            for chunk, oks in zip(chunks, ex.map(lambda ch: [store.exists(paths[i]) for i in ch], chunks)):
+                for i, ok in zip(chunk, oks):
+                    out[i] = ok
+    return out
 
 
 # --- running it ----------------------------------------------------------------------------------

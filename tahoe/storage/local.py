@@ -249,7 +249,7 @@ class LocalLogStore(LogStore):
                     st = entry.stat()
                 except FileNotFoundError:  # deleted while we listed
                     continue
-                out.append(FileStatus(os.path.join(dir_path, name), st.st_size,
+                out.append(FileStatus(entry.path if dir_path else name, st.st_size,   # path: scandir's join
                                       st.st_mtime_ns // 1_000_000))
         out.sort(key=lambda f: f.path)
         return iter(out)

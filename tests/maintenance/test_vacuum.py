@@ -251,3 +251,28 @@ def test_vacuum_protocol_check_and_unknown_features(tmp_path):
     with pytest.raises(UnsupportedFeatureError, match="someFutureFeature"):
         vacuum(root, 0, dry_run=False, enforce_retention_duration=False)
     assert tree(root) == before
+
+
+def test_lite_mode_with_many_tombstones_in_one_directory(tmp_path):
+    """Past 1000 tombstoned files in one directory, lite mode learns which still exist by listing
+    the directory once: files already gone (deleted by hand here) are neither listed nor counted,
+    the active file and the others outside the plan stay. Oracle: the files written (os.walk
+    before and after), the ones removed by hand."""
+    root = str(tmp_path / "t")
+    tahoe.write_table(root, pa.table({"id": list(range(1200))}), target_file_rows=1)   # 1200 files
+    removed = sorted(p for p in tree(root) if p.endswith(".parquet"))
+    assert len(removed) == 1200
+    tahoe.write_table(root, pa.table({"id": [-1]}), mode="overwrite")                  # v1: all tombstoned
+    gone_by_hand = removed[:7]
+    for p in gone_by_hand:
+        os.remove(os.path.join(root, p))
+    _put(os.path.join(root, "orphan.parquet"))                 # not a tombstone: lite leaves it
+    time.sleep(0.01)
+    want = set(removed) - set(gone_by_hand)
+    dry = vacuum(root, 0, dry_run=True, enforce_retention_duration=False, full=False)
+    assert set(dry.paths) == want and dry.num_files == len(want)
+    before = tree(root)
+    r = vacuum(root, 0, dry_run=False, enforce_retention_duration=False, full=False)
+    assert r.num_deleted == len(want)
+    assert tree(root) == (before - want) | _commit_files(2, 3)
+    assert rows(tahoe.Table(root).to_arrow()) == [(-1,)]
