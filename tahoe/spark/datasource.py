@@ -48,7 +48,7 @@ from typing import Any, Iterator
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition
 
 from ..errors import UnsupportedFeatureError
-from .options import PUSHDOWN_OPTION, READ_KIND_OPTION, CATALOG_MESSAGE, check_properties_apply, read_options, table_path, write_options
+from .options import PUSHDOWN_OPTION, READ_KIND_OPTION, check_properties_apply, read_options, table_path, write_options
 from ..expressions.parse import creates_table_using
 
 __all__ = ["DeltaDataSource", "DefaultSource", "register", "read_via_datasource", "TableFiles", "FilesPartition",
@@ -373,6 +373,11 @@ class DeltaWriter(DataSourceArrowWriter):
 _registered: set[int] = set()
 
 
+def registered(spark) -> bool:
+    """Whether `register` ran for this session."""
+    return id(spark) in _registered
+
+
 def register(spark) -> None:
     """Register the `delta` data source on `spark` (once per session) — and `deltaSharing`
     (`tahoe.spark.sharing`) —, apply tahoe's confs, map the error/ignore save modes and refuse tables by
@@ -392,7 +397,9 @@ def register(spark) -> None:
     _registered.add(key)
     install()
     install_calls()
-    _install_catalog_refusals()
+    from .sql.hooks import install as install_sql
+
+    install_sql()   # tables by name: tahoe's SQL layer in enabled sessions, refused with what to do elsewhere
 
 
 def _register_source(spark, source) -> None:
@@ -414,72 +421,6 @@ def _register_source(spark, source) -> None:
             sessions.setActiveSession(previous.get())
         else:
             sessions.clearActiveSession()
-
-
-# --- tables by name: refused until tahoe has a catalog -------------------------------------------
-
-def creates_delta_table(sql: str) -> bool:
-    """Whether `sql` is a CREATE / REPLACE TABLE statement `USING delta`."""
-    return creates_table_using(sql, "delta")
-
-
-def _install_catalog_refusals() -> None:
-    """`spark.sql("CREATE TABLE ... USING delta ...")` and `saveAsTable` with format delta, in a
-    session where tahoe registered the source, fail with UnsupportedFeatureError naming what to do
-    instead: Spark would record a catalog table that no read or write can reach (it does not hand
-    LOCATION to a Python data source)."""
-    from pyspark.sql.readwriter import DataFrameWriter
-    from pyspark.sql.session import SparkSession
-
-    import sys
-
-    targets = [(SparkSession, DataFrameWriter)]
-    if "pyspark.sql.connect.session" in sys.modules:   # a Spark Connect session exists (or existed)
-        from pyspark.sql.connect.readwriter import DataFrameWriter as ConnectWriter
-        from pyspark.sql.connect.session import SparkSession as ConnectSession
-
-        targets.append((ConnectSession, ConnectWriter))
-    for session_cls, writer_cls in targets:
-        _wrap_sql(session_cls)
-        _wrap_save_as_table(writer_cls)
-
-
-def _wrap_sql(cls) -> None:
-    original = cls.sql
-    if getattr(original, "_tahoe_catalog", False):
-        return
-
-    @functools.wraps(original)
-    def sql(self, sqlQuery, *args, **kwargs):
-        if id(self) in _registered and isinstance(sqlQuery, str) and creates_delta_table(sqlQuery):
-            raise UnsupportedFeatureError(CATALOG_MESSAGE)
-        return original(self, sqlQuery, *args, **kwargs)
-
-    sql._tahoe_catalog = True  # type: ignore[attr-defined]
-    cls.sql = sql
-
-
-def _wrap_save_as_table(cls) -> None:
-    from .calls import writer_state
-
-    original = cls.saveAsTable
-    if getattr(original, "_tahoe_catalog", False):
-        return
-
-    @functools.wraps(original)
-    def saveAsTable(self, name, format=None, *args, **kwargs):
-        if format is not None:
-            self.format(format)
-        try:
-            source = writer_state(self)[0]
-        except Exception:  # noqa: BLE001 - an unexpected writer: leave it to Spark
-            source = ""
-        if source.lower() == "delta" and id(self._spark) in _registered:
-            raise UnsupportedFeatureError(CATALOG_MESSAGE)
-        return original(self, name, None, *args, **kwargs)
-
-    saveAsTable._tahoe_catalog = True  # type: ignore[attr-defined]
-    cls.saveAsTable = saveAsTable
 
 
 def read_via_datasource(spark, path: str, version: int | None = None, options: dict | None = None):

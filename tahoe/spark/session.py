@@ -12,7 +12,7 @@ import sys
 import tempfile
 from typing import Any
 
-__all__ = ["configure", "local_session", "session_overwrite_mode", "session_time_zone", "RUNTIME_CONF", "STATIC_CONF"]
+__all__ = ["configure", "local_session", "session_overwrite_mode", "session_time_zone", "session_timestamp_ms", "RUNTIME_CONF", "STATIC_CONF"]
 
 # Runtime confs (settable on a live session). Field-id reads only act when the requested schema
 # carries `parquet.field.id` metadata (tahoe's id-mode scans), so they are harmless elsewhere.
@@ -66,6 +66,24 @@ def session_overwrite_mode(spark: Any) -> str | None:
         return spark.conf.get("spark.sql.sources.partitionOverwriteMode", None)
     except Exception:  # noqa: BLE001 - a session without the conf
         return None
+
+
+def session_timestamp_ms(spark: Any, text: str) -> int:
+    """A timestamp string in the session time zone (as delta-spark parses RESTORE / CLONE
+    timestamps) → epoch ms; strings with their own offset keep it."""
+    import datetime as dt
+    from zoneinfo import ZoneInfo
+
+    from ..log.delta_log import parse_timestamp
+
+    s = text.strip()
+    try:
+        parsed = dt.datetime.fromisoformat(s[:-1] + "+00:00" if s.endswith("Z") else s)
+    except ValueError:
+        return parse_timestamp(s)   # raises with the accepted forms
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=ZoneInfo(session_time_zone(spark)))
+    return int(parsed.timestamp() * 1000)
 
 
 def _log4j_file() -> str:

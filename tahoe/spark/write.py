@@ -88,7 +88,9 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
                 replace_where: str | None = None, merge_schema: bool = False, overwrite_schema: bool = False,
                 user_metadata: str | None = None, txn_app_id: str | None = None, txn_version: int | None = None,
                 properties: dict | None = None, storage_options: dict | None = None,
-                partition_overwrite_mode: str | None = None, optimize_write: bool | None = None) -> int:
+                partition_overwrite_mode: str | None = None, optimize_write: bool | None = None, *,
+                description: str | None = None, replace_table: bool = False, cluster_by: Iterable[str] | None = None,
+                operation: tuple[str, dict] | None = None) -> int:
     """Write DataFrame `df` to the Delta table at `path` (a path / URI or a `DeltaLog`; created
     when absent); returns the table version after the write (the current version when nothing
     was written: mode='ignore' on an existing table, or an already-recorded
@@ -107,7 +109,12 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
     delta.autoOptimize.optimizeWrite decides (`tahoe.spark.optimize.optimize_write_enabled`).
     Auto compaction (spark.databricks.delta.autoCompact.enabled, else the table's
     delta.autoOptimize.autoCompact) runs as Spark jobs after the commit; its failure does not fail
-    the write."""
+    the write.
+
+    description, replace_table, cluster_by, operation: the SQL layer's CREATE / REPLACE TABLE AS
+    SELECT (`tahoe.write.plan.plan_write`): the table's description, a new definition replacing
+    the table's (mode='overwrite'), the new table's clustering columns, and the commitInfo
+    (operation, parameters) instead of WRITE's."""
     spark = df.sparkSession
     configure(spark)
     log = path if isinstance(path, DeltaLog) else DeltaLog.for_table(path, storage_options)
@@ -116,7 +123,8 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
         replace_where=replace_where, schema_mode=_schema_mode(merge_schema, overwrite_schema),
         partition_overwrite_mode=partition_overwrite_mode, session_overwrite_mode=session_overwrite_mode(spark),
         properties=properties, user_metadata=user_metadata, txn_app_id=txn_app_id, txn_version=txn_version,
-        storage_options=storage_options, api="write_delta")
+        storage_options=storage_options, api="write_delta", description=description, replace_table=replace_table,
+        cluster_by=cluster_by, operation=operation)
     if plan.skip:
         return plan.read_version
     from .optimize import (

@@ -32,6 +32,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..protocol.actions import AddCDCFile, AddFile
+from ..protocol.clustering import clustering_domain, clustering_paths, physical_path
 from ..storage import resolve_data_path
 from ..txn.transaction import CommitOutcome, Transaction
 from .writer import parse_replace_where, stage_overwrite
@@ -116,8 +117,15 @@ def commit_write(plan: WritePlan, log: DeltaLog, snapshot: Snapshot | None, adds
         raise
 
     def stage(txn: Transaction) -> dict:
+        if plan.replaces_table:
+            txn.replace_table()
         if plan.new_metadata is not None:
             txn.update_metadata(plan.new_metadata)
+        if plan.clustering is not None or (plan.replaces_table and snapshot is not None
+                                           and clustering_paths(snapshot.domain_metadata)):
+            schema = plan.schema
+            txn.set_system_domain_metadata(clustering_domain(
+                [physical_path(schema, c, plan.column_mapping_mode) for c in plan.clustering or ()]))
         removes: list[AddFile] = []
         if snapshot is not None and plan.mode == "overwrite":
             node = None if plan.replace_where is None else \

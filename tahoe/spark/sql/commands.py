@@ -1,0 +1,683 @@
+"""Running Delta's SQL statements with tahoe's operations.
+
+`execute(spark, statement)` takes a statement of `tahoe.spark.sql.grammar` and returns the
+DataFrame delta-spark returns for it — or None when the statement is not about a Delta table
+(another provider, a view, a name in another catalog), which then goes to Spark as written.
+Each statement is one operation of tahoe's (one commit where it writes), through the same code
+the Python APIs use: `tahoe.spark.DeltaTable` (DML, OPTIMIZE, RESTORE, CLONE, history, detail,
+features), `tahoe.maintenance` (VACUUM, CONVERT), `tahoe.txn` (CREATE TABLE, ALTER TABLE) and
+`tahoe.spark.write` (INSERT, CREATE TABLE AS SELECT). Queries inside statements (a MERGE source, an
+INSERT's rows, a CTAS) run on Spark after `relations.rewrite`.
+
+Results, as delta-spark's: DELETE / UPDATE `num_affected_rows`; MERGE `num_affected_rows,
+num_updated_rows, num_deleted_rows, num_inserted_rows`; OPTIMIZE `path, metrics`; VACUUM `path`
+(the table's, or in a DRY RUN the files it would delete); RESTORE and CLONE their metrics; DESCRIBE
+HISTORY / DETAIL the history and detail frames; DDL an empty frame.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from ...errors import (
+    AnalysisException, InvalidTableOperationError, TableAlreadyExistsError, TableNotFoundError,
+    UnsupportedFeatureError,
+)
+from ...log import DeltaLog
+from . import grammar as g
+from .catalog import (
+    CatalogEntry, Resolved, create_entry, drop_entry, lookup, quote, raw_sql, resolve, spark_ddl, table_not_found,
+)
+from .relations import read_table, run_query
+
+__all__ = ["execute", "with_table", "table_name"]
+
+
+def _empty(spark: Any):
+    from pyspark.sql.types import StructType
+
+    return spark.createDataFrame([], StructType([]))
+
+
+def _conf(spark: Any, key: str, default: str) -> str:
+    try:
+        v = spark.conf.get(key, None)
+    except Exception:  # noqa: BLE001 - an unreadable conf is an unset one
+        v = None
+    return default if v is None else str(v)
+
+
+def _delta(spark: Any, table: g.TableName) -> Resolved:
+    """The Delta table a Delta-only statement names (anything else is an error, as in
+    delta-spark)."""
+    r = resolve(spark, table)
+    if r is None:
+        raise AnalysisException(f"[DELTA_TABLE_ONLY_OPERATION] {table.text} is not a Delta table")
+    return r
+
+
+def _delta_table(spark: Any, r: Resolved, alias: str | None = None):
+    from ..delta_table import DeltaTable
+
+    t = DeltaTable.forPath(spark, r.path)
+    return t.alias(alias) if alias else t
+
+
+def _query(spark: Any, text: str):
+    return run_query(spark, text)
+
+
+def execute(spark: Any, stmt: Any) -> Any:
+    handler = _HANDLERS.get(type(stmt))
+    if handler is None:
+        return None
+    return handler(spark, stmt)
+
+
+# --- Delta's own statements ----------------------------------------------------------------------
+
+def _vacuum(spark: Any, s: g.Vacuum):
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from ...maintenance.vacuum import RETENTION_CHECK_CONF, vacuum
+
+    r = _delta(spark, s.table)
+    log = DeltaLog.for_table(r.path)
+    result = vacuum(log, s.retain_hours, dry_run=s.dry_run,
+                    enforce_retention_duration=_conf(spark, RETENTION_CHECK_CONF, "true").lower() != "false",
+                    full=not s.lite,
+                    log_commits=_conf(spark, "spark.databricks.delta.vacuum.logging.enabled", "true").lower() != "false")
+    root = log.table_root.rstrip("/")
+    paths = [f"{root}/{p}" for p in result.paths] if s.dry_run else [root]
+    return spark.createDataFrame([(p,) for p in paths], StructType([StructField("path", StringType())]))
+
+
+def _describe_detail(spark: Any, s: g.DescribeDetail):
+    return _delta_table(spark, _delta(spark, s.table)).detail()
+
+
+def _describe_history(spark: Any, s: g.DescribeHistory):
+    return _delta_table(spark, _delta(spark, s.table)).history(s.limit)
+
+
+def _generate(spark: Any, s: g.Generate):
+    _delta_table(spark, _delta(spark, s.table)).generate(s.mode)
+    return _empty(spark)
+
+
+def _convert(spark: Any, s: g.Convert):
+    from ...maintenance.convert import convert_to_delta
+
+    if s.table.is_path:
+        if s.table.format == "delta":
+            raise AnalysisException(f"CONVERT TO DELTA: {s.table.text} is already a Delta table")
+        convert_to_delta(s.table.path, s.partition_schema, collect_stats=s.collect_stats)
+        return _empty(spark)
+    entry = lookup(spark, s.table.parts)
+    if entry is None:
+        raise table_not_found(s.table)
+    if entry.is_delta:
+        raise AnalysisException(f"CONVERT TO DELTA: {s.table.text} is already a Delta table")
+    if (entry.provider or "").lower() != "parquet" or entry.location is None:
+        raise UnsupportedFeatureError(f"CONVERT TO DELTA: {s.table.text} is a {entry.provider} table; tahoe converts "
+                                      f"parquet tables (and parquet.`/path`)")
+    if (entry.table_type or "").upper() != "EXTERNAL":
+        raise UnsupportedFeatureError(
+            f"CONVERT TO DELTA of the managed table {s.table.text} is not supported by tahoe (its catalog entry "
+            f"cannot change provider without dropping its files): convert parquet.`{entry.location}` and register "
+            f"it with CREATE TABLE ... USING delta LOCATION")
+    partition_schema = s.partition_schema
+    convert_to_delta(entry.location, partition_schema, collect_stats=s.collect_stats)
+    snap = DeltaLog.for_table(entry.location).snapshot()
+    drop_entry(spark, entry)   # external: the files stay
+    create_entry(spark, (entry.database, entry.name), spark_ddl(snap.schema), list(snap.partition_columns),
+                 entry.location, None)
+    return _empty(spark)
+
+
+def _restore(spark: Any, s: g.Restore):
+    t = _delta_table(spark, _delta(spark, s.table))
+    if s.temporal.version is not None:
+        return t.restoreToVersion(s.temporal.version)
+    return t.restoreToTimestamp(_timestamp_text(spark, s.temporal))
+
+
+def _timestamp_text(spark: Any, temporal: g.Temporal) -> str:
+    """A temporal clause's timestamp as text RESTORE / CLONE take (an expression evaluated)."""
+    if temporal.timestamp is not None:
+        return temporal.timestamp
+    row = raw_sql(spark, f"SELECT unix_millis(CAST(({temporal.timestamp_expr}) AS TIMESTAMP)) AS ms").collect()[0]
+    if row["ms"] is None:
+        raise AnalysisException(f"the timestamp expression {temporal.timestamp_expr!r} is NULL")
+    return dt.datetime.fromtimestamp(row["ms"] / 1000, tz=dt.timezone.utc).isoformat()
+
+
+def _optimize(spark: Any, s: g.Optimize):
+    b = _delta_table(spark, _delta(spark, s.table)).optimize()
+    if s.where:
+        b = b.where(s.where)
+    return b.executeZOrderBy(*s.zorder) if s.zorder else b.executeCompaction()
+
+
+def _reorg(spark: Any, s: g.Reorg):
+    b = _delta_table(spark, _delta(spark, s.table)).reorg()
+    if s.where:
+        b = b.where(s.where)
+    return b.executePurge()
+
+
+def _clone(spark: Any, s: g.Clone):
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from ...maintenance.clone import clone
+    from ..session import session_timestamp_ms
+
+    source = _delta(spark, s.source)
+    version = s.temporal.version if s.temporal is not None else None
+    timestamp = None
+    if s.temporal is not None and version is None:
+        timestamp = session_timestamp_ms(spark, _timestamp_text(spark, s.temporal))
+    props = {k: v for k, v in s.properties}
+
+    def run(path: str, replace: bool) -> dict:
+        return clone(source.path, path, version=version, timestamp=timestamp, shallow=s.shallow, replace=replace,
+                     properties=props)
+
+    metrics = with_table(spark, s.table, s.mode, s.location, None, lambda path, replace: run(path, replace),
+                          schema_of=lambda: DeltaLog.for_table(source.path).snapshot(version=version).schema
+                          if timestamp is None else DeltaLog.for_table(source.path).snapshot(timestamp=timestamp).schema)
+    if metrics is None:
+        return _empty(spark)
+    cols = ["source_table_size", "source_num_of_files", "num_removed_files", "num_copied_files",
+            "removed_files_size", "copied_files_size"]
+    keys = ["sourceTableSize", "sourceNumOfFiles", "numRemovedFiles", "numCopiedFiles", "removedFilesSize",
+            "copiedFilesSize"]
+    return spark.createDataFrame([tuple(int(metrics.get(k) or 0) for k in keys)],
+                                 StructType([StructField(c, LongType()) for c in cols]))
+
+
+# --- CREATE TABLE ----------------------------------------------------------------------------------
+
+def with_table(spark: Any, table: g.TableName, mode: str, location: str | None, comment: str | None,
+                make: Any, schema_of: Any, partition_columns: Any = lambda: []) -> Any:
+    """Create (or replace) the Delta table `table` names with `make(path, replacing)`, keeping the
+    catalog in step: a new named table gets its catalog entry first (managed: Spark places it),
+    which is dropped again when `make` fails — nothing half-done. Returns what `make` returns;
+    None when mode 'ignore' found the table."""
+    if table.is_path:
+        path = table.path
+        exists = DeltaLog.for_table(path).exists()
+        if exists and mode == "error":
+            raise TableAlreadyExistsError(f"[TABLE_OR_VIEW_ALREADY_EXISTS] Cannot create table {table.text}: a Delta "
+                                          f"table already exists there. SQLSTATE: 42P07")
+        if exists and mode == "ignore":
+            return None
+        if not exists and mode == "replace":
+            raise TableNotFoundError(f"[TABLE_OR_VIEW_NOT_FOUND] Table {table.text} cannot be replaced as it does "
+                                     f"not exist. SQLSTATE: 42P01")
+        return make(path, exists)
+    entry = lookup(spark, table.parts)
+    if entry is not None and not entry.temporary:
+        if mode == "ignore":
+            return None
+        if mode == "error":
+            raise TableAlreadyExistsError(f"[TABLE_OR_VIEW_ALREADY_EXISTS] Cannot create table or view "
+                                          f"{entry.qualified} because it already exists. SQLSTATE: 42P07")
+        if not entry.is_delta:
+            raise UnsupportedFeatureError(f"{entry.qualified} is a {entry.provider} table: tahoe replaces Delta "
+                                          f"tables only")
+        if location is not None and _norm(location) != _norm(entry.location or ""):
+            raise InvalidTableOperationError(f"cannot replace {entry.qualified} at a different location "
+                                             f"({location}; the table is at {entry.location})")
+        return make(entry.location, DeltaLog.for_table(entry.location).exists())
+    if mode == "replace":
+        raise TableNotFoundError(f"[TABLE_OR_VIEW_NOT_FOUND] Table {table.text} cannot be replaced as it does not "
+                                 f"exist. Use CREATE OR REPLACE TABLE to create the table. SQLSTATE: 42P01")
+    existing = location is not None and DeltaLog.for_table(location).exists()
+    schema = schema_of()
+    new_entry = create_entry(spark, table.parts, spark_ddl(schema), list(partition_columns()), location, comment)
+    try:
+        return make(new_entry.location, existing)
+    except BaseException:
+        drop_entry(spark, new_entry)   # managed: its directory goes too (it was made for this table)
+        raise
+
+
+def table_name(text: str) -> g.TableName:
+    """A table name as a user writes it (`db.t`, `delta.`/path``)."""
+    p = g.TokenParser(text)
+    name = p.table_name()
+    p.done()
+    return name
+
+
+def _norm(path: str) -> str:
+    return path.rstrip("/")
+
+
+def _schema_from_columns(columns: tuple[g.ColumnDef, ...]):
+    from ...protocol.properties import (
+        COLUMN_DEFAULT, GENERATION_EXPRESSION, IDENTITY_ALLOW_EXPLICIT_INSERT, IDENTITY_START, IDENTITY_STEP,
+    )
+    from ...protocol.schema import StructField, StructType
+    from ...txn.ddl import parse_ddl
+
+    fields = []
+    for c in columns:
+        dtype = parse_ddl(f"{quote(c.name)} {c.type_sql}").fields[0].type
+        md: dict[str, Any] = {}
+        if c.comment is not None:
+            md["comment"] = c.comment
+        if c.generated_as is not None:
+            md[GENERATION_EXPRESSION] = c.generated_as
+        if c.identity is not None:
+            md[IDENTITY_START], md[IDENTITY_STEP], md[IDENTITY_ALLOW_EXPLICIT_INSERT] = c.identity
+        if c.default_sql is not None:
+            md[COLUMN_DEFAULT] = c.default_sql
+        fields.append(StructField(c.name, dtype, c.nullable, md))
+    return StructType(fields)
+
+
+def _properties(s: g.CreateTable) -> dict[str, str]:
+    props = {k: v for k, v in s.properties}
+    for k, v in s.options:
+        if k.lower() == "path":
+            continue
+        if k.startswith("delta."):
+            props.setdefault(k, v)
+        else:
+            raise UnsupportedFeatureError(f"CREATE TABLE ... USING delta OPTIONS ({k!r}): tahoe takes table settings "
+                                          f"as TBLPROPERTIES (delta.* keys)")
+    return props
+
+
+def _create_table(spark: Any, s: g.CreateTable):
+    from ...protocol.schema import StructType
+    from ...txn.table_ops import create_table
+
+    provider = s.provider
+    if provider is None and not s.table.is_path:
+        if _conf(spark, "spark.sql.sources.default", "parquet").lower() != "delta":
+            return None
+    elif provider is not None and provider != "delta":
+        if s.table.is_path and s.table.format == "delta":
+            raise AnalysisException(f"CREATE TABLE {s.table.text} USING {provider}: a delta.`path` table is Delta")
+        return None
+    location = s.location
+    for k, v in s.options:
+        if k.lower() == "path":
+            if location is not None and location != v:
+                raise AnalysisException("LOCATION and OPTIONS (path ...) name different locations")
+            location = v
+    props = _properties(s)
+    if s.partition_columns and s.columns is not None:
+        raise AnalysisException("PARTITIONED BY with column types is for a CREATE TABLE without a column list")
+    if s.query is not None:
+        if s.columns is not None:
+            raise AnalysisException("[DELTA_OPERATION_NOT_ALLOWED] CREATE TABLE AS SELECT cannot also define "
+                                    "columns")
+        return _create_table_as_select(spark, s, location, props)
+    columns = s.columns if s.columns is not None else (s.partition_columns or None)
+
+    def schema_of():
+        if columns is not None:
+            return _schema_from_columns(columns)
+        if location is not None and DeltaLog.for_table(location).exists():
+            return DeltaLog.for_table(location).snapshot().schema
+        if s.table.is_path and DeltaLog.for_table(s.table.path).exists():
+            return DeltaLog.for_table(s.table.path).snapshot().schema
+        raise AnalysisException(f"[DELTA_SCHEMA_NOT_PROVIDED] CREATE TABLE {s.table.text}: give the columns, or a "
+                                f"LOCATION that holds a Delta table")
+
+    def make(path: str, existing: bool) -> None:
+        log = DeltaLog.for_table(path)
+        if existing and s.mode not in ("replace", "overwrite"):
+            # registering an existing table: what the statement says must be what the table is
+            snap = log.snapshot()
+            if columns is not None and _plain(_schema_from_columns(columns)) != _plain(snap.schema):
+                raise AnalysisException(
+                    f"[DELTA_CREATE_TABLE_SCHEME_MISMATCH] The specified schema does not match the existing schema at "
+                    f"{path}.\n== Specified ==\n{_schema_from_columns(columns).simple_string()}\n== Existing ==\n"
+                    f"{snap.schema.simple_string()}")
+            if s.partition_by and [c.lower() for c in s.partition_by] != [c.lower() for c in snap.partition_columns]:
+                raise AnalysisException(
+                    f"[DELTA_CREATE_TABLE_WITH_DIFFERENT_PARTITIONING] The specified partitioning {list(s.partition_by)} "
+                    f"does not match the existing partitioning {list(snap.partition_columns)} at {path}")
+            if props and any(snap.configuration.get(k) != v for k, v in props.items()):
+                raise AnalysisException(
+                    f"[DELTA_CREATE_TABLE_WITH_DIFFERENT_PROPERTY] The specified properties do not match the existing "
+                    f"properties at {path}")
+            return None
+        mode = {"error": "error", "ignore": "ignore", "replace": "replace", "overwrite": "overwrite"}[s.mode]
+        create_table(log, schema_of(),
+                     list(s.partition_by), props, description=s.comment, mode=mode,
+                     cluster_by=list(s.cluster_by) if s.cluster_by is not None else None,
+                     managed=location is None and not s.table.is_path)
+        return None
+
+    with_table(spark, s.table, s.mode, location, s.comment, make, schema_of, lambda: list(s.partition_by))
+    return _empty(spark)
+
+
+def _plain(schema: Any) -> Any:
+    """A schema without field metadata (comments, column mapping ids) for comparing definitions."""
+    from ...protocol.schema import StructField, StructType
+
+    return StructType([StructField(f.name.lower(), f.type, f.nullable) for f in schema.fields])
+
+
+def _create_table_as_select(spark: Any, s: g.CreateTable, location: str | None, props: dict):
+    from ..write import write_delta
+
+    df = _query(spark, s.query)   # type: ignore[arg-type]
+    operation = {"error": "CREATE TABLE AS SELECT", "ignore": "CREATE TABLE AS SELECT",
+                 "overwrite": "CREATE OR REPLACE TABLE AS SELECT", "replace": "REPLACE TABLE AS SELECT"}[s.mode]
+
+    def make(path: str, existing: bool) -> None:
+        if existing and s.mode not in ("replace", "overwrite"):
+            raise AnalysisException(f"[DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION] Cannot create table {s.table.text}: "
+                                    f"the location {path} already holds a Delta table")
+        params = {"isManaged": str(location is None and not s.table.is_path).lower(), "description": s.comment,
+                  "partitionBy": list(s.partition_by), "clusterBy": list(s.cluster_by or ()), "properties": props}
+        write_delta(df, path, mode="overwrite" if existing else "error", partition_by=list(s.partition_by),
+                    properties=props, description=s.comment, replace_table=existing,
+                    cluster_by=list(s.cluster_by) if s.cluster_by is not None else None, operation=(operation, params))
+
+    def schema_of():
+        from ..types import from_spark_schema
+
+        return from_spark_schema(df.schema)
+
+    with_table(spark, s.table, s.mode, location, s.comment, make, schema_of, lambda: list(s.partition_by))
+    return _empty(spark)
+
+
+# --- ALTER TABLE -----------------------------------------------------------------------------------
+
+def _alter_table(spark: Any, s: g.AlterTable):
+    from ... import txn
+    from ...txn.table_ops import add_columns, alter_column
+
+    kind = s.action[0]
+    if kind in ("add_constraint", "drop_constraint", "drop_feature", "cluster_by"):
+        r = _delta(spark, s.table)
+    else:
+        r = resolve(spark, s.table)
+        if r is None:
+            return None
+    log = DeltaLog.for_table(r.path)
+    if kind == "add_constraint":
+        _, name, expr = s.action
+
+        def violations(e: str) -> int:
+            return _delta_table(spark, r).toDF().where(f"NOT coalesce(({e}), false)").count()
+
+        txn.add_constraint(log, name, expr, validate=violations)
+    elif kind == "drop_constraint":
+        _, name, if_exists = s.action
+        txn.drop_constraint(log, name, if_exists=if_exists)
+    elif kind == "drop_feature":
+        _, name, truncate = s.action
+        _delta_table(spark, r).dropFeatureSupport(name, truncate)
+    elif kind == "cluster_by":
+        txn.cluster_by(log, list(s.action[1]) if s.action[1] is not None else None)
+    elif kind == "add_columns":
+        _, cols, positions = s.action
+        add_columns(log, _schema_from_columns(cols).fields, positions)
+    elif kind == "rename_column":
+        txn.rename_column(log, s.action[1], s.action[2])
+    elif kind == "drop_columns":
+        _, names, if_exists = s.action
+        schema = log.snapshot().schema
+        for name in names:
+            if schema.get(name.split(".")[0], case_insensitive=True) is None:
+                if if_exists:
+                    continue
+                raise AnalysisException(f"[UNRESOLVED_COLUMN] cannot drop column {name}: the table has no such column")
+            txn.drop_column(log, name)
+    elif kind == "alter_column":
+        _, name, changes = s.action
+        kw: dict[str, Any] = {}
+        if "type" in changes:
+            kw["data_type"] = _schema_from_columns((g.ColumnDef("x", changes["type"]),)).fields[0].type
+        if "nullable" in changes:
+            kw["nullable"] = changes["nullable"]
+        if "comment" in changes:
+            kw["comment"] = changes["comment"]
+        if "position" in changes:
+            kw["position"] = changes["position"]
+        if "default" in changes:
+            raise UnsupportedFeatureError("ALTER COLUMN ... SET / DROP DEFAULT is not supported by tahoe")
+
+        def nulls(column: str) -> int:
+            return _delta_table(spark, r).toDF().where(f"{quote(column)} IS NULL").count()
+
+        alter_column(log, name, check_no_nulls=nulls, **kw)
+    elif kind == "set_properties":
+        txn.set_properties(log, dict(s.action[1]))
+    elif kind == "unset_properties":
+        txn.unset_properties(log, list(s.action[1]), if_exists=s.action[2])
+    else:   # pragma: no cover - the grammar makes no other action
+        return None
+    return _empty(spark)
+
+
+# --- DML -------------------------------------------------------------------------------------------
+
+def _target_alias(table: g.TableName, alias: str | None) -> str | None:
+    if alias is not None:
+        return alias
+    return table.parts[-1] if table.parts else None
+
+
+def _strip_alias(column: str, alias: str | None) -> str:
+    if alias and column.lower().startswith(alias.lower() + "."):
+        return column[len(alias) + 1:]
+    return column
+
+
+def _merge(spark: Any, s: g.Merge):
+    r = resolve(spark, s.target)
+    if r is None:
+        return None
+    target_alias = _target_alias(s.target, s.target_alias)
+    if s.source_query is not None:
+        source = _query(spark, s.source_query)
+        source_alias = s.source_alias
+    else:
+        src = resolve(spark, s.source_table, must_exist=False)   # type: ignore[arg-type]
+        if src is not None:
+            source = read_table(spark, src.path, s.source_temporal)
+        else:
+            if s.source_temporal is not None:
+                raise AnalysisException(f"time travel needs a Delta table: {s.source_table.text} is not one")  # type: ignore[union-attr]
+            source = raw_sql(spark, f"SELECT * FROM {s.source_table.text}")   # type: ignore[union-attr]
+        source_alias = s.source_alias or (s.source_table.parts[-1] if s.source_table.parts else None)  # type: ignore[union-attr]
+    if source_alias:
+        source = source.alias(source_alias)
+    b = _delta_table(spark, r, target_alias).merge(source, s.condition)
+    for c in s.clauses:
+        values = None if c.assignments is None else {_strip_alias(k, target_alias): v for k, v in c.assignments}
+        if c.kind == "matched":
+            if c.action == "delete":
+                b = b.whenMatchedDelete(c.condition)
+            elif values is None:
+                b = b.whenMatchedUpdateAll(c.condition)
+            else:
+                b = b.whenMatchedUpdate(c.condition, values)
+        elif c.kind == "notMatched":
+            b = b.whenNotMatchedInsertAll(c.condition) if values is None else b.whenNotMatchedInsert(c.condition, values)
+        elif c.action == "delete":
+            b = b.whenNotMatchedBySourceDelete(c.condition)
+        else:
+            b = b.whenNotMatchedBySourceUpdate(c.condition, values)
+    if s.schema_evolution:
+        b = b.withSchemaEvolution()
+    return b.execute()
+
+
+def _update(spark: Any, s: g.Update):
+    r = resolve(spark, s.table)
+    if r is None:
+        return None
+    alias = _target_alias(s.table, s.alias)
+    values = {_strip_alias(k, alias): v for k, v in s.assignments}
+    return _dml_result(spark, _delta_table(spark, r, alias).update(s.where, values))
+
+
+def _delete(spark: Any, s: g.Delete):
+    r = resolve(spark, s.table)
+    if r is None:
+        return None
+    return _dml_result(spark, _delta_table(spark, r, _target_alias(s.table, s.alias)).delete(s.where))
+
+
+def _truncate(spark: Any, s: g.Truncate):
+    r = resolve(spark, s.table)
+    if r is None:
+        return None
+    _delta_table(spark, r).delete()
+    return _empty(spark)
+
+
+def _dml_result(spark: Any, result: Any):
+    return result if result is not None else _empty(spark)
+
+
+def _insert(spark: Any, s: g.Insert):
+    from pyspark.sql import functions as F
+
+    from ..types import to_spark_type
+    from ..write import write_delta
+
+    r = resolve(spark, s.table)
+    if r is None:
+        return None
+    snap = DeltaLog.for_table(r.path).snapshot()
+    df = _query(spark, s.query)
+    static = {k.lower(): v for k, v in (s.partition_spec or ()) if v is not None}
+    schema = snap.schema
+    if s.by_name:
+        names = list(df.columns)
+    elif s.columns is not None:
+        if len(s.columns) != len(df.columns):
+            raise AnalysisException(f"[INSERT_COLUMN_ARITY_MISMATCH] {s.table.text}: {len(s.columns)} columns named, "
+                                    f"{len(df.columns)} given")
+        names = list(s.columns)
+    else:
+        names = _insert_columns(schema, len(df.columns), set(static), s.table.text)
+    cols = []
+    for have, want in zip(df.columns, names):
+        f = schema.get(want, case_insensitive=True)
+        if f is None:
+            raise AnalysisException(f"[UNRESOLVED_COLUMN] {s.table.text} has no column {want!r}")
+        cols.append(F.col(quote(have)).cast(to_spark_type(f.type)).alias(f.name))
+    for name, value in static.items():
+        f = schema.get(name, case_insensitive=True)
+        if f is None:
+            raise AnalysisException(f"[UNRESOLVED_COLUMN] {s.table.text} has no partition column {name!r}")
+        cols.append(F.lit(value).cast(to_spark_type(f.type)).alias(f.name))
+    df = df.select(*cols)
+    replace_where = s.replace_where
+    mode = "overwrite" if s.overwrite else "append"
+    if s.overwrite and static and replace_where is None:
+        replace_where = " AND ".join(f"{quote(schema.get(k, case_insensitive=True).name)} = "  # type: ignore[union-attr]
+                                     f"CAST({_sql_literal(v)} AS {schema.get(k, case_insensitive=True).type.simple_string()})"  # type: ignore[union-attr]
+                                     for k, v in static.items())
+    write_delta(df, r.path, mode=mode, replace_where=replace_where)
+    return _empty(spark)
+
+
+def _sql_literal(v: str) -> str:
+    return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _insert_columns(schema: Any, n: int, static: set[str], name: str) -> list[str]:
+    """The columns an INSERT without a column list fills, by position: every column but the static
+    partition columns — or, when fewer values are given, the ones that are not generated or
+    identity columns (the table computes those)."""
+    from ...protocol.properties import GENERATION_EXPRESSION, IDENTITY_START
+
+    every = [f.name for f in schema.fields if f.name.lower() not in static]
+    if n == len(every):
+        return every
+    given = [f.name for f in schema.fields if f.name.lower() not in static
+             and GENERATION_EXPRESSION not in f.metadata and IDENTITY_START not in f.metadata]
+    if n == len(given):
+        return given
+    raise AnalysisException(f"[INSERT_COLUMN_ARITY_MISMATCH.NOT_ENOUGH_DATA_COLUMNS] Cannot write to {name}: the table "
+                            f"has {len(every)} columns ({', '.join(every)}) but the data has {n}")
+
+
+# --- catalog views of Delta tables -----------------------------------------------------------------
+
+def _describe_table(spark: Any, s: g.DescribeTable):
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from ..types import to_spark_type
+
+    r = resolve(spark, s.table, must_exist=False)
+    if r is None:
+        return None
+    snap = DeltaLog.for_table(r.path).snapshot()
+    rows = []
+    if s.column is not None:
+        f = snap.schema.get(s.column, case_insensitive=True)
+        if f is None:
+            raise AnalysisException(f"[UNRESOLVED_COLUMN] {s.table.text} has no column {s.column!r}")
+        rows = [("col_name", f.name), ("data_type", to_spark_type(f.type).simpleString()),
+                ("comment", f.metadata.get("comment"))]
+        return spark.createDataFrame(rows, StructType([StructField("info_name", StringType()),
+                                                       StructField("info_value", StringType())]))
+    for f in snap.schema.fields:
+        rows.append((f.name, to_spark_type(f.type).simpleString(), f.metadata.get("comment")))
+    if snap.partition_columns:
+        rows += [("# Partition Information", "", ""), ("# col_name", "data_type", "comment")]
+        for c in snap.partition_columns:
+            f = snap.schema.get(c)
+            rows.append((c, to_spark_type(f.type).simpleString(), f.metadata.get("comment")))   # type: ignore[union-attr]
+    if s.extended:
+        md = snap.metadata
+        entry: CatalogEntry | None = r.entry
+        rows += [("", "", ""), ("# Detailed Table Information", "", "")]
+        if entry is not None:
+            rows += [("Catalog", "spark_catalog", ""), ("Database", entry.database, ""), ("Table", entry.name, ""),
+                     ("Type", entry.table_type or "", "")]
+        rows += [("Name", md.name or "", ""), ("Description", md.description or "", ""),
+                 ("Location", r.path, ""), ("Provider", "delta", ""),
+                 ("Table Properties", "[" + ",".join(f"{k}={v}" for k, v in sorted(md.configuration.items())) + "]", "")]
+    return spark.createDataFrame(rows, StructType([StructField("col_name", StringType()),
+                                                   StructField("data_type", StringType()),
+                                                   StructField("comment", StringType())]))
+
+
+def _show_tblproperties(spark: Any, s: g.ShowTblProperties):
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    r = resolve(spark, s.table, must_exist=False)
+    if r is None:
+        return None
+    snap = DeltaLog.for_table(r.path).snapshot()
+    props = dict(snap.metadata.configuration)
+    props.setdefault("delta.minReaderVersion", str(snap.protocol.min_reader_version))
+    props.setdefault("delta.minWriterVersion", str(snap.protocol.min_writer_version))
+    for feature in sorted(set(snap.protocol.reader_features or ()) | set(snap.protocol.writer_features or ())):
+        props.setdefault(f"delta.feature.{feature}", "supported")
+    if s.key is not None:
+        if s.key not in props:
+            return spark.createDataFrame([(s.key, f"Table {s.table.text} does not have property: {s.key}")],
+                                         StructType([StructField("key", StringType()), StructField("value", StringType())]))
+        items = [(s.key, props[s.key])]
+    else:
+        items = sorted(props.items())
+    return spark.createDataFrame(items, StructType([StructField("key", StringType()), StructField("value", StringType())]))
+
+
+_HANDLERS = {
+    g.Vacuum: _vacuum, g.DescribeDetail: _describe_detail, g.DescribeHistory: _describe_history,
+    g.Generate: _generate, g.Convert: _convert, g.Restore: _restore, g.Optimize: _optimize, g.Reorg: _reorg,
+    g.Clone: _clone, g.CreateTable: _create_table, g.AlterTable: _alter_table, g.Merge: _merge, g.Update: _update,
+    g.Delete: _delete, g.Insert: _insert, g.Truncate: _truncate, g.DescribeTable: _describe_table,
+    g.ShowTblProperties: _show_tblproperties,
+}
