@@ -20,6 +20,10 @@ Row ids and row commit versions are not carried over (delta-spark: CLONE does no
 a row-tracking target assigns fresh ones). In-commit-timestamp enablement and checkpoint
 protection properties describe the source's history, not the target's: they are dropped.
 
+`clone_parquet` is the shallow CLONE of a parquet table (delta-spark's `SHALLOW CLONE
+parquet.`/path``): the directory's files read as CONVERT TO DELTA reads them
+(`tahoe.maintenance.convert.scan_parquet`), named by absolute URI from the target's one commit.
+
 Refused, nothing written: a target that is a Delta table unless `replace` (TableAlreadyExistsError)
 — then every file of the replaced table is removed in the same commit and the column mapping
 mode must not change; a target directory that holds other files; a source version the log
@@ -51,7 +55,7 @@ from ..txn import Transaction
 from ..write.commit import commit_new_files
 from ..write.files import encode_log_path
 
-__all__ = ["clone", "CLONE_METRICS", "absolute_uri"]
+__all__ = ["clone", "clone_parquet", "CLONE_METRICS", "absolute_uri"]
 
 CLONE_METRICS = ("sourceTableSize", "sourceNumOfFiles", "numRemovedFiles", "numCopiedFiles",
                  "removedFilesSize", "copiedFilesSize")
@@ -248,3 +252,52 @@ def clone(source: str | DeltaLog, target: str, *, version: int | None = None, ti
         new_files = adds
     committed = commit_new_files(txn, new_files, stage)
     return {**metrics, "version": committed, "sourceVersion": src.version}
+
+
+def clone_parquet(source: str, target: str, *, replace: bool = False, properties: dict[str, str] | None = None,
+                  storage_options: dict | None = None, max_workers: int = 8) -> dict[str, Any]:
+    """A shallow CLONE of the parquet table (directory of parquet files) at `source` to the Delta
+    table `target` (see the module docstring); delta-spark's metrics plus `version`."""
+    from ..protocol.actions import Metadata
+    from .convert import scan_parquet
+
+    scan = scan_parquet(source, None, storage_options=storage_options, max_workers=max_workers)
+    tgt_log = DeltaLog.for_table(target, storage_options)
+    if tgt_log.table_root.rstrip("/") == scan.root.rstrip("/"):
+        raise InvalidTableOperationError(f"cannot clone {scan.root} onto itself")
+    try:
+        existing: Snapshot | None = tgt_log.snapshot()
+    except TableNotFoundError:
+        existing = None
+    if existing is not None and not replace:
+        raise TableAlreadyExistsError(
+            f"cannot clone to {tgt_log.table_root}: a Delta table exists there (version {existing.version}); "
+            f"pass replace=True to replace it")
+    conf = normalize_properties(properties or {})
+    if existing is not None and column_mapping.mode(existing.configuration) != column_mapping.mode(conf):
+        raise InvalidTableOperationError("CLONE cannot replace a table whose column mapping mode differs from the "
+                                         "clone's")
+    md = Metadata(id=existing.metadata.id if existing is not None else str(uuid.uuid4()),
+                  schema_string=scan.schema.to_json(), partition_columns=tuple(scan.partition_columns),
+                  configuration=conf, name=existing.metadata.name if existing is not None else None,
+                  description=existing.metadata.description if existing is not None else None,
+                  created_time=int(time.time() * 1000))
+    adds = [dataclasses.replace(a, path=absolute_uri(scan.root, a.path)) for a in scan.adds]
+    removed = existing.add_files() if existing is not None else []
+    metrics = {"sourceTableSize": sum(a.size for a in adds), "sourceNumOfFiles": len(adds),
+               "numRemovedFiles": len(removed), "numCopiedFiles": 0, "removedFilesSize": sum(a.size for a in removed),
+               "copiedFilesSize": 0}
+    txn = Transaction(tgt_log, "CLONE", {"source": f"parquet.`{scan.root}`"}, snapshot=existing,
+                      new_table=existing is None)
+
+    def stage(t: Transaction) -> dict:
+        if existing is not None:
+            t.replace_table()
+            t.read_whole_table()
+            t.remove_files(removed)
+        t.update_metadata(md)
+        t.add_files(adds)
+        return metrics
+
+    committed = commit_new_files(txn, [], stage)
+    return {**metrics, "version": committed}

@@ -125,6 +125,7 @@ class DeltaTable:
                 e.version, dt.datetime.fromtimestamp(e.timestamp / 1000, tz=dt.timezone.utc),
                 ci.get("userId"), ci.get("userName"), ci.get("operation"),
                 {str(k): (v if isinstance(v, str) else json.dumps(v)) for k, v in params.items()},
+                _job(ci.get("job")), _notebook(ci.get("notebook")),
                 ci.get("clusterId"), ci.get("readVersion"), ci.get("isolationLevel"), ci.get("isBlindAppend"),
                 {str(k): str(v) for k, v in metrics.items()}, ci.get("userMetadata"), ci.get("engineInfo"),
             ))
@@ -133,6 +134,8 @@ class DeltaTable:
             StructField("userId", StringType()), StructField("userName", StringType()),
             StructField("operation", StringType()),
             StructField("operationParameters", MapType(StringType(), StringType())),
+            StructField("job", StructType([StructField(n, StringType()) for n in _JOB_FIELDS])),
+            StructField("notebook", StructType([StructField("notebookId", StringType())])),
             StructField("clusterId", StringType()), StructField("readVersion", LongType()),
             StructField("isolationLevel", StringType()), StructField("isBlindAppend", BooleanType()),
             StructField("operationMetrics", MapType(StringType(), StringType())),
@@ -414,6 +417,23 @@ class DeltaTable:
 
     def __repr__(self) -> str:
         return f"DeltaTable({self._log.table_root!r})"
+
+
+# delta-spark's history columns `job` (JobInfo) and `notebook` (NotebookInfo): structs of the
+# commitInfo's `job` / `notebook` objects (null when the commit has none)
+_JOB_FIELDS = ("jobId", "jobName", "runId", "jobOwnerId", "triggerType")
+
+
+def _job(job: Any) -> tuple | None:
+    if not isinstance(job, dict):
+        return None
+    return tuple(None if job.get(n) is None else str(job.get(n)) for n in _JOB_FIELDS)
+
+
+def _notebook(notebook: Any) -> tuple | None:
+    if not isinstance(notebook, dict):
+        return None
+    return (None if notebook.get("notebookId") is None else str(notebook["notebookId"]),)
 
 
 def _check_condition_type(condition, argname: str = "'condition'") -> None:

@@ -44,7 +44,7 @@ from ..write.optimize import (
 )
 from ..write.plan import WritePlan
 
-__all__ = ["SparkBinExecutor", "DeltaOptimizeBuilder", "DeltaReorgBuilder", "optimize_settings",
+__all__ = ["SparkBinExecutor", "DeltaOptimizeBuilder", "DeltaReorgBuilder", "optimize_full", "optimize_settings",
            "auto_compact_settings", "auto_compact_session_value", "optimize_write_enabled",
            "optimized_write", "metrics_schema", "metrics_dataframe"]
 
@@ -340,6 +340,14 @@ class DeltaOptimizeBuilder:
         plan = plan_optimize(snap, self._filters or None, zorder, settings=optimize_settings(self._spark))
         metrics = _run(self._spark, self._log, plan, self._storage_options)
         return metrics_dataframe(self._spark, self._log.table_root, metrics)
+
+
+def optimize_full(spark, log: DeltaLog, storage_options: dict | None = None):
+    """OPTIMIZE ... FULL (SQL; clustered tables): every file not clustered by the table's current
+    clustering columns is reclustered; a DataFrame (path, metrics) as OPTIMIZE's."""
+    plan = plan_optimize(log.snapshot(), None, [], settings=optimize_settings(spark), full=True)
+    metrics = _run(spark, log, plan, storage_options)
+    return metrics_dataframe(spark, log.table_root, metrics)
 
 
 class DeltaReorgBuilder:

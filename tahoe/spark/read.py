@@ -129,6 +129,22 @@ FILE_COLUMN = "__tahoe_dml_file"     # read_snapshot(file_row=True): the row's f
 ROW_COLUMN = "__tahoe_dml_row"      # ... and its position in the file (what a deletion vector indexes)
 
 
+def _ignore_missing_files(spark) -> bool:
+    try:
+        return str(spark.conf.get("spark.sql.files.ignoreMissingFiles", "false")).lower() == "true"
+    except Exception:  # noqa: BLE001 - an unreadable conf is the default
+        return False
+
+
+def _existing_files(root: str, files):
+    """`files` without the local files that are gone (spark.sql.files.ignoreMissingFiles=true:
+    Spark skips missing files, but refuses explicit paths that do not exist)."""
+    if "://" in root and not root.startswith("file:"):
+        return files
+    there = [os.path.exists(resolve_data_path(root, p)) for p in files.column("path").to_pylist()]
+    return files if all(there) else files.filter(pa.array(there, pa.bool_()))
+
+
 def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: pa.Table | None = None,
                   file_row: bool = False, extra_columns: dict | None = None, schema: StructType | None = None):
     """A DataFrame of `snap`'s rows (see the module docstring). `files`: read these active
@@ -161,6 +177,8 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
         files = plan_files(snap, filters, session_time_zone(spark), spark)
     else:
         files = files.select(["path", "partitionValues", "size", "stats", "deletionVector"])
+    if files.num_rows and _ignore_missing_files(spark):
+        files = _existing_files(root, files)
     extras = dict(extra_columns or {})
     if files.num_rows == 0:
         from pyspark.sql.types import LongType, StringType, StructField as SF, StructType as SparkStruct

@@ -90,7 +90,7 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
                 properties: dict | None = None, storage_options: dict | None = None,
                 partition_overwrite_mode: str | None = None, optimize_write: bool | None = None, *,
                 description: str | None = None, replace_table: bool = False, cluster_by: Iterable[str] | None = None,
-                operation: tuple[str, dict] | None = None) -> int:
+                operation: tuple[str, dict] | None = None, check_replace_where: bool = True) -> int:
     """Write DataFrame `df` to the Delta table at `path` (a path / URI or a `DeltaLog`; created
     when absent); returns the table version after the write (the current version when nothing
     was written: mode='ignore' on an existing table, or an already-recorded
@@ -114,7 +114,8 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
     description, replace_table, cluster_by, operation: the SQL layer's CREATE / REPLACE TABLE AS
     SELECT (`tahoe.write.plan.plan_write`): the table's description, a new definition replacing
     the table's (mode='overwrite'), the new table's clustering columns, and the commitInfo
-    (operation, parameters) instead of WRITE's."""
+    (operation, parameters) instead of WRITE's. check_replace_where=False: rows that do not satisfy
+    replace_where are written too (delta-spark's replaceWhere.constraintCheck.enabled=false)."""
     spark = df.sparkSession
     configure(spark)
     log = path if isinstance(path, DeltaLog) else DeltaLog.for_table(path, storage_options)
@@ -124,7 +125,7 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
         partition_overwrite_mode=partition_overwrite_mode, session_overwrite_mode=session_overwrite_mode(spark),
         properties=properties, user_metadata=user_metadata, txn_app_id=txn_app_id, txn_version=txn_version,
         storage_options=storage_options, api="write_delta", description=description, replace_table=replace_table,
-        cluster_by=cluster_by, operation=operation)
+        cluster_by=cluster_by, operation=operation, check_replace_where=check_replace_where)
     if plan.skip:
         return plan.read_version
     from .optimize import (
@@ -232,20 +233,33 @@ def _shape(df, plan: WritePlan, passthrough: list[str] = ()):
 
     names = [col(f.name) for f in schema.fields]
     checks = [(col(name).isNotNull(), identity_overflow_message(schema.field(name))) for name in plan.identity]
-    for f in schema.fields:
-        if not f.nullable:
-            checks.append((col(f.name).isNotNull(), f"NOT NULL constraint on column {f.name}"))
+    for path, c in _not_null_columns(schema):
+        checks.append((c.isNotNull(), f"NOT NULL constraint on column {path}"))
     for name, (expr, is_given) in generated.items():
         if is_given:
             checks.append((F.expr(f"{quote(name)} <=> ({expr})"), f"CHECK constraint Generated Column ({name} <=> {expr})"))
     for what, sql in plan.constraints:
         checks.append((F.expr(sql), what))
-    if plan.replace_where is not None:
+    if plan.replace_where is not None and plan.check_replace_where:
         checks.append((F.expr(plan.replace_where), f"replaceWhere predicate ({plan.replace_where})"))
     if checks:
         conds = [_violation(c, what, names) for c, what in checks]
         shaped = shaped.withColumn(_CHECK, F.coalesce(*conds) if len(conds) > 1 else conds[0])
     return shaped
+
+
+def _not_null_columns(schema: StructType, prefix: str = "", parent=None) -> list:
+    """(path, column) of every NOT NULL column and NOT NULL field of a struct column (not inside
+    arrays or maps): null when the field or any parent struct is — delta-spark's NOT NULL of a
+    nested field constrains its parents too."""
+    out = []
+    for f in schema.fields:
+        c = col(f.name) if parent is None else parent.getField(f.name)
+        if not f.nullable:
+            out.append((f"{prefix}{f.name}", c))
+        if isinstance(f.type, StructType):
+            out += _not_null_columns(f.type, f"{prefix}{f.name}.", c)
+    return out
 
 
 def _checked(df):

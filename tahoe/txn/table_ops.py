@@ -12,9 +12,10 @@
   update_schema       schema evolution: merge (mergeSchema rules) or replace (overwriteSchema)
   rename_column       ALTER TABLE RENAME COLUMN (column mapping mode 'name')
   drop_column         ALTER TABLE DROP COLUMN (column mapping mode 'name')
-  add_columns         ALTER TABLE ADD COLUMNS (nullable columns, at the end or FIRST / AFTER one)
+  add_columns         ALTER TABLE ADD COLUMNS (nullable columns, at the end or FIRST / AFTER one;
+                      also into a struct column: `parents`)
   alter_column        ALTER TABLE ALTER COLUMN: TYPE (type widening), SET / DROP NOT NULL, COMMENT,
-                      FIRST / AFTER
+                      FIRST / AFTER (of a top-level column, or of a struct's field: a dotted path)
   set_identity_high_water_mark   advance an identity column's high-water mark
 
 Every operation validates its input before anything is written: on an error the table's version
@@ -79,10 +80,36 @@ def _as_schema(schema: StructType | pa.Schema | str) -> StructType:
 
 # --- schema checks --------------------------------------------------------------------------
 
-def _check_schema(schema: StructType) -> None:
+_INVALID_CHARS = " ,;{}()\n\t="
+
+
+def _check_schema(schema: StructType, mapping_mode: str | None = None) -> None:
+    """Non-empty, no duplicate names; without column mapping (`mapping_mode` "none"), no name
+    holding a character parquet column names cannot (delta-spark's
+    DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES; column mapping lifts it)."""
     if not schema.fields:
         raise SchemaError("a table needs at least one column")
     check_column_names(schema)
+    if mapping_mode == "none":
+        bad = [n for n in _field_names(schema) if any(c in _INVALID_CHARS for c in n)]
+        if bad:
+            raise SchemaError(
+                f"[DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES] Found invalid character(s) among ' ,;{{}}()\\n\\t=' "
+                f"in the column names of your schema: {bad}. Enable column mapping (delta.columnMapping.mode = "
+                f"'name') to use these characters.")
+
+
+def _field_names(dt: DataType) -> list[str]:
+    out: list[str] = []
+    if isinstance(dt, StructType):
+        for f in dt.fields:
+            out.append(f.name)
+            out += _field_names(f.type)
+    elif isinstance(dt, ArrayType):
+        out += _field_names(dt.element_type)
+    elif isinstance(dt, MapType):
+        out += _field_names(dt.key_type) + _field_names(dt.value_type)
+    return out
 
 
 def _resolve_partition_columns(schema: StructType, partition_columns: Iterable[str]) -> tuple[str, ...]:
@@ -175,10 +202,10 @@ def create_table(uri: str | DeltaLog, schema: StructType | pa.Schema | str, part
         if mode == "ignore":
             return existing
     schema = _as_schema(schema)
-    _check_schema(schema)
+    conf = normalize_properties(properties)
+    _check_schema(schema, column_mapping.mode(conf))
     pcols = _resolve_partition_columns(schema, partition_columns)
     check_identity_columns(schema, pcols)
-    conf = normalize_properties(properties)
     for cname, expr in constraints_of(conf).items():
         check_expression_columns(expr, schema, f"CHECK constraint '{cname}'")
     given_conf = dict(conf)
@@ -477,9 +504,9 @@ def update_schema(log: DeltaLog | str, new_schema: StructType | pa.Schema | str,
     log = _log(log, storage_options)
     snap = log.snapshot()
     new_schema = _as_schema(new_schema)
-    _check_schema(new_schema)
-    current = snap.schema
     mode = column_mapping.mode(snap.configuration)
+    _check_schema(new_schema, mode)
+    current = snap.schema
     if merge:
         result = merge_schemas(current, new_schema)
         operation = "UPDATE SCHEMA"
@@ -523,30 +550,56 @@ def _position_text(position: tuple | None) -> str | None:
     return "FIRST" if position[0] == "first" else f"AFTER {position[1]}"
 
 
+def _in_struct(schema: StructType, path: tuple[str, ...], change: Callable[[list[StructField]], list[StructField]],
+               what: str) -> StructType:
+    """`schema` with the fields of the struct at `path` (() for the top level) replaced by
+    `change(fields)`; SchemaError when `path` is not a struct column (Delta adds and changes
+    nested fields of structs only, not of arrays or maps)."""
+    if not path:
+        return StructType(change(list(schema.fields)))
+    fields = list(schema.fields)
+    idx = next((i for i, f in enumerate(fields) if f.name.lower() == path[0].lower()), None)
+    if idx is None:
+        raise SchemaError(f"{what}: there is no column '{path[0]}' (columns: {schema.names})")
+    f = fields[idx]
+    if not isinstance(f.type, StructType):
+        raise SchemaError(f"{what}: '{f.name}' is a {f.type.simple_string()}, not a struct (nested fields are "
+                          f"supported inside structs only)")
+    fields[idx] = dataclasses.replace(f, type=_in_struct(f.type, path[1:], change, what))
+    return StructType(fields)
+
+
 def add_columns(log: DeltaLog | str, columns: Iterable[StructField], positions: Iterable[tuple | None] | None = None,
-                storage_options: dict | None = None) -> Snapshot:
-    """ALTER TABLE ADD COLUMNS: top-level columns, nullable (existing rows have no value for
-    them), each at the end or at its position (("first",) / ("after", name)); names already in
-    the table are a SchemaError. One commit, operation ADD COLUMNS (delta-spark's parameters)."""
+                storage_options: dict | None = None, parents: Iterable[tuple[str, ...]] | None = None) -> Snapshot:
+    """ALTER TABLE ADD COLUMNS: columns, nullable (existing rows have no value for them), each at
+    the end or at its position (("first",) / ("after", name)) of the table — or, with
+    `parents[i]` a path of struct columns (("colB",)), of that struct; names already there are a
+    SchemaError. One commit, operation ADD COLUMNS (delta-spark's parameters)."""
     log = _log(log, storage_options)
     snap = log.snapshot()
     columns = list(columns)
     positions = list(positions) if positions is not None else [None] * len(columns)
-    fields = list(snap.schema.fields)
+    parent_paths = list(parents) if parents is not None else [()] * len(columns)
+    new = snap.schema
     params = []
-    for col, pos in zip(columns, positions):
+    for col, pos, parent in zip(columns, positions, parent_paths):
+        full = ".".join((*parent, col.name))
         if not col.nullable:
-            raise SchemaError(f"column '{col.name}' cannot be added as NOT NULL: the existing rows have no value "
+            raise SchemaError(f"column '{full}' cannot be added as NOT NULL: the existing rows have no value "
                               f"for it (add it nullable)")
-        if any(f.name.lower() == col.name.lower() for f in fields):
-            raise SchemaError(f"the table already has a column '{col.name}'")
-        _place(fields, col, pos)
-        entry: dict[str, Any] = {"column": col.to_json_obj()}
+
+        def place(fields: list[StructField], col=col, pos=pos, full=full) -> list[StructField]:
+            if any(f.name.lower() == col.name.lower() for f in fields):
+                raise SchemaError(f"the table already has a column '{full}'")
+            _place(fields, col, pos)
+            return fields
+
+        new = _in_struct(new, tuple(parent), place, f"ADD COLUMNS {full}")
+        entry: dict[str, Any] = {"column": dataclasses.replace(col, name=full).to_json_obj()}
         if pos is not None:
             entry["position"] = _position_text(pos)
         params.append(entry)
-    new = StructType(fields)
-    _check_schema(new)
+    _check_schema(new, column_mapping.mode(snap.configuration))
     if column_mapping.mode(snap.configuration) != "none":
         new, conf = column_mapping.assign_ids_for_table(new, dict(snap.configuration))
     else:
@@ -559,55 +612,65 @@ def alter_column(log: DeltaLog | str, column: str, *, data_type: DataType | None
                  nullable: bool | None = None, comment: Any = ..., position: tuple | None = None,
                  check_no_nulls: Callable[[str], int] | None = None,
                  storage_options: dict | None = None) -> Snapshot:
-    """ALTER TABLE ALTER / CHANGE COLUMN of a top-level column: `data_type` a widening the spec
-    allows ("Type Widening"; the table needs delta.enableTypeWidening, and the change is recorded
-    in delta.typeChanges), `nullable` (False: SET NOT NULL — `check_no_nulls(column)` counts the
-    existing nulls, any is a ConstraintViolationError), `comment` (None removes it), `position`.
-    One commit, operation CHANGE COLUMN."""
+    """ALTER TABLE ALTER / CHANGE COLUMN of a column — top-level, or a struct's field by its
+    dotted path (`colB.field2`): `data_type` a widening the spec allows ("Type Widening"; the table
+    needs delta.enableTypeWidening, and the change is recorded in delta.typeChanges), `nullable`
+    (False: SET NOT NULL — `check_no_nulls(column)` counts the existing nulls, any is a
+    ConstraintViolationError), `comment` (None removes it), `position` (among its siblings). One
+    commit, operation CHANGE COLUMN."""
     log = _log(log, storage_options)
     snap = log.snapshot()
-    fields = list(snap.schema.fields)
-    idx = next((i for i, f in enumerate(fields) if f.name.lower() == column.lower()), None)
-    if idx is None:
-        raise SchemaError(f"the table has no column '{column}' (columns: {snap.schema.names})")
-    old = fields.pop(idx)
-    new = old
-    if data_type is not None and data_type != old.type:
-        if not is_type_widening(old.type, data_type):
-            raise InvalidTableOperationError(
-                f"[DELTA_UNSUPPORTED_ALTER_TABLE_CHANGE_COL_OP] ALTER TABLE ALTER COLUMN is not supported for "
-                f"changing column {old.name} from {old.type.simple_string()} to {data_type.simple_string()}")
-        if not is_true(snap.configuration, "delta.enableTypeWidening"):
-            raise InvalidTableOperationError(
-                f"changing the type of column {old.name} from {old.type.simple_string()} to "
-                f"{data_type.simple_string()} needs type widening: set delta.enableTypeWidening = true first")
-        new = dataclasses.replace(new, type=data_type)
-    if nullable is not None and nullable != old.nullable:
-        if not nullable:
-            if check_no_nulls is not None:
-                n = int(check_no_nulls(old.name) or 0)
-                if n:
-                    raise ConstraintViolationError(
-                        f"[DELTA_NOT_NULL_CONSTRAINT_VIOLATED] {n} existing row(s) hold NULL in column {old.name}: "
-                        f"it cannot become NOT NULL; nothing was committed")
-            elif snap.num_files:
-                raise InvalidTableOperationError(f"SET NOT NULL on column {old.name} needs the existing rows checked")
-        new = dataclasses.replace(new, nullable=nullable)
-    if comment is not ...:
-        md_ = dict(new.metadata)
-        if comment is None:
-            md_.pop("comment", None)
-        else:
-            md_["comment"] = comment
-        new = new.with_metadata(md_)
-    _place(fields, new, position if position is not None else ("after", fields[idx - 1].name) if idx else ("first",))
-    schema = StructType(fields)
+    path = tuple(column.split("."))
+    found: dict[str, StructField] = {}
+
+    def change(fields: list[StructField]) -> list[StructField]:
+        idx = next((i for i, f in enumerate(fields) if f.name.lower() == path[-1].lower()), None)
+        if idx is None:
+            raise SchemaError(f"the table has no column '{column}' (columns: {[f.name for f in fields]})")
+        old = fields.pop(idx)
+        new = old
+        full = ".".join((*path[:-1], old.name))
+        if data_type is not None and data_type != old.type:
+            if not is_type_widening(old.type, data_type):
+                raise InvalidTableOperationError(
+                    f"[DELTA_UNSUPPORTED_ALTER_TABLE_CHANGE_COL_OP] ALTER TABLE ALTER COLUMN is not supported for "
+                    f"changing column {full} from {old.type.simple_string()} to {data_type.simple_string()}")
+            if not is_true(snap.configuration, "delta.enableTypeWidening"):
+                raise InvalidTableOperationError(
+                    f"changing the type of column {full} from {old.type.simple_string()} to "
+                    f"{data_type.simple_string()} needs type widening: set delta.enableTypeWidening = true first")
+            new = dataclasses.replace(new, type=data_type)
+        if nullable is not None and nullable != old.nullable:
+            if not nullable:
+                if check_no_nulls is not None:
+                    n = int(check_no_nulls(full) or 0)
+                    if n:
+                        raise ConstraintViolationError(
+                            f"[DELTA_NOT_NULL_CONSTRAINT_VIOLATED] {n} existing row(s) hold NULL in column {full}: "
+                            f"it cannot become NOT NULL; nothing was committed")
+                elif snap.num_files:
+                    raise InvalidTableOperationError(f"SET NOT NULL on column {full} needs the existing rows checked")
+            new = dataclasses.replace(new, nullable=nullable)
+        if comment is not ...:
+            md_ = dict(new.metadata)
+            if comment is None:
+                md_.pop("comment", None)
+            else:
+                md_["comment"] = comment
+            new = new.with_metadata(md_)
+        _place(fields, new, position if position is not None else
+               ("after", fields[idx - 1].name) if idx else ("first",))
+        found["old"], found["new"] = old, new
+        return fields
+
+    schema = _in_struct(snap.schema, path[:-1], change, f"ALTER COLUMN {column}")
+    old, new = found["old"], found["new"]
     if new.type != old.type:
         schema = record_type_changes(snap.schema, schema)
     if schema == snap.schema:
         return snap
     _check_constraints_against(snap.configuration, schema)
-    params: dict[str, Any] = {"column": schema.get(new.name).to_json_obj()}   # type: ignore[union-attr]
+    params: dict[str, Any] = {"column": dataclasses.replace(new, name=".".join((*path[:-1], new.name))).to_json_obj()}
     if position is not None:
         params["position"] = _position_text(position)
     md = dataclasses.replace(snap.metadata, schema_string=schema.to_json())

@@ -108,6 +108,7 @@ class WritePlan:
     new_metadata: Metadata | None    # the metaData action to commit; None: unchanged
     incoming_json: str               # the data's schema: which columns the data gives
     replace_where: str | None = None
+    check_replace_where: bool = True  # the written rows must satisfy replace_where (delta-spark's constraintCheck)
     dynamic: bool = False            # dynamic partition overwrite
     tight_bounds: bool | None = None  # `tightBounds` for the new files' stats
     identity: dict = dataclasses.field(default_factory=dict)   # column → (first, step) generated here
@@ -348,7 +349,8 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
                txn_app_id: str | None = None, txn_version: int | str | None = None,
                storage_options: dict | None = None, api: str = "write_table",
                replace_table: bool = False, cluster_by: Iterable[str] | None = None,
-               operation: tuple[str, dict] | None = None) -> tuple[WritePlan, "Snapshot | None"]:
+               operation: tuple[str, dict] | None = None,
+               check_replace_where: bool = True) -> tuple[WritePlan, "Snapshot | None"]:
     """Plan a write of data with schema `incoming` into the table of `log` (see the module
     docstring). `schema_mode`: None (enforce the table's schema), "merge" (mergeSchema) or
     "overwrite" (overwriteSchema, with mode="overwrite"). `api` names the caller (write_table,
@@ -359,7 +361,9 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
     new definition from the data's schema, `partition_by`, `properties` and `description` (its
     files removed, its features kept: delta-spark's REPLACE), `cluster_by` the clustering
     columns of the new definition, and `operation` the (operation, parameters) to record
-    instead of WRITE's."""
+    instead of WRITE's. `check_replace_where=False` (delta-spark's
+    spark.databricks.delta.replaceWhere.constraintCheck.enabled=false) writes rows that do not
+    satisfy replace_where too."""
     how = API_SPELLING[api]
     if mode not in WRITE_MODES:
         raise ValueError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
@@ -391,7 +395,7 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
     base = dict(table_root=log.table_root, storage_options=storage_options, mode=mode,
                 read_version=snap.version if snap is not None else -1, incoming_json=incoming.to_json(),
                 replace_where=replace_where, user_metadata=user_metadata, txn_app_id=txn_app_id,
-                txn_version=txn_version)
+                txn_version=txn_version, check_replace_where=check_replace_where)
     if snap is not None:
         check_writable(snap.protocol)
         done = snap.txn_version(txn_app_id) if txn_app_id is not None else None

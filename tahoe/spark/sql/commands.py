@@ -25,9 +25,11 @@ from ...errors import (
     UnsupportedFeatureError,
 )
 from ...log import DeltaLog
+from . import confs
 from . import grammar as g
 from .catalog import (
-    CatalogEntry, Resolved, create_entry, drop_entry, lookup, quote, raw_sql, resolve, spark_ddl, table_not_found,
+    SESSION_CATALOG, CatalogEntry, Resolved, create_entry, drop_entry, lookup, quote, raw_sql, resolve, spark_ddl,
+    table_not_found,
 )
 from .relations import read_table, run_query
 
@@ -84,7 +86,13 @@ def _vacuum(spark: Any, s: g.Vacuum):
 
     r = _delta(spark, s.table)
     log = DeltaLog.for_table(r.path)
-    result = vacuum(log, s.retain_hours, dry_run=s.dry_run,
+    inventory = None
+    if s.inventory_table is not None or s.inventory_query is not None:
+        if s.lite:
+            raise AnalysisException("VACUUM ... LITE takes no inventory: USING INVENTORY replaces the listing of "
+                                    "VACUUM FULL")
+        inventory = _inventory(spark, s)
+    result = vacuum(log, s.retain_hours, dry_run=s.dry_run, inventory=inventory,
                     enforce_retention_duration=_conf(spark, RETENTION_CHECK_CONF, "true").lower() != "false",
                     full=not s.lite,
                     log_commits=_conf(spark, "spark.databricks.delta.vacuum.logging.enabled", "true").lower() != "false")
@@ -93,8 +101,39 @@ def _vacuum(spark: Any, s: g.Vacuum):
     return spark.createDataFrame([(p,) for p in paths], StructType([StructField("path", StringType())]))
 
 
+_INVENTORY_SCHEMA = (("path", ("string",)), ("length", ("bigint", "int")), ("isDir", ("boolean",)),
+                     ("modificationTime", ("bigint", "int")))
+
+
+def _inventory(spark: Any, s: g.Vacuum) -> list[tuple]:
+    """VACUUM ... USING INVENTORY: the rows of the inventory (a table or a query) with
+    delta-spark's schema (path string, length bigint, isDir boolean, modificationTime bigint)."""
+    if s.inventory_table is not None:
+        inv = s.inventory_table
+        src = resolve(spark, inv, must_exist=False)
+        df = read_table(spark, src.path, None) if src is not None else raw_sql(spark, f"SELECT * FROM {inv.text}")
+    else:
+        df = _query(spark, s.inventory_query)   # type: ignore[arg-type]
+    types = {n.lower(): t for n, t in df.dtypes}
+    bad = [f"{n} {'/'.join(ok)}" for n, ok in _INVENTORY_SCHEMA if types.get(n.lower()) not in ok]
+    if bad:
+        raise AnalysisException(f"[DELTA_INVALID_INVENTORY_SCHEMA] The schema for the specified INVENTORY does not "
+                                f"contain all of the required fields ({', '.join(bad)}); it has {df.dtypes}")
+    names = {n.lower(): n for n in df.columns}
+    cols = [quote(names[n.lower()]) for n, _ in _INVENTORY_SCHEMA]
+    return [tuple(row) for row in df.selectExpr(*cols).collect()]
+
+
 def _describe_detail(spark: Any, s: g.DescribeDetail):
-    return _delta_table(spark, _delta(spark, s.table)).detail()
+    from pyspark.sql import functions as F
+
+    r = _delta(spark, s.table)
+    detail = _delta_table(spark, r).detail()
+    if r.entry is None:
+        return detail
+    # a table by name: its name in the catalog (delta-spark's catalogTable.qualifiedName)
+    name = f"{SESSION_CATALOG}.{r.entry.database}.{r.entry.name}"
+    return detail.withColumn("name", F.lit(name))
 
 
 def _describe_history(spark: Any, s: g.DescribeHistory):
@@ -154,6 +193,11 @@ def _timestamp_text(spark: Any, temporal: g.Temporal) -> str:
 
 
 def _optimize(spark: Any, s: g.Optimize):
+    if s.full:
+        from ..optimize import optimize_full
+
+        r = _delta(spark, s.table)
+        return optimize_full(spark, DeltaLog.for_table(r.path))
     b = _delta_table(spark, _delta(spark, s.table)).optimize()
     if s.where:
         b = b.where(s.where)
@@ -168,11 +212,11 @@ def _reorg(spark: Any, s: g.Reorg):
 
 
 def _clone(spark: Any, s: g.Clone):
-    from pyspark.sql.types import LongType, StructField, StructType
-
     from ...maintenance.clone import clone
     from ..session import session_timestamp_ms
 
+    if s.source.is_path and s.source.format == "parquet":
+        return _clone_parquet(spark, s)
     source = _delta(spark, s.source)
     version = s.temporal.version if s.temporal is not None else None
     timestamp = None
@@ -187,6 +231,29 @@ def _clone(spark: Any, s: g.Clone):
     metrics = with_table(spark, s.table, s.mode, s.location, None, lambda path, replace: run(path, replace),
                           schema_of=lambda: DeltaLog.for_table(source.path).snapshot(version=version).schema
                           if timestamp is None else DeltaLog.for_table(source.path).snapshot(timestamp=timestamp).schema)
+    return _clone_result(spark, metrics)
+
+
+def _clone_parquet(spark: Any, s: g.Clone):
+    """CREATE [OR REPLACE] TABLE t SHALLOW CLONE parquet.`/path`: a Delta table naming the
+    parquet files where they are."""
+    from ...maintenance.clone import clone_parquet
+    from ...maintenance.convert import scan_parquet
+
+    if not s.shallow:
+        raise UnsupportedFeatureError("DEEP CLONE of a parquet table is not supported: use SHALLOW CLONE")
+    if s.temporal is not None:
+        raise AnalysisException(f"{s.source.text} is a parquet table: it has no versions to time travel to")
+    props = {k: v for k, v in s.properties}
+    metrics = with_table(spark, s.table, s.mode, s.location, None,
+                         lambda path, replace: clone_parquet(s.source.path, path, replace=replace, properties=props),
+                         schema_of=lambda: scan_parquet(s.source.path, None, collect_stats=False).schema)
+    return _clone_result(spark, metrics)
+
+
+def _clone_result(spark: Any, metrics: dict | None):
+    from pyspark.sql.types import LongType, StructField, StructType
+
     if metrics is None:
         return _empty(spark)
     cols = ["source_table_size", "source_num_of_files", "num_removed_files", "num_copied_files",
@@ -275,8 +342,28 @@ def _schema_from_columns(columns: tuple[g.ColumnDef, ...]):
             md[IDENTITY_START], md[IDENTITY_STEP], md[IDENTITY_ALLOW_EXPLICIT_INSERT] = c.identity
         if c.default_sql is not None:
             md[COLUMN_DEFAULT] = c.default_sql
+        _no_nested_not_null(dtype, c.name, None)
         fields.append(StructField(c.name, dtype, c.nullable, md))
     return StructType(fields)
+
+
+def _no_nested_not_null(dtype: Any, name: str, inside: str | None) -> None:
+    """delta-spark's DELTA_NESTED_NOT_NULL_CONSTRAINT: no NOT NULL inside an array or a map (it
+    could not be enforced)."""
+    from ...protocol.schema import ArrayType, MapType, StructType
+
+    if isinstance(dtype, StructType):
+        for f in dtype.fields:
+            if inside is not None and not f.nullable:
+                raise AnalysisException(
+                    f"[DELTA_NESTED_NOT_NULL_CONSTRAINT] The {inside} type of the field {name} contains a NOT NULL "
+                    f"constraint. Delta does not support NOT NULL constraints nested within arrays or maps.")
+            _no_nested_not_null(f.type, f"{name}.{f.name}", inside)
+    elif isinstance(dtype, ArrayType):
+        _no_nested_not_null(dtype.element_type, name, "array")
+    elif isinstance(dtype, MapType):
+        _no_nested_not_null(dtype.key_type, name, "map")
+        _no_nested_not_null(dtype.value_type, name, "map")
 
 
 def _properties(s: g.CreateTable) -> dict[str, str]:
@@ -351,7 +438,8 @@ def _create_table(spark: Any, s: g.CreateTable):
             return None
         mode = {"error": "error", "ignore": "ignore", "replace": "replace", "overwrite": "overwrite"}[s.mode]
         create_table(log, schema_of(),
-                     list(s.partition_by), props, description=s.comment, mode=mode,
+                     list(s.partition_by), {**confs.default_properties(spark), **props}, description=s.comment,
+                     mode=mode,
                      cluster_by=list(s.cluster_by) if s.cluster_by is not None else None,
                      managed=location is None and not s.table.is_path)
         return None
@@ -381,7 +469,8 @@ def _create_table_as_select(spark: Any, s: g.CreateTable, location: str | None, 
         params = {"isManaged": str(location is None and not s.table.is_path).lower(), "description": s.comment,
                   "partitionBy": list(s.partition_by), "clusterBy": list(s.cluster_by or ()), "properties": props}
         write_delta(df, path, mode="overwrite" if existing else "error", partition_by=list(s.partition_by),
-                    properties=props, description=s.comment, replace_table=existing,
+                    properties={**confs.default_properties(spark), **props}, description=s.comment,
+                    replace_table=existing, user_metadata=confs.user_metadata(spark),
                     cluster_by=list(s.cluster_by) if s.cluster_by is not None else None, operation=(operation, params))
 
     def schema_of():
@@ -424,7 +513,7 @@ def _alter_table(spark: Any, s: g.AlterTable):
         txn.cluster_by(log, list(s.action[1]) if s.action[1] is not None else None)
     elif kind == "add_columns":
         _, cols, positions = s.action
-        add_columns(log, _schema_from_columns(cols).fields, positions)
+        add_columns(log, _schema_from_columns(cols).fields, positions, parents=[c.parent for c in cols])
     elif kind == "rename_column":
         txn.rename_column(log, s.action[1], s.action[2])
     elif kind == "drop_columns":
@@ -436,9 +525,16 @@ def _alter_table(spark: Any, s: g.AlterTable):
                     continue
                 raise AnalysisException(f"[UNRESOLVED_COLUMN] cannot drop column {name}: the table has no such column")
             txn.drop_column(log, name)
+    elif kind == "replace_columns":
+        txn.update_schema(log, _schema_from_columns(s.action[1]), merge=False)
+    elif kind == "sync_identity":
+        _sync_identity(spark, r, log, s.action[1])
     elif kind == "alter_column":
         _, name, changes = s.action
         kw: dict[str, Any] = {}
+        if "new_name" in changes:
+            # CHANGE COLUMN's Hive form names the column again, with its type
+            name = _change_column_name(log, name, changes["new_name"])
         if "type" in changes:
             kw["data_type"] = _schema_from_columns((g.ColumnDef("x", changes["type"]),)).fields[0].type
         if "nullable" in changes:
@@ -461,6 +557,43 @@ def _alter_table(spark: Any, s: g.AlterTable):
     else:   # pragma: no cover - the grammar makes no other action
         return None
     return _empty(spark)
+
+
+def _change_column_name(log: DeltaLog, name: str, new_name: str) -> str:
+    """CHANGE COLUMN a b ...: the column renamed first when `b` differs from `a` (which needs
+    column mapping, as RENAME COLUMN); the name the other changes then apply to."""
+    from ... import txn
+
+    path = name.split(".")
+    if new_name.lower() == path[-1].lower():
+        return name
+    txn.rename_column(log, name, new_name)
+    return ".".join(path[:-1] + [new_name])
+
+
+def _sync_identity(spark: Any, r: Resolved, log: DeltaLog, column: str) -> None:
+    """ALTER TABLE ... ALTER COLUMN c SYNC IDENTITY: the high-water mark of identity column `c`
+    moved up to the values the table holds — `start + n * step` for the smallest n with
+    `start + n * step >= max(c)` (`<= min(c)` for a negative step), so that the next value
+    generated is past every value written (delta-spark's; the mark never moves back)."""
+    from pyspark.sql import functions as F
+
+    from ... import txn
+    from ...protocol.properties import IDENTITY_START, IDENTITY_STEP
+
+    f = log.snapshot().schema.get(column, case_insensitive=True)
+    if f is None:
+        raise AnalysisException(f"[UNRESOLVED_COLUMN] the table has no column {column!r}")
+    if IDENTITY_START not in f.metadata:
+        raise AnalysisException(f"[DELTA_IDENTITY_COLUMNS_ALTER_NON_IDENTITY_COLUMN] ALTER TABLE ALTER COLUMN SYNC "
+                                f"IDENTITY cannot be called on a non IDENTITY column ({f.name})")
+    start, step = int(f.metadata[IDENTITY_START]), int(f.metadata[IDENTITY_STEP])
+    agg = F.max if step > 0 else F.min
+    edge = _delta_table(spark, r).toDF().agg(agg(F.col(quote(f.name)))).collect()[0][0]
+    if edge is None:
+        return
+    n = max(0, -((start - int(edge)) // step)) if step > 0 else max(0, -((int(edge) - start) // -step))
+    txn.set_identity_high_water_mark(log, f.name, start + n * step)
 
 
 # --- DML -------------------------------------------------------------------------------------------
@@ -512,7 +645,7 @@ def _merge(spark: Any, s: g.Merge):
             b = b.whenNotMatchedBySourceDelete(c.condition)
         else:
             b = b.whenNotMatchedBySourceUpdate(c.condition, values)
-    if s.schema_evolution:
+    if s.schema_evolution or confs.auto_merge(spark):
         b = b.withSchemaEvolution()
     return b.execute()
 
@@ -558,6 +691,7 @@ def _insert(spark: Any, s: g.Insert):
     df = _query(spark, s.query)
     static = {k.lower(): v for k, v in (s.partition_spec or ()) if v is not None}
     schema = snap.schema
+    evolve = s.schema_evolution or confs.auto_merge(spark)
     if s.by_name:
         names = list(df.columns)
     elif s.columns is not None:
@@ -566,12 +700,16 @@ def _insert(spark: Any, s: g.Insert):
                                     f"{len(df.columns)} given")
         names = list(s.columns)
     else:
-        names = _insert_columns(schema, len(df.columns), set(static), s.table.text)
+        names = _insert_columns(schema, len(df.columns), set(static), s.table.text,
+                                list(df.columns) if evolve else None)
     cols = []
     for have, want in zip(df.columns, names):
         f = schema.get(want, case_insensitive=True)
         if f is None:
-            raise AnalysisException(f"[UNRESOLVED_COLUMN] {s.table.text} has no column {want!r}")
+            if not evolve:
+                raise AnalysisException(f"[UNRESOLVED_COLUMN] {s.table.text} has no column {want!r}")
+            cols.append(F.col(quote(have)).alias(want))    # a new column (schema evolution)
+            continue
         cols.append(F.col(quote(have)).cast(to_spark_type(f.type)).alias(f.name))
     for name, value in static.items():
         f = schema.get(name, case_insensitive=True)
@@ -580,12 +718,17 @@ def _insert(spark: Any, s: g.Insert):
         cols.append(F.lit(value).cast(to_spark_type(f.type)).alias(f.name))
     df = df.select(*cols)
     replace_where = s.replace_where
-    mode = "overwrite" if s.overwrite else "append"
     if s.overwrite and static and replace_where is None:
         replace_where = " AND ".join(f"{quote(schema.get(k, case_insensitive=True).name)} = "  # type: ignore[union-attr]
                                      f"CAST({_sql_literal(v)} AS {schema.get(k, case_insensitive=True).type.simple_string()})"  # type: ignore[union-attr]
                                      for k, v in static.items())
-    write_delta(df, r.path, mode=mode, replace_where=replace_where)
+    mode = "overwrite" if s.overwrite or replace_where is not None else "append"
+    app_id, txn_version = confs.idempotent_write(spark)
+    check, _data_columns = confs.replace_where_settings(spark)
+    write_delta(df, r.path, mode=mode, replace_where=replace_where, merge_schema=evolve,
+                user_metadata=confs.user_metadata(spark), txn_app_id=app_id, txn_version=txn_version,
+                check_replace_where=check or s.replace_where is None)
+    confs.after_write(spark)
     return _empty(spark)
 
 
@@ -593,21 +736,28 @@ def _sql_literal(v: str) -> str:
     return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _insert_columns(schema: Any, n: int, static: set[str], name: str) -> list[str]:
+def _insert_columns(schema: Any, n: int, static: set[str], name: str, evolving: list[str] | None = None) -> list[str]:
     """The columns an INSERT without a column list fills, by position: every column but the static
     partition columns — or, when fewer values are given, the ones that are not generated or
-    identity columns (the table computes those)."""
+    identity columns (the table computes those). With schema evolution (`evolving`: the query's
+    column names), values past the table's columns are new columns named as the query names
+    them."""
     from ...protocol.properties import GENERATION_EXPRESSION, IDENTITY_START
 
     every = [f.name for f in schema.fields if f.name.lower() not in static]
     if n == len(every):
         return every
+    if evolving is not None and n > len(every):
+        return every + evolving[len(every):]
     given = [f.name for f in schema.fields if f.name.lower() not in static
              and GENERATION_EXPRESSION not in f.metadata and IDENTITY_START not in f.metadata]
     if n == len(given):
         return given
-    raise AnalysisException(f"[INSERT_COLUMN_ARITY_MISMATCH.NOT_ENOUGH_DATA_COLUMNS] Cannot write to {name}: the table "
-                            f"has {len(every)} columns ({', '.join(every)}) but the data has {n}")
+    kind = "TOO_MANY_DATA_COLUMNS" if n > len(every) else "NOT_ENOUGH_DATA_COLUMNS"
+    raise AnalysisException(f"[INSERT_COLUMN_ARITY_MISMATCH.{kind}] Cannot write to {name}: the table "
+                            f"has {len(every)} columns ({', '.join(every)}) but the data has {n}"
+                            + (" (INSERT WITH SCHEMA EVOLUTION, or spark.databricks.delta.schema.autoMerge.enabled, "
+                               "adds the others)" if n > len(every) else ""))
 
 
 # --- catalog views of Delta tables -----------------------------------------------------------------
@@ -674,10 +824,23 @@ def _show_tblproperties(spark: Any, s: g.ShowTblProperties):
     return spark.createDataFrame(items, StructType([StructField("key", StringType()), StructField("value", StringType())]))
 
 
+def _show_columns(spark: Any, s: g.ShowColumns):
+    """SHOW COLUMNS of a Delta table: the columns of its schema now (the catalog entry's may be
+    older)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    r = resolve(spark, s.table, must_exist=False)
+    if r is None:
+        return None
+    snap = DeltaLog.for_table(r.path).snapshot()
+    return spark.createDataFrame([(f.name,) for f in snap.schema.fields],
+                                 StructType([StructField("col_name", StringType(), False)]))
+
+
 _HANDLERS = {
     g.Vacuum: _vacuum, g.DescribeDetail: _describe_detail, g.DescribeHistory: _describe_history,
     g.Generate: _generate, g.Convert: _convert, g.Restore: _restore, g.Optimize: _optimize, g.Reorg: _reorg,
     g.Clone: _clone, g.CreateTable: _create_table, g.AlterTable: _alter_table, g.Merge: _merge, g.Update: _update,
     g.Delete: _delete, g.Insert: _insert, g.Truncate: _truncate, g.DescribeTable: _describe_table,
-    g.ShowTblProperties: _show_tblproperties,
+    g.ShowTblProperties: _show_tblproperties, g.ShowColumns: _show_columns,
 }

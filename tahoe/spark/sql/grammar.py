@@ -25,7 +25,7 @@ from ...expressions.parse import Token, tokenize
 __all__ = [
     "parse_statement", "TableName", "Temporal", "ColumnDef", "Vacuum", "DescribeDetail", "DescribeHistory",
     "DescribeTable", "Generate", "Convert", "Restore", "Optimize", "Reorg", "Clone", "CreateTable", "AlterTable",
-    "Merge", "MergeClause", "Update", "Delete", "Insert", "DropTable", "Truncate", "ShowTblProperties",
+    "Merge", "MergeClause", "Update", "Delete", "Insert", "DropTable", "Truncate", "ShowTblProperties", "ShowColumns",
     "syntax_error", "TokenParser",
 ]
 
@@ -63,6 +63,7 @@ class ColumnDef:
     generated_as: str | None = None            # GENERATED ALWAYS AS (expr)
     identity: tuple[int, int, bool] | None = None   # (start, step, allow explicit inserts)
     default_sql: str | None = None
+    parent: tuple[str, ...] = ()               # ADD COLUMNS (s.inner ...): the struct it goes into
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +72,8 @@ class Vacuum:
     retain_hours: float | None = None
     dry_run: bool = False
     lite: bool = False
+    inventory_table: TableName | None = None   # USING INVENTORY t
+    inventory_query: str | None = None         # USING INVENTORY (query)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +118,7 @@ class Optimize:
     table: TableName
     where: str | None = None
     zorder: tuple[str, ...] = ()
+    full: bool = False                          # OPTIMIZE t FULL (clustered tables)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,7 +160,9 @@ class AlterTable:
     ("drop_feature", name, truncate_history), ("cluster_by", cols | None), ("add_columns",
     ColumnDefs, positions), ("rename_column", old, new), ("drop_columns", names, if_exists),
     ("alter_column", name, changes: dict), ("set_properties", items), ("unset_properties", keys,
-    if_exists)."""
+    if_exists), ("replace_columns", ColumnDefs), ("sync_identity", name). `changes` of CHANGE
+    COLUMN's Hive form (`CHANGE COLUMN a a INT COMMENT 'c' FIRST`) carry "new_name" and
+    "type"."""
     table: TableName
     action: tuple
 
@@ -206,6 +212,7 @@ class Insert:
     replace_where: str | None = None
     by_name: bool = False
     partition_spec: tuple[tuple[str, str | None], ...] | None = None
+    schema_evolution: bool = False             # INSERT WITH SCHEMA EVOLUTION INTO
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,6 +230,11 @@ class Truncate:
 class ShowTblProperties:
     table: TableName
     key: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ShowColumns:
+    table: TableName
 
 
 # --- errors -------------------------------------------------------------------------------------
@@ -532,8 +544,11 @@ class TokenParser:
             raise self.error()
         return self.sql[self.toks[start].start:self.toks[self.i - 1].end]
 
-    def column_def(self) -> ColumnDef:
-        name = self.identifier()
+    def column_def(self, nested: bool = False) -> ColumnDef:
+        """A column definition; with `nested`, its name may be a path into a struct
+        (`s.inner INT`: ADD COLUMNS)."""
+        path = self.qualified_name() if nested else (self.identifier(),)
+        name = path[-1]
         type_sql = self.type_sql()
         nullable, comment, generated, identity, default = True, None, None, None, None
         while True:
@@ -573,7 +588,7 @@ class TokenParser:
                     generated = self.parenthesized()
             else:
                 break
-        return ColumnDef(name, type_sql, nullable, comment, generated, identity, default)
+        return ColumnDef(name, type_sql, nullable, comment, generated, identity, default, tuple(path[:-1]))
 
     def column_defs(self) -> tuple[ColumnDef, ...]:
         self.expect_op("(")
@@ -607,8 +622,14 @@ class TokenParser:
         self.delta_only = True
         self.expect("VACUUM")
         table = self.table_name(path_string=True)
-        if self.at("USING") and self.at("INVENTORY", k=1):
-            raise self.error("VACUUM ... USING INVENTORY is not supported by tahoe")
+        inventory_table = inventory_query = None
+        if self.accept_seq("USING", "INVENTORY"):
+            if self.at_op("("):
+                inventory_query = self.parenthesized()
+                if not inventory_query.strip():
+                    raise self.error()
+            else:
+                inventory_table = self.table_name()
         lite = False
         if self.accept("LITE"):
             lite = True
@@ -622,7 +643,7 @@ class TokenParser:
         if not lite and self.accept("LITE"):
             lite = True
         self.done()
-        return Vacuum(table, hours, dry, lite)
+        return Vacuum(table, hours, dry, lite, inventory_table, inventory_query)
 
     def _describe(self):
         self.expect("DESC", "DESCRIBE")
@@ -704,7 +725,8 @@ class TokenParser:
         table = self.table_name(path_string=True)
         where = None
         if self.accept("WHERE"):
-            where = self.span_until(("ZORDER",))
+            where = self.span_until(("ZORDER", "FULL"))
+        full = self.accept("FULL")
         zorder: tuple[str, ...] = ()
         if self.accept("ZORDER"):
             self.expect("BY")
@@ -716,7 +738,9 @@ class TokenParser:
                     names.append(".".join(self.qualified_name()))
                 zorder = tuple(names)
         self.done()
-        return Optimize(table, where, zorder)
+        if full and (where or zorder):
+            raise syntax_error(self.sql, self.toks[-1].start, "OPTIMIZE ... FULL takes no WHERE and no ZORDER BY")
+        return Optimize(table, where, zorder, full)
 
     def _reorg(self):
         self.delta_only = True
@@ -742,16 +766,22 @@ class TokenParser:
         if self.accept("OR"):
             self.expect("REPLACE")
             mode = "overwrite"
-        if self.at("EXTERNAL") or self.at("TEMPORARY", "TEMP", "VIEW", "GLOBAL", "DATABASE", "SCHEMA", "FUNCTION",
-                                           "NAMESPACE", "CATALOG", "INDEX", "MATERIALIZED", "STREAMING"):
+        if self.at("TEMPORARY", "TEMP", "VIEW", "GLOBAL", "DATABASE", "SCHEMA", "FUNCTION", "NAMESPACE", "CATALOG",
+                   "INDEX", "MATERIALIZED", "STREAMING"):
             return None
+        external = self.accept("EXTERNAL")
         if not self.accept("TABLE"):
+            if external:
+                raise self.error()
             return None
         if self.accept_seq("IF", "NOT", "EXISTS"):
             if mode == "overwrite":
                 raise self.error("CREATE OR REPLACE TABLE ... IF NOT EXISTS is not allowed")
             mode = "ignore"
-        return self._table_definition(mode)
+        stmt = self._table_definition(mode)
+        if external and isinstance(stmt, CreateTable) and stmt.location is None:
+            raise syntax_error(self.sql, 0, "CREATE EXTERNAL TABLE must be accompanied by LOCATION")
+        return stmt
 
     def _replace(self):
         self.expect("REPLACE")
@@ -850,7 +880,7 @@ class TokenParser:
                 self.i += 1
             cols, positions = [], []
             while True:
-                cols.append(self.column_def())
+                cols.append(self.column_def(nested=True))
                 positions.append(self._position())
                 if not self.accept_op(","):
                     break
@@ -901,10 +931,26 @@ class TokenParser:
                 self.done()
                 return AlterTable(table, ("rename_column", old, new))
             return None   # RENAME TO: the catalog's
-        if self.accept("ALTER", "CHANGE"):
+        if self.accept("REPLACE"):
+            self.expect("COLUMNS")
+            cols = self.column_defs()
+            self.done()
+            return AlterTable(table, ("replace_columns", cols))
+        if self.at("ALTER", "CHANGE"):
+            hive = self.peek().value.upper() == "CHANGE"
+            self.i += 1
             self.accept("COLUMN")
             name = ".".join(self.qualified_name())
             changes: dict[str, Any] = {}
+            if self.accept_seq("SYNC", "IDENTITY"):
+                self.done()
+                return AlterTable(table, ("sync_identity", name))
+            t = self.peek()
+            if hive and t is not None and (t.kind == "ident" or (t.kind == "word" and t.value.upper() not in (
+                    "TYPE", "SET", "DROP", "COMMENT", "FIRST", "AFTER"))):
+                # Hive's form: CHANGE [COLUMN] name new_name type [COMMENT 'c'] [FIRST | AFTER col]
+                changes["new_name"] = self.identifier()
+                changes["type"] = self.type_sql()
             while self.peek() is not None:
                 if self.accept("TYPE"):
                     changes["type"] = self.type_sql()
@@ -1058,6 +1104,11 @@ class TokenParser:
 
     def _insert(self):
         self.expect("INSERT")
+        evolution = False
+        if self.accept("WITH"):
+            self.expect("SCHEMA")
+            self.expect("EVOLUTION")
+            evolution = True
         if self.accept("OVERWRITE"):
             overwrite = True
         else:
@@ -1099,7 +1150,7 @@ class TokenParser:
             self.expect("WHERE")
             replace_where = self.span_until(("SELECT", "WITH", "VALUES", "FROM", "TABLE"))
         query = self.rest()
-        return Insert(table, overwrite, query, columns, replace_where, by_name, partition_spec)
+        return Insert(table, overwrite, query, columns, replace_where, by_name, partition_spec, evolution)
 
     def _drop(self):
         self.expect("DROP")
@@ -1123,6 +1174,16 @@ class TokenParser:
 
     def _show(self):
         self.expect("SHOW")
+        if self.accept("COLUMNS"):
+            self.expect("FROM", "IN")
+            table = self.table_name()
+            if self.accept("FROM", "IN"):
+                db = self.identifier()
+                if table.is_path or len(table.parts) != 1:
+                    raise self.error("SHOW COLUMNS ... IN database takes a table name without a database")
+                table = TableName(parts=(db,) + table.parts, text=f"{db}.{table.text}")
+            self.done()
+            return ShowColumns(table)
         if not self.accept("TBLPROPERTIES"):
             return None
         table = self.table_name()

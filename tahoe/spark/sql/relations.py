@@ -14,8 +14,9 @@ the snapshot's files), handed to Spark the way PySpark passes DataFrames into SQ
     session time zone, or an expression such as `current_timestamp() - INTERVAL 1 DAY`),
     `FOR SYSTEM_VERSION / SYSTEM_TIME AS OF`, and delta-spark's `t@v3` / `t@yyyyMMddHHmmssSSS`
     (also inside the path: delta.`/p@v3`);
-  * `table_changes('t' | '/path', start[, end])` — the change data feed (delta-spark's
-    table-valued function), versions or timestamps.
+  * `table_changes('t' | '/path', start[, end])` and `table_changes_by_path('/path', start[, end])`
+    — the change data feed (delta-spark's table-valued functions), versions or timestamps; the
+    name may hold a database and backquoted parts (`'db.`dotted.name`'`).
 
 The reference keeps the table's name as its alias (`t.col` still resolves); everything else in the
 statement stays as written (braces escaped for PySpark's formatter). A reference that is not a
@@ -31,7 +32,7 @@ from typing import Any
 from ...errors import AnalysisException
 from ...expressions.parse import Token, tokenize
 from .catalog import lookup, passthrough, quote, raw_sql
-from .grammar import TableName, Temporal, TokenParser, syntax_error
+from .grammar import Temporal, TokenParser, syntax_error
 
 __all__ = ["rewrite", "read_table", "changes_frame", "run_query"]
 
@@ -143,7 +144,7 @@ def rewrite(spark: Any, sql: str, escape: bool = True) -> tuple[str, dict]:
     statement's own braces (PySpark formats the text once DataFrames are passed; not when the
     caller passes DataFrames of its own, whose placeholders the text already holds)."""
     lowered = sql.lower()
-    if "from" not in lowered and "join" not in lowered and "table_changes" not in lowered:
+    if "from" not in lowered and "join" not in lowered and "table_changes" not in lowered:   # (_by_path too)
         return sql, {}
     toks = tokenize(sql)
     ctes = _cte_names(toks)
@@ -201,8 +202,8 @@ def _reference(spark: Any, sql: str, toks: list[Token], i: int, ctes: set[str],
     parts = p.qualified_name()
     last_tok = toks[p.i - 1]
     if p.at_op("("):   # a table-valued function
-        if len(parts) == 1 and parts[0].lower() == "table_changes":
-            return _table_changes(spark, sql, p, start, resolver, frames)
+        if len(parts) == 1 and parts[0].lower() in ("table_changes", "table_changes_by_path"):
+            return _table_changes(spark, sql, p, start, resolver, frames, by_path=parts[0].lower() != "table_changes")
         return p.i, None
     at_text = None
     # t@v3 / t@20240101000000000 (tokens) or delta.`/p@v3` (inside the quoted path)
@@ -248,7 +249,7 @@ def _reference(spark: Any, sql: str, toks: list[Token], i: int, ctes: set[str],
 
 
 def _table_changes(spark: Any, sql: str, p: TokenParser, start: int, resolver: _Resolver,
-                   frames: dict) -> tuple[int, tuple[int, int, str] | None]:
+                   frames: dict, by_path: bool = False) -> tuple[int, tuple[int, int, str] | None]:
     p.expect_op("(")
     args: list[Any] = []
     while True:
@@ -263,15 +264,21 @@ def _table_changes(spark: Any, sql: str, p: TokenParser, start: int, resolver: _
         if not p.accept_op(","):
             break
     p.expect_op(")")
+    function = "table_changes_by_path" if by_path else "table_changes"
     if not 2 <= len(args) <= 3 or not isinstance(args[0], str):
-        raise syntax_error(sql, start, "table_changes takes a table name or path and a start (and an end) version "
-                                       "or timestamp")
+        raise syntax_error(sql, start, f"{function} takes a table {'path' if by_path else 'name or path'} and a start "
+                                       f"(and an end) version or timestamp")
     target = args[0]
-    if target.startswith("/") or "://" in target or target.startswith("file:"):
+    if by_path or target.startswith("/") or "://" in target or target.startswith("file:"):
         path = target
     else:
-        name = TableName(parts=tuple(part.strip("`") for part in target.split(".")))
-        path = resolver.delta_path(name.parts)
+        q = TokenParser(target)
+        try:
+            parts = q.qualified_name()
+            q.done()
+        except AnalysisException:
+            raise AnalysisException(f"table_changes: {target!r} is not a table name") from None
+        path = resolver.delta_path(parts)
         if path is None:
             raise AnalysisException(f"table_changes: {target} is not a Delta table")
     name = _frame_name("table_changes")

@@ -297,19 +297,28 @@ REPLACE = [(5, dt.date(2017, 1, 10), dt.date(2017, 1, 11), "new"), (6, dt.date(2
 OUTSIDE = [(7, dt.date(2017, 3, 1), dt.date(2017, 3, 2), "outside")]
 
 
-@doc("batch", "insert-replace-where",
-     "INSERT INTO TABLE events REPLACE WHERE start_data >= '2017-01-01' AND end_date <= '2017-01-31' "
-     "SELECT * FROM replace_data",
-     "SET spark.databricks.delta.replaceWhere.constraintCheck.enabled=false",
-     "SET spark.databricks.delta.replaceWhere.dataColumns.enabled=false")
-def _(ctx: Ctx):
-    t, path = f"{ctx.db}.events", ctx.managed("events")
-    ctx.sql(f"CREATE TABLE {t} (event_id INT, start_date DATE, end_date DATE, data STRING) USING DELTA "
+def make_events(ctx: Ctx) -> str:
+    ctx.sql(f"CREATE TABLE {ctx.db}.events (event_id INT, start_date DATE, end_date DATE, data STRING) USING DELTA "
             f"PARTITIONED BY (start_date)")
-    ctx.sql(f"INSERT INTO {t} VALUES {values(EVENTS)}")
+    ctx.sql(f"INSERT INTO {ctx.db}.events VALUES {values(EVENTS)}")
     for name, rows in [("replace_data", REPLACE), ("replace_outside", REPLACE[:1] + OUTSIDE)]:
         ctx.sql(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM VALUES {values(rows)} "
                 f"AS v(event_id, start_date, end_date, data)")
+    return ctx.managed("events")
+
+
+REPLACE_WHERE_DATA = ("tahoe gap, not a reference limit: replaceWhere over non-partition columns (delta-spark's "
+                      "default since 1.1, spark.databricks.delta.replaceWhere.dataColumns.enabled) is not "
+                      "implemented by tahoe's write planner; it refuses such predicates by name")
+
+
+@doc("batch", "insert-replace-where",
+     "INSERT INTO TABLE events REPLACE WHERE start_data >= '2017-01-01' AND end_date <= '2017-01-31' "
+     "SELECT * FROM replace_data",
+     "SET spark.databricks.delta.replaceWhere.constraintCheck.enabled=false", xfail=REPLACE_WHERE_DATA)
+def _(ctx: Ctx):
+    path = make_events(ctx)
+    t = f"{ctx.db}.events"
     # the page's text names a column `start_data` the table does not have (a typo): an error
     ctx.fails("INSERT INTO TABLE events REPLACE WHERE start_data >= '2017-01-01' AND end_date <= '2017-01-31' "
               "SELECT * FROM replace_data", r"UNRESOLVED_COLUMN|start_data", table=path)
@@ -319,19 +328,37 @@ def _(ctx: Ctx):
     assert ctx.rows(f"SELECT * FROM {t}") == norm(after)
     # data that does not all match the predicate is refused ...
     ctx.fails(f"INSERT INTO TABLE events REPLACE WHERE {pred} SELECT * FROM replace_outside",
-              r"DELTA_REPLACE_WHERE_MISMATCH|does not conform|replaceWhere", table=path)
+              r"DELTA_REPLACE_WHERE_MISMATCH|does not (conform|match)|replaceWhere", table=path)
     # ... unless the constraint check is off: the matching rows are replaced, the rest written too
     with ctx.conf({"spark.databricks.delta.replaceWhere.constraintCheck.enabled": "false"}):
         ctx.sql(f"INSERT INTO TABLE events REPLACE WHERE {pred} SELECT * FROM replace_outside")
     after = [EVENTS[0], EVENTS[3]] + REPLACE[:1] + OUTSIDE
     assert ctx.rows(f"SELECT * FROM {t}") == norm(after)
+    ctx.deltars(path, ["event_id", "data"], [(r[0], r[3]) for r in after])
+
+
+@doc("batch", "insert-replace-where-partition-columns",
+     "SET spark.databricks.delta.replaceWhere.dataColumns.enabled=false",
+     "(INSERT INTO TABLE events REPLACE WHERE <partition predicate> SELECT * FROM replace_data; "
+     "SET spark.databricks.delta.replaceWhere.constraintCheck.enabled=false)")
+def _(ctx: Ctx):
+    path = make_events(ctx)
+    t = f"{ctx.db}.events"
+    pred = "start_date >= '2017-01-01' AND start_date <= '2017-01-31'"
     # the old behaviour: predicates over partition columns only
     with ctx.conf({"spark.databricks.delta.replaceWhere.dataColumns.enabled": "false"}):
-        ctx.fails(f"INSERT INTO TABLE events REPLACE WHERE {pred} SELECT * FROM replace_data",
-                  r"non-partition column|DELTA_REPLACE_WHERE_USING_NON_PARTITION|partition column", table=path)
-        ctx.sql("INSERT INTO TABLE events REPLACE WHERE start_date >= '2017-01-01' AND start_date <= '2017-01-31' "
-                "SELECT * FROM replace_data")
-    after = [EVENTS[0], EVENTS[3]] + REPLACE + OUTSIDE
+        ctx.fails("INSERT INTO TABLE events REPLACE WHERE start_date >= '2017-01-01' AND end_date <= '2017-01-31' "
+                  "SELECT * FROM replace_data", r"non-partition column|partition column", table=path)
+        ctx.sql(f"INSERT INTO TABLE events REPLACE WHERE {pred} SELECT * FROM replace_data")
+    after = [EVENTS[0], EVENTS[3]] + REPLACE
+    assert ctx.rows(f"SELECT * FROM {t}") == norm(after)
+    ci = commit_info(path, 2)
+    assert (ci["operation"], ci["operationParameters"]["mode"]) == ("WRITE", "Overwrite")
+    ctx.fails(f"INSERT INTO TABLE events REPLACE WHERE {pred} SELECT * FROM replace_outside",
+              r"DELTA_REPLACE_WHERE_MISMATCH|does not (conform|match)|replaceWhere", table=path)
+    with ctx.conf({"spark.databricks.delta.replaceWhere.constraintCheck.enabled": "false"}):
+        ctx.sql(f"INSERT INTO TABLE events REPLACE WHERE {pred} SELECT * FROM replace_outside")
+    after = [EVENTS[0], EVENTS[3]] + REPLACE[:1] + OUTSIDE
     assert ctx.rows(f"SELECT * FROM {t}") == norm(after)
     ctx.deltars(path, ["event_id", "data"], [(r[0], r[3]) for r in after])
 
@@ -985,7 +1012,7 @@ def _(ctx: Ctx):
     ends = [m for o, m in ops if o == "VACUUM END"]
     assert all("numFilesToDelete" in m for m in starts)
     assert all({"numDeletedFiles", "numVacuumedDirectories"} <= set(m) for m in ends)
-    assert sorted(int(m["numDeletedFiles"]) for m in ends) == [0, 0, 0, 1, 1]
+    assert sorted(int(m["numDeletedFiles"]) for m in ends) == [0, 0, 1, 1]   # LITE, FULL, RETAIN 100, path
     ctx.deltars(path, ["id"], [(1,), (2,)])
 
 
@@ -1210,7 +1237,7 @@ def _(ctx: Ctx):
     ctx.fails(f"RESTORE TABLE {db}.people TO VERSION AS OF 2", r"not found|missing|FileNotFound|DELTA_", table=path)
     with ctx.conf({"spark.sql.files.ignoreMissingFiles": "true"}):
         ctx.sql(f"RESTORE TABLE {db}.people TO VERSION AS OF 2")
-    assert ctx.rows(f"SELECT * FROM {db}.people") == []
+        assert ctx.rows(f"SELECT * FROM {db}.people") == []          # its one file is gone
     ctx.deltars(path, ["name", "age"], three, version=5)
 
 
@@ -1326,6 +1353,7 @@ def _(ctx: Ctx):
         assert conf["delta.deletedFileRetentionDuration"] == "3650 days"
         assert ctx.rows(f"SELECT * FROM {archive}.my_table") == [(1,), (2,)]
         ctx.deltars(loc, ["id"], [(1,), (2,)])
+        ctx.finish()
     finally:
         for d in (archive, prod):
             ctx.sql(f"DROP DATABASE IF EXISTS {d} CASCADE")
