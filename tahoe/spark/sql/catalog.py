@@ -73,6 +73,8 @@ class CatalogEntry:
     table_type: str | None        # MANAGED | EXTERNAL | VIEW
     location: str | None          # a local path, or the URI (s3://...) as the catalog holds it
     temporary: bool = False
+    view_text: str | None = None  # a view defined in SQL: its query ...
+    view_database: str | None = None   # ... and the database its names were resolved in
 
     @property
     def is_delta(self) -> bool:
@@ -138,10 +140,39 @@ def lookup(spark: Any, parts: tuple[str, ...]) -> CatalogEntry | None:
             if sep and key and not key.startswith(" "):
                 info.setdefault(key.strip(), value.strip())
         location = info.get("Location")
+        view_text, view_db = _view_of(str(row["information"]))
         return CatalogEntry(database=str(row["namespace"]) or db, name=str(row["tableName"]),
                             provider=info.get("Provider"), table_type=info.get("Type"),
-                            location=_local(location) if location else None, temporary=temporary)
+                            location=_local(location) if location else None, temporary=temporary,
+                            view_text=view_text, view_database=view_db)
     return None
+
+
+_VIEW_KEYS = ("View Original Text: ", "View Schema Mode: ", "View Catalog and Namespace: ",
+              "View Query Output Columns: ", "View Creation Time", "Schema: ", "Table Properties: ")
+
+
+def _view_of(information: str) -> tuple[str | None, str | None]:
+    """(query, database) of a view's `SHOW TABLE EXTENDED` information (the query may span
+    lines: it runs to the next key); (None, None) for a table, or a view without SQL text (one
+    made from a DataFrame)."""
+    start = information.find("View Text: ")
+    if start < 0:
+        return None, None
+    start += len("View Text: ")
+    end = len(information)
+    for key in _VIEW_KEYS:
+        k = information.find("\n" + key, start)
+        if 0 <= k < end:
+            end = k
+    text = information[start:end].strip() or None
+    db = None
+    for line in information.splitlines():
+        if line.startswith("View Catalog and Namespace: "):
+            parts = line[len("View Catalog and Namespace: "):].strip().split(".")
+            if len(parts) == 2 and parts[0].lower() == SESSION_CATALOG:
+                db = parts[1]
+    return text, db
 
 
 @dataclasses.dataclass(frozen=True)

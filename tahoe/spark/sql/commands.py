@@ -610,8 +610,34 @@ def _strip_alias(column: str, alias: str | None) -> str:
     return column
 
 
+def _view_target(spark: Any, table: g.TableName) -> Resolved | None:
+    """The Delta table a view over it stands for as a DML target — a view defined exactly as
+    `SELECT * FROM delta_table` (delta-spark: "You can apply a SQL MERGE operation on a SQL VIEW
+    only if the view has been defined as CREATE VIEW viewName AS SELECT * FROM deltaTable")."""
+    if table.is_path:
+        return None
+    entry = lookup(spark, table.parts)
+    if entry is None or entry.view_text is None:
+        return None
+    p = g.TokenParser(entry.view_text)
+    try:
+        p.expect("SELECT")
+        p.expect_op("*")
+        p.expect("FROM")
+        inner = p.table_name()
+        p.alias()
+        p.done()
+    except AnalysisException:
+        return None
+    if not inner.is_path and len(inner.parts) == 1 and not entry.temporary and entry.view_database:
+        inner = g.TableName(parts=(entry.view_database,) + inner.parts, text=inner.text)
+    return resolve(spark, inner, must_exist=False)
+
+
 def _merge(spark: Any, s: g.Merge):
     r = resolve(spark, s.target)
+    if r is None:
+        r = _view_target(spark, s.target)
     if r is None:
         return None
     target_alias = _target_alias(s.target, s.target_alias)

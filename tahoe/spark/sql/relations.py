@@ -21,6 +21,12 @@ the snapshot's files), handed to Spark the way PySpark passes DataFrames into SQ
 The reference keeps the table's name as its alias (`t.col` still resolves); everything else in the
 statement stays as written (braces escaped for PySpark's formatter). A reference that is not a
 Delta table is left to Spark.
+
+Views: a view defined in SQL whose query reads Delta tables is read as its query, rewritten the
+same way (`(query) AS view`; names in a persistent view's query resolve in the database it was
+created in). `CREATE VIEW ... AS query` is not rewritten: the catalog keeps the query with its
+tables by name (a persistent view cannot name the temporary frames tahoe hands Spark, and a
+temporary view must not outlive them), and every later read of the view goes through here.
 """
 
 from __future__ import annotations
@@ -98,18 +104,26 @@ def changes_frame(spark: Any, path: str, start: Any, end: Any = None):
 
 
 class _Resolver:
-    """Catalog lookups of one statement, remembered."""
+    """Catalog lookups of one statement, remembered; `database`: where one-part names resolve
+    (a persistent view's query), else the current database."""
 
-    def __init__(self, spark: Any):
+    def __init__(self, spark: Any, database: str | None = None, depth: int = 0):
         self.spark = spark
+        self.database = database
+        self.depth = depth
         self.cache: dict[tuple[str, ...], Any] = {}
 
-    def delta_path(self, parts: tuple[str, ...]) -> str | None:
+    def entry(self, parts: tuple[str, ...]) -> Any:
+        if self.database is not None and len(parts) == 1:
+            parts = (self.database,) + tuple(parts)
         key = tuple(p.lower() for p in parts)
         if key not in self.cache:
-            entry = lookup(self.spark, parts)
-            self.cache[key] = entry.location if entry is not None and entry.is_delta else None
+            self.cache[key] = lookup(self.spark, parts)
         return self.cache[key]
+
+    def delta_path(self, parts: tuple[str, ...]) -> str | None:
+        entry = self.entry(parts)
+        return entry.location if entry is not None and entry.is_delta else None
 
 
 def _cte_names(toks: list[Token]) -> set[str]:
@@ -138,7 +152,7 @@ def _cte_names(toks: list[Token]) -> set[str]:
     return names
 
 
-def rewrite(spark: Any, sql: str, escape: bool = True) -> tuple[str, dict]:
+def rewrite(spark: Any, sql: str, escape: bool = True, _resolver: "_Resolver | None" = None) -> tuple[str, dict]:
     """(`sql` with its Delta table references replaced by `{name}` placeholders, {name:
     DataFrame}) — see the module docstring; (`sql`, {}) when it has none. `escape`: double the
     statement's own braces (PySpark formats the text once DataFrames are passed; not when the
@@ -147,8 +161,10 @@ def rewrite(spark: Any, sql: str, escape: bool = True) -> tuple[str, dict]:
     if "from" not in lowered and "join" not in lowered and "table_changes" not in lowered:   # (_by_path too)
         return sql, {}
     toks = tokenize(sql)
+    if _creates_view(toks):
+        return sql, {}
     ctes = _cte_names(toks)
-    resolver = _Resolver(spark)
+    resolver = _resolver if _resolver is not None else _Resolver(spark)
     edits: list[tuple[int, int, str]] = []
     frames: dict[str, Any] = {}
     from_depths: list[bool] = [False]   # per parenthesis depth: inside a FROM list
@@ -226,7 +242,7 @@ def _reference(spark: Any, sql: str, toks: list[Token], i: int, ctes: set[str],
     else:
         path = resolver.delta_path(parts)
         if path is None:
-            return p.i, None
+            return _view_reference(spark, sql, p, parts, start, name_end, temporal, at_text, resolver, frames)
     if at_text is not None:
         if temporal is not None:
             raise syntax_error(sql, start, "a table reference cannot have both @ time travel and AS OF")
@@ -246,6 +262,38 @@ def _reference(spark: Any, sql: str, toks: list[Token], i: int, ctes: set[str],
     else:
         text += " AS " + quote(parts[-1])
     return p.i, (start, end, text)
+
+
+def _creates_view(toks: list[Token]) -> bool:
+    """CREATE [OR REPLACE] [GLOBAL] [TEMP | TEMPORARY] VIEW ..."""
+    words = [t.value.upper() for t in toks[:6] if t.kind == "word"]
+    if not words or words[0] != "CREATE":
+        return False
+    rest = [w for w in words[1:] if w not in ("OR", "REPLACE", "GLOBAL", "TEMP", "TEMPORARY")]
+    return bool(rest) and rest[0] == "VIEW"
+
+
+_MAX_VIEW_DEPTH = 32
+
+
+def _view_reference(spark: Any, sql: str, p: TokenParser, parts: tuple[str, ...], start: int, name_end: int,
+                    temporal: Any, at_text: Any, resolver: _Resolver,
+                    frames: dict) -> tuple[int, tuple[int, int, str] | None]:
+    """A reference to a view defined in SQL whose query reads Delta tables: the query, rewritten,
+    in its place (`(query) AS view`); other references are Spark's."""
+    entry = resolver.entry(parts)
+    if entry is None or entry.view_text is None or temporal is not None or at_text is not None:
+        return p.i, None
+    if resolver.depth >= _MAX_VIEW_DEPTH:
+        raise AnalysisException(f"the view {'.'.join(parts)} nests views more than {_MAX_VIEW_DEPTH} deep")
+    inner_resolver = _Resolver(spark, None if entry.temporary else entry.view_database, resolver.depth + 1)
+    inner, inner_frames = rewrite(spark, entry.view_text, escape=True, _resolver=inner_resolver)
+    if not inner_frames:
+        return p.i, None
+    frames.update(inner_frames)
+    text = "(" + inner + ")"
+    text += " " if p.alias_follows() else " AS " + quote(parts[-1])
+    return p.i, (start, name_end, text)
 
 
 def _table_changes(spark: Any, sql: str, p: TokenParser, start: int, resolver: _Resolver,
