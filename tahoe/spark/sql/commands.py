@@ -151,6 +151,8 @@ def _convert(spark: Any, s: g.Convert):
     if s.table.is_path:
         if s.table.format == "delta":
             raise AnalysisException(f"CONVERT TO DELTA: {s.table.text} is already a Delta table")
+        if s.table.format == "iceberg":
+            raise UnsupportedFeatureError(_ICEBERG.format(what="CONVERT TO DELTA", table=s.table.text))
         convert_to_delta(s.table.path, s.partition_schema, collect_stats=s.collect_stats)
         return _empty(spark)
     entry = lookup(spark, s.table.parts)
@@ -211,10 +213,17 @@ def _reorg(spark: Any, s: g.Reorg):
     return b.executePurge()
 
 
+_ICEBERG = ("{what} {table}: Iceberg tables are not supported by tahoe (delta-spark converts and clones them with "
+            "delta-iceberg, a module apart from delta-spark); convert the table's data files with "
+            "CONVERT TO DELTA parquet.`path` instead")
+
+
 def _clone(spark: Any, s: g.Clone):
     from ...maintenance.clone import clone
     from ..session import session_timestamp_ms
 
+    if s.source.is_path and s.source.format == "iceberg":
+        raise UnsupportedFeatureError(_ICEBERG.format(what="SHALLOW CLONE", table=s.source.text))
     if s.source.is_path and s.source.format == "parquet":
         return _clone_parquet(spark, s)
     source = _delta(spark, s.source)

@@ -39,7 +39,7 @@ class TableName:
     parts: tuple[str, ...] = ()
     path: str | None = None
     text: str = ""
-    format: str | None = None     # `parquet` of parquet.`/p` (CONVERT TO DELTA)
+    format: str | None = None     # `parquet` of parquet.`/p` (CONVERT TO DELTA, CLONE), `iceberg`, `delta`
 
     @property
     def is_path(self) -> bool:
@@ -427,7 +427,7 @@ class TokenParser:
         parts = self.qualified_name()
         text = self.sql[start:self.toks[self.i - 1].end]
         last = self.toks[self.i - 1]
-        if len(parts) == 2 and last.kind == "ident" and parts[0].lower() in ("delta", "parquet"):
+        if len(parts) == 2 and last.kind == "ident" and parts[0].lower() in ("delta", "parquet", "iceberg"):
             name = TableName(path=parts[1], text=text, format=parts[0].lower())
         else:
             name = TableName(parts=parts, text=text)

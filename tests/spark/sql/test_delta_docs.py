@@ -1173,6 +1173,11 @@ def _(ctx: Ctx):
         assert last_metadata(p)["partitionColumns"] == (["part", "part2"] if partitioned else [])
         assert ctx.rows(f"SELECT id, v, part, part2 FROM delta.`{p}`") == rows
         ctx.deltars(p, ["id", "v", "part", "part2"], rows)
+    # (tahoe's own contract) an Iceberg source is refused by name, nothing written
+    ice = ctx.path("not_converted")
+    ctx.fails(f"CONVERT TO DELTA iceberg.`{ice}`", r"Iceberg tables are not supported")
+    ctx.fails(f"CREATE TABLE {ctx.db}.ice SHALLOW CLONE iceberg.`{ice}`", r"Iceberg tables are not supported")
+    assert not Path(ice, "_delta_log").exists() and "ice" not in ctx.tables()
 
 
 def iceberg_copy(ctx: Ctx, name: str) -> str:
