@@ -90,7 +90,8 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
                 properties: dict | None = None, storage_options: dict | None = None,
                 partition_overwrite_mode: str | None = None, optimize_write: bool | None = None, *,
                 description: str | None = None, replace_table: bool = False, cluster_by: Iterable[str] | None = None,
-                operation: tuple[str, dict] | None = None, check_replace_where: bool = True) -> int:
+                operation: tuple[str, dict] | None = None, check_replace_where: bool = True,
+                replace_where_data_columns: bool = False) -> int:
     """Write DataFrame `df` to the Delta table at `path` (a path / URI or a `DeltaLog`; created
     when absent); returns the table version after the write (the current version when nothing
     was written: mode='ignore' on an existing table, or an already-recorded
@@ -115,7 +116,10 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
     SELECT (`tahoe.write.plan.plan_write`): the table's description, a new definition replacing
     the table's (mode='overwrite'), the new table's clustering columns, and the commitInfo
     (operation, parameters) instead of WRITE's. check_replace_where=False: rows that do not satisfy
-    replace_where are written too (delta-spark's replaceWhere.constraintCheck.enabled=false)."""
+    replace_where are written too (delta-spark's replaceWhere.constraintCheck.enabled=false).
+    replace_where_data_columns: replace_where may read any column — the rows it matches are
+    replaced: the files holding them are removed and their other rows written again, in the same
+    commit (delta-spark's replaceWhere.dataColumns.enabled, its default)."""
     spark = df.sparkSession
     configure(spark)
     log = path if isinstance(path, DeltaLog) else DeltaLog.for_table(path, storage_options)
@@ -125,7 +129,8 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
         partition_overwrite_mode=partition_overwrite_mode, session_overwrite_mode=session_overwrite_mode(spark),
         properties=properties, user_metadata=user_metadata, txn_app_id=txn_app_id, txn_version=txn_version,
         storage_options=storage_options, api="write_delta", description=description, replace_table=replace_table,
-        cluster_by=cluster_by, operation=operation, check_replace_where=check_replace_where)
+        cluster_by=cluster_by, operation=operation, check_replace_where=check_replace_where,
+        replace_where_data_columns=replace_where_data_columns)
     if plan.skip:
         return plan.read_version
     from .optimize import (
@@ -136,9 +141,42 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
     if optimize_write_enabled(spark, plan.configuration, optimize_write):
         df = optimized_write(df, plan.partition_columns)
     adds, marks = write_dataframe(df, log, plan)
+    replaced = None
+    num_rows = None
+    if plan.replace_rows:
+        try:
+            replaced, kept = _replace_rows(spark, log, snap, plan)
+        except BaseException:
+            delete_data_files(log.store, log.table_root, adds)
+            raise
+        num_rows = sum(a.num_records or 0 for a in adds)
+        adds = adds + kept
     hook = auto_compact_hook(lambda: SparkBinExecutor(spark), auto_compact_session_value(spark),
                              auto_compact_settings(spark))
-    return commit_write(plan, log, snap, adds, marks, post_commit=[hook])
+    return commit_write(plan, log, snap, adds, marks, num_rows=num_rows, post_commit=[hook], replaced=replaced)
+
+
+def _replace_rows(spark, log: DeltaLog, snap, plan: WritePlan) -> tuple[tuple[list[AddFile], int], list[AddFile]]:
+    """A replaceWhere that reads data columns: ((the files that may hold a matching row, the
+    count of their other rows), the files those other rows were written to again)."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from ..expressions import parse
+    from ..write.plan import plan_rewrite
+    from ..write.writer import files_with_matches
+    from .read import read_snapshot
+
+    files = files_with_matches(snap, parse(plan.replace_where))
+    if not files:
+        return ([], 0), []
+    wanted = {a.path for a in files}
+    table = snap.files_table(["path", "partitionValues", "size", "stats", "deletionVector"])
+    table = table.filter(pa.array([p in wanted for p in table.column("path").to_pylist()], pa.bool_()))
+    old = read_snapshot(spark, snap, files=table)
+    kept = old.filter(~F.coalesce(F.expr(plan.replace_where), F.lit(False)))
+    adds, _ = write_dataframe(kept, log, plan_rewrite(snap, "WRITE"))
+    return (files, sum(a.num_records or 0 for a in adds)), adds
 
 
 def write_dataframe(df, log: DeltaLog, plan: WritePlan, *, extra_columns: dict[str, str] | None = None,

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 from ..errors import (
-    ConstraintViolationError, InvalidTableOperationError, SchemaError, TableNotFoundError,
+    ConstraintViolationError, InvalidTableOperationError, SchemaError, TableNotFoundError, UnsupportedFeatureError,
 )
 from ..log.delta_log import DeltaLog
 from ..protocol import column_mapping
@@ -60,7 +60,7 @@ from ..protocol.schema import (
 )
 from ..protocol.table_features import check_writable, is_feature_supported
 from .constraints import constraint_expressions
-from .writer import parse_replace_where
+from .writer import parse_replace_where, reads_data_columns
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..log.snapshot import Snapshot
@@ -109,6 +109,7 @@ class WritePlan:
     incoming_json: str               # the data's schema: which columns the data gives
     replace_where: str | None = None
     check_replace_where: bool = True  # the written rows must satisfy replace_where (delta-spark's constraintCheck)
+    replace_rows: bool = False       # replace_where reads data columns: the rows matching it are replaced
     dynamic: bool = False            # dynamic partition overwrite
     tight_bounds: bool | None = None  # `tightBounds` for the new files' stats
     identity: dict = dataclasses.field(default_factory=dict)   # column → (first, step) generated here
@@ -350,7 +351,8 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
                storage_options: dict | None = None, api: str = "write_table",
                replace_table: bool = False, cluster_by: Iterable[str] | None = None,
                operation: tuple[str, dict] | None = None,
-               check_replace_where: bool = True) -> tuple[WritePlan, "Snapshot | None"]:
+               check_replace_where: bool = True,
+               replace_where_data_columns: bool = False) -> tuple[WritePlan, "Snapshot | None"]:
     """Plan a write of data with schema `incoming` into the table of `log` (see the module
     docstring). `schema_mode`: None (enforce the table's schema), "merge" (mergeSchema) or
     "overwrite" (overwriteSchema, with mode="overwrite"). `api` names the caller (write_table,
@@ -363,7 +365,11 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
     columns of the new definition, and `operation` the (operation, parameters) to record
     instead of WRITE's. `check_replace_where=False` (delta-spark's
     spark.databricks.delta.replaceWhere.constraintCheck.enabled=false) writes rows that do not
-    satisfy replace_where too."""
+    satisfy replace_where too. `replace_where_data_columns` (an executor that replaces rows: the
+    Spark one) lets replace_where read any column: the plan then says `replace_rows` — the rows
+    matching it are replaced, the other rows of their files rewritten (delta-spark's default,
+    replaceWhere.dataColumns.enabled); a table with the change data feed on refuses it (tahoe
+    writes no change data for it)."""
     how = API_SPELLING[api]
     if mode not in WRITE_MODES:
         raise ValueError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
@@ -460,8 +466,15 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
 
     dynamic = use_dynamic_overwrite(mode, partition_overwrite_mode, pcols, replace_where, schema_mode == "overwrite",
                                     session_overwrite_mode) and snap is not None and not replace_table
-    if replace_where is not None:   # only predicates on partition columns: refused before any file is written
-        parse_replace_where(replace_where, schema, pcols)
+    replace_rows = False
+    if replace_where is not None:   # refused before any file is written
+        node = parse_replace_where(replace_where, schema, pcols, data_columns=replace_where_data_columns)
+        replace_rows = snap is not None and reads_data_columns(node, pcols)
+        if replace_rows and is_true(conf, "delta.enableChangeDataFeed"):
+            raise UnsupportedFeatureError(
+                f"replaceWhere {replace_where!r} reads columns that are not partition columns: on a table with the "
+                f"change data feed enabled tahoe does not replace rows (it would record no change data); use "
+                f"DELETE and INSERT, or a predicate on partition columns")
     identity, generated, defaults = _column_fills(schema, incoming)
     params = write_parameters(mode, pcols, replace_where, dynamic=dynamic, merge_schema=schema_mode == "merge",
                               overwrite_schema=schema_mode == "overwrite")
@@ -471,6 +484,7 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
                      tight_bounds=tight_bounds(conf, snap.protocol if snap is not None else None),
                      identity=identity, generated=generated, defaults=defaults,
                      constraints=constraint_expressions(schema, conf), replaces_table=replace_table and snap is not None,
+                     replace_rows=replace_rows,
                      clustering=clustering), snap
 
 

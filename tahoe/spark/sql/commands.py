@@ -759,10 +759,10 @@ def _insert(spark: Any, s: g.Insert):
                                      for k, v in static.items())
     mode = "overwrite" if s.overwrite or replace_where is not None else "append"
     app_id, txn_version = confs.idempotent_write(spark)
-    check, _data_columns = confs.replace_where_settings(spark)
+    check, data_columns = confs.replace_where_settings(spark)
     write_delta(df, r.path, mode=mode, replace_where=replace_where, merge_schema=evolve,
                 user_metadata=confs.user_metadata(spark), txn_app_id=app_id, txn_version=txn_version,
-                check_replace_where=check or s.replace_where is None)
+                check_replace_where=check or s.replace_where is None, replace_where_data_columns=data_columns)
     confs.after_write(spark)
     return _empty(spark)
 

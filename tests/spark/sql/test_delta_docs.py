@@ -307,15 +307,10 @@ def make_events(ctx: Ctx) -> str:
     return ctx.managed("events")
 
 
-REPLACE_WHERE_DATA = ("tahoe gap, not a reference limit: replaceWhere over non-partition columns (delta-spark's "
-                      "default since 1.1, spark.databricks.delta.replaceWhere.dataColumns.enabled) is not "
-                      "implemented by tahoe's write planner; it refuses such predicates by name")
-
-
 @doc("batch", "insert-replace-where",
      "INSERT INTO TABLE events REPLACE WHERE start_data >= '2017-01-01' AND end_date <= '2017-01-31' "
      "SELECT * FROM replace_data",
-     "SET spark.databricks.delta.replaceWhere.constraintCheck.enabled=false", xfail=REPLACE_WHERE_DATA)
+     "SET spark.databricks.delta.replaceWhere.constraintCheck.enabled=false")
 def _(ctx: Ctx):
     path = make_events(ctx)
     t = f"{ctx.db}.events"
@@ -326,6 +321,10 @@ def _(ctx: Ctx):
     ctx.sql(f"INSERT INTO TABLE events REPLACE WHERE {pred} SELECT * FROM replace_data")
     after = [EVENTS[0], EVENTS[3]] + REPLACE
     assert ctx.rows(f"SELECT * FROM {t}") == norm(after)
+    ci = commit_info(path, 2)                # one commit: the matching rows out, the new rows in
+    assert (ci["operation"], ci["operationParameters"]["mode"]) == ("WRITE", "Overwrite")
+    assert ci["operationParameters"]["predicate"] == f'["{pred}"]' or pred in ci["operationParameters"]["predicate"]
+    assert (ci["operationMetrics"]["numOutputRows"], ci["operationMetrics"]["numDeletedRows"]) == ("2", "2")
     # data that does not all match the predicate is refused ...
     ctx.fails(f"INSERT INTO TABLE events REPLACE WHERE {pred} SELECT * FROM replace_outside",
               r"DELTA_REPLACE_WHERE_MISMATCH|does not (conform|match)|replaceWhere", table=path)
