@@ -80,36 +80,10 @@ def _as_schema(schema: StructType | pa.Schema | str) -> StructType:
 
 # --- schema checks --------------------------------------------------------------------------
 
-_INVALID_CHARS = " ,;{}()\n\t="
-
-
-def _check_schema(schema: StructType, mapping_mode: str | None = None) -> None:
-    """Non-empty, no duplicate names; without column mapping (`mapping_mode` "none"), no name
-    holding a character parquet column names cannot (delta-spark's
-    DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES; column mapping lifts it)."""
+def _check_schema(schema: StructType) -> None:
     if not schema.fields:
         raise SchemaError("a table needs at least one column")
     check_column_names(schema)
-    if mapping_mode == "none":
-        bad = [n for n in _field_names(schema) if any(c in _INVALID_CHARS for c in n)]
-        if bad:
-            raise SchemaError(
-                f"[DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES] Found invalid character(s) among ' ,;{{}}()\\n\\t=' "
-                f"in the column names of your schema: {bad}. Enable column mapping (delta.columnMapping.mode = "
-                f"'name') to use these characters.")
-
-
-def _field_names(dt: DataType) -> list[str]:
-    out: list[str] = []
-    if isinstance(dt, StructType):
-        for f in dt.fields:
-            out.append(f.name)
-            out += _field_names(f.type)
-    elif isinstance(dt, ArrayType):
-        out += _field_names(dt.element_type)
-    elif isinstance(dt, MapType):
-        out += _field_names(dt.key_type) + _field_names(dt.value_type)
-    return out
 
 
 def _resolve_partition_columns(schema: StructType, partition_columns: Iterable[str]) -> tuple[str, ...]:
@@ -202,10 +176,10 @@ def create_table(uri: str | DeltaLog, schema: StructType | pa.Schema | str, part
         if mode == "ignore":
             return existing
     schema = _as_schema(schema)
-    conf = normalize_properties(properties)
-    _check_schema(schema, column_mapping.mode(conf))
+    _check_schema(schema)
     pcols = _resolve_partition_columns(schema, partition_columns)
     check_identity_columns(schema, pcols)
+    conf = normalize_properties(properties)
     for cname, expr in constraints_of(conf).items():
         check_expression_columns(expr, schema, f"CHECK constraint '{cname}'")
     given_conf = dict(conf)
@@ -504,9 +478,9 @@ def update_schema(log: DeltaLog | str, new_schema: StructType | pa.Schema | str,
     log = _log(log, storage_options)
     snap = log.snapshot()
     new_schema = _as_schema(new_schema)
-    mode = column_mapping.mode(snap.configuration)
-    _check_schema(new_schema, mode)
+    _check_schema(new_schema)
     current = snap.schema
+    mode = column_mapping.mode(snap.configuration)
     if merge:
         result = merge_schemas(current, new_schema)
         operation = "UPDATE SCHEMA"
@@ -599,7 +573,7 @@ def add_columns(log: DeltaLog | str, columns: Iterable[StructField], positions: 
         if pos is not None:
             entry["position"] = _position_text(pos)
         params.append(entry)
-    _check_schema(new, column_mapping.mode(snap.configuration))
+    _check_schema(new)
     if column_mapping.mode(snap.configuration) != "none":
         new, conf = column_mapping.assign_ids_for_table(new, dict(snap.configuration))
     else:

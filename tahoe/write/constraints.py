@@ -46,17 +46,15 @@ def violation_row(table: pa.Table, row: int, expr: Expression) -> str:
 
 
 def check_not_null(table: pa.Table, schema: StructType) -> None:
-    """Every non-nullable column, and every non-nullable field of a struct, has no nulls — a
-    NOT NULL field also makes its parent structs NOT NULL (delta-spark: the field is null when a
-    parent is)."""
+    """Every non-nullable column (and non-nullable field of a present struct) has no nulls."""
     def walk(arr: pa.Array, fields: Iterable[StructField], prefix: str, parent_valid: pa.Array | None):
         for i, f in enumerate(fields):
             child = arr.field(i) if parent_valid is not None else arr
             path = f"{prefix}{f.name}"
-            if not f.nullable:
+            if not f.nullable and child.null_count:
                 bad = pc.is_null(child)
                 if parent_valid is not None:
-                    bad = pc.or_(bad, pc.invert(parent_valid))
+                    bad = pc.and_(bad, parent_valid)
                 if pc.any(bad).as_py():
                     raise ConstraintViolationError(f"NOT NULL constraint violated for column: {path}")
             if isinstance(f.type, StructType):

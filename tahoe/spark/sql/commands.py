@@ -356,6 +356,35 @@ def _schema_from_columns(columns: tuple[g.ColumnDef, ...]):
     return StructType(fields)
 
 
+_INVALID_CHARS = " ,;{}()\n\t="
+
+
+def _check_column_names(schema: Any, configuration: dict) -> None:
+    """delta-spark's DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES: without column mapping, no column
+    name (nested ones included) holds one of ` ,;{}()\\n\\t=`."""
+    from ...protocol import column_mapping
+    from ...protocol.schema import ArrayType, MapType, StructType
+
+    if column_mapping.mode(configuration) != "none":
+        return
+
+    def names(dt: Any) -> list[str]:
+        if isinstance(dt, StructType):
+            return [n for f in dt.fields for n in [f.name] + names(f.type)]
+        if isinstance(dt, ArrayType):
+            return names(dt.element_type)
+        if isinstance(dt, MapType):
+            return names(dt.key_type) + names(dt.value_type)
+        return []
+
+    bad = [n for n in names(schema) if any(c in _INVALID_CHARS for c in n)]
+    if bad:
+        raise AnalysisException(
+            f"[DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES] Found invalid character(s) among ' ,;{{}}()\\n\\t=' in the "
+            f"column names of your schema: {bad}. Please use other characters and try again, or enable column "
+            f"mapping (delta.columnMapping.mode = 'name') to keep using these characters.")
+
+
 def _no_nested_not_null(dtype: Any, name: str, inside: str | None) -> None:
     """delta-spark's DELTA_NESTED_NOT_NULL_CONSTRAINT: no NOT NULL inside an array or a map (it
     could not be enforced)."""
@@ -446,6 +475,8 @@ def _create_table(spark: Any, s: g.CreateTable):
                     f"properties at {path}")
             return None
         mode = {"error": "error", "ignore": "ignore", "replace": "replace", "overwrite": "overwrite"}[s.mode]
+        if columns is not None:
+            _check_column_names(schema_of(), {**confs.default_properties(spark), **props})
         create_table(log, schema_of(),
                      list(s.partition_by), {**confs.default_properties(spark), **props}, description=s.comment,
                      mode=mode,
@@ -522,6 +553,7 @@ def _alter_table(spark: Any, s: g.AlterTable):
         txn.cluster_by(log, list(s.action[1]) if s.action[1] is not None else None)
     elif kind == "add_columns":
         _, cols, positions = s.action
+        _check_column_names(_schema_from_columns(cols), log.snapshot().configuration)
         add_columns(log, _schema_from_columns(cols).fields, positions, parents=[c.parent for c in cols])
     elif kind == "rename_column":
         txn.rename_column(log, s.action[1], s.action[2])
@@ -535,6 +567,7 @@ def _alter_table(spark: Any, s: g.AlterTable):
                 raise AnalysisException(f"[UNRESOLVED_COLUMN] cannot drop column {name}: the table has no such column")
             txn.drop_column(log, name)
     elif kind == "replace_columns":
+        _check_column_names(_schema_from_columns(s.action[1]), log.snapshot().configuration)
         txn.update_schema(log, _schema_from_columns(s.action[1]), merge=False)
     elif kind == "sync_identity":
         _sync_identity(spark, r, log, s.action[1])
