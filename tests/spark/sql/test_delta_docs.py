@@ -811,10 +811,10 @@ def _(ctx: Ctx):
 
 
 @doc("update", "merge-semantics",
-     "merge fails when several source rows match one target row (Operation semantics)",
-     "MERGE on a SQL VIEW defined as CREATE VIEW viewName AS SELECT * FROM deltaTable",
-     "types of update / insert expressions are cast to the table's (Schema validation)",
-     "UPDATE SET * / INSERT * need every target column in the source; extra source columns are ignored")
+     "(a merge fails when several source rows match one target row: Operation semantics)",
+     "(MERGE on a SQL VIEW defined as CREATE VIEW viewName AS SELECT * FROM deltaTable)",
+     "(the types of update / insert expressions are cast to the table's: Schema validation)",
+     "(UPDATE SET * / INSERT * need every target column in the source; extra source columns are ignored)")
 def _(ctx: Ctx):
     path = key_value_tables(ctx, [(1, "a"), (2, "b")], [(1, "x"), (1, "y")])
     ctx.fails("MERGE INTO target USING source ON source.key = target.key WHEN MATCHED THEN UPDATE SET *",
@@ -893,9 +893,9 @@ ARRAYS_OF_STRUCTS = ("tahoe gap, not a reference limit: MERGE resolves struct fi
 
 
 @doc("update", "merge-arrays-of-structs",
-     "array<struct<b: string, a: string>> into array<struct<a: int, b: int>>: resolved by name",
-     "array<struct<a: int, c: string, d: string>> into array<struct<a: string, b: string>>: error / evolves",
-     "array<struct<a: string, b: struct<c: string, d: string>>> into array<struct<a: string, b: struct<c: string>>>",
+     "(array<struct<b: string, a: string>> into array<struct<a: int, b: int>>: resolved by name)",
+     "(array<struct<a: int, c: string, d: string>> into array<struct<a: string, b: string>>: error / evolves)",
+     "(array<struct<a: string, b: struct<c: string, d: string>>> into array<struct<a: string, b: struct<c: string>>>)",
      xfail=ARRAYS_OF_STRUCTS)
 def _(ctx: Ctx):
     db = ctx.db
@@ -943,7 +943,7 @@ def _(ctx: Ctx):
      "MERGE INTO logs USING newDedupedLogs ON logs.uniqueId = newDedupedLogs.uniqueId AND logs.date > current_date() - "
      "INTERVAL 7 DAYS WHEN NOT MATCHED AND newDedupedLogs.date > current_date() - INTERVAL 7 DAYS THEN INSERT *",
      "(the same statement, the page's second SQL tab)",
-     "events.date = current_date() AND events.country = 'USA' (Performance tuning: a MERGE condition)")
+     "events.date = current_date() AND events.country = 'USA' -- Performance tuning: a MERGE condition")
 def _(ctx: Ctx):
     db = ctx.db
     ctx.sql(f"CREATE TABLE {db}.logs (uniqueId INT, date DATE, msg STRING) USING DELTA")
