@@ -165,19 +165,3 @@ def test_bad_input_is_refused_clearly_and_commits_nothing(sql_spark, db):
         spark.sql("CREATE TABLE t (id BIGINT) USING delta")
     assert _state(path) == before
     assert sorted(tuple(r) for r in spark.sql("SELECT * FROM t").collect()) == [(1, "a")]
-
-
-def test_tables_by_name_need_the_sql_layer(spark, tmp_path):
-    """In a session where tahoe registered `delta` but Delta SQL is off, a table by name is refused
-    with what to do (a catalog entry no read or write could reach is never made)."""
-    from pyspark.errors import AnalysisException
-
-    from tahoe.errors import UnsupportedFeatureError
-
-    with pytest.raises(UnsupportedFeatureError, match=r"tahoe\.spark\.enable\(spark\)") as e:
-        spark.sql(f"CREATE TABLE plain_t (id BIGINT) USING delta LOCATION '{tmp_path / 't'}'")
-    assert isinstance(e.value, AnalysisException)
-    with pytest.raises(UnsupportedFeatureError, match=r"tahoe\.spark\.enable\(spark\)"):
-        spark.range(2).write.format("delta").saveAsTable("plain_t")
-    assert not [t for t in spark.catalog.listTables() if t.name == "plain_t"]
-    assert not (tmp_path / "t").exists()
