@@ -21,7 +21,7 @@ name live in Spark's session catalog (`catalog`: in memory, or the Hive metastor
 `saveAsTable`, `insertInto`, `writeTo(...)`, `readStream.table`, `writeStream.toTable` — reach
 Delta tables through tahoe (`hooks`).
 
-Owns: `enable(spark)`, `is_enabled(spark)`, `configure_spark_with_delta_pip(builder,
+Owns: `enable(spark)`, `disable(spark)`, `is_enabled(spark)`, `configure_spark_with_delta_pip(builder,
 extra_packages=None)` (delta-spark's name and signature: returns the builder; the delta-spark
 session confs `spark.sql.extensions` / `spark.sql.catalog.spark_catalog`, which name JVM classes
 tahoe does not need, are taken out of it; `extra_packages` are Maven coordinates added to
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["enable", "is_enabled", "configure_spark_with_delta_pip", "ENABLED_CONF"]
+__all__ = ["enable", "disable", "is_enabled", "configure_spark_with_delta_pip", "ENABLED_CONF"]
 
 ENABLED_CONF = "spark.tahoe.sql.enabled"
 _DELTA_SPARK_CONFS = {
@@ -58,6 +58,16 @@ def enable(spark: Any) -> Any:
     except Exception:  # noqa: BLE001 - a server that refuses the conf: the session is known here
         pass
     _enabled[id(spark)] = True
+    return spark
+
+
+def disable(spark: Any) -> Any:
+    """Turn Delta's SQL off again in `spark` (statements go to Spark as written); returns it."""
+    try:
+        spark.conf.set(ENABLED_CONF, "false")
+    except Exception:  # noqa: BLE001
+        pass
+    _enabled[id(spark)] = False
     return spark
 
 
