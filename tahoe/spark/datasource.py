@@ -370,12 +370,6 @@ class DeltaWriter(DataSourceArrowWriter):
         datasource_abort(self.plan, [m for m in messages if m is not None])
 
 
-_registered: set[int] = set()
-
-
-def registered(spark) -> bool:
-    """Whether `register` ran for this session."""
-    return id(spark) in _registered
 
 
 def register(spark) -> None:
@@ -383,18 +377,17 @@ def register(spark) -> None:
     (`tahoe.spark.sharing`) —, apply tahoe's confs, map the error/ignore save modes and refuse tables by
     name (see the module docstring)."""
     from .calls import install as install_calls
-    from .session import configure
+    from .session import configure, mark_registered, registered
     from .surfacing import install
 
     configure(spark)
-    key = id(spark)
-    if key in _registered:
+    if registered(spark):
         return
     from .sharing import DeltaSharingDataSource   # format("deltaSharing") too
 
     _register_source(spark, DeltaDataSource)
     _register_source(spark, DeltaSharingDataSource)
-    _registered.add(key)
+    mark_registered(spark)
     install()
     install_calls()
     from .sql.hooks import install as install_sql

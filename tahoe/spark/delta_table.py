@@ -57,8 +57,7 @@ class DeltaTable:
         an unknown name (TABLE_OR_VIEW_NOT_FOUND) and for a table that is not Delta
         (DELTA_MISSING_DELTA_TABLE). See `tahoe.spark.sql.catalog`."""
         from ..errors import AnalysisException
-        from .sql.catalog import lookup, resolve
-        from .sql.commands import table_name
+        from .sql.catalog import lookup, resolve, table_name
         from .surfacing import spark_facing
 
         try:
@@ -94,8 +93,7 @@ class DeltaTable:
 
         if sparkSession is None or os.path.exists(identifier):
             return False
-        from .sql.catalog import resolve
-        from .sql.commands import table_name
+        from .sql.catalog import resolve, table_name
 
         try:
             return resolve(sparkSession, table_name(identifier), must_exist=False) is not None
@@ -689,7 +687,7 @@ class DeltaTableBuilder:
                          cluster_by=self._cluster)
 
         if self._name:
-            from .sql.commands import table_name, with_table
+            from .sql.catalog import table_name, with_table
             from .surfacing import spark_facing
 
             if self._spark is None:

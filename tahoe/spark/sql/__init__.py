@@ -32,14 +32,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from .state import ENABLED_CONF, is_enabled, mark
+
 __all__ = ["enable", "disable", "is_enabled", "configure_spark_with_delta_pip", "ENABLED_CONF"]
 
-ENABLED_CONF = "spark.tahoe.sql.enabled"
 _DELTA_SPARK_CONFS = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
-_enabled: dict[int, bool] = {}
 
 
 def enable(spark: Any) -> Any:
@@ -53,37 +53,14 @@ def enable(spark: Any) -> Any:
     install_calls()
     install()
     register(spark)
-    try:
-        spark.conf.set(ENABLED_CONF, "true")
-    except Exception:  # noqa: BLE001 - a server that refuses the conf: the session is known here
-        pass
-    _enabled[id(spark)] = True
+    mark(spark, True)
     return spark
 
 
 def disable(spark: Any) -> Any:
     """Turn Delta's SQL off again in `spark` (statements go to Spark as written); returns it."""
-    try:
-        spark.conf.set(ENABLED_CONF, "false")
-    except Exception:  # noqa: BLE001
-        pass
-    _enabled[id(spark)] = False
+    mark(spark, False)
     return spark
-
-
-def is_enabled(spark: Any) -> bool:
-    """Whether Delta's SQL is on in `spark` (`enable`, or a session built by
-    `configure_spark_with_delta_pip`)."""
-    key = id(spark)
-    if key not in _enabled:
-        try:
-            on = str(spark.conf.get(ENABLED_CONF, "false")).lower() == "true"
-        except Exception:  # noqa: BLE001
-            on = False
-        if on:
-            enable(spark)
-        _enabled[key] = on
-    return _enabled[key]
 
 
 def configure_spark_with_delta_pip(spark_session_builder: Any, extra_packages: list | None = None) -> Any:

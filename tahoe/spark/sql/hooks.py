@@ -29,6 +29,7 @@ from ...expressions.parse import creates_table_using
 from ..options import CATALOG_MESSAGE
 from .catalog import in_passthrough, lookup, passthrough, qualified, resolve
 from .grammar import TableName
+from .state import is_enabled
 
 __all__ = ["install", "run_sql"]
 
@@ -42,8 +43,6 @@ def _session_of(obj: Any) -> Any:
 
 
 def _enabled(spark: Any) -> bool:
-    from . import is_enabled
-
     return spark is not None and not in_passthrough() and is_enabled(spark)
 
 
@@ -54,12 +53,9 @@ def _facing(e: DeltaError) -> BaseException:
 
 
 def _name(text: str) -> TableName:
-    from .grammar import TokenParser
+    from .catalog import table_name
 
-    p = TokenParser(text)
-    t = p.table_name()
-    p.done()
-    return t
+    return table_name(text)
 
 
 def run_sql(spark: Any, original: Callable, text: str, args: Any, kwargs: dict) -> Any:
@@ -103,7 +99,7 @@ def run_sql(spark: Any, original: Callable, text: str, args: Any, kwargs: dict) 
 def _refuse_by_name(spark: Any) -> bool:
     """In a session where tahoe registered `delta` but Delta SQL is off, a table by name would be
     a catalog entry no read or write reaches: refused, saying to `enable` (tahoe's SQL layer)."""
-    from ..datasource import registered
+    from ..session import registered
 
     return registered(spark)
 
