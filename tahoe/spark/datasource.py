@@ -41,15 +41,12 @@ Executors need tahoe importable (see `tahoe.spark` on shipping it to a cluster).
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any, Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition
 
-from ..errors import UnsupportedFeatureError
 from .options import PUSHDOWN_OPTION, READ_KIND_OPTION, check_properties_apply, read_options, table_path, write_options
-from ..expressions.parse import creates_table_using
 
 __all__ = ["DeltaDataSource", "DefaultSource", "register", "read_via_datasource", "TableFiles", "FilesPartition",
            "ChangesPartition", "change_partitions", "pack_by_size", "spark_read_schema"]

@@ -20,10 +20,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ...errors import (
-    AnalysisException, InvalidTableOperationError, TableAlreadyExistsError, TableNotFoundError,
-    UnsupportedFeatureError,
-)
+from ...errors import AnalysisException, UnsupportedFeatureError
 from ...log import DeltaLog
 from . import grammar as g
 from .catalog import (
@@ -237,7 +234,6 @@ def _properties(s: g.CreateTable) -> dict[str, str]:
 
 
 def _create_table(spark: Any, s: g.CreateTable):
-    from ...protocol.schema import StructType
     from ...txn.table_ops import create_table
 
     provider = s.provider

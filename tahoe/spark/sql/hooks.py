@@ -248,9 +248,10 @@ def _writer_options(w: Any) -> dict:
     return dict(getattr(w, "_tahoe_write_options", {}) or {})
 
 
-def _create_named(spark: Any, name: str, df: Any, mode: str, partition_by: list, cluster_by: list | None,
-                  properties: dict, location: str | None, operation: str, write: Callable[[str, bool], Any]) -> Any:
-    """A new Delta table `name` from `df` (catalog entry first, dropped again on failure)."""
+def _create_named(spark: Any, name: str, df: Any, partition_by: list, location: str | None,
+                  write: Callable[[str, bool], Any]) -> Any:
+    """A new Delta table `name` written by `write(path, existing)` with `df`'s schema (catalog entry
+    first, dropped again on failure)."""
     from ..types import from_spark_schema
     from .catalog import create_entry, drop_entry, spark_ddl
 
@@ -391,7 +392,7 @@ def _save_as_table(w: Any, spark: Any, name: str, fmt: str, partition_by: Any) -
         write_delta(df, path, mode="error", partition_by=cols, properties=props, operation=(operation, params))
         return None
 
-    _create_named(spark, name, df, mode, cols, None, props, location, operation, write)
+    _create_named(spark, name, df, cols, location, write)
     return True, None
 
 
@@ -542,7 +543,7 @@ def _v2_terminal(w: Any, spark: Any, terminal: str, state: dict, args: tuple, kw
         write_delta(df, path, mode="error", partition_by=partition, properties=props, cluster_by=cluster,
                     operation=(operation, params))
 
-    _create_named(spark, name, df, "error", partition, cluster, props, location, operation, write)
+    _create_named(spark, name, df, partition, location, write)
     return True
 
 
