@@ -20,10 +20,10 @@ it fail the job, nothing is committed), `mergeSchema`, `overwriteSchema`, `parti
 write creates, as delta-spark's DataFrameWriter; on an existing table they must agree with it),
 `storage.<key>`, `saveMode`. `readStream` / `writeStream` are `tahoe.spark.streaming`'s
 (`streamReader` / `streamWriter`), with the streaming options. Every other option is refused by
-name. Tables by name (no path: `CREATE TABLE ... USING delta`, `saveAsTable`, `insertInto`,
-`writeTo`) are refused with what to do instead; `register` also refuses `CREATE TABLE ... USING
-delta` statements and `saveAsTable` up front, before Spark records a catalog table nothing can
-reach. Spark finds this source by itself in any session where tahoe is installed
+name. Tables by name never reach this source in a session with Delta SQL on (`tahoe.spark.sql`
+resolves them to their paths); elsewhere Spark hands it no path and it refuses with what to do
+(`register` installs the same refusal up front for `CREATE TABLE ... USING delta` and
+`saveAsTable`, before Spark records a catalog table nothing could reach). Spark finds this source by itself in any session where tahoe is installed
 (`pyspark_tahoe_delta` defines it as `DefaultSource`); `register` is for tahoe shipped otherwise.
 
 Save modes: Spark hands a Python data source only append/overwrite; `ErrorIfExists` — also the
