@@ -339,20 +339,22 @@ class DeltaTable:
     def delete(self, condition=None):
         """delta-spark's `delete(condition=None)`: delete the rows where `condition` (a SQL
         string or a Column) is TRUE — all rows when None. Deletion vectors when the table has
-        `delta.enableDeletionVectors`, else copy-on-write; one commit. Returns delta-spark's
-        result DataFrame (`num_affected_rows`)."""
+        `delta.enableDeletionVectors`, else copy-on-write; one commit. Returns None, as
+        delta-spark does; the counts are in the commit's operationMetrics (`history(1)`:
+        numDeletedRows, ...)."""
         from ..write.dml_plan import plan_delete
         from .dml import run_dml
 
         cond = _condition(self, condition)
         snap = self._log.snapshot()
         plan = plan_delete(snap, cond, self._alias, storage_options=self._storage_options)
-        return self._result(plan, run_dml(self._spark, self._log, snap, plan))
+        run_dml(self._spark, self._log, snap, plan)
 
     def update(self, condition=None, set=None):
         """delta-spark's `update(condition=None, set=None)`: `set` maps columns to new values (SQL
         strings or Columns) for the rows where `condition` is TRUE (all rows when None). Returns
-        delta-spark's result DataFrame (`num_affected_rows`)."""
+        None, as delta-spark does; the counts are in the commit's operationMetrics (`history(1)`:
+        numUpdatedRows, ...)."""
         from ..write.dml_plan import plan_update
         from .dml import run_dml, spark_typer
 
@@ -366,7 +368,7 @@ class DeltaTable:
         target = self.toDF()
         plan = plan_update(snap, cond, values, self._alias, typer=spark_typer(target),
                            storage_options=self._storage_options)
-        return self._result(plan, run_dml(self._spark, self._log, snap, plan))
+        run_dml(self._spark, self._log, snap, plan)
 
     def merge(self, source, condition) -> "DeltaMergeBuilder":
         """delta-spark's `merge(source, condition)`: a `DeltaMergeBuilder` for MERGE INTO this
@@ -383,14 +385,16 @@ class DeltaTable:
         _check_condition_type(condition)
         return DeltaMergeBuilder(self, source, condition)
 
-    def _result(self, plan, metrics: dict):
-        """delta-spark's DML result DataFrame from the operation's metrics."""
+    def _result(self, metrics: dict):
+        """delta-spark's MERGE result DataFrame (4.x: num_affected_rows, num_updated_rows,
+        num_deleted_rows, num_inserted_rows; nullable longs, its command's output) from the
+        operation's metrics."""
         from pyspark.sql.types import LongType, StructField, StructType
 
         from ..write.dml_plan import operation_result
 
-        row = operation_result(plan, metrics)
-        schema = StructType([StructField(k, LongType(), False) for k in row])
+        row = operation_result(metrics)
+        schema = StructType([StructField(k, LongType(), True) for k in row])
         return self._spark.createDataFrame([tuple(row.values())], schema)
 
     # --- builders ---------------------------------------------------------------------------
@@ -552,7 +556,7 @@ class DeltaMergeBuilder:
         plan = plan_merge(snap, from_spark_schema(source.schema), on, clauses, t._alias, sa,
                           schema_evolution=self._schema_evolution, typer=spark_typer(target.crossJoin(src)),
                           storage_options=t._storage_options)
-        return t._result(plan, run_dml(t._spark, t._log, snap, plan, src))
+        return t._result(run_dml(t._spark, t._log, snap, plan, src))
 
 
 @dataclasses.dataclass(frozen=True)
