@@ -30,7 +30,7 @@ from ..log import DeltaLog
 from .read import read_snapshot
 from .session import session_timestamp_ms
 
-__all__ = ["DeltaTable", "DeltaTableBuilder", "DeltaMergeBuilder", "IdentityGenerator"]
+__all__ = ["DeltaTable", "DeltaTableBuilder", "DeltaMergeBuilder", "IdentityGenerator", "delete_where", "update_where"]
 
 
 class DeltaTable:
@@ -342,33 +342,18 @@ class DeltaTable:
         `delta.enableDeletionVectors`, else copy-on-write; one commit. Returns None, as
         delta-spark does; the counts are in the commit's operationMetrics (`history(1)`:
         numDeletedRows, ...)."""
-        from ..write.dml_plan import plan_delete
-        from .dml import run_dml
-
-        cond = _condition(self, condition)
-        snap = self._log.snapshot()
-        plan = plan_delete(snap, cond, self._alias, storage_options=self._storage_options)
-        run_dml(self._spark, self._log, snap, plan)
+        delete_where(self, condition)
 
     def update(self, condition=None, set=None):
         """delta-spark's `update(condition=None, set=None)`: `set` maps columns to new values (SQL
         strings or Columns) for the rows where `condition` is TRUE (all rows when None). Returns
         None, as delta-spark does; the counts are in the commit's operationMetrics (`history(1)`:
         numUpdatedRows, ...)."""
-        from ..write.dml_plan import plan_update
-        from .dml import run_dml, spark_typer
-
         if set is None:
             raise ValueError("'set' cannot be None")
         if type(set) is not dict:
             raise TypeError(f"'set' must be a dict, found to be {type(set)}")
-        cond = _condition(self, condition)
-        values = _assignments(self, set, "'set'")
-        snap = self._log.snapshot()
-        target = self.toDF()
-        plan = plan_update(snap, cond, values, self._alias, typer=spark_typer(target),
-                           storage_options=self._storage_options)
-        run_dml(self._spark, self._log, snap, plan)
+        update_where(self, condition, set)
 
     def merge(self, source, condition) -> "DeltaMergeBuilder":
         """delta-spark's `merge(source, condition)`: a `DeltaMergeBuilder` for MERGE INTO this
@@ -416,6 +401,31 @@ class DeltaTable:
 
     def __repr__(self) -> str:
         return f"DeltaTable({self._log.table_root!r})"
+
+
+def delete_where(table: DeltaTable, condition=None) -> dict:
+    """DELETE on `table` (see `DeltaTable.delete`); the operation's metrics (the SQL statement's
+    result: `tahoe.spark.sql`)."""
+    from ..write.dml_plan import plan_delete
+    from .dml import run_dml
+
+    cond = _condition(table, condition)
+    snap = table._log.snapshot()
+    plan = plan_delete(snap, cond, table._alias, storage_options=table._storage_options)
+    return run_dml(table._spark, table._log, snap, plan)
+
+
+def update_where(table: DeltaTable, condition, values: dict) -> dict:
+    """UPDATE on `table` (see `DeltaTable.update`); the operation's metrics."""
+    from ..write.dml_plan import plan_update
+    from .dml import run_dml, spark_typer
+
+    cond = _condition(table, condition)
+    assignments = _assignments(table, values, "'set'")
+    snap = table._log.snapshot()
+    plan = plan_update(snap, cond, assignments, table._alias, typer=spark_typer(table.toDF()),
+                       storage_options=table._storage_options)
+    return run_dml(table._spark, table._log, snap, plan)
 
 
 def _check_condition_type(condition, argname: str = "'condition'") -> None:

@@ -458,31 +458,43 @@ def _merge(spark: Any, s: g.Merge):
 
 
 def _update(spark: Any, s: g.Update):
+    from ..delta_table import update_where
+
     r = resolve(spark, s.table)
     if r is None:
         return None
     alias = _target_alias(s.table, s.alias)
     values = {_strip_alias(k, alias): v for k, v in s.assignments}
-    return _dml_result(spark, _delta_table(spark, r, alias).update(s.where, values))
+    metrics = update_where(_delta_table(spark, r, alias), s.where, values)
+    return _affected(spark, metrics.get("numUpdatedRows"))
 
 
 def _delete(spark: Any, s: g.Delete):
+    from ..delta_table import delete_where
+
     r = resolve(spark, s.table)
     if r is None:
         return None
-    return _dml_result(spark, _delta_table(spark, r, _target_alias(s.table, s.alias)).delete(s.where))
+    metrics = delete_where(_delta_table(spark, r, _target_alias(s.table, s.alias)), s.where)
+    return _affected(spark, metrics.get("numDeletedRows"))
 
 
 def _truncate(spark: Any, s: g.Truncate):
+    from ..delta_table import delete_where
+
     r = resolve(spark, s.table)
     if r is None:
         return None
-    _delta_table(spark, r).delete()
+    delete_where(_delta_table(spark, r))
     return _empty(spark)
 
 
-def _dml_result(spark: Any, result: Any):
-    return result if result is not None else _empty(spark)
+def _affected(spark: Any, n: Any):
+    """delta-spark's result of DELETE / UPDATE: one row, `num_affected_rows` (a nullable long)."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    return spark.createDataFrame([(None if n is None else int(n),)],
+                                 StructType([StructField("num_affected_rows", LongType(), True)]))
 
 
 def _insert(spark: Any, s: g.Insert):
