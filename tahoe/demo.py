@@ -137,12 +137,14 @@ def _spark_pipeline(spark, path: str) -> None:
     console.print(f"updated {m.num_updated_rows}, inserted {m.num_inserted_rows} rows", highlight=False)
 
     _step("UPDATE orders SET amount = amount * 0.9 WHERE country = 'US' AND amount > 90 (deletion vectors)")
-    r = dt.update("country = 'US' AND amount > 90", {"amount": "amount * 0.9"}).collect()[0]
-    console.print(f"updated {r.num_affected_rows} rows", highlight=False)
+    dt.update("country = 'US' AND amount > 90", {"amount": "amount * 0.9"})   # None, as in delta-spark
+    r = dt.history(1).collect()[0].operationMetrics
+    console.print(f"updated {r['numUpdatedRows']} rows", highlight=False)
 
     _step("DELETE FROM orders WHERE amount < 20 (deletion vectors: no data file rewritten)")
-    r = dt.delete("amount < 20").collect()[0]
-    console.print(f"deleted {r.num_affected_rows} rows", highlight=False)
+    dt.delete("amount < 20")
+    r = dt.history(1).collect()[0].operationMetrics
+    console.print(f"deleted {r['numDeletedRows']} rows", highlight=False)
     hist = dt.history().select("version", "operation", "operationMetrics").collect()
     rt = RichTable(title="history (delta-spark's operation names and metrics)")
     for c in ("version", "operation", "metrics"):

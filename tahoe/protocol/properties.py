@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 from ..errors import InvalidTableOperationError, SchemaError
 from .intervals import parse_interval_ms
 from .stats import DEFAULT_NUM_INDEXED_COLS, DEFAULT_STRING_PREFIX_LENGTH
-from .schema import ArrayType, DataType, MapType, PrimitiveType, StructField, StructType
+from .schema import TYPE_CHANGES, ArrayType, DataType, MapType, PrimitiveType, StructField, StructType
 from .table_features import FEATURES, canonical_feature_name
 
 __all__ = [
@@ -62,7 +62,6 @@ IDENTITY_ALLOW_EXPLICIT_INSERT = "delta.identity.allowExplicitInsert"
 GENERATION_EXPRESSION = "delta.generationExpression"
 INVARIANTS = "delta.invariants"
 COLUMN_DEFAULT = "CURRENT_DEFAULT"
-TYPE_CHANGES = "delta.typeChanges"
 
 ENABLE_ROW_TRACKING = "delta.enableRowTracking"
 ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"

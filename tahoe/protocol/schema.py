@@ -728,6 +728,8 @@ def is_read_compatible(existing: StructType, read: StructType, forbid_tighten_nu
 
 # --- type changes (spec "Type Widening") ------------------------------------------------------
 
+TYPE_CHANGES = "delta.typeChanges"   # the field metadata key of a column's type change history
+
 def _type_name(dt: DataType) -> Any:
     return dt.to_json_obj()
 

@@ -20,10 +20,10 @@ it fail the job, nothing is committed), `mergeSchema`, `overwriteSchema`, `parti
 write creates, as delta-spark's DataFrameWriter; on an existing table they must agree with it),
 `storage.<key>`, `saveMode`. `readStream` / `writeStream` are `tahoe.spark.streaming`'s
 (`streamReader` / `streamWriter`), with the streaming options. Every other option is refused by
-name. Tables by name (no path: `CREATE TABLE ... USING delta`, `saveAsTable`, `insertInto`,
-`writeTo`) are refused with what to do instead; `register` also refuses `CREATE TABLE ... USING
-delta` statements and `saveAsTable` up front, before Spark records a catalog table nothing can
-reach. Spark finds this source by itself in any session where tahoe is installed
+name. Tables by name never reach this source in a session with Delta SQL on (`tahoe.spark.sql`
+resolves them to their paths); elsewhere Spark hands it no path and it refuses with what to do
+(`register` installs the same refusal up front for `CREATE TABLE ... USING delta` and
+`saveAsTable`, before Spark records a catalog table nothing could reach). Spark finds this source by itself in any session where tahoe is installed
 (`pyspark_tahoe_delta` defines it as `DefaultSource`); `register` is for tahoe shipped otherwise.
 
 Save modes: Spark hands a Python data source only append/overwrite; `ErrorIfExists` — also the
@@ -41,15 +41,12 @@ Executors need tahoe importable (see `tahoe.spark` on shipping it to a cluster).
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any, Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition
 
-from ..errors import UnsupportedFeatureError
 from .options import PUSHDOWN_OPTION, READ_KIND_OPTION, check_properties_apply, read_options, table_path, write_options
-from ..expressions.parse import creates_table_using
 
 __all__ = ["DeltaDataSource", "DefaultSource", "register", "read_via_datasource", "TableFiles", "FilesPartition",
            "ChangesPartition", "change_partitions", "pack_by_size", "spark_read_schema"]
@@ -370,12 +367,6 @@ class DeltaWriter(DataSourceArrowWriter):
         datasource_abort(self.plan, [m for m in messages if m is not None])
 
 
-_registered: set[int] = set()
-
-
-def registered(spark) -> bool:
-    """Whether `register` ran for this session."""
-    return id(spark) in _registered
 
 
 def register(spark) -> None:
@@ -383,18 +374,17 @@ def register(spark) -> None:
     (`tahoe.spark.sharing`) —, apply tahoe's confs, map the error/ignore save modes and refuse tables by
     name (see the module docstring)."""
     from .calls import install as install_calls
-    from .session import configure
+    from .session import configure, mark_registered, registered
     from .surfacing import install
 
     configure(spark)
-    key = id(spark)
-    if key in _registered:
+    if registered(spark):
         return
     from .sharing import DeltaSharingDataSource   # format("deltaSharing") too
 
     _register_source(spark, DeltaDataSource)
     _register_source(spark, DeltaSharingDataSource)
-    _registered.add(key)
+    mark_registered(spark)
     install()
     install_calls()
     from .sql.hooks import install as install_sql

@@ -30,7 +30,7 @@ from ..log import DeltaLog
 from .read import read_snapshot
 from .session import session_timestamp_ms
 
-__all__ = ["DeltaTable", "DeltaTableBuilder", "DeltaMergeBuilder", "IdentityGenerator"]
+__all__ = ["DeltaTable", "DeltaTableBuilder", "DeltaMergeBuilder", "IdentityGenerator", "delete_where", "update_where"]
 
 
 class DeltaTable:
@@ -57,8 +57,7 @@ class DeltaTable:
         an unknown name (TABLE_OR_VIEW_NOT_FOUND) and for a table that is not Delta
         (DELTA_MISSING_DELTA_TABLE). See `tahoe.spark.sql.catalog`."""
         from ..errors import AnalysisException
-        from .sql.catalog import lookup, resolve
-        from .sql.commands import table_name
+        from .sql.catalog import lookup, resolve, table_name
         from .surfacing import spark_facing
 
         try:
@@ -94,8 +93,7 @@ class DeltaTable:
 
         if sparkSession is None or os.path.exists(identifier):
             return False
-        from .sql.catalog import resolve
-        from .sql.commands import table_name
+        from .sql.catalog import resolve, table_name
 
         try:
             return resolve(sparkSession, table_name(identifier), must_exist=False) is not None
@@ -344,34 +342,21 @@ class DeltaTable:
     def delete(self, condition=None):
         """delta-spark's `delete(condition=None)`: delete the rows where `condition` (a SQL
         string or a Column) is TRUE — all rows when None. Deletion vectors when the table has
-        `delta.enableDeletionVectors`, else copy-on-write; one commit. Returns delta-spark's
-        result DataFrame (`num_affected_rows`)."""
-        from ..write.dml_plan import plan_delete
-        from .dml import run_dml
-
-        cond = _condition(self, condition)
-        snap = self._log.snapshot()
-        plan = plan_delete(snap, cond, self._alias, storage_options=self._storage_options)
-        return self._result(plan, run_dml(self._spark, self._log, snap, plan))
+        `delta.enableDeletionVectors`, else copy-on-write; one commit. Returns None, as
+        delta-spark does; the counts are in the commit's operationMetrics (`history(1)`:
+        numDeletedRows, ...)."""
+        delete_where(self, condition)
 
     def update(self, condition=None, set=None):
         """delta-spark's `update(condition=None, set=None)`: `set` maps columns to new values (SQL
         strings or Columns) for the rows where `condition` is TRUE (all rows when None). Returns
-        delta-spark's result DataFrame (`num_affected_rows`)."""
-        from ..write.dml_plan import plan_update
-        from .dml import run_dml, spark_typer
-
+        None, as delta-spark does; the counts are in the commit's operationMetrics (`history(1)`:
+        numUpdatedRows, ...)."""
         if set is None:
             raise ValueError("'set' cannot be None")
         if type(set) is not dict:
             raise TypeError(f"'set' must be a dict, found to be {type(set)}")
-        cond = _condition(self, condition)
-        values = _assignments(self, set, "'set'")
-        snap = self._log.snapshot()
-        target = self.toDF()
-        plan = plan_update(snap, cond, values, self._alias, typer=spark_typer(target),
-                           storage_options=self._storage_options)
-        return self._result(plan, run_dml(self._spark, self._log, snap, plan))
+        update_where(self, condition, set)
 
     def merge(self, source, condition) -> "DeltaMergeBuilder":
         """delta-spark's `merge(source, condition)`: a `DeltaMergeBuilder` for MERGE INTO this
@@ -388,14 +373,16 @@ class DeltaTable:
         _check_condition_type(condition)
         return DeltaMergeBuilder(self, source, condition)
 
-    def _result(self, plan, metrics: dict):
-        """delta-spark's DML result DataFrame from the operation's metrics."""
+    def _result(self, metrics: dict):
+        """delta-spark's MERGE result DataFrame (4.x: num_affected_rows, num_updated_rows,
+        num_deleted_rows, num_inserted_rows; nullable longs, its command's output) from the
+        operation's metrics."""
         from pyspark.sql.types import LongType, StructField, StructType
 
         from ..write.dml_plan import operation_result
 
-        row = operation_result(plan, metrics)
-        schema = StructType([StructField(k, LongType(), False) for k in row])
+        row = operation_result(metrics)
+        schema = StructType([StructField(k, LongType(), True) for k in row])
         return self._spark.createDataFrame([tuple(row.values())], schema)
 
     # --- builders ---------------------------------------------------------------------------
@@ -434,6 +421,31 @@ def _notebook(notebook: Any) -> tuple | None:
     if not isinstance(notebook, dict):
         return None
     return (None if notebook.get("notebookId") is None else str(notebook["notebookId"]),)
+
+
+def delete_where(table: DeltaTable, condition=None) -> dict:
+    """DELETE on `table` (see `DeltaTable.delete`); the operation's metrics (the SQL statement's
+    result: `tahoe.spark.sql`)."""
+    from ..write.dml_plan import plan_delete
+    from .dml import run_dml
+
+    cond = _condition(table, condition)
+    snap = table._log.snapshot()
+    plan = plan_delete(snap, cond, table._alias, storage_options=table._storage_options)
+    return run_dml(table._spark, table._log, snap, plan)
+
+
+def update_where(table: DeltaTable, condition, values: dict) -> dict:
+    """UPDATE on `table` (see `DeltaTable.update`); the operation's metrics."""
+    from ..write.dml_plan import plan_update
+    from .dml import run_dml, spark_typer
+
+    cond = _condition(table, condition)
+    assignments = _assignments(table, values, "'set'")
+    snap = table._log.snapshot()
+    plan = plan_update(snap, cond, assignments, table._alias, typer=spark_typer(table.toDF()),
+                       storage_options=table._storage_options)
+    return run_dml(table._spark, table._log, snap, plan)
 
 
 def _check_condition_type(condition, argname: str = "'condition'") -> None:
@@ -574,7 +586,7 @@ class DeltaMergeBuilder:
         plan = plan_merge(snap, from_spark_schema(source.schema), on, clauses, t._alias, sa,
                           schema_evolution=self._schema_evolution, typer=spark_typer(target.crossJoin(src)),
                           storage_options=t._storage_options)
-        return t._result(plan, run_dml(t._spark, t._log, snap, plan, src))
+        return t._result(run_dml(t._spark, t._log, snap, plan, src))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -709,7 +721,7 @@ class DeltaTableBuilder:
                          cluster_by=self._cluster)
 
         if self._name:
-            from .sql.commands import table_name, with_table
+            from .sql.catalog import table_name, with_table
             from .surfacing import spark_facing
 
             if self._spark is None:

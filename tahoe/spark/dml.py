@@ -11,7 +11,10 @@ Jobs:
      target with notMatchedBySource clauses — broadcasting a source whose estimated size is under
      `spark.sql.autoBroadcastJoinThreshold`. Each row gets the index of the first clause whose
      condition is TRUE (a CASE over the planner's trees, `to_spark_column`). The rows some clause
-     changes (and, for a MERGE, every matched pair) are kept (persisted on the executors);
+     changes (and, for a MERGE, every matched pair) are kept (persisted on the executors) with
+     only the target columns the clauses read (`DmlPlan.target_columns_read`: all of them with
+     change data), so Spark's scan reads no other column — a DELETE without change data keeps
+     only their file and position;
   2. a small job checks for target rows matched twice (delta-spark's
      DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE) and one summarizes the changed rows
      per file in the tasks: deletion-vector bitmaps (pyroaring, serialized) and counts, collected
@@ -23,8 +26,8 @@ Jobs:
      condition is TRUE; change data rows when the commit needs them. Each set is written by
      `tahoe.spark.write.write_dataframe` with the planner's write plan (every row check inside
      the write job);
-  4. one commit through the planner's `stage` (`commit_new_files`: files of a commit that
-     surely did not land are deleted).
+  4. one commit through the planner's `write_and_commit` (files of a commit that surely did not
+     land are deleted).
 
 A MERGE that inserts and also matches reads its source twice: the source gets a row id and is
 materialized on the executors first (`localCheckpoint`), so both reads see the same rows.
@@ -32,6 +35,7 @@ materialized on the executors first (`localCheckpoint`), so both reads see the s
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -44,11 +48,9 @@ from ..protocol.actions import AddCDCFile, AddFile
 from ..protocol.deletion_vectors import inline_dv, load_deletion_vector
 from ..storage import resolve_data_path
 from ..txn import Transaction
-from ..write.commit import commit_new_files, delete_data_files
-from ..write.deletion_vectors import stage_deleted_rows
 from ..write.dml_plan import (
     CHANGE_TYPE, CLAUSE, MULTIPLE_MATCHES_MESSAGE, ROW_COMMIT_VERSION, ROW_ID, SOURCE_PRESENT, TARGET_PRESENT,
-    Counts, DmlPlan, candidate_files, cdc_needed, record_reads, stage,
+    Counts, DmlPlan, candidate_files, cdc_needed, record_reads, write_and_commit,
 )
 from .read import FILE_COLUMN, ROW_COLUMN, hadoop_uri, read_snapshot
 from .session import configure
@@ -170,13 +172,15 @@ class _SparkDml:
     def _uri(self, add: AddFile) -> str:
         return hadoop_uri(resolve_data_path(self.snap.table_root, add.path))
 
-    def _target(self, adds: list[AddFile], dvs: dict[str, Any] | None = None):
-        """The rows of `adds` (logical columns of the read schema) with FILE_COLUMN / ROW_COLUMN
-        and, with row tracking, ROW_ID / ROW_COMMIT_VERSION."""
+    def _target(self, adds: list[AddFile], dvs: dict[str, Any] | None = None, columns: list[str] | None = None):
+        """The rows of `adds` (logical columns of the read schema: all, or `columns`) with
+        FILE_COLUMN / ROW_COLUMN and, with row tracking, ROW_ID / ROW_COMMIT_VERSION."""
         from pyspark.sql import functions as F
 
         df = read_snapshot(self.spark, self.snap, files=self._files_table(adds, dvs), file_row=True,
                            extra_columns=self.tracking or None)
+        if columns is not None:     # Spark reads only these from the files
+            df = df.select(*[col(c) for c in columns], FILE_COLUMN, ROW_COLUMN, *[col(n) for n in self.tracking])
         if not self.tracking:
             return df
         from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -281,7 +285,7 @@ class _SparkDml:
         changed = None
         summary: dict[str, dict] = {}
         if candidates and (plan.operation != "MERGE" or plan.has_matched or plan.has_not_matched_by_source):
-            target = self._target(candidates)
+            target = self._target(candidates, columns=plan.target_columns_read())
             if plan.operation == "MERGE":
                 target = target.withColumn(TARGET_PRESENT, F.lit(True)).alias(plan.target_alias)
                 how = "left" if plan.has_not_matched_by_source else "inner"
@@ -293,7 +297,11 @@ class _SparkDml:
                 target = target.alias(plan.target_alias) if plan.user_target_alias else target
                 joined = target.withColumn(CLAUSE, self._clause_column(plan.clauses, with_presence=False))
                 keep = F.col(CLAUSE).isNotNull()
-            changed = self._persist(joined.filter(keep))
+            if plan.operation == "DELETE" and not plan.cdf:
+                # only the deleted rows' places are needed: Spark reads just the condition's columns
+                changed = joined.filter(keep).select(FILE_COLUMN, ROW_COLUMN, CLAUSE)
+            else:
+                changed = self._persist(joined.filter(keep))
             if plan.operation == "MERGE" and plan.has_matched and not plan.multiple_matches_allowed:
                 dup = changed.filter(F.col(SOURCE_PRESENT).isNotNull()).groupBy(FILE_COLUMN, ROW_COLUMN).count() \
                     .filter(F.col("count") > 1).limit(1).count()
@@ -311,7 +319,6 @@ class _SparkDml:
         from pyspark.sql import functions as F
 
         plan, snap = self.plan, self.snap
-        t0 = time.perf_counter()
         by_uri = {self._uri(a): a for a in candidates}
         removed: list[AddFile] = []
         dv_rows: dict[str, Any] = {}
@@ -361,14 +368,14 @@ class _SparkDml:
                 counts.copied += live - len(allbm)
                 partial = True
         update_clauses = [c for c in plan.clauses if c.action == "update"]
-        new_files: list = []
-        added: list[AddFile] = []
-        cdcs: list[AddCDCFile] = []
-        marks: dict[str, int] = {}
         extras = {ROW_ID: plan.row_tracking[0], ROW_COMMIT_VERSION: plan.row_tracking[1]} if plan.row_tracking else None
         out_cols = [f.name for f in self.schema.fields if not f.metadata.get("delta.generationExpression")
                     or any(f.name in c.values for c in update_clauses)]
-        try:
+
+        def write(new_files: list) -> tuple[list[AddFile], list[AddCDCFile], dict[str, int]]:
+            added: list[AddFile] = []
+            cdcs: list[AddCDCFile] = []
+            marks: dict[str, int] = {}
             updated = None
             if changed is not None and counts.updated:
                 upd = changed.filter(F.col(CLAUSE).isin(*[c.index for c in update_clauses]))
@@ -401,31 +408,14 @@ class _SparkDml:
             if cdc_needed(plan, counts, partial):
                 cdc = self._cdc(changed, updated, inserted, update_clauses)
                 if cdc is not None:
-                    import dataclasses
                     cdc_plan = dataclasses.replace(plan.rewrite_plan, constraints=[], generated=[])
                     files, _ = write_dataframe(cdc, self.log, cdc_plan, extra_columns={CHANGE_TYPE: CHANGE_TYPE},
                                                subdir=CDC_DIR, file_prefix="cdc")
                     cdcs = [AddCDCFile(path=a.path, partition_values=a.partition_values, size=a.size) for a in files]
                     new_files += cdcs
-            if not removed and not dv_rows and not added:
-                from ..write.dml_plan import metrics
-                out = metrics(plan, counts, [], [], [])
-                out["version"] = snap.version
-                return out
-            dv_old, dv_new = stage_deleted_rows(snap, dv_rows) if dv_rows else ([], [])
-        except BaseException:
-            delete_data_files(self.log.store, self.log.table_root, new_files)
-            raise
-        counts.rewrite_ms = int((time.perf_counter() - t0) * 1000)
-        result: dict[str, Any] = {}
+            return added, cdcs, marks
 
-        def do_stage(t: Transaction) -> dict:
-            m = stage(plan, t, counts, removed, added, dv_old, dv_new, cdcs, marks)
-            result.update(m)
-            return m
-
-        result["version"] = commit_new_files(txn, new_files, do_stage)
-        return result
+        return write_and_commit(plan, txn, snap, counts, removed, dv_rows, write)
 
     def _plain_old(self, df):
         """A plain scan's rows (no join: bare names) as the table's schema after the operation."""
@@ -451,7 +441,7 @@ class _SparkDml:
         else:   # insert-only: one anti join against the candidate files (only the condition's columns are read)
             candidates = candidate_files(plan, self.snap)
             if candidates:
-                target = self._target(candidates).alias(plan.target_alias)
+                target = self._target(candidates, columns=plan.target_columns_read()).alias(plan.target_alias)
                 unmatched = source.join(target, on=to_spark_column(plan.condition), how="left_anti")
             else:
                 unmatched = source

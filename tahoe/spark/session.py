@@ -12,7 +12,8 @@ import sys
 import tempfile
 from typing import Any
 
-__all__ = ["configure", "local_session", "session_overwrite_mode", "session_time_zone", "session_timestamp_ms", "RUNTIME_CONF", "STATIC_CONF"]
+__all__ = ["configure", "local_session", "session_overwrite_mode", "session_time_zone", "session_timestamp_ms", "registered",
+           "mark_registered", "RUNTIME_CONF", "STATIC_CONF"]
 
 # Runtime confs (settable on a live session). Field-id reads only act when the requested schema
 # carries `parquet.field.id` metadata (tahoe's id-mode scans), so they are harmless elsewhere.
@@ -35,6 +36,16 @@ STATIC_CONF = {
 }
 
 _configured: set[int] = set()
+_registered: set[int] = set()
+
+
+def registered(spark: Any) -> bool:
+    """Whether `tahoe.spark.register` ran for this session (its sources are tahoe's)."""
+    return id(spark) in _registered
+
+
+def mark_registered(spark: Any) -> None:
+    _registered.add(id(spark))
 
 
 def configure(spark: Any) -> Any:

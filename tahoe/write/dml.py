@@ -20,6 +20,9 @@ How rows move:
   1. the candidate files (partition pruning and stats skipping on the target-only predicate) are
      read file by file (deletion vectors applied, each row's position in its file kept); a DELETE
      whose predicate reads only partition columns removes whole files without reading them;
+     DELETE / UPDATE read the condition's columns first and the rest of a file only when a row
+     matches and its values are needed — never for a DELETE with deletion vectors and no change
+     data, which writes the matched positions to a deletion vector and no data file;
   2. MERGE joins them with the source in two passes: the condition's target columns of every
      candidate file are hash-joined (pyarrow, on the `=` conjuncts between a target-only and a
      source-only side; the whole condition is then evaluated on the pairs, so NULLs never match)
@@ -31,7 +34,7 @@ How rows move:
      row changes is removed;
   4. rows written are prepared by the write plans (`prepare_rows`: casts, computed columns,
      NOT NULL / CHECK / invariants / generated) before any file is written; then data files,
-     deletion vectors and change data files; one commit (`commit_new_files`).
+     deletion vectors and change data files; one commit (`dml_plan.write_and_commit`).
 """
 
 from __future__ import annotations
@@ -53,11 +56,9 @@ from ..protocol.schema import StructType, from_arrow_schema, from_arrow_type, to
 from ..read.arrow_reader import ArrowFileReader, logical_arrow_schema
 from ..txn import Transaction
 from .arrow import prepare_rows
-from .commit import commit_new_files
-from .deletion_vectors import stage_deleted_rows
 from .dml_plan import (
     CHANGE_TYPE, DEFAULT_SOURCE_ALIAS, DEFAULT_TARGET_ALIAS, MULTIPLE_MATCHES_MESSAGE, ROW_COMMIT_VERSION, ROW_ID, CompiledClause, Counts, DmlPlan,
-    MergeClause, candidate_files, cdc_needed, plan_delete, plan_merge, plan_update, record_reads, stage,
+    MergeClause, candidate_files, cdc_needed, plan_delete, plan_merge, plan_update, record_reads, write_and_commit,
 )
 from .files import DEFAULT_TARGET_FILE_ROWS, conform_to_schema, to_arrow_table, write_data_files
 
@@ -266,7 +267,14 @@ class _Executor:
         self.tracking = _row_tracking_columns(plan)
         self.reader = ArrowFileReader(snap.store, snap.table_root, self.read_schema, snap.partition_columns,
                                       snap.column_mapping_mode)
+        # the rows a DML changes: with deletion vectors nothing is copied, so only the columns
+        # the clauses read (`target_columns_read`; all with change data); copy-on-write: all
+        needed = plan.target_columns_read() if plan.dv else None
+        self.rows_reader = self.reader if needed is None else ArrowFileReader(
+            snap.store, snap.table_root, self.read_schema, snap.partition_columns, snap.column_mapping_mode,
+            columns=needed)
         self.ta = plan.user_target_alias if plan.operation != "MERGE" else plan.target_alias
+        self._keys: ArrowFileReader | None = None
 
     # --- scopes --------------------------------------------------------------------------------
     def _target_rows(self, rows: pa.Table) -> pa.Table:
@@ -345,6 +353,8 @@ class _Executor:
         plan = self.plan
         if plan.operation == "DELETE" and self._partition_only_delete():
             return [self._whole_file_delete(a) for a in candidates]
+        if plan.condition is not None:
+            self._key_reader()        # made once, before the threads share it
         with ThreadPoolExecutor(max_workers=_THREADS) as pool:
             return [r for r in pool.map(self._one_target_file, candidates) if r is not None]
 
@@ -370,18 +380,73 @@ class _Executor:
         return r
 
     def _read(self, add: AddFile) -> pa.Table:
-        rows = self.reader.read_file(add.path, add.partition_values, add.deletion_vector, row_index=_POS,
-                                     extra_columns=self.tracking or None)
+        rows = self.rows_reader.read_file(add.path, add.partition_values, add.deletion_vector, row_index=_POS,
+                                          extra_columns=self.tracking or None)
         return _with_row_tracking(self.plan, rows, add)
 
     def _one_target_file(self, add: AddFile) -> _FileResult | None:
+        """DELETE / UPDATE of one file. With a condition, only the columns it reads are read
+        first: a file where no row matches is left unread; a DELETE that needs no other value
+        (no change data; deletion vectors, or every row of the file deleted) finishes from them
+        — the positions go into the deletion vector, no data is rewritten. Otherwise the whole
+        file is read and the matched rows updated (their values, copies, change data)."""
+        plan = self.plan
+        (clause,) = plan.clauses
+        chosen = None
+        if clause.condition is not None:
+            has_dv = add.deletion_vector is not None
+            keys = self._key_reader().read_file(add.path, add.partition_values, add.deletion_vector,
+                                                row_index=_POS if has_dv else None)
+            if keys.num_rows == 0:
+                return None
+            hit = matches(clause.condition, self._scope(keys, None), num_rows=keys.num_rows)
+            # positions in the file (the rows' indexes, unless a deletion vector dropped some)
+            at = pc.indices_nonzero(hit)
+            if not len(at):
+                return None
+            if plan.operation == "DELETE" and not plan.cdf and (plan.dv or len(at) == keys.num_rows):
+                r = _FileResult(add)
+                r.counts.deleted = len(at)
+                positions = keys.column(_POS).take(at) if has_dv else at
+                self._mark(r, positions.to_numpy().astype(np.int64, copy=False), len(at) == keys.num_rows)
+                return r
+            chosen = np.full(keys.num_rows, -1, dtype=np.int64)
+            chosen[at.to_numpy()] = clause.index
         rows = self._read(add)
         n = rows.num_rows
         if n == 0:
             return None
         t = self._target_rows(rows)
-        chosen = self._choose(self.plan.clauses, n, t, None)
+        if chosen is None:
+            chosen = self._choose(plan.clauses, n, t, None)
         return self._apply(add, rows, t, None, chosen, np.arange(n))
+
+    def _key_reader(self) -> ArrowFileReader:
+        """A reader of the columns the condition reads (the partition columns among them come
+        from the file's partition values)."""
+        if self._keys is None:
+            self._keys = ArrowFileReader(self.snap.store, self.snap.table_root, self.read_schema,
+                                         self.snap.partition_columns, self.snap.column_mapping_mode,
+                                         columns=self._condition_target_columns())
+        return self._keys
+
+    def _mark(self, r: _FileResult, positions: np.ndarray | None, all_changed: bool) -> bool:
+        """Record how the file's changed rows leave it: with deletion vectors (and rows left),
+        their `positions` go into the file's deletion vector (True: the file stays); else the
+        file is removed (False: with copy-on-write, its other rows are to be copied)."""
+        add = r.add
+        if self.plan.dv and not all_changed:
+            r.dv_positions = positions
+            r.partial = True
+            if add.deletion_vector is None:
+                r.counts.dv_added = 1
+            else:
+                r.counts.dv_updated = 1
+            return True
+        r.removed = True
+        if add.deletion_vector is not None:
+            r.counts.dv_removed = 1
+        return False
 
     def _apply(self, add: AddFile, rows: pa.Table, t_rel: pa.Table, s_rel: pa.Table | None, chosen: np.ndarray,
                target_index: np.ndarray) -> _FileResult | None:
@@ -437,17 +502,8 @@ class _Executor:
                 r.cdc.append(_tag(_strip_tracking(out), "update_postimage"))
         r.rewritten.extend(updated_out)
         all_changed = bool(changed.all())
-        if plan.dv and not all_changed:
-            r.dv_positions = pos[changed]
-            r.partial = True
-            if add.deletion_vector is None:
-                r.counts.dv_added = 1
-            else:
-                r.counts.dv_updated = 1
+        if self._mark(r, pos[changed] if plan.dv and not all_changed else None, all_changed):
             return r
-        r.removed = True
-        if add.deletion_vector is not None:
-            r.counts.dv_removed = 1
         if not all_changed:       # copy-on-write: the other rows are copied
             keep = np.flatnonzero(~changed)
             copied = self._conform_old(old.take(keep))
@@ -464,9 +520,7 @@ class _Executor:
         plan, source = self.plan, self.source
         assert source is not None
         ta, sa = plan.target_alias, plan.source_alias
-        t_cols = self._condition_target_columns()
-        key_reader = ArrowFileReader(self.snap.store, self.snap.table_root, self.read_schema,
-                                     self.snap.partition_columns, self.snap.column_mapping_mode, columns=t_cols)
+        key_reader = self._key_reader()
 
         def keys_of(i_add):
             i, add = i_add
@@ -672,10 +726,7 @@ class _Executor:
         removed = [r.add for r in results if r.removed]
         dv_rows = {r.add.path: r.dv_positions for r in results if r.dv_positions is not None}
         if not removed and not dv_rows and not counts.inserted:
-            out = _metrics_only(plan, counts)
-            out["version"] = snap.version
-            return out
-        t0 = time.perf_counter()
+            return write_and_commit(plan, txn, snap, counts, [], {}, lambda _new: ([], [], {}))
         rewrite_parts = [t for r in results for t in r.rewritten if t.num_rows]
         rewritten = _concat(rewrite_parts)
         extras = {ROW_ID: plan.row_tracking[0], ROW_COMMIT_VERSION: plan.row_tracking[1]} if plan.row_tracking else None
@@ -701,8 +752,8 @@ class _Executor:
             if prepared_insert is not None:
                 parts.append(_tag(_strip_tracking(prepared_insert), "insert"))
             cdc_rows = _concat([p for p in parts if p.num_rows])
-        new_files: list = []
-        try:
+
+        def write(new_files: list) -> tuple[list[AddFile], list[AddCDCFile], dict[str, int]]:
             added: list[AddFile] = []
             wplan = plan.rewrite_plan or plan.insert_plan
             for prepared, wp in ((prepared_rewrite, plan.rewrite_plan), (prepared_insert, plan.insert_plan)):
@@ -720,26 +771,9 @@ class _Executor:
                                          extra_columns={CHANGE_TYPE: CHANGE_TYPE}, subdir=CDC_DIR, file_prefix="cdc")
                 cdcs = [AddCDCFile(path=a.path, partition_values=a.partition_values, size=a.size) for a in files]
                 new_files.extend(cdcs)
-            dv_old, dv_new = stage_deleted_rows(snap, dv_rows) if dv_rows else ([], [])
-        except BaseException:
-            from .commit import delete_data_files
-            delete_data_files(log.store, log.table_root, new_files)
-            raise
-        counts.rewrite_ms = int((time.perf_counter() - t0) * 1000)
-        result: dict[str, Any] = {}
+            return added, cdcs, marks
 
-        def do_stage(t: Transaction) -> dict:
-            m = stage(plan, t, counts, removed, added, dv_old, dv_new, cdcs, marks)
-            result.update(m)
-            return m
-
-        result["version"] = commit_new_files(txn, new_files, do_stage)
-        return result
-
-
-def _metrics_only(plan: DmlPlan, counts: Counts) -> dict[str, Any]:
-    from .dml_plan import metrics
-    return metrics(plan, counts, [], [], [])
+        return write_and_commit(plan, txn, snap, counts, removed, dv_rows, write)
 
 
 def _concat(parts: list[pa.Table]) -> pa.Table | None:

@@ -2,7 +2,8 @@
 executors — the Arrow one (`tahoe.write.dml`: `tahoe.delete` / `update` / `merge`) and the Spark
 one (`tahoe.spark.dml`, behind `tahoe.spark.DeltaTable.delete` / `update` / `merge`). The
 executors only move rows: they evaluate the trees this module builds (Arrow with
-`tahoe.expressions.evaluate`, Spark with `to_spark_column`) and hand their files to `stage`.
+`tahoe.expressions.evaluate`, Spark with `to_spark_column`) and hand a function writing their
+rows to `write_and_commit` (deletion vectors, staging, one commit, cleanup on failure).
 
     plan = plan_delete(snapshot, "day = 'mon' AND v < 10")
     plan = plan_update(snapshot, "id = 3", {"v": "v + 1"})
@@ -74,6 +75,8 @@ from ..protocol.schema import (
     is_numeric, merge_schemas,
 )
 from ..protocol.table_features import is_feature_supported
+from .commit import commit_new_files, delete_data_files
+from .deletion_vectors import stage_deleted_rows
 from .plan import WritePlan, is_identity, plan_rows
 from .writer import partition_predicate
 
@@ -85,6 +88,7 @@ __all__ = [
     "MergeClause", "CompiledClause", "DmlPlan", "plan_delete", "plan_update", "plan_merge",
     "TARGET_PRESENT", "SOURCE_PRESENT", "CLAUSE", "ROW_ID", "ROW_COMMIT_VERSION", "CHANGE_TYPE",
     "candidate_files", "record_reads", "cdc_needed", "can_store_assign", "Counts", "stage", "metrics",
+    "write_and_commit",
     "operation_result", "MULTIPLE_MATCHES_MESSAGE", "DEFAULT_TARGET_ALIAS", "DEFAULT_SOURCE_ALIAS", "KINDS",
 ]
 
@@ -228,6 +232,26 @@ class DmlPlan:
         """The columns rewritten rows carry before generated columns are recomputed."""
         return [f.name for f in self.schema.fields]
 
+    def target_columns_read(self) -> list[str] | None:
+        """The target's columns the operation reads from the rows it changes: those its
+        condition, its clauses' conditions and their values name (an update's values name every
+        column it keeps), in table order. None when it needs the old rows whole: change data
+        (pre-images, deleted rows). Copy-on-write copies are read apart (the whole file)."""
+        if self.cdf:
+            return None
+        scope = Scope.of_schema(self.read_schema, self.target_alias if self.has_source else self.user_target_alias)
+        trees = [self.condition] + [t for c in self.clauses for t in (c.condition, *c.values.values())]
+        wanted: set[str] = set()
+        for tree in trees:
+            if tree is None:
+                continue
+            for col in tree.columns():
+                try:
+                    wanted.add(scope.resolve(col).names[0])
+                except AnalysisException:
+                    continue      # a source column, or a flag column
+        return [f.name for f in self.read_schema.fields if f.name in wanted]
+
     def target_column(self, name: str) -> Column:
         """The target's column `name` in the relation (qualified when it is a join)."""
         return Column((self.target_alias, name)) if self.has_source else Column((name,))
@@ -292,6 +316,22 @@ def _field(schema: StructType, name: str, what: str) -> StructField:
                 f"assign the whole struct column {quote_identifier(name.split('.')[0])} instead")
         raise unresolved_column(name, schema.names)
     return f
+
+
+def _explicit_assignments(schema: StructType, assignments: Mapping[str, Any], what: str,
+                          verb: str) -> dict[str, Expression]:
+    """{column: SQL or tree} as the user gave it → {the table's column name: tree}: every name a
+    column of `schema` (case-insensitively), none assigned twice."""
+    given: dict[str, Expression] = {}
+    for name, value in assignments.items():
+        if not isinstance(name, str):
+            raise TypeError(f"the columns to {verb} must be named by strings, got {name!r}")
+        f = _field(schema, name, what)
+        if f.name in given:
+            raise AnalysisException(f"[DUPLICATE_ASSIGNMENTS] The column {quote_identifier(f.name)} is assigned "
+                                    f"more than once in {what}")
+        given[f.name] = _as_tree(value, f"the value of {name!r}")
+    return given
 
 
 def _identity_update_error(name: str) -> AnalysisException:
@@ -432,14 +472,7 @@ def _update_values(schema: StructType, read_schema: StructType, assignments: Map
                 raise _identity_update_error(f.name)
             given[f.name] = src
     else:
-        for name, value in assignments.items():
-            if not isinstance(name, str):
-                raise TypeError(f"the columns to set must be named by strings, got {name!r}")
-            f = _field(schema, name, what)
-            if f.name in given:
-                raise AnalysisException(f"[DUPLICATE_ASSIGNMENTS] The column {quote_identifier(f.name)} is assigned "
-                                        f"more than once in {what}")
-            given[f.name] = _as_tree(value, f"the value of {name!r}")
+        given = _explicit_assignments(schema, assignments, what, "set")
     for name, tree in given.items():
         f = schema.field(name)
         if is_identity(f):
@@ -605,14 +638,7 @@ def _insert_given(schema: StructType, c: MergeClause, joined: Scope, sscope: Sco
                 continue   # GENERATED ALWAYS: insert * leaves it to the identity generator
             given[f.name] = src
     else:
-        for name, value in c.assignments.items():
-            if not isinstance(name, str):
-                raise TypeError(f"the columns to insert must be named by strings, got {name!r}")
-            f = _field(schema, name, what)
-            if f.name in given:
-                raise AnalysisException(f"[DUPLICATE_ASSIGNMENTS] The column {quote_identifier(f.name)} is assigned "
-                                        f"more than once in {what}")
-            given[f.name] = _as_tree(value, f"the value of {name!r}")
+        given = _explicit_assignments(schema, c.assignments, what, "insert")
     for name, tree in given.items():
         f = schema.field(name)
         _check_refs(tree, joined, what, sscope)
@@ -815,14 +841,43 @@ def stage(plan: DmlPlan, txn: "Transaction", counts: Counts, removed: list[AddFi
     return metrics(plan, counts, removed, added, cdcs)
 
 
-def operation_result(plan: DmlPlan, m: Mapping[str, int]) -> dict[str, int]:
-    """The row counts delta-spark's DML commands return as a DataFrame (DELETE / UPDATE:
-    num_affected_rows; MERGE: num_affected_rows, num_updated_rows, num_deleted_rows,
-    num_inserted_rows)."""
-    if plan.operation == "DELETE":
-        return {"num_affected_rows": int(m.get("numDeletedRows", 0))}
-    if plan.operation == "UPDATE":
-        return {"num_affected_rows": int(m.get("numUpdatedRows", 0))}
+def write_and_commit(plan: DmlPlan, txn: "Transaction", snapshot: "Snapshot", counts: Counts,
+                     removed: list[AddFile], dv_rows: Mapping[str, Any],
+                     write: Callable[[list], tuple[list[AddFile], list[AddCDCFile], Mapping[str, int]]]) -> dict:
+    """The tail every executor shares: `write(new_files)` writes the DML's rows (appending each
+    file to `new_files` as soon as it exists; returns the data files added, the change data files
+    and the identity high-water marks), then the deletion vectors of `dv_rows` ({path: row
+    positions}) are written and everything is staged (`stage`) and committed in one version
+    (`commit_new_files`). The files of a failed attempt are deleted (a failed write, or a commit
+    that surely did not land). Nothing to change: no commit, the snapshot's version. Returns the
+    operation metrics and `version`."""
+    t0 = time.perf_counter()
+    new_files: list = []
+    try:
+        added, cdcs, marks = write(new_files)
+        if not removed and not dv_rows and not added:
+            delete_data_files(snapshot.store, snapshot.table_root, new_files)
+            return {**metrics(plan, counts, [], [], []), "version": snapshot.version}
+        dv_old, dv_new = stage_deleted_rows(snapshot, dv_rows) if dv_rows else ([], [])
+    except BaseException:
+        delete_data_files(snapshot.store, snapshot.table_root, new_files)
+        raise
+    counts.rewrite_ms = int((time.perf_counter() - t0) * 1000)
+    result: dict[str, Any] = {}
+
+    def do_stage(t: "Transaction") -> dict:
+        m = stage(plan, t, counts, removed, added, dv_old, dv_new, cdcs, marks)
+        result.update(m)
+        return m
+
+    result["version"] = commit_new_files(txn, new_files, do_stage)
+    return result
+
+
+def operation_result(m: Mapping[str, int]) -> dict[str, int]:
+    """The row counts delta-spark 4.x's `DeltaMergeBuilder.execute()` returns as a DataFrame
+    (num_affected_rows, num_updated_rows, num_deleted_rows, num_inserted_rows) from a MERGE's
+    metrics. (delta-spark's `DeltaTable.delete` / `update` return None.)"""
     up, de, ins = (int(m.get(k, 0)) for k in ("numTargetRowsUpdated", "numTargetRowsDeleted", "numTargetRowsInserted"))
     return {"num_affected_rows": up + de + ins, "num_updated_rows": up, "num_deleted_rows": de,
             "num_inserted_rows": ins}

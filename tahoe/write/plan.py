@@ -36,7 +36,6 @@ exactly when the write creates the table; every refusal that needs no data has h
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 import uuid
 from typing import TYPE_CHECKING, Any, Iterable
@@ -52,11 +51,10 @@ from ..protocol.actions import Metadata
 from ..protocol.clustering import check_clustering_columns
 from ..protocol.properties import (
     COLUMN_DEFAULT, GENERATION_EXPRESSION, IDENTITY_ALLOW_EXPLICIT_INSERT, IDENTITY_HIGH_WATER_MARK,
-    IDENTITY_START, IDENTITY_STEP, TYPE_CHANGES, is_true, normalize_properties,
+    IDENTITY_START, IDENTITY_STEP, is_true, normalize_properties,
 )
 from ..protocol.schema import (
-    record_type_changes,
-    ArrayType, DataType, MapType, StructField, StructType, check_write_compatible, merge_schemas,
+    StructField, StructType, check_write_compatible, merge_schemas, record_type_changes,
 )
 from ..protocol.table_features import check_writable, is_feature_supported
 from .constraints import constraint_expressions

@@ -1,10 +1,13 @@
 """DELETE / UPDATE / MERGE on Spark (`tahoe.spark.DeltaTable`, delta-spark's Python API).
 
 Oracles: delta-rs running the same operations on its own copy of the table (the scenarios of
-tests/write/test_dml_differential.py, translated to delta-spark's builder), delta-rs reading what
-the Spark executor wrote (QueryBuilder: deletion vectors, column mapping) and its `load_cdf`;
-expected rows, metrics and history entries derived by hand for the API checks. Spark work is kept
-small: one shared session, tables of a few dozen rows.
+tests/write/test_dml_differential.py, translated to delta-spark's builder, on all six table
+variants), delta-rs reading what the Spark executor wrote (QueryBuilder: deletion vectors, column
+mapping) and its `load_cdf`; the by-hand pandas oracle of tests/write/test_dml_random.py for a
+seeded random sequence; Spark's own record of the queries it ran (the SQL status store: physical
+plans and the scans' "number of files read") for broadcast joins, partition pruning and stats
+skipping; expected rows, metrics and history entries derived by hand for the API checks. Spark
+work is kept small: one shared session, tables of a few dozen rows.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import pytest
 
 from tahoe.log import DeltaLog
 from tahoe.read.changes import read_changes_arrow
+from tests.fixtures.delta_log import commit_infos, latest_version, log_actions
 from tests.fixtures.deltars import run_deltars, sorted_rows, source_file
 from tests.write.test_dml_differential import (
     COLS, SCENARIOS, SOURCE, VARIANTS, base_rows, cdf_rows, deltars_ops, make_table,
@@ -41,16 +45,21 @@ def spark_df(spark, t: pa.Table, schema: str = SPARK_SCHEMA):
 
 
 def run_spark(spark, path: str, ops: list[dict], source) -> list[list]:
-    """The ops through delta-spark's API on tahoe; each op's result DataFrame as rows."""
+    """The ops through delta-spark's API on tahoe; each MERGE's result DataFrame as rows (None
+    for DELETE / UPDATE, which return None in delta-spark)."""
     from tahoe.spark import DeltaTable
 
     out = []
     for op in ops:
         dt = DeltaTable.forPath(spark, path)
         if op["op"] == "delete":
-            r = dt.delete(op.get("predicate"))
+            assert dt.delete(op.get("predicate")) is None
+            out.append(None)
+            continue
         elif op["op"] == "update":
-            r = dt.update(op.get("predicate"), op["updates"])
+            assert dt.update(op.get("predicate"), op["updates"]) is None
+            out.append(None)
+            continue
         else:
             m = dt.alias(op["target_alias"]).merge(source.alias(op["source_alias"]), op["predicate"])
             for name, kw in op["clauses"]:
@@ -82,7 +91,7 @@ def oracle(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("variant", ["cow-flat", "cm-dv"])
+@pytest.mark.parametrize("variant", list(VARIANTS))
 def test_spark_dml_matches_delta_rs(spark, variant, oracle, tmp_path):
     """Every scenario (every clause kind, NULLs in conditions) on Spark: the rows tahoe reads =
     delta-rs's rows for the same operations; delta-rs reads the table the Spark executor wrote
@@ -113,28 +122,6 @@ def test_spark_dml_matches_delta_rs(spark, variant, oracle, tmp_path):
             assert cdf_rows(r["cdf"]) == cdf_rows(want["cdf"]), name
 
 
-def _history(path: str) -> list[dict]:
-    """commitInfo of each version, read from the log files (not through tahoe)."""
-    out = []
-    log = os.path.join(path, "_delta_log")
-    for name in sorted(f for f in os.listdir(log) if f.endswith(".json")):
-        with open(os.path.join(log, name)) as fh:
-            for line in fh:
-                a = json.loads(line)
-                if "commitInfo" in a:
-                    out.append(a["commitInfo"])
-    return out
-
-
-def _actions(path: str, version: int) -> dict[str, list]:
-    out: dict[str, list] = {}
-    with open(os.path.join(path, "_delta_log", f"{version:020d}.json")) as fh:
-        for line in fh:
-            (k, v), = json.loads(line).items()
-            out.setdefault(k, []).append(v)
-    return out
-
-
 def test_dv_mode_on_spark(spark, tmp_path):
     """Merge-on-read on Spark: a DELETE of a few rows adds no data file (only DVs on the same
     files); an UPDATE writes only the updated rows; the result reads the same (hand-derived rows)
@@ -145,16 +132,16 @@ def test_dv_mode_on_spark(spark, tmp_path):
     path = str(tmp_path / "t")
     make_table(path, True, {"delta.enableDeletionVectors": "true"})
     dt = DeltaTable.forPath(spark, path)
-    assert dt.delete("id IN (1, 2, 30)").collect()[0].num_affected_rows == 3
-    a = _actions(path, 1)
+    assert dt.delete("id IN (1, 2, 30)") is None                        # as delta-spark's
+    assert dt.history(1).collect()[0].operationMetrics["numDeletedRows"] == "3"
+    a = log_actions(path, 1)
     assert "add" in a and all(x.get("deletionVector") is not None for x in a["add"])   # DVs only
     assert {x["path"] for x in a["add"]} == {x["path"] for x in a["remove"]}         # same data files
     assert len(a["add"]) == 3 and "cdc" in a                                         # CDF on: DV deletes need cdc
     from pyspark.sql import functions as F
 
-    r = dt.update(F.col("id").isin(4, 5), {"v": F.lit(-1)}).collect()
-    assert [tuple(x) for x in r] == [(2,)]
-    a = _actions(path, 2)
+    assert dt.update(F.col("id").isin(4, 5), {"v": F.lit(-1)}) is None
+    a = log_actions(path, 2)
     new = [x for x in a["add"] if x.get("deletionVector") is None]
     assert sum(json.loads(x["stats"])["numRecords"] for x in new) == 2              # only the changed rows
     want = [(i, d, -1 if i in (4, 5) else v, s) for i, d, v, s in sorted_rows(base_rows(), COLS)
@@ -168,17 +155,13 @@ def test_dv_mode_on_spark(spark, tmp_path):
     cdf = sorted((r["id"], r["_change_type"], r["_commit_version"]) for r in rs["cdf"].to_pylist())
     assert cdf == [(1, "delete", 1), (2, "delete", 1), (4, "update_postimage", 2), (4, "update_preimage", 2),
                    (5, "update_postimage", 2), (5, "update_preimage", 2), (30, "delete", 1)]
-    h = _history(path)
+    h = commit_infos(path)
     assert [c["operation"] for c in h] == ["WRITE", "DELETE", "UPDATE"]
     m = h[1]["operationMetrics"]
     assert (m["numDeletedRows"], m["numAddedFiles"], m["numRemovedFiles"], m["numDeletionVectorsAdded"],
             m["numCopiedRows"]) == ("3", "0", "0", "3", "0")
     m = h[2]["operationMetrics"]
     assert (m["numUpdatedRows"], m["numCopiedRows"], m["numAddedFiles"]) == ("2", "0", str(len(new)))
-
-
-def _version(path: str) -> int:
-    return max(int(f.split(".")[0]) for f in os.listdir(os.path.join(path, "_delta_log")) if f.endswith(".json"))
 
 
 def test_merge_api_errors_and_schema_evolution(spark, tmp_path):
@@ -206,10 +189,11 @@ def test_merge_api_errors_and_schema_evolution(spark, tmp_path):
          .whenNotMatchedBySourceDelete()
          .execute())
     assert r.columns == ["num_affected_rows", "num_updated_rows", "num_deleted_rows", "num_inserted_rows"]
+    assert {f.dataType.simpleString() for f in r.schema.fields} == {"bigint"}   # nullable longs, as its command
     assert tuple(r.collect()[0]) == (6, 2, 2, 2)
     assert sorted(tuple(x) for x in dt.toDF().collect()) == [(1, "A", 12), (4, "none", 40), (5, "E", 50),
                                                              (6, "F", 60)]
-    h = _history(path)[-1]
+    h = commit_infos(path)[-1]
     assert h["operation"] == "MERGE"
     m = h["operationMetrics"]
     assert {k: m[k] for k in ("numSourceRows", "numTargetRowsInserted", "numTargetRowsUpdated",
@@ -226,17 +210,17 @@ def test_merge_api_errors_and_schema_evolution(spark, tmp_path):
     assert [c["actionType"] for c in json.loads(p["notMatchedBySourcePredicates"])] == ["update", "delete"]
 
     # a target row matched by two source rows: delta-spark's error, nothing committed
-    v = _version(path)
+    v = latest_version(path)
     dup = spark.createDataFrame([(1, "x", 1), (1, "y", 2)], "id long, k string, v long")
     with pytest.raises(DeltaUnsupportedOperationException,
                        match="DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE") as e:
         dt.alias("t").merge(dup.alias("s"), "t.id = s.id").whenMatchedUpdateAll().execute()
     assert e.value.error_class == "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
-    assert _version(path) == v
+    assert latest_version(path) == v
     # ... unless the only matched clause is an unconditional delete
     r = dt.alias("t").merge(dup.alias("s"), "t.id = s.id").whenMatchedDelete().execute()
     assert tuple(r.collect()[0]) == (1, 0, 1, 0)
-    v = _version(path)
+    v = latest_version(path)
     assert sorted(x.id for x in dt.toDF().collect()) == [4, 5, 6]
 
     # bad input: a clear error, nothing committed
@@ -248,7 +232,7 @@ def test_merge_api_errors_and_schema_evolution(spark, tmp_path):
         dt.update("id = 4", {"v": "-1"})
     with pytest.raises(DeltaError):
         dt.merge(src.alias("s"), "t.id = s.id").whenMatchedUpdate(set={"nope": "s.v"}).execute()
-    assert _version(path) == v
+    assert latest_version(path) == v
     assert sorted(tuple(x) for x in dt.toDF().collect()) == [(4, "none", 40), (5, "E", 50), (6, "F", 60)]
 
     # schema evolution: the source's new column joins the table
@@ -328,10 +312,10 @@ def test_row_tracking_on_spark(spark, tmp_path):
     write_table(path, pa.table({"id": pa.array([1, 2, 3, 4], pa.int64()), "v": pa.array([10, 20, 30, 40], pa.int64())}),
                 properties={"delta.enableRowTracking": "true"})
     DeltaTable.forPath(spark, path).update("id = 3", {"v": "v + 1"})
-    meta = _actions(path, 0)["metaData"][0]["configuration"]
+    meta = log_actions(path, 0)["metaData"][0]["configuration"]
     rid, rcv = (meta["delta.rowTracking.materializedRowIdColumnName"],
                 meta["delta.rowTracking.materializedRowCommitVersionColumnName"])
-    a = _actions(path, 1)
+    a = log_actions(path, 1)
     got = {}
     for add in a["add"]:
         t = pq.read_table(os.path.join(path, add["path"]))
@@ -340,3 +324,235 @@ def test_row_tracking_on_spark(spark, tmp_path):
             got[id_] = (r if r is not None else add["baseRowId"] + i,
                         c if c is not None else add["defaultRowCommitVersion"])
     assert got == {1: (0, 0), 2: (1, 0), 3: (2, 1), 4: (3, 0)}
+
+
+# --- what Spark ran: plans and files read ------------------------------------------------------------
+
+class SparkQueries:
+    """The SQL executions Spark records while the block runs (its SQL status store, which the
+    UI reads): physical plans and metrics. Waits for the listener to record each execution's end."""
+
+    def __init__(self, spark):
+        self.store = spark._jsparkSession.sharedState().statusStore()
+
+    def _all(self) -> list:
+        out, it = [], self.store.executionsList().iterator()
+        while it.hasNext():
+            out.append(it.next())
+        return out
+
+    def __enter__(self):
+        self.before = {e.executionId() for e in self._all()}
+        return self
+
+    def __exit__(self, *exc):
+        import time
+
+        deadline = time.monotonic() + 120
+        while True:
+            self.executions = [e for e in self._all() if e.executionId() not in self.before]
+            if all(e.completionTime().isDefined() for e in self.executions) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        return False
+
+    def plans(self) -> list[str]:
+        return [e.physicalPlanDescription() for e in self.executions]
+
+    def metric(self, name: str) -> int:
+        """The sum of the metric `name` over the plan nodes the executions ran. A node shared by
+        several plans — the initial and final plan of an adaptive query, a cached relation's
+        plan under every query that reads the cache — is one accumulator: counted once."""
+        seen: dict[int, int] = {}
+        for e in self.executions:
+            values = self.store.executionMetrics(e.executionId())
+            it = e.metrics().iterator()
+            while it.hasNext():
+                m = it.next()
+                if m.name() == name:
+                    v = values.get(m.accumulatorId())
+                    if v.isDefined():
+                        seen[m.accumulatorId()] = int(str(v.get()).replace(",", ""))
+        return sum(seen.values())
+
+
+def _partitioned_table(spark, path: str, dv: bool) -> None:
+    """ids 0..39, p = a/b/c/d for ids 0-9 / 10-19 / 20-29 / 30-39, two files of 5 ids each per
+    partition (8 files, id ranges 0-4, 5-9, 10-14, ...)."""
+    from tahoe.write.arrow import write_table
+
+    write_table(path, pa.table({"id": pa.array(range(40), pa.int64()), "p": [["a", "b", "c", "d"][i // 10] for i in range(40)],
+                                "v": pa.array(range(40), pa.int64())}),
+                partition_by=["p"], target_file_rows=5, properties={"delta.enableDeletionVectors": str(dv).lower()})
+
+
+@pytest.mark.parametrize("dv", [True, False])
+def test_spark_dml_reads_only_candidate_files(spark, tmp_path, dv):
+    """Partition pruning and stats skipping on the target side: Spark's scans of a DELETE /
+    UPDATE / MERGE whose condition names one partition and an id range read only the one file
+    (of 8) whose partition and min/max can hold a matching row — counted by Spark itself
+    ("number of files read" of every scan the operation ran). With copy-on-write the touched
+    file is read again for its copied rows (2); deletion vectors need no second read."""
+    from tahoe.spark import DeltaTable
+
+    path = str(tmp_path / "t")
+    _partitioned_table(spark, path, dv)
+    dt = DeltaTable.forPath(spark, path)
+    reads = 1 if dv else 2
+    with SparkQueries(spark) as q:
+        dt.delete("p = 'b' AND id >= 17")                   # files of b: ids 10-14, 15-19
+    assert q.metric("number of files read") == reads
+    with SparkQueries(spark) as q:
+        dt.update("p = 'd' AND id < 33", {"v": "-v"})       # files of d: 30-34, 35-39
+    assert q.metric("number of files read") == reads
+    src = spark.createDataFrame([(21, "c", 0), (22, "c", 0)], "id long, p string, v long")
+    with SparkQueries(spark) as q:
+        (dt.alias("t").merge(src.alias("s"), "t.id = s.id AND t.p = 'c' AND t.id < 25")
+         .whenMatchedUpdate(set={"v": "s.v"}).execute())    # files of c: 20-24, 25-29
+    assert q.metric("number of files read") == reads
+    rows = {r.id: r.v for r in dt.toDF().collect()}
+    assert sorted(set(range(40)) - set(rows)) == [17, 18, 19]
+    assert [rows[i] for i in (30, 31, 32, 33, 21, 22, 23)] == [-30, -31, -32, 33, 0, 0, 23]
+
+
+def test_small_merge_source_is_broadcast(spark, tmp_path):
+    """A MERGE whose source Spark estimates under spark.sql.autoBroadcastJoinThreshold joins it
+    by broadcast: the physical plans Spark ran have a BroadcastHashJoin whose broadcast side
+    scans the source (its parquet file, or the source as the executor materialized it) and not
+    the target (2,000 rows in files larger than the threshold: the target is never the one
+    sent). With broadcasting off (threshold -1) the same MERGE shuffles both sides instead."""
+    import pyarrow.parquet as pq
+
+    from tahoe.spark import DeltaTable
+    from tahoe.write.arrow import write_table
+
+    path = str(tmp_path / "t")
+    write_table(path, pa.table({"id": pa.array(range(2000), pa.int64()), "v": [f"value-{i:06d}" for i in range(2000)]}),
+                target_file_rows=500)
+    src_path = str(tmp_path / "source.parquet")
+    pq.write_table(pa.table({"id": pa.array([3, 7, 5000], pa.int64()), "v": ["x", "y", "z"]}), src_path)
+    target_bytes = min(a.size for a in DeltaLog.for_table(path).snapshot().add_files())
+    source_bytes = os.path.getsize(src_path)
+    threshold = (target_bytes + source_bytes) // 2
+    assert source_bytes < threshold < target_bytes
+
+    def source_broadcast(plans: list[str]) -> bool:
+        sides = [side for p in plans for side in _broadcast_sides(p)]
+        return any(("source.parquet" in side or "localCheckpoint" in side) and str(tmp_path / "t") not in side
+                   for side in sides)
+
+    dt = DeltaTable.forPath(spark, path)
+    old = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    try:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", str(threshold))
+        for upsert in (False, True):      # an upsert materializes the source first (it reads it twice)
+            with SparkQueries(spark) as q:
+                mb = dt.alias("t").merge(spark.read.parquet(src_path).alias("s"), "t.id = s.id").whenMatchedUpdateAll()
+                r = (mb.whenNotMatchedInsertAll() if upsert else mb).execute()
+            assert tuple(r.collect()[0]) == ((3, 2, 0, 1) if upsert else (2, 2, 0, 0))
+            assert source_broadcast(q.plans()), q.plans()
+            assert not any("SortMergeJoin" in p for p in q.plans())
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+        with SparkQueries(spark) as q:
+            (dt.alias("t").merge(spark.read.parquet(src_path).alias("s"), "t.id = s.id")
+             .whenMatchedUpdateAll().execute())
+        assert not source_broadcast(q.plans())
+        assert any("SortMergeJoin" in p for p in q.plans())
+    finally:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", old)
+    assert sorted((r.id, r.v) for r in dt.toDF().filter("id IN (3, 7, 5000)").collect()) == [
+        (3, "x"), (7, "y"), (5000, "z")]
+
+
+def _broadcast_sides(plan: str) -> list[str]:
+    """The text of each BroadcastExchange's subtree in a formatted physical plan (its node
+    line and the lines indented under it), with the nodes' details (the "(n) Scan parquet ...
+    Location: ..." sections below the tree) appended for the scans the subtree holds."""
+    lines = plan.splitlines()
+    tree_end = next((i for i, line in enumerate(lines) if not line.strip()), len(lines))
+    tree, details = lines[:tree_end], "\n".join(lines[tree_end:])
+    sections = {}
+    for block in details.split("\n\n"):
+        head = block.strip().split("\n", 1)[0]
+        if head.startswith("("):
+            sections[head.split(")")[0] + ")"] = block
+    out = []
+    for i, line in enumerate(tree):
+        if "BroadcastExchange" not in line:
+            continue
+        indent = len(line) - len(line.lstrip(" :+-*"))
+        sub = [line]
+        for nxt in tree[i + 1:]:
+            if len(nxt) - len(nxt.lstrip(" :+-*")) <= indent:
+                break
+            sub.append(nxt)
+        text = "\n".join(sub)
+        for node in sub:
+            n = node.strip().rsplit("(", 1)[-1].rstrip(")")
+            if n.isdigit() and f"({n})" in sections:
+                text += "\n" + sections[f"({n})"]
+        out.append(text)
+    return out
+
+
+def test_insert_only_merge_appends_without_removing(spark, tmp_path):
+    """A MERGE with only insert clauses rewrites nothing: its commit has add actions for the new
+    rows and no remove action (copy-on-write and deletion vectors alike); the rows are the old
+    ones plus the source rows no target row matched (derived by hand)."""
+    from tahoe.spark import DeltaTable
+
+    for dv in (False, True):
+        path = str(tmp_path / f"t{dv}")
+        _partitioned_table(spark, path, dv)
+        src = spark.createDataFrame([(3, "a", 0), (50, "b", 5), (51, "z", 6)], "id long, p string, v long")
+        r = (DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id")
+             .whenNotMatchedInsertAll().execute())
+        assert tuple(r.collect()[0]) == (2, 0, 0, 2)
+        a = log_actions(path, 1)
+        assert "remove" not in a and sum(json.loads(x["stats"])["numRecords"] for x in a["add"]) == 2
+        assert all(x["dataChange"] for x in a["add"])
+        rows = sorted((x.id, x.p, x.v) for x in spark.read.format("delta").load(path).collect())
+        assert rows == sorted([(i, "abcd"[i // 10], i) for i in range(40)] + [(50, "b", 5), (51, "z", 6)])
+
+
+def test_random_dml_sequence_on_spark(spark, tmp_path):
+    """A shorter seeded random sequence (tests/write/test_dml_random.py) through delta-spark's
+    API on tahoe's Spark executor — partitioned, deletion vectors — checked after each step
+    against the same by-hand pandas oracle."""
+    from tahoe.spark import DeltaTable, read_delta
+    from tests.write import test_dml_random as R
+
+    methods = {("matched", "update"): ("whenMatchedUpdate", "set"), ("matched", "delete"): ("whenMatchedDelete", None),
+               ("notMatched", "insert"): ("whenNotMatchedInsert", "values"),
+               ("notMatchedBySource", "update"): ("whenNotMatchedBySourceUpdate", "set"),
+               ("notMatchedBySource", "delete"): ("whenNotMatchedBySourceDelete", None)}
+
+    def metrics(path: str) -> dict:
+        return {k: int(v) for k, v in commit_infos(path)[-1]["operationMetrics"].items()}
+
+    def run(path: str, step) -> dict[str, int]:
+        dt = DeltaTable.forPath(spark, path)
+        if step.op == "delete":
+            assert dt.delete(step.cond.sql()) is None
+            return {"deleted": metrics(path)["numDeletedRows"], "updated": 0, "inserted": 0}
+        if step.op == "update":
+            assert dt.update(step.cond.sql() if step.cond else None, {c: v.sql() for c, v in step.values.items()}) is None
+            return {"deleted": 0, "updated": metrics(path)["numUpdatedRows"], "inserted": 0}
+        src = spark.createDataFrame([tuple(r[c] for c in R.COLS) for r in step.source], "id long, p string, v long, s string")
+        mb = dt.alias("t").merge(src.alias("s"), step.cond.sql())
+        for c in step.clauses:
+            cond = c.cond.sql() if c.cond else None
+            if c.action != "delete" and c.values is None:
+                mb = (mb.whenMatchedUpdateAll if c.kind == "matched" else mb.whenNotMatchedInsertAll)(condition=cond)
+                continue
+            method, key = methods[(c.kind, c.action)]
+            kw = {"condition": cond}
+            if key:
+                kw[key] = {k: v.sql() for k, v in c.values.items()}
+            mb = getattr(mb, method)(**kw)
+        row = mb.execute().collect()[0]
+        return {"deleted": row.num_deleted_rows, "updated": row.num_updated_rows, "inserted": row.num_inserted_rows}
+
+    path = str(tmp_path / "t")
+    R.make_table(path, True, True)
+    R.check_sequence(path, R.sequence(21, 12, R.initial_rows()), run, lambda p: read_delta(spark, p).toArrow())

@@ -21,7 +21,7 @@ name live in Spark's session catalog (`catalog`: in memory, or the Hive metastor
 `saveAsTable`, `insertInto`, `writeTo(...)`, `readStream.table`, `writeStream.toTable` — reach
 Delta tables through tahoe (`hooks`).
 
-Owns: `enable(spark)`, `is_enabled(spark)`, `configure_spark_with_delta_pip(builder,
+Owns: `enable(spark)`, `disable(spark)`, `is_enabled(spark)`, `configure_spark_with_delta_pip(builder,
 extra_packages=None)` (delta-spark's name and signature: returns the builder; the delta-spark
 session confs `spark.sql.extensions` / `spark.sql.catalog.spark_catalog`, which name JVM classes
 tahoe does not need, are taken out of it; `extra_packages` are Maven coordinates added to
@@ -32,14 +32,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["enable", "is_enabled", "configure_spark_with_delta_pip", "ENABLED_CONF"]
+from .state import ENABLED_CONF, is_enabled, mark
 
-ENABLED_CONF = "spark.tahoe.sql.enabled"
+__all__ = ["enable", "disable", "is_enabled", "configure_spark_with_delta_pip", "ENABLED_CONF"]
+
 _DELTA_SPARK_CONFS = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
-_enabled: dict[int, bool] = {}
 
 
 def enable(spark: Any) -> Any:
@@ -53,27 +53,14 @@ def enable(spark: Any) -> Any:
     install_calls()
     install()
     register(spark)
-    try:
-        spark.conf.set(ENABLED_CONF, "true")
-    except Exception:  # noqa: BLE001 - a server that refuses the conf: the session is known here
-        pass
-    _enabled[id(spark)] = True
+    mark(spark, True)
     return spark
 
 
-def is_enabled(spark: Any) -> bool:
-    """Whether Delta's SQL is on in `spark` (`enable`, or a session built by
-    `configure_spark_with_delta_pip`)."""
-    key = id(spark)
-    if key not in _enabled:
-        try:
-            on = str(spark.conf.get(ENABLED_CONF, "false")).lower() == "true"
-        except Exception:  # noqa: BLE001
-            on = False
-        if on:
-            enable(spark)
-        _enabled[key] = on
-    return _enabled[key]
+def disable(spark: Any) -> Any:
+    """Turn Delta's SQL off again in `spark` (statements go to Spark as written); returns it."""
+    mark(spark, False)
+    return spark
 
 
 def configure_spark_with_delta_pip(spark_session_builder: Any, extra_packages: list | None = None) -> Any:

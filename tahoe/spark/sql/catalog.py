@@ -13,7 +13,8 @@ works over Spark Connect too) and reads the entry's provider, type and location.
 this module sends runs on Spark directly (`raw_sql`), not through tahoe's SQL layer.
 
 Owns: `CatalogEntry`, `lookup`, `resolve` (a statement's table → a Delta table path),
-`create_entry` / `drop_entry`, `raw_sql`, `quote`.
+`create_entry` / `drop_entry`, `with_table` (create or replace a table with its catalog entry,
+nothing half-done), `table_name`, `raw_sql`, `quote`.
 """
 
 from __future__ import annotations
@@ -24,11 +25,15 @@ import threading
 import urllib.parse
 from typing import Any, Iterator
 
-from ...errors import AnalysisException, TableNotFoundError
-from .grammar import TableName
+from ...errors import (
+    AnalysisException, InvalidTableOperationError, TableAlreadyExistsError, TableNotFoundError,
+    UnsupportedFeatureError,
+)
+from ...log import DeltaLog
+from .grammar import TableName, TokenParser
 
 __all__ = ["CatalogEntry", "lookup", "resolve", "Resolved", "create_entry", "drop_entry", "raw_sql", "quote",
-           "passthrough", "qualified", "SESSION_CATALOG"]
+           "passthrough", "qualified", "SESSION_CATALOG", "with_table", "table_name"]
 
 SESSION_CATALOG = "spark_catalog"
 
@@ -246,3 +251,60 @@ def spark_ddl(schema: Any) -> str:
             col += " NOT NULL"
         fields.append(col)
     return ", ".join(fields)
+
+
+def with_table(spark: Any, table: TableName, mode: str, location: str | None, comment: str | None,
+                make: Any, schema_of: Any, partition_columns: Any = lambda: []) -> Any:
+    """Create (or replace) the Delta table `table` names with `make(path, replacing)`, keeping the
+    catalog in step: a new named table gets its catalog entry first (managed: Spark places it),
+    which is dropped again when `make` fails — nothing half-done. Returns what `make` returns;
+    None when mode 'ignore' found the table."""
+    if table.is_path:
+        path = table.path
+        exists = DeltaLog.for_table(path).exists()
+        if exists and mode == "error":
+            raise TableAlreadyExistsError(f"[TABLE_OR_VIEW_ALREADY_EXISTS] Cannot create table {table.text}: a Delta "
+                                          f"table already exists there. SQLSTATE: 42P07")
+        if exists and mode == "ignore":
+            return None
+        if not exists and mode == "replace":
+            raise TableNotFoundError(f"[TABLE_OR_VIEW_NOT_FOUND] Table {table.text} cannot be replaced as it does "
+                                     f"not exist. SQLSTATE: 42P01")
+        return make(path, exists)
+    entry = lookup(spark, table.parts)
+    if entry is not None and not entry.temporary:
+        if mode == "ignore":
+            return None
+        if mode == "error":
+            raise TableAlreadyExistsError(f"[TABLE_OR_VIEW_ALREADY_EXISTS] Cannot create table or view "
+                                          f"{entry.qualified} because it already exists. SQLSTATE: 42P07")
+        if not entry.is_delta:
+            raise UnsupportedFeatureError(f"{entry.qualified} is a {entry.provider} table: tahoe replaces Delta "
+                                          f"tables only")
+        if location is not None and _norm(location) != _norm(entry.location or ""):
+            raise InvalidTableOperationError(f"cannot replace {entry.qualified} at a different location "
+                                             f"({location}; the table is at {entry.location})")
+        return make(entry.location, DeltaLog.for_table(entry.location).exists())
+    if mode == "replace":
+        raise TableNotFoundError(f"[TABLE_OR_VIEW_NOT_FOUND] Table {table.text} cannot be replaced as it does not "
+                                 f"exist. Use CREATE OR REPLACE TABLE to create the table. SQLSTATE: 42P01")
+    existing = location is not None and DeltaLog.for_table(location).exists()
+    schema = schema_of()
+    new_entry = create_entry(spark, table.parts, spark_ddl(schema), list(partition_columns()), location, comment)
+    try:
+        return make(new_entry.location, existing)
+    except BaseException:
+        drop_entry(spark, new_entry)   # managed: its directory goes too (it was made for this table)
+        raise
+
+
+def table_name(text: str) -> TableName:
+    """A table name as a user writes it (`db.t`, `delta.`/path``)."""
+    p = TokenParser(text)
+    name = p.table_name()
+    p.done()
+    return name
+
+
+def _norm(path: str) -> str:
+    return path.rstrip("/")

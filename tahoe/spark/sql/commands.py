@@ -20,20 +20,17 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ...errors import (
-    AnalysisException, InvalidTableOperationError, TableAlreadyExistsError, TableNotFoundError,
-    UnsupportedFeatureError,
-)
+from ...errors import AnalysisException, UnsupportedFeatureError
 from ...log import DeltaLog
 from . import confs
 from . import grammar as g
 from .catalog import (
     SESSION_CATALOG, CatalogEntry, Resolved, create_entry, drop_entry, lookup, quote, raw_sql, resolve, spark_ddl,
-    table_not_found,
+    table_not_found, with_table,
 )
 from .relations import read_table, run_query
 
-__all__ = ["execute", "with_table", "table_name"]
+__all__ = ["execute"]
 
 
 def _empty(spark: Any):
@@ -275,63 +272,6 @@ def _clone_result(spark: Any, metrics: dict | None):
 
 # --- CREATE TABLE ----------------------------------------------------------------------------------
 
-def with_table(spark: Any, table: g.TableName, mode: str, location: str | None, comment: str | None,
-                make: Any, schema_of: Any, partition_columns: Any = lambda: []) -> Any:
-    """Create (or replace) the Delta table `table` names with `make(path, replacing)`, keeping the
-    catalog in step: a new named table gets its catalog entry first (managed: Spark places it),
-    which is dropped again when `make` fails — nothing half-done. Returns what `make` returns;
-    None when mode 'ignore' found the table."""
-    if table.is_path:
-        path = table.path
-        exists = DeltaLog.for_table(path).exists()
-        if exists and mode == "error":
-            raise TableAlreadyExistsError(f"[TABLE_OR_VIEW_ALREADY_EXISTS] Cannot create table {table.text}: a Delta "
-                                          f"table already exists there. SQLSTATE: 42P07")
-        if exists and mode == "ignore":
-            return None
-        if not exists and mode == "replace":
-            raise TableNotFoundError(f"[TABLE_OR_VIEW_NOT_FOUND] Table {table.text} cannot be replaced as it does "
-                                     f"not exist. SQLSTATE: 42P01")
-        return make(path, exists)
-    entry = lookup(spark, table.parts)
-    if entry is not None and not entry.temporary:
-        if mode == "ignore":
-            return None
-        if mode == "error":
-            raise TableAlreadyExistsError(f"[TABLE_OR_VIEW_ALREADY_EXISTS] Cannot create table or view "
-                                          f"{entry.qualified} because it already exists. SQLSTATE: 42P07")
-        if not entry.is_delta:
-            raise UnsupportedFeatureError(f"{entry.qualified} is a {entry.provider} table: tahoe replaces Delta "
-                                          f"tables only")
-        if location is not None and _norm(location) != _norm(entry.location or ""):
-            raise InvalidTableOperationError(f"cannot replace {entry.qualified} at a different location "
-                                             f"({location}; the table is at {entry.location})")
-        return make(entry.location, DeltaLog.for_table(entry.location).exists())
-    if mode == "replace":
-        raise TableNotFoundError(f"[TABLE_OR_VIEW_NOT_FOUND] Table {table.text} cannot be replaced as it does not "
-                                 f"exist. Use CREATE OR REPLACE TABLE to create the table. SQLSTATE: 42P01")
-    existing = location is not None and DeltaLog.for_table(location).exists()
-    schema = schema_of()
-    new_entry = create_entry(spark, table.parts, spark_ddl(schema), list(partition_columns()), location, comment)
-    try:
-        return make(new_entry.location, existing)
-    except BaseException:
-        drop_entry(spark, new_entry)   # managed: its directory goes too (it was made for this table)
-        raise
-
-
-def table_name(text: str) -> g.TableName:
-    """A table name as a user writes it (`db.t`, `delta.`/path``)."""
-    p = g.TokenParser(text)
-    name = p.table_name()
-    p.done()
-    return name
-
-
-def _norm(path: str) -> str:
-    return path.rstrip("/")
-
-
 def _schema_from_columns(columns: tuple[g.ColumnDef, ...]):
     from ...protocol.properties import (
         COLUMN_DEFAULT, GENERATION_EXPRESSION, IDENTITY_ALLOW_EXPLICIT_INSERT, IDENTITY_START, IDENTITY_STEP,
@@ -418,7 +358,6 @@ def _properties(s: g.CreateTable) -> dict[str, str]:
 
 
 def _create_table(spark: Any, s: g.CreateTable):
-    from ...protocol.schema import StructType
     from ...txn.table_ops import create_table
 
     provider = s.provider
@@ -719,31 +658,43 @@ def _merge(spark: Any, s: g.Merge):
 
 
 def _update(spark: Any, s: g.Update):
+    from ..delta_table import update_where
+
     r = resolve(spark, s.table)
     if r is None:
         return None
     alias = _target_alias(s.table, s.alias)
     values = {_strip_alias(k, alias): v for k, v in s.assignments}
-    return _dml_result(spark, _delta_table(spark, r, alias).update(s.where, values))
+    metrics = update_where(_delta_table(spark, r, alias), s.where, values)
+    return _affected(spark, metrics.get("numUpdatedRows"))
 
 
 def _delete(spark: Any, s: g.Delete):
+    from ..delta_table import delete_where
+
     r = resolve(spark, s.table)
     if r is None:
         return None
-    return _dml_result(spark, _delta_table(spark, r, _target_alias(s.table, s.alias)).delete(s.where))
+    metrics = delete_where(_delta_table(spark, r, _target_alias(s.table, s.alias)), s.where)
+    return _affected(spark, metrics.get("numDeletedRows"))
 
 
 def _truncate(spark: Any, s: g.Truncate):
+    from ..delta_table import delete_where
+
     r = resolve(spark, s.table)
     if r is None:
         return None
-    _delta_table(spark, r).delete()
+    delete_where(_delta_table(spark, r))
     return _empty(spark)
 
 
-def _dml_result(spark: Any, result: Any):
-    return result if result is not None else _empty(spark)
+def _affected(spark: Any, n: Any):
+    """delta-spark's result of DELETE / UPDATE: one row, `num_affected_rows` (a nullable long)."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    return spark.createDataFrame([(None if n is None else int(n),)],
+                                 StructType([StructField("num_affected_rows", LongType(), True)]))
 
 
 def _insert(spark: Any, s: g.Insert):

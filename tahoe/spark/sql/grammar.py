@@ -244,8 +244,8 @@ def syntax_error(sql: str, pos: int, message: str | None = None) -> ParseExcepti
     the token marked."""
     line = sql.count("\n", 0, pos) + 1
     col = pos - (sql.rfind("\n", 0, pos) + 1)
-    near = sql[pos:pos + 40].split()[0] if sql[pos:].strip() else "end of input"
-    head = message or f"Syntax error at or near '{near}'"
+    near = f"'{sql[pos:pos + 40].split()[0]}'" if sql[pos:].strip() else "end of input"
+    head = message or f"Syntax error at or near {near}"
     lines = sql.split("\n")
     marked = "\n".join(lines[:line]) + "\n" + "-" * col + "^^^" + ("\n" + "\n".join(lines[line:]) if lines[line:] else "")
     return ParseException(f"[PARSE_SYNTAX_ERROR] {head}. SQLSTATE: 42601 (line {line}, pos {col})\n\n"

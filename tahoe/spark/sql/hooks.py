@@ -29,6 +29,7 @@ from ...expressions.parse import creates_table_using
 from ..options import CATALOG_MESSAGE
 from .catalog import in_passthrough, lookup, passthrough, qualified, resolve
 from .grammar import TableName
+from .state import is_enabled
 
 __all__ = ["install", "run_sql"]
 
@@ -42,8 +43,6 @@ def _session_of(obj: Any) -> Any:
 
 
 def _enabled(spark: Any) -> bool:
-    from . import is_enabled
-
     return spark is not None and not in_passthrough() and is_enabled(spark)
 
 
@@ -54,12 +53,9 @@ def _facing(e: DeltaError) -> BaseException:
 
 
 def _name(text: str) -> TableName:
-    from .grammar import TokenParser
+    from .catalog import table_name
 
-    p = TokenParser(text)
-    t = p.table_name()
-    p.done()
-    return t
+    return table_name(text)
 
 
 def run_sql(spark: Any, original: Callable, text: str, args: Any, kwargs: dict) -> Any:
@@ -87,6 +83,11 @@ def run_sql(spark: Any, original: Callable, text: str, args: Any, kwargs: dict) 
             if result is not None:
                 return result
         rewritten, frames = rewrite(spark, text, escape=not kwargs)
+        if frames and _creates_permanent_view(text):
+            raise UnsupportedFeatureError(
+                "a permanent view over Delta tables is not supported by tahoe: Spark would have to read the "
+                "tables itself whenever the view is used. Create a temporary view (CREATE TEMP VIEW ...) in "
+                "the session instead")
     except DeltaError as e:
         raise _facing(e) from None
     with passthrough():
@@ -98,9 +99,22 @@ def run_sql(spark: Any, original: Callable, text: str, args: Any, kwargs: dict) 
 def _refuse_by_name(spark: Any) -> bool:
     """In a session where tahoe registered `delta` but Delta SQL is off, a table by name would be
     a catalog entry no read or write reaches: refused, saying to `enable` (tahoe's SQL layer)."""
-    from ..datasource import registered
+    from ..session import registered
 
     return registered(spark)
+
+
+def _creates_permanent_view(text: str) -> bool:
+    """CREATE [OR REPLACE] VIEW / ALTER VIEW ... AS (not a temporary view)."""
+    from ...expressions.parse import tokenize
+
+    words = [t.value.upper() for t in tokenize(text)[:6] if t.kind == "word"]
+    if words[:1] == ["ALTER"] and words[1:2] == ["VIEW"]:
+        return True
+    if words[:1] != ["CREATE"]:
+        return False
+    rest = words[3:] if words[1:3] == ["OR", "REPLACE"] else words[1:]
+    return rest[:1] == ["VIEW"]
 
 
 def _wrap_sql(cls: Any) -> None:
@@ -130,6 +144,19 @@ def _delta_entry(spark: Any, name: str):
     except DeltaError:
         return None
     return resolve(spark, table, must_exist=False)
+
+
+def _sql_view(spark: Any, name: str) -> bool:
+    """Whether `name` is a view defined in SQL (its query may read Delta tables: read through
+    `spark.sql`, which reads them by tahoe; see `tahoe.spark.sql.relations`)."""
+    try:
+        table = _name(name)
+    except DeltaError:
+        return False
+    if table.is_path:
+        return False
+    entry = lookup(spark, table.parts)
+    return entry is not None and entry.view_text is not None
 
 
 def _read(spark: Any, path: str, options: dict):
@@ -162,6 +189,8 @@ def _wrap_session_table(cls: Any) -> None:
                     return _read(self, r.path, {})
                 except DeltaError as e:
                     raise _facing(e) from None
+            if _sql_view(self, tableName):
+                return self.sql(f"SELECT * FROM {tableName}")
         return original(self, tableName)
 
     table._tahoe_sql = True  # type: ignore[attr-defined]
@@ -206,6 +235,8 @@ def _wrap_reader(cls: Any, streaming: bool) -> None:
                     return _read(spark, r.path, _reader_options(self))
                 except DeltaError as e:
                     raise _facing(e) from None
+            if not streaming and not _reader_options(self) and _sql_view(spark, tableName):
+                return spark.sql(f"SELECT * FROM {tableName}")
         return original(self, tableName)
 
     table._tahoe_sql = True  # type: ignore[attr-defined]
@@ -234,9 +265,10 @@ def _writer_options(w: Any) -> dict:
     return dict(getattr(w, "_tahoe_write_options", {}) or {})
 
 
-def _create_named(spark: Any, name: str, df: Any, mode: str, partition_by: list, cluster_by: list | None,
-                  properties: dict, location: str | None, operation: str, write: Callable[[str, bool], Any]) -> Any:
-    """A new Delta table `name` from `df` (catalog entry first, dropped again on failure)."""
+def _create_named(spark: Any, name: str, df: Any, partition_by: list, location: str | None,
+                  write: Callable[[str, bool], Any]) -> Any:
+    """A new Delta table `name` written by `write(path, existing)` with `df`'s schema (catalog entry
+    first, dropped again on failure)."""
     from ..types import from_spark_schema
     from .catalog import create_entry, drop_entry, spark_ddl
 
@@ -377,7 +409,7 @@ def _save_as_table(w: Any, spark: Any, name: str, fmt: str, partition_by: Any) -
         write_delta(df, path, mode="error", partition_by=cols, properties=props, operation=(operation, params))
         return None
 
-    _create_named(spark, name, df, mode, cols, None, props, location, operation, write)
+    _create_named(spark, name, df, cols, location, write)
     return True, None
 
 
@@ -528,7 +560,7 @@ def _v2_terminal(w: Any, spark: Any, terminal: str, state: dict, args: tuple, kw
         write_delta(df, path, mode="error", partition_by=partition, properties=props, cluster_by=cluster,
                     operation=(operation, params))
 
-    _create_named(spark, name, df, "error", partition, cluster, props, location, operation, write)
+    _create_named(spark, name, df, partition, location, write)
     return True
 
 

@@ -265,8 +265,10 @@ def _reference(spark: Any, sql: str, toks: list[Token], i: int, ctes: set[str],
 
 
 def _creates_view(toks: list[Token]) -> bool:
-    """CREATE [OR REPLACE] [GLOBAL] [TEMP | TEMPORARY] VIEW ..."""
+    """CREATE [OR REPLACE] [GLOBAL] [TEMP | TEMPORARY] VIEW ... / ALTER VIEW ... AS"""
     words = [t.value.upper() for t in toks[:6] if t.kind == "word"]
+    if words[:2] == ["ALTER", "VIEW"]:
+        return True
     if not words or words[0] != "CREATE":
         return False
     rest = [w for w in words[1:] if w not in ("OR", "REPLACE", "GLOBAL", "TEMP", "TEMPORARY")]

@@ -1,0 +1,390 @@
+"""What every write must keep, held in DELETE / UPDATE / MERGE by the Spark-free executor
+(`tahoe.update` / `tahoe.merge` / `tahoe.delete`): generated columns recomputed when their inputs
+change, identity columns (inserted rows numbered beyond the high-water mark, which advances;
+assigning one refused as delta-spark refuses it), NOT NULL / CHECK / invariants broken by an
+UPDATE or MERGE refused with nothing committed, appendOnly, row tracking (copy-on-write and
+deletion vectors, UPDATE and MERGE); and bad input — a type that cannot be stored, a MERGE with
+duplicate matches, a constraint broken — failing with a clear error and the table unchanged
+(the log's version and every file in the table's directory).
+
+Oracles: values derived by hand from the rows and the generation expressions / identity specs;
+the data files and the log read with pyarrow and json (row tracking: the spec's stable row id —
+the materialized value, else baseRowId + the row's physical position — and the row commit
+version — the materialized value, else the file's defaultRowCommitVersion; deletion vectors
+decoded with the protocol codec, tests/protocol/test_deletion_vectors.py holds it to Delta's
+own files); delta-spark's error classes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import tahoe
+from tahoe.errors import (
+    AnalysisException, ConstraintViolationError, DeltaUnsupportedOperationException, InvalidTableOperationError,
+)
+from tahoe.protocol.schema import LONG, STRING, StructField, StructType
+from tahoe.txn import create_table
+from tahoe.write.arrow import write_table
+from tests.fixtures.delta_log import latest_version, log_actions
+
+
+def rows(path: str, key: str = "k") -> list[dict]:
+    return sorted(tahoe.Table(path).to_arrow().to_pylist(), key=lambda r: r[key])
+
+
+def state(path: str) -> tuple[list[str], list[str]]:
+    """The log's commit files and every other file under the table's directory."""
+    log = sorted(f for f in os.listdir(os.path.join(path, "_delta_log")) if f.endswith(".json"))
+    files = sorted(os.path.relpath(os.path.join(d, f), path) for d, _, fs in os.walk(path) for f in fs
+                   if "_delta_log" not in d)
+    return log, files
+
+
+def _field_metadata(path: str, column: str) -> dict:
+    """The column's metadata in the newest metaData action of the log (json)."""
+    md = None
+    for v in range(latest_version(path) + 1):
+        md = log_actions(path, v).get("metaData", [md])[-1]
+    return next(x["metadata"] for x in json.loads(md["schemaString"])["fields"] if x["name"] == column)
+
+
+# --- generated and identity columns -------------------------------------------------------------
+
+def _computed_table(path: str) -> None:
+    schema = StructType([
+        StructField("id", LONG, True, {"delta.identity.start": 100, "delta.identity.step": 10,
+                                       "delta.identity.allowExplicitInsert": False}),
+        StructField("k", LONG), StructField("v", LONG),
+        StructField("g", LONG, True, {"delta.generationExpression": "v * 2 + k"}),
+    ])
+    create_table(path, schema)
+    tahoe.write_table(path, pa.table({"k": pa.array([1, 2, 3], pa.int64()), "v": pa.array([10, 20, 30], pa.int64())}))
+
+
+@pytest.mark.parametrize("dv", [False, True])
+def test_generated_columns_recomputed_and_identity_values_for_merge_inserts(tmp_path, dv):
+    """UPDATE and MERGE (matched update, not-matched-by-source update, insert) recompute the
+    generated column g = v * 2 + k from each new row; MERGE's inserted rows get identity values
+    start + n * step beyond the high-water mark, which the commit advances."""
+    path = str(tmp_path / "t")
+    _computed_table(path)
+    if dv:
+        from tahoe.txn import set_properties
+
+        set_properties(path, {"delta.enableDeletionVectors": "true"})
+    # ids 100, 110, 120 given at the write; high-water mark 120
+    assert rows(path) == [{"id": 100, "k": 1, "v": 10, "g": 21}, {"id": 110, "k": 2, "v": 20, "g": 42},
+                          {"id": 120, "k": 3, "v": 30, "g": 63}]
+    tahoe.update(path, {"v": "v + 1"}, predicate="k = 1")                            # g = 11 * 2 + 1
+    tahoe.update(path, {"k": "k * 10"}, predicate="k = 3")                           # g = 30 * 2 + 30
+    assert rows(path, "id") == [{"id": 100, "k": 1, "v": 11, "g": 23}, {"id": 110, "k": 2, "v": 20, "g": 42},
+                                {"id": 120, "k": 30, "v": 30, "g": 90}]
+    src = pa.table({"k": pa.array([2, 7, 8], pa.int64()), "v": pa.array([5, 6, 7], pa.int64())})
+    m = (tahoe.merge(path, src, "t.k = s.k", source_alias="s", target_alias="t")
+         .when_matched_update({"v": "s.v"})
+         .when_not_matched_insert({"k": "s.k", "v": "s.v"})
+         .when_not_matched_by_source_update({"v": "t.v + 100"}, predicate="t.k = 30")
+         .execute())
+    assert (m["numTargetRowsUpdated"], m["numTargetRowsInserted"]) == (2, 2)
+    assert rows(path, "id") == [
+        {"id": 100, "k": 1, "v": 11, "g": 23},
+        {"id": 110, "k": 2, "v": 5, "g": 12},          # matched: 5 * 2 + 2
+        {"id": 120, "k": 30, "v": 130, "g": 290},      # not matched by source: 130 * 2 + 30
+        {"id": 130, "k": 7, "v": 6, "g": 19},          # inserted: next identity values 130, 140
+        {"id": 140, "k": 8, "v": 7, "g": 22},
+    ]
+    assert _field_metadata(path, "id")["delta.identity.highWaterMark"] == 140     # read from the log
+    # insert * (source without the identity column) continues from the new mark
+    (tahoe.merge(path, pa.table({"k": pa.array([9], pa.int64()), "v": pa.array([1], pa.int64())}), "t.k = s.k",
+                 source_alias="s", target_alias="t").when_not_matched_insert_all().execute())
+    assert rows(path, "id")[-1] == {"id": 150, "k": 9, "v": 1, "g": 11}
+    # assigning a generated column a value other than its expression is a constraint violation
+    before = state(path)
+    with pytest.raises(ConstraintViolationError, match="Generated Column"):
+        tahoe.update(path, {"g": "5"}, predicate="k = 1")
+    assert state(path) == before
+
+
+def test_identity_columns_cannot_be_updated(tmp_path):
+    """delta-spark refuses to assign an identity column in UPDATE and in a MERGE update clause
+    ([DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED]), before reading anything."""
+    path = str(tmp_path / "t")
+    _computed_table(path)
+    before = state(path)
+    src = pa.table({"k": pa.array([1], pa.int64()), "v": pa.array([0], pa.int64()), "id": pa.array([5], pa.int64())})
+    attempts = [
+        lambda: tahoe.update(path, {"id": "id + 1"}),
+        lambda: tahoe.update(path, new_values={"ID": 7}, predicate="k = 1"),
+        lambda: tahoe.merge(path, src, "t.k = s.k", source_alias="s", target_alias="t")
+        .when_matched_update({"id": "s.id"}).execute(),
+        lambda: tahoe.merge(path, src, "t.k = s.k", source_alias="s", target_alias="t")
+        .when_not_matched_by_source_update({"id": "t.id * 2"}).execute(),
+        lambda: tahoe.merge(path, src, "t.k = s.k", source_alias="s", target_alias="t")
+        .when_matched_update_all().execute(),                    # * assigns the source's id
+    ]
+    for attempt in attempts:
+        with pytest.raises(AnalysisException, match=r"\[DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED\].*`id`"):
+            attempt()
+    assert state(path) == before
+
+
+# --- NOT NULL, CHECK, invariants ------------------------------------------------------------------
+
+def _constrained_table(path: str, dv: bool) -> None:
+    schema = StructType([
+        StructField("k", LONG, nullable=False),
+        StructField("v", LONG),
+        StructField("s", STRING, True, {"delta.invariants": json.dumps({"expression": {"expression": "s <> 'bad'"}})}),
+    ])
+    props = {"delta.constraints.vsmall": "v < 100"}
+    if dv:
+        props["delta.enableDeletionVectors"] = "true"
+    create_table(path, schema, properties=props)
+    tahoe.write_table(path, pa.table({"k": pa.array([1, 2, 3], pa.int64()), "v": pa.array([10, 20, 30], pa.int64()),
+                                      "s": ["a", "b", "c"]}))
+
+
+@pytest.mark.parametrize("dv", [False, True])
+def test_constraints_broken_by_update_or_merge_commit_nothing(tmp_path, dv):
+    """A NOT NULL column set to NULL, a CHECK constraint or a column invariant broken — by an
+    UPDATE, a MERGE update (matched or not matched by source) or a MERGE insert — fails the
+    whole operation with ConstraintViolationError naming it; no commit, no file left behind."""
+    path = str(tmp_path / "t")
+    _constrained_table(path, dv)
+    before = state(path)
+    src = pa.table({"k": pa.array([1, 9], pa.int64()), "v": pa.array([150, 1], pa.int64()), "s": ["x", "bad"]})
+
+    def merge():
+        return tahoe.merge(path, src, "t.k = s.k", source_alias="s", target_alias="t")
+
+    cases = [
+        (lambda: tahoe.update(path, {"k": "NULL"}, predicate="k = 2"), "NOT NULL constraint violated for column: k"),
+        (lambda: tahoe.update(path, {"v": "v * 10"}, predicate="k = 3"), "CHECK constraint vsmall"),
+        (lambda: tahoe.update(path, {"s": "'bad'"}, predicate="k = 1"), r"Invariant \(s <> 'bad'\) on column s"),
+        (lambda: merge().when_matched_update({"v": "s.v"}).execute(), "CHECK constraint vsmall"),
+        (lambda: merge().when_not_matched_by_source_update({"k": "NULL"}, "t.k = 3").execute(),
+         "NOT NULL constraint violated for column: k"),
+        (lambda: merge().when_not_matched_insert_all().execute(), r"Invariant \(s <> 'bad'\)"),
+        (lambda: merge().when_not_matched_insert({"k": "NULL", "v": "s.v"}).execute(),
+         "NOT NULL constraint violated for column: k"),
+    ]
+    for attempt, message in cases:
+        with pytest.raises(ConstraintViolationError, match=message):
+            attempt()
+        assert state(path) == before, message
+    assert rows(path) == [{"k": 1, "v": 10, "s": "a"}, {"k": 2, "v": 20, "s": "b"}, {"k": 3, "v": 30, "s": "c"}]
+    tahoe.update(path, {"v": "v * 3"}, predicate="k < 3")          # 30, 60: within the constraint
+    assert [r["v"] for r in rows(path)] == [30, 60, 30]
+
+
+@pytest.mark.parametrize("dv", [False, True])
+def test_append_only_refuses_update_and_merge_that_changes_rows(tmp_path, dv):
+    """delta.appendOnly: DELETE, UPDATE and a MERGE with an update or delete clause are refused
+    (InvalidTableOperationError, nothing committed); an insert-only MERGE appends."""
+    path = str(tmp_path / "t")
+    props = {"delta.appendOnly": "true", "delta.enableDeletionVectors": str(dv).lower()}
+    write_table(path, pa.table({"k": pa.array([1, 2], pa.int64()), "v": ["a", "b"]}), properties=props)
+    before = state(path)
+    src = pa.table({"k": pa.array([2, 3], pa.int64()), "v": ["B", "C"]})
+
+    def merge():
+        return tahoe.merge(path, src, "t.k = s.k", source_alias="s", target_alias="t")
+
+    for attempt in (lambda: tahoe.delete(path, "k = 1"),
+                    lambda: tahoe.update(path, {"v": "'z'"}),
+                    lambda: merge().when_matched_update_all().when_not_matched_insert_all().execute(),
+                    lambda: merge().when_matched_delete().execute(),
+                    lambda: merge().when_not_matched_insert_all().when_not_matched_by_source_delete().execute()):
+        with pytest.raises(InvalidTableOperationError, match="append-only"):
+            attempt()
+        assert state(path) == before
+    m = merge().when_not_matched_insert_all().execute()
+    assert m["numTargetRowsInserted"] == 1 and m["version"] == 1
+    assert rows(path) == [{"k": 1, "v": "a"}, {"k": 2, "v": "b"}, {"k": 3, "v": "C"}]
+    assert "remove" not in log_actions(path, 1)
+
+
+# --- row tracking ---------------------------------------------------------------------------------
+
+def _tracked(path: str) -> dict[int, tuple[int, int, int]]:
+    """id → (v, stable row id, row commit version) of every live row, read from the data files
+    and the log with pyarrow / json (spec: the materialized value when the hidden column holds
+    one, else baseRowId + physical position / the file's defaultRowCommitVersion)."""
+    from pyroaring import BitMap64
+
+    from tahoe.protocol.deletion_vectors import load_deletion_vector
+
+    version = latest_version(path)
+    live: dict[str, dict] = {}
+    conf: dict = {}
+    for v in range(version + 1):
+        for k, a in ((k, a) for k, xs in log_actions(path, v).items() for a in xs):
+            if k == "metaData":
+                conf = a["configuration"]
+            elif k == "add":
+                live[a["path"]] = a
+            elif k == "remove":
+                if live.get(a["path"], {}).get("deletionVector") == a.get("deletionVector"):
+                    live.pop(a["path"], None)
+    rid_col = conf["delta.rowTracking.materializedRowIdColumnName"]
+    rcv_col = conf["delta.rowTracking.materializedRowCommitVersionColumnName"]
+    out = {}
+    for a in live.values():
+        t = pq.read_table(os.path.join(path, a["path"]))
+        deleted = BitMap64()
+        if a.get("deletionVector"):
+            from tahoe.protocol.deletion_vectors import DeletionVectorDescriptor
+            from tahoe.storage import LocalLogStore
+
+            deleted = load_deletion_vector(DeletionVectorDescriptor.from_dict(a["deletionVector"]), path,
+                                           LocalLogStore().read_range)
+        rids = t.column(rid_col).to_pylist() if rid_col in t.column_names else [None] * t.num_rows
+        rcvs = t.column(rcv_col).to_pylist() if rcv_col in t.column_names else [None] * t.num_rows
+        for i, (id_, v, rid, rcv) in enumerate(zip(t.column("id").to_pylist(), t.column("v").to_pylist(), rids, rcvs)):
+            if i in deleted:
+                continue
+            out[id_] = (v, rid if rid is not None else a["baseRowId"] + i,
+                        rcv if rcv is not None else a["defaultRowCommitVersion"])
+    return out
+
+
+def _high_water_mark(path: str, version: int) -> int:
+    mark = -1
+    for v in range(version + 1):
+        for d in log_actions(path, v).get("domainMetadata", []):
+            if d["domain"] == "delta.rowTracking":
+                mark = json.loads(d["configuration"])["rowIdHighWaterMark"]
+    return mark
+
+
+@pytest.mark.parametrize("dv", [False, True])
+def test_row_tracking_keeps_row_ids_and_sets_new_commit_versions(tmp_path, dv):
+    """delta.enableRowTracking: every row an UPDATE or MERGE rewrites (updated, or copied with
+    copy-on-write) keeps its stable row id; updated rows get the commit's version as their row
+    commit version, copied ones keep theirs; MERGE's inserted rows get fresh ids above the
+    previous high-water mark. In DV mode the unchanged rows stay where they are. Two files of
+    4 rows at version 0: baseRowId 0 and 4, so row i has id i and commit version 0."""
+    path = str(tmp_path / "t")
+    write_table(path, pa.table({"id": pa.array(range(8), pa.int64()), "v": pa.array(range(8), pa.int64())}),
+                target_file_rows=4, properties={"delta.enableRowTracking": "true",
+                                                "delta.enableDeletionVectors": str(dv).lower()})
+    assert _tracked(path) == {i: (i, i, 0) for i in range(8)}
+    files0 = {a["path"] for a in log_actions(path, 0)["add"]}
+    assert tahoe.update(path, {"v": "v + 100"}, predicate="id IN (1, 6)")["version"] == 1
+    want = {i: (i, i, 0) for i in range(8)}
+    want[1], want[6] = (101, 1, 1), (106, 6, 1)
+    assert _tracked(path) == want
+    mark = _high_water_mark(path, 1)
+    src = pa.table({"id": pa.array([2, 9], pa.int64()), "v": pa.array([-2, -9], pa.int64())})
+    m = (tahoe.merge(path, src, "t.id = s.id", source_alias="s", target_alias="t")
+         .when_matched_update_all().when_not_matched_insert_all().execute())
+    assert m["version"] == 2
+    got = _tracked(path)
+    want[2] = (-2, 2, 2)
+    assert {k: v for k, v in got.items() if k != 9} == want
+    v9, rid9, rcv9 = got[9]
+    assert (v9, rcv9) == (-9, 2) and rid9 > mark                 # a fresh id, above every earlier one
+    assert _high_water_mark(path, 2) >= rid9
+    assert len({r for _, r, _ in got.values()}) == len(got)      # stable ids stay unique
+    live = {a["path"] for a in log_actions(path, 2).get("add", [])} | {a["path"] for a in log_actions(path, 1)["add"]}
+    if dv:   # the original files stay (with deletion vectors); only changed rows were written
+        assert files0 <= {a["path"] for v in (1, 2) for a in log_actions(path, v)["add"]}
+        assert tahoe.delete(path, "id = 3")["numAddedFiles"] == 0
+    else:
+        assert not files0 & live
+        tahoe.delete(path, "id = 3")
+    del want[3]
+    want[9] = got[9]
+    assert _tracked(path) == want                                # a DELETE moves no row id
+
+
+# --- bad input ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dv", [False, True])
+def test_bad_input_fails_clearly_and_leaves_the_table_unchanged(tmp_path, dv):
+    """A value whose type cannot be stored in its column (Spark's ANSI store assignment:
+    [INCOMPATIBLE_DATA_FOR_TABLE.CANNOT_SAFELY_CAST] naming the column), a MERGE where two source
+    rows match one target row (delta-spark's DeltaUnsupportedOperationException
+    [DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE] and its message), an unknown
+    column, a CHECK constraint broken by an UPDATE: each fails, the log's version and the files
+    stay as they were. A duplicate match that only an unconditional delete clause sees is
+    allowed (delta-spark allows it) and deletes the row once."""
+    path = str(tmp_path / "t")
+    write_table(path, pa.table({"k": pa.array([1, 2, 3], pa.int64()), "v": pa.array([10, 20, 30], pa.int64()),
+                                "s": ["a", "b", "c"]}),
+                properties={"delta.constraints.vpos": "v > 0", "delta.enableDeletionVectors": str(dv).lower()})
+    before = state(path)
+    src = pa.table({"k": pa.array([2, 2, 5], pa.int64()), "v": pa.array([7, 8, 9], pa.int64()), "s": ["x", "y", "z"]})
+
+    def merge():
+        return tahoe.merge(path, src, "t.k = s.k", source_alias="s", target_alias="t")
+
+    for attempt in (lambda: tahoe.update(path, {"v": "s"}, predicate="k = 1"),              # string -> bigint
+                    lambda: tahoe.update(path, {"v": "s = 'a'"}),                     # boolean -> bigint
+                    lambda: tahoe.update(path, new_values={"v": "abc"}),
+                    lambda: merge().when_matched_update({"v": "s.s"}).execute()):
+        with pytest.raises(AnalysisException, match=r"INCOMPATIBLE_DATA_FOR_TABLE\.CANNOT_SAFELY_CAST.*`[vs]`"):
+            attempt()
+        assert state(path) == before
+    for attempt in (lambda: merge().when_matched_update_all().execute(),
+                    lambda: merge().when_matched_delete("s.v = 7").when_not_matched_insert_all().execute(),
+                    lambda: merge().when_matched_update({"v": "s.v"}, "s.v > 100").execute()):
+        with pytest.raises(DeltaUnsupportedOperationException,
+                           match="multiple source rows matched and attempted to modify the same target row") as e:
+            attempt()
+        assert e.value.error_class == "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"
+        assert state(path) == before
+    with pytest.raises(AnalysisException, match="UNRESOLVED_COLUMN.*`nope`"):
+        tahoe.update(path, {"v": "nope + 1"})
+    with pytest.raises(AnalysisException, match="`nope`"):
+        merge().when_matched_update({"nope": "s.v"}).execute()
+    with pytest.raises(ConstraintViolationError, match="CHECK constraint vpos"):
+        tahoe.update(path, {"v": "v - 25"})                          # 10 - 25 breaks it; 30 - 25 does not
+    assert state(path) == before
+    assert rows(path) == [{"k": 1, "v": 10, "s": "a"}, {"k": 2, "v": 20, "s": "b"}, {"k": 3, "v": 30, "s": "c"}]
+    m = merge().when_matched_delete().execute()
+    assert (m["numTargetRowsDeleted"], m["version"]) == (1, 1)
+    assert rows(path) == [{"k": 1, "v": 10, "s": "a"}, {"k": 3, "v": 30, "s": "c"}]
+
+
+# --- what a merge-on-read DELETE reads ----------------------------------------------------------------
+
+def test_dv_delete_reads_only_the_condition_columns_and_rewrites_nothing(tmp_path, monkeypatch):
+    """A DELETE in DV mode reads, from each candidate file, only the columns its condition
+    names (pyarrow's parquet reads recorded), writes one deletion-vector file and no data file;
+    a file with no matching row is not read beyond those columns either. With copy-on-write
+    the files holding a match are then read whole (their other rows are copied)."""
+    import pyarrow.parquet as pq_mod
+
+    for dv in (True, False):
+        path = str(tmp_path / f"t{dv}")
+        write_table(path, pa.table({"id": pa.array(range(40), pa.int64()), "v": [f"v{i}" for i in range(40)],
+                                    "w": pa.array([i * 0.5 for i in range(40)])}),
+                    target_file_rows=10, properties={"delta.enableDeletionVectors": str(dv).lower()})
+        reads: list = []
+        real = pq_mod.ParquetFile.read
+
+        def recording(self, columns=None, *a, **kw):
+            reads.append(tuple(columns) if columns is not None else "ALL")
+            return real(self, columns, *a, **kw)
+
+        monkeypatch.setattr(pq_mod.ParquetFile, "read", recording)
+        m = tahoe.delete(path, "id % 10 = 3 AND id < 25")          # rows 3, 13, 23: in 3 of the 4 files
+        monkeypatch.undo()
+        assert m["numDeletedRows"] == 3
+        if dv:
+            assert reads == [("id",)] * 3                           # the 4th file (ids 30-39) skipped by stats
+            assert (m["numAddedFiles"], m["numRemovedFiles"], m["numDeletionVectorsAdded"]) == (0, 0, 3)
+            dvs = {os.path.basename(f) for f in state(path)[1] if f.endswith(".bin")}
+            assert len(dvs) == 1                                    # one DV file for the three files
+        else:
+            assert sorted(reads, key=str) == sorted([("id",)] * 3 + [("id", "v", "w")] * 3, key=str)
+            assert (m["numAddedFiles"], m["numRemovedFiles"], m["numCopiedRows"]) == (1, 3, 27)
+        assert sorted(r["id"] for r in tahoe.Table(path).to_arrow().to_pylist()) == \
+            [i for i in range(40) if i not in (3, 13, 23)]
