@@ -826,6 +826,8 @@ def _(ctx: Ctx):
     assert ctx.rows("SELECT * FROM target") == [(1, "a"), (2, "B")]
     assert ctx.rows(f"SELECT * FROM {ctx.db}.viewName") == [(1, "a"), (2, "B")]        # the view reads it too
     assert norm(ctx.spark.table(f"{ctx.db}.viewName").collect()) == [(1, "a"), (2, "B")]
+    ctx.sql("CREATE OR REPLACE TEMP VIEW tempView AS SELECT key FROM target WHERE key > 1")   # and a temporary one
+    assert ctx.rows("SELECT * FROM tempView") == [(2,)]
     # a source of other types: cast to the table's (BIGINT key and INT value into INT key, STRING value)
     ctx.sql("CREATE OR REPLACE TEMP VIEW src3 AS SELECT CAST(3 AS BIGINT) AS key, 33 AS value")
     ctx.sql("MERGE INTO target t USING src3 s ON t.key = s.key WHEN NOT MATCHED THEN INSERT *")
