@@ -6,18 +6,23 @@ read as JSON, and delta-rs reading the table in a subprocess)."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import json
 import os
 import re
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
+import pyarrow.parquet as pq
 import pytest
 
-from tests.maintenance.helpers import delta_rs_read, rows as arrow_rows
+from tests.maintenance.helpers import rows as arrow_rows
 
 # the current docs.delta.io pages (their sources: delta-io/delta docs/src/content/docs/*.mdx)
 PAGES = {
@@ -129,6 +134,59 @@ def data_files(path: str | Path) -> set[str]:
 def norm(rows: list) -> list:
     """Rows (Spark Rows or tuples) as sorted tuples."""
     return sorted((tuple(r) for r in rows), key=repr)
+
+
+# delta-rs in one long-lived subprocess (its import costs seconds; it may abort at exit, see
+# notes/peers.md — so it never exits normally): a request per line, the tables' rows as parquet
+_WORKER = r"""
+import json, os, sys
+import pyarrow as pa, pyarrow.parquet as pq
+from deltalake import DeltaTable, QueryBuilder
+for line in sys.stdin:
+    req = json.loads(line)
+    status = []
+    for i, (path, version) in enumerate(req["tables"]):
+        try:
+            dt = DeltaTable(path, version=version)
+            t = pa.table(QueryBuilder().register("t", dt).execute("select * from t").read_all())
+            pq.write_table(t, os.path.join(req["out"], f"{i}.parquet"))
+            status.append("ok")
+        except Exception as e:
+            status.append(type(e).__name__ + ": " + str(e)[:400])
+    print(json.dumps(status), flush=True)
+os._exit(0)
+"""
+_worker: dict[str, Any] = {}
+_worker_lock = threading.Lock()
+
+
+def _stop_worker() -> None:
+    proc = _worker.pop("proc", None)
+    if proc is not None:
+        try:
+            proc.stdin.close()
+            proc.wait(timeout=30)
+        except Exception:  # noqa: BLE001 - it is going away either way
+            proc.kill()
+
+
+def delta_rs_read(tables: list[tuple[str, int | None]], tmp: Path) -> list:
+    """For each (path, version): the rows delta-rs reads (an Arrow table) or its error text."""
+    out = tmp / f"deltars-{time.monotonic_ns()}"
+    out.mkdir(parents=True)
+    with _worker_lock:
+        proc = _worker.get("proc")
+        if proc is None or proc.poll() is not None:
+            proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    text=True)
+            _worker["proc"] = proc
+            atexit.register(_stop_worker)
+        proc.stdin.write(json.dumps({"tables": [[str(p), v] for p, v in tables], "out": str(out)}) + "\n")
+        proc.stdin.flush()
+        line = proc.stdout.readline()
+    assert line, "the delta-rs reader died"
+    status = json.loads(line)
+    return [pq.read_table(out / f"{i}.parquet") if st == "ok" else st for i, st in enumerate(status)]
 
 
 # --- the context a case runs in -------------------------------------------------------------------
