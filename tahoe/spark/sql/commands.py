@@ -9,6 +9,10 @@ features), `tahoe.maintenance` (VACUUM, CONVERT), `tahoe.txn` (CREATE TABLE, ALT
 `tahoe.spark.write` (INSERT, CREATE TABLE AS SELECT). Queries inside statements (a MERGE source, an
 INSERT's rows, a CTAS) run on Spark after `relations.rewrite`.
 
+Session confs delta-spark reads at a statement are read here too (`confs`): default table
+properties of new tables, schema evolution of INSERT and MERGE, idempotent INSERTs, the commit's
+userMetadata, the replaceWhere checks.
+
 Results, as delta-spark's: DELETE / UPDATE `num_affected_rows`; MERGE `num_affected_rows,
 num_updated_rows, num_deleted_rows, num_inserted_rows`; OPTIMIZE `path, metrics`; VACUUM `path`
 (the table's, or in a DRY RUN the files it would delete); RESTORE and CLONE their metrics; DESCRIBE

@@ -1,9 +1,11 @@
 """The grammar of the Delta SQL statements tahoe runs itself: the statements delta-spark's SQL
 extension adds to Spark (`VACUUM`, `OPTIMIZE`, `DESCRIBE HISTORY`, `RESTORE`, `CONVERT TO DELTA`,
 `REORG`, `GENERATE`, `SHALLOW CLONE`, `ALTER TABLE ... ADD CONSTRAINT / DROP FEATURE / CLUSTER
-BY`) and the Spark statements delta-spark's catalog executes on Delta tables (`MERGE INTO`,
-`UPDATE`, `DELETE FROM`, `INSERT`, `CREATE / REPLACE TABLE`, `ALTER TABLE`, `DROP TABLE`,
-`TRUNCATE TABLE`, `DESCRIBE TABLE`, `SHOW TBLPROPERTIES`).
+BY / ALTER COLUMN ... SYNC IDENTITY`) and the Spark statements delta-spark's catalog executes on
+Delta tables (`MERGE INTO`, `UPDATE`, `DELETE FROM`, `INSERT [WITH SCHEMA EVOLUTION]`, `CREATE
+[EXTERNAL] / REPLACE TABLE`, `ALTER TABLE` (columns: ADD — into structs too —, CHANGE in both
+forms, REPLACE, RENAME, DROP), `DROP TABLE`, `TRUNCATE TABLE`, `DESCRIBE TABLE`, `SHOW
+TBLPROPERTIES`, `SHOW COLUMNS`).
 
 `parse_statement(sql)` returns a statement object (the dataclasses below), or None for any other
 statement (Spark runs it, after `tahoe.spark.sql.relations` has pointed its Delta table

@@ -14,6 +14,7 @@ says so; the typo'd text itself is checked to fail to parse, as it does on delta
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import re
 from pathlib import Path
@@ -1676,14 +1677,12 @@ def _(ctx: Ctx):
 
 def clustering(path: str) -> list:
     """The clustering columns the log's delta.clustering domain metadata holds."""
-    import json as _json
-
     cols = None
     for v in log_versions(path):
         for a in commit_actions(path, v):
             dm = a.get("domainMetadata")
             if dm and dm["domain"] == "delta.clustering":
-                cols = _json.loads(dm["configuration"])["clusteringColumns"]
+                cols = json.loads(dm["configuration"])["clusteringColumns"]
     return cols
 
 
