@@ -49,9 +49,9 @@ from ..storage import resolve_data_path
 from ..storage.base import LogStore
 from ..txn import Transaction
 from ..write.commit import commit_new_files
-from ..write.files import encode_log_path
+from ..write.files import absolute_uri, encode_log_path
 
-__all__ = ["clone", "CLONE_METRICS", "absolute_uri"]
+__all__ = ["clone", "CLONE_METRICS"]
 
 CLONE_METRICS = ("sourceTableSize", "sourceNumOfFiles", "numRemovedFiles", "numCopiedFiles",
                  "removedFilesSize", "copiedFilesSize")
@@ -60,22 +60,6 @@ _NOT_CLONED = ("delta.inCommitTimestampEnablementVersion", "delta.inCommitTimest
                "delta.requireCheckpointProtectionBeforeVersion")
 
 Progress = Callable[[str, int, int], None]
-
-
-def absolute_uri(table_root: str, path_in_log: str) -> str:
-    """The `path` of an action of the table at `table_root` as an absolute URI another table's log
-    can name it by (percent-encoded as log paths are)."""
-    if "://" in path_in_log or path_in_log.startswith("file:"):
-        return path_in_log
-    if path_in_log.startswith("/"):
-        return "file://" + path_in_log
-    if "://" in table_root:
-        scheme, rest = table_root.split("://", 1)
-        bucket, _, key = rest.partition("/")
-        base = f"{scheme}://{bucket}" + ("/" + encode_log_path(key.strip("/")) if key.strip("/") else "")
-    else:
-        base = "file://" + encode_log_path(table_root.replace("\\", "/").rstrip("/"))
-    return f"{base}/{path_in_log}"
 
 
 def _target_relative(source_root: str, path_in_log: str) -> str:
