@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 
 setup: $(VENV)/.installed $(RECIPIENT_VENV)/.tahoe-recipient-env
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py tahoe-pyspark-hook.pth
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[dev]"

@@ -102,13 +102,13 @@ def _print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
 
 
-def describe_dict(t) -> dict[str, Any]:
-    snap = t.snapshot
+def describe_dict(table_root: str, snap) -> dict[str, Any]:
+    """What `tahoe describe` shows of a snapshot (`tahoe.log.Snapshot`)."""
     p = snap.protocol
     from .protocol.table_features import reader_features_of, writer_features_of
 
     return {
-        "path": t.table_root,
+        "path": table_root,
         "version": snap.version,
         "timestamp": _ts(snap.timestamp),
         "protocol": {
@@ -145,7 +145,14 @@ def describe(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
       tahoe describe /data/events --version 3 --json
     """
     def go():
-        d = describe_dict(_open(path, version, timestamp))
+        from .log import DeltaLog
+
+        if version is not None and timestamp is not None:
+            _fail("give --version or --timestamp, not both", 2)
+        log = DeltaLog.for_table(path)
+        # protocol, metaData, file count and size from the version's .crc when it has them: no
+        # replay of the log (and no pyarrow) for a table that keeps checksums
+        d = describe_dict(log.table_root, log.snapshot(version, timestamp, from_checksum=True))
         if as_json:
             _print_json(d)
             return

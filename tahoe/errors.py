@@ -157,7 +157,8 @@ class StreamingSourceError(DeltaError):
     """A Delta streaming source cannot go on without losing or repeating data: the table lost or
     changed rows (`DELTA_SOURCE_IGNORE_DELETE`, `DELTA_SOURCE_TABLE_IGNORE_CHANGES`), its schema
     changed in a way the stream cannot follow (`DELTA_SCHEMA_CHANGED_WITH_VERSION`,
-    `DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE`), the checkpoint belongs to another table
+    `DELTA_SCHEMA_CHANGED_WITH_STARTING_OPTIONS`, and for a column renamed or dropped under column
+    mapping `DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG`), the checkpoint belongs to another table
     (`DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE`), or the log versions it needs are gone
     (`DELTA_MISSING_FILES_UNEXPECTED_VERSION`). Named as delta-spark names them (`error_class`, the
     message's `[...]` prefix)."""

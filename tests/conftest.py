@@ -8,7 +8,8 @@ maintainers' machines, not on a user's. A test that reads them says so, per test
 - parametrize over `manifest_params(...)` / `conformance_params(...)` (each param carries the mark).
 
 Such a test is skipped (with the reason NO_GOLDEN) where the tables are absent, and FAILS in CI
-(`CI=true`) when they are absent. Every other test runs everywhere. A module must not read the
+(`CI=true`) when they are absent. Every other test runs everywhere: `tests.skip_guard` fails the
+session on any other skip — and, in CI, on any skip at all. A module must not read the
 tables at import time unguarded: `MANIFEST` is [] and `GOLDEN` may not exist; build params with
 `conformance_params`, which yields one marked placeholder when its list is empty. No other skip is
 allowed in the suite: a missing single table or a failing load is a failure, not a skip.
@@ -26,6 +27,9 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
+
+from tests import skip_guard
+from tests.skip_guard import ALLOWED_REASON_START, in_ci
 
 # Every snapshot the suite loads is checked against its version's `.crc` file when it has one
 # (tahoe.log.crc, spec "State Validation"): a checksum tahoe derived incrementally at commit
@@ -49,8 +53,8 @@ MANIFEST = load_manifest()
 HAVE_GOLDEN = bool(MANIFEST)
 
 
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-NO_GOLDEN = (f"the Delta conformance tables are not here ({GOLDEN}); set TAHOE_SHARED to the folder "
+IN_CI = in_ci()
+NO_GOLDEN = (f"{ALLOWED_REASON_START} ({GOLDEN}); set TAHOE_SHARED to the folder "
              "that holds conformance/golden to run these tests")
 
 conformance = pytest.mark.conformance
@@ -80,6 +84,7 @@ def manifest_entry(name: str) -> dict:
 
 
 def pytest_configure(config):
+    skip_guard.install(config)
     config.addinivalue_line(
         "markers", "conformance: reads the Delta conformance tables; skipped where they are absent, "
                    "failed in CI (see tests/conftest.py)")

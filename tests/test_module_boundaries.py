@@ -1,6 +1,6 @@
 """Module boundaries the project's rules fix, checked on the source: no private (`_name`) imports
-across modules, and one reader of table properties (tahoe.protocol.properties) for the log, read,
-write and sharing layers.
+across modules, and one reader of table properties (tahoe.protocol.properties) for every layer
+that reads a table's configuration.
 
 The oracle is the source text itself (Python's own parser), not tahoe code."""
 
@@ -17,15 +17,16 @@ from tahoe.errors import InvalidTableOperationError
 
 TAHOE = Path(__file__).resolve().parent.parent / "tahoe"
 
-# Packages whose modules must not import each other's private names. tahoe/spark is being
-# reworked by another branch (its write planner) and is checked there.
-NO_PRIVATE_IMPORTS = ["log", "txn", "storage", "read", "protocol", "write", "sharing"]
+# Packages whose modules must not import each other's private names.
+NO_PRIVATE_IMPORTS = ["log", "txn", "storage", "read", "protocol", "write", "sharing", "spark", "expressions",
+                      "maintenance", "uniform"]
 
-# Modules that must read `delta.*` table properties only through tahoe.protocol.properties.
-# (tahoe/write/writer.py and tahoe/spark/write.py are moving to one write planner on another
-# branch.)
-ONE_PROPERTY_READER = ["log", "read", "sharing", "write/dml.py", "write/files.py",
-                       "write/constraints.py", "write/deletion_vectors.py", "txn/conflicts.py"]
+# Modules that must read `delta.*` table properties only through tahoe.protocol.properties (which
+# is the reader itself, so it is left out).
+ONE_PROPERTY_READER = ["log", "read", "sharing", "spark", "txn", "maintenance", "protocol", "write", "uniform",
+                       "table.py"]
+PROPERTY_READERS = {"bool_property", "int_property", "interval_property_ms", "enum_property", "text_property",
+                    "raw_property"}
 
 
 def _files(parts: list[str]) -> list[Path]:
@@ -33,7 +34,7 @@ def _files(parts: list[str]) -> list[Path]:
     for p in parts:
         path = TAHOE / p
         out.extend(sorted(path.rglob("*.py")) if path.is_dir() else [path])
-    return out
+    return [f for f in out if f != TAHOE / "protocol" / "properties.py"]
 
 
 def _private_imports(path: Path) -> list[str]:
@@ -52,39 +53,197 @@ def test_no_private_names_imported_across_modules():
     assert hits == [], "private names imported across modules:\n" + "\n".join(hits)
 
 
-def _property_literals(path: Path) -> list[str]:
+def _key_constants() -> dict[str, str]:
+    """Module-level names bound to a known property key anywhere in tahoe (`ICT_KEY = "delta..."`):
+    a use of the name is a use of the key."""
+    known = set(TABLE_PROPERTIES)
+    out: dict[str, str] = {}
+    for f in TAHOE.rglob("*.py"):
+        for node in ast.parse(f.read_text(), str(f)).body:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value in known:
+                out.update({t.id: node.value.value for t in node.targets if isinstance(t, ast.Name)})
+    return out
+
+
+def _hand_reads(path: Path, constants: dict[str, str]) -> list[str]:
+    """Where a known property key (a literal, or a name bound to one) is read by hand: `conf.get(k)`,
+    `conf.pop(k)`, `conf[k]`, `k in conf`, or handed to a helper of the module that reads its
+    argument so (`_true(conf, k)` with `def _true(conf, key): return conf.get(key) == "true"`).
+    Writing a configuration (`{k: v}`, `conf[k] = v`), naming keys in lists and messages, and the
+    typed readers are not reads by hand."""
     known = set(TABLE_PROPERTIES)
     tree = ast.parse(path.read_text(), str(path))
+
+    def key(node) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in known:
+            return node.value
+        if isinstance(node, ast.Name) and node.id in constants:
+            return constants[node.id]
+        return None
+
+    def read_key(node) -> ast.AST | None:
+        """The expression read as a key when `node` reads a mapping by key."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "pop"):
+            return node.args[0] if node.args else None
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            return node.slice
+        if isinstance(node, ast.Compare) and any(isinstance(o, (ast.In, ast.NotIn)) for o in node.ops) \
+                and not all(isinstance(c, (ast.List, ast.Tuple, ast.Set)) for c in node.comparators):
+            return node.left
+        return None
+
+    # the module's own functions that read one of their parameters as a key: name -> positions
+    readers_of_param: dict[str, set[int]] = {}
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            params = [a.arg for a in fn.args.args]
+            read = {k.id for k in map(read_key, ast.walk(fn)) if isinstance(k, ast.Name)}
+            used = {i for i, p in enumerate(params) if p in read}
+            if used:
+                readers_of_param[fn.name] = used
+
     hits = []
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in known):
-            continue
-        hits.append(f"{path.relative_to(TAHOE.parent)}:{node.lineno} {node.value}")
+        where = f"{path.relative_to(TAHOE.parent)}:{getattr(node, 'lineno', 0)}"
+        k = read_key(node)
+        if k is not None and key(k) is not None:
+            hits.append(f"{where} {ast.unparse(node)[:100]}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in readers_of_param \
+                and node.func.id not in PROPERTY_READERS:
+            if any(i < len(node.args) and key(node.args[i]) for i in readers_of_param[node.func.id]):
+                hits.append(f"{where} {ast.unparse(node)[:100]}")
     return hits
 
 
-def _reader_calls(path: Path) -> set[int]:
-    """Lines where a known property key is passed to one of the typed readers."""
-    readers = {"bool_property", "int_property", "interval_property_ms", "enum_property",
-               "text_property", "raw_property"}
-    tree = ast.parse(path.read_text(), str(path))
-    lines = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in readers:
-            for a in node.args:
-                if isinstance(a, ast.Constant):
-                    lines.add(a.lineno)
-    return lines
-
-
 def test_table_properties_are_read_through_the_one_reader():
-    """A known property key appears in these modules only as the argument of a typed reader
-    (no `conf.get("delta.x", ...).lower() == "true"`, no private `_int_conf`/`_bool_prop`)."""
-    hits = []
-    for f in _files(ONE_PROPERTY_READER):
-        ok = _reader_calls(f)
-        hits += [h for h in _property_literals(f) if int(h.split(":")[1].split()[0]) not in ok]
+    """No `conf.get("delta.x", "").lower() == "true"`, `"delta.x" in conf` or private `_true(conf,
+    "delta.x")` helper outside tahoe.protocol.properties: typed readers apply delta-spark's
+    defaults, match keys case-insensitively and refuse invalid stored values naming the property."""
+    constants = _key_constants()
+    hits = [h for f in _files(ONE_PROPERTY_READER) for h in _hand_reads(f, constants)]
     assert hits == [], "table properties read by hand:\n" + "\n".join(hits)
+
+
+def test_the_property_guard_finds_hand_reads(tmp_path):
+    """The guard itself: each shape of a hand read is found, writes and typed reads are not."""
+    src = tmp_path / "m.py"
+    src.write_text(
+        'KEY = "delta.appendOnly"\n'
+        'def _true(conf, key):\n    return str(conf.get(key, "")).lower() == "true"\n'
+        'def f(conf):\n'
+        '    a = conf.get("delta.enableChangeDataFeed")\n'      # 5: read
+        '    b = conf[KEY]\n'                                   # 6: read through a constant
+        '    c = "delta.checkpointInterval" in conf\n'          # 7: read
+        '    d = _true(conf, "delta.enableDeletionVectors")\n'  # 8: a helper that reads its argument
+        '    conf["delta.appendOnly"] = "true"\n'               # write
+        '    e = {"delta.appendOnly": "true"}\n'                # write
+        '    g = bool_property(conf, "delta.appendOnly")\n'     # typed reader
+        '    h = [k for k in conf if k not in (KEY, "delta.checkpointInterval")]\n')
+    global TAHOE
+    saved, TAHOE = TAHOE, tmp_path
+    try:
+        hits = _hand_reads(src, {"KEY": "delta.appendOnly"})
+    finally:
+        TAHOE = saved
+    assert sorted(int(h.split(":")[1].split()[0]) for h in hits) == [5, 6, 7, 8], hits
+
+
+# --- import cycles ------------------------------------------------------------------------------
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(TAHOE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement that can run — at module level or inside a function — but not those
+    under `if TYPE_CHECKING:` (annotations only, never executed)."""
+    skip: set[int] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test):
+            skip.update(id(x) for b in n.body for x in ast.walk(b))
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in skip]
+
+
+def import_graph() -> dict[str, dict[str, int]]:
+    """tahoe module -> {tahoe module it imports: line}. `from x import y` is an edge to module
+    x.y when that is a module, else to x (a package's __init__ when x is a package)."""
+    modules = {_module_name(f): f for f in TAHOE.rglob("*.py")}
+    graph: dict[str, dict[str, int]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        edges: dict[str, int] = {}
+        for node in _runtime_imports(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                base = package
+                for _ in range(max(node.level - 1, 0)):
+                    base = base.rsplit(".", 1)[0]
+                mod = (base + ("." + node.module if node.module else "")) if node.level else (node.module or "")
+                targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules else mod for a in node.names]
+            for t in targets:
+                while t not in modules and "." in t:
+                    t = t.rsplit(".", 1)[0]
+                if t in modules and t != name:
+                    edges.setdefault(t, node.lineno)
+        graph[name] = edges
+    return graph
+
+
+def import_cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycles_among_tahoe_modules():
+    """No two tahoe modules import each other, directly or through others — counting imports
+    inside functions (a lazy import hides a cycle from Python, not from a reader)."""
+    graph = import_graph()
+    cycles = import_cycles(graph)
+    detail = "\n".join(
+        "cycle: " + ", ".join(c) + "\n" + "\n".join(f"  {a} -> {b} (line {graph[a][b]})"
+                                                    for a in c for b in graph[a] if b in c)
+        for c in cycles)
+    assert cycles == [], detail
+
+
+def test_the_cycle_finder_finds_a_lazy_cycle():
+    """The finder itself, on a hand-made graph: a lazy import closing a loop is a cycle."""
+    tree = ast.parse("from .b import x\ndef f():\n    from .a import y\nif TYPE_CHECKING:\n    from .c import z\n")
+    assert [type(n).__name__ for n in _runtime_imports(tree)] == ["ImportFrom", "ImportFrom"]
+    assert import_cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 3}, "d": {"a": 1}}) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b": 1}, "b": {}}) == []
 
 
 # --- the readers: delta-spark's defaults (DeltaConfigs) and refusal of invalid values ---------

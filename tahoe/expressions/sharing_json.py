@@ -153,7 +153,8 @@ def _text(v: Any, vt: str) -> str:
         if isinstance(v, _dt.datetime):
             d = v if v.tzinfo else v.replace(tzinfo=_dt.timezone.utc)
             d = d.astimezone(_dt.timezone.utc).replace(tzinfo=None)
-            return d.isoformat(timespec="milliseconds") + "Z"
+            # microseconds when there are any: cutting them would move the bound (and skip files)
+            return d.isoformat(timespec="microseconds" if d.microsecond % 1000 else "milliseconds") + "Z"
         return str(v)
     if vt == "date":
         return v.isoformat() if isinstance(v, _dt.date) else str(v)

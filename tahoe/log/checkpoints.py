@@ -33,7 +33,10 @@ Table properties honoured (delta-spark names and defaults): `delta.checkpointInt
 `delta.checkpoint.partSize` (file actions per part, as delta-spark counts them; default 1,000,000 — the table-property form of
 delta-spark's `spark.databricks.delta.checkpoint.partSize`), `delta.deletedFileRetentionDuration`
 (`interval 1 week`), `delta.logRetentionDuration` (`interval 30 days`),
-`delta.enableExpiredLogCleanup` (true), `delta.checkpointPolicy` (classic; v2: V2 checkpoints).
+`delta.enableExpiredLogCleanup` (true), `delta.checkpointPolicy` (classic; v2: V2 checkpoints);
+and tahoe's own `tahoe.checkpoint.jsonSizeThreshold` (32mb; 0: off): a commit after which the JSON
+commits since the newest checkpoint hold at least that many bytes is checkpointed too, so a table
+written in a few large commits does not leave its readers parsing hundreds of MB of JSON.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ import logging
 import math
 import threading
 import time
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -59,7 +62,8 @@ from ..protocol.filenames import (
 )
 from ..protocol.partition_values import partition_column_to_arrow
 from ..protocol.properties import (
-    bool_property, data_skipping_settings, enum_property, int_property, interval_property_ms, raw_property,
+    CHECKPOINT_JSON_SIZE_THRESHOLD, bool_property, data_skipping_settings, enum_property, int_property,
+    interval_property_ms, raw_property, size_property,
 )
 from ..protocol.schema import (
     DataType, DecimalType, PrimitiveType, StructField, StructType, from_arrow_schema, from_arrow_type,
@@ -75,7 +79,7 @@ from .snapshot import Snapshot
 _logger = logging.getLogger(__name__)
 
 __all__ = [
-    "write_checkpoint", "checkpoint_if_needed", "cleanup_expired_logs", "checkpoint_schema",
+    "write_checkpoint", "checkpoint_if_needed", "checkpoint_due", "json_tail_bytes", "cleanup_expired_logs", "checkpoint_schema",
     "build_checkpoint", "checkpoint_part_of", "spark_string_hash", "cleanup_unreferenced_sidecars",
     "V2_SIDECAR_PART_SIZE",
 ]
@@ -790,15 +794,42 @@ def _configuration_at(log: Any, version: int) -> dict:
     return conf
 
 
-def checkpoint_if_needed(log: Any, version: int, configuration: dict | None = None) -> LastCheckpoint | None:
-    """Post-commit hook: when `version` > 0 is a multiple of `delta.checkpointInterval`, write its
-    checkpoint, then (if `delta.enableExpiredLogCleanup`) clean up expired log files. Returns the
-    checkpoint written, or None. Never raises — the commit already succeeded — but logs a warning.
-    `configuration`: the table configuration at `version` when the caller knows it (saves a read)."""
+def json_tail_bytes(log: Any, version: int) -> int:
+    """Bytes of JSON a reader of `version` replays after its newest checkpoint: the commits (or
+    log compaction files standing for them) of its log segment."""
+    from .segment import LogSegment
+
+    return sum(f.status.size for f in LogSegment.for_version(log.store, log.table_root, version).deltas)
+
+
+def checkpoint_due(conf: dict, version: int, tail_bytes: "int | Callable[[], int]") -> bool:
+    """Whether a commit of `version` is followed by a checkpoint: `version` > 0 and a multiple of
+    `delta.checkpointInterval` (as delta-spark), or — tahoe's own rule, the table property
+    `tahoe.checkpoint.jsonSizeThreshold` (default 32mb, 0: off) — the JSON a reader replays after
+    the newest checkpoint (`tail_bytes`, or a callable computing it) has reached the threshold."""
+    if version <= 0:
+        return False
+    if version % int_property(conf, "delta.checkpointInterval") == 0:
+        return True
+    threshold = size_property(conf, CHECKPOINT_JSON_SIZE_THRESHOLD)
+    if not threshold:
+        return False
+    return (tail_bytes() if callable(tail_bytes) else tail_bytes) >= threshold
+
+
+def checkpoint_if_needed(log: Any, version: int, configuration: dict | None = None,
+                         tail_bytes: int | None = None) -> LastCheckpoint | None:
+    """Post-commit hook: when `checkpoint_due` (every `delta.checkpointInterval` commits, or once
+    the JSON since the last checkpoint reaches `tahoe.checkpoint.jsonSizeThreshold`), write the
+    checkpoint of `version`, then (if `delta.enableExpiredLogCleanup`) clean up expired log files.
+    Returns the checkpoint written, or None. Never raises — the commit already succeeded — but
+    logs a warning. `configuration`: the table configuration at `version` when the caller knows it
+    (saves a read); `tail_bytes`: the JSON bytes after the newest checkpoint up to `version` when
+    the caller knows them (else the log is listed, only when the interval alone does not decide)."""
     try:
         conf = configuration if configuration is not None else _configuration_at(log, version)
-        interval = int_property(conf, "delta.checkpointInterval")
-        if version <= 0 or version % interval != 0:
+        if not checkpoint_due(conf, version, tail_bytes if tail_bytes is not None
+                              else (lambda: json_tail_bytes(log, version))):
             return None
         lc = write_checkpoint(log, version)
     except Exception as e:  # noqa: BLE001 - a failed checkpoint never fails the commit

@@ -26,10 +26,6 @@ import logging
 import os
 from typing import TYPE_CHECKING, Iterable
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from ..errors import CorruptLogError, VersionChecksumMismatchError
 from ..protocol.actions import (
     Action, AddFile, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile, SetTransaction,
@@ -42,10 +38,14 @@ from ..protocol.version_checksum import (
     derive_next, empty_checksum, limit_domains, limit_set_transactions, mismatches,
 )
 from ..storage.base import LogStore
-from .file_actions import canonical_key, file_keys, root_uri
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
     from .snapshot import Snapshot
+
+# numpy, pyarrow and the Arrow file-action helpers are imported where the file list is computed
+# on: reading a `.crc` (a snapshot's size and file count) needs none of them.
 
 _logger = logging.getLogger(__name__)
 
@@ -84,7 +84,8 @@ def write_version_checksum(store: LogStore, log_dir: str, version: int, crc: Ver
     """Write `<version>.crc` unless it exists (never overwritten); True when written."""
     path = store.join(log_dir, crc_file_name(version))
     try:
-        store.write(path, (crc.to_json() + "\n").encode("utf-8"), overwrite=False)
+        # optional for readers (an unreadable .crc is ignored): no fsyncs (`LogStore.write_optional`)
+        store.write_optional(path, (crc.to_json() + "\n").encode("utf-8"))
         return True
     except FileExistsError:
         _logger.info("version checksum %s already exists; keeping it", path)
@@ -101,6 +102,8 @@ def _txn_retention_set(metadata: Metadata) -> bool:
 
 
 def _histogram(sizes: np.ndarray) -> FileSizeHistogram:
+    import numpy as np
+
     bins = np.asarray(FILE_SIZE_BINS, dtype=np.int64)
     idx = np.searchsorted(bins, sizes, side="right") - 1
     ok = idx >= 0
@@ -112,6 +115,10 @@ def _histogram(sizes: np.ndarray) -> FileSizeHistogram:
 
 def compute_checksum(snapshot: "Snapshot") -> VersionChecksum:
     """The checksum of `snapshot`'s replayed state (what its `.crc` should say)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     files = snapshot.files_table(["size", "deletionVector"])
     sizes = files.column("size").to_numpy(zero_copy_only=False).astype(np.int64) if files.num_rows \
         else np.zeros(0, np.int64)
@@ -143,6 +150,11 @@ def compute_checksum(snapshot: "Snapshot") -> VersionChecksum:
 
 def _previous_files(snapshot: "Snapshot", keys: set[str]) -> dict[str, tuple[int, int | None]]:
     """key → (size, DV cardinality) of those of `keys` that are active in `snapshot`."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .file_actions import file_keys, root_uri
+
     t = snapshot.files_table(["path", "deletionVector", "size"])
     if not t.num_rows or not keys:
         return {}
@@ -166,6 +178,8 @@ def checksum_after_commit(store: LogStore, log_dir: str, table_root: str, versio
                           actions: Iterable[Action], read_snapshot: "Snapshot | None") -> VersionChecksum | None:
     """The checksum of `version` from its commit's `actions` (see the module docstring), or None
     when it cannot be derived without a replay."""
+    from .file_actions import canonical_key, root_uri
+
     actions = list(actions)
     metadata = next((a for a in actions if isinstance(a, Metadata)), None)
     protocol = next((a for a in actions if isinstance(a, Protocol)), None)

@@ -19,7 +19,6 @@ from ..protocol.filenames import LOG_DIR, LogFileKind
 from ..protocol.properties import bool_property, int_property
 from ..storage import log_store_for
 from ..storage.base import LogStore
-from .replay import read_commit
 from .segment import LogFile, list_log
 from .snapshot import Snapshot
 
@@ -74,13 +73,16 @@ class DeltaLog:
         return cls(store, root)
 
     # --- snapshots ---------------------------------------------------------------------------
-    def snapshot(self, version: int | None = None, timestamp: Any = None) -> Snapshot:
-        """The latest snapshot, or the one at `version`, or the one as of `timestamp`."""
+    def snapshot(self, version: int | None = None, timestamp: Any = None, *,
+                 from_checksum: bool = False) -> Snapshot:
+        """The latest snapshot, or the one at `version`, or the one as of `timestamp`.
+        `from_checksum`: protocol and metaData from the version's `.crc` when it has them, the log
+        replayed only on first need (`Snapshot.load`)."""
         if version is not None and timestamp is not None:
             raise ValueError("give either version or timestamp, not both")
         if timestamp is not None:
             version = self.version_at_timestamp(timestamp)
-        return Snapshot.load(self.store, self.table_root, version)
+        return Snapshot.load(self.store, self.table_root, version, from_checksum=from_checksum)
 
     def exists(self) -> bool:
         try:
@@ -99,7 +101,7 @@ class DeltaLog:
         `delta.inCommitTimestampEnablementVersion`; 0 when the feature was on from the start), or
         None when the table does not use them."""
         try:
-            conf = self.snapshot().metadata.configuration
+            conf = self.snapshot(from_checksum=True).metadata.configuration
         except DeltaError:  # a log without readable metaData has no in-commit timestamps
             return None
         if not bool_property(conf, "delta.enableInCommitTimestamps"):
@@ -195,6 +197,8 @@ class DeltaLog:
 
     # --- history -----------------------------------------------------------------------------
     def _commit_info(self, c: LogFile) -> dict[str, Any]:
+        from .file_actions import read_commit
+
         for obj in read_commit(self.store, c.path):
             ci = obj.get("commitInfo")
             if isinstance(ci, dict):

@@ -82,6 +82,10 @@ def _read_parquet(store: LogStore, path: str, columns: list[str] | None = None) 
         with store.filesystem.open_input_file(store.to_fs_path(path)) as f:
             pf = pq.ParquetFile(f)
             file_schema = pf.schema_arrow   # a property that rebuilds the schema on every access
+            # threads pay off on big checkpoints only: on a small one (a table that commits often)
+            # handing columns to the pool costs more than decoding them, and more still when the
+            # machine is busy
+            threads = pf.metadata.num_rows >= 65_536
             names = set(file_schema.names)
             if columns is not None:
                 cols = [c for c in columns if c.split(".", 1)[0] in names]
@@ -97,8 +101,8 @@ def _read_parquet(store: LogStore, path: str, columns: list[str] | None = None) 
                     t = file_schema.field(top).type
                     if pa.types.is_struct(t) and t.get_field_index(sub) >= 0:
                         ok.append(c)
-                return pf.read(columns=ok, use_threads=True) if ok else pa.table({})
-            return pf.read(use_threads=True)
+                return pf.read(columns=ok, use_threads=threads) if ok else pa.table({})
+            return pf.read(use_threads=threads)
     except FileNotFoundError:
         raise CorruptLogError(f"checkpoint file {path} is missing") from None
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:

@@ -9,7 +9,10 @@ Invariants, checked at construction (`Snapshot.load`):
      the replayed state agrees with it (`tahoe.log.crc.validate_snapshot`).
 
 The version's checksum file, when there is one, answers `num_files` and `size_in_bytes` without
-reading the file list (as delta-spark's snapshot does).
+reading the file list (as delta-spark's snapshot does). `Snapshot.load(..., from_checksum=True)`
+goes further, as delta-spark does when a `.crc` holds protocol and metadata: invariants 1-3 are
+checked on the checksum's protocol and metaData, and the log is replayed only when something
+needs it (files, tombstones, set transactions, domains) — `tahoe describe` reads no commit.
 """
 
 from __future__ import annotations
@@ -18,9 +21,6 @@ import json
 from functools import cached_property
 from typing import TYPE_CHECKING, Iterable
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from ..errors import CorruptLogError
 from ..protocol import column_mapping
 from ..protocol.actions import AddFile, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile, SetTransaction
@@ -28,11 +28,16 @@ from ..protocol.properties import bool_property
 from ..protocol.schema import StructType
 from ..protocol.table_features import check_readable, is_feature_supported
 from ..storage.base import LogStore
-from .replay import ReplayState, replay
 from .segment import LogSegment
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
     from ..protocol.version_checksum import VersionChecksum
+    from .replay import ReplayState
+
+# The replay (and with it pyarrow) is imported when a snapshot is replayed: a snapshot loaded
+# `from_checksum` answers version, protocol, metaData, file count and size without it.
 
 __all__ = ["Snapshot", "add_files_from_table"]
 
@@ -54,25 +59,45 @@ def add_files_from_table(files: pa.Table) -> list[AddFile]:
 
 
 class Snapshot:
-    def __init__(self, store: LogStore, table_root: str, segment: LogSegment, state: ReplayState):
+    def __init__(self, store: LogStore, table_root: str, segment: LogSegment, state: "ReplayState | None",
+                 checksum: "VersionChecksum | None" = None):
+        """`state`: the replayed log; or None with a `checksum` of this version that holds its
+        protocol and metaData (the log is then replayed on first need)."""
         self.store = store
         self.table_root = table_root
         self.segment = segment
-        self._state = state
-        if state.protocol is None:
+        self._replayed = state
+        if state is None:
+            if checksum is None or checksum.protocol is None or checksum.metadata is None:
+                raise ValueError("a snapshot without a replayed state needs a checksum with protocol and metaData")
+            self.__dict__["version_checksum"] = checksum   # the cached_property's value
+            protocol, metadata = checksum.protocol, checksum.metadata
+        else:
+            protocol, metadata = state.protocol, state.metadata
+        if protocol is None:
             where = "checkpoint" if segment.checkpoint and not segment.commits else "log"
             raise CorruptLogError(
                 f"table {table_root} at version {segment.version} has no protocol action in its {where}")
-        check_readable(state.protocol)
-        self.protocol: Protocol = state.protocol
-        if state.metadata is not None and state.metadata.schema_string is not None:
-            state.metadata.schema  # parse now: a bad schema fails the load
+        check_readable(protocol)
+        self.protocol: Protocol = protocol
+        self._metadata = metadata
+        if metadata is not None and metadata.schema_string is not None:
+            metadata.schema  # parse now: a bad schema fails the load
+
+    @property
+    def _state(self) -> "ReplayState":
+        """The replayed log (replayed now when the snapshot was loaded from its checksum)."""
+        if self._replayed is None:
+            from .replay import replay
+
+            self._replayed = replay(self.store, self.table_root, self.segment)
+        return self._replayed
 
     @property
     def metadata(self) -> Metadata:
         """The table's metaData. A log without one loads (its version, protocol and files are
         known) but everything that needs the schema fails here with a CorruptLogError."""
-        md = self._state.metadata
+        md = self._metadata
         if md is None:
             seg = self.segment
             where = "checkpoint" if seg.checkpoint and not seg.commits else "log"
@@ -81,9 +106,23 @@ class Snapshot:
         return md
 
     @classmethod
-    def load(cls, store: LogStore, table_root: str, version: int | None = None) -> "Snapshot":
+    def load(cls, store: LogStore, table_root: str, version: int | None = None, *,
+             from_checksum: bool = False) -> "Snapshot":
+        """The snapshot at `version` (latest when None). `from_checksum`: when the version's
+        `.crc` holds protocol and metaData, take them from it and replay the log only on first
+        need (see the module docstring)."""
         segment = LogSegment.for_version(store, table_root, version)
-        snap = cls(store, table_root, segment, replay(store, table_root, segment))
+        snap = None
+        if from_checksum:
+            from .crc import read_version_checksum
+
+            crc = read_version_checksum(store, segment.log_dir, segment.version)
+            if crc is not None and crc.protocol is not None and crc.metadata is not None:
+                snap = cls(store, table_root, segment, None, crc)
+        if snap is None:
+            from .replay import replay
+
+            snap = cls(store, table_root, segment, replay(store, table_root, segment))
         from .crc import validation_mode
 
         mode = validation_mode()
@@ -120,11 +159,12 @@ class Snapshot:
         at this version is what the snapshot was loaded from (the checkpoint file's own time is
         when it was written, not when the version was committed). Only when the log no longer
         holds the version's commit is the checkpoint file's time used."""
-        md = self._state.metadata   # (a log without metaData still has a timestamp)
+        md = self._metadata   # (a log without metaData still has a timestamp)
         ict = md is not None and bool(bool_property(md.configuration, "delta.enableInCommitTimestamps"))
         tip = self.segment.last_commit or self.segment.version_commit
         if ict:
-            ci = self._state.last_commit_info if self.segment.last_commit is not None else None
+            ci = self._replayed.last_commit_info \
+                if self._replayed is not None and self.segment.last_commit is not None else None
             if ci is None and self.version_checksum is not None and \
                     self.version_checksum.in_commit_timestamp is not None:
                 return int(self.version_checksum.in_commit_timestamp)
@@ -215,6 +255,8 @@ class Snapshot:
         crc = self.version_checksum
         if crc is not None:
             return crc.table_size_bytes
+        import pyarrow.compute as pc
+
         s = pc.sum(self.files_table(["size"]).column("size")).as_py()
         return int(s or 0)
 

@@ -53,9 +53,9 @@ from ..storage import resolve_data_path
 from ..storage.base import LogStore
 from ..txn import Transaction
 from ..write.commit import commit_new_files
-from ..write.files import encode_log_path
+from ..write.files import absolute_uri, encode_log_path
 
-__all__ = ["clone", "clone_parquet", "CLONE_METRICS", "absolute_uri"]
+__all__ = ["clone", "clone_parquet", "CLONE_METRICS"]
 
 CLONE_METRICS = ("sourceTableSize", "sourceNumOfFiles", "numRemovedFiles", "numCopiedFiles",
                  "removedFilesSize", "copiedFilesSize")
@@ -64,22 +64,6 @@ _NOT_CLONED = ("delta.inCommitTimestampEnablementVersion", "delta.inCommitTimest
                "delta.requireCheckpointProtectionBeforeVersion")
 
 Progress = Callable[[str, int, int], None]
-
-
-def absolute_uri(table_root: str, path_in_log: str) -> str:
-    """The `path` of an action of the table at `table_root` as an absolute URI another table's log
-    can name it by (percent-encoded as log paths are)."""
-    if "://" in path_in_log or path_in_log.startswith("file:"):
-        return path_in_log
-    if path_in_log.startswith("/"):
-        return "file://" + path_in_log
-    if "://" in table_root:
-        scheme, rest = table_root.split("://", 1)
-        bucket, _, key = rest.partition("/")
-        base = f"{scheme}://{bucket}" + ("/" + encode_log_path(key.strip("/")) if key.strip("/") else "")
-    else:
-        base = "file://" + encode_log_path(table_root.replace("\\", "/").rstrip("/"))
-    return f"{base}/{path_in_log}"
 
 
 def _target_relative(source_root: str, path_in_log: str) -> str:
@@ -120,25 +104,11 @@ def _cloned_metadata(source: Snapshot, target: Snapshot | None, properties: dict
         configuration=conf, created_time=int(time.time() * 1000))
 
 
-def clone(source: str | DeltaLog, target: str, *, version: int | None = None, timestamp: Any = None,
-          shallow: bool = False, replace: bool = False, properties: dict[str, str] | None = None,
-          storage_options: dict | None = None, target_storage_options: dict | None = None,
-          max_workers: int = 8, progress: Progress | None = None) -> dict[str, Any]:
-    """CLONE a version of `source` to `target` (see the module docstring). Returns delta-spark's
-    metrics plus `version` (the target's CLONE commit) and `sourceVersion`."""
-    if not isinstance(target, str) or not target:
-        raise InvalidOptionError(f"the clone target must be a path, got {target!r}")
-    if properties is not None and (not isinstance(properties, dict) or
-                                   not all(isinstance(k, str) and isinstance(v, str) for k, v in properties.items())):
-        raise InvalidOptionError("properties must be a dict of str to str")
-    if max_workers < 1:
-        raise InvalidOptionError(f"max_workers must be >= 1, got {max_workers}")
-    src_log = source if isinstance(source, DeltaLog) else DeltaLog.for_table(source, storage_options)
-    src = src_log.snapshot(version=version, timestamp=timestamp)
-    tgt_log = DeltaLog.for_table(target, target_storage_options if target_storage_options is not None
-                                 else storage_options)
-    if tgt_log.table_root.rstrip("/") == src_log.table_root.rstrip("/"):
-        raise InvalidTableOperationError(f"cannot clone {src_log.table_root} onto itself")
+def _target(tgt_log: DeltaLog, source_root: str, replace: bool) -> Snapshot | None:
+    """The clone target's current table (None: there is none), refused when it is the source,
+    when it is a table and `replace` is off, or when its directory holds other files."""
+    if tgt_log.table_root.rstrip("/") == source_root.rstrip("/"):
+        raise InvalidTableOperationError(f"cannot clone {source_root} onto itself")
     try:
         existing: Snapshot | None = tgt_log.snapshot()
     except TableNotFoundError:
@@ -156,6 +126,27 @@ def clone(source: str | DeltaLog, target: str, *, version: int | None = None, ti
             raise InvalidTableOperationError(
                 f"cannot clone to {tgt_log.table_root}: the directory is not empty and holds no Delta "
                 f"table (found {stray.path})")
+    return existing
+
+
+def clone(source: str | DeltaLog, target: str, *, version: int | None = None, timestamp: Any = None,
+          shallow: bool = False, replace: bool = False, properties: dict[str, str] | None = None,
+          storage_options: dict | None = None, target_storage_options: dict | None = None,
+          max_workers: int = 8, progress: Progress | None = None) -> dict[str, Any]:
+    """CLONE a version of `source` to `target` (see the module docstring). Returns delta-spark's
+    metrics plus `version` (the target's CLONE commit) and `sourceVersion`."""
+    if not isinstance(target, str) or not target:
+        raise InvalidOptionError(f"the clone target must be a path, got {target!r}")
+    if properties is not None and (not isinstance(properties, dict) or
+                                   not all(isinstance(k, str) and isinstance(v, str) for k, v in properties.items())):
+        raise InvalidOptionError("properties must be a dict of str to str")
+    if max_workers < 1:
+        raise InvalidOptionError(f"max_workers must be >= 1, got {max_workers}")
+    src_log = source if isinstance(source, DeltaLog) else DeltaLog.for_table(source, storage_options)
+    src = src_log.snapshot(version=version, timestamp=timestamp)
+    tgt_log = DeltaLog.for_table(target, target_storage_options if target_storage_options is not None
+                                 else storage_options)
+    existing = _target(tgt_log, src_log.table_root, replace)
     props = normalize_properties(properties or {})
     md = _cloned_metadata(src, existing, props)
     files = src.add_files()
@@ -263,16 +254,7 @@ def clone_parquet(source: str, target: str, *, replace: bool = False, properties
 
     scan = scan_parquet(source, None, storage_options=storage_options, max_workers=max_workers)
     tgt_log = DeltaLog.for_table(target, storage_options)
-    if tgt_log.table_root.rstrip("/") == scan.root.rstrip("/"):
-        raise InvalidTableOperationError(f"cannot clone {scan.root} onto itself")
-    try:
-        existing: Snapshot | None = tgt_log.snapshot()
-    except TableNotFoundError:
-        existing = None
-    if existing is not None and not replace:
-        raise TableAlreadyExistsError(
-            f"cannot clone to {tgt_log.table_root}: a Delta table exists there (version {existing.version}); "
-            f"pass replace=True to replace it")
+    existing = _target(tgt_log, scan.root, replace)
     conf = normalize_properties(properties or {})
     if existing is not None and column_mapping.mode(existing.configuration) != column_mapping.mode(conf):
         raise InvalidTableOperationError("CLONE cannot replace a table whose column mapping mode differs from the "

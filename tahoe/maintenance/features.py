@@ -67,7 +67,7 @@ from ..protocol.actions import AddFile, Protocol, RemoveFile
 from ..protocol.filenames import LogFileKind
 from ..protocol.properties import (
     ENABLE_DELETION_VECTORS, ENABLE_ROW_TRACKING, ROW_COMMIT_VERSION_COLUMN_PROP, ROW_ID_COLUMN_PROP,
-    TYPE_CHANGES, bool_property, constraints_of, enum_property, int_property, interval_property_ms,
+    TYPE_CHANGES, bool_property, constraints_of, enum_property, int_property, interval_property_ms, raw_property,
 )
 from ..protocol.schema import ArrayType, MapType, StructField, StructType, to_arrow_type
 from ..protocol.table_features import (
@@ -221,7 +221,7 @@ def _traces(snap: Snapshot, feature: str) -> str | None:
         domains = sorted(snap.domain_metadata)
         return f"metadata domains {domains}" if domains else None
     if feature == "checkpointProtection":
-        return f"{CHECKPOINT_PROTECTION_KEY} is set" if CHECKPOINT_PROTECTION_KEY in conf else None
+        return f"{CHECKPOINT_PROTECTION_KEY} is set" if raw_property(conf, CHECKPOINT_PROTECTION_KEY) is not None else None
     return None
 
 
@@ -253,7 +253,7 @@ def _action_uses(feature: str, obj: dict) -> bool:
     if feature == "deletionVectors":
         md = obj.get("metaData")
         if isinstance(md, dict):
-            return str((md.get("configuration") or {}).get(ENABLE_DELETION_VECTORS, "")).lower() == "true"
+            return bool(bool_property(md.get("configuration"), ENABLE_DELETION_VECTORS))
         for k in ("add", "remove", "cdc"):
             a = obj.get(k)
             if isinstance(a, dict) and a.get("deletionVector"):
@@ -261,14 +261,14 @@ def _action_uses(feature: str, obj: dict) -> bool:
         return False
     if feature == "v2Checkpoint":
         md = obj.get("metaData")
-        return isinstance(md, dict) and (md.get("configuration") or {}).get("delta.checkpointPolicy") == "v2" \
+        return isinstance(md, dict) and enum_property(md.get("configuration"), "delta.checkpointPolicy") == "v2" \
             or "checkpointMetadata" in obj or "sidecar" in obj
     if feature in ("typeWidening", "typeWidening-preview"):
         md = obj.get("metaData")
         return isinstance(md, dict) and TYPE_CHANGES in (md.get("schemaString") or "")
     if feature == "columnMapping":
         md = obj.get("metaData")
-        return isinstance(md, dict) and (md.get("configuration") or {}).get("delta.columnMapping.mode", "none") != "none"
+        return isinstance(md, dict) and enum_property(md.get("configuration"), "delta.columnMapping.mode") != "none"
     return False
 
 
@@ -391,7 +391,7 @@ def _pre_downgrade(log: DeltaLog, feature: str, truncate_history: bool, progress
     before = snap.version
     conf = snap.configuration
     if feature == "deletionVectors":
-        if ENABLE_DELETION_VECTORS in conf:
+        if raw_property(conf, ENABLE_DELETION_VECTORS) is not None:
             unset_properties(log, [ENABLE_DELETION_VECTORS], if_exists=True)
         purge_deletion_vectors(log, progress=progress)
         _dv_tombstones(log)
@@ -400,7 +400,7 @@ def _pre_downgrade(log: DeltaLog, feature: str, truncate_history: bool, progress
             set_properties(log, {"delta.checkpointPolicy": "classic"})
             write_checkpoint(log)
     elif feature in ("typeWidening", "typeWidening-preview"):
-        if "delta.enableTypeWidening" in conf:
+        if raw_property(conf, "delta.enableTypeWidening") is not None:
             unset_properties(log, ["delta.enableTypeWidening"], if_exists=True)
         _type_widening_rewrite(log, progress)
     elif feature == "columnMapping":
@@ -463,7 +463,7 @@ def _truncate_before_protection(log: DeltaLog) -> None:
                 f"({CHECKPOINT_PROTECTION_KEY}) must be truncated first, and it is younger than the "
                 f"{retention // 3_600_000}-hour truncation retention (delta.dropFeatureTruncateHistory."
                 f"retentionDuration). Retry after it has passed", "DELTA_FEATURE_DROP_CHECKPOINT_PROTECTION_WAIT_FOR_RETENTION_PERIOD")
-    if CHECKPOINT_PROTECTION_KEY in log.snapshot().configuration:
+    if raw_property(log.snapshot().configuration, CHECKPOINT_PROTECTION_KEY) is not None:
         unset_properties(log, [CHECKPOINT_PROTECTION_KEY], if_exists=True)
 
 

@@ -15,12 +15,14 @@ id; in `id` mode every field must have one.
 from __future__ import annotations
 
 import uuid
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-import pyarrow as pa
-
-from ..errors import SchemaError
+from ..errors import InvalidTableOperationError, SchemaError
+from .properties import enum_property, int_property
 from .schema import ArrayType, DataType, MapType, StructField, StructType, to_arrow_type
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
 
 __all__ = [
     "MODE_KEY", "MAX_COLUMN_ID_KEY", "ID_KEY", "PHYSICAL_NAME_KEY", "PARQUET_FIELD_ID_KEY",
@@ -41,13 +43,10 @@ _MODES = ("none", "name", "id")
 
 def mode(configuration: dict | None) -> str:
     """'none', 'name' or 'id' from `delta.columnMapping.mode` (absent → 'none'; case-insensitive)."""
-    raw = (configuration or {}).get(MODE_KEY)
-    if raw is None:
-        return "none"
-    m = str(raw).strip().lower()
-    if m not in _MODES:
-        raise SchemaError(f"invalid {MODE_KEY} '{raw}'; expected one of {list(_MODES)}")
-    return m
+    try:
+        return enum_property(configuration, MODE_KEY)
+    except InvalidTableOperationError as e:
+        raise SchemaError(str(e)) from None
 
 
 def physical_name(field: StructField) -> str:
@@ -111,6 +110,8 @@ def to_physical_schema(logical: StructType, mode: str) -> StructType:
 
 
 def _arrow_field(f: StructField, with_ids: bool) -> pa.Field:
+    import pyarrow as pa
+
     md = None
     if with_ids:
         fid = field_id(f)
@@ -120,6 +121,8 @@ def _arrow_field(f: StructField, with_ids: bool) -> pa.Field:
 
 
 def _arrow_type(dt: DataType, with_ids: bool) -> pa.DataType:
+    import pyarrow as pa
+
     if isinstance(dt, StructType):
         return pa.struct([_arrow_field(f, with_ids) for f in dt.fields])
     if isinstance(dt, ArrayType):
@@ -133,6 +136,8 @@ def _arrow_type(dt: DataType, with_ids: bool) -> pa.DataType:
 def physical_arrow_schema(logical: StructType, mode: str) -> pa.Schema:
     """The Arrow schema to write data files with: physical names, and under name/id mode every
     field carrying `PARQUET:field_id` metadata so pyarrow writes the Parquet field ids."""
+    import pyarrow as pa
+
     phys = to_physical_schema(logical, mode)
     with_ids = mode in ("name", "id")
     return pa.schema([_arrow_field(f, with_ids) for f in phys.fields])
@@ -295,7 +300,7 @@ def assign_ids_for_table(schema: StructType, configuration: dict) -> tuple[Struc
     configuration = creating_defaults(configuration)
     if mode(configuration) == "none":
         return schema, configuration
-    prev = int(configuration.get(MAX_COLUMN_ID_KEY, 0) or 0)
+    prev = int_property(configuration, MAX_COLUMN_ID_KEY)
     schema, new_max = assign_ids(schema, prev)
     return schema, {**configuration, MAX_COLUMN_ID_KEY: str(max(prev, new_max))}
 

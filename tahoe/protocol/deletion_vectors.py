@@ -19,13 +19,18 @@ import string
 import uuid
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from functools import cache
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 from urllib.parse import unquote
 
-import numpy as np
-from pyroaring import BitMap, BitMap64
-
 from ..errors import DeletionVectorError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+    from pyroaring import BitMap64
+
+# numpy and pyroaring are imported by the codecs that use them, not with the descriptor: every
+# action model imports this module, and reading a table's metadata needs neither.
 
 __all__ = [
     "z85_encode", "z85_decode", "DeletionVectorDescriptor", "serialize_bitmap",
@@ -44,10 +49,17 @@ _MAX_ROW_INDEX = (1 << 63) - 1  # every 32-bit key must have a 0 most significan
 # --- Z85 ------------------------------------------------------------------------------------------
 
 _Z85_ALPHABET = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
-_Z85_ENC = np.frombuffer(_Z85_ALPHABET, dtype=np.uint8)
-_Z85_DEC = np.full(256, 255, dtype=np.uint8)
-_Z85_DEC[_Z85_ENC] = np.arange(85, dtype=np.uint8)
-_Z85_POW = np.array([85 ** 4, 85 ** 3, 85 ** 2, 85, 1], dtype=np.uint64)
+
+
+@cache
+def _z85_tables() -> tuple:
+    """(encode table, decode table, powers of 85) as numpy arrays."""
+    import numpy as np
+
+    enc = np.frombuffer(_Z85_ALPHABET, dtype=np.uint8)
+    dec = np.full(256, 255, dtype=np.uint8)
+    dec[enc] = np.arange(85, dtype=np.uint8)
+    return enc, dec, np.array([85 ** 4, 85 ** 3, 85 ** 2, 85, 1], dtype=np.uint64)
 
 
 def z85_encode(data: bytes) -> str:
@@ -56,12 +68,15 @@ def z85_encode(data: bytes) -> str:
         raise ValueError(f"Z85 input length must be a multiple of 4, got {len(data)}")
     if not data:
         return ""
+    import numpy as np
+
+    enc, _, _ = _z85_tables()
     vals = np.frombuffer(bytes(data), dtype=">u4").astype(np.uint64)
     digits = np.empty((vals.size, 5), dtype=np.uint8)
     for i in range(4, -1, -1):
         digits[:, i] = vals % 85
         vals //= 85
-    return _Z85_ENC[digits].tobytes().decode("ascii")
+    return enc[digits].tobytes().decode("ascii")
 
 
 def z85_decode(text: str) -> bytes:
@@ -74,11 +89,14 @@ def z85_decode(text: str) -> bytes:
         raw = text.encode("ascii")
     except UnicodeEncodeError as e:
         raise DeletionVectorError(f"Z85 text contains a non-ASCII character: {text!r}") from e
-    idx = _Z85_DEC[np.frombuffer(raw, dtype=np.uint8)]
+    import numpy as np
+
+    _, dec, pow85 = _z85_tables()
+    idx = dec[np.frombuffer(raw, dtype=np.uint8)]
     if (idx == 255).any():
         bad = chr(raw[int(np.argmax(idx == 255))])
         raise DeletionVectorError(f"Z85 text contains an invalid character {bad!r}")
-    vals = idx.reshape(-1, 5).astype(np.uint64) @ _Z85_POW
+    vals = idx.reshape(-1, 5).astype(np.uint64) @ pow85
     if (vals > 0xFFFFFFFF).any():
         raise DeletionVectorError("Z85 text encodes a value that does not fit in 32 bits")
     return vals.astype(">u4").tobytes()
@@ -185,6 +203,8 @@ class DeletionVectorDescriptor:
 
 def serialize_bitmap(bitmap: BitMap64 | Iterable[int]) -> bytes:
     """The spec's layout: little-endian magic 1681511377 + portable 64-bit roaring bitmap."""
+    from pyroaring import BitMap64
+
     if not isinstance(bitmap, BitMap64):
         bitmap = BitMap64(bitmap)
     if bitmap and bitmap.max() > _MAX_ROW_INDEX:
@@ -193,6 +213,8 @@ def serialize_bitmap(bitmap: BitMap64 | Iterable[int]) -> bytes:
 
 
 def _deserialize_portable(payload: bytes, where: str) -> BitMap64:
+    from pyroaring import BitMap64
+
     try:
         bm = BitMap64.deserialize(payload)
     except (ValueError, IndexError, OverflowError) as e:
@@ -207,6 +229,8 @@ def _deserialize_native(data: bytes, order: str, where: str) -> BitMap64:
     """delta-spark's "native" RoaringBitmapArray layout, after the 4-byte magic:
     int32 count, then per bitmap (index = high 32 bits of its values): int32 length + a standard
     32-bit roaring bitmap of that length. All int32s in `order` (the magic's byte order)."""
+    from pyroaring import BitMap
+
     if len(data) < 8:
         raise DeletionVectorError(f"deletion vector{where}: native bitmap truncated (no bitmap count)")
     count = int.from_bytes(data[4:8], order, signed=True)
@@ -352,6 +376,8 @@ def new_dv_path_component(prefix_len: int = 2) -> tuple[str, str]:
 
 def inline_dv(bitmap: BitMap64 | Iterable[int]) -> DeletionVectorDescriptor:
     """An inline ('i') descriptor holding `bitmap` (Z85 input zero-padded to a multiple of 4)."""
+    from pyroaring import BitMap64
+
     if not isinstance(bitmap, BitMap64):
         bitmap = BitMap64(bitmap)
     payload = serialize_bitmap(bitmap)
@@ -361,6 +387,8 @@ def inline_dv(bitmap: BitMap64 | Iterable[int]) -> DeletionVectorDescriptor:
 
 def deleted_mask(bitmap: BitMap64, num_rows: int) -> np.ndarray:
     """Boolean array of length `num_rows`, True at deleted rows (indexes >= num_rows ignored)."""
+    import numpy as np
+
     mask = np.zeros(num_rows, dtype=bool)
     if num_rows <= 0 or not bitmap:
         return mask

@@ -31,6 +31,7 @@ from typing import Iterable
 
 from ..errors import IcebergCompatViolationError, UniversalFormatViolationError, UnsupportedFeatureError
 from .actions import AddFile, Metadata, Protocol
+from .properties import ENABLE_DELETION_VECTORS, bool_property, enum_property, raw_property, text_property
 from .schema import ArrayType, DataType, DecimalType, MapType, PrimitiveType, StructType
 
 __all__ = ["COMPAT_KEYS", "ENABLED_FORMATS_KEY", "enabled_compat_version", "uniform_iceberg_enabled",
@@ -38,28 +39,24 @@ __all__ = ["COMPAT_KEYS", "ENABLED_FORMATS_KEY", "enabled_compat_version", "unif
 
 COMPAT_KEYS = {1: "delta.enableIcebergCompatV1", 2: "delta.enableIcebergCompatV2"}
 ENABLED_FORMATS_KEY = "delta.universalFormat.enabledFormats"
-_CM_KEY = "delta.columnMapping.mode"
+COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
 _V2_ALLOWED = {"byte", "short", "integer", "long", "float", "double", "string", "binary", "boolean",
                "timestamp", "timestamp_ntz", "date"}
 _VIOLATION = "DELTA_ICEBERG_COMPAT_VIOLATION"
-
-
-def _true(conf: dict, key: str) -> bool:
-    return str(conf.get(key, "")).strip().lower() == "true"
 
 
 def enabled_compat_version(conf: dict | None) -> int | None:
     """The IcebergCompat version the configuration enables (the lowest, if several)."""
     conf = conf or {}
     for v, key in sorted(COMPAT_KEYS.items()):
-        if _true(conf, key):
+        if bool_property(conf, key):
             return v
     return None
 
 
 def enabled_formats(conf: dict | None) -> set[str]:
-    raw = (conf or {}).get(ENABLED_FORMATS_KEY) or ""
-    return {p.strip().lower() for p in str(raw).split(",") if p.strip()}
+    raw = text_property(conf, ENABLED_FORMATS_KEY) or ""
+    return {p.strip().lower() for p in raw.split(",") if p.strip()}
 
 
 def uniform_iceberg_enabled(conf: dict | None) -> bool:
@@ -69,8 +66,8 @@ def uniform_iceberg_enabled(conf: dict | None) -> bool:
 def creating_defaults(conf: dict) -> dict:
     """A new table's configuration with what IcebergCompat auto-sets when absent: column mapping
     `name` (delta-spark's RequireColumnMapping autoSetValue)."""
-    if enabled_compat_version(conf) is not None and _CM_KEY not in conf:
-        return {**conf, _CM_KEY: "name"}
+    if enabled_compat_version(conf) is not None and raw_property(conf, COLUMN_MAPPING_MODE) is None:
+        return {**conf, COLUMN_MAPPING_MODE: "name"}
     return conf
 
 
@@ -118,20 +115,20 @@ def check_commit(prev: Metadata | None, new: Metadata, protocol: Protocol, adds:
             f"requires IcebergCompatV1 or IcebergCompatV2 ('delta.enableIcebergCompatV2' = 'true').")
     if version is None:
         return
-    if sum(1 for key in COMPAT_KEYS.values() if _true(conf, key)) > 1:
+    if sum(1 for key in COMPAT_KEYS.values() if bool_property(conf, key)) > 1:
         raise IcebergCompatViolationError(
             "Only one IcebergCompat version can be enabled, please explicitly disable all other "
             "IcebergCompat versions that are not needed.", f"{_VIOLATION}.VERSION_MUTUAL_EXCLUSIVE")
-    mode = str(conf.get(_CM_KEY, "none")).strip().lower()
+    mode = enum_property(conf, COLUMN_MAPPING_MODE)
     if mode not in ("name", "id"):
         raise IcebergCompatViolationError(
-            f"IcebergCompatV{version} requires table property '{_CM_KEY}' to be set to 'name'. "
+            f"IcebergCompatV{version} requires table property '{COLUMN_MAPPING_MODE}' to be set to 'name'. "
             f"Current value: '{mode}'.", f"{_VIOLATION}.WRONG_REQUIRED_TABLE_PROPERTY")
     if "columnMapping" not in features:
         raise IcebergCompatViolationError(
             f"IcebergCompatV{version} requires feature columnMapping to be supported and enabled.",
             f"{_VIOLATION}.MISSING_REQUIRED_TABLE_FEATURE")
-    if "deletionVectors" in features and _true(conf, "delta.enableDeletionVectors"):
+    if "deletionVectors" in features and bool_property(conf, ENABLE_DELETION_VECTORS):
         raise IcebergCompatViolationError(
             f"IcebergCompatV{version} requires Deletion Vectors to be disabled on the table first "
             f"('delta.enableDeletionVectors' = 'false').", f"{_VIOLATION}.DELETION_VECTORS_SHOULD_BE_DISABLED")

@@ -1,5 +1,6 @@
 """How data files are written, from the table properties (spec "Parquet Compression Codec";
-delta-spark's `delta.parquet.format.version`): one reader of those properties for every writer.
+delta-spark's `delta.parquet.format.version`), for every writer. The properties are read by
+`tahoe.protocol.properties.parquet_write_options(conf)`, which gives a `ParquetWriteOptions`:
 
   * `delta.parquet.compression.codec` — `uncompressed`, `snappy`, `gzip`, `lz4` (deprecated: the
     Hadoop LZ4 framing) or `zstd`; absent → `snappy`, as the spec recommends and delta-spark does;
@@ -8,7 +9,7 @@ delta-spark's `delta.parquet.format.version`): one reader of those properties fo
     `2.12.0` and above → writer version 2: data page V2 and the V2 encodings); absent → `1.0.0`.
     Below `1.0.0`, or not a 3-part version → invalid.
 
-`ParquetWriteOptions.for_configuration(conf)` gives the choice; `pyarrow_kwargs()` the arguments of
+`ParquetWriteOptions` is the choice; `pyarrow_kwargs()` the arguments of
 `pyarrow.parquet.write_table`, `spark_options()` the options of Spark's parquet writer, and
 `file_suffix` the codec part of a data file name (`part-...-c000.zstd.parquet`), as Spark names it.
 """
@@ -18,13 +19,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..errors import InvalidTableOperationError, UnsupportedFeatureError
+from ..errors import UnsupportedFeatureError
 
-__all__ = ["CODEC_KEY", "FORMAT_VERSION_KEY", "DEFAULT_CODEC", "FORMAT_VERSIONS",
-           "resolve_format_version", "ParquetWriteOptions"]
+__all__ = ["DEFAULT_CODEC", "CODECS", "FORMAT_VERSIONS", "resolve_format_version", "ParquetWriteOptions"]
 
-CODEC_KEY = "delta.parquet.compression.codec"
-FORMAT_VERSION_KEY = "delta.parquet.format.version"
 DEFAULT_CODEC = "snappy"
 CODECS = ("uncompressed", "snappy", "gzip", "lz4", "zstd")
 # known format versions, ascending, with the Parquet writer version each means
@@ -52,25 +50,6 @@ class ParquetWriteOptions:
     writer_version: int = 1       # Parquet writer version: 1 (data page V1) or 2 (data page V2)
     variant_shredding: bool = False   # delta.enableVariantShredding: writers may shred variants
 
-    @classmethod
-    def for_configuration(cls, configuration: dict | None) -> "ParquetWriteOptions":
-        conf = configuration or {}
-        codec = str(conf.get(CODEC_KEY) or DEFAULT_CODEC).strip().lower()
-        if codec not in CODECS:
-            raise InvalidTableOperationError(
-                f"invalid value '{conf.get(CODEC_KEY)}' for table property '{CODEC_KEY}': expected one of "
-                f"{', '.join(CODECS)}")
-        writer = 1
-        raw = conf.get(FORMAT_VERSION_KEY)
-        if raw is not None:
-            try:
-                v = resolve_format_version(str(raw))
-            except ValueError as e:
-                raise InvalidTableOperationError(f"table property '{FORMAT_VERSION_KEY}': {e}") from None
-            writer = dict(FORMAT_VERSIONS)[v]
-        shred = str(conf.get("delta.enableVariantShredding", "")).strip().lower() == "true"
-        return cls(codec, writer, shred)
-
     @property
     def file_suffix(self) -> str:
         """The codec part of a data file's name, as Spark writes it (`.snappy.parquet`,
@@ -84,8 +63,8 @@ class ParquetWriteOptions:
         the spec allows a writer to."""
         if self.codec == "lz4":
             raise UnsupportedFeatureError(
-                f"{CODEC_KEY}=lz4 (the deprecated Hadoop LZ4 framing) cannot be written by the Arrow "
-                f"writer; use zstd, snappy, gzip or uncompressed (Spark's writer supports lz4)")
+                "delta.parquet.compression.codec=lz4 (the deprecated Hadoop LZ4 framing) cannot be written by the Arrow "
+                "writer; use zstd, snappy, gzip or uncompressed (Spark's writer supports lz4)")
         codec = {"uncompressed": "none"}.get(self.codec, self.codec)
         return {"compression": codec, "data_page_version": "2.0" if self.writer_version == 2 else "1.0"}
 

@@ -15,7 +15,7 @@ Owns:
   * `TABLE_PROPERTIES` — the one table of known properties: kind and delta-spark default of each;
   * the readers of a configuration every layer uses (`bool_property`, `int_property`,
     `interval_property_ms`, `enum_property`, `text_property`, `data_skipping_settings`,
-    `isolation_level`): typed values, defaults applied, an invalid stored value refused naming
+    `parquet_write_options`, `isolation_level`): typed values, defaults applied, an invalid stored value refused naming
     the property;
   * CHECK constraints in the configuration, and the identity-column high-water-mark helper.
 """
@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 from ..errors import InvalidTableOperationError, SchemaError
 from .intervals import parse_interval_ms
-from .stats import DEFAULT_NUM_INDEXED_COLS, DEFAULT_STRING_PREFIX_LENGTH
+from .parquet_format import DEFAULT_CODEC, FORMAT_VERSIONS, ParquetWriteOptions, resolve_format_version
 from .schema import TYPE_CHANGES, ArrayType, DataType, MapType, PrimitiveType, StructField, StructType
 from .table_features import FEATURES, canonical_feature_name
 
@@ -37,17 +37,24 @@ __all__ = [
     "interval_property_ms", "enum_property", "text_property", "data_skipping_settings",
     "DataSkippingSettings", "CONSTRAINT_PREFIX", "FEATURE_PREFIX", "normalize_properties",
     "normalize_property", "split_protocol_properties", "features_for_metadata",
-    "features_for_schema", "is_true", "parse_interval_ms", "isolation_level",
+    "features_for_schema", "parquet_write_options", "parse_interval_ms", "isolation_level",
     "ISOLATION_LEVELS", "SERIALIZABLE", "WRITE_SERIALIZABLE", "SNAPSHOT_ISOLATION",
     "constraint_key", "constraints_of", "identity_columns", "check_identity_columns",
     "advance_identity_high_water_mark",
     "IDENTITY_START", "IDENTITY_STEP", "IDENTITY_HIGH_WATER_MARK",
     "IDENTITY_ALLOW_EXPLICIT_INSERT", "GENERATION_EXPRESSION", "INVARIANTS",
     "ROW_ID_COLUMN_PROP", "ROW_COMMIT_VERSION_COLUMN_PROP", "ENABLE_ROW_TRACKING",
-    "ENABLE_DELETION_VECTORS",
+    "ENABLE_DELETION_VECTORS", "DEFAULT_NUM_INDEXED_COLS", "DEFAULT_STRING_PREFIX_LENGTH",
+    "TAHOE_PREFIX", "CHECKPOINT_JSON_SIZE_THRESHOLD", "parse_size", "size_property",
 ]
 
 CONSTRAINT_PREFIX = "delta.constraints."
+TAHOE_PREFIX = "tahoe."
+CHECKPOINT_JSON_SIZE_THRESHOLD = "tahoe.checkpoint.jsonSizeThreshold"
+# defaults of delta.dataSkippingNumIndexedCols / delta.dataSkippingStringPrefixLength (also the
+# defaults of tahoe.protocol.stats, which imports them from here)
+DEFAULT_NUM_INDEXED_COLS = 32
+DEFAULT_STRING_PREFIX_LENGTH = 32
 FEATURE_PREFIX = "delta.feature."
 
 SERIALIZABLE = "Serializable"
@@ -106,10 +113,26 @@ def _interval(v: str) -> str:
     return v.strip()
 
 
+_SIZE_RE = re.compile(r"\s*(\d+)\s*([kmgtp]?)(i?b?)\s*")
+
+
+def parse_size(text: str) -> int:
+    """Bytes from a size as the JVM writes them: `134217728`, `128mb`, `1g`, `64KiB` (binary
+    multiples, as delta-spark reads delta.targetFileSize); ValueError(reason) otherwise."""
+    m = _SIZE_RE.fullmatch(str(text).lower())
+    if not m:
+        raise ValueError("expected a size in bytes, e.g. 134217728 or 128mb")
+    return int(m.group(1)) * 1024 ** "_kmgtp".index(m.group(2) or "_")
+
+
 def _size(v: str) -> str:
-    m = re.fullmatch(r"\s*(\d+)\s*([kmgt]?b?)?\s*", v.lower())
-    if not m or int(m.group(1)) <= 0:
+    if parse_size(v) <= 0:
         raise ValueError("expected a positive size in bytes, e.g. 134217728 or 128mb")
+    return v.strip()
+
+
+def _size_or_zero(v: str) -> str:
+    parse_size(v)
     return v.strip()
 
 
@@ -120,8 +143,6 @@ def _non_empty(v: str) -> str:
 
 
 def _semver(v: str) -> str:
-    from .parquet_format import resolve_format_version
-
     resolve_format_version(v)
     return v.strip()
 
@@ -142,7 +163,7 @@ def _column_list(v: str) -> str:
 
 @dataclass(frozen=True)
 class TableProperty:
-    """One known `delta.*` table property.
+    """One known table property: delta-spark's `delta.*` ones, and tahoe's own `tahoe.*` ones.
 
     `kind` is how its value is read (`bool`, `int`, `interval`, `enum`, `size`, `text`,
     `columns`); `default` is the value in effect when the configuration does not set it, in the
@@ -222,6 +243,11 @@ _KNOWN: tuple[TableProperty, ...] = (
     _prop("delta.enableIcebergCompatV1", "bool", "false"),
     _prop("delta.enableIcebergCompatV2", "bool", "false"),
     _prop("delta.universalFormat.enabledFormats", "text", None, _formats),
+    # tahoe's own (no delta-spark equivalent; ignored by other engines): after a commit, write a
+    # checkpoint when the JSON commits since the last checkpoint hold at least this many bytes,
+    # whatever delta.checkpointInterval says — a few large commits otherwise leave readers
+    # parsing hundreds of MB of JSON until the Nth commit (tahoe.log.checkpoints). 0: off.
+    _prop(CHECKPOINT_JSON_SIZE_THRESHOLD, "size", "32mb", _size_or_zero),
 )
 TABLE_PROPERTIES: dict[str, TableProperty] = {p.key: p for p in _KNOWN}
 _BY_LOWER = {k.lower(): k for k in TABLE_PROPERTIES}
@@ -240,14 +266,12 @@ def _stringify(key: str, value: Any) -> str:
 
 def normalize_property(key: str, value: Any) -> tuple[str, str]:
     """One property → (canonical key, canonical value); InvalidTableOperationError when the key
-    is an unknown `delta.` key or the value is invalid for it."""
+    is an unknown `delta.` or `tahoe.` key or the value is invalid for it."""
     if not isinstance(key, str) or not key:
         raise InvalidTableOperationError(f"invalid table property name {key!r}")
     if value is None:
         raise InvalidTableOperationError(f"table property '{key}' has no value (None)")
     text = _stringify(key, value)
-    if not key.lower().startswith("delta."):
-        return key, text
     low = key.lower()
     if low.startswith(CONSTRAINT_PREFIX.lower()):
         name = key[len(CONSTRAINT_PREFIX):]
@@ -262,8 +286,16 @@ def normalize_property(key: str, value: Any) -> tuple[str, str]:
             raise InvalidTableOperationError(
                 f"invalid value '{text}' for table property '{key}': expected 'supported' or 'enabled'")
         return FEATURE_PREFIX + name, "supported"
+    if not low.startswith(("delta.", TAHOE_PREFIX)):
+        return key, text
+    # delta-spark's namespace and tahoe's own: known keys only
     canon = _BY_LOWER.get(low)
     if canon is None:
+        if low.startswith(TAHOE_PREFIX):
+            known = ", ".join(k for k in TABLE_PROPERTIES if k.startswith(TAHOE_PREFIX))
+            raise InvalidTableOperationError(
+                f"unknown configuration was specified: '{key}' (the 'tahoe.' namespace holds tahoe's "
+                f"own table properties: {known})")
         raise InvalidTableOperationError(
             f"unknown configuration was specified: '{key}' (not a Delta table property this "
             f"client knows; properties outside the 'delta.' namespace are allowed)")
@@ -380,6 +412,11 @@ def text_property(conf: dict[str, str] | None, key: str) -> str | None:
     return _read(conf, prop, str)
 
 
+def size_property(conf: dict[str, str] | None, key: str) -> int | None:
+    """A size property in bytes (`128mb`, `134217728`)."""
+    return _read(conf, _known(key, "size"), parse_size)
+
+
 class DataSkippingSettings(NamedTuple):
     """Which columns get statistics (delta.dataSkippingNumIndexedCols / StatsColumns) and how long
     string min/max prefixes are (delta.dataSkippingStringPrefixLength)."""
@@ -396,10 +433,15 @@ def data_skipping_settings(conf: dict[str, str] | None) -> DataSkippingSettings:
         int_property(conf, "delta.dataSkippingStringPrefixLength"))
 
 
-def is_true(conf: dict[str, str] | None, key: str) -> bool:
-    """Whether `key` is set to true (any key, known or not; an invalid value counts as false).
-    Prefer `bool_property` for known properties: it applies defaults and refuses invalid values."""
-    return str((conf or {}).get(key, "")).strip().lower() == "true"
+def parquet_write_options(conf: dict[str, str] | None) -> ParquetWriteOptions:
+    """How the table's data files are written (`tahoe.protocol.parquet_format`): the codec
+    (delta.parquet.compression.codec, else snappy), the Parquet writer version
+    (delta.parquet.format.version: the highest known format version not above it, else 1) and
+    whether variants may be shredded (delta.enableVariantShredding)."""
+    version = text_property(conf, "delta.parquet.format.version")
+    writer = dict(FORMAT_VERSIONS)[resolve_format_version(version)] if version is not None else 1
+    return ParquetWriteOptions(enum_property(conf, "delta.parquet.compression.codec") or DEFAULT_CODEC, writer,
+                               bool(bool_property(conf, "delta.enableVariantShredding")))
 
 
 def isolation_level(conf: dict[str, str] | None) -> str:

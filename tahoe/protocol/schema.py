@@ -17,12 +17,16 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field as dc_field
-from typing import Any, Iterable, Iterator
-
-import pyarrow as pa
+from functools import cache
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from ..errors import SchemaError
-from . import variant as _variant
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+# pyarrow (and tahoe.protocol.variant, which needs it) is imported by the Arrow conversions only:
+# parsing and printing schemas (`tahoe describe`) stays free of it.
 
 __all__ = [
     "DataType", "PrimitiveType", "DecimalType", "ArrayType", "MapType", "StructField",
@@ -368,19 +372,27 @@ def _parse_field(obj: Any) -> StructField:
 
 # --- Arrow -------------------------------------------------------------------------------------
 
-_TO_ARROW = {
-    "string": pa.string(), "long": pa.int64(), "integer": pa.int32(), "short": pa.int16(),
-    "byte": pa.int8(), "float": pa.float32(), "double": pa.float64(), "boolean": pa.bool_(),
-    "binary": pa.binary(), "date": pa.date32(), "timestamp": pa.timestamp("us", tz="UTC"),
-    "timestamp_ntz": pa.timestamp("us"), "void": pa.null(),
-    # Parquet's variant encoding, a group of two required binaries (tahoe.protocol.variant)
-    "variant": _variant.ARROW_TYPE,
-}
+@cache
+def _to_arrow_primitives() -> dict:
+    import pyarrow as pa
+
+    from . import variant as _variant
+
+    return {
+        "string": pa.string(), "long": pa.int64(), "integer": pa.int32(), "short": pa.int16(),
+        "byte": pa.int8(), "float": pa.float32(), "double": pa.float64(), "boolean": pa.bool_(),
+        "binary": pa.binary(), "date": pa.date32(), "timestamp": pa.timestamp("us", tz="UTC"),
+        "timestamp_ntz": pa.timestamp("us"), "void": pa.null(),
+        # Parquet's variant encoding, a group of two required binaries (tahoe.protocol.variant)
+        "variant": _variant.ARROW_TYPE,
+    }
 
 
 def to_arrow_type(dt: DataType) -> pa.DataType:
+    import pyarrow as pa
+
     if isinstance(dt, PrimitiveType):
-        return _TO_ARROW[dt.name]
+        return _to_arrow_primitives()[dt.name]
     if isinstance(dt, DecimalType):
         return pa.decimal128(dt.precision, dt.scale)
     if isinstance(dt, ArrayType):
@@ -394,10 +406,14 @@ def to_arrow_type(dt: DataType) -> pa.DataType:
 
 
 def to_arrow_field(f: StructField, metadata: dict[bytes, bytes] | None = None) -> pa.Field:
+    import pyarrow as pa
+
     return pa.field(f.name, to_arrow_type(f.type), nullable=f.nullable, metadata=metadata)
 
 
 def to_arrow_schema(struct: StructType) -> pa.Schema:
+    import pyarrow as pa
+
     return pa.schema([to_arrow_field(f) for f in struct.fields])
 
 
@@ -405,6 +421,10 @@ def from_arrow_type(t: pa.DataType) -> DataType:
     """The Delta type for an Arrow type. Unsigned integers widen to the next signed type (uint64
     cannot and raises); large/view strings and binaries map to string/binary; timestamps of every
     unit map to `timestamp` when they carry a time zone and `timestamp_ntz` when not."""
+    import pyarrow as pa
+
+    from . import variant as _variant
+
     T = pa.types
     if T.is_dictionary(t):
         return from_arrow_type(t.value_type)
@@ -455,11 +475,15 @@ def from_arrow_type(t: pa.DataType) -> DataType:
 
 
 def _is(t: pa.DataType, pred: str) -> bool:
+    import pyarrow as pa
+
     fn = getattr(pa.types, pred, None)
     return bool(fn and fn(t))
 
 
 def from_arrow_field(f: pa.Field) -> StructField:
+    from . import variant as _variant
+
     md = f.metadata or {}
     if md.get(b"ARROW:extension:name") in (b"arrow.parquet.variant", b"parquet.variant") \
             and _variant.is_variant_storage(f.type):

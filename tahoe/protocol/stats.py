@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import CorruptLogError, SchemaError
+from .properties import DEFAULT_NUM_INDEXED_COLS, DEFAULT_STRING_PREFIX_LENGTH
 from .schema import DataType, DecimalType, PrimitiveType, StructField, StructType
 
 __all__ = [
@@ -46,8 +47,6 @@ __all__ = [
     "format_float_stat", "eligible_for_stats", "DEFAULT_NUM_INDEXED_COLS", "DEFAULT_STRING_PREFIX_LENGTH",
 ]
 
-DEFAULT_NUM_INDEXED_COLS = 32
-DEFAULT_STRING_PREFIX_LENGTH = 32
 _PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
 _EPOCH = datetime(1970, 1, 1)
 _DEC_CTX = Context(prec=100)

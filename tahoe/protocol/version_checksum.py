@@ -74,7 +74,8 @@ def _opt_long(d: dict, key: str, where: str) -> int | None:
 
 def _long_list(d: dict, key: str, where: str) -> list[int]:
     v = d.get(key)
-    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+    # JSON gives exact ints (never subclasses other than bool): one pass over the element types
+    if not isinstance(v, list) or not {type(x) for x in v} <= {int}:
         raise CorruptLogError(f"{where}: '{key}' must be a list of integers")
     return list(v)
 

@@ -35,6 +35,13 @@ Rules:
      `spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled`) a start after the
      latest version gives no rows and an end timestamp after the latest commit means the latest
      version.
+  6. The read schema (delta-spark's batch CDF schema mode): on a table with column mapping at the
+     start version, at the given end version or at the read snapshot, the schema of the end
+     version — the given end (at most the snapshot's version), else the snapshot's — as
+     delta-spark's default `endVersion` mode
+     (`spark.databricks.delta.changeDataFeed.defaultSchemaModeForColumnMappingTable`); on other
+     tables the read snapshot's (`legacy`). So a range that ends before a column was renamed or
+     dropped reads in the names it had then.
 """
 
 from __future__ import annotations
@@ -59,7 +66,8 @@ __all__ = ["VersionChanges", "CdfNotEnabledError", "table_changes", "cdf_enabled
            "check_cdf_enabled", "read_changes_arrow", "CDF_COLUMNS", "ChangeFiles", "version_change_rows",
            "tag_changes", "change_schema", "ChangeUnit", "version_units", "unit_rows", "ChangePlan",
            "plan_changes", "resolve_change_range", "starting_version_for_timestamp", "StoreChangeFiles",
-           "check_change_schemas", "CDF_TIMESTAMP_OUT_OF_RANGE_CONF", "schema_readable", "parse_version_changes"]
+           "check_change_schemas", "CDF_TIMESTAMP_OUT_OF_RANGE_CONF", "schema_readable", "parse_version_changes",
+           "change_read_snapshot", "plan_change_read"]
 
 CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 CDF_TIMESTAMP_OUT_OF_RANGE_CONF = "spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled"
@@ -67,7 +75,10 @@ CDF_TIMESTAMP_OUT_OF_RANGE_CONF = "spark.databricks.delta.changeDataFeed.timesta
 
 class CdfNotEnabledError(ChangeDataFeedError):
     """The change data feed was not enabled (`delta.enableChangeDataFeed`) over the asked range
-    (delta-spark's DELTA_MISSING_CHANGE_DATA)."""
+    (delta-spark's DELTA_MISSING_CHANGE_DATA, its message word for word). With tahoe,
+    `DESCRIBE HISTORY` is `tahoe history PATH` (or `tahoe.Table(path).history()`) and the
+    property is set with `tahoe set-property PATH delta.enableChangeDataFeed=true` (or
+    `tahoe.Table(path).set_properties({...})`)."""
 
     def __init__(self, message: str):
         super().__init__(message, "DELTA_MISSING_CHANGE_DATA")
@@ -144,12 +155,14 @@ def cdf_enabled_at(log, version: int) -> bool:
 
 
 def _not_recorded(version: int, start: int, end: int) -> CdfNotEnabledError:
+    # delta-spark's DELTA_MISSING_CHANGE_DATA message, word for word (its lines joined with "\n"
+    # as Spark joins an error class's message lines)
     return CdfNotEnabledError(
-        f"Error getting change data for range [{start} , {end}] as change data was not recorded for version "
-        f"[{version}]. If you've enabled change data feed on this table, use `DESCRIBE HISTORY` (`tahoe history "
-        f"PATH`) to see when it was first enabled. Otherwise, to start recording change data, set the table "
-        f"property delta.enableChangeDataFeed=true (ALTER TABLE table_name SET TBLPROPERTIES "
-        f"(delta.enableChangeDataFeed=true), tahoe.Table(path).set_properties(...) or `tahoe set-property`).")
+        f"Error getting change data for range [{start} , {end}] as change data was not\n"
+        f"recorded for version [{version}]. If you've enabled change data feed on this table,\n"
+        f"use `DESCRIBE HISTORY` to see when it was first enabled.\n"
+        f"Otherwise, to start recording change data, use `ALTER TABLE table_name SET TBLPROPERTIES\n"
+        f"(delta.enableChangeDataFeed=true)`.")
 
 
 def check_cdf_enabled(log, start_version: int, end_version: int | None = None,
@@ -247,6 +260,23 @@ def resolve_change_range(log, latest_version: int, starting_version: Any = None,
         raise ChangeDataRangeError(f"CDC range from start {start} to end {end} was invalid. End cannot be before "
                                    f"start.", "DELTA_INVALID_CDC_RANGE")
     return start, min(end, latest_version)
+
+
+def change_read_snapshot(log, snapshot, start: int | None, end: int | None, end_given: bool):
+    """The snapshot whose schema a batch change feed read of versions `start..end` (from
+    `resolve_change_range`; None: no version) is read in — rule 6 of the module docstring.
+    `end_given`: the read named its end (a version or a timestamp)."""
+    if start is None or end is None:
+        return snapshot
+
+    def mapped(version: int) -> bool:
+        md = snapshot.metadata if version == snapshot.version else log.snapshot(version).metadata
+        return column_mapping.mode(md.configuration) != "none"
+
+    end_version = end if end_given else snapshot.version
+    if not (mapped(snapshot.version) or mapped(start) or (end_given and mapped(end))):
+        return snapshot
+    return snapshot if end_version == snapshot.version else log.snapshot(end_version)
 
 
 def _version(v: Any, name: str) -> int:
@@ -464,6 +494,20 @@ def plan_changes(log, read_snapshot, start: int | None, end: int | None) -> Chan
     return ChangePlan(read_snapshot, start, end, [u for vc in changes for u in version_units(vc)])
 
 
+def plan_change_read(log, snapshot, starting_version: Any = None, ending_version: Any = None,
+                     starting_timestamp: Any = None, ending_timestamp: Any = None,
+                     allow_out_of_range: bool = False) -> ChangePlan:
+    """A batch change feed read on a table whose latest version is `snapshot`'s, planned: the range
+    (`resolve_change_range`), the read schema (`change_read_snapshot`), the checks and units
+    (`plan_changes`)."""
+    rng = resolve_change_range(log, snapshot.version, starting_version, ending_version, starting_timestamp,
+                               ending_timestamp, allow_out_of_range)
+    start, end = rng or (None, None)
+    read = change_read_snapshot(log, snapshot, start, end,
+                                ending_version is not None or ending_timestamp is not None)
+    return plan_changes(log, read, start, end)
+
+
 def change_reader(plan: ChangePlan, columns: Iterable[str] | None = None):
     """The ArrowFileReader for a plan's files (the read schema; `columns` of it, or all)."""
     from .arrow_reader import ArrowFileReader
@@ -477,16 +521,16 @@ def read_changes_arrow(log, start_version: int | None = None, end_version: int |
                        starting_timestamp: Any = None, ending_timestamp: Any = None, read_snapshot=None,
                        allow_out_of_range: bool = False, threads: int = 4) -> pa.Table:
     """CDF rows of `start_version..end_version` (inclusive; or timestamps, see
-    `resolve_change_range`) in the schema of `read_snapshot` (default: the latest version): the
+    `resolve_change_range`) on the table as of `read_snapshot` (default: the latest version), in
+    the schema rule 6 of the module docstring gives: the
     table's columns plus `_change_type` (string), `_commit_version` (int64) and
     `_commit_timestamp` (timestamp[us, UTC]), version by version in log order. Refuses ranges where
     CDF was off (CdfNotEnabledError) and ranges that span a column drop, rename or type change."""
     from concurrent.futures import ThreadPoolExecutor
 
     snap = read_snapshot if read_snapshot is not None else log.snapshot()
-    rng = resolve_change_range(log, snap.version, start_version, end_version, starting_timestamp, ending_timestamp,
-                               allow_out_of_range)
-    plan = plan_changes(log, snap, *(rng or (None, None)))
+    plan = plan_change_read(log, snap, start_version, end_version, starting_timestamp, ending_timestamp,
+                            allow_out_of_range)
     reader = change_reader(plan)
     schema = change_schema(reader.out_schema)
     files = StoreChangeFiles(reader)

@@ -27,7 +27,7 @@ from .config import OAUTH_TOKEN_TTL, RecipientStore, ServerConfig, hash_token
 from .errors import SharingError
 from .signing import BadToken, Holder, Signer
 
-__all__ = ["Principal", "Authenticator", "OAuthError", "MAX_ASSERTION_SECONDS"]
+__all__ = ["Principal", "Authenticator", "SeenAssertions", "OAuthError", "MAX_ASSERTION_SECONDS"]
 
 MAX_ASSERTION_SECONDS = 600   # how far ahead a JWT assertion may expire
 _CLOCK_SKEW = 60
@@ -81,14 +81,70 @@ def _claims_of(assertion: str) -> dict:
     return claims
 
 
+class SeenAssertions:
+    """The (client id, jti) of the JWT assertions accepted, until they expire: each is accepted
+    once. In memory for a server of one process; with `directory` (a server running several
+    worker processes) one file per assertion, created exclusively, so that exactly one worker
+    accepts it whichever worker each attempt reaches."""
+
+    def __init__(self, directory: str | None = None):
+        self._dir = directory
+        self._mem: dict[tuple[str, str], float] = {}
+        self._lock = threading.Lock()
+        self._next_purge = 0.0
+
+    def claim(self, client_id: str, jti: str, exp: float, now: float) -> bool:
+        """True the first time (client id, jti) is seen; False for a replay."""
+        if self._dir is None:
+            with self._lock:
+                for key in [k for k, e in self._mem.items() if e < now - _CLOCK_SKEW]:
+                    del self._mem[key]
+                if (client_id, jti) in self._mem:
+                    return False
+                self._mem[(client_id, jti)] = float(exp)
+                return True
+        import hashlib
+        import os
+
+        os.makedirs(self._dir, mode=0o700, exist_ok=True)
+        self._purge(now)
+        name = hashlib.sha256(f"{client_id}\0{jti}".encode()).hexdigest()
+        try:
+            fd = os.open(os.path.join(self._dir, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return False
+        try:
+            os.write(fd, str(int(exp)).encode())
+        finally:
+            os.close(fd)
+        return True
+
+    def _purge(self, now: float) -> None:
+        """Drop the files of assertions expired (at most once a minute per process)."""
+        import os
+
+        if now < self._next_purge:
+            return
+        self._next_purge = now + 60
+        with os.scandir(self._dir) as it:
+            for e in it:
+                try:
+                    with open(e.path, "rb") as f:
+                        exp = float(f.read() or 0)
+                    if exp < now - _CLOCK_SKEW:
+                        os.unlink(e.path)
+                except (OSError, ValueError):
+                    continue
+
+
 class Authenticator:
-    def __init__(self, config: ServerConfig, recipients: RecipientStore, signer: Signer | None = None):
+    def __init__(self, config: ServerConfig, recipients: RecipientStore, signer: Signer | None = None,
+                 seen: SeenAssertions | None = None):
         self.config = config
         self.recipients = recipients
         self.signer = signer
         self._bearer_hash = hash_token(config.bearer_token) if config.bearer_token else None
-        self._jtis: dict[tuple[str, str], float] = {}   # (client id, jti) of assertions seen -> their expiry
-        self._jti_lock = threading.Lock()
+        self._seen = seen if seen is not None else SeenAssertions()
 
     # --- OAuth (client-credentials grant) -------------------------------------------------------
     def issue_token(self, client_id: str, client_secret: str, scope: str | None = None) -> dict:
@@ -164,12 +220,8 @@ class Authenticator:
         jti = claims.get("jti")
         if not isinstance(jti, str) or not jti:
             raise OAuthError(400, "invalid_grant", "the assertion has no jti")
-        with self._jti_lock:
-            for key in [k for k, e in self._jtis.items() if e < now - _CLOCK_SKEW]:
-                del self._jtis[key]
-            if (r.client_id, jti) in self._jtis:
-                raise OAuthError(400, "invalid_grant", "the assertion was already used (jti replayed)")
-            self._jtis[(r.client_id, jti)] = float(exp)
+        if not self._seen.claim(r.client_id, jti, float(exp), now):
+            raise OAuthError(400, "invalid_grant", "the assertion was already used (jti replayed)")
         return self._issue(r, scope, int(now * 1000))
 
     def _oauth_principal(self, token: str) -> Principal:

@@ -1,7 +1,7 @@
 """The `tahoe sharing` commands: run the server and manage recipients (provider), and read shared
 tables (recipient).
 
-    tahoe sharing serve --config FILE [--host HOST] [--port PORT] [--log-level LEVEL]
+    tahoe sharing serve --config FILE [--host HOST] [--port PORT] [--log-level LEVEL] [--workers N]
     tahoe sharing recipient add NAME --share SHARE [--share SHARE ...] [--expires-in-days DAYS]
         [--oauth [--token-ttl-seconds SECONDS]] [--public-key FILE [--key-id KID]] --config FILE
     tahoe sharing recipient list --config FILE [--json]
@@ -104,13 +104,18 @@ def serve(config: str = typer.Option(..., "--config", "-c", metavar="FILE", help
                                              help="port to listen on (default: the config's port, else 8080)"),
           log_level: Optional[str] = typer.Option(None, "--log-level", metavar="LEVEL",
                                                   help=f"the server's log level: {', '.join(LOG_LEVELS)} (default: "
-                                                       "$TAHOE_SHARING_LOG_LEVEL, else warning; info logs every request)")):
+                                                       "$TAHOE_SHARING_LOG_LEVEL, else warning; info logs every request)"),
+          workers: int = typer.Option(1, "--workers", "-w", metavar="N",
+                                      help="worker processes accepting on the port (default 1). They share the "
+                                           "signing key, the recipients and the OAuth assertions seen through "
+                                           "files; with N > 1 asynchronous queries are answered at once")):
     """Run the sharing server (Delta Sharing protocol) until stopped.
 
     \b
     Examples:
       tahoe sharing serve --config sharing.yaml
       tahoe sharing serve --config sharing.yaml --port 9000 --log-level info
+      tahoe sharing serve --config sharing.yaml --workers 4
     """
     import os
 
@@ -120,11 +125,15 @@ def serve(config: str = typer.Option(..., "--config", "-c", metavar="FILE", help
     if level not in LOG_LEVELS:
         typer.echo(f"error: --log-level must be one of {', '.join(LOG_LEVELS)}, got {level!r}", err=True)
         raise typer.Exit(2)
+    if workers < 1:
+        typer.echo(f"error: --workers must be at least 1, got {workers}", err=True)
+        raise typer.Exit(2)
     os.environ["TAHOE_SHARING_LOG_LEVEL"] = level   # what the server reads
     cfg = _load(config)
-    typer.echo(_banner(cfg, config, host or cfg.host, port or cfg.port, level))
+    typer.echo(_banner(cfg, config, host or cfg.host, port or cfg.port, level)
+               + (f"\n{workers} worker processes (--workers)" if workers > 1 else ""))
     sys.stdout.flush()
-    run(cfg, host, port)
+    run(cfg, host, port, workers, config)
 
 
 @recipient_app.command("add", cls=Command)

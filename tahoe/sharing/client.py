@@ -11,7 +11,7 @@
     delta_sharing.get_table_version(url); delta_sharing.get_table_metadata(url)
     delta_sharing.load_as_arrow(url)                # a pyarrow.Table
     delta_sharing.load_as_batches(url)              # a pyarrow.RecordBatchReader: bounded memory
-    delta_sharing.load_as_spark(url)                # spark.read.format("deltaSharing") (tahoe.spark)
+    delta_sharing.load_as_spark(url)                # spark.read.format("deltaSharing"), no register call
 
 Same function names, arguments, return types (`Share`, `Schema`, `Table`, `Protocol`, `Metadata`
 from `tahoe.sharing.model`; pandas DataFrames) and errors (`SharingHTTPError` is a
@@ -37,8 +37,9 @@ for a malformed table URL). Where tahoe's client differs, on purpose:
 
 Reads: the latest snapshot is asked with `includeRefreshToken`; file URLs about to expire, or
 refused by the store, are refreshed with the refresh token (time travel: by asking again). Files
-are downloaded in parallel (`workers`, default 8) with retries (429/5xx/dropped connections, a
-dropped download resumed where it stopped), at most `workers + 2` files in memory at a time.
+are downloaded in parallel (`workers`, default 8) with retries (429/5xx/dropped connections,
+with backoff honouring `Retry-After`; a dropped download resumed where it stopped), at most
+`workers + 2` downloaded files held beyond the one whose batches are being consumed.
 
 tahoe's extras on the reading functions (keyword arguments):
 
@@ -413,7 +414,9 @@ def _active_spark():
 
 def load_as_spark(url: str, version: Optional[int] = None, timestamp: Optional[str] = None):
     """The shared table as a Spark DataFrame through `spark.read.format("deltaSharing")` — tahoe's
-    Python data source, registered by `tahoe.spark.register(spark)` (no JVM jar)."""
+    Python data source (no JVM jar), which Spark finds by itself where tahoe is installed
+    (`pyspark_tahoe_sharing`): no register call; `tahoe.spark.register(spark)` only where tahoe
+    is shipped with addPyFile instead."""
     df = _active_spark().read.format("deltaSharing")
     if version is not None:
         df = df.option("versionAsOf", version)

@@ -227,11 +227,21 @@ def _signing_key(raw: dict, config_path: str | None) -> bytes:
         key_file = os.path.join(os.path.dirname(os.path.abspath(config_path)), ".sharing-signing-key")
     if key_file:
         if not os.path.exists(key_file):
-            fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            # complete or absent: written aside, then linked into place (exclusively), so that
+            # processes loading the config at once (the workers of one server) share one key
+            tmp = f"{key_file}.{secrets.token_hex(8)}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             try:
                 os.write(fd, secrets.token_hex(32).encode())
+                os.fsync(fd)
             finally:
                 os.close(fd)
+            try:
+                os.link(tmp, key_file)
+            except FileExistsError:
+                pass   # another process made it first: use theirs
+            finally:
+                os.unlink(tmp)
         with open(key_file, "rb") as f:
             return f.read().strip()
     return secrets.token_bytes(32)

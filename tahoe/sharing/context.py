@@ -19,7 +19,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from ..errors import TableNotFoundError, UnsupportedFeatureError, VersionNotFoundError
 from ..log.delta_log import parse_timestamp
 from ..read.changes import CdfNotEnabledError
-from .auth import Authenticator, Principal
+from .auth import Authenticator, Principal, SeenAssertions
 from .config import RecipientStore, SchemaConfig, ServerConfig, ShareConfig, TableConfig, valid_name
 from .errors import SharingError, bad_request, not_found, public_message
 from .queries import AsyncQueries
@@ -34,11 +34,24 @@ T = TypeVar("T")
 
 
 class ServerContext:
-    def __init__(self, config: ServerConfig):
+    def __init__(self, config: ServerConfig, workers: int = 1):
+        """`workers`: how many processes serve the config. With more than one, what must be
+        shared lives in files — the signing key, the recipients, the JWT assertions seen (a
+        directory beside the recipients file) — and asynchronous queries, whose running state
+        lives in one process, are declined: `asyncquery=true` requests are answered at once,
+        which the protocol allows (the answer does not advertise the capability)."""
+        import os
+
         self.config = config
+        self.workers = workers
+        self.async_queries = workers <= 1
         self.signer = Signer(config.signing_key)
         self.recipients = RecipientStore(config.recipients_file)
-        self.auth = Authenticator(config, self.recipients, self.signer)
+        seen_dir = None
+        if workers > 1 and config.recipients_file:
+            seen_dir = os.path.join(os.path.dirname(os.path.abspath(config.recipients_file)),
+                                    ".sharing-assertions-seen")
+        self.auth = Authenticator(config, self.recipients, self.signer, SeenAssertions(seen_dir))
         self.tables = {key: SharedTable(t, config.presigned_url_timeout_seconds)
                        for key, t in config.tables_by_key().items()}
         self.queries = AsyncQueries(self.signer, config.async_query_ttl_seconds)

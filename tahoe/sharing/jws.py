@@ -110,7 +110,10 @@ def verify_jwt(token: str, public_key: Any) -> tuple[dict, dict]:
     PEM); JwtError otherwise. Only the signature is checked here: the claims (issuer, audience,
     expiry, ...) are the caller's to check."""
     _, _, ec, ed448, ed25519, padding, rsa, utils = _crypto()
-    from cryptography.exceptions import InvalidSignature
+    try:
+        from cryptography.exceptions import InvalidSignature
+    except ImportError:  # pragma: no cover - _crypto() has refused already
+        raise JwtError("JSON Web Tokens need the cryptography package (pip install cryptography)") from None
 
     key = load_public_key(public_key) if isinstance(public_key, (str, bytes)) else public_key
     parts = token.split(".") if isinstance(token, str) else []

@@ -138,6 +138,7 @@ class OfficialClient:
             self._lines.put(None)
         threading.Thread(target=pump, name="official-client-reader", daemon=True).start()
         self._n = 0
+        self.last_dtypes: dict = {}   # column -> dtype of the last DataFrame the recipient returned
         self.versions = self._ask({"op": "versions"})
 
     def _ask(self, req: dict) -> Any:
@@ -164,11 +165,19 @@ class OfficialClient:
         self._n += 1
         out = os.path.join(self._tmp.name, f"frame-{self._n}.parquet")
         req["out"] = out
-        self._ask(req)
+        reply = self._ask(req)
+        self.last_dtypes = reply.get("dtypes", {})
         try:
             return pq.read_table(out)
         finally:
             os.unlink(out)
+
+    def pandas(self, function: str, *args, **kwargs):
+        """`delta_sharing.<function>` (a load) as a pandas DataFrame rebuilt here from the Arrow
+        table the recipient's frame was written to (pandas metadata: dtypes restored), and whether
+        its dtypes are the ones the recipient's frame had (`dtypes_survived`): (frame, bool)."""
+        df = self.call(function, *args, **kwargs).to_pandas()
+        return df, {str(c): str(t) for c, t in df.dtypes.items()} == self.last_dtypes
 
     def call(self, function: str, *args, **kwargs) -> Any:
         """`delta_sharing.<function>(*args, **kwargs)` in the recipient's process (a DataFrame

@@ -10,7 +10,8 @@ Authentication fails closed (see `auth`): without `authorization.bearerToken` an
 recipients every request answers 401; only `allowAnonymous: true` in the config lets requests
 without a token in.
 
-`create_app(config)` builds the app; `tahoe sharing serve --config FILE` runs it.
+`create_app(config)` builds the app; `tahoe sharing serve --config FILE [--workers N]` runs it (N
+processes accepting on one socket: see `ServerContext` for what they share).
 """
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ def _err(status: int, code: str, message: str, headers: dict | None = None) -> J
                         headers=headers)
 
 
-def create_app(config: ServerConfig) -> FastAPI:
-    ctx = ServerContext(config)
+def create_app(config: ServerConfig, workers: int = 1) -> FastAPI:
+    """The app for `config`; `workers`: how many processes serve it (see `ServerContext`)."""
+    ctx = ServerContext(config, workers)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -98,7 +100,23 @@ def create_app(config: ServerConfig) -> FastAPI:
     return app
 
 
-def serve(config: ServerConfig, host: str | None = None, port: int | None = None) -> None:
+CONFIG_ENV = "TAHOE_SHARING_CONFIG"      # how `serve` hands the config file to its worker processes
+WORKERS_ENV = "TAHOE_SHARING_WORKERS"
+
+
+def app_from_env() -> FastAPI:
+    """The app of one worker process of `serve(..., workers=N)`: the config file named by
+    $TAHOE_SHARING_CONFIG, loaded in the worker."""
+    from .config import load_config
+
+    return create_app(load_config(os.environ[CONFIG_ENV]), int(os.environ.get(WORKERS_ENV, "1")))
+
+
+def serve(config: ServerConfig, host: str | None = None, port: int | None = None, workers: int = 1,
+          config_path: str | None = None) -> None:
+    """Run the server with uvicorn. `workers` > 1: that many processes accept on the same
+    socket, each loading `config_path` (already loaded here as `config`, which created its
+    signing key file if it had none, so that every worker signs with the same key)."""
     import sys
 
     import uvicorn
@@ -110,5 +128,13 @@ def serve(config: ServerConfig, host: str | None = None, port: int | None = None
                          "(401) until you add one with `tahoe sharing recipient add`\n")
 
     # loop/http "auto": uvloop and httptools (dependencies) when installed, else asyncio and h11
-    uvicorn.run(create_app(config), host=host or config.host, port=port or config.port,
-                log_level=os.environ.get("TAHOE_SHARING_LOG_LEVEL", "warning"))
+    level = os.environ.get("TAHOE_SHARING_LOG_LEVEL", "warning")
+    if workers > 1:
+        if config_path is None:
+            raise ValueError("several workers need the config file's path (each worker loads it)")
+        os.environ[CONFIG_ENV] = os.path.abspath(config_path)
+        os.environ[WORKERS_ENV] = str(workers)
+        uvicorn.run(f"{__name__}:app_from_env", factory=True, workers=workers, host=host or config.host,
+                    port=port or config.port, log_level=level)
+        return
+    uvicorn.run(create_app(config), host=host or config.host, port=port or config.port, log_level=level)

@@ -3,10 +3,11 @@ response format a request gets, and the NDJSON lines of metadata, files and chan
 response formats (spec "API Response Format in Parquet" / "... in Delta").
 
 Owns: format negotiation from the `delta-sharing-capabilities` header, file URL minting (the
-server's own signed URLs, bound to the requesting holder, for local tables — see `signing`; S3
-pre-signed URLs for s3:// tables, which S3 itself checks and which therefore stay valid until
-they expire even if the recipient is revoked), rewriting deletion vectors to `storageType: "p"`
-with their own signed URL, and refusing file paths that point outside the table.
+server's own signed URLs, bound to the requesting holder, for every table — see `signing`; for
+s3:// tables the server answers such a URL with a redirect to a short-lived S3 pre-signed URL,
+`routes.files`, so revoking a recipient ends its downloads too), rewriting deletion vectors to
+`storageType: "p"` with their own signed URL, and refusing file paths that point outside the
+table.
 """
 
 from __future__ import annotations
@@ -223,11 +224,10 @@ class SharedTable:
         lines' request-independent parts), so that the first request finds it ready."""
         self.size_and_count(snap)
         self.check_paths(snap)
-        if not self.is_s3:
-            self._static_parquet(snap, "parquet")
+        self._static_parquet(snap, "parquet")
 
     def _static_parquet(self, snap, scheme: str) -> list[tuple[str, str]]:
-        """Per active file of a (local-table) snapshot, the parts of its parquet-format line that
+        """Per active file of a snapshot, the parts of its parquet-format line that
         do not depend on the request: (b64 path, the JSON after the URL up to the expiration
         value), file ids hashed by `scheme`. Built once per version, so a request only signs and
         joins."""
@@ -276,14 +276,6 @@ class SharedTable:
     def parquet_lines(self, snap, urls: FileUrls, limit: int | None = None, scheme: str = "parquet") -> Iterator[str]:
         """The `file` lines of a whole snapshot in parquet format (no filter, no time travel);
         with `limit`, files stop once their summed numRecords reach it."""
-        if self.is_s3:
-            total = 0
-            for r in iter_file_rows(snap, "parquet"):
-                if limit is not None and total >= limit:
-                    return
-                yield self.file_line("parquet", urls, r, id_scheme=scheme)
-                total += _num_records(r.get("stats")) or 0
-            return
         static = self._static_parquet(snap, scheme)
         head = '{"file":{"url":"' + _enc(urls.prefix(self.key))[1:-1]
         q = _enc(urls.query)[1:-1]
@@ -298,7 +290,7 @@ class SharedTable:
             yield "".join((head, b64, q, sign(b64), tail, end))
 
     def _static_delta(self, snap, scheme: str) -> list[tuple]:
-        """Per active file of a (local-table) snapshot, the request-independent parts of its
+        """Per active file of a snapshot, the request-independent parts of its
         delta-format line: (b64 path, file id, (dv b64 path, dv file id, dv JSON tail) or None,
         the add's other fields as JSON members, numRecords), ids hashed by `scheme`. Built once
         per version."""
@@ -332,14 +324,6 @@ class SharedTable:
 
     def delta_lines(self, snap, urls: FileUrls, limit: int | None = None, scheme: str = "delta") -> Iterator[str]:
         """The `file` lines of a whole snapshot in delta format (no filter, no time travel)."""
-        if self.is_s3:
-            total = 0
-            for r in iter_file_rows(snap, "delta"):
-                if limit is not None and total >= limit:
-                    return
-                yield self.file_line("delta", urls, r, id_scheme=scheme)
-                total += _num_records(r.get("stats")) or 0
-            return
         static = self._static_delta(snap, scheme)
         url_head = _enc(urls.prefix(self.key))[1:-1]
         q = _enc(urls.query)[1:-1]
@@ -485,10 +469,7 @@ class SharedTable:
         return out
 
     def url_for(self, urls: FileUrls, path: str) -> str:
-        rel = self._rel_path(path)
-        if self.is_s3:
-            return self.log.store.presign_get(self.root.rstrip("/") + "/" + rel, int(self.url_ttl))
-        return urls.url(self.key, rel)
+        return urls.url(self.key, self._rel_path(path))
 
     def dv_for(self, urls: FileUrls, dv: dict | None, scheme: str = "delta") -> tuple[dict | None, str | None]:
         """The deletion vector rewritten to an absolute signed URL ('p'), and its file id."""

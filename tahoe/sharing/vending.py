@@ -11,9 +11,10 @@ credentials can never reach beyond the table's prefix. The server calls STS with
 storage credentials (its `storageOptions`, else the AWS environment).
 
 The answer is `{"credentials": {"location", "awsTempCredentials": {"accessKeyId",
-"secretAccessKey", "sessionToken"}, "expirationTime"}}` (epoch milliseconds). Like S3 pre-signed
-URLs, vended credentials stay valid until they expire even if the recipient is revoked meanwhile:
-keep `durationSeconds` short.
+"secretAccessKey", "sessionToken"}, "expirationTime"}}` (epoch milliseconds). Unlike file URLs
+(which the server checks on every download, `routes.files`), vended credentials are checked by
+AWS alone and stay valid until they expire even if the recipient is revoked meanwhile: keep
+`durationSeconds` short.
 """
 
 from __future__ import annotations

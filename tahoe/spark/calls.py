@@ -19,16 +19,23 @@ of what delta-spark users write reaches no data source, so tahoe carries it ther
      delta-spark's `spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled` when the
      session sets it, and whether the load is a batch or a streaming one (`__tahoe_readKind`: the
      source then refuses the other kind's options at `load`, when Spark asks its schema; without
-     it, at the query's start).
+     it, at the query's start). A batch `format("deltaSharing")` load gets the same filter
+     pushdown treatment (its pushed filters become jsonPredicateHints); without it the
+     `deltaSharing` source reads without pushed filters. A batch load given `startingVersion` / `startingTimestamp` /
+     `endingVersion` / `endingTimestamp` without `readChangeFeed` reads the snapshot, as
+     delta-spark does (it ignores them): the wrapper says so with a `UserWarning` (the reader's
+     options are recorded by wrapping `option` / `options`).
 
-`install()` wraps these calls — classic and Spark Connect `DataFrameReader.format/load`,
+`install()` wraps these calls — classic and Spark Connect `DataFrameReader.format/option/options/load`,
 `DataFrameWriter.format/partitionBy/save`, `DataStreamReader.format/load`,
 `DataStreamWriter.format/partitionBy/start` — once; importing `tahoe.spark` runs it. The wrappers
 act only on `format("delta")` in a session where the `delta` source is tahoe's: a classic session
-whose JVM has delta-spark's classes is left to delta-spark. Without them (tahoe installed, never
-imported in the driver), `format("delta")` still works — Spark finds the source by itself
-(`pyspark_tahoe_delta`) — with `.mode("append"/"overwrite")` or the `saveMode` option and the
-`partitionBy` option.
+whose JVM has delta-spark's classes is left to delta-spark. A process that never imports tahoe
+gets them too where tahoe is installed: its `tahoe-pyspark-hook.pth` shims these methods at
+PySpark's import and installs the wrappers at the first call (`_tahoe_pyspark_hook`). Only where
+the hook is off (`TAHOE_PYSPARK_HOOK=0`, or a Spark Connect client without tahoe installed) do
+`format("delta")` writes need `.mode("append"/"overwrite")` or the `saveMode` option and the
+`partitionBy` option — `writeStream.partitionBy` is then dropped by Spark itself.
 """
 
 from __future__ import annotations
@@ -93,6 +100,27 @@ def _is_delta(obj: Any) -> bool:
         return False
     spark = _session(obj)
     return spark is not None and tahoe_owns_delta(spark)
+
+
+_SHARING_SPARK_CLASS = "io.delta.sharing.spark.DeltaSharingDataSource"
+
+
+def _is_sharing(obj: Any) -> bool:
+    """A `format("deltaSharing")` read whose source is tahoe's (not the official Spark connector,
+    whose classes a classic session's JVM may have)."""
+    if _format_of(obj) != "deltasharing":
+        return False
+    spark = _session(obj)
+    jvm = getattr(spark, "_jvm", None)
+    if spark is None:
+        return False
+    if jvm is None:
+        return True
+    try:
+        jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(_SHARING_SPARK_CLASS)
+        return False
+    except Exception:  # noqa: BLE001 - ClassNotFoundException: no official connector here
+        return True
 
 
 def writer_state(w: Any) -> tuple[str, str]:
@@ -165,7 +193,7 @@ def _wrap_save(cls: Any) -> None:
 
     def save(self, path=None, format=None, mode=None, partitionBy=None, **options):
         from .session import session_overwrite_mode
-        from .write import SAVE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION, SESSION_OVERWRITE_MODE_OPTION
+        from .options import SAVE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION, SESSION_OVERWRITE_MODE_OPTION
 
         if format is not None:
             self.format(format)
@@ -200,7 +228,7 @@ def _session_auto_compact(spark: Any) -> str | None:
     import json
 
     from ..write.auto_compact import AutoCompactSettings
-    from .optimize import auto_compact_session_value, auto_compact_settings
+    from .session import auto_compact_session_value, auto_compact_settings
 
     enabled = auto_compact_session_value(spark)
     settings = auto_compact_settings(spark)
@@ -229,6 +257,42 @@ def _wrap_start(cls: Any) -> None:
     cls.start = _mark(start, original, "_tahoe_calls")
 
 
+def _wrap_option(cls: Any) -> None:
+    """Record a reader's options (lower-cased names) on it, for the load wrapper's checks."""
+    original, original_many = cls.option, cls.options
+    if getattr(original, "_tahoe_calls", False):
+        return
+
+    def option(self, key, value):
+        out = original(self, key, value)
+        self.__dict__.setdefault("_tahoe_options", {})[str(key).lower()] = value
+        return out
+
+    def options(self, **opts):
+        out = original_many(self, **opts)
+        self.__dict__.setdefault("_tahoe_options", {}).update({str(k).lower(): v for k, v in opts.items()})
+        return out
+
+    cls.option = _mark(option, original, "_tahoe_calls")
+    cls.options = _mark(options, original_many, "_tahoe_calls")
+
+
+_CDF_RANGE = ("startingVersion", "startingTimestamp", "endingVersion", "endingTimestamp")
+
+
+def _warn_ignored_range(given: dict) -> None:
+    """A batch read with a change range but no readChangeFeed reads the snapshot (as delta-spark)."""
+    import warnings
+
+    cdf = any(str(given.get(k, "")).strip().lower() == "true" for k in ("readchangefeed", "readchangedata"))
+    named = [n for n in _CDF_RANGE if n.lower() in given]
+    if named and not cdf:
+        warnings.warn(f"format('delta'): option(s) {', '.join(named)} have no effect without "
+                      f"option('readChangeFeed', 'true'): this read returns the table's snapshot, as delta-spark's "
+                      f"does. Add readChangeFeed to read the change data feed, or use versionAsOf / timestampAsOf "
+                      f"to read an older version.", UserWarning, stacklevel=3)
+
+
 def _wrap_load(cls: Any, batch: bool) -> None:
     original = cls.load
     if getattr(original, "_tahoe_calls", False):
@@ -239,18 +303,31 @@ def _wrap_load(cls: Any, batch: bool) -> None:
             self.format(format)
         try:
             ours = _is_delta(self)
+            sharing = not ours and batch and _is_sharing(self)
         except Exception:  # noqa: BLE001
-            ours = False
+            ours = sharing = False
+        if sharing:   # deltaSharing: filter pushdown on, and said, as for delta (rule 3)
+            from .options import PUSHDOWN_OPTION
+            from .session import configure
+
+            configure(_session(self))
+            self.option(PUSHDOWN_OPTION, "true")
         if ours:
             from ..read.changes import CDF_TIMESTAMP_OUT_OF_RANGE_CONF
-            from .options import CDF_OUT_OF_RANGE_OPTION, PUSHDOWN_OPTION, READ_KIND_OPTION
+            from .options import CDF_OUT_OF_RANGE_OPTION, PARALLELISM_OPTION, PUSHDOWN_OPTION, READ_KIND_OPTION
             from .session import configure
 
             spark = _session(self)
             configure(spark)
+            if batch:
+                _warn_ignored_range({**getattr(self, "_tahoe_options", {}),
+                                     **{str(k).lower(): v for k, v in options.items()}})
             self.option(READ_KIND_OPTION, "batch" if batch else "stream")
             if batch:
                 self.option(PUSHDOWN_OPTION, "true")
+                parallelism = _default_parallelism(spark)
+                if parallelism:
+                    self.option(PARALLELISM_OPTION, str(parallelism))
             try:
                 out_of_range = spark.conf.get(CDF_TIMESTAMP_OUT_OF_RANGE_CONF, None)
             except Exception:  # noqa: BLE001 - a server that does not answer confs
@@ -262,12 +339,28 @@ def _wrap_load(cls: Any, batch: bool) -> None:
     cls.load = _mark(load, original, "_tahoe_calls")
 
 
+def _default_parallelism(spark) -> int | None:
+    """The session's default parallelism (classic: the SparkContext's; Spark Connect: the
+    `spark.default.parallelism` conf when set), or None."""
+    try:
+        sc = getattr(spark, "sparkContext", None)
+        if sc is not None:
+            return int(sc.defaultParallelism)
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+        pass
+    try:
+        v = spark.conf.get("spark.default.parallelism", None)
+        return int(v) if v else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
 _TARGETS = (
-    ("pyspark.sql.readwriter", "DataFrameReader", ("format", "load_batch")),
+    ("pyspark.sql.readwriter", "DataFrameReader", ("format", "option", "load_batch")),
     ("pyspark.sql.readwriter", "DataFrameWriter", ("format", "partitionBy", "save")),
     ("pyspark.sql.streaming.readwriter", "DataStreamReader", ("format", "load_stream")),
     ("pyspark.sql.streaming.readwriter", "DataStreamWriter", ("format", "partitionBy", "start")),
-    ("pyspark.sql.connect.readwriter", "DataFrameReader", ("format", "load_batch")),
+    ("pyspark.sql.connect.readwriter", "DataFrameReader", ("format", "option", "load_batch")),
     ("pyspark.sql.connect.readwriter", "DataFrameWriter", ("format", "partitionBy", "save")),
     ("pyspark.sql.connect.streaming.readwriter", "DataStreamReader", ("format", "load_stream")),
     ("pyspark.sql.connect.streaming.readwriter", "DataStreamWriter", ("format", "partitionBy", "start")),
@@ -279,6 +372,9 @@ def install() -> None:
     something imported them (as `tahoe.spark.surfacing.install`)."""
     import importlib
 
+    hook = sys.modules.get("_tahoe_pyspark_hook")
+    if hook is not None:   # its shims off first: these wrappers wrap PySpark's own methods
+        hook.restore()
     for module, cls_name, what in _TARGETS:
         if ".connect." in module and "pyspark.sql.connect.session" not in sys.modules:
             continue
@@ -289,6 +385,8 @@ def install() -> None:
         for w in what:
             if w == "format":
                 _wrap_format(cls)
+            elif w == "option":
+                _wrap_option(cls)
             elif w == "partitionBy":
                 _wrap_partition_by(cls)
             elif w == "save":

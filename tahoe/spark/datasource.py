@@ -41,146 +41,14 @@ Executors need tahoe importable (see `tahoe.spark` on shipping it to a cluster).
 
 from __future__ import annotations
 
-import json
-from typing import Any, Iterator
+from typing import Iterator
 
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader
 
-from .options import PUSHDOWN_OPTION, READ_KIND_OPTION, check_properties_apply, read_options, table_path, write_options
+from .options import PARALLELISM_OPTION, PUSHDOWN_OPTION, READ_KIND_OPTION, check_properties_apply, read_options, table_path, write_options
+from .scan import ChangesPartition, FilesPartition, TableFiles, change_partitions, spark_read_schema
 
-__all__ = ["DeltaDataSource", "DefaultSource", "register", "read_via_datasource", "TableFiles", "FilesPartition",
-           "ChangesPartition", "change_partitions", "pack_by_size", "spark_read_schema"]
-
-# about what one task reads (Spark's spark.sql.files.maxPartitionBytes default)
-_PARTITION_BYTES = 128 << 20
-_OPEN_COST_BYTES = 4 << 20  # Spark's spark.sql.files.openCostInBytes default
-
-
-class FilesPartition(InputPartition):
-    """What one task reads: [(path, partition values, DV descriptor, row groups | None)]."""
-
-    def __init__(self, files: list[tuple[str, dict, Any, Any]]):
-        super().__init__(None)
-        self.files = files
-
-
-class ChangesPartition(InputPartition):
-    """What one task of a change data feed read reads: `tahoe.read.changes.ChangeUnit`s."""
-
-    def __init__(self, units: list):
-        super().__init__(None)
-        self.units = units
-
-
-def pack_by_size(pieces: list[tuple[Any, int]]) -> list[list[Any]]:
-    """Pieces (entry, bytes) packed as Spark packs file splits: sorted largest first, each into the
-    open group while it fits in about `_PARTITION_BYTES` (counting `_OPEN_COST_BYTES` a piece),
-    else into the next."""
-    pieces = sorted(pieces, key=lambda x: -x[1])
-    groups, cur, cur_size = [], [], 0
-    for entry, size in pieces:
-        if cur and cur_size + size > _PARTITION_BYTES:
-            groups.append(cur)
-            cur, cur_size = [], 0
-        cur.append(entry)
-        cur_size += size + _OPEN_COST_BYTES
-    if cur:
-        groups.append(cur)
-    return groups
-
-
-def spark_read_schema(snap, cdf: bool = False):
-    """The Spark schema `format("delta")` reads a snapshot with (void columns left out, all
-    nullable, no metadata) — with the change data feed's three columns when `cdf`."""
-    from pyspark.sql.types import LongType, StringType, StructField as SparkField, StructType as SparkStruct, \
-        TimestampType
-
-    from ..protocol.schema import StructType, is_void
-    from .types import to_spark_schema
-
-    fields = [f for f in snap.schema.fields if not is_void(f.type)]
-    s = to_spark_schema(StructType(fields), strip_metadata=True, nullable=True)
-    if cdf:
-        s = SparkStruct(list(s.fields) + [SparkField("_change_type", StringType(), True),
-                                          SparkField("_commit_version", LongType(), True),
-                                          SparkField("_commit_timestamp", TimestampType(), True)])
-    return s
-
-
-class TableFiles:
-    """What the executors need to read a table's files (picklable): the table, its schema,
-    partitioning and column mapping, the columns to read and the Spark schema to hand back."""
-
-    def __init__(self, snap, storage_options: dict | None, spark_schema, columns: list[str] | None = None):
-        self.table_root = snap.table_root
-        self.schema_json = snap.schema.to_json()
-        self.partition_columns = list(snap.partition_columns)
-        self.mode = snap.column_mapping_mode
-        self.storage_options = storage_options
-        self.columns = columns
-        self.out_schema_json = spark_schema.json()
-
-    def arrow_reader(self):
-        from ..protocol.schema import StructType
-        from ..read.arrow_reader import ArrowFileReader
-        from ..storage import log_store_for
-
-        store, root = log_store_for(self.table_root, self.storage_options)
-        return ArrowFileReader(store, root, StructType.from_json(self.schema_json), self.partition_columns,
-                               self.mode, self.columns)
-
-    def target(self):
-        from pyspark.sql.pandas.types import to_arrow_schema
-        from pyspark.sql.types import StructType as SparkStruct
-
-        return to_arrow_schema(SparkStruct.fromJson(json.loads(self.out_schema_json)), timezone="UTC")
-
-    def partitions(self, files: list[tuple[str, dict, Any, int]], reader=None) -> list[FilesPartition]:
-        """Input partitions of at most about `_PARTITION_BYTES` over (path, partition values, DV,
-        size) entries: a file larger than that is cut into runs of its row groups (its footer read
-        here; a single larger row group is a run of its own); see `pack_by_size`."""
-        pieces = []  # ((path, partition values, DV, row groups | None), bytes)
-        for p, pv, dv, sz in files:
-            if (sz or 0) <= _PARTITION_BYTES:
-                pieces.append(((p, pv, dv, None), sz or 0))
-                continue
-            reader = reader or self.arrow_reader()
-            run, run_size = [], 0
-            for i, b in enumerate(reader.row_group_bytes(p)):
-                if run and run_size + b > _PARTITION_BYTES:
-                    pieces.append(((p, pv, dv, run), run_size))
-                    run, run_size = [], 0
-                run.append(i)
-                run_size += b
-            if run:
-                pieces.append(((p, pv, dv, run), run_size))
-        return [FilesPartition(g) for g in pack_by_size(pieces)]
-
-    def read(self, partition: FilesPartition) -> Iterator:
-        """Record batches of a partition's files (DVs applied), in the Spark schema."""
-        reader = self.arrow_reader()
-        target = self.target()
-        for path, pv, dv, row_groups in partition.files:
-            for t in reader.read_row_groups(path, pv, dv, row_groups):
-                t = t.select(target.names) if target.names else t
-                yield from t.cast(target).to_batches(max_chunksize=65536)
-
-    def read_changes(self, partition: ChangesPartition) -> Iterator:
-        """Record batches of the change rows of a partition's units, in the Spark schema."""
-        from ..read.changes import StoreChangeFiles, unit_rows
-
-        files = StoreChangeFiles(self.arrow_reader())
-        target = self.target()
-        for u in partition.units:
-            for t in unit_rows(files, u):
-                yield from t.select(target.names).cast(target).to_batches(max_chunksize=65536)
-
-
-def change_partitions(units: list) -> list[ChangesPartition]:
-    """Change units packed into input partitions (`pack_by_size`; several empty ones — a version
-    of an empty table — make one)."""
-    return [ChangesPartition(g) for g in pack_by_size([(u, u.size) for u in units])]
-
+__all__ = ["DeltaDataSource", "DefaultSource", "register", "read_via_datasource"]
 
 class DeltaDataSource(DataSource):
     @classmethod
@@ -201,14 +69,52 @@ class DeltaDataSource(DataSource):
             self._cdf = opts["cdf"]
         return self._snap
 
+    def _cdf_read(self, opts: dict):
+        """(log, read snapshot, start, end) of a batch change feed read: the range and the read
+        schema's snapshot (`tahoe.read.changes` rules 5, 6), resolved once."""
+        if getattr(self, "_cdf_plan", None) is None:
+            from ..log import DeltaLog
+            from ..read.changes import change_read_snapshot, resolve_change_range
+
+            snap = self._snapshot()
+            log = DeltaLog.for_table(snap.table_root, opts["storage_options"])
+            rng = resolve_change_range(log, snap.version, opts["starting_version"], opts["ending_version"],
+                                       opts["starting_timestamp"], opts["ending_timestamp"],
+                                       opts["allow_out_of_range"])
+            start, end = rng or (None, None)
+            read = change_read_snapshot(log, snap, start, end, opts["ending_version"] is not None
+                                        or opts["ending_timestamp"] is not None)
+            self._cdf_plan = (log, read, start, end)
+        return self._cdf_plan
+
+    def _cdf_units(self, opts: dict) -> list:
+        """The planned change units of a batch change feed read (its CDF and schema checks
+        passed), once."""
+        if getattr(self, "_cdf_units_", None) is None:
+            from ..read.changes import plan_changes
+
+            log, read, start, end = self._cdf_read(opts)
+            self._cdf_units_ = plan_changes(log, read, start, end).units
+        return self._cdf_units_
+
     def schema(self):
         snap = self._snapshot()
+        kind = str(self.options.get(READ_KIND_OPTION, "")).lower()
+        ends = any(str(k).lower() in ("endingversion", "endingtimestamp") for k in self.options)
+        if self._cdf and kind == "batch":
+            # planned now, at load(): its errors reach the caller there (delta-spark's come at
+            # load() or at the first action)
+            opts = read_options(self.options)
+            self._cdf_units(opts)
+            snap = self._cdf_read(opts)[1]
+        elif self._cdf and kind != "stream" and ends:   # only a batch read names an end (a stream refuses it)
+            snap = self._cdf_read(read_options(self.options))[1]
         return spark_read_schema(snap, self._cdf)
 
     def reader(self, schema):
         opts = read_options(self.options)   # a batch read: batch options only
         if opts["cdf"]:
-            return DeltaChangesReader(self._snapshot(), opts, schema)
+            return DeltaChangesReader(self._cdf_read(opts)[1], self._cdf_units(opts), opts, schema)
         if str(self.options.get(PUSHDOWN_OPTION, "")).lower() == "true":
             return DeltaFilteringReader(self, schema)
         return DeltaReader(self, schema)
@@ -235,6 +141,10 @@ class DeltaReader(DataSourceReader):
         self.files = TableFiles(snap, source._storage, schema, [f.name for f in schema.fields])
         self._snap = snap
         self._filters: list = []
+        try:   # the session's parallelism, handed over by tahoe's load wrapper (tahoe.spark.calls)
+            self._min_partitions = int(source.options.get(PARALLELISM_OPTION) or 0) or None
+        except ValueError:
+            self._min_partitions = None
 
     def __getstate__(self):
         # what the executors' read() needs: not the snapshot nor the filters (driver-side planning)
@@ -249,7 +159,7 @@ class DeltaReader(DataSourceReader):
                                             files.column("partitionValues").to_pylist(),
                                             files.column("deletionVector").to_pylist(),
                                             files.column("size").to_pylist())]
-        return self.files.partitions(entries) or [FilesPartition([])]
+        return self.files.partitions(entries, min_partitions=self._min_partitions) or [FilesPartition([])]
 
     def read(self, partition: FilesPartition) -> Iterator:
         return self.files.read(partition)
@@ -262,10 +172,12 @@ class DeltaFilteringReader(DeltaReader):
 
     def pushFilters(self, filters):
         # Spark re-applies every filter; tahoe uses the supported ones for file skipping only.
+        from .skipping import pushed_filter
+
         for f in filters:
-            sql = _filter_to_sql(f)
-            if sql is not None:
-                self._filters.append(sql)
+            expr = pushed_filter(f)
+            if expr is not None:
+                self._filters.append(expr)
             yield f
 
 
@@ -273,16 +185,12 @@ class DeltaChangesReader(DataSourceReader):
     """`readChangeFeed`: the driver resolves the range and plans its change units
     (`tahoe.read.changes`: delta-spark's range rules and errors, the CDF and schema checks); the
     executors read them (cdc files, or added/removed files with their deletion vectors) with
-    tahoe's Arrow reader. The rows are in the schema of the snapshot the DataFrame was made on."""
+    tahoe's Arrow reader. The rows are in the read schema of `tahoe.read.changes` rule 6 (the
+    latest version's, or the end version's on a table with column mapping), fixed when the
+    DataFrame was made."""
 
-    def __init__(self, snap, opts: dict, schema):
-        from ..log import DeltaLog
-        from ..read.changes import plan_changes, resolve_change_range
-
-        log = DeltaLog.for_table(snap.table_root, opts["storage_options"])
-        rng = resolve_change_range(log, snap.version, opts["starting_version"], opts["ending_version"],
-                                   opts["starting_timestamp"], opts["ending_timestamp"], opts["allow_out_of_range"])
-        self._units = plan_changes(log, snap, *(rng or (None, None))).units
+    def __init__(self, snap, units: list, opts: dict, schema):
+        self._units = units
         data = [f.name for f in schema.fields if f.name not in ("_change_type", "_commit_version", "_commit_timestamp")]
         self.files = TableFiles(snap, opts["storage_options"], schema, data)
 
@@ -294,43 +202,6 @@ class DeltaChangesReader(DataSourceReader):
 
     def read(self, partition: ChangesPartition) -> Iterator:
         return self.files.read_changes(partition)
-
-
-def _filter_to_sql(f) -> str | None:
-    from pyspark.sql import datasource as ds
-
-    def name(attr) -> str | None:
-        return "`" + attr[0].replace("`", "``") + "`" if len(attr) == 1 else None
-
-    def lit(v) -> str | None:
-        import datetime as dt
-        if isinstance(v, bool):
-            return "TRUE" if v else "FALSE"
-        if isinstance(v, (int, float)):
-            return repr(v)
-        if isinstance(v, str):
-            return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
-        if isinstance(v, (dt.date, dt.datetime)):
-            return "'" + v.isoformat(sep=" ") + "'" if isinstance(v, dt.datetime) else "'" + v.isoformat() + "'"
-        return None
-
-    ops = {ds.EqualTo: "=", ds.GreaterThan: ">", ds.GreaterThanOrEqual: ">=", ds.LessThan: "<",
-           ds.LessThanOrEqual: "<="}
-    for cls, op in ops.items():
-        if type(f) is cls:
-            n, v = name(f.attribute), lit(f.value)
-            return f"{n} {op} {v}" if n and v else None
-    if isinstance(f, ds.IsNull):
-        n = name(f.attribute)
-        return f"{n} IS NULL" if n else None
-    if isinstance(f, ds.IsNotNull):
-        n = name(f.attribute)
-        return f"{n} IS NOT NULL" if n else None
-    if isinstance(f, ds.In):
-        n = name(f.attribute)
-        vs = [lit(v) for v in f.value]
-        return f"{n} IN ({', '.join(vs)})" if n and vs and all(vs) else None
-    return None
 
 
 DefaultSource = DeltaDataSource
@@ -365,8 +236,6 @@ class DeltaWriter(DataSourceArrowWriter):
         from .write import datasource_abort
 
         datasource_abort(self.plan, [m for m in messages if m is not None])
-
-
 
 
 def register(spark) -> None:

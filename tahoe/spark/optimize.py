@@ -36,29 +36,20 @@ import pyarrow as pa
 from ..log.delta_log import DeltaLog
 from ..protocol.actions import AddFile
 from ..protocol.properties import bool_property
-from ..write.auto_compact import AutoCompactSettings
 from ..write.commit import delete_data_files
 from ..write.curves import bits_for, curve_keys, key_bytes, range_bounds, range_ids
 from ..write.optimize import (
     ArrowBinExecutor, Bin, OptimizePlan, OptimizeSettings, Progress, parse_size, plan_optimize, run_optimize,
 )
 from ..write.plan import WritePlan
+from .session import DELTA_CONF, session_conf
 
 __all__ = ["SparkBinExecutor", "DeltaOptimizeBuilder", "DeltaReorgBuilder", "optimize_full", "optimize_settings",
-           "auto_compact_settings", "auto_compact_session_value", "optimize_write_enabled",
-           "optimized_write", "metrics_schema", "metrics_dataframe"]
+           "optimize_write_enabled", "optimized_write", "metrics_schema", "metrics_dataframe"]
 
-_CONF = "spark.databricks.delta."
+_CONF = DELTA_CONF
 _KEY = "__tahoe_curve_key"
 _NOISE = "__tahoe_curve_noise"
-
-
-def _conf(spark, key: str) -> str | None:
-    try:
-        v = spark.conf.get(key, None)
-    except Exception:  # noqa: BLE001 - a remote session that refuses to read a conf
-        return None
-    return None if v is None or str(v).strip() == "" else str(v)
 
 
 def optimize_settings(spark, base: OptimizeSettings | None = None) -> OptimizeSettings:
@@ -72,30 +63,13 @@ def optimize_settings(spark, base: OptimizeSettings | None = None) -> OptimizeSe
                              ("min_cube_size", "optimize.clustering.mergeStrategy.minCubeSize.threshold", parse_size),
                              ("target_cube_size", "optimize.clustering.mergeStrategy.minCubeSize.targetCubeSize",
                               parse_size)):
-        v = _conf(spark, _CONF + key)
+        v = session_conf(spark, _CONF + key)
         if v is not None:
             changes[field] = conv(v) if conv is not parse_size else parse_size(v, _CONF + key)
-    v = _conf(spark, "spark.databricks.io.skipping.mdc.rangeId.max")
+    v = session_conf(spark, "spark.databricks.io.skipping.mdc.rangeId.max")
     if v is not None:
         changes["num_range_ids"] = int(v)
     return dataclasses.replace(s, **changes)
-
-
-def auto_compact_session_value(spark) -> str | None:
-    return _conf(spark, _CONF + "autoCompact.enabled")
-
-
-def auto_compact_settings(spark) -> AutoCompactSettings:
-    """AutoCompactSettings from spark.databricks.delta.autoCompact.* (those set)."""
-    changes: dict[str, Any] = {}
-    v = _conf(spark, _CONF + "autoCompact.minNumFiles")
-    if v is not None:
-        changes["min_num_files"] = int(v)
-    for field, key in (("max_file_size", "autoCompact.maxFileSize"), ("min_file_size", "autoCompact.minFileSize")):
-        v = _conf(spark, _CONF + key)
-        if v is not None:
-            changes[field] = parse_size(v, _CONF + key)
-    return AutoCompactSettings(**changes)
 
 
 # --- the Spark executor ---------------------------------------------------------------------------
@@ -115,7 +89,7 @@ class SparkBinExecutor:
         self.spark = spark
         self.max_threads = max_threads
         if add_noise is None:
-            v = _conf(spark, "spark.databricks.io.skipping.mdc.addNoise")
+            v = session_conf(spark, "spark.databricks.io.skipping.mdc.addNoise")
             add_noise = True if v is None else v.strip().lower() == "true"
         self.add_noise = add_noise
 
@@ -213,7 +187,7 @@ def optimize_write_enabled(spark, configuration: dict | None, option: bool | Non
     (off when none is set)."""
     if option is not None:
         return bool(option)
-    v = _conf(spark, _CONF + "optimizeWrite.enabled")
+    v = session_conf(spark, _CONF + "optimizeWrite.enabled")
     if v is not None:
         low = v.strip().lower()
         if low not in ("true", "false"):
@@ -232,14 +206,14 @@ def optimized_write(df, partition_columns: list[str]):
     spark = df.sparkSession
     if partition_columns:
         return df.repartition(*[_col(c) for c in partition_columns])
-    v = _conf(spark, _CONF + "optimizeWrite.binSize")      # a number is MiB, as in delta-spark
+    v = session_conf(spark, _CONF + "optimizeWrite.binSize")      # a number is MiB, as in delta-spark
     if v is None:
         bin_size = 512 * 1024 * 1024
     elif v.strip().isdigit():
         bin_size = parse_size(int(v) * 1024 * 1024, _CONF + "optimizeWrite.binSize")
     else:
         bin_size = parse_size(v, _CONF + "optimizeWrite.binSize")
-    shuffle = int(_conf(spark, "spark.sql.shuffle.partitions") or 200)
+    shuffle = int(session_conf(spark, "spark.sql.shuffle.partitions") or 200)
     size = _estimated_size(df)
     if size is None or size >= 2 ** 63 - 1:
         # no estimate (Spark says Long.MaxValue when it knows nothing): Spark's REBALANCE, whose

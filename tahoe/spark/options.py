@@ -12,7 +12,10 @@ Rules (names are case-insensitive, as Spark hands them over lower-cased):
   2. Batch reads implement `versionAsOf` (a non-negative integer), `timestampAsOf` (not both),
      `storage.<key>` (storage options of tahoe's storage layer) and the change data feed:
      `readChangeFeed` (or `readChangeData`) with `startingVersion` / `startingTimestamp` and
-     `endingVersion` / `endingTimestamp` (which need it; a CDF read does not time travel).
+     `endingVersion` / `endingTimestamp` (a CDF read does not time travel). Without
+     `readChangeFeed` those four change nothing — the read is of the snapshot — as in
+     delta-spark, whose DeltaDataSource hands them to change feed reads only (tahoe's load
+     wrapper warns in the user's process, `tahoe.spark.calls`).
   3. Streaming reads (`stream_read_options`) implement `startingVersion` (a version or `latest`)
      / `startingTimestamp`, `maxFilesPerTrigger` (a positive integer), `maxBytesPerTrigger` (a
      size such as `10g`), `ignoreDeletes`, `ignoreChanges`, `skipChangeCommits`,
@@ -27,7 +30,7 @@ Rules (names are case-insensitive, as Spark hands them over lower-cased):
      `check_properties_apply`). Four delta-spark options are accepted where their value is what
      tahoe's writer does anyway (`dataChange=true`, `compression=snappy`, `optimizeWrite=false`,
      `writePartitionColumns=false`) and refused otherwise. A streaming write
-     (`stream_write_options`) takes `checkpointLocation` (required: the query's id is read from
+     (`write_options(..., streaming=True)`) takes `checkpointLocation` (required: the query's id is read from
      it), `partitionBy`, `mergeSchema`, `overwriteSchema` (complete mode), `userMetadata`,
      `storage.<key>` and `delta.<property>`; replaceWhere, partitionOverwriteMode and
      txnAppId/txnVersion (the sink writes its own transaction ids) are refused there.
@@ -49,12 +52,19 @@ from typing import Any, Mapping
 
 from ..errors import InvalidOptionError, UnsupportedFeatureError
 
-from .write import SAVE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION, SESSION_OVERWRITE_MODE_OPTION
+# how a write's save mode reaches the data-source writer (see tahoe.spark.datasource)
+SAVE_MODE_OPTION = "saveMode"
+# set by the `register` save wrapper: the session's delta-spark auto compaction confs (the commit
+# runs in a Python worker without the user's session)
+SESSION_AUTO_COMPACT_OPTION = "__tahoe_sessionAutoCompact"
+# set by the `register` save wrapper: the session's partitionOverwriteMode, which the data source
+# cannot read itself (its writer runs in a Python worker without the user's session)
+SESSION_OVERWRITE_MODE_OPTION = "__tahoe_sessionPartitionOverwriteMode"
 
-__all__ = ["read_options", "stream_read_options", "write_options", "stream_write_options", "table_path",
+__all__ = ["read_options", "stream_read_options", "write_options", "table_path",
            "check_properties_apply", "READ_OPTIONS", "STREAM_READ_OPTIONS", "WRITE_OPTIONS", "STREAM_WRITE_OPTIONS",
-           "CATALOG_MESSAGE", "CDF_OUT_OF_RANGE_OPTION", "PUSHDOWN_OPTION",
-           "READ_KIND_OPTION"]
+           "CATALOG_MESSAGE", "CDF_OUT_OF_RANGE_OPTION", "PUSHDOWN_OPTION", "PARALLELISM_OPTION",
+           "READ_KIND_OPTION", "SAVE_MODE_OPTION", "SESSION_AUTO_COMPACT_OPTION", "SESSION_OVERWRITE_MODE_OPTION"]
 
 STORAGE_PREFIX = "storage."
 PROPERTY_PREFIX = "delta."
@@ -78,7 +88,11 @@ PUSHDOWN_OPTION = "__tahoe_filterPushdown"
 # set by tahoe's load wrappers: "batch" (spark.read) or "stream" (spark.readStream), so that the
 # source checks the options of its kind when Spark asks the schema (before it says which it is)
 READ_KIND_OPTION = "__tahoe_readKind"
-_INTERNAL_READ = (CDF_OUT_OF_RANGE_OPTION.lower(), PUSHDOWN_OPTION.lower(), READ_KIND_OPTION.lower())
+# set by tahoe's batch load wrapper: the session's default parallelism (a Python data source cannot
+# read it), so that a small table is split into at least that many tasks, as Spark splits files
+PARALLELISM_OPTION = "__tahoe_parallelism"
+_INTERNAL_READ = (CDF_OUT_OF_RANGE_OPTION.lower(), PUSHDOWN_OPTION.lower(), READ_KIND_OPTION.lower(),
+                  PARALLELISM_OPTION.lower())
 
 # delta-spark options whose one value tahoe's writer implements: {name: (accepted value, what it does)}
 _WRITE_DEFAULTS = {
@@ -249,9 +263,12 @@ def read_options(options: Mapping[str, Any], streaming: bool | None = False) -> 
                                      "data feed read is given its versions by startingVersion / endingVersion "
                                      "(or the timestamps)")
         if ranged and not out["cdf"]:
-            raise InvalidOptionError(f"option(s) {', '.join(ranged)} need readChangeFeed=true in a batch read "
-                                     "(they give the versions of a change data feed read)")
-        if str(opts.get("startingversion", "")).strip().lower() == "latest":
+            # delta-spark's batch read reads the snapshot and leaves these alone (its DeltaDataSource
+            # passes them on only to a change feed read): so does tahoe, saying so where it can
+            # (tahoe.spark.calls warns in the user's process)
+            for k in ("starting_version", "starting_timestamp", "ending_version", "ending_timestamp"):
+                out[k] = None
+        elif out["cdf"] and str(opts.get("startingversion", "")).strip().lower() == "latest":
             raise InvalidOptionError("startingVersion 'latest' applies to streaming reads only")
     return out
 

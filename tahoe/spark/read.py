@@ -44,7 +44,7 @@ from ..protocol.deletion_vectors import DeletionVectorDescriptor, load_deletion_
 from ..protocol.partition_values import partition_path, partition_values_to_arrow
 from ..protocol.schema import PrimitiveType, StructField, StructType, is_void
 from ..storage import resolve_data_path
-from .session import configure, session_time_zone
+from .session import configure, session_conf, session_time_zone
 from .skipping import plan_files
 from .types import col, to_spark_schema, to_spark_type
 
@@ -130,10 +130,7 @@ ROW_COLUMN = "__tahoe_dml_row"      # ... and its position in the file (what a d
 
 
 def _ignore_missing_files(spark) -> bool:
-    try:
-        return str(spark.conf.get("spark.sql.files.ignoreMissingFiles", "false")).lower() == "true"
-    except Exception:  # noqa: BLE001 - an unreadable conf is the default
-        return False
+    return str(session_conf(spark, "spark.sql.files.ignoreMissingFiles") or "false").lower() == "true"
 
 
 def _existing_files(root: str, files):

@@ -1,8 +1,9 @@
 """Spark session plumbing for tahoe: the settings the fast paths rely on, and a local session
 factory for tests, benchmarks and scripts.
 
-Owns: `configure(spark)` (runtime SQL confs the native scan/write need, applied idempotently) and
-`local_session(...)` (a quiet `local[n]` session bound to 127.0.0.1).
+Owns: `configure(spark)` (runtime SQL confs the native scan/write need, applied idempotently),
+reading the session's confs (`session_conf`, the time zone, partitionOverwriteMode, delta-spark's
+auto compaction confs) and `local_session(...)` (a quiet `local[n]` session bound to 127.0.0.1).
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ import sys
 import tempfile
 from typing import Any
 
-__all__ = ["configure", "local_session", "session_overwrite_mode", "session_time_zone", "session_timestamp_ms", "registered",
-           "mark_registered", "RUNTIME_CONF", "STATIC_CONF"]
+__all__ = ["configure", "local_session", "session_conf", "session_overwrite_mode", "session_time_zone",
+           "session_timestamp_ms", "registered", "mark_registered", "auto_compact_session_value",
+           "auto_compact_settings", "DELTA_CONF", "RUNTIME_CONF", "STATIC_CONF"]
+
+DELTA_CONF = "spark.databricks.delta."   # delta-spark's session confs
 
 # Runtime confs (settable on a live session). Field-id reads only act when the requested schema
 # carries `parquet.field.id` metadata (tahoe's id-mode scans), so they are harmless elsewhere.
@@ -61,6 +65,37 @@ def configure(spark: Any) -> Any:
             pass
     _configured.add(key)
     return spark
+
+
+def session_conf(spark: Any, key: str) -> str | None:
+    """A session conf's value (None when unset, blank or unreadable, e.g. refused by a remote
+    session)."""
+    try:
+        v = spark.conf.get(key, None)
+    except Exception:  # noqa: BLE001 - a remote session that refuses to read a conf
+        return None
+    return None if v is None or str(v).strip() == "" else str(v)
+
+
+def auto_compact_session_value(spark: Any) -> str | None:
+    """spark.databricks.delta.autoCompact.enabled as set (see `tahoe.write.auto_compact`)."""
+    return session_conf(spark, DELTA_CONF + "autoCompact.enabled")
+
+
+def auto_compact_settings(spark: Any):
+    """AutoCompactSettings from spark.databricks.delta.autoCompact.* (those set)."""
+    from ..write.auto_compact import AutoCompactSettings
+    from ..write.optimize import parse_size
+
+    changes: dict[str, Any] = {}
+    v = session_conf(spark, DELTA_CONF + "autoCompact.minNumFiles")
+    if v is not None:
+        changes["min_num_files"] = int(v)
+    for field, key in (("max_file_size", "autoCompact.maxFileSize"), ("min_file_size", "autoCompact.minFileSize")):
+        v = session_conf(spark, DELTA_CONF + key)
+        if v is not None:
+            changes[field] = parse_size(v, DELTA_CONF + key)
+    return AutoCompactSettings(**changes)
 
 
 def session_time_zone(spark: Any) -> str:

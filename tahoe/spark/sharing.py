@@ -46,7 +46,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from datetime import date, datetime, timezone
+from datetime import datetime, timezone
 from typing import Any, Iterator, Optional
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
@@ -56,11 +56,11 @@ from ..sharing.client import Request, parse_url
 from ..sharing.model import DeltaSharingProfile, Table
 from ..sharing.reader import RemoteFile, ScanReader, TableInfo, UrlBook, remote_files
 from ..sharing.rest import RestClient
+from .options import PUSHDOWN_OPTION as _PUSHDOWN_OPTION
+from .scan import pack_by_size
 
 __all__ = ["DeltaSharingDataSource", "DefaultSource", "register", "SharingOptionError"]
 
-_PARTITION_BYTES = 128 << 20
-_OPEN_COST_BYTES = 4 << 20
 _MAX_FILES_DEFAULT = 1000
 _MAX_VERSIONS_PER_RPC_DEFAULT = 100
 _VERSION_POLL_SECONDS = 1.0
@@ -139,6 +139,9 @@ class _Conf:
     def __init__(self, options: Any, mode: str):
         """`mode`: "batch", "stream", or "any" (the schema, asked before Spark says which)."""
         opts = {str(k).lower(): v for k, v in dict(options).items()}
+        # set by tahoe's load wrapper where it turned the session's filter pushdown on
+        # (tahoe.spark.calls): only then may the batch reader take pushed filters
+        self.pushdown = str(opts.pop(_PUSHDOWN_OPTION.lower(), "")).strip().lower() == "true"
         streaming = mode == "stream"
         allowed = _COMMON | _STREAM | _BATCH | _CDF if mode == "any" else \
             _COMMON | (_STREAM if streaming else _BATCH | _CDF)
@@ -260,7 +263,8 @@ class DeltaSharingDataSource(DataSource):
         return _spark_schema(info, conf.cdf)
 
     def reader(self, schema):
-        return _BatchReader(_Conf(self.options, "batch"), schema)
+        conf = _Conf(self.options, "batch")
+        return _FilteringBatchReader(conf, schema) if conf.pushdown else _BatchReader(conf, schema)
 
     def streamReader(self, schema):
         return _StreamReader(_Conf(self.options, "stream"), schema)
@@ -284,7 +288,7 @@ class _Files(InputPartition):
 
 
 def _pack(files: list[RemoteFile], cdf: bool) -> list[list[RemoteFile]]:
-    """Files grouped into partitions of about `_PARTITION_BYTES` (largest first, as Spark packs
+    """Files grouped into partitions of about `PARTITION_BYTES` (`pack_by_size`, as Spark packs
     file splits); change data keeps each version's files together."""
     if cdf:
         groups: dict[int, list[RemoteFile]] = {}
@@ -293,19 +297,7 @@ def _pack(files: list[RemoteFile], cdf: bool) -> list[list[RemoteFile]]:
         pieces = [(g, sum(f.size for f in g)) for _, g in sorted(groups.items())]
     else:
         pieces = [([f], f.size) for f in files]
-    pieces.sort(key=lambda x: -x[1])
-    parts: list[list[RemoteFile]] = []
-    cur: list[RemoteFile] = []
-    size = 0
-    for g, s in pieces:
-        if cur and size + s > _PARTITION_BYTES:
-            parts.append(cur)
-            cur, size = [], 0
-        cur.extend(g)
-        size += s + _OPEN_COST_BYTES
-    if cur:
-        parts.append(cur)
-    return parts
+    return [[f for g in part for f in g] for part in pack_by_size(pieces)]
 
 
 def _read_partition(p: _Files, spark_schema_json: str) -> Iterator:
@@ -336,17 +328,7 @@ class _BatchReader(DataSourceReader):
     def __init__(self, conf: _Conf, schema):
         self.conf = conf
         self.schema_json = schema.json()
-        self.types = {f.name: f.dataType for f in schema.fields}
         self.hints: list[dict] = []
-
-    def pushFilters(self, filters):
-        # Spark applies every filter to the rows anyway; the ones that convert go to the server as
-        # jsonPredicateHints (file pruning)
-        for f in filters:
-            node = filter_to_json(f, self.types)
-            if node is not None:
-                self.hints.append(node)
-            yield f
 
     def _request(self) -> Request:
         c = self.conf
@@ -378,80 +360,45 @@ class _BatchReader(DataSourceReader):
         return _read_partition(partition, self.schema_json)
 
 
+class _FilteringBatchReader(_BatchReader):
+    """A batch reader that takes Spark's pushed filters — only where the session has filter
+    pushdown on (Spark refuses a reader with `pushFilters` otherwise), which tahoe's load wrapper
+    sees to and says (`_PUSHDOWN_OPTION`); elsewhere (a session whose driver never ran tahoe's
+    calls) the plain reader reads without hints."""
+
+    def pushFilters(self, filters):
+        # Spark applies every filter to the rows anyway; the ones that convert go to the server as
+        # jsonPredicateHints (file pruning)
+        for f in filters:
+            node = filter_to_json(f, self.schema_json)
+            if node is not None:
+                self.hints.append(node)
+            yield f
+
+
 # --- pushed filters -> JSON predicate hints -----------------------------------------------------------
 
-def _value_type(dt) -> Optional[str]:
-    from pyspark.sql import types as T
+def filter_to_json(f: Any, schema_json: str) -> Optional[dict]:
+    """A Spark pushed filter as a JSON predicate node (spec "JSON predicates for Filtering") —
+    through tahoe's expression engine: `tahoe.spark.skipping.pushed_filter`, then
+    `tahoe.expressions.to_sharing_json` over the read schema (`schema_json`, Spark's JSON) — or
+    None when it has no exact JSON form (such filters are simply not sent). Columns whose values
+    JSON predicates cannot say exactly are left out: decimals (only `double` exists) and
+    TIMESTAMP_NTZ (a `timestamp` is an instant). Imported lazily: the executors never need it."""
+    from ..errors import AnalysisException
+    from ..expressions.sharing_json import to_sharing_json
+    from ..protocol.schema import TIMESTAMP_NTZ, DecimalType, StructType
+    from .skipping import pushed_filter
 
-    for cls, vt in ((T.StringType, "string"), (T.IntegerType, "int"), (T.ShortType, "int"), (T.ByteType, "int"),
-                    (T.LongType, "long"), (T.FloatType, "float"), (T.DoubleType, "double"), (T.BooleanType, "bool"),
-                    (T.DateType, "date"), (T.TimestampType, "timestamp")):
-        if type(dt) is cls:
-            return vt
-    return None
-
-
-def _literal(v: Any, vt: str) -> Optional[str]:
-    if v is None:
+    expr = pushed_filter(f)
+    if expr is None:
         return None
-    if vt == "bool":
-        return "true" if v is True else "false" if v is False else None
-    if vt in ("int", "long"):
-        return str(int(v)) if isinstance(v, int) and not isinstance(v, bool) else None
-    if vt in ("float", "double"):
-        return repr(float(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-    if vt == "string":
-        return v if isinstance(v, str) else None
-    if vt == "date":
-        return v.isoformat() if isinstance(v, date) and not isinstance(v, datetime) else None
-    if vt == "timestamp":
-        # only an instant (a naive value's zone is the session's, which a Python worker cannot see)
-        if isinstance(v, datetime) and v.tzinfo is not None:
-            return v.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    schema = StructType.from_json(schema_json)
+    types = {fd.name: fd.type for fd in schema.fields if not isinstance(fd.type, DecimalType) and fd.type != TIMESTAMP_NTZ}
+    try:
+        return to_sharing_json(expr, types)
+    except AnalysisException:
         return None
-    return None
-
-
-def filter_to_json(f: Any, types: dict) -> Optional[dict]:
-    """A Spark pushed filter as a JSON predicate node (spec "JSON predicates for Filtering"), or
-    None when it has no exact JSON form (such filters are simply not sent)."""
-    from pyspark.sql import datasource as ds
-
-    def column(attr) -> Optional[tuple[dict, str]]:
-        if len(attr) != 1 or attr[0] not in types:
-            return None
-        vt = _value_type(types[attr[0]])
-        return ({"op": "column", "name": attr[0], "valueType": vt}, vt) if vt else None
-
-    def compare(op: str, attr, value) -> Optional[dict]:
-        c = column(attr)
-        if c is None:
-            return None
-        lit = _literal(value, c[1])
-        if lit is None:
-            return None
-        return {"op": op, "children": [c[0], {"op": "literal", "value": lit, "valueType": c[1]}]}
-
-    ops = {ds.EqualTo: "equal", ds.GreaterThan: "greaterThan", ds.GreaterThanOrEqual: "greaterThanOrEqual",
-           ds.LessThan: "lessThan", ds.LessThanOrEqual: "lessThanOrEqual"}
-    for cls, op in ops.items():
-        if type(f) is cls:
-            return compare(op, f.attribute, f.value)
-    if isinstance(f, ds.IsNull) or isinstance(f, ds.IsNotNull):
-        c = column(f.attribute)
-        if c is None:
-            return None
-        node = {"op": "isNull", "children": [c[0]]}
-        return node if isinstance(f, ds.IsNull) else {"op": "not", "children": [node]}
-    if isinstance(f, ds.In):
-        kids = [compare("equal", f.attribute, v) for v in f.value]
-        if not kids or any(k is None for k in kids):
-            return None
-        return kids[0] if len(kids) == 1 else {"op": "or", "children": kids}
-    if isinstance(f, ds.Not):
-        inner = filter_to_json(f.child, types)
-        return None if inner is None else {"op": "not", "children": [inner]}
-    return None
 
 
 # --- streaming ----------------------------------------------------------------------------------------

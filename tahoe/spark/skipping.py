@@ -1,8 +1,9 @@
 """File skipping for Spark scans: the Spark-specific glue around `tahoe.expressions`.
 
-Owns turning the filters a Spark read is given — SQL strings, or PySpark Columns (through the SQL
-text Spark's analyzer gives them) — into expression trees, and planning a snapshot's files with
-them (`tahoe.read.scan.plan_files`: partition pruning and stats skipping, conservative: a file is
+Owns turning the filters a Spark read is given — SQL strings, PySpark Columns (through the SQL
+text Spark's analyzer gives them), or the filters Spark pushes into a Python data source
+(`pushed_filter`: `EqualTo`, `In`, `IsNull`, `Not`, ... — no SQL text in between) — into
+expression trees, and planning a snapshot's files with them (`tahoe.read.scan.plan_files`: partition pruning and stats skipping, conservative: a file is
 dropped only when no row of it can match). A filter that cannot be had as SQL, or does not
 parse, is not used for skipping (Spark still applies it to the rows).
 
@@ -17,10 +18,52 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import AnalysisException
-from ..expressions import Expression, and_, file_mask as _expression_file_mask, parse
+from ..expressions import (
+    Column, Comparison, Expression, In, IsNull, Not, and_, file_mask as _expression_file_mask, lit, parse,
+)
 from ..protocol.schema import StructType
 
-__all__ = ["filter_sql", "parse_filters", "file_mask", "plan_files"]
+__all__ = ["filter_sql", "parse_filters", "pushed_filter", "file_mask", "plan_files"]
+
+
+
+def pushed_filter(f: Any) -> Expression | None:
+    """A filter Spark pushed into a Python data source (`pyspark.sql.datasource.Filter`) as an
+    expression tree, or None when it has none here (string prefix/suffix/contains filters, a NULL
+    or unrepresentable value). Values are typed as Spark hands them over: a TIMESTAMP value is
+    an aware datetime (an instant, `TIMESTAMP`), a TIMESTAMP_NTZ one naive (`TIMESTAMP_NTZ`)."""
+    from pyspark.sql import datasource as ds
+
+    from ..errors import AnalysisException
+
+    comparisons = {ds.EqualTo: "=", ds.EqualNullSafe: "<=>", ds.GreaterThan: ">", ds.GreaterThanOrEqual: ">=",
+                   ds.LessThan: "<", ds.LessThanOrEqual: "<="}
+
+    def value(v: Any) -> Expression | None:
+        if v is None:
+            return None
+        try:
+            return lit(v)
+        except AnalysisException:
+            return None
+
+    attribute = getattr(f, "attribute", None)
+    column = Column(tuple(attribute)) if attribute else None
+    op = comparisons.get(type(f))
+    if op is not None and column is not None:
+        v = value(f.value)
+        return None if v is None else Comparison(op, column, v)
+    if isinstance(f, ds.In) and column is not None:
+        items = [value(v) for v in f.value]
+        return In(column, tuple(items)) if items and all(i is not None for i in items) else None  # type: ignore[arg-type]
+    if isinstance(f, ds.IsNull) and column is not None:
+        return IsNull(column)
+    if isinstance(f, ds.IsNotNull) and column is not None:
+        return Not(IsNull(column))
+    if isinstance(f, ds.Not):
+        inner = pushed_filter(f.child)
+        return None if inner is None else Not(inner)
+    return None
 
 
 def filter_sql(f: Any, spark: Any = None, schema: Any = None) -> str | None:

@@ -24,13 +24,18 @@ The source (`DeltaStreamReader`, delta-spark's DeltaSource semantics):
      (only-removing versions pass), `ignoreChanges` / `ignoreFileDeletion` (the versions' added
      files are read: rewritten rows come again) or `skipChangeCommits` (such versions are
      skipped whole). Files added with deletion vectors are read with them applied.
-  5. Schema: the stream reads in the table's schema when it was created. A metaData action that
-     changes the schema after that stops the stream (DELTA_SCHEMA_CHANGED_WITH_VERSION) once the
-     versions before it are read; restarted, the stream reads on in the new schema. Data written
-     under a schema that the stream's schema cannot read (a column dropped, renamed or retyped)
-     fails it (DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE): start over with a new checkpoint.
-     A failure is raised only when no earlier version is left to read, so nothing before it is
-     held back.
+  5. Schema (delta-spark's DeltaSource checks, without its schema tracking log): the stream reads
+     in the table's schema when it was created. A metaData action met on the way — or the schema
+     of the version a stream starts from — is compared with it: a column renamed or dropped under
+     column mapping stops the stream with DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG
+     (tahoe has no `schemaTrackingLocation`: restart with a new checkpoint location and a
+     startingVersion after the change); any other change data written under which the stream's
+     schema cannot read (a column added after the stream's schema, a type changed, a column
+     dropped or made nullable without column mapping) stops it with
+     DELTA_SCHEMA_CHANGED_WITH_VERSION (DELTA_SCHEMA_CHANGED_WITH_STARTING_OPTIONS when the stream
+     was given startingVersion / startingTimestamp). Restarted, a stream whose new schema can read
+     on (an added column) goes on. A failure is raised only when no earlier version is left to
+     read, so nothing before it is held back.
   6. `readChangeFeed`: the stream's rows are the change data feed's (`tahoe.read.changes`:
      `_change_type`, `_commit_version`, `_commit_timestamp`): the initial snapshot as inserts,
      then each version's change rows — removes are changes here, not failures; a version's rows
@@ -66,10 +71,9 @@ from ..errors import DeltaError, StreamingSourceError, VersionNotFoundError
 from ..log import DeltaLog
 from ..protocol.filenames import LogFileKind, commit_file_name
 from ..read.changes import (
-    ChangeUnit, VersionChanges, parse_version_changes, schema_readable, starting_version_for_timestamp,
-    version_units,
+    ChangeUnit, VersionChanges, parse_version_changes, starting_version_for_timestamp, version_units,
 )
-from .datasource import ChangesPartition, TableFiles, change_partitions, spark_read_schema
+from .scan import ChangesPartition, TableFiles, change_partitions, spark_read_schema
 from .options import stream_read_options
 
 __all__ = ["DeltaStreamReader", "DeltaStreamWriter", "source_offset", "QUERY_ID_PROPERTY", "BATCH_ID_PROPERTY"]
@@ -298,16 +302,41 @@ class DeltaStreamReader(DataSourceStreamReader, _AvailableNow):
                     md = self.log.snapshot(v).metadata
                 except DeltaError:
                     md = None   # a version no longer reconstructable: its commits are checked one by one
-            if md is not None and not schema_readable(md, v, self.read_snapshot.metadata, self.read_snapshot.version):
-                raise self._incompatible(md)
+            err = self._schema_error(md, v) if md is not None else None
+            if err is not None:
+                raise err
         self._checked_starts.add((v, starting))
 
-    def _incompatible(self, md) -> StreamingSourceError:
+    def _schema_error(self, md, version: int) -> Optional[StreamingSourceError]:
+        """The error a metaData action in effect at `version` stops the stream with (rule 5), or
+        None: delta-spark's `checkReadIncompatibleSchemaChanges`."""
+        from ..protocol import column_mapping
+        from ..protocol.schema import is_read_compatible
+
+        rs = self.read_snapshot
+        new, old = (rs.metadata, md) if version < rs.version else (md, rs.metadata)
+        if column_mapping.renames_or_drops(new.schema, column_mapping.mode(new.configuration),
+                                           old.schema, column_mapping.mode(old.configuration)):
+            return StreamingSourceError(
+                f"Streaming read is not supported on tables with read-incompatible schema changes (e.g. rename or "
+                f"drop or datatype changes).\ntahoe does not implement 'schemaTrackingLocation' (delta-spark's "
+                f"non-additive schema evolution for Delta stream processing): restart the stream with a new "
+                f"checkpoint location and a startingVersion after version {version}.\nRead schema: "
+                f"{rs.schema.to_json()}. Incompatible data schema: {md.schema.to_json()}.",
+                "DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG")
+        if md.schema_string == rs.metadata.schema_string or \
+                is_read_compatible(md.schema, rs.schema, forbid_tighten_nullability=True):
+            return None
+        starting = self.opts["starting_version"] is not None or self.opts["starting_timestamp"] is not None
+        advice = (f" If the issue persists after\nchanging to a new checkpoint directory, you may need to change the "
+                  f"existing\n'startingVersion' or 'startingTimestamp' option to start from a version newer than\n"
+                  f"{version} with a new checkpoint directory." if starting else "")
         return StreamingSourceError(
-            f"Streaming read is not supported on tables with read-incompatible schema changes (e.g. rename or drop or "
-            f"datatype changes). Restart the stream with a new checkpoint location (and a startingVersion after the "
-            f"change). Read schema: {self.read_snapshot.schema.to_json()}. Incompatible data schema: "
-            f"{md.schema.to_json()}.", "DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE")
+            f"Detected schema change in version {version}:\nstreaming source schema: {rs.schema.to_json()}\n\n"
+            f"data file schema: {md.schema.to_json()}\n\nPlease try restarting the query. If this issue repeats "
+            f"across query restarts without\nmaking progress, you have made an incompatible schema change and need "
+            f"to start your\nquery from scratch using a new checkpoint directory.{advice}\n",
+            "DELTA_SCHEMA_CHANGED_WITH_STARTING_OPTIONS" if starting else "DELTA_SCHEMA_CHANGED_WITH_VERSION")
 
     def _timestamp(self, version: int) -> int:
         if version not in self._stamps:
@@ -351,9 +380,10 @@ class DeltaStreamReader(DataSourceStreamReader, _AvailableNow):
             return self._missing(version)
         vc = parse_version_changes(version, self._timestamp(version) if self.cdf else 0, actions)
         marker = _Item(version, -1)
-        if vc.metadata is not None and not self._schema_ok(vc):
-            marker.error = self._schema_changed(vc)
-            return [marker]
+        if vc.metadata is not None:
+            marker.error = self._schema_error(vc.metadata, version)
+            if marker.error is not None:
+                return [marker]
         if self.cdf:
             units = [u for u in version_units(vc) if self._included(u.action.get("path", ""))]
             items = [marker] + [_Item(version, n, None, u) for n, u in enumerate(units)]
@@ -409,24 +439,6 @@ class DeltaStreamReader(DataSourceStreamReader, _AvailableNow):
                 return []
         return [_Item(vc.version, n, a) for n, a in adds if self._included(a["path"])]
 
-    def _schema_ok(self, vc: VersionChanges) -> bool:
-        rs = self.read_snapshot
-        if vc.version <= rs.version:
-            return schema_readable(vc.metadata, vc.version, rs.metadata, rs.version)
-        return vc.metadata.schema_string == rs.metadata.schema_string or (
-            _spark_names_and_types(vc.metadata) == _spark_names_and_types(rs.metadata)
-            and schema_readable(vc.metadata, vc.version, rs.metadata, rs.version))
-
-    def _schema_changed(self, vc: VersionChanges) -> StreamingSourceError:
-        if vc.version <= self.read_snapshot.version:
-            return self._incompatible(vc.metadata)
-        return StreamingSourceError(
-            f"Detected schema change in version {vc.version}: streaming source schema: "
-            f"{self.read_snapshot.schema.to_json()} data file schema: {vc.metadata.schema.to_json()}. Please try "
-            f"restarting the query (it then reads on in the new schema). If this issue repeats across query restarts "
-            f"without making progress, you have made an incompatible schema change and need to start your query from "
-            f"scratch using a new checkpoint directory.", "DELTA_SCHEMA_CHANGED_WITH_VERSION")
-
     # --- batches --------------------------------------------------------------------------------
     def partitions(self, start: dict, end: dict):
         s, e = self._parse(start), self._parse(end)
@@ -455,20 +467,6 @@ class DeltaStreamReader(DataSourceStreamReader, _AvailableNow):
         self._snapshots.clear()
 
 
-def _spark_names_and_types(md) -> str:
-    from ..protocol.schema import StructType
-
-    def strip(obj):
-        if isinstance(obj, dict):
-            return {k: strip(v) for k, v in obj.items() if k not in ("metadata", "nullable", "containsNull",
-                                                                       "valueContainsNull")}
-        if isinstance(obj, list):
-            return [strip(x) for x in obj]
-        return obj
-
-    return json.dumps(strip(StructType.from_json(md.schema_string).to_json_obj()), sort_keys=True)
-
-
 # --- the sink ----------------------------------------------------------------------------------------
 
 class DeltaStreamWriter(DataSourceStreamArrowWriter):
@@ -477,7 +475,8 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
 
     def __init__(self, path: str, options: dict, schema, overwrite: bool):
         from .options import check_properties_apply
-        from .write import SAVE_MODE_OPTION, prepare_datasource_write
+        from .options import SAVE_MODE_OPTION
+        from .write import prepare_datasource_write
 
         self.complete = overwrite
         self.checkpoint = next((v for k, v in options.items() if k.lower() == "checkpointlocation"), None)
@@ -527,6 +526,7 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
 
         from ..protocol.actions import AddFile
         from ..write.plan import merge_identity_marks
+        from .write import guarded_commit
 
         messages = [m for m in messages if m is not None]
         plans = [m.ds for m in messages if getattr(m, "ds", None) is not None]
@@ -535,12 +535,14 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
 
         files = [AddFile.from_dict(json.loads(a)["add"]) for a in adds]
         marks = merge_identity_marks(ds.plan.schema, [getattr(m, "marks", {}) for m in messages])
-        commit_micro_batch(ds.plan, DeltaLog.for_table(ds.plan.table_root, ds.plan.storage_options), files, marks,
-                           self._query_id(messages), int(batchId), "Complete" if self.complete else "Append")
+        query_id = self._query_id(messages)
+        log = DeltaLog.for_table(ds.plan.table_root, ds.plan.storage_options)
+        guarded_commit(ds, lambda: commit_micro_batch(ds.plan, log, files, marks, query_id, int(batchId),
+                                                      "Complete" if self.complete else "Append"), str(batchId))
 
     def abort(self, messages, batchId: int) -> None:
         from .write import datasource_abort
 
         messages = [m for m in messages if m is not None]
         plans = [m.ds for m in messages if getattr(m, "ds", None) is not None]
-        datasource_abort(plans[0] if plans else self.ds, messages)
+        datasource_abort(plans[0] if plans else self.ds, messages, str(batchId))

@@ -1,5 +1,6 @@
-"""The Spark executor of writes: `write_delta(df, path, ...)` and the `format("delta")` data-source
-writer.
+"""The Spark executor of writes — `write_dataframe` (the file work of `write_delta`, OPTIMIZE and
+DML: `tahoe.spark.fast_write`, `tahoe.spark.optimize`, `tahoe.spark.dml`) — and the
+`format("delta")` data-source writer.
 
 Spark does the data work, tahoe the log work; every decision is the shared planner's
 (`tahoe.write.plan.plan_write`: modes, schema enforcement / mergeSchema with type widening /
@@ -49,22 +50,23 @@ import os
 import shutil
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable
+import logging
+from typing import Any, Callable, TypeVar
 from zoneinfo import ZoneInfo
 
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import WriterCommitMessage
 
 from ..errors import ConstraintViolationError, SchemaError
+from ..expressions import parse, to_spark_column
 from ..log import DeltaLog
 from ..protocol import column_mapping
 from ..protocol.actions import AddFile
 from ..protocol.partition_values import (
     HIVE_DEFAULT_PARTITION, parse_partition_value, serialize_partition_value, unescape_path_name,
 )
-from ..protocol.parquet_format import ParquetWriteOptions
 from ..protocol.schema import PrimitiveType, StructField, StructType
-from ..protocol.properties import data_skipping_settings
+from ..protocol.properties import data_skipping_settings, parquet_write_options
 from ..protocol.stats import stats_columns
 from ..write.auto_compact import AutoCompactSettings, auto_compact_hook
 from ..write.commit import commit_write, delete_data_files
@@ -73,111 +75,21 @@ from ..write.plan import (
     WRITE_MODES, WritePlan, identity_mark, identity_overflow_message, identity_range, merge_identity_marks,
     plan_write,
 )
-from .session import configure, session_overwrite_mode, session_time_zone
-from .types import col, from_spark_schema, quote, to_spark_schema, to_spark_type
+from .options import SAVE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION, SESSION_OVERWRITE_MODE_OPTION
+from .session import session_time_zone
+from .types import col, from_spark_schema, to_spark_schema, to_spark_type
 
-__all__ = ["write_delta", "write_dataframe", "footer_stats"]
+__all__ = ["write_dataframe", "prepare_datasource_write", "datasource_write_task", "datasource_commit",
+           "datasource_abort", "guarded_commit", "schema_mode", "table_schema_of", "footer_stats"]
+
+_log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _ERR = "TAHOE_VIOLATION:"
 _CHECK = "__tahoe_check"
 
 
 # --- the public API ------------------------------------------------------------------------------
-
-def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: str | Iterable[str] | None = None,
-                replace_where: str | None = None, merge_schema: bool = False, overwrite_schema: bool = False,
-                user_metadata: str | None = None, txn_app_id: str | None = None, txn_version: int | None = None,
-                properties: dict | None = None, storage_options: dict | None = None,
-                partition_overwrite_mode: str | None = None, optimize_write: bool | None = None, *,
-                description: str | None = None, replace_table: bool = False, cluster_by: Iterable[str] | None = None,
-                operation: tuple[str, dict] | None = None, check_replace_where: bool = True,
-                replace_where_data_columns: bool = False) -> int:
-    """Write DataFrame `df` to the Delta table at `path` (a path / URI or a `DeltaLog`; created
-    when absent); returns the table version after the write (the current version when nothing
-    was written: mode='ignore' on an existing table, or an already-recorded
-    txn_app_id/txn_version).
-
-    partition_overwrite_mode: 'static' or 'dynamic' — with mode='overwrite' on a partitioned
-    table, 'dynamic' replaces only the partitions `df` writes to; when None, the session's
-    `spark.sql.sources.partitionOverwriteMode` decides (see
-    `tahoe.write.plan.use_dynamic_overwrite` for delta-spark's rules). A table another writer
-    creates while this one is creating it fails the write with ProtocolChangedException.
-
-    optimize_write: delta-spark's optimized writes — the rows are shuffled by the partition
-    columns first, so each partition gets one file per write (unpartitioned: files of about
-    spark.databricks.delta.optimizeWrite.binSize); when None, the session's
-    spark.databricks.delta.optimizeWrite.enabled, else the table's
-    delta.autoOptimize.optimizeWrite decides (`tahoe.spark.optimize.optimize_write_enabled`).
-    Auto compaction (spark.databricks.delta.autoCompact.enabled, else the table's
-    delta.autoOptimize.autoCompact) runs as Spark jobs after the commit; its failure does not fail
-    the write.
-
-    description, replace_table, cluster_by, operation: the SQL layer's CREATE / REPLACE TABLE AS
-    SELECT (`tahoe.write.plan.plan_write`): the table's description, a new definition replacing
-    the table's (mode='overwrite'), the new table's clustering columns, and the commitInfo
-    (operation, parameters) instead of WRITE's. check_replace_where=False: rows that do not satisfy
-    replace_where are written too (delta-spark's replaceWhere.constraintCheck.enabled=false).
-    replace_where_data_columns: replace_where may read any column — the rows it matches are
-    replaced: the files holding them are removed and their other rows written again, in the same
-    commit (delta-spark's replaceWhere.dataColumns.enabled, its default)."""
-    spark = df.sparkSession
-    configure(spark)
-    log = path if isinstance(path, DeltaLog) else DeltaLog.for_table(path, storage_options)
-    plan, snap = plan_write(
-        log, _strip_metadata(from_spark_schema(df.schema)), mode=mode, partition_by=partition_by,
-        replace_where=replace_where, schema_mode=_schema_mode(merge_schema, overwrite_schema),
-        partition_overwrite_mode=partition_overwrite_mode, session_overwrite_mode=session_overwrite_mode(spark),
-        properties=properties, user_metadata=user_metadata, txn_app_id=txn_app_id, txn_version=txn_version,
-        storage_options=storage_options, api="write_delta", description=description, replace_table=replace_table,
-        cluster_by=cluster_by, operation=operation, check_replace_where=check_replace_where,
-        replace_where_data_columns=replace_where_data_columns)
-    if plan.skip:
-        return plan.read_version
-    from .optimize import (
-        SparkBinExecutor, auto_compact_session_value, auto_compact_settings, optimize_write_enabled,
-        optimized_write,
-    )
-
-    if optimize_write_enabled(spark, plan.configuration, optimize_write):
-        df = optimized_write(df, plan.partition_columns)
-    adds, marks = write_dataframe(df, log, plan)
-    replaced = None
-    num_rows = None
-    if plan.replace_rows:
-        try:
-            replaced, kept = _replace_rows(spark, log, snap, plan)
-        except BaseException:
-            delete_data_files(log.store, log.table_root, adds)
-            raise
-        num_rows = sum(a.num_records or 0 for a in adds)
-        adds = adds + kept
-    hook = auto_compact_hook(lambda: SparkBinExecutor(spark), auto_compact_session_value(spark),
-                             auto_compact_settings(spark))
-    return commit_write(plan, log, snap, adds, marks, num_rows=num_rows, post_commit=[hook], replaced=replaced)
-
-
-def _replace_rows(spark, log: DeltaLog, snap, plan: WritePlan) -> tuple[tuple[list[AddFile], int], list[AddFile]]:
-    """A replaceWhere that reads data columns: ((the files that may hold a matching row, the
-    count of their other rows), the files those other rows were written to again)."""
-    import pyarrow as pa
-    from pyspark.sql import functions as F
-
-    from ..expressions import parse
-    from ..write.plan import plan_rewrite
-    from ..write.writer import files_with_matches
-    from .read import read_snapshot
-
-    files = files_with_matches(snap, parse(plan.replace_where))
-    if not files:
-        return ([], 0), []
-    wanted = {a.path for a in files}
-    table = snap.files_table(["path", "partitionValues", "size", "stats", "deletionVector"])
-    table = table.filter(pa.array([p in wanted for p in table.column("path").to_pylist()], pa.bool_()))
-    old = read_snapshot(spark, snap, files=table)
-    kept = old.filter(~F.coalesce(F.expr(plan.replace_where), F.lit(False)))
-    adds, _ = write_dataframe(kept, log, plan_rewrite(snap, "WRITE"))
-    return (files, sum(a.num_records or 0 for a in adds)), adds
-
 
 def write_dataframe(df, log: DeltaLog, plan: WritePlan, *, extra_columns: dict[str, str] | None = None,
                     subdir: str = "", file_prefix: str = "part") -> tuple[list[AddFile], dict[str, int]]:
@@ -196,7 +108,7 @@ def write_dataframe(df, log: DeltaLog, plan: WritePlan, *, extra_columns: dict[s
     return _write_arrow(shaped, plan, extras, subdir, file_prefix)
 
 
-def _schema_mode(merge_schema: bool, overwrite_schema: bool) -> str | None:
+def schema_mode(merge_schema: bool, overwrite_schema: bool) -> str | None:
     """The planner's schema mode of delta-spark's mergeSchema / overwriteSchema flags
     (overwriteSchema wins, as in delta-spark)."""
     return "overwrite" if overwrite_schema else ("merge" if merge_schema else None)
@@ -206,7 +118,7 @@ def _is_local(table_root: str) -> bool:
     return "://" not in table_root or table_root.startswith("file:")
 
 
-def _strip_metadata(s: StructType) -> StructType:
+def table_schema_of(s: StructType) -> StructType:
     """A DataFrame's schema as a new table schema: Spark's column metadata dropped, except what
     Delta itself defines (generation expressions etc. are set through the builders)."""
     return from_spark_schema(to_spark_schema(s, strip_metadata=True, nullable=True))
@@ -237,6 +149,14 @@ def _identity_column(f: StructField, gen: tuple[int, int]):
     return v.try_cast(to_spark_type(f.type))
 
 
+def _sql_column(sql: str):
+    """The Spark Column of a table's SQL expression (a default, generation expression, CHECK
+    constraint, replaceWhere) — parsed by tahoe's one expression engine, as the Arrow executor
+    parses it, so both executors accept the same SQL and read it the same way whatever the
+    session's parser settings (e.g. `spark.sql.ansi.doubleQuotedIdentifiers`)."""
+    return to_spark_column(parse(sql))
+
+
 def _shape(df, plan: WritePlan, passthrough: list[str] = ()):
     """`df` with the table's columns (logical names, table types) as the plan says — given
     columns cast, identity values generated, column defaults and generated columns computed,
@@ -259,14 +179,14 @@ def _shape(df, plan: WritePlan, passthrough: list[str] = ()):
         elif f.name in generated:
             c = None  # computed below, once the other columns exist
         elif f.name in plan.defaults:
-            c = F.expr(plan.defaults[f.name]).cast(st)
+            c = _sql_column(plan.defaults[f.name]).cast(st)
         else:
             c = F.lit(None).cast(st)
         cols.append((f, c))
     shaped = df.select(*[c.alias(f.name) for f, c in cols if c is not None], *[col(n) for n in passthrough])
     for f, c in cols:
         if c is None:
-            shaped = shaped.withColumn(f.name, F.expr(generated[f.name][0]).cast(to_spark_type(f.type)))
+            shaped = shaped.withColumn(f.name, _sql_column(generated[f.name][0]).cast(to_spark_type(f.type)))
     shaped = shaped.select(*[col(f.name) for f in schema.fields], *[col(n) for n in passthrough])
 
     names = [col(f.name) for f in schema.fields]
@@ -275,11 +195,11 @@ def _shape(df, plan: WritePlan, passthrough: list[str] = ()):
         checks.append((c.isNotNull(), f"NOT NULL constraint on column {path}"))
     for name, (expr, is_given) in generated.items():
         if is_given:
-            checks.append((F.expr(f"{quote(name)} <=> ({expr})"), f"CHECK constraint Generated Column ({name} <=> {expr})"))
+            checks.append((col(name).eqNullSafe(_sql_column(expr)), f"CHECK constraint Generated Column ({name} <=> {expr})"))
     for what, sql in plan.constraints:
-        checks.append((F.expr(sql), what))
+        checks.append((_sql_column(sql), what))
     if plan.replace_where is not None and plan.check_replace_where:
-        checks.append((F.expr(plan.replace_where), f"replaceWhere predicate ({plan.replace_where})"))
+        checks.append((_sql_column(plan.replace_where), f"replaceWhere predicate ({plan.replace_where})"))
     if checks:
         conds = [_violation(c, what, names) for c, what in checks]
         shaped = shaped.withColumn(_CHECK, F.coalesce(*conds) if len(conds) > 1 else conds[0])
@@ -360,7 +280,7 @@ def _write_native(spark, df, table_root: str, plan: WritePlan, extras: dict[str,
     df = _physical(_checked(df), schema, cm_mode, extras)
     staging_rel = f"_tahoe_staging_{uuid.uuid4().hex}"
     staging = os.path.join(table_root, staging_rel)
-    w = df.write.mode("overwrite").options(**ParquetWriteOptions.for_configuration(plan.configuration).spark_options())
+    w = df.write.mode("overwrite").options(**parquet_write_options(plan.configuration).spark_options())
     if part_phys:
         w = w.partitionBy(*part_phys)
     try:
@@ -530,20 +450,13 @@ def _spark_pv_to_delta(v: str | None, f: StructField, tz: str) -> str | None:
 
 # --- the data-source writer (format("delta").save) -----------------------------------------------
 
-SAVE_MODE_OPTION = "saveMode"
-# set by the `register` save wrapper: the session's delta-spark auto compaction confs (the commit
-# runs in a Python worker without the user's session)
-SESSION_AUTO_COMPACT_OPTION = "__tahoe_sessionAutoCompact"
-# set by the `register` save wrapper: the session's partitionOverwriteMode, which the data source
-# cannot read itself (its writer runs in a Python worker without the user's session)
-SESSION_OVERWRITE_MODE_OPTION = "__tahoe_sessionPartitionOverwriteMode"
 
 
 @dataclasses.dataclass
 class _DSPlan:
     """One `format("delta")` write, shipped to its tasks, its commit and its abort."""
     plan: WritePlan
-    write_id: str             # names the marker a commit of unknown outcome leaves for abort
+    write_id: str             # names the marker a commit leaves for abort (`guarded_commit`)
     auto_compact: str | None = None   # the session's auto compaction confs (JSON), for the commit
 
 
@@ -577,9 +490,9 @@ def prepare_datasource_write(path: str, options: dict, spark_schema, overwrite: 
         raise ValueError(f"option {SAVE_MODE_OPTION} must be one of {WRITE_MODES}, got {save_mode!r}")
     properties = {k: v for k, v in options.items() if k.lower().startswith("delta.")}
     plan, _snap = plan_write(
-        DeltaLog.for_table(path, so), _strip_metadata(from_spark_schema(spark_schema)), mode=save_mode,
+        DeltaLog.for_table(path, so), table_schema_of(from_spark_schema(spark_schema)), mode=save_mode,
         partition_by=part_by, replace_where=_option(options, "replaceWhere"),
-        schema_mode=_schema_mode(_flag(options, "mergeSchema"), _flag(options, "overwriteSchema")),
+        schema_mode=schema_mode(_flag(options, "mergeSchema"), _flag(options, "overwriteSchema")),
         partition_overwrite_mode=_option(options, "partitionOverwriteMode"),
         session_overwrite_mode=_option(options, SESSION_OVERWRITE_MODE_OPTION), properties=properties,
         user_metadata=_option(options, "userMetadata"), txn_app_id=_option(options, "txnAppId"),
@@ -619,19 +532,39 @@ class AddsMessage(WriterCommitMessage):
     marks: dict = dataclasses.field(default_factory=dict)
 
 
-def _keep_marker(ds: _DSPlan) -> tuple[Any, str]:
-    """(store, path) of the marker a commit whose outcome is unknown leaves for `datasource_abort`
-    (which Spark calls after a failed commit, in another worker): its files must be kept."""
+def _attempt_marker(ds: _DSPlan, key: str = "") -> tuple[Any, str]:
+    """(store, path) of the marker a commit leaves in the table root before it sends anything
+    (`guarded_commit`): while it is there, the files of the write may be referenced by a version.
+    `key` tells apart the commits of one plan (a stream's batches)."""
     from ..storage import log_store_for
 
     store, root = log_store_for(ds.plan.table_root, ds.plan.storage_options)
-    return store, store.join(root, f"_tahoe_commit_unknown_{ds.write_id}")
+    return store, store.join(root, f"_tahoe_commit_attempt_{ds.write_id}{'_' + key if key else ''}")
+
+
+def guarded_commit(ds: _DSPlan, commit: Callable[[], T], key: str = "") -> T:
+    """Run `commit()` (a commit of the files `ds`'s tasks wrote) so that `datasource_abort`, which
+    Spark calls in another Python worker when the commit fails, never deletes files a version may
+    reference. The marker is written before anything is sent: a failure to write it fails the
+    commit with nothing sent (abort then deletes the files); once it is written, any failure —
+    an unknown outcome, a store that stops answering, a crash of the worker — leaves it, and abort
+    keeps the files (`commit_write` has already deleted them when the commit surely did not land;
+    VACUUM collects true orphans). A commit that landed removes it (best effort: a marker left
+    behind is a hidden `_` file that readers and VACUUM ignore)."""
+    store, marker = _attempt_marker(ds, key)
+    store.write(marker, b"", overwrite=True)
+    out = commit()
+    try:
+        store.delete(marker)
+    except Exception as e:  # noqa: BLE001 - the commit landed; a stale marker only keeps files
+        _log.warning("could not remove the commit marker %s: %s: %s", marker, type(e).__name__, e)
+    return out
 
 
 def datasource_commit(ds: _DSPlan, messages: list) -> int | None:
     """Driver side (a Python worker): one commit with every task's AddFiles (`commit_write`), on
-    the snapshot the write was planned on. When its outcome is unknown it leaves a marker so that
-    `datasource_abort` keeps the files."""
+    the snapshot the write was planned on, guarded so that `datasource_abort` never deletes on
+    doubt (`guarded_commit`)."""
     plan = ds.plan
     if plan.skip:
         return None
@@ -641,34 +574,26 @@ def datasource_commit(ds: _DSPlan, messages: list) -> int | None:
     marks = merge_identity_marks(plan.schema, [getattr(m, "marks", {}) for m in messages])
     ac = json.loads(ds.auto_compact or "{}")
     hook = auto_compact_hook(None, ac.get("enabled"), AutoCompactSettings(**ac.get("settings", {})))
+    return guarded_commit(ds, lambda: commit_write(plan, log, snap, adds, marks, post_commit=[hook]))
+
+
+def datasource_abort(ds: _DSPlan, messages: list, key: str = "") -> None:
+    """Spark calls this when a task or the commit failed. The written files are deleted only when
+    no commit was attempted (no marker of `guarded_commit`): a failed task, or a commit that
+    failed before sending anything. A marker — or a store that cannot say whether there is one —
+    keeps them: they may be referenced by a version."""
+    store, marker = _attempt_marker(ds, key)
     try:
-        return commit_write(plan, log, snap, adds, marks, post_commit=[hook])
-    except BaseException as e:
-        if not _surely_not_committed(e):
-            store, marker = _keep_marker(ds)
-            try:
-                store.write(marker, b"", overwrite=True)
-            except Exception:  # noqa: BLE001 - best effort; abort then deletes (see there)
-                pass
-        raise
-
-
-def _surely_not_committed(e: BaseException) -> bool:
-    """Whether a failed `commit_write` surely left the log alone (it has then deleted its files)."""
-    from ..errors import CommitOutcomeUnknownError
-
-    return isinstance(e, Exception) and not isinstance(e, CommitOutcomeUnknownError)
-
-
-def datasource_abort(ds: _DSPlan, messages: list) -> None:
-    """Spark calls this when a task or the commit failed: the written files are deleted — unless
-    the commit's outcome was unknown (its marker is there), when they may be referenced."""
-    store, marker = _keep_marker(ds)
-    try:
-        if store.exists(marker):
+        attempted = store.exists(marker)
+    except Exception as e:  # noqa: BLE001 - cannot tell: keep the files
+        _log.warning("could not check the commit marker %s (%s: %s): the written files are kept",
+                     marker, type(e).__name__, e)
+        return
+    if attempted:
+        try:
             store.delete(marker)
-            return
-    except Exception:  # noqa: BLE001 - cannot tell: keep the files
+        except Exception:  # noqa: BLE001 - a stale marker only keeps files
+            pass
         return
     adds = [AddFile.from_dict(json.loads(a)["add"]) for m in messages for a in getattr(m, "adds", [])]
     delete_data_files(store, ds.plan.table_root, adds)

@@ -168,6 +168,13 @@ class LogStore(ABC):
         Missing parent directories are created.
         """
 
+    def write_optional(self, path: str, data: bytes) -> None:
+        """Put-if-absent of a file readers can do without (a version checksum `<v>.crc`: a
+        reader that cannot read one replays the log instead): atomic and exclusive like
+        `write(path, data)`, but a store may skip making it durable (no fsync), since losing it
+        in a crash loses nothing. By default the same as `write`."""
+        self.write(path, data, overwrite=False)
+
     @abstractmethod
     def delete(self, path: str) -> None:
         """Delete a file; a missing file is not an error."""

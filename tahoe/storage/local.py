@@ -14,6 +14,8 @@ file is removed and the directory fsync'ed.
 
 Replace (`write(path, data, overwrite=True)`): temp file + `os.replace`, atomic on POSIX.
 
+`write_optional` (a version checksum): published the same way, without the fsyncs.
+
 Durability: file data is fsync'ed before it is published; the directory after; a directory
 created for the write (e.g. a new table's `_delta_log`) is fsync'ed in its parent. An fsync
 error is raised (OSError), never swallowed — only EINVAL from fsync on a directory, which is how
@@ -199,12 +201,13 @@ def _unlink_quiet(path: str) -> None:
         pass
 
 
-def _write_fd(fd: int, data: bytes) -> None:
+def _write_fd(fd: int, data: bytes, sync: bool = True) -> None:
     view = memoryview(data)
     while view:
         n = os.write(fd, view)
         view = view[n:]
-    os.fsync(fd)
+    if sync:
+        os.fsync(fd)
 
 
 _O_BINARY = getattr(os, "O_BINARY", 0)
@@ -346,6 +349,23 @@ class LocalLogStore(LogStore):
             _unlink_quiet(tmp)
         _fsync_dir(dir_path)
 
+    def write_optional(self, path: str, data: bytes) -> None:
+        """Put-if-absent as `write`, published the same way (complete or absent to readers), with
+        neither the file nor its directory fsync'ed: half of a commit's fsyncs are its `.crc`."""
+        target = self._p(path)
+        dir_path, name = os.path.split(target)
+        dir_path = dir_path or "."
+        if not name:
+            raise ValueError(f"cannot write to a directory path: {path!r}")
+        if os.path.lexists(target):
+            raise FileExistsError(errno.EEXIST, "file already exists", target)
+        _makedirs_durable(dir_path)
+        tmp = self._write_temp(dir_path, name, data, sync=False)
+        try:
+            self._publish(tmp, target, dir_path)
+        finally:
+            _unlink_quiet(tmp)
+
     def _publish(self, tmp: str, target: str, dir_path: str) -> None:
         """Give the complete temp file the name `target` atomically, unless it exists."""
         if dir_path not in self._no_hardlinks:
@@ -371,11 +391,11 @@ class LocalLogStore(LogStore):
                 f"needs an atomic put-if-absent — put the table on another file system") from None
 
     @staticmethod
-    def _write_temp(dir_path: str, name: str, data: bytes) -> str:
+    def _write_temp(dir_path: str, name: str, data: bytes, sync: bool = True) -> str:
         tmp = os.path.join(dir_path, f".{name}.{uuid.uuid4().hex}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY, 0o666)
         try:
-            _write_fd(fd, data)
+            _write_fd(fd, data, sync)
         except BaseException:
             os.close(fd)
             _unlink_quiet(tmp)

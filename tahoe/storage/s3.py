@@ -452,12 +452,19 @@ class S3LogStore(LogStore):
     def mkdirs(self, dir_path: str) -> None:
         split_s3_path(dir_path)  # validate only: S3 directories are implicit
 
-    def presign_get(self, path: str, expires_seconds: int = 3600) -> str:
-        """A pre-signed HTTPS (or endpoint-scheme) GET URL for the object, valid for
+    def presign(self, path: str, expires_seconds: int = 3600, method: str = "GET") -> str:
+        """A pre-signed HTTPS (or endpoint-scheme) URL for a GET (or HEAD) of the object, valid for
         `expires_seconds`."""
+        operations = {"GET": "get_object", "HEAD": "head_object"}
+        if method not in operations:
+            raise ValueError(f"pre-signed URLs are for GET or HEAD, not {method!r}")
         bucket, key = split_s3_path(path)
         return self._client.generate_presigned_url(
-            "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=int(expires_seconds))
+            operations[method], Params={"Bucket": bucket, "Key": key}, ExpiresIn=int(expires_seconds))
+
+    def presign_get(self, path: str, expires_seconds: int = 3600) -> str:
+        """A pre-signed GET URL for the object (`presign`)."""
+        return self.presign(path, expires_seconds, "GET")
 
     # --- data files and paths ------------------------------------------------------------
 

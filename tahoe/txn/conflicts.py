@@ -306,7 +306,7 @@ def _configuration_change_allowed(current: Metadata, winning: Metadata, protocol
             ok = False
         if not ok:
             return False, False
-    return True, ENABLE_ROW_TRACKING in changed
+    return True, bool(bool_property(win, ENABLE_ROW_TRACKING)) and not bool_property(cur, ENABLE_ROW_TRACKING)
 
 
 def _schema_change_allowed(current: Metadata, winning: Metadata) -> bool:

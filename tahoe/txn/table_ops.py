@@ -48,7 +48,7 @@ from ..protocol.schema import (
 from ..protocol.table_features import FEATURES, canonical_feature_name, merge_protocols
 from ..protocol.properties import (
     CONSTRAINT_PREFIX, FEATURE_PREFIX, advance_identity_high_water_mark, check_identity_columns, constraint_key,
-    constraints_of, is_true, normalize_properties,
+    constraints_of, bool_property, normalize_properties,
 )
 from .transaction import Transaction, now_ms, raise_protocol_versions, same_protocol
 
@@ -269,7 +269,7 @@ def set_properties(log: DeltaLog | str, props: dict[str, Any], storage_options: 
     md = dataclasses.replace(snap.metadata, configuration=conf)
 
     def prepare(txn: Transaction) -> None:
-        if is_true(conf, "delta.enableRowTracking") and not is_true(snap.configuration, "delta.enableRowTracking"):
+        if bool_property(conf, "delta.enableRowTracking") and not bool_property(snap.configuration, "delta.enableRowTracking"):
             missing = [a for a in snap.add_files() if a.base_row_id is None]
             if missing:
                 txn.read_files(missing)

@@ -111,7 +111,7 @@ from .conflicts import (
 )
 from ..protocol.properties import (
     ENABLE_ROW_TRACKING, ISOLATION_LEVELS, ROW_COMMIT_VERSION_COLUMN_PROP, ROW_ID_COLUMN_PROP,
-    advance_identity_high_water_mark, data_skipping_settings, features_for_metadata, is_true, isolation_level,
+    advance_identity_high_water_mark, data_skipping_settings, features_for_metadata, bool_property, isolation_level, raw_property,
     normalize_property, split_protocol_properties,
 )
 
@@ -240,7 +240,7 @@ class _TableState:
         if hwm is not None:
             self.row_id_high_water_mark = max(self.row_id_high_water_mark, hwm)
         ts = w.in_commit_timestamp
-        if ts is None or not (self.metadata and is_true(self.metadata.configuration, ICT_KEY)):
+        if ts is None or not (self.metadata and bool_property(self.metadata.configuration, ICT_KEY)):
             ts = w.file_timestamp if w.file_timestamp is not None else ts
         if ts is not None:
             self.last_timestamp = int(ts)
@@ -309,6 +309,7 @@ class Transaction:
         self._protect_history = False
         self.committed_version: int | None = None
         self.committed_actions: list[Action] | None = None
+        self._committed_bytes = 0          # size of the commit file written
         self.outcome = CommitOutcome.NOT_COMMITTED
         self.post_commit_errors: list[Exception] = []   # post-commit hooks that failed (logged)
         self._post_commit_hooks: list[Callable[["Transaction", int], Any]] = []
@@ -548,7 +549,7 @@ class Transaction:
                 if candidate is not None:
                     _check_no_downgrade(read_proto, candidate, self._droppable)
         if md is not None and is_feature_supported(proto, "rowTracking") and \
-                ROW_ID_COLUMN_PROP not in md.configuration:
+                raw_property(md.configuration, ROW_ID_COLUMN_PROP) is None:
             conf = dict(md.configuration)
             conf[ROW_ID_COLUMN_PROP] = f"_row-id-col-{uuid.uuid4()}"
             conf[ROW_COMMIT_VERSION_COLUMN_PROP] = f"_row-commit-version-col-{uuid.uuid4()}"
@@ -556,8 +557,8 @@ class Transaction:
         if md is not None and read_md is not None and \
                 [c.lower() for c in md.partition_columns] != [c.lower() for c in read_md.partition_columns]:
             self._check_all_files_removed("change the partition columns")
-        if md is not None and read_md is not None and is_true(md.configuration, "delta.enableRowTracking") \
-                and not is_true(read_md.configuration, "delta.enableRowTracking"):
+        if md is not None and read_md is not None and bool_property(md.configuration, "delta.enableRowTracking") \
+                and not bool_property(read_md.configuration, "delta.enableRowTracking"):
             self._check_row_ids_backfilled()
         new_proto = None if read_proto is not None and same_protocol(proto, read_proto) else proto
         return md, new_proto
@@ -723,7 +724,7 @@ class Transaction:
 
         conf = metadata.configuration
         # append-only
-        if any(r.data_change for r in plan.removes) and is_true(conf, "delta.appendOnly") and \
+        if any(r.data_change for r in plan.removes) and bool_property(conf, "delta.appendOnly") and \
                 is_feature_supported(protocol, "appendOnly"):
             raise InvalidTableOperationError(
                 f"table {self.log.table_root} is append-only (delta.appendOnly=true): "
@@ -750,28 +751,28 @@ class Transaction:
         # version and timestamp; a commit that keeps the feature on but replaces the metadata
         # (REPLACE, CLONE) keeps the enablement it had.
         ict = None
-        if is_true(conf, ICT_KEY):
+        if bool_property(conf, ICT_KEY):
             ict = max(now_ms(), state.last_timestamp + 1)
             prior = state.metadata.configuration if state.metadata is not None else {}
-            was_on = state.metadata is not None and state.version >= 0 and is_true(prior, ICT_KEY)
+            was_on = state.metadata is not None and state.version >= 0 and bool_property(prior, ICT_KEY)
             if out_metadata is not None and not was_on and version > 0:
                 c = dict(out_metadata.configuration)
                 c[ICT_VERSION_KEY] = str(version)
                 c[ICT_TIMESTAMP_KEY] = str(ict)
                 out_metadata = dataclasses.replace(out_metadata, configuration=c)
-            elif out_metadata is not None and was_on and ICT_VERSION_KEY in prior and \
-                    ICT_VERSION_KEY not in out_metadata.configuration:
+            elif out_metadata is not None and was_on and raw_property(prior, ICT_VERSION_KEY) is not None and \
+                    raw_property(out_metadata.configuration, ICT_VERSION_KEY) is None:
                 c = dict(out_metadata.configuration)
                 for k in (ICT_VERSION_KEY, ICT_TIMESTAMP_KEY):
-                    if k in prior:
-                        c[k] = prior[k]
+                    if raw_property(prior, k) is not None:
+                        c[k] = raw_property(prior, k)
                 out_metadata = dataclasses.replace(out_metadata, configuration=c)
 
         # row tracking
         adds = self._adds
         removes = plan.removes
         row_domain = None
-        if is_feature_supported(protocol, "rowTracking") and not is_true(conf, "delta.rowTrackingSuspended"):
+        if is_feature_supported(protocol, "rowTracking") and not bool_property(conf, "delta.rowTrackingSuspended"):
             if ROW_TRACKING_DOMAIN in self._domains:
                 raise InvalidTableOperationError(
                     f"the '{ROW_TRACKING_DOMAIN}' domain is maintained by the transaction itself")
@@ -807,8 +808,8 @@ class Transaction:
         blind = not reads and not removes and not self._cdcs
         read_conf = self.read_snapshot.metadata.configuration if self.read_snapshot is not None else {}
         enables_row_tracking = out_metadata is not None and \
-            is_true(out_metadata.configuration, ENABLE_ROW_TRACKING) and \
-            not is_true(read_conf, ENABLE_ROW_TRACKING)
+            bool_property(out_metadata.configuration, ENABLE_ROW_TRACKING) and \
+            not bool_property(read_conf, ENABLE_ROW_TRACKING)
 
         from .. import __version__
 
@@ -892,7 +893,8 @@ class Transaction:
             self.attempts = attempt + 1
             actions, summary = self._actions_for(version, state, plan, operation_metrics, user_metadata)
             path = store.join(self.log.log_dir, commit_file_name(version))
-            if self._put(path, actions_to_json_lines(actions)):
+            data = actions_to_json_lines(actions)
+            if self._put(path, data):
                 break
             attempt += 1
             if attempt > self.max_retries:
@@ -914,6 +916,7 @@ class Transaction:
         self.committed_version = version
         self.outcome = CommitOutcome.COMMITTED
         self.committed_actions = actions
+        self._committed_bytes = len(data)
         final_md = next((a for a in actions if isinstance(a, Metadata)), None) or state.metadata
         self._post_commit(version, final_md.configuration if final_md is not None else None)
         return version
@@ -1023,7 +1026,7 @@ class Transaction:
     def _post_commit(self, version: int, configuration: dict | None) -> None:
         self._post_commit_checksum(version)
         self._post_commit_checkpoint(version, configuration)
-        if configuration and is_true(configuration, SYMLINK_MANIFEST_KEY):
+        if configuration and bool_property(configuration, SYMLINK_MANIFEST_KEY):
             # delta-spark's GenerateSymlinkManifest hook: the manifests follow every commit; a
             # failure is logged and kept, never fails the committed write.
             from ..maintenance.manifest import generate_symlink_manifest
@@ -1079,8 +1082,15 @@ class Transaction:
         hook = getattr(checkpoints, "checkpoint_if_needed", None)
         if hook is None:
             return
+        # the JSON a reader replays after the newest checkpoint: known without a listing when this
+        # commit directly follows the snapshot it read (its segment + this commit)
+        snap = self.read_snapshot
+        tail = None
+        if snap is not None and snap.version == version - 1:
+            tail = sum(f.status.size for f in snap.segment.deltas) + self._committed_bytes
         try:
-            hook(self.log, version, configuration=dict(configuration) if configuration is not None else None)
+            hook(self.log, version, configuration=dict(configuration) if configuration is not None else None,
+                 tail_bytes=tail)
         except Exception as e:  # a checkpoint is an optimization: never fail the commit for it
             log.warning("checkpoint after version %s of %s failed: %s: %s",
                         version, self.log.table_root, type(e).__name__, e)

@@ -68,7 +68,7 @@ from ..protocol import column_mapping
 from ..protocol.actions import AddCDCFile, AddFile, Metadata
 from ..protocol.properties import (
     COLUMN_DEFAULT, GENERATION_EXPRESSION, IDENTITY_ALLOW_EXPLICIT_INSERT, ROW_COMMIT_VERSION_COLUMN_PROP,
-    ROW_ID_COLUMN_PROP, bool_property, is_true,
+    ROW_ID_COLUMN_PROP, bool_property, text_property,
 )
 from ..protocol.schema import (
     VOID, ArrayType, DataType, DecimalType, MapType, PrimitiveType, StructField, StructType,
@@ -367,9 +367,10 @@ def _common(snapshot: "Snapshot", operation: str) -> dict:
     conf = snapshot.configuration
     proto = snapshot.protocol
     rt = None
-    if is_feature_supported(proto, "rowTracking") and not is_true(conf, "delta.rowTrackingSuspended") \
-            and conf.get(ROW_ID_COLUMN_PROP) and conf.get(ROW_COMMIT_VERSION_COLUMN_PROP):
-        rt = (conf[ROW_ID_COLUMN_PROP], conf[ROW_COMMIT_VERSION_COLUMN_PROP])
+    names = (text_property(conf, ROW_ID_COLUMN_PROP), text_property(conf, ROW_COMMIT_VERSION_COLUMN_PROP))
+    if is_feature_supported(proto, "rowTracking") and not bool_property(conf, "delta.rowTrackingSuspended") \
+            and all(names):
+        rt = names
     return dict(
         table_root=snapshot.table_root, read_version=snapshot.version,
         dv=bool_property(conf, "delta.enableDeletionVectors") and is_feature_supported(proto, "deletionVectors"),

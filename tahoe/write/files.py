@@ -37,16 +37,16 @@ import pyarrow.parquet as pq
 from ..errors import SchemaError
 from ..protocol import column_mapping
 from ..protocol.actions import AddFile
-from ..protocol.parquet_format import ParquetWriteOptions
 from ..protocol.partition_values import partition_path, serialize_partition_value
 from ..protocol.variant import from_parquet as variant_from_parquet, is_variant_storage, is_variant_type
 from ..protocol.schema import ArrayType, DataType, MapType, StructField, StructType, to_arrow_type
-from ..protocol.properties import data_skipping_settings
+from ..protocol.parquet_format import ParquetWriteOptions
+from ..protocol.properties import data_skipping_settings, parquet_write_options
 from ..protocol.stats import compute_stats
 from ..storage import resolve_data_path
 from ..storage.base import LogStore
 
-__all__ = ["write_data_files", "conform_to_schema", "to_arrow_table", "encode_log_path", "parquet_bytes",
+__all__ = ["write_data_files", "conform_to_schema", "to_arrow_table", "encode_log_path", "absolute_uri", "parquet_bytes",
            "nullable_type", "DEFAULT_TARGET_FILE_ROWS"]
 
 DEFAULT_TARGET_FILE_ROWS = 1_000_000
@@ -61,6 +61,22 @@ _URI_PATH_SAFE = "/!$&'()*+,;=:@~-._"
 def encode_log_path(relative_path: str) -> str:
     """The `add.path` of a file at `relative_path` (as on storage) under the table root."""
     return quote(relative_path, safe=_URI_PATH_SAFE)
+
+
+def absolute_uri(table_root: str, path_in_log: str) -> str:
+    """The `path` of an action of the table at `table_root` as an absolute URI another table's log
+    can name it by (percent-encoded as log paths are)."""
+    if "://" in path_in_log or path_in_log.startswith("file:"):
+        return path_in_log
+    if path_in_log.startswith("/"):
+        return "file://" + path_in_log
+    if "://" in table_root:
+        scheme, rest = table_root.split("://", 1)
+        bucket, _, key = rest.partition("/")
+        base = f"{scheme}://{bucket}" + ("/" + encode_log_path(key.strip("/")) if key.strip("/") else "")
+    else:
+        base = "file://" + encode_log_path(table_root.replace("\\", "/").rstrip("/"))
+    return f"{base}/{path_in_log}"
 
 
 # --- input -------------------------------------------------------------------------------------
@@ -323,7 +339,7 @@ def write_data_files(store: LogStore, table_root: str, data: pa.Table | Iterable
 
     if table.num_rows == 0:
         return []
-    parquet_options = ParquetWriteOptions.for_configuration(conf)
+    parquet_options = parquet_write_options(conf)
     parquet_options.pyarrow_kwargs()   # refuses a codec pyarrow cannot write, before any file
     data_names = [f.name for f in data_schema.fields]
     extras = dict(extra_columns or {})

@@ -66,7 +66,7 @@ from ..protocol.actions import AddFile
 from ..protocol.clustering import (
     CLUSTERING_FEATURE, CLUSTERING_PROVIDER, clustering_columns, split_column_name, zcube_of, zcube_tags,
 )
-from ..protocol.properties import data_skipping_settings, text_property
+from ..protocol.properties import data_skipping_settings, parse_size as parse_size_text, text_property
 from ..protocol.schema import StructType
 from ..protocol.stats import eligible_for_stats, stats_columns
 from ..protocol.table_features import is_feature_supported
@@ -98,12 +98,10 @@ def parse_size(value: Any, what: str = "size") -> int:
     if isinstance(value, (int, np.integer)):
         n = int(value)
     else:
-        import re
-
-        m = re.fullmatch(r"\s*(\d+)\s*([kmgtp]?)(i?b?)\s*", str(value).lower())
-        if not m:
-            raise InvalidTableOperationError(f"{what} must be a size in bytes such as 134217728 or '128mb', got {value!r}")
-        n = int(m.group(1)) * 1024 ** "_kmgtp".index(m.group(2) or "_")
+        try:
+            n = parse_size_text(str(value))
+        except ValueError:
+            raise InvalidTableOperationError(f"{what} must be a size in bytes such as 134217728 or '128mb', got {value!r}") from None
     if n <= 0:
         raise InvalidTableOperationError(f"{what} must be positive, got {value!r}")
     return n

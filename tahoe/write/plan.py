@@ -1,6 +1,6 @@
 """The write planner: every decision a write into a Delta table makes before any row is touched,
 in one place for every writer — the Arrow executor (`tahoe.write.arrow`), the Spark executors
-(`tahoe.spark.write`: `write_delta` and `format("delta")`) and, through its parts, DML.
+(`tahoe.spark.fast_write.write_delta` and `format("delta")`, `tahoe.spark.write`) and, through its parts, DML.
 
 `plan_write(log, incoming_schema, mode=..., ...)` reads the table once and returns a picklable
 `WritePlan` (and the snapshot it was planned on):
@@ -51,7 +51,7 @@ from ..protocol.actions import Metadata
 from ..protocol.clustering import check_clustering_columns
 from ..protocol.properties import (
     COLUMN_DEFAULT, GENERATION_EXPRESSION, IDENTITY_ALLOW_EXPLICIT_INSERT, IDENTITY_HIGH_WATER_MARK,
-    IDENTITY_START, IDENTITY_STEP, is_true, normalize_properties,
+    IDENTITY_START, IDENTITY_STEP, bool_property, normalize_properties,
 )
 from ..protocol.schema import (
     StructField, StructType, check_write_compatible, merge_schemas, record_type_changes,
@@ -214,7 +214,7 @@ def write_parameters(mode: str, partition_columns: list[str], predicate: str | N
 def tight_bounds(conf: dict, protocol=None) -> bool | None:
     """The `tightBounds` to write into new files' stats: True on tables with deletion vectors (as
     delta-spark writes them), None (absent) elsewhere."""
-    if is_true(conf, "delta.enableDeletionVectors") or (
+    if bool_property(conf, "delta.enableDeletionVectors") or (
             protocol is not None and is_feature_supported(protocol, "deletionVectors")):
         return True
     return None
@@ -458,7 +458,7 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
                     schema = merged
             else:
                 _check_compatible(schema, incoming, how)
-        if mode == "overwrite" and is_true(conf, "delta.appendOnly"):
+        if mode == "overwrite" and bool_property(conf, "delta.appendOnly"):
             raise InvalidTableOperationError(
                 f"table {log.table_root} is append-only (delta.appendOnly=true): an overwrite would remove data")
 
@@ -546,7 +546,7 @@ def _merge(snap: "Snapshot", incoming: StructType) -> StructType:
     the property, a type change is refused (spec "Type Widening": writers must reject widening
     type changes when the property isn't true)."""
     schema = snap.schema
-    widening = is_true(snap.configuration, "delta.enableTypeWidening")
+    widening = bool_property(snap.configuration, "delta.enableTypeWidening")
     merged = merge_schemas(schema, incoming, allow_type_widening=widening)
     if widening:
         return record_type_changes(schema, merged)

@@ -20,7 +20,7 @@ from tahoe.log import DeltaLog
 from tahoe.log.checkpoints import write_checkpoint
 from tahoe.protocol.actions import AddFile, RemoveFile
 from tahoe.txn import Transaction, create_table
-from tests.conftest import GOLDEN, MANIFEST
+from tests.conftest import GOLDEN, MANIFEST, conformance
 from tests.storage.conftest import moto_server, s3_bucket, s3_env  # noqa: F401 - fixtures
 
 HOUR_MS = 3_600_000
@@ -46,6 +46,7 @@ def _paths_by_kind(table) -> list[tuple[str, str]]:
 
 # --- the same parts as delta-spark ----------------------------------------------------------
 
+@conformance
 def test_parts_are_the_ones_delta_spark_writes(tmp_path):
     """Rewriting the conformance table's 2-part checkpoint puts every action in the part
     delta-spark put it in (so a set mixing delta-spark's and tahoe's parts is consistent too)."""

@@ -20,8 +20,9 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.parquet as pq
 import pytest
 
+import tahoe
 from tahoe import DeltaLog, Table
-from tahoe.errors import VersionNotFoundError
+from tahoe.errors import InvalidTableOperationError, VersionNotFoundError
 from tahoe.protocol.intervals import parse_interval_ms
 from tahoe.log.checkpoints import (
     checkpoint_if_needed, checkpoint_schema, cleanup_expired_logs, write_checkpoint,
@@ -526,6 +527,60 @@ def test_checkpoint_if_needed_every_tenth_commit(tmp_path):
     assert written == [10, 20]
     snap = DeltaLog.for_table(root).snapshot()
     assert snap.segment.checkpoint_version == 20 and snap.num_files == 21
+
+
+def test_checkpoint_after_json_size_threshold_hook(tmp_path):
+    """tahoe.checkpoint.jsonSizeThreshold: the hook checkpoints once the JSON commits since the
+    newest checkpoint reach the threshold (the oracle: the commit files' sizes on disk)."""
+    root = str(tmp_path / "t")
+    conf = {"tahoe.checkpoint.jsonSizeThreshold": "4kb"}
+    commit(root, 0, {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+           _meta(_schema(("id", "long", None)), conf=conf))
+    log = DeltaLog.for_table(root)
+    written, expected, since = [], [], os.path.getsize(Path(root) / "_delta_log" / f"{0:020d}.json")
+    for v in range(1, 9):
+        # a commit of ~1.3 kB: 20 adds with long paths
+        p = commit(root, v, *[_add(f"part-{v:03d}-{i:03d}-{'x' * 20}.parquet") for i in range(20)])
+        since += os.path.getsize(p)
+        if since >= 4096:
+            expected.append(v)
+            since = 0
+        if checkpoint_if_needed(log, v) is not None:   # tail bytes from a listing of the log
+            written.append(v)
+    assert written == expected and len(expected) >= 2
+    snap = DeltaLog.for_table(root).snapshot()
+    assert snap.segment.checkpoint_version == expected[-1] and snap.num_files == 8 * 20
+
+
+def test_checkpoint_after_json_size_threshold_on_write(tmp_path):
+    """The same rule after real writes (the transaction passes the tail size it knows), and 0
+    turns it off; an unknown tahoe.* property and a bad size are refused by name."""
+    root = tmp_path / "t"
+    rows = lambda i: pa.table({"id": pa.array(range(i * 50, i * 50 + 50), pa.int64()),  # noqa: E731
+                               "p": pa.array([f"part{j % 25}" for j in range(50)])})
+    tahoe.write_table(str(root), rows(0), partition_by=["p"],
+                      properties={"tahoe.checkpoint.jsonSizeThreshold": "30kb"})
+    log_dir = root / "_delta_log"
+    expected, since = [], (log_dir / f"{0:020d}.json").stat().st_size
+    for i in range(1, 7):
+        v = tahoe.write_table(str(root), rows(i))
+        since += (log_dir / f"{v:020d}.json").stat().st_size
+        if since >= 30 * 1024:
+            expected.append(v)
+            since = 0
+    written = sorted(int(f.name.split(".")[0]) for f in log_dir.glob("*.checkpoint.parquet"))
+    assert written == expected and expected
+    assert Table(str(root)).to_arrow().num_rows == 7 * 50
+    tahoe.Table(str(root)).set_properties({"tahoe.checkpoint.jsonSizeThreshold": "0"})
+    before = set(log_dir.glob("*.checkpoint.parquet"))
+    for i in range(7, 12):
+        tahoe.write_table(str(root), rows(i))
+    after = {f for f in log_dir.glob("*.checkpoint.parquet")} - before
+    assert all(int(f.name.split(".")[0]) % 10 == 0 for f in after)    # only delta.checkpointInterval's
+    with pytest.raises(InvalidTableOperationError, match="tahoe.checkpoint.jsonSizeTreshold"):
+        tahoe.Table(str(root)).set_properties({"tahoe.checkpoint.jsonSizeTreshold": "1mb"})
+    with pytest.raises(InvalidTableOperationError, match="tahoe.checkpoint.jsonSizeThreshold"):
+        tahoe.Table(str(root)).set_properties({"tahoe.checkpoint.jsonSizeThreshold": "lots"})
 
 
 # --- log cleanup -------------------------------------------------------------------------------

@@ -88,11 +88,12 @@ def test_data_source_splits_a_large_file_by_row_groups(tmp_path, monkeypatch):
     of row groups (here: a share of ~3 row groups) packed into partitions no larger than the
     share, and the partitions' reads, DVs applied, are the table's rows exactly once."""
     from tahoe.spark import datasource as D
+    from tahoe.spark import scan
 
     deleted = [0, 99, 100, 101, 555, 899, 900, 999]
     path = _table_with_row_groups(tmp_path, monkeypatch, deleted)
     per_group = DeltaLog.for_table(path).snapshot().add_files()[0].size // 10
-    monkeypatch.setattr(D, "_PARTITION_BYTES", per_group * 3)
+    monkeypatch.setattr(scan, "PARTITION_BYTES", per_group * 3)
     src = D.DeltaDataSource({"path": path})
     reader = src.reader(src.schema())
     parts = reader.partitions()

@@ -57,11 +57,11 @@ def tname(golden: str) -> str:
     return golden.replace("-", "_").lower()
 
 
-def start_server(config_path: str, port: int, env: dict | None = None) -> subprocess.Popen:
+def start_server(config_path: str, port: int, env: dict | None = None, args: list[str] | None = None) -> subprocess.Popen:
     import httpx
 
     proc = subprocess.Popen([sys.executable, "-m", "tahoe", "sharing", "serve", "--config", config_path,
-                             "--port", str(port)], cwd=str(REPO), env={**os.environ, **(env or {})})
+                             "--port", str(port), *(args or [])], cwd=str(REPO), env={**os.environ, **(env or {})})
     deadline = time.time() + 180   # a start-up bound, not a timing check: machines under load start slowly
     while time.time() < deadline:
         if proc.poll() is not None:

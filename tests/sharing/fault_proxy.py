@@ -1,5 +1,6 @@
 """A real HTTP reverse proxy on 127.0.0.1 in front of the sharing server, which injects faults
-into chosen requests: a 503 answer, a connection dropped halfway through the body, or a delay.
+into chosen requests: a 503 answer, a 429 answer (with a `Retry-After`), a connection dropped
+halfway through the body, or a delay.
 Requests pass through unchanged (the `Host` header too, so the server's file URLs point back at
 the proxy and downloads go through it as well); every request is logged (method, path, headers,
 body, the status answered, whether a fault was injected).
@@ -21,10 +22,10 @@ from typing import Callable, Optional
 
 @dataclass
 class Fault:
-    kind: str                                   # "503" | "drop" | "delay"
+    kind: str                                   # "503" | "429" | "drop" | "delay"
     match: Callable[[str, str, dict], bool]     # (method, path, headers) -> applies?
     times: int = 1                              # how many requests it hits (-1: all)
-    seconds: float = 0.0                        # for "delay"
+    seconds: float = 0.0                        # for "delay"; for "429", the Retry-After (0: none sent)
     hits: int = 0
 
 
@@ -36,6 +37,7 @@ class Logged:
     body: bytes
     status: int = 0
     fault: Optional[str] = None
+    at: float = field(default_factory=time.monotonic)   # when the request arrived
 
 
 @dataclass
@@ -79,6 +81,17 @@ class FaultProxy:
                     entry.status, entry.fault = 503, "503"
                     msg = b'{"errorCode":"TEMPORARILY_UNAVAILABLE","message":"injected"}'
                     self.send_response(503)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(msg)))
+                    self.end_headers()
+                    self.wfile.write(msg)
+                    return
+                if fault is not None and fault.kind == "429":
+                    entry.status, entry.fault = 429, "429"
+                    msg = b'{"errorCode":"RESOURCE_EXHAUSTED","message":"injected"}'
+                    self.send_response(429)
+                    if fault.seconds:
+                        self.send_header("Retry-After", str(int(fault.seconds)))
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(msg)))
                     self.end_headers()

@@ -29,6 +29,38 @@ from tests.sharing.helpers import rows
 BASE_MS = int(datetime(2024, 1, 1, tzinfo=timezone.utc).timestamp() * 1000)
 
 
+def _sorted_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """The frame's rows in one order (by every column's text), index reset: both clients may read a
+    table's files in different orders."""
+    key = df.astype(str).agg("\x1f".join, axis=1) if len(df.columns) else pd.Series([], dtype=str)
+    return df.iloc[key.argsort(kind="stable")].reset_index(drop=True)
+
+
+def assert_same_frame(ours: pd.DataFrame, official, function: str, *args, **kwargs) -> bool:
+    """tahoe's frame equals the official client's, compared with pandas' own `assert_frame_equal`
+    — values, columns in order, and dtypes — where the official frame's dtypes survive the trip
+    from its environment (checked against the dtypes it reported there); else value for value
+    (`frame_rows`). Returns whether the dtypes were compared."""
+    theirs, survived = official.pandas(function, *args, **kwargs)
+    if survived:
+        if kwargs.get("use_delta_format") is not True:
+            # the one documented difference (tahoe.sharing.client): in parquet format the official
+            # client's `timestamp` columns are naive, in whatever unit the file or the partition
+            # value's text has (ns, ms, s); tahoe's are UTC timestamps, as in delta format (where
+            # the official client's are too). The instants are compared; every other dtype is not
+            # touched.
+            for c in theirs.columns:
+                o, t = ours[c].dtype, theirs[c].dtype
+                if str(o).startswith("datetime64") and getattr(o, "tz", None) is not None and \
+                        str(t).startswith("datetime64") and getattr(t, "tz", None) is None:
+                    theirs[c] = theirs[c].dt.tz_localize("UTC").astype(o)
+        pd.testing.assert_frame_equal(_sorted_frame(ours), _sorted_frame(theirs), check_dtype=True)
+    else:
+        assert list(ours.columns) == list(theirs.columns)
+        assert frame_rows(ours) == rows(pa.Table.from_pandas(theirs, preserve_index=False))
+    return survived
+
+
 def frame_rows(df: pd.DataFrame) -> list:
     """A DataFrame's rows, normalised as the official client's frames are (they come back from its
     own environment through `pa.Table.from_pandas`)."""
@@ -73,6 +105,9 @@ def test_conformance_tables_read_as_expected(share_server, entry):
 
 # --- the same frames as the official client -------------------------------------------------------------
 
+DTYPES_COMPARED: list = []   # (table, format, dtypes compared) of test_same_frames_as_official_client
+
+
 @pytest.mark.parametrize("golden", conformance_params(PARITY))
 def test_same_frames_as_official_client(share_server, official, golden):
     entry = manifest_entry(golden)
@@ -86,9 +121,8 @@ def test_same_frames_as_official_client(share_server, official, golden):
             assert_rows_equal(pa.Table.from_pandas(ours, preserve_index=False).cast(tds.load_as_arrow(url).schema),
                               read_expected(entry), golden)
             continue
-        theirs = official.load_as_pandas(url, use_delta_format=fmt)
-        assert list(ours.columns) == theirs.column_names, (golden, fmt)
-        assert frame_rows(ours) == rows(theirs), (golden, fmt)
+        compared_dtypes = assert_same_frame(ours, official, "load_as_pandas", url, use_delta_format=fmt)
+        DTYPES_COMPARED.append((golden, fmt, compared_dtypes))
 
 
 @pytest.mark.parametrize("fmt", [None, True, False])
@@ -97,7 +131,7 @@ def test_written_tables_same_as_official_and_as_written(share_server, official, 
     for v in CDF_ROWS:
         ours = tds.load_as_pandas(url, version=v, use_delta_format=fmt)
         assert frame_rows(ours) == rows(cdf_rows(v)), v
-        assert frame_rows(ours) == rows(official.load_as_pandas(url, version=v, use_delta_format=fmt)), v
+        assert assert_same_frame(ours, official, "load_as_pandas", url, version=v, use_delta_format=fmt), v
     ts = tds.load_as_pandas(url, timestamp="2024-01-01T02:30:00Z", use_delta_format=fmt)
     assert frame_rows(ts) == rows(cdf_rows(2))
     dv = share_server.table_url("alice", "w", "dvcm")
@@ -110,7 +144,7 @@ def test_written_tables_same_as_official_and_as_written(share_server, official, 
     assert list(ours.columns) == ["id", "Grp Name", "ts"]
     assert sorted(zip(ours["id"], ours["Grp Name"])) == DVCM_LATEST
     assert ours["ts"].isna().all() and str(ours["ts"].dtype).startswith("datetime64")
-    assert frame_rows(ours) == rows(official.load_as_pandas(dv, use_delta_format=fmt))
+    assert assert_same_frame(ours, official, "load_as_pandas", dv, use_delta_format=fmt)
     v0 = tds.load_as_pandas(dv, version=0, use_delta_format=fmt)
     assert sorted(zip(v0["id"], v0["Grp Name"])) == sorted(DVCM_V0)
 
@@ -128,10 +162,8 @@ def test_changes_as_written_and_as_official(share_server, official, fmt):
     if fmt is False:   # parquet format: epoch milliseconds, as the official client gives
         assert ours["_commit_timestamp"].dtype.kind == "i"
     if fmt is not None:
-        theirs = official.load_table_changes_as_pandas(url, starting_version=1, ending_version=5,
-                                                       use_delta_format=fmt)
-        assert theirs.column_names == list(ours.columns)
-        assert frame_rows(ours) == rows(theirs)
+        assert_same_frame(ours, official, "load_table_changes_as_pandas", url, starting_version=1, ending_version=5,
+                          use_delta_format=fmt)
     by_ts = tds.load_table_changes_as_pandas(url, starting_timestamp="2024-01-01T02:30:00Z",
                                              ending_timestamp="2024-01-01T04:30:00Z", use_delta_format=fmt)
     assert sorted(set(by_ts["_commit_version"])) == [3, 4]
@@ -289,8 +321,10 @@ def test_batches_stream_the_rows(share_server):
 
 
 def test_the_official_readme_examples_run_after_the_import_swap(share_server, tmp_path):
-    """The Python connector's quick start (README.md, "Python Connector"), unchanged but for the
-    import line and the placeholders."""
+    """The Python connector's quick start (README.md, "Python Connector" — delta format, batch
+    conversion and predicate hints included), unchanged but for the import line and the
+    placeholders (the hint names this table's partition column); its Spark lines run in
+    tests/spark/test_sharing_source.py."""
     profile = share_server.profiles["alice"]
     code = f'''
 import tahoe.sharing as delta_sharing
@@ -316,17 +350,37 @@ delta_sharing.load_as_pandas(table_url, limit=10)
 # Load a table as a Pandas DataFrame. This can be used to process tables that can fit in the memory.
 delta_sharing.load_as_pandas(table_url)
 
+# Load a table as a Pandas DataFrame explicitly using Delta Format
+delta_sharing.load_as_pandas(table_url, use_delta_format=True)
+
+# Load a table as a Pandas DataFrame, using batch conversion to potentially reduce memory usage.
+delta_sharing.load_as_pandas(table_url, convert_in_batches=True)
+
+# Load a table as a Pandas DataFrame explicitly using jsonPredicateHints
+hintOnP = """{{
+  "op": "equal",
+  "children": [
+    {{"op": "column", "name":"p", "valueType":"string"}},
+    {{"op":"literal","value":"b","valueType":"string"}}
+  ]
+}}"""
+delta_sharing.load_as_pandas(table_url, jsonPredicateHints = hintOnP)
+
 # Load table changes from version 0 to version 5, as a Pandas DataFrame.
 delta_sharing.load_table_changes_as_pandas(table_url, starting_version=0, ending_version=5)
 
 print(len(client.list_all_tables()), len(delta_sharing.load_as_pandas(table_url, limit=10)),
       len(delta_sharing.load_as_pandas(table_url)),
-      len(delta_sharing.load_table_changes_as_pandas(table_url, starting_version=0, ending_version=5)))
+      len(delta_sharing.load_table_changes_as_pandas(table_url, starting_version=0, ending_version=5)),
+      len(delta_sharing.load_as_pandas(table_url, use_delta_format=True)),
+      len(delta_sharing.load_as_pandas(table_url, convert_in_batches=True)),
+      sorted(delta_sharing.load_as_pandas(table_url, jsonPredicateHints = hintOnP)["p"].unique()))
 '''
     out = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    n_tables, n10, n_all, n_changes = map(int, out.stdout.split())
-    assert n_tables >= 3 and n10 == 5 and n_all == 5 and n_changes == len(CDF_CHANGES)
+    n_tables, n10, n_all, n_changes, n_delta, n_batches, ps = out.stdout.split(maxsplit=6)
+    assert int(n_tables) >= 3 and int(n10) == 5 and int(n_all) == 5 and int(n_changes) == len(CDF_CHANGES)
+    assert int(n_delta) == int(n_batches) == 5 and ps.strip() == "['b']"
 
 
 def test_cli_ls_read_changes(share_server, tmp_path):

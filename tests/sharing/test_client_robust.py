@@ -1,7 +1,8 @@
 """The client survives what real networks and servers do: file URLs that expire during a read
 (refreshed with the refresh token, or by asking the time-travel query again), 503 answers and
 connections dropped halfway through a file (a real reverse proxy in front of tahoe's server
-injects them: `fault_proxy`), paginated answers, and a limit that stops the downloads.
+injects them: `fault_proxy`), a 429 answer with a `Retry-After`, paginated answers, a limit that
+stops the downloads, and a bounded number of files held while a caller streams batches.
 
 Oracles: rows written down by hand (how the tables are built), and what the proxy saw on the wire
 (requests, refresh tokens sent, Range headers)."""
@@ -9,6 +10,7 @@ Oracles: rows written down by hand (how the tables are built), and what the prox
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -138,3 +140,56 @@ def test_pagination_is_followed(share_server):
     scan, batches = scan_changes(share_server.table_url("alice", "w", "cdf"), starting_version=1, page_size=2)
     rows = pa.Table.from_batches(list(batches), schema=scan.reader.change_schema(scan.format == "parquet"))
     assert scan.response.pages >= 3 and rows.num_rows == 9
+
+
+def test_streamed_batches_hold_a_bounded_number_of_files(short_urls):
+    """A caller that streams record batches slowly holds at most `workers + 2` downloaded files
+    beyond the one it is consuming, however many files the table has (here 40, one batch each):
+    the count of files read (the reader's `on_file`, called as a file is decoded) minus the batches
+    consumed is checked at every file, while the consumer waits each time for the downloads to
+    fill what they may run ahead. Oracle: the ids written (by hand)."""
+    proxy, profile = short_urls
+    workers = 2
+    cond = threading.Condition()
+    state = {"done": 0, "consumed": 0, "max_held": 0}
+
+    def on_file(_rf):
+        with cond:
+            state["done"] += 1
+            state["max_held"] = max(state["max_held"], state["done"] - state["consumed"])
+            cond.notify_all()
+
+    scan, batches = scan_table(f"{profile}#s.t.many", workers=workers, on_file=on_file)
+    ids = []
+    for b in batches:
+        ids.extend(b.column("id").to_pylist())
+        with cond:
+            state["consumed"] += 1
+            target = min(N_FILES, state["consumed"] + workers + 2)
+            assert cond.wait_for(lambda: state["done"] >= target, timeout=120), state
+    assert sorted(ids) == list(range(N_FILES * ROWS_PER_FILE)) and state["consumed"] == N_FILES
+    # at most workers + 2 ahead of the one being consumed (+1: that one, decoded before it is taken)
+    assert workers + 2 <= state["max_held"] <= workers + 3, state
+
+
+def test_a_429_is_retried_after_its_retry_after(share_server, tmp_path):
+    """A server (or store) answering 429 Too Many Requests once — on the query and on a file
+    download — with `Retry-After: 1`: the read completes, and each retry comes no sooner than the
+    second the answer asked for (RFC 6585 / RFC 9110; the official client retries 429 with its own
+    backoff, 0.1 s doubling, and does not read the header). Oracle: rows written down by hand, the
+    arrival times the proxy logged."""
+    host, port = share_server.url.split("//")[1].split("/")[0].split(":")
+    proxy = FaultProxy((host, int(port)))
+    try:
+        proxy.faults += [Fault("429", lambda m, p, h: m == "POST" and p.endswith("/query"), seconds=1),
+                         Fault("429", lambda m, p, h: m == "GET" and "/files/" in p, seconds=1)]
+        profile = _profile_via(proxy, share_server.profiles["alice"], tmp_path, "alice429")
+        df = tds.load_as_pandas(f"{profile}#w.t.dvcm")
+        assert sorted(zip(df["id"], df["Grp Name"])) == DVCM_LATEST
+        assert [f.hits for f in proxy.faults] == [1, 1]
+        for kind, method in (("/query", "POST"), ("/files/", "GET")):
+            refused = next(e for e in proxy.requests(method, kind) if e.fault == "429")
+            again = next(e for e in proxy.requests(method, kind) if e.at > refused.at and e.path == refused.path)
+            assert again.at - refused.at >= 0.95, (kind, again.at - refused.at)
+    finally:
+        proxy.close()

@@ -103,8 +103,15 @@ def test_revoked_rotated_forged_and_foreign_tokens_are_refused(share_server):
                             headers={"Authorization": f"Bearer {token}"}).text.splitlines()
     file_url = json.loads(scan_lines[2])["file"]["url"]
     assert httpx.get(file_url).status_code == 200
-    # a token used on a share its recipient was not granted: answered as missing
-    assert _get(share_server, token, "/shares/g/schemas").status_code == 404
+    # a token used on a share its recipient was not granted: answered exactly as a share that does
+    # not exist (404 RESOURCE_DOES_NOT_EXIST), as the reference server answers any share it does not
+    # serve — it has no per-recipient grants and no 403 path; a 403 would tell which shares exist
+    ungranted, missing = _get(share_server, token, "/shares/g/schemas"), _get(share_server, token, "/shares/nosuch/schemas")
+    assert ungranted.status_code == missing.status_code == 404
+    assert ungranted.json()["errorCode"] == missing.json()["errorCode"] == "RESOURCE_DOES_NOT_EXIST"
+    assert ungranted.json()["message"] == "share g does not exist" and missing.json()["message"] == "share nosuch does not exist"
+    other = _profile(share_server.profiles["other"])["bearerToken"]        # a bearer recipient of share g only
+    assert _get(share_server, other, "/shares/w/schemas/t/tables").status_code == 404
     # forged: the payload names another recipient, the signature is kept
     body, sig = token[len("oat."):].split(".")
     payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))

@@ -1,6 +1,12 @@
-"""tahoe on a standalone Spark cluster (executors in their own JVMs and Python workers, tahoe
-shipped with `addPyFile`) and over Spark Connect. Each runs its driver in a subprocess: one JVM
-can hold only one SparkContext, and the test run's shared session already has it."""
+"""tahoe on a standalone Spark cluster (executors in their own JVMs and Python workers) and over
+Spark Connect. Each runs its driver in a subprocess: one JVM can hold only one SparkContext, and the
+test run's shared session already has it.
+
+Each driver first uses `format("delta")` the way a user with tahoe installed on the nodes does —
+no tahoe import, no register(), no addPyFile (and tahoe's .pth hook off in the driver, so nothing
+of tahoe runs there): Spark finds the source on the nodes by itself (`pyspark_tahoe_delta`, in
+the worktree's virtual environment that PYSPARK_PYTHON names). Then tahoe's own API in the same
+driver (read_delta / write_delta; on the cluster, tahoe also shipped with addPyFile)."""
 
 from __future__ import annotations
 
@@ -62,11 +68,29 @@ def _wait_port(port: int, timeout: float = 60) -> None:
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port}")
 
 
+# the no-register part of a driver: tahoe installed where Spark's Python runs, nothing of tahoe in
+# the driver (TAHOE_PYSPARK_HOOK=0 keeps its .pth hook off there); rows checked by hand
+_NO_REGISTER = """
+import sys
+from pyspark.sql import SparkSession
+def no_register_round_trip(spark, path):
+    df = spark.sql("select id, cast(id % 3 as string) as p from range(300)")
+    df.write.format("delta").mode("append").option("partitionBy", "p").save(path)
+    df.filter("id < 10").write.format("delta").mode("append").save(path)
+    got = sorted((r.id, r.p) for r in spark.read.format("delta").load(path).filter("p = '1'").collect())
+    want = sorted([(i, "1") for i in range(300) if i % 3 == 1] + [(i, "1") for i in range(10) if i % 3 == 1])
+    assert got == want, got[:5]
+    assert spark.read.format("delta").load(path).count() == 310
+    assert not [m for m in sys.modules if m == "tahoe" or m.startswith("tahoe.")], "the driver imported tahoe"
+"""
+
+
 def _run_driver(code: str, env: dict, timeout: int = 600) -> str:
     """Run a driver script in its own process; it must print TAHOE-OK. The limit is generous:
     a local Connect server alone takes about 2 minutes to start on a loaded 2-core machine."""
     env = dict(env)
-    env["PYTHONPATH"] = str(REPO)  # the driver imports tahoe from the checkout
+    env["PYTHONPATH"] = str(REPO)  # the driver imports tahoe from the checkout (after its no-register part)
+    env["TAHOE_PYSPARK_HOOK"] = "0"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
     # the driver's own errors, without the JVM's stack traces and log lines
     errors = "\n".join(ln for ln in r.stderr.splitlines()
@@ -93,8 +117,17 @@ def test_standalone_cluster(tmp_path):
         zip_base = str(tmp_path / "tahoe_pkg")
         shutil.make_archive(zip_base, "zip", root_dir=str(REPO), base_dir="tahoe")
         table = str(tmp_path / "t")
-        code = textwrap.dedent(f"""
+        code = _NO_REGISTER + textwrap.dedent(f"""
             import os
+            spark = (SparkSession.builder.master("spark://127.0.0.1:{port}").appName("tahoe-no-register")
+                     .config("spark.executor.memory", "512m").config("spark.cores.max", "1")
+                     .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+                     .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+            no_register_round_trip(spark, {str(tmp_path / "plain")!r})
+            pids = spark.sparkContext.parallelize(range(2), 2).map(lambda _: os.getpid()).collect()
+            assert os.getpid() not in pids            # the source ran in the executors' Python workers
+            spark.stop()
+
             from tahoe.spark import local_session, read_delta, write_delta, register
             spark = local_session("spark://127.0.0.1:{port}", "tahoe-cluster-test",
                                   extra={{"spark.executor.memory": "512m", "spark.cores.max": "1"}}, quick_start=True)
@@ -149,14 +182,14 @@ def test_spark_connect(tmp_path):
     delete_rows(table, {a.path: [0, 3] for a in adds})
     deleted = {0, 6, 1, 7}   # positions 0 and 3 of part 0 (ids 0, 2, 4, 6 ...) and of part 1 (1, 3, 5, 7 ...)
     expected = sorted((i, f"n{i}", i % 2) for i in range(40) if i not in deleted)
-    code = textwrap.dedent(f"""
+    code = _NO_REGISTER + textwrap.dedent(f"""
         import os
-        from pyspark.sql import SparkSession
-        from tahoe.spark import read_delta, register
         spark = (SparkSession.builder.remote("local[2]")
                  .config("spark.connect.grpc.binding.address", "127.0.0.1")
                  .config("spark.ui.enabled", "false")
                  .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+        no_register_round_trip(spark, {str(tmp_path / "plain")!r})
+        from tahoe.spark import read_delta, register
         expected = {expected!r}
         rows = lambda t: sorted((r["id"], r["name"], r["part"]) for r in t.to_pylist())
         got = read_delta(spark, {table!r}).toArrow()

@@ -43,8 +43,6 @@ def _first_line(e: BaseException) -> str:
 
 @pytest.mark.parametrize("name,value,cls", [
     ("readChangeFeed", "maybe", InvalidOptionError),         # CDF: a flag is 'true' or 'false'
-    ("startingVersion", "0", InvalidOptionError),             # a CDF range without readChangeFeed
-    ("endingVersion", "1", InvalidOptionError),
     ("maxFilesPerTrigger", "1", InvalidOptionError),          # streaming-only: a batch read does nothing with it
     ("ignoreDeletes", "true", InvalidOptionError),
     ("schemaTrackingLocation", "/tmp/x", UnsupportedFeatureError),   # delta-spark's schema tracking
@@ -60,6 +58,18 @@ def test_read_option_not_implemented_is_refused_by_name(spark, cdf_table, name, 
     assert name.lower() in str(ei.value).lower()
     assert isinstance(ei.value, AnalysisException)           # delta-spark code catching Spark's class still works
     assert _first_line(ei.value).startswith(f"tahoe.errors.{cls.__name__}: ")
+
+
+def test_a_change_range_without_readChangeFeed_reads_the_snapshot_as_delta_spark(spark, cdf_table):
+    """delta-spark's DeltaDataSource hands startingVersion / endingVersion / their timestamps to
+    change feed reads only: without readChangeFeed the read is of the snapshot. tahoe does the
+    same, and says so with a warning in the user's process."""
+    write_table(cdf_table, pa.table({"id": [4]}), mode="append")
+    with pytest.warns(UserWarning, match=r"startingVersion, endingVersion have no effect without "
+                                         r"option\('readChangeFeed', 'true'\)"):
+        df = spark.read.format("delta").option("startingVersion", "0").option("endingVersion", "0").load(cdf_table)
+    assert sorted(r.id for r in df.collect()) == [1, 2, 3, 4]
+    assert df.columns == ["id"]
 
 
 def test_implemented_read_options_still_work(spark, cdf_table):

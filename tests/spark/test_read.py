@@ -289,3 +289,30 @@ def test_id_mode_reads_parquet_fields_by_id_when_names_differ(spark, tmp_path):
     assert got(read_delta(spark, path)) == rows
     assert got(spark.read.format("delta").load(path)) == rows
     assert [r.name for r in read_delta(spark, path, filters="s.a = 30").collect()] == [None]
+
+
+def test_datasource_splits_a_small_table_over_the_cores(spark, tmp_path):
+    """The data source splits files as Spark's own file scan does (FilePartition.maxSplitBytes: at
+    most the bytes per core of the session's default parallelism), so a small table gives every
+    core a task: the oracle is `spark.read.parquet` over the same files, and the rows."""
+    from pyspark.sql import functions as F
+
+    from tahoe import Table
+    from tahoe.spark import write_delta
+    from tahoe.spark.scan import max_split_bytes, pack_by_size
+
+    path = str(tmp_path / "t")
+    write_delta(spark.range(0, 40000, 1, 6).select(F.col("id"), (F.col("id") % 3).alias("v")), path)
+    files = [u.removeprefix("file://") for u in Table(path).file_uris()]
+    assert len(files) == 6
+    ours = spark.read.format("delta").load(path)
+    theirs = spark.read.parquet(*files)
+    assert ours.rdd.getNumPartitions() == theirs.rdd.getNumPartitions() == spark.sparkContext.defaultParallelism
+    assert sorted(r.id for r in ours.collect()) == list(range(40000))
+    # Spark's rule by hand: 8 files of 22 MB over 2 cores -> splits of (8 * 26 MB) / 2 = 104 MB,
+    # 4 files each (without the per-core bound: 128 MB, 5 files and 3)
+    mb = 1 << 20
+    sizes = [22 * mb] * 8
+    assert max_split_bytes(sizes, 2) == 104 * mb
+    assert [len(g) for g in pack_by_size([(i, s) for i, s in enumerate(sizes)], max_split_bytes(sizes, 2))] == [4, 4]
+    assert [len(g) for g in pack_by_size([(i, s) for i, s in enumerate(sizes)], max_split_bytes(sizes, None))] == [5, 3]

@@ -275,3 +275,50 @@ def test_oauth_profiles_and_credentials_given_as_options(spark, share_server):
     df = spark.read.format("deltaSharing").option("endpoint", alice["endpoint"]) \
         .option("bearerToken", alice["bearerToken"]).load("w.t.cdf")
     assert df.count() == 5
+
+
+_FRESH_RECIPIENT = """
+import os, sys
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)   # Spark's Python workers: this environment
+from pyspark.sql import SparkSession
+spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+         .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+import tahoe.sharing as delta_sharing          # the import swap; never tahoe.spark, no register()
+
+profile_file, cdf_rows, n_changes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+table_url = profile_file + "#w.t.cdf"
+
+# If the code is running with PySpark, you can use `load_as_spark` to load the table as a Spark DataFrame.
+df = delta_sharing.load_as_spark(table_url)
+assert df.count() == cdf_rows, df.count()
+assert delta_sharing.load_as_spark(table_url, version=1).count() == int(sys.argv[4])
+
+# If the code is running with PySpark, you can use `load_table_changes_as_spark` to load the table changes.
+changes = delta_sharing.load_table_changes_as_spark(table_url, starting_version=0, ending_version=5)
+assert changes.count() == n_changes, changes.count()
+
+# the official Spark connector's way
+df = spark.read.format("deltaSharing").load(table_url)
+assert sorted(r["id"] for r in df.collect()) == sorted(r["id"] for r in delta_sharing.load_as_spark(table_url).collect())
+assert not [m for m in sys.modules if m == "tahoe.spark" or m.startswith("tahoe.spark.")], "tahoe.spark was imported"
+print("TAHOE-OK", flush=True)
+"""
+
+
+def test_deltasharing_in_a_fresh_process_without_register(share_server):
+    """A fresh Python process with its own Spark session and tahoe installed — no register(), no
+    tahoe.spark import (and tahoe's .pth hook off, so nothing of tahoe.spark runs in it) — reads a
+    shared table with `spark.read.format("deltaSharing")` (Spark finds the source by itself through
+    `pyspark_tahoe_sharing`) and runs the official connector's README lines for Spark after the
+    import swap (`load_as_spark`, `load_table_changes_as_spark`). Oracle: the rows written down for
+    the `cdf` table (tests/sharing/conftest)."""
+    from tests.sharing.conftest import CDF_CHANGES, cdf_rows
+
+    env = {**os.environ, "TAHOE_PYSPARK_HOOK": "0"}
+    env.pop("PYSPARK_SUBMIT_ARGS", None)
+    r = subprocess.run([sys.executable, "-c", _FRESH_RECIPIENT, share_server.profiles["alice"],
+                        str(cdf_rows().num_rows), str(len(CDF_CHANGES)), str(cdf_rows(1).num_rows)],
+                       capture_output=True, text=True, timeout=600, env=env, cwd=str(REPO))
+    errors = "\n".join(ln for ln in r.stderr.splitlines() if not ln.startswith(("\tat ", "\t...")))
+    assert "TAHOE-OK" in r.stdout, errors[-5000:]

@@ -27,7 +27,7 @@ def _append(path: str, ids: list[int], **kw) -> None:
 
 
 def _reader(path: str, **options):
-    from tahoe.spark.datasource import spark_read_schema
+    from tahoe.spark.scan import spark_read_schema
     from tahoe.spark.streaming import DeltaStreamReader
 
     schema = spark_read_schema(DeltaLog.for_table(path).snapshot())
@@ -81,7 +81,8 @@ def test_admission_offsets_and_schema_change(tmp_path):
 
     # a column added after the stream's schema: the versions before it are read, then the stream stops
     write_table(p, pa.table({"id": pa.array([6], pa.int64()), "extra": ["x"]}), mode="append", schema_mode="merge")
-    with pytest.raises(StreamingSourceError, match="DELTA_SCHEMA_CHANGED_WITH_VERSION") as ei:
+    # (the stream was given startingVersion: delta-spark's _WITH_STARTING_OPTIONS variant)
+    with pytest.raises(StreamingSourceError, match="DELTA_SCHEMA_CHANGED_WITH_STARTING_OPTIONS") as ei:
         r.latestOffset(end2, limit)
     assert "version 3" in str(ei.value)
     # a restarted stream (its schema now the new one) reads on from its checkpoint's offset
@@ -117,3 +118,60 @@ def test_whole_file_delete_refused_unless_ignore_deletes(tmp_path):
     s = ri.initialOffset()
     e = ri.latestOffset(s, ri.getDefaultReadLimit())
     assert _key(e) == _at(ri, 4) and _rows(ri, s, e) == [0, 1, 2, 3, 4]
+
+
+def test_non_additive_schema_changes_stop_the_stream_as_delta_spark(tmp_path):
+    """delta-spark's DeltaSource schema checks: a column renamed under column mapping — met by a
+    running stream, or before the version a new stream starts from — stops it with
+    DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG; a type changed by an overwrite of the
+    schema (no column mapping) with DELTA_SCHEMA_CHANGED_WITH_STARTING_OPTIONS when the stream was
+    given startingVersion, DELTA_SCHEMA_CHANGED_WITH_VERSION when it reads the snapshot first.
+    Oracle: the error classes and message texts of delta-spark's error classes, versions by hand."""
+    import tahoe
+
+    p = str(tmp_path / "cm")
+    write_table(p, pa.table({"id": pa.array([0, 1], pa.int64()), "a": ["x", "y"]}),
+                properties={"delta.columnMapping.mode": "name"})          # version 0
+    r = _reader(p, startingVersion=0)
+    s = r.initialOffset()
+    e = r.latestOffset(s, r.getDefaultReadLimit())
+    assert _rows(r, s, e) == [0, 1]
+    tahoe.Table(p).rename_column("a", "b")                                 # version 1
+    write_table(p, pa.table({"id": pa.array([2], pa.int64()), "b": ["z"]}), mode="append")   # version 2
+    with pytest.raises(StreamingSourceError) as ei:
+        r.latestOffset(e, r.getDefaultReadLimit())
+    assert ei.value.error_class == "DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG"
+    assert str(ei.value).startswith("[DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG] Streaming read is "
+                                    "not supported on tables with read-incompatible schema changes (e.g. rename or "
+                                    "drop or datatype changes).")
+    assert '"name":"a"' in str(ei.value).split("Incompatible data schema:")[0]      # the stream's schema
+    assert '"name":"b"' in str(ei.value).split("Incompatible data schema:")[1]
+    # a new stream from version 0 (its schema: the latest, after the rename): refused at its start
+    r2 = _reader(p, startingVersion=0)
+    with pytest.raises(StreamingSourceError, match="USE_SCHEMA_LOG"):
+        r2.latestOffset(r2.initialOffset(), r2.getDefaultReadLimit())
+    # ... and from version 1 on it reads
+    r3 = _reader(p, startingVersion=1)
+    s3 = r3.initialOffset()
+    assert _rows(r3, s3, r3.latestOffset(s3, r3.getDefaultReadLimit())) == [2]
+
+    q = str(tmp_path / "retyped")
+    write_table(q, pa.table({"id": pa.array([0], pa.int64()), "v": pa.array([1], pa.int32())}))   # version 0
+    by_version = _reader(q, startingVersion=0)
+    snapshot_first = _reader(q)
+    write_table(q, pa.table({"id": pa.array([1], pa.int64()), "v": ["one"]}), mode="overwrite",
+                schema_mode="overwrite")                                   # version 1: v int -> string
+    s = by_version.initialOffset()
+    e = by_version.latestOffset(s, by_version.getDefaultReadLimit())       # version 0 is read first
+    assert _rows(by_version, s, e) == [0]
+    with pytest.raises(StreamingSourceError) as ei:
+        by_version.latestOffset(e, by_version.getDefaultReadLimit())
+    assert ei.value.error_class == "DELTA_SCHEMA_CHANGED_WITH_STARTING_OPTIONS"
+    assert str(ei.value).startswith("[DELTA_SCHEMA_CHANGED_WITH_STARTING_OPTIONS] Detected schema change in version "
+                                    "1:\nstreaming source schema: ")
+    assert "'startingVersion' or 'startingTimestamp' option to start from a version newer than\n1 with" in str(ei.value)
+    s = snapshot_first.initialOffset()
+    e = snapshot_first.latestOffset(s, snapshot_first.getDefaultReadLimit())
+    with pytest.raises(StreamingSourceError) as ei:
+        snapshot_first.latestOffset(e, snapshot_first.getDefaultReadLimit())
+    assert ei.value.error_class == "DELTA_SCHEMA_CHANGED_WITH_VERSION"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
-pytest.importorskip("pyiceberg")
 
 UNIFORM = {"delta.enableIcebergCompatV2": "true", "delta.universalFormat.enabledFormats": "iceberg"}
 

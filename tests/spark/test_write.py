@@ -163,6 +163,38 @@ def test_identity_generated_constraints(spark, tmp_path):
         sorted(zip(*(ours.column(c).to_pylist() for c in cols)))
 
 
+def test_spark_and_arrow_writers_read_table_sql_the_same_way(spark, tmp_path):
+    """A table's SQL (CHECK constraint, generation expression, replaceWhere) is parsed by tahoe's
+    expression engine for both executors. `"x"` is a string in Spark SQL — unless the session
+    sets spark.sql.ansi.doubleQuotedIdentifiers, under which Spark's own parser (F.expr) reads it
+    as a column: the Spark writer must still check the constraint as the table (and the Arrow
+    writer) means it. Oracle: the rows each writer accepts and refuses, derived by hand."""
+    import tahoe
+    from tahoe import Table
+    from tahoe.errors import ConstraintViolationError
+    from tahoe.spark import write_delta
+
+    path = str(tmp_path / "dq")
+    tahoe.write_table(path, pa.table({"s": ["a"], "p": ["x"]}), partition_by="p")
+    Table(path).add_constraint("not_b", 's <> "b"')
+    conf = "spark.sql.ansi.doubleQuotedIdentifiers"
+    before = spark.conf.get(conf, "false")
+    spark.conf.set(conf, "true")
+    try:
+        write_delta(spark.sql("select 'c' as s, 'x' as p"), path)                    # 'c' <> 'b'
+        with pytest.raises(ConstraintViolationError, match="not_b"):
+            write_delta(spark.sql("select 'b' as s, 'x' as p"), path)
+        write_delta(spark.sql("select 'd' as s, 'y' as p"), path, mode="overwrite", replace_where='p = "y"')
+        with pytest.raises(ConstraintViolationError, match="replaceWhere"):
+            write_delta(spark.sql("select 'e' as s, 'x' as p"), path, mode="overwrite", replace_where='p = "y"')
+    finally:
+        spark.conf.set(conf, before)
+    with pytest.raises(ConstraintViolationError, match="not_b"):
+        tahoe.write_table(path, pa.table({"s": ["b"], "p": ["x"]}))                # the Arrow writer agrees
+    assert sorted(zip(*Table(path).to_arrow().select(["s", "p"]).to_pydict().values())) == \
+        [("a", "x"), ("c", "x"), ("d", "y")]
+
+
 def test_schema_enforcement_merge_replace_where(spark, tmp_path):
     from tahoe import Table
     from tahoe.errors import ConstraintViolationError, SchemaError

@@ -1,5 +1,7 @@
-"""delta-spark's commitInfo for every write tahoe does on Spark — checked against delta-spark's own
-commits in the conformance tables (golden; skipped with the reason where they are absent)."""
+"""delta-spark's commitInfo for every write tahoe does on Spark — checked against delta-spark's
+operation names, parameters and metrics written out by hand, and (a `conformance` test, skipped
+with the reason where the tables are absent) against delta-spark's own commits in the conformance
+tables."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import json
 
 import pytest
 
-from tests.conftest import GOLDEN
+from tests.conftest import GOLDEN, conformance
 from tests.txn._helpers import commit_info
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
@@ -24,6 +26,25 @@ def _conformance_write_commit(mode: str) -> dict:
     raise AssertionError(f"no delta-spark WRITE ({mode}) version 0 in {GOLDEN}")
 
 
+def _first_save(spark, path: str) -> dict:
+    """The commitInfo of a first `save` (default mode, partitioned) of two rows."""
+    spark.createDataFrame([(1, "a"), (2, "b")], "id long, p string").write.format("delta") \
+        .option("partitionBy", "p").save(path)
+    return commit_info(path, 0)
+
+
+@conformance
+def test_first_write_commit_info_is_delta_sparks(spark, tmp_path):
+    """The same keys as a version-0 WRITE (ErrorIfExists) delta-spark wrote: operation parameters,
+    metrics, isBlindAppend, no readVersion."""
+    oracle = _conformance_write_commit("ErrorIfExists")
+    ci = _first_save(spark, str(tmp_path / "t"))
+    assert ci["operation"] == oracle["operation"] == "WRITE"
+    assert set(ci["operationMetrics"]) == set(oracle["operationMetrics"])
+    assert set(ci["operationParameters"]) == set(oracle["operationParameters"])
+    assert ci["isBlindAppend"] == oracle["isBlindAppend"] and "readVersion" not in oracle and "readVersion" not in ci
+
+
 def test_commit_info_of_every_write(spark, tmp_path):
     """delta-spark's operation names, parameters and metrics: a first `save` is WRITE (mode
     ErrorIfExists, partitionBy JSON, isBlindAppend, no readVersion; numFiles / numOutputRows /
@@ -32,17 +53,12 @@ def test_commit_info_of_every_write(spark, tmp_path):
     removal metrics."""
     from tahoe.spark import DeltaTable
 
-    oracle = _conformance_write_commit("ErrorIfExists")
     path = str(tmp_path / "t")
-    spark.createDataFrame([(1, "a"), (2, "b")], "id long, p string").write.format("delta") \
-        .option("partitionBy", "p").save(path)
-    ci = commit_info(path, 0)
+    ci = _first_save(spark, path)
     assert ci["operation"] == "WRITE" and "readVersion" not in ci and ci["isBlindAppend"] is True
     assert ci["operationParameters"] == {"mode": "ErrorIfExists", "partitionBy": '["p"]'}
+    assert set(ci["operationMetrics"]) == {"numFiles", "numOutputRows", "numOutputBytes"}
     assert ci["operationMetrics"]["numOutputRows"] == "2"
-    assert set(ci["operationMetrics"]) == set(oracle["operationMetrics"])
-    assert set(ci["operationParameters"]) == set(oracle["operationParameters"])
-    assert ci["isBlindAppend"] == oracle["isBlindAppend"] and "readVersion" not in oracle
     spark.createDataFrame([(3, "a")], "id long, p string").write.format("delta").mode("overwrite") \
         .option("replaceWhere", "p = 'a'").save(path)
     ci = commit_info(path, 1)

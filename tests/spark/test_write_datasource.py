@@ -399,3 +399,28 @@ def test_data_source_write_options(spark, tmp_path):
     assert Table(path).snapshot.txn_version("job-1") == 3
     with pytest.raises(Exception, match="txnVersion"):
         more.write.format("delta").mode("append").option("txnAppId", "job-1").save(path)
+
+
+def test_partition_by_on_the_writer_as_delta_spark(spark, tmp_path):
+    """`df.write.format("delta").partitionBy(...)` (Spark refuses partitionBy for a Python data
+    source; tahoe's save wrapper hands it over): the table is created partitioned, appends with
+    the same columns go in, other columns are refused naming both, nothing committed. Oracles: the
+    raw log's metaData, the directory layout, delta-rs reading the table."""
+    import json
+
+    path = str(tmp_path / "parts")
+    df = spark.createDataFrame([(1, "a"), (2, "b"), (3, "a")], "id long, p string")
+    df.write.format("delta").partitionBy("p").save(path)
+    with open(os.path.join(path, "_delta_log", "00000000000000000000.json")) as f:
+        md = next(json.loads(ln)["metaData"] for ln in f if '"metaData"' in ln)
+    assert md["partitionColumns"] == ["p"]
+    assert sorted(d for d in os.listdir(path) if d.startswith("p=")) == ["p=a", "p=b"]
+    spark.createDataFrame([(4, "c")], "id long, p string").write.format("delta").mode("append") \
+        .partitionBy("p").save(path)
+    with pytest.raises(Exception, match=r"option partitionBy \['id'\] does not match the table's partition columns \['p'\]"):
+        spark.createDataFrame([(5, "c")], "id long, p string").write.format("delta").mode("append") \
+            .partitionBy("id").save(path)
+    assert _version(path) == 1
+    rs = delta_rs_read(path, tmp_path)
+    assert sorted(zip(rs.column("id").to_pylist(), rs.column("p").to_pylist())) == [(1, "a"), (2, "b"), (3, "a"),
+                                                                                 (4, "c")]

@@ -60,6 +60,7 @@ def test_write_delta_loses_a_create_race_without_touching_the_winner(spark, tmp_
     deleted, and the winner's table (id, schema, rows) is untouched — on today's main the loser
     committed its create-metadata on top, replacing the table id."""
     import tahoe.spark.write as sw
+    from tahoe.spark import write_delta
 
     path = str(tmp_path / "t")
     rival = pa.table({"k": ["a", "b"], "v": [1.0, 2.0]})
@@ -72,7 +73,7 @@ def test_write_delta_loses_a_create_race_without_touching_the_winner(spark, tmp_
 
     monkeypatch.setattr(sw, "_write_native", then_rival)
     with pytest.raises(ProtocolChangedException, match="multiple writers are writing to an empty directory"):
-        sw.write_delta(spark.range(5), path)
+        write_delta(spark.range(5), path)
     assert _versions(path) == [0]
     assert DeltaLog.for_table(path).snapshot().metadata.id == _version_zero_id(path)
     assert len(_parquet_files(path)) == 2

@@ -181,6 +181,73 @@ def test_s3_commit_whose_acknowledgement_is_lost(tmp_path):
         stop()
 
 
+def test_s3_put_that_never_landed_is_sent_again(tmp_path):
+    """S3 puts may land late (`S3LogStore.puts_may_land_late`): after a put that failed before
+    reaching S3 (a connection error), the writer cannot take "absent" for "not committed" — a put
+    in flight could still land. It reads the version (absent), puts it again (put-if-absent settles
+    it) and the write lands as version 1 with its files. When another writer took the version in
+    between, reading it back finds *their* commit: a conflict check, then this write commits as
+    version 2. Oracles: the rows written; the commit files' own JSON; the objects in the bucket."""
+    import uuid
+
+    import boto3
+    from botocore.exceptions import EndpointConnectionError
+
+    from tahoe.storage.s3 import S3LogStore
+    from tests.fixtures.moto import TEST_CREDENTIALS, start_moto_server
+
+    class NeverSentS3Store(S3LogStore):
+        """The first put of a commit file fails before it is sent; `rival()` runs then."""
+        failed: list = []
+        rival = None
+
+        def write(self, path: str, data: bytes, overwrite: bool = False) -> None:
+            if not overwrite and path.endswith(".json") and not self.failed:
+                self.failed.append(path)
+                if self.rival is not None:
+                    self.rival()
+                raise EndpointConnectionError(endpoint_url=path)
+            super().write(path, data, overwrite)
+
+    url, stop = start_moto_server()
+    try:
+        s3 = boto3.client("s3", endpoint_url=url, aws_access_key_id="testing", aws_secret_access_key="testing",
+                          region_name="us-east-1")
+        bucket = f"tahoe-late-{uuid.uuid4().hex[:12]}"
+        s3.create_bucket(Bucket=bucket)
+        opts = {**TEST_CREDENTIALS, "endpoint_url": url, "allow_http": "true"}
+
+        def parquet_keys(prefix: str) -> list[str]:
+            return [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix + "/")["Contents"]
+                    if o["Key"].endswith(".parquet")]
+
+        def commit_rows(prefix: str, version: int) -> int:
+            body = s3.get_object(Bucket=bucket, Key=f"{prefix}/_delta_log/{version:020d}.json")["Body"].read()
+            return sum(json.loads(json.loads(x)["add"]["stats"])["numRecords"]
+                       for x in body.decode().splitlines() if '"add"' in x)
+
+        root = f"s3://{bucket}/alone"
+        tahoe.write_table(root, pa.table({"id": [1]}), storage_options=opts)
+        store = NeverSentS3Store(opts)
+        store.failed = []
+        assert tahoe.write_table(DeltaLog(store, root), pa.table({"id": [2, 3]})) == 1
+        assert store.failed == [f"{root}/_delta_log/{1:020d}.json"]
+        same_rows(Table(root, storage_options=opts).to_arrow(), pa.table({"id": [1, 2, 3]}))
+        assert commit_rows("alone", 1) == 2 and len(parquet_keys("alone")) == 2
+
+        root = f"s3://{bucket}/raced"
+        tahoe.write_table(root, pa.table({"id": [1]}), storage_options=opts)
+        store = NeverSentS3Store(opts)
+        store.failed = []
+        store.rival = lambda: tahoe.write_table(root, pa.table({"id": [50, 51, 52]}), storage_options=opts)
+        assert tahoe.write_table(DeltaLog(store, root), pa.table({"id": [2, 3]})) == 2
+        assert commit_rows("raced", 1) == 3 and commit_rows("raced", 2) == 2
+        same_rows(Table(root, storage_options=opts).to_arrow(), pa.table({"id": [1, 50, 51, 52, 2, 3]}))
+        assert len(parquet_keys("raced")) == 3
+    finally:
+        stop()
+
+
 # --- lost races ---------------------------------------------------------------------------------------
 
 def test_a_lost_race_deletes_the_losers_files(tmp_path):

@@ -18,7 +18,6 @@ import pytest
 import tahoe
 from tahoe.errors import IcebergCompatViolationError, UniversalFormatViolationError
 
-pytest.importorskip("pyiceberg")
 
 UNIFORM = {"delta.enableIcebergCompatV2": "true", "delta.universalFormat.enabledFormats": "iceberg"}
 

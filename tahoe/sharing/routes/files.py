@@ -1,7 +1,12 @@
-"""File serving through the server's own signed URLs (local tables): GET with a single `Range`,
-and HEAD. A URL is honoured only while its signature verifies, it has not expired, and its holder
-may still read the table (a revoked, rotated, expired or deleted recipient's URLs answer 403).
-Paths are resolved inside the table root (symlinks too); nothing outside it is ever served."""
+"""File serving through the server's own signed URLs: GET with a single `Range`, and HEAD. A URL
+is honoured only while its signature verifies, it has not expired, and its holder may still read
+the table (a revoked, rotated, expired or deleted recipient's URLs answer 403). Local tables:
+paths are resolved inside the table root (symlinks too); nothing outside it is ever served.
+s3:// tables: once those checks pass, the answer is `302 Found` to an S3 pre-signed URL of the
+object (GET, or HEAD for a HEAD) that expires after `S3_REDIRECT_SECONDS` — clients follow it
+with their Range header, the bytes come from S3, and a recipient revoked meanwhile can no longer
+get one. (S3 checks a pre-signed URL's expiry when a request starts, so a download under way
+finishes.)"""
 
 from __future__ import annotations
 
@@ -15,12 +20,15 @@ from ..context import ServerContext, get_context
 from ..signing import BadToken
 from ..tables import rel_ok
 
-__all__ = ["router", "FILE_CHUNK"]
+__all__ = ["router", "FILE_CHUNK", "S3_REDIRECT_SECONDS"]
 
 router = APIRouter(tags=["files"])
 
 FILE_CHUNK = 1 << 20
 FILE = "/files/{table_key}/{rel_b64}"
+# lifetime of the S3 pre-signed URL a verified file URL of an s3:// table redirects to: long
+# enough for the client to follow the redirect, short enough that it is not worth keeping
+S3_REDIRECT_SECONDS = 60
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
@@ -65,8 +73,12 @@ def _serve_file(ctx: ServerContext, table_key: str, rel_b64: str, request: Reque
                                      lambda cred: ctx.auth.binding_of(cred, st.cfg.share))
     except BadToken:
         return _deny()
-    if st.is_s3 or not rel_ok(rel):
+    if not rel_ok(rel):
         return _deny()
+    if st.is_s3:
+        target = st.root.rstrip("/") + "/" + rel
+        location = st.log.store.presign(target, S3_REDIRECT_SECONDS, "HEAD" if request.method == "HEAD" else "GET")
+        return Response(status_code=302, headers={"Location": location, "Cache-Control": "no-store"})
     root = st.log.table_root
     real_root = os.path.realpath(root)
     real = os.path.realpath(os.path.join(root, *rel.split("/")))

@@ -473,6 +473,8 @@ def query_table(share: str, schema: str, table: str, request: Request, body: Opt
     st = ctx.find_table(p, share, schema, table)
     body = body or QueryBody()
     caps = Capabilities.parse(delta_sharing_capabilities, fileidhash)
+    if not ctx.async_queries:   # a server of several processes answers at once (see ServerContext)
+        caps = dataclasses.replace(caps, async_query=None)
     time_travel = _check_query(st, body)
     qh = _query_hash(body)
     pinned = None

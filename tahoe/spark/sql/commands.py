@@ -439,7 +439,7 @@ def _plain(schema: Any) -> Any:
 
 
 def _create_table_as_select(spark: Any, s: g.CreateTable, location: str | None, props: dict):
-    from ..write import write_delta
+    from ..fast_write import write_delta
 
     df = _query(spark, s.query)   # type: ignore[arg-type]
     operation = {"error": "CREATE TABLE AS SELECT", "ignore": "CREATE TABLE AS SELECT",
@@ -705,7 +705,7 @@ def _insert(spark: Any, s: g.Insert):
     from pyspark.sql import functions as F
 
     from ..types import to_spark_type
-    from ..write import write_delta
+    from ..fast_write import write_delta
 
     r = resolve(spark, s.table)
     if r is None:

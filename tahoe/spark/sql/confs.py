@@ -38,11 +38,9 @@ REPLACE_WHERE_DATA_COLUMNS = "spark.databricks.delta.replaceWhere.dataColumns.en
 
 def conf(spark: Any, key: str) -> str | None:
     """The session's value of `key` (None when unset or unreadable)."""
-    try:
-        v = spark.conf.get(key, None)
-    except Exception:  # noqa: BLE001 - an unreadable conf is an unset one
-        return None
-    return None if v is None else str(v)
+    from ..session import session_conf
+
+    return session_conf(spark, key)
 
 
 def is_true(spark: Any, key: str, default: bool = False) -> bool:

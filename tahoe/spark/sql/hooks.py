@@ -366,7 +366,7 @@ def _df_of(writer: Any) -> Any:
 def _save_as_table(w: Any, spark: Any, name: str, fmt: str, partition_by: Any) -> tuple[bool, Any]:
     """saveAsTable of a delta write (or of any write to an existing Delta table): (done, result)."""
     from ..calls import partition_columns as _partition_columns
-    from ..write import write_delta
+    from ..fast_write import write_delta
 
     df = _df_of(w)
     table = _name(name)
@@ -420,7 +420,7 @@ def _insert_into(w: Any, spark: Any, path: str, overwrite: bool) -> None:
     from ...errors import AnalysisException
     from ...log import DeltaLog
     from ..types import to_spark_type
-    from ..write import write_delta
+    from ..fast_write import write_delta
     from .catalog import quote
 
     df = _df_of(w)
@@ -510,7 +510,7 @@ def _col_name(c: Any) -> str:
 
 def _v2_terminal(w: Any, spark: Any, terminal: str, state: dict, args: tuple, kwargs: dict) -> bool:
     from ...errors import AnalysisException, TableAlreadyExistsError, TableNotFoundError
-    from ..write import write_delta
+    from ..fast_write import write_delta
 
     name = getattr(w, "_table_name", None) or getattr(w, "_tahoe_table", None)
     df = _df_of(w)

@@ -1,0 +1,88 @@
+"""What a fresh process imports: `import tahoe` stays light, and `tahoe describe` of a table that
+keeps version checksums answers from the `.crc` without the Arrow stack (issue 18, "Import").
+
+A behavioural guard, not a timing: each check runs in its own interpreter and reads that
+interpreter's `sys.modules`. The oracle for describe's figures is the table directory itself (its
+parquet files counted and sized with `os`), for its schema the schema that was written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+
+import tahoe
+
+HEAVY = ["pyarrow", "numpy", "pandas", "sqlglot", "fastapi", "starlette", "uvicorn", "boto3", "botocore",
+         "pyspark", "pydantic", "pyroaring", "yaml", "httpx", "fastavro"]
+
+
+def _python(code: str, **env: str) -> str:
+    e = {**os.environ, **env}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def _loaded(after: str, **env: str) -> set[str]:
+    out = _python(after + f"\nimport sys, json\nprint(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))",
+                  **env)
+    return set(json.loads(out.strip().splitlines()[-1]))
+
+
+def test_import_tahoe_imports_no_heavy_dependency():
+    assert _loaded("import tahoe") == set()
+
+
+def test_cli_module_and_version_import_no_heavy_dependency():
+    # the console script's module, and `tahoe --version`
+    assert _loaded("import tahoe.cli") == set()
+    assert _loaded("import tahoe.cli\ntry:\n    tahoe.cli.app(['--version'])\nexcept SystemExit:\n    pass") == set()
+
+
+def test_describe_answers_from_the_checksum_without_arrow(tmp_path):
+    path = tmp_path / "t"
+    for i in range(3):
+        tahoe.write_table(str(path), pa.table({"id": pa.array(range(i * 10, i * 10 + 10), pa.int64()),
+                                               "part": pa.array([f"p{j % 2}" for j in range(10)])}),
+                          mode="append", partition_by=["part"])
+    assert (path / "_delta_log" / "00000000000000000002.crc").exists()
+    code = ("import tahoe.cli\n"
+            "try:\n"
+            f"    tahoe.cli.app(['describe', {str(path)!r}, '--json'])\n"
+            "except SystemExit as e:\n"
+            "    assert not e.code, e.code\n")
+    # the suite's strict checksum validation replays the log (and needs Arrow): off here, as users run
+    assert _loaded(code, TAHOE_VALIDATE_CHECKSUMS="off") == set()
+    out = _python(code, TAHOE_VALIDATE_CHECKSUMS="off")
+    d = json.loads(out[:out.rindex("}") + 1])
+    data = [p for p in path.rglob("*.parquet")]
+    assert d["version"] == 2
+    assert d["numFiles"] == len(data) == 6
+    assert d["sizeInBytes"] == sum(os.path.getsize(p) for p in data)
+    assert d["partitionColumns"] == ["part"]
+    assert [(f["name"], f["type"]) for f in d["schema"]["fields"]] == [("id", "long"), ("part", "string")]
+
+
+def test_describe_without_a_checksum_replays_the_log(tmp_path):
+    path = tmp_path / "t"
+    for i in range(2):
+        tahoe.write_table(str(path), pa.table({"id": pa.array([i], pa.int64())}), mode="append")
+    for crc in (path / "_delta_log").glob("*.crc"):
+        crc.unlink()
+    code = ("import tahoe.cli\n"
+            "try:\n"
+            f"    tahoe.cli.app(['describe', {str(path)!r}, '--json'])\n"
+            "except SystemExit as e:\n"
+            "    assert not e.code, e.code\n")
+    out = _python(code, TAHOE_VALIDATE_CHECKSUMS="off")
+    d = json.loads(out[:out.rindex("}") + 1])
+    data = list(path.glob("*.parquet"))
+    assert d["version"] == 1
+    assert d["numFiles"] == len(data) == 2
+    assert d["sizeInBytes"] == sum(os.path.getsize(p) for p in data)
