@@ -609,7 +609,7 @@ def alter_column(log: DeltaLog | str, column: str, *, data_type: DataType | None
                 raise InvalidTableOperationError(
                     f"[DELTA_UNSUPPORTED_ALTER_TABLE_CHANGE_COL_OP] ALTER TABLE ALTER COLUMN is not supported for "
                     f"changing column {full} from {old.type.simple_string()} to {data_type.simple_string()}")
-            if not is_true(snap.configuration, "delta.enableTypeWidening"):
+            if not bool_property(snap.configuration, "delta.enableTypeWidening"):
                 raise InvalidTableOperationError(
                     f"changing the type of column {full} from {old.type.simple_string()} to "
                     f"{data_type.simple_string()} needs type widening: set delta.enableTypeWidening = true first")

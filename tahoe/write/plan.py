@@ -468,7 +468,7 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
     if replace_where is not None:   # refused before any file is written
         node = parse_replace_where(replace_where, schema, pcols, data_columns=replace_where_data_columns)
         replace_rows = snap is not None and reads_data_columns(node, pcols)
-        if replace_rows and is_true(conf, "delta.enableChangeDataFeed"):
+        if replace_rows and bool_property(conf, "delta.enableChangeDataFeed"):
             raise UnsupportedFeatureError(
                 f"replaceWhere {replace_where!r} reads columns that are not partition columns: on a table with the "
                 f"change data feed enabled tahoe does not replace rows (it would record no change data); use "
