@@ -30,7 +30,8 @@ from typing import Any
 
 from ...errors import AnalysisException
 from ...expressions.parse import Token, tokenize
-from .catalog import lookup, passthrough, quote, raw_sql
+from .catalog import lookup, quote, raw_sql
+from .state import passthrough
 from .grammar import TableName, Temporal, TokenParser, syntax_error
 
 __all__ = ["rewrite", "read_table", "changes_frame", "run_query"]
