@@ -40,10 +40,12 @@ __all__ = ["DeltaTable", "IdentityGenerator", "read_delta", "write_delta", "regi
            "enable", "configure_spark_with_delta_pip"]
 
 from .calls import install as _install_calls
+from .sql.hooks import install as _install_sql
 from .surfacing import install as _install_surfacing
 
 _install_surfacing()
 _install_calls()
+_install_sql()
 
 _LAZY = {
     "DeltaTable": ("tahoe.spark.delta_table", "DeltaTable"),

@@ -243,7 +243,7 @@ def register(spark) -> None:
     (`tahoe.spark.sharing`) —, apply tahoe's confs, map the error/ignore save modes and refuse tables by
     name (see the module docstring)."""
     from .calls import install as install_calls
-    from .session import configure, mark_registered, registered
+    from .session import configure, mark_registered, registered, run_register_hooks
     from .surfacing import install
 
     configure(spark)
@@ -256,9 +256,7 @@ def register(spark) -> None:
     mark_registered(spark)
     install()
     install_calls()
-    from .sql.hooks import install as install_sql
-
-    install_sql()   # tables by name: tahoe's SQL layer in enabled sessions, refused with what to do elsewhere
+    run_register_hooks()   # e.g. tahoe.spark.sql's wrappers (tables by name), Connect classes included
 
 
 def _register_source(spark, source) -> None:

@@ -19,11 +19,9 @@ nothing half-done), `table_name`, `raw_sql`, `quote`.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import threading
 import urllib.parse
-from typing import Any, Iterator
+from typing import Any
 
 from ...errors import (
     AnalysisException, InvalidTableOperationError, TableAlreadyExistsError, TableNotFoundError,
@@ -31,30 +29,12 @@ from ...errors import (
 )
 from ...log import DeltaLog
 from .grammar import TableName, TokenParser
+from .state import in_passthrough, passthrough
 
 __all__ = ["CatalogEntry", "lookup", "resolve", "Resolved", "create_entry", "drop_entry", "raw_sql", "quote",
-           "passthrough", "qualified", "SESSION_CATALOG", "with_table", "table_name"]
+           "qualified", "SESSION_CATALOG", "with_table", "table_name"]
 
 SESSION_CATALOG = "spark_catalog"
-
-_state = threading.local()
-
-
-@contextlib.contextmanager
-def passthrough() -> Iterator[None]:
-    """Within it, `SparkSession.sql` goes straight to Spark (tahoe's own statements, and the
-    queries it has already rewritten)."""
-    depth = getattr(_state, "depth", 0)
-    _state.depth = depth + 1
-    try:
-        yield
-    finally:
-        _state.depth = depth
-
-
-def in_passthrough() -> bool:
-    return getattr(_state, "depth", 0) > 0
-
 
 def raw_sql(spark: Any, text: str) -> Any:
     """`spark.sql(text)` run by Spark itself."""

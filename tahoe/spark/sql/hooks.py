@@ -24,12 +24,15 @@ import importlib
 import sys
 from typing import Any, Callable
 
+from typing import TYPE_CHECKING
+
 from ...errors import DeltaError, ParseException, UnsupportedFeatureError
-from ...expressions.parse import creates_table_using
-from ..options import CATALOG_MESSAGE
-from .catalog import in_passthrough, lookup, passthrough, qualified, resolve
-from .grammar import TableName
-from .state import is_enabled
+from .state import in_passthrough, is_enabled, passthrough
+
+from ..session import on_register as _on_register
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .grammar import TableName
 
 __all__ = ["install", "run_sql"]
 
@@ -60,6 +63,8 @@ def _name(text: str) -> TableName:
 
 def run_sql(spark: Any, original: Callable, text: str, args: Any, kwargs: dict) -> Any:
     """`spark.sql(text)` in an enabled session (see the module docstring)."""
+    from ...expressions.parse import creates_table_using
+    from .catalog import resolve
     from .commands import execute
     from .grammar import parse_statement
     from .relations import rewrite
@@ -96,6 +101,18 @@ def run_sql(spark: Any, original: Callable, text: str, args: Any, kwargs: dict) 
         return original(spark, rewritten, args, **kwargs, **frames)
 
 
+def _creates_delta_table(text: str) -> bool:
+    from ...expressions.parse import creates_table_using
+
+    return creates_table_using(text, "delta")
+
+
+def _catalog_message() -> str:
+    from ..options import CATALOG_MESSAGE
+
+    return CATALOG_MESSAGE
+
+
 def _refuse_by_name(spark: Any) -> bool:
     """In a session where tahoe registered `delta` but Delta SQL is off, a table by name would be
     a catalog entry no read or write reaches: refused, saying to `enable` (tahoe's SQL layer)."""
@@ -126,8 +143,8 @@ def _wrap_sql(cls: Any) -> None:
     def sql(self, sqlQuery, args=None, **kwargs):
         if not _enabled(self):
             if not in_passthrough() and isinstance(sqlQuery, str) and _refuse_by_name(self) and \
-                    creates_table_using(sqlQuery, "delta"):
-                raise _facing(UnsupportedFeatureError(CATALOG_MESSAGE))
+                    _creates_delta_table(sqlQuery):
+                raise _facing(UnsupportedFeatureError(_catalog_message()))
             if args is None and not kwargs:
                 return original(self, sqlQuery)
             return original(self, sqlQuery, args, **kwargs)
@@ -139,6 +156,7 @@ def _wrap_sql(cls: Any) -> None:
 
 def _delta_entry(spark: Any, name: str):
     """The Delta table `name` resolves to (a catalog name or delta.`/path`), else None."""
+    from .catalog import resolve
     try:
         table = _name(name)
     except DeltaError:
@@ -149,6 +167,8 @@ def _delta_entry(spark: Any, name: str):
 def _sql_view(spark: Any, name: str) -> bool:
     """Whether `name` is a view defined in SQL (its query may read Delta tables: read through
     `spark.sql`, which reads them by tahoe; see `tahoe.spark.sql.relations`)."""
+    from .catalog import lookup
+
     try:
         table = _name(name)
     except DeltaError:
@@ -318,7 +338,7 @@ def _wrap_writer(cls: Any) -> None:
                 self.options(**options)
             fmt = _writer_format(self)
             if spark is not None and fmt == "delta" and not _enabled(spark) and _refuse_by_name(spark):
-                raise _facing(UnsupportedFeatureError(CATALOG_MESSAGE))
+                raise _facing(UnsupportedFeatureError(_catalog_message()))
             if spark is not None and _enabled(spark) and fmt in ("delta", "", "parquet"):
                 try:
                     done, result = _save_as_table(self, spark, name, fmt, partitionBy)
@@ -367,6 +387,8 @@ def _save_as_table(w: Any, spark: Any, name: str, fmt: str, partition_by: Any) -
     """saveAsTable of a delta write (or of any write to an existing Delta table): (done, result)."""
     from ..calls import partition_columns as _partition_columns
     from ..fast_write import write_delta
+
+    from .catalog import lookup, resolve
 
     df = _df_of(w)
     table = _name(name)
@@ -483,7 +505,7 @@ def _wrap_writer_v2(cls: Any) -> None:
                 state = self.__dict__.get("_tahoe_v2", {"props": {}, "options": {}})
                 if spark is not None and state.get("provider") == "delta" and not _enabled(spark) and \
                         _refuse_by_name(spark):
-                    raise _facing(UnsupportedFeatureError(CATALOG_MESSAGE))
+                    raise _facing(UnsupportedFeatureError(_catalog_message()))
                 if spark is not None and _enabled(spark):
                     try:
                         done = _v2_terminal(self, spark, terminal, state, args, kwargs)
@@ -511,6 +533,8 @@ def _col_name(c: Any) -> str:
 def _v2_terminal(w: Any, spark: Any, terminal: str, state: dict, args: tuple, kwargs: dict) -> bool:
     from ...errors import AnalysisException, TableAlreadyExistsError, TableNotFoundError
     from ..fast_write import write_delta
+
+    from .catalog import qualified, resolve
 
     name = getattr(w, "_table_name", None) or getattr(w, "_tahoe_table", None)
     df = _df_of(w)
@@ -576,7 +600,7 @@ def _wrap_stream_writer(cls: Any) -> None:
             self.format(format)
         fmt = _writer_format_stream(self)
         if spark is not None and fmt == "delta" and not _enabled(spark) and _refuse_by_name(spark):
-            raise _facing(UnsupportedFeatureError(CATALOG_MESSAGE))
+            raise _facing(UnsupportedFeatureError(_catalog_message()))
         if spark is not None and _enabled(spark):
             try:
                 r = _delta_entry(spark, tableName)
@@ -648,7 +672,7 @@ _TARGETS = (
 
 def install() -> None:
     """Wrap the calls of the module docstring (idempotent; Spark Connect's classes once they are
-    imported)."""
+    imported: `tahoe.spark.register` runs it again, see `tahoe.spark.session.on_register`)."""
     for module, cls_name, kind in _TARGETS:
         if ".connect." in module and "pyspark.sql.connect.session" not in sys.modules:
             continue
@@ -669,3 +693,6 @@ def install() -> None:
             _wrap_writer_v2(cls)
         elif kind == "stream_writer":
             _wrap_stream_writer(cls)
+
+
+_on_register(install)

@@ -37,8 +37,9 @@ from typing import Any
 
 from ...errors import AnalysisException
 from ...expressions.parse import Token, tokenize
-from .catalog import lookup, passthrough, quote, raw_sql
+from .catalog import lookup, quote, raw_sql
 from .grammar import Temporal, TokenParser, syntax_error
+from .state import passthrough
 
 __all__ = ["rewrite", "read_table", "changes_frame", "run_query"]
 
