@@ -88,11 +88,6 @@ def run_sql(spark: Any, original: Callable, text: str, args: Any, kwargs: dict) 
             if result is not None:
                 return result
         rewritten, frames = rewrite(spark, text, escape=not kwargs)
-        if frames and _creates_permanent_view(text):
-            raise UnsupportedFeatureError(
-                "a permanent view over Delta tables is not supported by tahoe: Spark would have to read the "
-                "tables itself whenever the view is used. Create a temporary view (CREATE TEMP VIEW ...) in "
-                "the session instead")
     except DeltaError as e:
         raise _facing(e) from None
     with passthrough():
@@ -119,19 +114,6 @@ def _refuse_by_name(spark: Any) -> bool:
     from ..session import registered
 
     return registered(spark)
-
-
-def _creates_permanent_view(text: str) -> bool:
-    """CREATE [OR REPLACE] VIEW / ALTER VIEW ... AS (not a temporary view)."""
-    from ...expressions.parse import tokenize
-
-    words = [t.value.upper() for t in tokenize(text)[:6] if t.kind == "word"]
-    if words[:1] == ["ALTER"] and words[1:2] == ["VIEW"]:
-        return True
-    if words[:1] != ["CREATE"]:
-        return False
-    rest = words[3:] if words[1:3] == ["OR", "REPLACE"] else words[1:]
-    return rest[:1] == ["VIEW"]
 
 
 def _wrap_sql(cls: Any) -> None:

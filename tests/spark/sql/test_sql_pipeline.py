@@ -154,8 +154,8 @@ def test_bad_input_is_refused_clearly_and_commits_nothing(sql_spark, db):
         spark.sql("UPDATE t SET missing = 1")
     with pytest.raises(AnalysisException, match=r"missing"):
         spark.sql("DELETE FROM t WHERE missing = 1")
-    with pytest.raises(ParseException, match=r"USING INVENTORY is not supported"):
-        spark.sql("VACUUM t USING INVENTORY inv")
+    with pytest.raises(ParseException, match=r"APPLY \(UPGRADE UNIFORM\(\.\.\.\)\) is not supported"):
+        spark.sql("REORG TABLE t APPLY (UPGRADE UNIFORM(ICEBERG_COMPAT_VERSION = 2))")
     with pytest.raises(ParseException, match=r"at or near 'VERSIONN'"):
         spark.sql("RESTORE TABLE t TO VERSIONN AS OF 0")
     with pytest.raises(VersionNotFoundError) as e:
