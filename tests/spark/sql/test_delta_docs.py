@@ -1200,17 +1200,20 @@ def iceberg_copy(ctx: Ctx, name: str) -> str:
     return target
 
 
-ICEBERG = ("converting or cloning an Iceberg table needs delta-iceberg, a module (jar) apart from delta-spark; "
-           "tahoe has no Iceberg metadata reader")
+# Converting or cloning an Iceberg table needs delta-iceberg, a module (jar) apart from delta-spark; tahoe
+# has no Iceberg metadata reader, so these examples are refused by name (README: "Not supported") —
+# what is asserted below, on a real Iceberg table, with nothing written.
+ICEBERG_REFUSED = r"Iceberg tables are not supported by tahoe"
 
 
 @doc("utility", "convert-iceberg",
      "CONVERT TO DELTA iceberg.`<path-to-table>`",
-     "CONVERT TO DELTA iceberg.`<path-to-table>` NO STATISTICS", xfail=ICEBERG)
+     "CONVERT TO DELTA iceberg.`<path-to-table>` NO STATISTICS")
 def _(ctx: Ctx):
     p = iceberg_copy(ctx, "ice")
-    ctx.sql(f"CONVERT TO DELTA iceberg.`{p}`")
-    assert ctx.rows(f"SELECT * FROM delta.`{p}`") == [(1, "a"), (2, "b")]
+    for statement in (f"CONVERT TO DELTA iceberg.`{p}`", f"CONVERT TO DELTA iceberg.`{p}` NO STATISTICS"):
+        ctx.fails(statement, ICEBERG_REFUSED)
+    assert not (Path(p) / "_delta_log").exists()
 
 
 @doc("utility", "restore",
@@ -1386,11 +1389,11 @@ def _(ctx: Ctx):
 
 
 @doc("utility", "clone-iceberg",
-     "CREATE OR REPLACE TABLE <target_table_name> SHALLOW CLONE iceberg.`/path/to/data`;", xfail=ICEBERG)
+     "CREATE OR REPLACE TABLE <target_table_name> SHALLOW CLONE iceberg.`/path/to/data`;")
 def _(ctx: Ctx):
     p = iceberg_copy(ctx, "ice")
-    ctx.sql(f"CREATE OR REPLACE TABLE {ctx.db}.target_table SHALLOW CLONE iceberg.`{p}`")
-    assert ctx.rows(f"SELECT * FROM {ctx.db}.target_table") == [(1, "a"), (2, "b")]
+    ctx.fails(f"CREATE OR REPLACE TABLE {ctx.db}.target_table SHALLOW CLONE iceberg.`{p}`", ICEBERG_REFUSED)
+    assert not ctx.spark.catalog.tableExists(f"{ctx.db}.target_table")
 
 
 # ================================================================================================
