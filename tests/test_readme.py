@@ -165,6 +165,12 @@ def test_readme_blocks_run_in_order(spark, tmp_path, monkeypatch):  # noqa: F811
             proc.terminate()
             proc.wait(timeout=30)
         stop_moto()
+        from tahoe.spark.sql import disable
+        from tahoe.spark.sql.catalog import raw_sql
+
+        for name in ("sales", "sales_copy"):   # the README's catalog tables (external: names only)
+            raw_sql(spark, f"DROP TABLE IF EXISTS {name}")
+        disable(spark)   # the shared session goes back to Spark's SQL for the other tests
 
     assert ran["python"] >= 6 and ran["bash"] >= 2 and ran["yaml"] == 1, ran
     # what the blocks did, against hand-derived expectations

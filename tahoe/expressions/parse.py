@@ -35,7 +35,7 @@ from .tree import (
     Negate, Not, Opaque, Or, decimal_type_of,
 )
 
-__all__ = ["parse", "parse_type", "creates_table_using"]
+__all__ = ["parse", "parse_type", "creates_table_using", "tokenize", "Token"]
 
 _MAX_TEXT = 1_000_000
 
@@ -425,3 +425,75 @@ def creates_table_using(sql: str, provider: str) -> bool:
         return False
     return any(w == "using" and nxt[1].strip("`") == provider.lower() and nxt[0] != TokenType.STRING
                for (_, w), nxt in zip(words, words[1:]))
+
+
+class Token(tuple):
+    """A lexical token of a SQL statement: `kind` ('word': a keyword or unquoted identifier;
+    'ident': a backquoted identifier; 'string'; 'number'; 'op': punctuation and operators),
+    `value` (a word as written, an identifier or string without quotes and escapes, the text of
+    anything else), and its span `start`..`end` (exclusive) in the statement's text."""
+
+    __slots__ = ()
+
+    def __new__(cls, kind: str, value: str, start: int, end: int):
+        return tuple.__new__(cls, (kind, value, start, end))
+
+    kind = property(lambda self: self[0])
+    value = property(lambda self: self[1])
+    start = property(lambda self: self[2])
+    end = property(lambda self: self[3])
+
+    def is_word(self, *words: str) -> bool:
+        """Whether this is an unquoted word equal (case-insensitively) to one of `words`."""
+        return self[0] == "word" and self[1].upper() in words
+
+    def __repr__(self) -> str:
+        return f"Token({self[0]}, {self[1]!r}, {self[2]}..{self[3]})"
+
+
+@functools.lru_cache(maxsize=1)
+def _statement_tokenizer():
+    from sqlglot.dialects.spark import Spark
+
+    class _Tokenizer(Spark.Tokenizer):
+        COMMANDS: set = set()   # VACUUM, SHOW, ... tokenized like any statement, not swallowed whole
+
+    return _Tokenizer()
+
+
+def tokenize(sql: str) -> list[Token]:
+    """The tokens of a Spark SQL statement, with their positions — for the statement grammars
+    that cut a statement into parts and hand embedded expressions and queries on as text
+    (`tahoe.spark.sql`). Comments are dropped. Raises ParseException for text that does not
+    tokenize (an unterminated string, say)."""
+    if len(sql) > _MAX_TEXT:
+        raise ParseException(f"the statement is too long ({len(sql)} characters)")
+    from sqlglot.tokens import TokenType
+
+    try:
+        raw = _statement_tokenizer().tokenize(sql)
+    except Exception as e:  # noqa: BLE001 - sqlglot's TokenError
+        raise ParseException(f"[PARSE_SYNTAX_ERROR] {_first_line(e)}") from None
+    out: list[Token] = []
+    last_start = -1
+    for t in raw:
+        start, end = t.start, t.end + 1
+        if start <= last_start:
+            continue   # a token sqlglot synthesized from the previous one (5L -> 5 :: BIGINT)
+        last_start = start
+        text = sql[start:end]
+        if t.token_type == TokenType.STRING:
+            out.append(Token("string", t.text, start, end))
+        elif t.token_type == TokenType.IDENTIFIER:
+            out.append(Token("ident", t.text, start, end))
+        elif t.token_type == TokenType.NUMBER:
+            out.append(Token("number", text, start, end))
+        elif text[:1].isalpha() or text[:1] == "_":
+            pos = start
+            for word in text.split():   # multi-word keywords (PARTITIONED BY, ORDER BY) as words
+                at = sql.index(word, pos)
+                out.append(Token("word", word, at, at + len(word)))
+                pos = at + len(word)
+        else:
+            out.append(Token("op", text, start, end))
+    return out

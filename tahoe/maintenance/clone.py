@@ -20,6 +20,10 @@ Row ids and row commit versions are not carried over (delta-spark: CLONE does no
 a row-tracking target assigns fresh ones). In-commit-timestamp enablement and checkpoint
 protection properties describe the source's history, not the target's: they are dropped.
 
+`clone_parquet` is the shallow CLONE of a parquet table (delta-spark's `SHALLOW CLONE
+parquet.`/path``): the directory's files read as CONVERT TO DELTA reads them
+(`tahoe.maintenance.convert.scan_parquet`), named by absolute URI from the target's one commit.
+
 Refused, nothing written: a target that is a Delta table unless `replace` (TableAlreadyExistsError)
 — then every file of the replaced table is removed in the same commit and the column mapping
 mode must not change; a target directory that holds other files; a source version the log
@@ -51,7 +55,7 @@ from ..txn import Transaction
 from ..write.commit import commit_new_files
 from ..write.files import absolute_uri, encode_log_path
 
-__all__ = ["clone", "CLONE_METRICS"]
+__all__ = ["clone", "clone_parquet", "CLONE_METRICS"]
 
 CLONE_METRICS = ("sourceTableSize", "sourceNumOfFiles", "numRemovedFiles", "numCopiedFiles",
                  "removedFilesSize", "copiedFilesSize")
@@ -100,25 +104,11 @@ def _cloned_metadata(source: Snapshot, target: Snapshot | None, properties: dict
         configuration=conf, created_time=int(time.time() * 1000))
 
 
-def clone(source: str | DeltaLog, target: str, *, version: int | None = None, timestamp: Any = None,
-          shallow: bool = False, replace: bool = False, properties: dict[str, str] | None = None,
-          storage_options: dict | None = None, target_storage_options: dict | None = None,
-          max_workers: int = 8, progress: Progress | None = None) -> dict[str, Any]:
-    """CLONE a version of `source` to `target` (see the module docstring). Returns delta-spark's
-    metrics plus `version` (the target's CLONE commit) and `sourceVersion`."""
-    if not isinstance(target, str) or not target:
-        raise InvalidOptionError(f"the clone target must be a path, got {target!r}")
-    if properties is not None and (not isinstance(properties, dict) or
-                                   not all(isinstance(k, str) and isinstance(v, str) for k, v in properties.items())):
-        raise InvalidOptionError("properties must be a dict of str to str")
-    if max_workers < 1:
-        raise InvalidOptionError(f"max_workers must be >= 1, got {max_workers}")
-    src_log = source if isinstance(source, DeltaLog) else DeltaLog.for_table(source, storage_options)
-    src = src_log.snapshot(version=version, timestamp=timestamp)
-    tgt_log = DeltaLog.for_table(target, target_storage_options if target_storage_options is not None
-                                 else storage_options)
-    if tgt_log.table_root.rstrip("/") == src_log.table_root.rstrip("/"):
-        raise InvalidTableOperationError(f"cannot clone {src_log.table_root} onto itself")
+def _target(tgt_log: DeltaLog, source_root: str, replace: bool) -> Snapshot | None:
+    """The clone target's current table (None: there is none), refused when it is the source,
+    when it is a table and `replace` is off, or when its directory holds other files."""
+    if tgt_log.table_root.rstrip("/") == source_root.rstrip("/"):
+        raise InvalidTableOperationError(f"cannot clone {source_root} onto itself")
     try:
         existing: Snapshot | None = tgt_log.snapshot()
     except TableNotFoundError:
@@ -136,6 +126,27 @@ def clone(source: str | DeltaLog, target: str, *, version: int | None = None, ti
             raise InvalidTableOperationError(
                 f"cannot clone to {tgt_log.table_root}: the directory is not empty and holds no Delta "
                 f"table (found {stray.path})")
+    return existing
+
+
+def clone(source: str | DeltaLog, target: str, *, version: int | None = None, timestamp: Any = None,
+          shallow: bool = False, replace: bool = False, properties: dict[str, str] | None = None,
+          storage_options: dict | None = None, target_storage_options: dict | None = None,
+          max_workers: int = 8, progress: Progress | None = None) -> dict[str, Any]:
+    """CLONE a version of `source` to `target` (see the module docstring). Returns delta-spark's
+    metrics plus `version` (the target's CLONE commit) and `sourceVersion`."""
+    if not isinstance(target, str) or not target:
+        raise InvalidOptionError(f"the clone target must be a path, got {target!r}")
+    if properties is not None and (not isinstance(properties, dict) or
+                                   not all(isinstance(k, str) and isinstance(v, str) for k, v in properties.items())):
+        raise InvalidOptionError("properties must be a dict of str to str")
+    if max_workers < 1:
+        raise InvalidOptionError(f"max_workers must be >= 1, got {max_workers}")
+    src_log = source if isinstance(source, DeltaLog) else DeltaLog.for_table(source, storage_options)
+    src = src_log.snapshot(version=version, timestamp=timestamp)
+    tgt_log = DeltaLog.for_table(target, target_storage_options if target_storage_options is not None
+                                 else storage_options)
+    existing = _target(tgt_log, src_log.table_root, replace)
     props = normalize_properties(properties or {})
     md = _cloned_metadata(src, existing, props)
     files = src.add_files()
@@ -232,3 +243,43 @@ def clone(source: str | DeltaLog, target: str, *, version: int | None = None, ti
         new_files = adds
     committed = commit_new_files(txn, new_files, stage)
     return {**metrics, "version": committed, "sourceVersion": src.version}
+
+
+def clone_parquet(source: str, target: str, *, replace: bool = False, properties: dict[str, str] | None = None,
+                  storage_options: dict | None = None, max_workers: int = 8) -> dict[str, Any]:
+    """A shallow CLONE of the parquet table (directory of parquet files) at `source` to the Delta
+    table `target` (see the module docstring); delta-spark's metrics plus `version`."""
+    from ..protocol.actions import Metadata
+    from .convert import scan_parquet
+
+    scan = scan_parquet(source, None, storage_options=storage_options, max_workers=max_workers)
+    tgt_log = DeltaLog.for_table(target, storage_options)
+    existing = _target(tgt_log, scan.root, replace)
+    conf = normalize_properties(properties or {})
+    if existing is not None and column_mapping.mode(existing.configuration) != column_mapping.mode(conf):
+        raise InvalidTableOperationError("CLONE cannot replace a table whose column mapping mode differs from the "
+                                         "clone's")
+    md = Metadata(id=existing.metadata.id if existing is not None else str(uuid.uuid4()),
+                  schema_string=scan.schema.to_json(), partition_columns=tuple(scan.partition_columns),
+                  configuration=conf, name=existing.metadata.name if existing is not None else None,
+                  description=existing.metadata.description if existing is not None else None,
+                  created_time=int(time.time() * 1000))
+    adds = [dataclasses.replace(a, path=absolute_uri(scan.root, a.path)) for a in scan.adds]
+    removed = existing.add_files() if existing is not None else []
+    metrics = {"sourceTableSize": sum(a.size for a in adds), "sourceNumOfFiles": len(adds),
+               "numRemovedFiles": len(removed), "numCopiedFiles": 0, "removedFilesSize": sum(a.size for a in removed),
+               "copiedFilesSize": 0}
+    txn = Transaction(tgt_log, "CLONE", {"source": f"parquet.`{scan.root}`"}, snapshot=existing,
+                      new_table=existing is None)
+
+    def stage(t: Transaction) -> dict:
+        if existing is not None:
+            t.replace_table()
+            t.read_whole_table()
+            t.remove_files(removed)
+        t.update_metadata(md)
+        t.add_files(adds)
+        return metrics
+
+    committed = commit_new_files(txn, [], stage)
+    return {**metrics, "version": committed}

@@ -27,6 +27,7 @@ it), schemas that cannot merge (SchemaError).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -56,7 +57,7 @@ from ..write.files import encode_log_path
 from ..write.footer_stats import footer_stats
 from .vacuum import is_hidden
 
-__all__ = ["convert_to_delta", "parse_partition_schema"]
+__all__ = ["convert_to_delta", "scan_parquet", "ParquetScan", "parse_partition_schema"]
 
 Progress = Callable[[str, int, int], None]
 
@@ -161,6 +162,19 @@ def _partition_values(rel: str, part: StructType | None) -> dict[str, str | None
     return out
 
 
+@dataclasses.dataclass
+class ParquetScan:
+    """A directory of parquet files read as a Delta table would hold them: its schema, partition
+    columns and one AddFile per file (paths relative to `root`)."""
+
+    root: str
+    schema: StructType
+    partition_columns: list[str]
+    adds: list[AddFile]
+    configuration: dict[str, str]
+    records: int | None          # None: no stats collected
+
+
 def convert_to_delta(path: str, partition_by: Any = None, *, collect_stats: bool = True, mode: str = "error",
                      name: str | None = None, description: str | None = None,
                      configuration: dict[str, str] | None = None, storage_options: dict | None = None,
@@ -171,16 +185,42 @@ def convert_to_delta(path: str, partition_by: Any = None, *, collect_stats: bool
     "numConvertedFiles": 0}."""
     if mode not in ("error", "ignore"):
         raise InvalidOptionError(f"mode must be 'error' or 'ignore', got {mode!r}")
+    log = DeltaLog.for_table(path, storage_options)
+    if log.exists():
+        if mode == "ignore":
+            return {"numConvertedFiles": 0, "version": log.snapshot().version}
+        raise TableAlreadyExistsError(f"cannot convert {log.table_root} to Delta: it is already a Delta table "
+                                      f"(version {log.snapshot().version})")
+    scan = scan_parquet(path, partition_by, collect_stats=collect_stats, configuration=configuration,
+                        storage_options=storage_options, max_workers=max_workers, progress=progress)
+    adds, part_names = scan.adds, scan.partition_columns
+    md = Metadata(id=str(uuid.uuid4()), schema_string=scan.schema.to_json(), partition_columns=tuple(part_names),
+                  configuration=scan.configuration, name=name, description=description,
+                  created_time=int(time.time() * 1000))
+    params = {"numFiles": len(adds), "partitionedBy": json.dumps(part_names), "collectStats": collect_stats,
+              "sourceFormat": "parquet"}
+    txn = Transaction(log, "CONVERT", params, new_table=True)
+    txn.update_metadata(md)
+    txn.add_files(adds)
+    version = txn.commit(operation_metrics={"numConvertedFiles": len(adds)})
+    out: dict[str, Any] = {"numConvertedFiles": len(adds), "version": version, "partitionColumns": part_names,
+                           "sizeInBytes": sum(a.size for a in adds)}
+    if collect_stats:
+        out["numRecords"] = scan.records
+    return out
+
+
+def scan_parquet(path: str, partition_by: Any = None, *, collect_stats: bool = True,
+                 configuration: dict[str, str] | None = None, storage_options: dict | None = None,
+                 max_workers: int = 8, progress: Progress | None = None) -> ParquetScan:
+    """The parquet files under `path` as a Delta table's schema and AddFiles (the listing,
+    footers, partition values and stats of CONVERT; nothing is written). Shared by CONVERT TO
+    DELTA and a shallow CLONE of a parquet table."""
     if max_workers < 1:
         raise InvalidOptionError(f"max_workers must be >= 1, got {max_workers}")
     part = parse_partition_schema(partition_by)
     log = DeltaLog.for_table(path, storage_options)
     store, root = log.store, log.table_root
-    if log.exists():
-        if mode == "ignore":
-            return {"numConvertedFiles": 0, "version": log.snapshot().version}
-        raise TableAlreadyExistsError(f"cannot convert {root} to Delta: it is already a Delta table "
-                                      f"(version {log.snapshot().version})")
     part_names = [f.name for f in part.fields] if part is not None else []
     try:
         listing = list(store.walk_tree(root, lambda n: is_hidden(n, part_names)))
@@ -241,17 +281,5 @@ def convert_to_delta(path: str, partition_by: Any = None, *, collect_stats: bool
             records += md.num_rows
         adds.append(AddFile(path=encode_log_path(rel_of(st.path)), partition_values=pvs[st.path], size=st.size,
                             modification_time=st.modification_time, data_change=True, stats=stats))
-    md = Metadata(id=str(uuid.uuid4()), schema_string=schema.to_json(), partition_columns=tuple(part_names),
-                  configuration=conf, name=name, description=description, created_time=int(time.time() * 1000))
-    params = {"numFiles": len(adds), "partitionedBy": json.dumps(part_names), "collectStats": collect_stats,
-              "sourceFormat": "parquet"}
-    txn = Transaction(log, "CONVERT", params, new_table=True)
-    txn.update_metadata(md)
-    txn.add_files(adds)
-    version = txn.commit(operation_metrics={"numConvertedFiles": len(adds)})
-    out: dict[str, Any] = {"numConvertedFiles": len(adds), "version": version, "partitionColumns": part_names,
-                           "sizeInBytes": sum(a.size for a in adds)}
-    if collect_stats:
-        out["numRecords"] = records
-    return out
+    return ParquetScan(root, schema, part_names, adds, conf, records if collect_stats else None)
 

@@ -17,6 +17,10 @@ Which files go (`full=True`, delta-spark's VACUUM and `tahoe vacuum`):
     directories `<partition column>=...` (also under their physical names); `metadata/` of a
     UniForm table (Iceberg's);
   * directories that were empty when listed and older than the cutoff go too.
+`inventory` (delta-spark's `VACUUM ... USING INVENTORY`): the files (and directories) to consider
+come from that list of (path, length, isDir, modificationTime ms) instead of a listing — entries
+outside the table directory, or under a hidden name, are ignored; a listed directory is empty when
+no listed entry is inside it.
 `full=False` (delta-rs's default, delta-spark's `VACUUM LITE`): no listing; only the files of
 tombstones older than the cutoff (and their deletion vectors) that still exist — quick, but it
 misses files no commit ever named, and tombstones a checkpoint has already dropped.
@@ -61,7 +65,7 @@ from ..protocol.deletion_vectors import DeletionVectorDescriptor
 from ..protocol.iceberg_compat import uniform_iceberg_enabled
 from ..protocol.properties import interval_property_ms
 from ..protocol.table_features import check_writable
-from ..storage import DirStatus, resolve_data_path
+from ..storage import DirStatus, FileStatus, resolve_data_path
 from ..txn import Transaction
 
 __all__ = ["vacuum", "plan_vacuum", "VacuumPlan", "VacuumResult", "is_hidden", "RETENTION_CHECK_CONF"]
@@ -257,8 +261,9 @@ def plan_vacuum(snapshot: Snapshot, retention_hours: float | None = None, *,
                 enforce_retention_duration: bool = True, full: bool = True,
                 keep_versions: Iterable[int] | None = None, now_ms: int | None = None,
                 progress: Progress | None = None, log: DeltaLog | None = None,
-                max_workers: int | None = None) -> VacuumPlan:
-    """What VACUUM of `snapshot` would delete (nothing is deleted here)."""
+                max_workers: int | None = None, inventory: Iterable[tuple[str, int, bool, int]] | None = None) -> VacuumPlan:
+    """What VACUUM of `snapshot` would delete (nothing is deleted here); `inventory` replaces
+    the listing (see the module docstring)."""
     check_writable(snapshot.protocol)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     delete_before, specified, default_ms = _retention(snapshot, retention_hours, enforce_retention_duration, now_ms)
@@ -283,7 +288,8 @@ def plan_vacuum(snapshot: Snapshot, retention_hours: float | None = None, *,
             return is_hidden(name, parts, iceberg)
 
         listed = 0
-        for st in store.walk_tree(root, skip):
+        entries = store.walk_tree(root, skip) if inventory is None else _inventory(inventory, root, rel_of, skip)
+        for st in entries:
             listed += 1
             if progress is not None and listed % 5000 == 0:
                 progress("listing", listed, 0)
@@ -378,6 +384,36 @@ def _existing(snapshot: Snapshot, paths: list[str], max_workers: int) -> list[bo
     return out
 
 
+def _inventory(inventory: Iterable[tuple[str, int, bool, int]], root: str, rel_of: Callable[[str], str | None],
+               skip: Callable[[str], bool]) -> list:
+    """The inventory's entries inside the table directory and under no hidden name, as the
+    listing's FileStatus / DirStatus."""
+
+    inside: list[tuple[str, str, int, bool, int]] = []
+    for entry in inventory:
+        try:
+            path, length, is_dir, mtime = entry
+        except (TypeError, ValueError):
+            raise InvalidOptionError(f"an inventory entry must be (path, length, isDir, modificationTime), got "
+                                     f"{entry!r}") from None
+        if path is None:
+            continue
+        full = resolve_data_path(root, str(path)).rstrip("/")
+        rel = rel_of(full)
+        if not rel or any(skip(part) for part in rel.split("/")):
+            continue
+        inside.append((full, rel, int(length or 0), bool(is_dir), int(mtime or 0)))
+    dirs = {rel for _, rel, _, d, _ in inside if d}
+    parents = {rel.rsplit("/", 1)[0] for _, rel, _, _, _ in inside if "/" in rel}
+    out: list = []
+    for full, rel, length, is_dir, mtime in inside:
+        if is_dir:
+            out.append(DirStatus(full, mtime, rel not in parents))
+        elif rel not in dirs:
+            out.append(FileStatus(full, length, mtime))
+    return out
+
+
 # --- running it ----------------------------------------------------------------------------------
 
 def _commit_marker(log: DeltaLog, snapshot: Snapshot, operation: str, params: dict, metrics: dict | None) -> int:
@@ -392,9 +428,10 @@ def vacuum(table: str | DeltaLog, retention_hours: float | None = None, dry_run:
            enforce_retention_duration: bool = True, full: bool = True,
            keep_versions: Iterable[int] | None = None, storage_options: dict | None = None,
            max_workers: int | None = None, log_commits: bool = True, progress: Progress | None = None,
-           now_ms: int | None = None) -> VacuumResult:
+           now_ms: int | None = None, inventory: Iterable[tuple[str, int, bool, int]] | None = None) -> VacuumResult:
     """VACUUM the latest version of `table` (see the module docstring). Returns a VacuumResult;
-    `dry_run=True` (the default, as delta-rs) only plans."""
+    `dry_run=True` (the default, as delta-rs) only plans; `inventory` (full mode) replaces the
+    listing of the table directory."""
     started = time.perf_counter()
     log = table if isinstance(table, DeltaLog) else DeltaLog.for_table(table, storage_options)
     if max_workers is not None and max_workers < 1:
@@ -402,7 +439,7 @@ def vacuum(table: str | DeltaLog, retention_hours: float | None = None, dry_run:
     snapshot = log.snapshot()
     plan = plan_vacuum(snapshot, retention_hours, enforce_retention_duration=enforce_retention_duration,
                        full=full, keep_versions=keep_versions, now_ms=now_ms, progress=progress, log=log,
-                       max_workers=max_workers)
+                       max_workers=max_workers, inventory=inventory)
     result = VacuumResult(plan, dry_run)
     if dry_run:
         result.seconds = time.perf_counter() - started

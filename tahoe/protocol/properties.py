@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 from ..errors import InvalidTableOperationError, SchemaError
 from .intervals import parse_interval_ms
 from .parquet_format import DEFAULT_CODEC, FORMAT_VERSIONS, ParquetWriteOptions, resolve_format_version
-from .schema import ArrayType, DataType, MapType, PrimitiveType, StructField, StructType
+from .schema import TYPE_CHANGES, ArrayType, DataType, MapType, PrimitiveType, StructField, StructType
 from .table_features import FEATURES, canonical_feature_name
 
 __all__ = [
@@ -69,7 +69,6 @@ IDENTITY_ALLOW_EXPLICIT_INSERT = "delta.identity.allowExplicitInsert"
 GENERATION_EXPRESSION = "delta.generationExpression"
 INVARIANTS = "delta.invariants"
 COLUMN_DEFAULT = "CURRENT_DEFAULT"
-TYPE_CHANGES = "delta.typeChanges"
 
 ENABLE_ROW_TRACKING = "delta.enableRowTracking"
 ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"

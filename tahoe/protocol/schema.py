@@ -35,7 +35,7 @@ __all__ = [
     "TIMESTAMP", "TIMESTAMP_NTZ", "VOID", "VARIANT",
     "parse_data_type", "to_arrow_type", "to_arrow_field", "to_arrow_schema", "from_arrow_type",
     "from_arrow_field", "from_arrow_schema",
-    "merge_schemas", "check_write_compatible", "is_read_compatible", "is_integral", "is_numeric", "is_void", "check_column_names",
+    "merge_schemas", "check_write_compatible", "is_read_compatible", "is_type_widening", "record_type_changes", "is_integral", "is_numeric", "is_void", "check_column_names",
 ]
 
 PRIMITIVE_NAMES = frozenset({
@@ -562,6 +562,25 @@ def _safe_upcast(src: DataType, dst: DataType) -> bool:
     return False
 
 
+def is_type_widening(current: DataType, update: DataType) -> bool:
+    """Whether changing a column from `current` to `update` is one of the spec's supported type
+    changes ("Type Widening"): byte→short→int→long; float→double; byte/short/int→double;
+    date→timestamp_ntz; decimal(p,s)→decimal(p+k1,s+k2) with k1≥k2≥0; byte/short/int→
+    decimal(10+k1,k2) and long→decimal(20+k1,k2) with k1≥k2≥0 (what `ALTER TABLE ... ALTER COLUMN
+    ... TYPE` may do)."""
+    if current == update:
+        return False
+    if _auto_widening(current, update):
+        return True
+    if is_integral(current) and update == DOUBLE:
+        return _INTEGRAL_RANK[current.name] <= 3  # type: ignore[union-attr]
+    if is_integral(current) and isinstance(update, DecimalType):
+        base = 20 if current.name == "long" else 10  # type: ignore[union-attr]
+        k1, k2 = update.precision - base, update.scale
+        return k1 >= k2 >= 0
+    return False
+
+
 def _auto_widening(current: DataType, update: DataType) -> bool:
     """Type changes the typeWidening feature applies automatically during schema evolution
     (integer→decimal/double widenings need a manual ALTER and are excluded, as in delta-spark)."""
@@ -729,3 +748,65 @@ def is_read_compatible(existing: StructType, read: StructType, forbid_tighten_nu
         return True
 
     return struct_ok(existing, read)
+
+
+# --- type changes (spec "Type Widening") ------------------------------------------------------
+
+TYPE_CHANGES = "delta.typeChanges"   # the field metadata key of a column's type change history
+
+def _type_name(dt: DataType) -> Any:
+    return dt.to_json_obj()
+
+
+def record_type_changes(old: StructType, new: StructType) -> StructType:
+    """`new` with every type change from `old` recorded in `delta.typeChanges` (spec "Type
+    Widening"): on the nearest enclosing struct field, appended to its history, as
+    `{"fromType", "toType"}` plus `fieldPath` ("element", "key", "value", dotted when nested)
+    for array elements and map keys/values. Fields only in `new` carry no history."""
+
+    def changes(o: DataType, n: DataType, path: str) -> list[dict]:
+        if isinstance(o, StructType) or isinstance(n, StructType):
+            return []          # a struct's own fields hold their changes
+        if isinstance(o, ArrayType) and isinstance(n, ArrayType):
+            return changes(o.element_type, n.element_type, f"{path}.element" if path else "element")
+        if isinstance(o, MapType) and isinstance(n, MapType):
+            return (changes(o.key_type, n.key_type, f"{path}.key" if path else "key")
+                    + changes(o.value_type, n.value_type, f"{path}.value" if path else "value"))
+        if o == n:
+            return []
+        change = {"fromType": _type_name(o), "toType": _type_name(n)}
+        if path:
+            change["fieldPath"] = path
+        return [change]
+
+    def nested(o: DataType, n: DataType) -> DataType:
+        if isinstance(o, StructType) and isinstance(n, StructType):
+            return walk(o, n)
+        if isinstance(o, ArrayType) and isinstance(n, ArrayType):
+            return ArrayType(nested(o.element_type, n.element_type), n.contains_null)
+        if isinstance(o, MapType) and isinstance(n, MapType):
+            return MapType(nested(o.key_type, n.key_type), nested(o.value_type, n.value_type),
+                           n.value_contains_null)
+        return n
+
+    def walk(o: StructType, n: StructType) -> StructType:
+        by_name = {f.name.lower(): f for f in o.fields}
+        out = []
+        for nf in n.fields:
+            of = by_name.get(nf.name.lower())
+            if of is None:
+                out.append(nf)
+                continue
+            found = changes(of.type, nf.type, "")
+            f = nf.with_type(nested(of.type, nf.type))
+            if found:
+                md = dict(f.metadata)
+                history = md.get(TYPE_CHANGES)
+                if isinstance(history, str):
+                    history = json.loads(history)
+                md[TYPE_CHANGES] = list(history or []) + found
+                f = f.with_metadata(md)
+            out.append(f)
+        return StructType(out)
+
+    return walk(old, new)

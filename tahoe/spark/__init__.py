@@ -12,6 +12,9 @@
   `spark.read.format("deltaSharing").load("profile.share#share.schema.table")` and
   `spark.readStream.format("deltaSharing")` read shared tables (see `tahoe.spark.sharing`).
 - `local_session()` — a quiet local SparkSession with tahoe's settings (scripts, tests).
+- `configure_spark_with_delta_pip(builder)` / `enable(spark)` — Delta's SQL (`MERGE INTO`,
+  `DELETE FROM`, `OPTIMIZE`, `DESCRIBE HISTORY`, time travel, ...) and tables by name
+  (`DeltaTable.forName`, `saveAsTable`, `spark.table`) in the session (see `tahoe.spark.sql`).
 
 Importing `tahoe.spark` makes tahoe's errors surface (`tahoe.spark.surfacing`): an error tahoe
 raises inside the data source reaches `load()` / `save()` / `spark.sql()` as tahoe's error class and
@@ -33,13 +36,16 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-__all__ = ["DeltaTable", "IdentityGenerator", "read_delta", "write_delta", "register", "local_session"]
+__all__ = ["DeltaTable", "IdentityGenerator", "read_delta", "write_delta", "register", "local_session",
+           "enable", "configure_spark_with_delta_pip"]
 
 from .calls import install as _install_calls
+from .sql.hooks import install as _install_sql
 from .surfacing import install as _install_surfacing
 
 _install_surfacing()
 _install_calls()
+_install_sql()
 
 _LAZY = {
     "DeltaTable": ("tahoe.spark.delta_table", "DeltaTable"),
@@ -48,6 +54,8 @@ _LAZY = {
     "write_delta": ("tahoe.spark.fast_write", "write_delta"),
     "register": ("tahoe.spark.datasource", "register"),
     "local_session": ("tahoe.spark.session", "local_session"),
+    "enable": ("tahoe.spark.sql", "enable"),
+    "configure_spark_with_delta_pip": ("tahoe.spark.sql", "configure_spark_with_delta_pip"),
 }
 
 

@@ -54,7 +54,7 @@ import json
 import sys
 from typing import Any
 
-__all__ = ["install", "tahoe_owns_delta", "writer_state", "MAPPED_MODES"]
+__all__ = ["install", "tahoe_owns_delta", "writer_state", "partition_columns", "MAPPED_MODES"]
 
 PARTITION_COLUMNS_OPTION = "__partition_columns"
 MAPPED_MODES = {"errorifexists": "error", "error": "error", "default": "error", "ignore": "ignore"}
@@ -162,7 +162,8 @@ def _wrap_format(cls: Any) -> None:
     cls.format = _mark(format, original, "_tahoe_calls")
 
 
-def _partition_columns(cols: Any) -> list[str]:
+def partition_columns(cols: Any) -> list[str]:
+    """`partitionBy(...)`'s arguments as a list of column names."""
     if cols is None:
         return []
     if isinstance(cols, str):
@@ -179,7 +180,7 @@ def _wrap_partition_by(cls: Any) -> None:
 
     def partitionBy(self, *cols):
         out = original(self, *cols)
-        self._tahoe_partition_by = _partition_columns(cols)
+        self._tahoe_partition_by = partition_columns(cols)
         return out
 
     cls.partitionBy = _mark(partitionBy, original, "_tahoe_calls")
@@ -188,7 +189,7 @@ def _wrap_partition_by(cls: Any) -> None:
 def _hand_over_partitioning(w: Any, partition_by: Any) -> None:
     """`.partitionBy(...)` / `partitionBy=` of a delta write as the `__partition_columns` option,
     Spark's own partitioning cleared (rule 2 of the module docstring)."""
-    cols = _partition_columns(partition_by) if partition_by is not None else getattr(w, "_tahoe_partition_by", None)
+    cols = partition_columns(partition_by) if partition_by is not None else getattr(w, "_tahoe_partition_by", None)
     if cols:
         w.option(PARTITION_COLUMNS_OPTION, json.dumps(cols))
         type(w).partitionBy(w)   # no columns: Spark's partitioning cleared

@@ -20,10 +20,10 @@ it fail the job, nothing is committed), `mergeSchema`, `overwriteSchema`, `parti
 write creates, as delta-spark's DataFrameWriter; on an existing table they must agree with it),
 `storage.<key>`, `saveMode`. `readStream` / `writeStream` are `tahoe.spark.streaming`'s
 (`streamReader` / `streamWriter`), with the streaming options. Every other option is refused by
-name. Tables by name (no path: `CREATE TABLE ... USING delta`, `saveAsTable`, `insertInto`,
-`writeTo`) are refused with what to do instead; `register` also refuses `CREATE TABLE ... USING
-delta` statements and `saveAsTable` up front, before Spark records a catalog table nothing can
-reach. Spark finds this source by itself in any session where tahoe is installed
+name. Tables by name never reach this source in a session with Delta SQL on (`tahoe.spark.sql`
+resolves them to their paths); elsewhere Spark hands it no path and it refuses with what to do
+(`register` installs the same refusal up front for `CREATE TABLE ... USING delta` and
+`saveAsTable`, before Spark records a catalog table nothing could reach). Spark finds this source by itself in any session where tahoe is installed
 (`pyspark_tahoe_delta` defines it as `DefaultSource`); `register` is for tahoe shipped otherwise.
 
 Save modes: Spark hands a Python data source only append/overwrite; `ErrorIfExists` — also the
@@ -41,14 +41,11 @@ Executors need tahoe importable (see `tahoe.spark` on shipping it to a cluster).
 
 from __future__ import annotations
 
-import functools
 from typing import Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader
 
-from ..errors import UnsupportedFeatureError
-from .options import PARALLELISM_OPTION, PUSHDOWN_OPTION, READ_KIND_OPTION, CATALOG_MESSAGE, check_properties_apply, read_options, table_path, write_options
-from ..expressions.parse import creates_table_using
+from .options import PARALLELISM_OPTION, PUSHDOWN_OPTION, READ_KIND_OPTION, check_properties_apply, read_options, table_path, write_options
 from .scan import ChangesPartition, FilesPartition, TableFiles, change_partitions, spark_read_schema
 
 __all__ = ["DeltaDataSource", "DefaultSource", "register", "read_via_datasource"]
@@ -241,29 +238,25 @@ class DeltaWriter(DataSourceArrowWriter):
         datasource_abort(self.plan, [m for m in messages if m is not None])
 
 
-_registered: set[int] = set()
-
-
 def register(spark) -> None:
     """Register the `delta` data source on `spark` (once per session) — and `deltaSharing`
     (`tahoe.spark.sharing`) —, apply tahoe's confs, map the error/ignore save modes and refuse tables by
     name (see the module docstring)."""
     from .calls import install as install_calls
-    from .session import configure
+    from .session import configure, mark_registered, registered, run_register_hooks
     from .surfacing import install
 
     configure(spark)
-    key = id(spark)
-    if key in _registered:
+    if registered(spark):
         return
     from .sharing import DeltaSharingDataSource   # format("deltaSharing") too
 
     _register_source(spark, DeltaDataSource)
     _register_source(spark, DeltaSharingDataSource)
-    _registered.add(key)
+    mark_registered(spark)
     install()
     install_calls()
-    _install_catalog_refusals()
+    run_register_hooks()   # e.g. tahoe.spark.sql's wrappers (tables by name), Connect classes included
 
 
 def _register_source(spark, source) -> None:
@@ -285,72 +278,6 @@ def _register_source(spark, source) -> None:
             sessions.setActiveSession(previous.get())
         else:
             sessions.clearActiveSession()
-
-
-# --- tables by name: refused until tahoe has a catalog -------------------------------------------
-
-def creates_delta_table(sql: str) -> bool:
-    """Whether `sql` is a CREATE / REPLACE TABLE statement `USING delta`."""
-    return creates_table_using(sql, "delta")
-
-
-def _install_catalog_refusals() -> None:
-    """`spark.sql("CREATE TABLE ... USING delta ...")` and `saveAsTable` with format delta, in a
-    session where tahoe registered the source, fail with UnsupportedFeatureError naming what to do
-    instead: Spark would record a catalog table that no read or write can reach (it does not hand
-    LOCATION to a Python data source)."""
-    from pyspark.sql.readwriter import DataFrameWriter
-    from pyspark.sql.session import SparkSession
-
-    import sys
-
-    targets = [(SparkSession, DataFrameWriter)]
-    if "pyspark.sql.connect.session" in sys.modules:   # a Spark Connect session exists (or existed)
-        from pyspark.sql.connect.readwriter import DataFrameWriter as ConnectWriter
-        from pyspark.sql.connect.session import SparkSession as ConnectSession
-
-        targets.append((ConnectSession, ConnectWriter))
-    for session_cls, writer_cls in targets:
-        _wrap_sql(session_cls)
-        _wrap_save_as_table(writer_cls)
-
-
-def _wrap_sql(cls) -> None:
-    original = cls.sql
-    if getattr(original, "_tahoe_catalog", False):
-        return
-
-    @functools.wraps(original)
-    def sql(self, sqlQuery, *args, **kwargs):
-        if id(self) in _registered and isinstance(sqlQuery, str) and creates_delta_table(sqlQuery):
-            raise UnsupportedFeatureError(CATALOG_MESSAGE)
-        return original(self, sqlQuery, *args, **kwargs)
-
-    sql._tahoe_catalog = True  # type: ignore[attr-defined]
-    cls.sql = sql
-
-
-def _wrap_save_as_table(cls) -> None:
-    from .calls import writer_state
-
-    original = cls.saveAsTable
-    if getattr(original, "_tahoe_catalog", False):
-        return
-
-    @functools.wraps(original)
-    def saveAsTable(self, name, format=None, *args, **kwargs):
-        if format is not None:
-            self.format(format)
-        try:
-            source = writer_state(self)[0]
-        except Exception:  # noqa: BLE001 - an unexpected writer: leave it to Spark
-            source = ""
-        if source.lower() == "delta" and id(self._spark) in _registered:
-            raise UnsupportedFeatureError(CATALOG_MESSAGE)
-        return original(self, name, None, *args, **kwargs)
-
-    saveAsTable._tahoe_catalog = True  # type: ignore[attr-defined]
-    cls.saveAsTable = saveAsTable
 
 
 def read_via_datasource(spark, path: str, version: int | None = None, options: dict | None = None):

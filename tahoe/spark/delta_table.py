@@ -28,8 +28,9 @@ from typing import Any
 from ..errors import DeltaError, TableNotFoundError
 from ..log import DeltaLog
 from .read import read_snapshot
+from .session import session_timestamp_ms
 
-__all__ = ["DeltaTable", "DeltaTableBuilder", "DeltaMergeBuilder", "IdentityGenerator"]
+__all__ = ["DeltaTable", "DeltaTableBuilder", "DeltaMergeBuilder", "IdentityGenerator", "delete_where", "update_where"]
 
 
 class DeltaTable:
@@ -52,20 +53,52 @@ class DeltaTable:
 
     @classmethod
     def forName(cls, sparkSession, tableOrViewName: str) -> "DeltaTable":
-        raise NotImplementedError("tahoe has no catalog: use DeltaTable.forPath(spark, path)")
+        """The Delta table of a catalog name (`db.t`, or `delta.`/path``); delta-spark's errors for
+        an unknown name (TABLE_OR_VIEW_NOT_FOUND) and for a table that is not Delta
+        (DELTA_MISSING_DELTA_TABLE). See `tahoe.spark.sql.catalog`."""
+        from ..errors import AnalysisException
+        from .sql.catalog import lookup, resolve, table_name
+        from .surfacing import spark_facing
+
+        try:
+            name = table_name(tableOrViewName)
+            r = resolve(sparkSession, name)
+            if r is None:
+                entry = lookup(sparkSession, name.parts) if not name.is_path else None
+                shown = entry.qualified if entry is not None else tableOrViewName
+                raise AnalysisException(f"[DELTA_MISSING_DELTA_TABLE] {shown} is not a Delta table. SQLSTATE: 42P01")
+            t = cls(sparkSession, r.path)
+            t._log.snapshot()
+        except DeltaError as e:
+            raise spark_facing(e) from None
+        from .datasource import register
+
+        register(sparkSession)
+        return t
 
     @classmethod
     def isDeltaTable(cls, sparkSession, identifier: str) -> bool:
         """True when `identifier` (a path) holds a Delta table; False for a missing path, a
         directory without a log, or a file — as delta-spark. A table tahoe cannot read (corrupt
-        log, unsupported features) is still a Delta table: True."""
+        log, unsupported features) is still a Delta table: True. An identifier that is no path
+        on disk but a catalog name of a Delta table (`db.t`) is True too."""
         try:
             DeltaLog.for_table(identifier).snapshot()
             return True
         except (TableNotFoundError, FileNotFoundError, NotADirectoryError, ValueError):
-            return False
+            pass
         except DeltaError:
             return True
+        import os
+
+        if sparkSession is None or os.path.exists(identifier):
+            return False
+        from .sql.catalog import resolve, table_name
+
+        try:
+            return resolve(sparkSession, table_name(identifier), must_exist=False) is not None
+        except DeltaError:
+            return False
 
     # --- reading ----------------------------------------------------------------------------
     def toDF(self):
@@ -90,6 +123,7 @@ class DeltaTable:
                 e.version, dt.datetime.fromtimestamp(e.timestamp / 1000, tz=dt.timezone.utc),
                 ci.get("userId"), ci.get("userName"), ci.get("operation"),
                 {str(k): (v if isinstance(v, str) else json.dumps(v)) for k, v in params.items()},
+                _job(ci.get("job")), _notebook(ci.get("notebook")),
                 ci.get("clusterId"), ci.get("readVersion"), ci.get("isolationLevel"), ci.get("isBlindAppend"),
                 {str(k): str(v) for k, v in metrics.items()}, ci.get("userMetadata"), ci.get("engineInfo"),
             ))
@@ -98,6 +132,8 @@ class DeltaTable:
             StructField("userId", StringType()), StructField("userName", StringType()),
             StructField("operation", StringType()),
             StructField("operationParameters", MapType(StringType(), StringType())),
+            StructField("job", StructType([StructField(n, StringType()) for n in _JOB_FIELDS])),
+            StructField("notebook", StructType([StructField("notebookId", StringType())])),
             StructField("clusterId", StringType()), StructField("readVersion", LongType()),
             StructField("isolationLevel", StringType()), StructField("isBlindAppend", BooleanType()),
             StructField("operationMetrics", MapType(StringType(), StringType())),
@@ -164,7 +200,7 @@ class DeltaTable:
 
         ts: Any = timestamp
         if timestamp is not None:
-            ts = _session_timestamp(self._spark, timestamp)
+            ts = session_timestamp_ms(self._spark, timestamp)
         m = restore(self._log, version=version, timestamp=ts,
                     ignore_missing_files=self._conf("spark.sql.files.ignoreMissingFiles", "false").lower() == "true",
                     protocol_downgrade_allowed=self._conf(
@@ -201,7 +237,7 @@ class DeltaTable:
             raise TypeError(f"replace needs to be a bool but got {type(replace)}")
         if properties is not None and not isinstance(properties, dict):
             raise TypeError(f"properties needs to be a dict but got {type(properties)}")
-        ts = _session_timestamp(self._spark, timestamp) if timestamp is not None else None
+        ts = session_timestamp_ms(self._spark, timestamp) if timestamp is not None else None
         clone(self._log, target, version=version, timestamp=ts, shallow=isShallow, replace=replace,
               properties={str(k): str(v) for k, v in (properties or {}).items()},
               storage_options=self._storage_options)
@@ -322,33 +358,18 @@ class DeltaTable:
         `delta.enableDeletionVectors`, else copy-on-write; one commit. Returns None, as
         delta-spark does; the counts are in the commit's operationMetrics (`history(1)`:
         numDeletedRows, ...)."""
-        from ..write.dml_plan import plan_delete
-        from .dml import run_dml
-
-        cond = _condition(self, condition)
-        snap = self._log.snapshot()
-        plan = plan_delete(snap, cond, self._alias, storage_options=self._storage_options)
-        run_dml(self._spark, self._log, snap, plan)
+        delete_where(self, condition)
 
     def update(self, condition=None, set=None):
         """delta-spark's `update(condition=None, set=None)`: `set` maps columns to new values (SQL
         strings or Columns) for the rows where `condition` is TRUE (all rows when None). Returns
         None, as delta-spark does; the counts are in the commit's operationMetrics (`history(1)`:
         numUpdatedRows, ...)."""
-        from ..write.dml_plan import plan_update
-        from .dml import run_dml, spark_typer
-
         if set is None:
             raise ValueError("'set' cannot be None")
         if type(set) is not dict:
             raise TypeError(f"'set' must be a dict, found to be {type(set)}")
-        cond = _condition(self, condition)
-        values = _assignments(self, set, "'set'")
-        snap = self._log.snapshot()
-        target = self.toDF()
-        plan = plan_update(snap, cond, values, self._alias, typer=spark_typer(target),
-                           storage_options=self._storage_options)
-        run_dml(self._spark, self._log, snap, plan)
+        update_where(self, condition, set)
 
     def merge(self, source, condition) -> "DeltaMergeBuilder":
         """delta-spark's `merge(source, condition)`: a `DeltaMergeBuilder` for MERGE INTO this
@@ -398,23 +419,48 @@ class DeltaTable:
         return f"DeltaTable({self._log.table_root!r})"
 
 
-def _session_timestamp(spark, text: str) -> int:
-    """A timestamp string in the session time zone (as delta-spark parses RESTORE / CLONE
-    timestamps) → epoch ms; strings with their own offset keep it."""
-    import datetime as dt
-    from zoneinfo import ZoneInfo
+# delta-spark's history columns `job` (JobInfo) and `notebook` (NotebookInfo): structs of the
+# commitInfo's `job` / `notebook` objects (null when the commit has none)
+_JOB_FIELDS = ("jobId", "jobName", "runId", "jobOwnerId", "triggerType")
 
-    from ..log.delta_log import parse_timestamp
-    from .session import session_time_zone
 
-    s = text.strip()
-    try:
-        parsed = dt.datetime.fromisoformat(s[:-1] + "+00:00" if s.endswith("Z") else s)
-    except ValueError:
-        return parse_timestamp(s)   # raises with the accepted forms
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=ZoneInfo(session_time_zone(spark)))
-    return int(parsed.timestamp() * 1000)
+def _job(job: Any) -> tuple | None:
+    if not isinstance(job, dict):
+        return None
+    return tuple(None if job.get(n) is None else str(job.get(n)) for n in _JOB_FIELDS)
+
+
+def _notebook(notebook: Any) -> tuple | None:
+    if not isinstance(notebook, dict):
+        return None
+    return (None if notebook.get("notebookId") is None else str(notebook["notebookId"]),)
+
+
+def delete_where(table: DeltaTable, condition=None) -> dict:
+    """DELETE on `table` (see `DeltaTable.delete`); the operation's metrics (the SQL statement's
+    result: `tahoe.spark.sql`)."""
+    from ..write.dml_plan import plan_delete
+    from .dml import run_dml
+
+    cond = _condition(table, condition)
+    snap = table._log.snapshot()
+    plan = plan_delete(snap, cond, table._alias, storage_options=table._storage_options)
+    return run_dml(table._spark, table._log, snap, plan)
+
+
+def update_where(table: DeltaTable, condition, values: dict) -> dict:
+    """UPDATE on `table` (see `DeltaTable.update`); the operation's metrics."""
+    from ..write.dml_plan import plan_update
+    from .dml import run_dml, spark_typer
+
+    cond = _condition(table, condition)
+    assignments = _assignments(table, values, "'set'")
+    snap = table._log.snapshot()
+    plan = plan_update(snap, cond, assignments, table._alias, typer=spark_typer(table.toDF()),
+                       storage_options=table._storage_options)
+    return run_dml(table._spark, table._log, snap, plan)
+
+
 def _check_condition_type(condition, argname: str = "'condition'") -> None:
     from pyspark.sql import Column
 
@@ -678,12 +724,31 @@ class DeltaTableBuilder:
         from ..protocol.schema import StructType
         from ..txn.table_ops import create_table
 
-        if not self._location:
-            raise ValueError("tahoe has no catalog: give the table a location()")
+        if not self._location and not self._name:
+            raise ValueError("give the table a tableName() (a catalog table) or a location()")
         mode = self._mode
+        schema = StructType(self._fields)
+
+        def make(path: str, existing: bool) -> None:
+            create_table(path, schema, self._partition, self._props, description=self._comment, mode=mode,
+                         cluster_by=self._cluster)
+
+        if self._name:
+            from .sql.catalog import table_name, with_table
+            from .surfacing import spark_facing
+
+            if self._spark is None:
+                raise ValueError("a table by name needs the SparkSession: DeltaTable.create(spark)")
+            try:
+                name = table_name(self._name)
+                with_table(self._spark, name, mode, self._location, self._comment, make, lambda: schema,
+                           lambda: list(self._partition))
+            except DeltaError as e:
+                raise spark_facing(e) from None
+            return DeltaTable.forName(self._spark, self._name)
         if mode == "replace" and not DeltaTable.isDeltaTable(self._spark, self._location):
             raise TableNotFoundError(f"no Delta table at {self._location} to replace")
-        create_table(self._location, StructType(self._fields), self._partition, self._props,
+        create_table(self._location, schema, self._partition, self._props,
                      name=self._name, description=self._comment, mode=mode, cluster_by=self._cluster)
         return DeltaTable.forPath(self._spark, self._location) if self._spark is not None else \
             DeltaTable(None, self._location)

@@ -1,7 +1,9 @@
 """`write_delta(df, path, ...)`: the fast write of a DataFrame to a Delta table — the shared
 planner (`tahoe.write.plan.plan_write`), delta-spark's optimized writes (`tahoe.spark.optimized_write`),
 the Spark executor's file work (`tahoe.spark.write.write_dataframe`), ONE commit
-(`tahoe.write.commit.commit_write`) and auto compaction after it (Spark jobs).
+(`tahoe.write.commit.commit_write`) and auto compaction after it (Spark jobs). A replaceWhere
+over data columns replaces rows: the files that may hold a matching row are read, their other
+rows written again (`plan_rewrite`), and they are removed in the same commit.
 
 Owns composing those steps for the Python API; the steps are the modules named above (this
 module sits above both the executor and OPTIMIZE, which writes through the executor).
@@ -12,9 +14,11 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..log import DeltaLog
+from ..protocol.actions import AddFile
 from ..write.auto_compact import auto_compact_hook
-from ..write.commit import commit_write
-from ..write.plan import plan_write
+from ..write.commit import commit_write, delete_data_files
+from ..write.plan import WritePlan, plan_rewrite, plan_write
+from ..write.writer import files_with_matches
 from .optimize import SparkBinExecutor
 from .optimized_write import optimize_write_enabled, optimized_write
 from .session import auto_compact_session_value, auto_compact_settings, configure, session_overwrite_mode
@@ -28,7 +32,10 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
                 replace_where: str | None = None, merge_schema: bool = False, overwrite_schema: bool = False,
                 user_metadata: str | None = None, txn_app_id: str | None = None, txn_version: int | None = None,
                 properties: dict | None = None, storage_options: dict | None = None,
-                partition_overwrite_mode: str | None = None, optimize_write: bool | None = None) -> int:
+                partition_overwrite_mode: str | None = None, optimize_write: bool | None = None, *,
+                description: str | None = None, replace_table: bool = False, cluster_by: Iterable[str] | None = None,
+                operation: tuple[str, dict] | None = None, check_replace_where: bool = True,
+                replace_where_data_columns: bool = False) -> int:
     """Write DataFrame `df` to the Delta table at `path` (a path / URI or a `DeltaLog`; created
     when absent); returns the table version after the write (the current version when nothing
     was written: mode='ignore' on an existing table, or an already-recorded
@@ -47,7 +54,16 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
     delta.autoOptimize.optimizeWrite decides (`tahoe.spark.optimized_write.optimize_write_enabled`).
     Auto compaction (spark.databricks.delta.autoCompact.enabled, else the table's
     delta.autoOptimize.autoCompact) runs as Spark jobs after the commit; its failure does not fail
-    the write."""
+    the write.
+
+    description, replace_table, cluster_by, operation: the SQL layer's CREATE / REPLACE TABLE AS
+    SELECT (`tahoe.write.plan.plan_write`): the table's description, a new definition replacing
+    the table's (mode='overwrite'), the new table's clustering columns, and the commitInfo
+    (operation, parameters) instead of WRITE's. check_replace_where=False: rows that do not satisfy
+    replace_where are written too (delta-spark's replaceWhere.constraintCheck.enabled=false).
+    replace_where_data_columns: replace_where may read any column — the rows it matches are
+    replaced: the files holding them are removed and their other rows written again, in the same
+    commit (delta-spark's replaceWhere.dataColumns.enabled, its default)."""
     spark = df.sparkSession
     configure(spark)
     log = path if isinstance(path, DeltaLog) else DeltaLog.for_table(path, storage_options)
@@ -56,12 +72,45 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
         replace_where=replace_where, schema_mode=schema_mode(merge_schema, overwrite_schema),
         partition_overwrite_mode=partition_overwrite_mode, session_overwrite_mode=session_overwrite_mode(spark),
         properties=properties, user_metadata=user_metadata, txn_app_id=txn_app_id, txn_version=txn_version,
-        storage_options=storage_options, api="write_delta")
+        storage_options=storage_options, api="write_delta", description=description, replace_table=replace_table,
+        cluster_by=cluster_by, operation=operation, check_replace_where=check_replace_where,
+        replace_where_data_columns=replace_where_data_columns)
     if plan.skip:
         return plan.read_version
     if optimize_write_enabled(spark, plan.configuration, optimize_write):
         df = optimized_write(df, plan.partition_columns)
     adds, marks = write_dataframe(df, log, plan)
+    replaced = None
+    num_rows = None
+    if plan.replace_rows:
+        try:
+            replaced, kept = _replace_rows(spark, log, snap, plan)
+        except BaseException:
+            delete_data_files(log.store, log.table_root, adds)
+            raise
+        num_rows = sum(a.num_records or 0 for a in adds)
+        adds = adds + kept
     hook = auto_compact_hook(lambda: SparkBinExecutor(spark), auto_compact_session_value(spark),
                              auto_compact_settings(spark))
-    return commit_write(plan, log, snap, adds, marks, post_commit=[hook])
+    return commit_write(plan, log, snap, adds, marks, num_rows=num_rows, post_commit=[hook], replaced=replaced)
+
+
+def _replace_rows(spark, log: DeltaLog, snap, plan: WritePlan) -> tuple[tuple[list[AddFile], int], list[AddFile]]:
+    """A replaceWhere that reads data columns: ((the files that may hold a matching row, the
+    count of their other rows), the files those other rows were written to again)."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from ..expressions import parse
+    from .read import read_snapshot
+
+    files = files_with_matches(snap, parse(plan.replace_where))
+    if not files:
+        return ([], 0), []
+    wanted = {a.path for a in files}
+    table = snap.files_table(["path", "partitionValues", "size", "stats", "deletionVector"])
+    table = table.filter(pa.array([p in wanted for p in table.column("path").to_pylist()], pa.bool_()))
+    old = read_snapshot(spark, snap, files=table)
+    kept = old.filter(~F.coalesce(F.expr(plan.replace_where), F.lit(False)))
+    adds, _ = write_dataframe(kept, log, plan_rewrite(snap, "WRITE"))
+    return (files, sum(a.num_records or 0 for a in adds)), adds

@@ -56,7 +56,7 @@ from ..write.plan import WritePlan
 from .session import DELTA_CONF, session_conf
 from .types import nested_col
 
-__all__ = ["SparkBinExecutor", "DeltaOptimizeBuilder", "DeltaReorgBuilder", "optimize_settings",
+__all__ = ["SparkBinExecutor", "DeltaOptimizeBuilder", "DeltaReorgBuilder", "optimize_full", "optimize_settings",
            "metrics_schema", "metrics_dataframe", "hash_partition_keys"]
 
 _CONF = DELTA_CONF
@@ -385,6 +385,14 @@ class DeltaOptimizeBuilder:
         plan = plan_optimize(snap, self._filters or None, zorder, settings=optimize_settings(self._spark))
         metrics = _run(self._spark, self._log, plan, self._storage_options)
         return metrics_dataframe(self._spark, self._log.table_root, metrics)
+
+
+def optimize_full(spark, log: DeltaLog, storage_options: dict | None = None):
+    """OPTIMIZE ... FULL (SQL; clustered tables): every file not clustered by the table's current
+    clustering columns is reclustered; a DataFrame (path, metrics) as OPTIMIZE's."""
+    plan = plan_optimize(log.snapshot(), None, [], settings=optimize_settings(spark), full=True)
+    metrics = _run(spark, log, plan, storage_options)
+    return metrics_dataframe(spark, log.table_root, metrics)
 
 
 class DeltaReorgBuilder:

@@ -129,15 +129,15 @@ _UNSUPPORTED: dict[str, str] = {
     "targetAlias": "aliases in replaceWhere are not implemented by tahoe; name the columns directly",
     "useNullIntolerantEqualityWithDPO": "INSERT ... REPLACE USING is not implemented by tahoe",
     "maxRecordsPerFile": "tahoe's writer does not split a task's rows by a record count",
-    "__v1_save_as_table_overwrite": "saveAsTable is not supported: tahoe has no catalog (use save(path))",
+    "__v1_save_as_table_overwrite": "saveAsTable reached the data source directly: call tahoe.spark.enable(spark) "
+                                    "first (tahoe's SQL layer runs saveAsTable on Delta tables)",
 }
 
 CATALOG_MESSAGE = (
-    "tables by name are not supported: tahoe has no catalog yet, so CREATE TABLE ... USING delta, "
-    "saveAsTable, insertInto, writeTo and INSERT INTO / SELECT FROM a table name cannot reach a Delta "
-    "table. Use paths instead: df.write.format('delta').save(path), spark.read.format('delta').load(path), "
-    "DeltaTable.create(spark).location(path)...execute() (or tahoe.Table.create(path, schema)) to create "
-    "an empty table")
+    "Delta tables by name (CREATE TABLE ... USING delta, saveAsTable, insertInto, writeTo, spark.table, SQL on a "
+    "table name) go through tahoe's SQL layer, which this session does not have: call tahoe.spark.enable(spark) "
+    "once (or build the session with tahoe.spark.configure_spark_with_delta_pip(builder)). Paths need nothing: "
+    "df.write.format('delta').save(path), spark.read.format('delta').load(path)")
 
 # what a session catalog passes for a table by name (never passed by load()/save())
 _CATALOG_KEYS = ("provider", "location", "owner")

@@ -44,7 +44,7 @@ from ..protocol.deletion_vectors import DeletionVectorDescriptor, load_deletion_
 from ..protocol.partition_values import partition_path, partition_values_to_arrow
 from ..protocol.schema import PrimitiveType, StructField, StructType, is_void
 from ..storage import resolve_data_path
-from .session import configure, session_time_zone
+from .session import configure, session_conf, session_time_zone
 from .skipping import plan_files
 from .types import col, to_spark_schema, to_spark_type
 
@@ -129,6 +129,19 @@ FILE_COLUMN = "__tahoe_dml_file"     # read_snapshot(file_row=True): the row's f
 ROW_COLUMN = "__tahoe_dml_row"      # ... and its position in the file (what a deletion vector indexes)
 
 
+def _ignore_missing_files(spark) -> bool:
+    return str(session_conf(spark, "spark.sql.files.ignoreMissingFiles") or "false").lower() == "true"
+
+
+def _existing_files(root: str, files):
+    """`files` without the local files that are gone (spark.sql.files.ignoreMissingFiles=true:
+    Spark skips missing files, but refuses explicit paths that do not exist)."""
+    if "://" in root and not root.startswith("file:"):
+        return files
+    there = [os.path.exists(resolve_data_path(root, p)) for p in files.column("path").to_pylist()]
+    return files if all(there) else files.filter(pa.array(there, pa.bool_()))
+
+
 def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: pa.Table | None = None,
                   file_row: bool = False, extra_columns: dict | None = None, schema: StructType | None = None):
     """A DataFrame of `snap`'s rows (see the module docstring). `files`: read these active
@@ -161,6 +174,8 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
         files = plan_files(snap, filters, session_time_zone(spark), spark)
     else:
         files = files.select(["path", "partitionValues", "size", "stats", "deletionVector"])
+    if files.num_rows and _ignore_missing_files(spark):
+        files = _existing_files(root, files)
     extras = dict(extra_columns or {})
     if files.num_rows == 0:
         from pyspark.sql.types import LongType, StringType, StructField as SF, StructType as SparkStruct

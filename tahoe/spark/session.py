@@ -14,7 +14,8 @@ import tempfile
 from typing import Any
 
 __all__ = ["configure", "local_session", "session_conf", "session_overwrite_mode", "session_time_zone",
-           "auto_compact_session_value", "auto_compact_settings", "DELTA_CONF", "RUNTIME_CONF", "STATIC_CONF"]
+           "session_timestamp_ms", "registered", "mark_registered", "on_register", "run_register_hooks", "auto_compact_session_value",
+           "auto_compact_settings", "DELTA_CONF", "RUNTIME_CONF", "STATIC_CONF"]
 
 DELTA_CONF = "spark.databricks.delta."   # delta-spark's session confs
 
@@ -39,6 +40,32 @@ STATIC_CONF = {
 }
 
 _configured: set[int] = set()
+_registered: set[int] = set()
+
+
+def registered(spark: Any) -> bool:
+    """Whether `tahoe.spark.register` ran for this session (its sources are tahoe's)."""
+    return id(spark) in _registered
+
+
+def mark_registered(spark: Any) -> None:
+    _registered.add(id(spark))
+
+
+_register_hooks: list = []
+
+
+def on_register(install: Any) -> Any:
+    """Have `tahoe.spark.register` run `install()` (call wrappers that must also cover Spark
+    Connect's classes, which exist only once a Connect session was made)."""
+    if install not in _register_hooks:
+        _register_hooks.append(install)
+    return install
+
+
+def run_register_hooks() -> None:
+    for install in list(_register_hooks):
+        install()
 
 
 def configure(spark: Any) -> Any:
@@ -101,6 +128,24 @@ def session_overwrite_mode(spark: Any) -> str | None:
         return spark.conf.get("spark.sql.sources.partitionOverwriteMode", None)
     except Exception:  # noqa: BLE001 - a session without the conf
         return None
+
+
+def session_timestamp_ms(spark: Any, text: str) -> int:
+    """A timestamp string in the session time zone (as delta-spark parses RESTORE / CLONE
+    timestamps) → epoch ms; strings with their own offset keep it."""
+    import datetime as dt
+    from zoneinfo import ZoneInfo
+
+    from ..log.delta_log import parse_timestamp
+
+    s = text.strip()
+    try:
+        parsed = dt.datetime.fromisoformat(s[:-1] + "+00:00" if s.endswith("Z") else s)
+    except ValueError:
+        return parse_timestamp(s)   # raises with the accepted forms
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=ZoneInfo(session_time_zone(spark)))
+    return int(parsed.timestamp() * 1000)
 
 
 def _log4j_file() -> str:

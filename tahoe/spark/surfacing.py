@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from ..errors import DeltaError
 
-__all__ = ["surfaced", "install", "REGISTER_HINT"]
+__all__ = ["surfaced", "install", "spark_facing", "REGISTER_HINT"]
 
 REGISTER_HINT = ("the `delta` data source is not registered in this Spark session: tahoe provides "
                  "format('delta') as a Python data source, which Spark finds by itself where tahoe is "
@@ -84,6 +84,33 @@ def _copy_as(cls: type, exc: BaseException, message: str, args: tuple) -> BaseEx
     new.args = args
     new._tahoe_message = message
     new.spark_error = exc
+    return new.with_traceback(exc.__traceback__)
+
+
+def spark_facing(exc: DeltaError) -> BaseException:
+    """A tahoe error raised in the user's process (tahoe's SQL statements, catalog calls) as an
+    exception that is both tahoe's class and PySpark's AnalysisException (ParseException for a
+    parse error): delta-spark code that catches Spark's classes keeps working, and the message
+    is tahoe's. The original is kept as `__cause__`-free context (`.tahoe_error`)."""
+    from pyspark.errors import AnalysisException as SparkAnalysisException, ParseException as SparkParseException
+
+    from ..errors import ParseException
+
+    spark_cls = SparkParseException if isinstance(exc, ParseException) else SparkAnalysisException
+    try:
+        cls = _both(type(exc), spark_cls)
+        new = BaseException.__new__(cls)
+    except TypeError:   # classes that cannot be combined: tahoe's error as it is
+        return exc
+    new.__dict__.update(exc.__dict__)
+    message = str(exc)
+    new.args = (message,)
+    new._tahoe_message = message
+    new._message = message
+    new._errorClass = getattr(exc, "error_class", None)
+    new._messageParameters = {}
+    new._contexts = []
+    new.tahoe_error = exc
     return new.with_traceback(exc.__traceback__)
 
 

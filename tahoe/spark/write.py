@@ -196,20 +196,33 @@ def _shape(df, plan: WritePlan, passthrough: list[str] = ()):
 
     names = [col(f.name) for f in schema.fields]
     checks = [(col(name).isNotNull(), identity_overflow_message(schema.field(name))) for name in plan.identity]
-    for f in schema.fields:
-        if not f.nullable:
-            checks.append((col(f.name).isNotNull(), f"NOT NULL constraint on column {f.name}"))
+    for path, c in _not_null_columns(schema):
+        checks.append((c.isNotNull(), f"NOT NULL constraint on column {path}"))
     for name, (expr, is_given) in generated.items():
         if is_given:
             checks.append((col(name).eqNullSafe(_sql_column(expr)), f"CHECK constraint Generated Column ({name} <=> {expr})"))
     for what, sql in plan.constraints:
         checks.append((_sql_column(sql), what))
-    if plan.replace_where is not None:
+    if plan.replace_where is not None and plan.check_replace_where:
         checks.append((_sql_column(plan.replace_where), f"replaceWhere predicate ({plan.replace_where})"))
     if checks:
         conds = [_violation(c, what, names) for c, what in checks]
         shaped = shaped.withColumn(_CHECK, F.coalesce(*conds) if len(conds) > 1 else conds[0])
     return shaped
+
+
+def _not_null_columns(schema: StructType, prefix: str = "", parent=None) -> list:
+    """(path, column) of every NOT NULL column and NOT NULL field of a struct column (not inside
+    arrays or maps): null when the field or any parent struct is — delta-spark's NOT NULL of a
+    nested field constrains its parents too."""
+    out = []
+    for f in schema.fields:
+        c = col(f.name) if parent is None else parent.getField(f.name)
+        if not f.nullable:
+            out.append((f"{prefix}{f.name}", c))
+        if isinstance(f.type, StructType):
+            out += _not_null_columns(f.type, f"{prefix}{f.name}.", c)
+    return out
 
 
 def _checked(df):

@@ -12,6 +12,10 @@
   update_schema       schema evolution: merge (mergeSchema rules) or replace (overwriteSchema)
   rename_column       ALTER TABLE RENAME COLUMN (column mapping mode 'name')
   drop_column         ALTER TABLE DROP COLUMN (column mapping mode 'name')
+  add_columns         ALTER TABLE ADD COLUMNS (nullable columns, at the end or FIRST / AFTER one;
+                      also into a struct column: `parents`)
+  alter_column        ALTER TABLE ALTER COLUMN: TYPE (type widening), SET / DROP NOT NULL, COMMENT,
+                      FIRST / AFTER (of a top-level column, or of a struct's field: a dotted path)
   set_identity_high_water_mark   advance an identity column's high-water mark
 
 Every operation validates its input before anything is written: on an error the table's version
@@ -38,7 +42,8 @@ from ..protocol import column_mapping
 from ..protocol.actions import Metadata, Protocol
 from ..protocol.clustering import check_clustering_columns, clustering_domain, clustering_paths, physical_path
 from ..protocol.schema import (
-    ArrayType, DataType, MapType, StructField, StructType, check_column_names, from_arrow_schema, merge_schemas,
+    ArrayType, DataType, MapType, StructField, StructType, check_column_names, from_arrow_schema, is_type_widening,
+    merge_schemas, record_type_changes,
 )
 from ..protocol.table_features import FEATURES, canonical_feature_name, merge_protocols
 from ..protocol.properties import (
@@ -50,7 +55,8 @@ from .transaction import Transaction, now_ms, raise_protocol_versions, same_prot
 __all__ = [
     "create_table", "set_properties", "unset_properties", "upgrade_protocol", "add_feature",
     "add_constraint", "drop_constraint", "update_schema", "rename_column", "drop_column",
-    "set_identity_high_water_mark", "expression_columns", "check_expression_columns",
+    "set_identity_high_water_mark", "expression_columns", "check_expression_columns", "add_columns",
+    "alter_column",
 ]
 
 _MODES = ("error", "ignore", "overwrite", "replace")
@@ -137,7 +143,7 @@ def create_table(uri: str | DeltaLog, schema: StructType | pa.Schema | str, part
                  properties: dict[str, Any] | None = None, name: str | None = None,
                  description: str | None = None, storage_options: dict | None = None,
                  mode: str = "error", protocol: Protocol | None = None,
-                 cluster_by: Iterable[str] | None = None) -> Snapshot:
+                 cluster_by: Iterable[str] | None = None, managed: bool = False) -> Snapshot:
     """Create a Delta table (version 0), or with mode="overwrite" create or replace one (all
     its files removed, new schema/partitioning/properties; features are kept), or with
     mode="replace" replace an existing one (TableNotFoundError when there is none), or with
@@ -152,7 +158,8 @@ def create_table(uri: str | DeltaLog, schema: StructType | pa.Schema | str, part
     physical name.
 
     `cluster_by`: clustering columns (liquid clustering, spec "Clustered Table"): the table gets
-    the `clustering` feature and the `delta.clustering` domain; not with partition columns."""
+    the `clustering` feature and the `delta.clustering` domain; not with partition columns.
+    `managed`: the table is a catalog's managed table (commitInfo `isManaged`)."""
     if mode not in _MODES:
         raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
     log = _log(uri, storage_options)
@@ -201,7 +208,7 @@ def create_table(uri: str | DeltaLog, schema: StructType | pa.Schema | str, part
     )
     operation = {"overwrite": "CREATE OR REPLACE TABLE", "replace": "REPLACE TABLE"}.get(mode, "CREATE TABLE")
     params = {
-        "isManaged": "false",
+        "isManaged": str(bool(managed)).lower(),
         "description": description,
         "partitionBy": list(pcols),
         "clusterBy": list(clustering or []),
@@ -495,6 +502,153 @@ def update_schema(log: DeltaLog | str, new_schema: StructType | pa.Schema | str,
     md = dataclasses.replace(snap.metadata, schema_string=result.to_json())
     return _commit_metadata(log, snap, operation,
                             {"oldSchema": current.to_json_obj(), "newSchema": result.to_json_obj()}, md)
+
+
+def _place(fields: list[StructField], field: StructField, position: tuple | None) -> None:
+    """Insert `field` into `fields` at `position`: None (the end), ("first",), ("after", name)."""
+    if position is None:
+        fields.append(field)
+    elif position[0] == "first":
+        fields.insert(0, field)
+    else:
+        names = [f.name.lower() for f in fields]
+        if position[1].lower() not in names:
+            raise SchemaError(f"AFTER {position[1]}: the table has no column '{position[1]}' (columns: "
+                              f"{[f.name for f in fields]})")
+        fields.insert(names.index(position[1].lower()) + 1, field)
+
+
+def _position_text(position: tuple | None) -> str | None:
+    if position is None:
+        return None
+    return "FIRST" if position[0] == "first" else f"AFTER {position[1]}"
+
+
+def _in_struct(schema: StructType, path: tuple[str, ...], change: Callable[[list[StructField]], list[StructField]],
+               what: str) -> StructType:
+    """`schema` with the fields of the struct at `path` (() for the top level) replaced by
+    `change(fields)`; SchemaError when `path` is not a struct column (Delta adds and changes
+    nested fields of structs only, not of arrays or maps)."""
+    if not path:
+        return StructType(change(list(schema.fields)))
+    fields = list(schema.fields)
+    idx = next((i for i, f in enumerate(fields) if f.name.lower() == path[0].lower()), None)
+    if idx is None:
+        raise SchemaError(f"{what}: there is no column '{path[0]}' (columns: {schema.names})")
+    f = fields[idx]
+    if not isinstance(f.type, StructType):
+        raise SchemaError(f"{what}: '{f.name}' is a {f.type.simple_string()}, not a struct (nested fields are "
+                          f"supported inside structs only)")
+    fields[idx] = dataclasses.replace(f, type=_in_struct(f.type, path[1:], change, what))
+    return StructType(fields)
+
+
+def add_columns(log: DeltaLog | str, columns: Iterable[StructField], positions: Iterable[tuple | None] | None = None,
+                storage_options: dict | None = None, parents: Iterable[tuple[str, ...]] | None = None) -> Snapshot:
+    """ALTER TABLE ADD COLUMNS: columns, nullable (existing rows have no value for them), each at
+    the end or at its position (("first",) / ("after", name)) of the table — or, with
+    `parents[i]` a path of struct columns (("colB",)), of that struct; names already there are a
+    SchemaError. One commit, operation ADD COLUMNS (delta-spark's parameters)."""
+    log = _log(log, storage_options)
+    snap = log.snapshot()
+    columns = list(columns)
+    positions = list(positions) if positions is not None else [None] * len(columns)
+    parent_paths = list(parents) if parents is not None else [()] * len(columns)
+    new = snap.schema
+    params = []
+    for col, pos, parent in zip(columns, positions, parent_paths):
+        full = ".".join((*parent, col.name))
+        if not col.nullable:
+            raise SchemaError(f"column '{full}' cannot be added as NOT NULL: the existing rows have no value "
+                              f"for it (add it nullable)")
+
+        def place(fields: list[StructField], col=col, pos=pos, full=full) -> list[StructField]:
+            if any(f.name.lower() == col.name.lower() for f in fields):
+                raise SchemaError(f"the table already has a column '{full}'")
+            _place(fields, col, pos)
+            return fields
+
+        new = _in_struct(new, tuple(parent), place, f"ADD COLUMNS {full}")
+        entry: dict[str, Any] = {"column": dataclasses.replace(col, name=full).to_json_obj()}
+        if pos is not None:
+            entry["position"] = _position_text(pos)
+        params.append(entry)
+    _check_schema(new)
+    if column_mapping.mode(snap.configuration) != "none":
+        new, conf = column_mapping.assign_ids_for_table(new, dict(snap.configuration))
+    else:
+        conf = snap.configuration
+    md = dataclasses.replace(snap.metadata, schema_string=new.to_json(), configuration=conf)
+    return _commit_metadata(log, snap, "ADD COLUMNS", {"columns": params}, md)
+
+
+def alter_column(log: DeltaLog | str, column: str, *, data_type: DataType | None = None,
+                 nullable: bool | None = None, comment: Any = ..., position: tuple | None = None,
+                 check_no_nulls: Callable[[str], int] | None = None,
+                 storage_options: dict | None = None) -> Snapshot:
+    """ALTER TABLE ALTER / CHANGE COLUMN of a column — top-level, or a struct's field by its
+    dotted path (`colB.field2`): `data_type` a widening the spec allows ("Type Widening"; the table
+    needs delta.enableTypeWidening, and the change is recorded in delta.typeChanges), `nullable`
+    (False: SET NOT NULL — `check_no_nulls(column)` counts the existing nulls, any is a
+    ConstraintViolationError), `comment` (None removes it), `position` (among its siblings). One
+    commit, operation CHANGE COLUMN."""
+    log = _log(log, storage_options)
+    snap = log.snapshot()
+    path = tuple(column.split("."))
+    found: dict[str, StructField] = {}
+
+    def change(fields: list[StructField]) -> list[StructField]:
+        idx = next((i for i, f in enumerate(fields) if f.name.lower() == path[-1].lower()), None)
+        if idx is None:
+            raise SchemaError(f"the table has no column '{column}' (columns: {[f.name for f in fields]})")
+        old = fields.pop(idx)
+        new = old
+        full = ".".join((*path[:-1], old.name))
+        if data_type is not None and data_type != old.type:
+            if not is_type_widening(old.type, data_type):
+                raise InvalidTableOperationError(
+                    f"[DELTA_UNSUPPORTED_ALTER_TABLE_CHANGE_COL_OP] ALTER TABLE ALTER COLUMN is not supported for "
+                    f"changing column {full} from {old.type.simple_string()} to {data_type.simple_string()}")
+            if not bool_property(snap.configuration, "delta.enableTypeWidening"):
+                raise InvalidTableOperationError(
+                    f"changing the type of column {full} from {old.type.simple_string()} to "
+                    f"{data_type.simple_string()} needs type widening: set delta.enableTypeWidening = true first")
+            new = dataclasses.replace(new, type=data_type)
+        if nullable is not None and nullable != old.nullable:
+            if not nullable:
+                if check_no_nulls is not None:
+                    n = int(check_no_nulls(full) or 0)
+                    if n:
+                        raise ConstraintViolationError(
+                            f"[DELTA_NOT_NULL_CONSTRAINT_VIOLATED] {n} existing row(s) hold NULL in column {full}: "
+                            f"it cannot become NOT NULL; nothing was committed")
+                elif snap.num_files:
+                    raise InvalidTableOperationError(f"SET NOT NULL on column {full} needs the existing rows checked")
+            new = dataclasses.replace(new, nullable=nullable)
+        if comment is not ...:
+            md_ = dict(new.metadata)
+            if comment is None:
+                md_.pop("comment", None)
+            else:
+                md_["comment"] = comment
+            new = new.with_metadata(md_)
+        _place(fields, new, position if position is not None else
+               ("after", fields[idx - 1].name) if idx else ("first",))
+        found["old"], found["new"] = old, new
+        return fields
+
+    schema = _in_struct(snap.schema, path[:-1], change, f"ALTER COLUMN {column}")
+    old, new = found["old"], found["new"]
+    if new.type != old.type:
+        schema = record_type_changes(snap.schema, schema)
+    if schema == snap.schema:
+        return snap
+    _check_constraints_against(snap.configuration, schema)
+    params: dict[str, Any] = {"column": dataclasses.replace(new, name=".".join((*path[:-1], new.name))).to_json_obj()}
+    if position is not None:
+        params["position"] = _position_text(position)
+    md = dataclasses.replace(snap.metadata, schema_string=schema.to_json())
+    return _commit_metadata(log, snap, "CHANGE COLUMN", params, md)
 
 
 def _require_mapping(snap: Snapshot, what: str) -> None:

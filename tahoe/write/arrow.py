@@ -106,7 +106,7 @@ def prepare_rows(data: pa.Table, plan: WritePlan, first_position: int = 0) -> tu
     rows = conform_to_schema(data, schema, computed=plan.computed)
     rows, marks = fill_columns(rows, plan, first_position)
     check_constraints(rows, schema, plan.configuration)
-    if plan.replace_where is not None:
+    if plan.replace_where is not None and plan.check_replace_where:
         check_replace_where(rows, parse(plan.replace_where), plan.replace_where)
     return rows, marks
 

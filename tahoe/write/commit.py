@@ -32,6 +32,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..protocol.actions import AddCDCFile, AddFile
+from ..protocol.clustering import clustering_domain, clustering_paths, physical_path
 from ..storage import resolve_data_path
 from ..txn.transaction import CommitOutcome, Transaction
 from .writer import parse_replace_where, stage_overwrite
@@ -81,11 +82,11 @@ def commit_new_files(txn: Transaction, new_files: list[AddFile | AddCDCFile],
 
 
 def write_metrics(plan: WritePlan, adds: list[AddFile], removes: list[AddFile],
-                  num_rows: int | None = None) -> dict:
+                  num_rows: int | None = None, copied_rows: int = 0) -> dict:
     """delta-spark's operationMetrics of a WRITE: numFiles, numOutputRows, numOutputBytes; with a
     replaceWhere predicate also numRemovedFiles, numRemovedBytes, numAddedChangeFiles and — when
-    the removed files' stats give their row counts — numDeletedRows / numCopiedRows (tahoe
-    replaces whole partitions: nothing is copied)."""
+    the removed files' stats give their row counts — numDeletedRows / numCopiedRows (the rows of
+    removed files written again: `copied_rows`, when a predicate on data columns replaced rows)."""
     rows = num_rows if num_rows is not None else sum(a.num_records or 0 for a in adds)
     if plan.operation == "STREAMING UPDATE":   # delta-spark's DeltaOperationMetrics.STREAMING_UPDATE
         return {"numAddedFiles": len(adds), "numRemovedFiles": len(removes), "numOutputRows": rows,
@@ -97,17 +98,20 @@ def write_metrics(plan: WritePlan, adds: list[AddFile], removes: list[AddFile],
         metrics["numAddedChangeFiles"] = 0
         counts = [r.num_records for r in removes]
         if all(c is not None for c in counts):
-            metrics["numDeletedRows"] = sum(counts)   # type: ignore[arg-type]
-            metrics["numCopiedRows"] = 0
+            metrics["numDeletedRows"] = sum(counts) - copied_rows   # type: ignore[arg-type]
+            metrics["numCopiedRows"] = copied_rows
     return metrics
 
 
 def commit_write(plan: WritePlan, log: DeltaLog, snapshot: Snapshot | None, adds: list[AddFile],
                  identity_marks: dict[str, int] | None = None, num_rows: int | None = None,
-                 post_commit: Iterable[Callable[[Transaction, int], Any]] = ()) -> int:
+                 post_commit: Iterable[Callable[[Transaction, int], Any]] = (),
+                 replaced: tuple[list[AddFile], int] | None = None) -> int:
     """ONE transaction for a planned WRITE (see the module docstring): `snapshot` is the one the
     plan was made on (None when the plan creates the table), `adds` the executor's new files,
-    `identity_marks` the identity high-water marks its rows reached. Returns the version;
+    `identity_marks` the identity high-water marks its rows reached. `replaced` (a plan that
+    replaces rows): (the files holding rows the predicate matched — removed, the table recorded as
+    read —, the number of their other rows, which `adds` holds again). Returns the version;
     conflicts raise the Concurrent*Exception of the transaction (the new files deleted)."""
     try:
         txn = Transaction(log, plan.operation, plan.parameters, snapshot=snapshot, new_table=plan.creates_table)
@@ -116,10 +120,22 @@ def commit_write(plan: WritePlan, log: DeltaLog, snapshot: Snapshot | None, adds
         raise
 
     def stage(txn: Transaction) -> dict:
+        if plan.replaces_table:
+            txn.replace_table()
         if plan.new_metadata is not None:
             txn.update_metadata(plan.new_metadata)
+        if plan.clustering is not None or (plan.replaces_table and snapshot is not None
+                                           and clustering_paths(snapshot.domain_metadata)):
+            schema = plan.schema
+            txn.set_system_domain_metadata(clustering_domain(
+                [physical_path(schema, c, plan.column_mapping_mode) for c in plan.clustering or ()]))
         removes: list[AddFile] = []
-        if snapshot is not None and plan.mode == "overwrite":
+        if replaced is not None:
+            removes = replaced[0]
+            txn.read_whole_table()
+            txn.read_files(removes)
+            txn.remove_files(removes)
+        elif snapshot is not None and plan.mode == "overwrite":
             node = None if plan.replace_where is None else \
                 parse_replace_where(plan.replace_where, snapshot.schema, list(snapshot.partition_columns))
             removes = stage_overwrite(txn, snapshot, node, adds if plan.dynamic else None)
@@ -128,7 +144,7 @@ def commit_write(plan: WritePlan, log: DeltaLog, snapshot: Snapshot | None, adds
             txn.update_identity_high_water_mark(name, value)
         if plan.txn_app_id is not None:
             txn.set_txn(plan.txn_app_id, int(plan.txn_version))  # type: ignore[arg-type]
-        return write_metrics(plan, adds, removes, num_rows)
+        return write_metrics(plan, adds, removes, num_rows, replaced[1] if replaced is not None else 0)
 
     return commit_new_files(txn, adds, stage, user_metadata=plan.user_metadata, post_commit=post_commit)
 

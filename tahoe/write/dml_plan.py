@@ -532,7 +532,7 @@ def plan_merge(snapshot: "Snapshot", source_schema: StructType, condition: Any, 
     ta = target_alias or DEFAULT_TARGET_ALIAS
     sa = source_alias or DEFAULT_SOURCE_ALIAS
     read_schema = snapshot.schema
-    schema, new_md = _evolve(snapshot, source_schema, clauses) if schema_evolution else (read_schema, None)
+    schema, new_md = _evolve(snapshot, source_schema, clauses, ta) if schema_evolution else (read_schema, None)
     tscope = Scope.of_schema(read_schema, ta)
     sscope = Scope.of_schema(source_schema, sa)
     joined = Scope.of_schemas({ta: read_schema, sa: source_schema})
@@ -687,14 +687,30 @@ def _insert_values(schema: StructType, insert_given: list[tuple[int, dict[str, E
     return union, generated
 
 
-def _evolve(snapshot: "Snapshot", source_schema: StructType, clauses: Sequence[MergeClause]) -> tuple[StructType, Metadata | None]:
-    """MERGE with schema evolution: the source's columns that updateAll / insertAll clauses carry
-    and the table lacks are added (nullable, at the end, column mapping ids assigned)."""
+def _evolve(snapshot: "Snapshot", source_schema: StructType, clauses: Sequence[MergeClause],
+            target_alias: str | None = None) -> tuple[StructType, Metadata | None]:
+    """MERGE with schema evolution: the source's columns that updateAll / insertAll clauses carry,
+    and the source's columns that update / insert clauses assign by name (delta-spark 2.3+), which
+    the table lacks are added (nullable, at the end in the source's order, column mapping ids
+    assigned)."""
     schema = snapshot.schema
-    if not any(c.assignments is None and c.action in ("update", "insert") for c in clauses):
-        return schema, None
     have = {f.name.lower() for f in schema.fields}
-    new = [StructField(f.name, f.type, True, {}) for f in source_schema.fields if f.name.lower() not in have]
+    wanted: set[str] = set()
+    if any(c.assignments is None and c.action in ("update", "insert") for c in clauses):
+        wanted = {f.name.lower() for f in source_schema.fields}
+    for c in clauses:
+        if c.action not in ("update", "insert") or c.assignments is None:
+            continue
+        for name in dict(c.assignments):
+            if not isinstance(name, str):
+                continue
+            n = name
+            if target_alias and n.lower().startswith(target_alias.lower() + "."):
+                n = n[len(target_alias) + 1:]
+            if "." not in n and n.lower() not in have and source_schema.get(n, case_insensitive=True) is not None:
+                wanted.add(n.lower())
+    new = [StructField(f.name, f.type, True, {}) for f in source_schema.fields
+           if f.name.lower() in wanted and f.name.lower() not in have]
     if not new:
         return schema, None
     merged = merge_schemas(schema, StructType(list(schema.fields) + new))

@@ -303,10 +303,12 @@ def _pack(files: list[AddFile], max_bin: float) -> list[list[AddFile]]:
     return bins
 
 
-def _clustering_candidates(files: list[AddFile], columns: list[str], s: OptimizeSettings
+def _clustering_candidates(files: list[AddFile], columns: list[str], s: OptimizeSettings, full: bool = False
                            ) -> tuple[list[AddFile], dict]:
     """delta-spark's ClusteringStrategy.prepareFilesPerPartition / applyMinZCube: the files to
-    recluster (unclustered files first, then by ZCube) and the clustering stats of the input."""
+    recluster (unclustered files first, then by ZCube) and the clustering stats of the input.
+    `full` (OPTIMIZE ... FULL): files clustered by other columns, or by another provider, are
+    reclustered too."""
     def zid(f: AddFile) -> str:
         z = zcube_of(f.tags)
         return "" if z is None else z[0]
@@ -317,7 +319,7 @@ def _clustering_candidates(files: list[AddFile], columns: list[str], s: Optimize
         z = zcube_of(f.tags)
         same_provider = f.clustering_provider in (None, CLUSTERING_PROVIDER)
         matching = z is None or [c.lower() for c in z[1]] == [c.lower() for c in columns]
-        (candidates if same_provider and matching else other).append(f)
+        (candidates if full or (same_provider and matching) else other).append(f)
     cube_files = [f for f in candidates if zcube_of(f.tags) is not None]
     input_stats = {
         "inputZCubeFiles": {"numFiles": len(cube_files), "size": sum(f.size for f in cube_files)},
@@ -329,27 +331,37 @@ def _clustering_candidates(files: list[AddFile], columns: list[str], s: Optimize
     cube_size: dict[str, int] = {}
     for f in cube_files:
         cube_size[zid(f)] = cube_size.get(zid(f), 0) + f.size
-    small = [f for f in candidates if zcube_of(f.tags) is None or cube_size[zid(f)] < s.min_cube_size]
+    def stale(f: AddFile) -> bool:   # FULL: a file not clustered by the current columns
+        z = zcube_of(f.tags)
+        return full and (z is None or f.clustering_provider not in (None, CLUSTERING_PROVIDER)
+                         or [c.lower() for c in z[1]] != [c.lower() for c in columns])
+
+    small = [f for f in candidates if zcube_of(f.tags) is None or cube_size[zid(f)] < s.min_cube_size or stale(f)]
     # one single ZCube and nothing else: already clustered
     ids = {zid(f) for f in small}
-    if small and "" not in ids and len(ids) == 1:
+    if small and "" not in ids and len(ids) == 1 and not any(stale(f) for f in small):
         small = []
     return small, input_stats
 
 
 def plan_optimize(snapshot: Snapshot, where: Any = None, zorder_by: Sequence[str] | None = None, *,
                   partitions: Iterable[dict] | None = None, reorg: bool = False, auto: bool = False,
-                  settings: OptimizeSettings | None = None) -> OptimizePlan:
+                  settings: OptimizeSettings | None = None, full: bool = False) -> OptimizePlan:
     """Plan an OPTIMIZE (or, with `reorg`, a REORG TABLE ... APPLY (PURGE)) of `snapshot`; see
     the module docstring. `partitions`: the partition values (as in the log's add actions) the
     files must be in (auto compaction's touched partitions). Refusals come before anything is
-    written."""
+    written. `full`: OPTIMIZE ... FULL, reclustering every file of a clustered table that is not
+    clustered by its current columns (other tables: refused, as in delta-spark)."""
     s = (settings or OptimizeSettings()).resolved(snapshot.configuration)
     zorder_by = list(zorder_by or [])
     clustered = is_feature_supported(snapshot.protocol, CLUSTERING_FEATURE)
     cluster_cols = clustering_columns(snapshot.schema, snapshot.domain_metadata, snapshot.column_mapping_mode) \
         if clustered else []
     expr, texts = _where_expression(where, snapshot)
+    if full and not cluster_cols:
+        raise InvalidTableOperationError(
+            "[DELTA_OPTIMIZE_FULL_NOT_SUPPORTED] OPTIMIZE FULL is only supported for clustered tables with "
+            "non-empty clustering columns.")
     if clustered and not reorg and not auto:
         if texts:
             raise InvalidTableOperationError(
@@ -400,7 +412,7 @@ def plan_optimize(snapshot: Snapshot, where: Any = None, zorder_by: Sequence[str
             if f.size < s.min_file_size or ratio is None or ratio > s.max_deleted_rows_ratio:
                 chosen.append(f)
     elif mode == "clustering":
-        chosen, clustering_stats = _clustering_candidates(candidates, cluster_cols, s)
+        chosen, clustering_stats = _clustering_candidates(candidates, cluster_cols, s, full)
     else:
         chosen = list(candidates)
     for f in chosen:

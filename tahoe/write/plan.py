@@ -36,7 +36,6 @@ exactly when the write creates the table; every refusal that needs no data has h
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 import uuid
 from typing import TYPE_CHECKING, Any, Iterable
@@ -44,21 +43,22 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 from ..errors import (
-    ConstraintViolationError, InvalidTableOperationError, SchemaError, TableNotFoundError,
+    ConstraintViolationError, InvalidTableOperationError, SchemaError, TableNotFoundError, UnsupportedFeatureError,
 )
 from ..log.delta_log import DeltaLog
 from ..protocol import column_mapping
 from ..protocol.actions import Metadata
+from ..protocol.clustering import check_clustering_columns
 from ..protocol.properties import (
     COLUMN_DEFAULT, GENERATION_EXPRESSION, IDENTITY_ALLOW_EXPLICIT_INSERT, IDENTITY_HIGH_WATER_MARK,
-    IDENTITY_START, IDENTITY_STEP, TYPE_CHANGES, bool_property, normalize_properties,
+    IDENTITY_START, IDENTITY_STEP, bool_property, normalize_properties,
 )
 from ..protocol.schema import (
-    ArrayType, DataType, MapType, StructField, StructType, check_write_compatible, merge_schemas,
+    StructField, StructType, check_write_compatible, merge_schemas, record_type_changes,
 )
 from ..protocol.table_features import check_writable, is_feature_supported
 from .constraints import constraint_expressions
-from .writer import parse_replace_where
+from .writer import parse_replace_where, reads_data_columns
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..log.snapshot import Snapshot
@@ -106,6 +106,8 @@ class WritePlan:
     new_metadata: Metadata | None    # the metaData action to commit; None: unchanged
     incoming_json: str               # the data's schema: which columns the data gives
     replace_where: str | None = None
+    check_replace_where: bool = True  # the written rows must satisfy replace_where (delta-spark's constraintCheck)
+    replace_rows: bool = False       # replace_where reads data columns: the rows matching it are replaced
     dynamic: bool = False            # dynamic partition overwrite
     tight_bounds: bool | None = None  # `tightBounds` for the new files' stats
     identity: dict = dataclasses.field(default_factory=dict)   # column → (first, step) generated here
@@ -117,6 +119,8 @@ class WritePlan:
     txn_version: int | None = None
     skip: bool = False               # write nothing, commit nothing (mode ignore on an existing
                                      # table, or txnAppId/txnVersion already recorded)
+    replaces_table: bool = False     # REPLACE TABLE AS SELECT: a new definition of the table
+    clustering: list | None = None   # the clustering columns a new (or replaced) table gets
 
     @property
     def schema(self) -> StructType:
@@ -330,64 +334,6 @@ def _column_fills(schema: StructType, incoming: StructType) -> tuple[dict, list,
 
 # --- type widening ----------------------------------------------------------------------------------
 
-def _type_name(dt: DataType) -> Any:
-    return dt.to_json_obj()
-
-
-def record_type_changes(old: StructType, new: StructType) -> StructType:
-    """`new` with every type change from `old` recorded in `delta.typeChanges` (spec "Type
-    Widening"): on the nearest enclosing struct field, appended to its history, as
-    `{"fromType", "toType"}` plus `fieldPath` ("element", "key", "value", dotted when nested)
-    for array elements and map keys/values. Fields only in `new` carry no history."""
-
-    def changes(o: DataType, n: DataType, path: str) -> list[dict]:
-        if isinstance(o, StructType) or isinstance(n, StructType):
-            return []          # a struct's own fields hold their changes
-        if isinstance(o, ArrayType) and isinstance(n, ArrayType):
-            return changes(o.element_type, n.element_type, f"{path}.element" if path else "element")
-        if isinstance(o, MapType) and isinstance(n, MapType):
-            return (changes(o.key_type, n.key_type, f"{path}.key" if path else "key")
-                    + changes(o.value_type, n.value_type, f"{path}.value" if path else "value"))
-        if o == n:
-            return []
-        change = {"fromType": _type_name(o), "toType": _type_name(n)}
-        if path:
-            change["fieldPath"] = path
-        return [change]
-
-    def nested(o: DataType, n: DataType) -> DataType:
-        if isinstance(o, StructType) and isinstance(n, StructType):
-            return walk(o, n)
-        if isinstance(o, ArrayType) and isinstance(n, ArrayType):
-            return ArrayType(nested(o.element_type, n.element_type), n.contains_null)
-        if isinstance(o, MapType) and isinstance(n, MapType):
-            return MapType(nested(o.key_type, n.key_type), nested(o.value_type, n.value_type),
-                           n.value_contains_null)
-        return n
-
-    def walk(o: StructType, n: StructType) -> StructType:
-        by_name = {f.name.lower(): f for f in o.fields}
-        out = []
-        for nf in n.fields:
-            of = by_name.get(nf.name.lower())
-            if of is None:
-                out.append(nf)
-                continue
-            found = changes(of.type, nf.type, "")
-            f = nf.with_type(nested(of.type, nf.type))
-            if found:
-                md = dict(f.metadata)
-                history = md.get(TYPE_CHANGES)
-                if isinstance(history, str):
-                    history = json.loads(history)
-                md[TYPE_CHANGES] = list(history or []) + found
-                f = f.with_metadata(md)
-            out.append(f)
-        return StructType(out)
-
-    return walk(old, new)
-
-
 def _has_type_changes(old: StructType, new: StructType) -> bool:
     return record_type_changes(old, new) != new
 
@@ -400,12 +346,28 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
                session_overwrite_mode: str | None = None, properties: dict | None = None,
                name: str | None = None, description: str | None = None, user_metadata: str | None = None,
                txn_app_id: str | None = None, txn_version: int | str | None = None,
-               storage_options: dict | None = None, api: str = "write_table") -> tuple[WritePlan, "Snapshot | None"]:
+               storage_options: dict | None = None, api: str = "write_table",
+               replace_table: bool = False, cluster_by: Iterable[str] | None = None,
+               operation: tuple[str, dict] | None = None,
+               check_replace_where: bool = True,
+               replace_where_data_columns: bool = False) -> tuple[WritePlan, "Snapshot | None"]:
     """Plan a write of data with schema `incoming` into the table of `log` (see the module
     docstring). `schema_mode`: None (enforce the table's schema), "merge" (mergeSchema) or
     "overwrite" (overwriteSchema, with mode="overwrite"). `api` names the caller (write_table,
     write_delta, datasource) so that errors spell options as the user typed them. Returns the plan
-    and the snapshot it was planned on (None: the table does not exist)."""
+    and the snapshot it was planned on (None: the table does not exist).
+
+    The SQL layer's CREATE / REPLACE TABLE AS SELECT: `replace_table` gives an existing table a
+    new definition from the data's schema, `partition_by`, `properties` and `description` (its
+    files removed, its features kept: delta-spark's REPLACE), `cluster_by` the clustering
+    columns of the new definition, and `operation` the (operation, parameters) to record
+    instead of WRITE's. `check_replace_where=False` (delta-spark's
+    spark.databricks.delta.replaceWhere.constraintCheck.enabled=false) writes rows that do not
+    satisfy replace_where too. `replace_where_data_columns` (an executor that replaces rows: the
+    Spark one) lets replace_where read any column: the plan then says `replace_rows` — the rows
+    matching it are replaced, the other rows of their files rewritten (delta-spark's default,
+    replaceWhere.dataColumns.enabled); a table with the change data feed on refuses it (tahoe
+    writes no change data for it)."""
     how = API_SPELLING[api]
     if mode not in WRITE_MODES:
         raise ValueError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
@@ -437,7 +399,7 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
     base = dict(table_root=log.table_root, storage_options=storage_options, mode=mode,
                 read_version=snap.version if snap is not None else -1, incoming_json=incoming.to_json(),
                 replace_where=replace_where, user_metadata=user_metadata, txn_app_id=txn_app_id,
-                txn_version=txn_version)
+                txn_version=txn_version, check_replace_where=check_replace_where)
     if snap is not None:
         check_writable(snap.protocol)
         done = snap.txn_version(txn_app_id) if txn_app_id is not None else None
@@ -446,14 +408,26 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
                              partition_columns=list(snap.partition_columns), configuration=snap.configuration,
                              new_metadata=None, skip=True), snap
 
+    if replace_table and mode != "overwrite":
+        raise InvalidTableOperationError("replacing a table's definition needs mode='overwrite'")
     new_md: Metadata | None = None
-    if snap is None:
+    clustering = None if cluster_by is None else ([cluster_by] if isinstance(cluster_by, str) else list(cluster_by))
+    if snap is None or replace_table:
         pcols = resolve_partition_columns(incoming, partition_by or [])
-        schema, conf = column_mapping.assign_ids_for_table(incoming, dict(properties))
-        new_md = Metadata(id=str(uuid.uuid4()), schema_string=schema.to_json(), partition_columns=tuple(pcols),
+        conf = dict(properties)
+        if clustering:
+            clustering = check_clustering_columns(incoming, clustering, pcols)
+        old_max = snap.configuration.get(column_mapping.MAX_COLUMN_ID_KEY) if snap is not None else None
+        if old_max is not None and (clustering or column_mapping.mode(conf) != "none"):
+            conf.setdefault(column_mapping.MAX_COLUMN_ID_KEY, old_max)   # ids count on from the old table's
+        schema, conf = column_mapping.assign_ids_for_table(incoming, conf)
+        new_md = Metadata(id=snap.metadata.id if snap is not None else str(uuid.uuid4()),
+                          schema_string=schema.to_json(), partition_columns=tuple(pcols),
                           configuration=conf, name=name, description=description,
                           created_time=int(time.time() * 1000))
     else:
+        if clustering is not None:
+            raise InvalidTableOperationError("clustering columns are given when a table is created or replaced")
         if mode == "error":
             raise InvalidTableOperationError(
                 f"a Delta table already exists at {log.table_root} (version {snap.version}); use {how[3]}")
@@ -489,17 +463,27 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
                 f"table {log.table_root} is append-only (delta.appendOnly=true): an overwrite would remove data")
 
     dynamic = use_dynamic_overwrite(mode, partition_overwrite_mode, pcols, replace_where, schema_mode == "overwrite",
-                                    session_overwrite_mode) and snap is not None
-    if replace_where is not None:   # only predicates on partition columns: refused before any file is written
-        parse_replace_where(replace_where, schema, pcols)
+                                    session_overwrite_mode) and snap is not None and not replace_table
+    replace_rows = False
+    if replace_where is not None:   # refused before any file is written
+        node = parse_replace_where(replace_where, schema, pcols, data_columns=replace_where_data_columns)
+        replace_rows = snap is not None and reads_data_columns(node, pcols)
+        if replace_rows and bool_property(conf, "delta.enableChangeDataFeed"):
+            raise UnsupportedFeatureError(
+                f"replaceWhere {replace_where!r} reads columns that are not partition columns: on a table with the "
+                f"change data feed enabled tahoe does not replace rows (it would record no change data); use "
+                f"DELETE and INSERT, or a predicate on partition columns")
     identity, generated, defaults = _column_fills(schema, incoming)
     params = write_parameters(mode, pcols, replace_where, dynamic=dynamic, merge_schema=schema_mode == "merge",
                               overwrite_schema=schema_mode == "overwrite")
-    return WritePlan(**base, operation="WRITE", parameters=params, schema_json=schema.to_json(),
+    op_name, op_params = operation if operation is not None else ("WRITE", params)
+    return WritePlan(**base, operation=op_name, parameters=op_params, schema_json=schema.to_json(),
                      partition_columns=pcols, configuration=dict(conf), new_metadata=new_md, dynamic=dynamic,
                      tight_bounds=tight_bounds(conf, snap.protocol if snap is not None else None),
                      identity=identity, generated=generated, defaults=defaults,
-                     constraints=constraint_expressions(schema, conf)), snap
+                     constraints=constraint_expressions(schema, conf), replaces_table=replace_table and snap is not None,
+                     replace_rows=replace_rows,
+                     clustering=clustering), snap
 
 
 def plan_rows(snapshot: "Snapshot", incoming: StructType, operation: str, parameters: dict | None = None,

@@ -3,7 +3,8 @@ shared by every writer (the Arrow executor `tahoe.write.arrow`, the Spark execut
 `tahoe.spark.write`, the commit step `tahoe.write.commit`).
 
 Owns: `parse_replace_where` (a replaceWhere predicate, refused unless it names partition
-columns only), `check_replace_where` (rows written with replaceWhere must satisfy it),
+columns only — or, for a writer that replaces rows (the Spark executor), any column),
+`files_with_matches` (the files such a predicate may select rows of), `check_replace_where` (rows written with replaceWhere must satisfy it),
 `files_to_replace` (which active files an overwrite removes — all of them, those of the partitions
 matching the predicate, or those of the partitions the new files are in) and `stage_overwrite`
 (those removes staged in a transaction, with what it records as read so that the conflict checker
@@ -25,12 +26,13 @@ from ..log.snapshot import Snapshot, add_files_from_table
 from ..protocol.actions import AddFile
 from ..protocol.partition_values import parse_partition_value, partition_values_to_arrow
 from ..protocol.schema import StructType, to_arrow_type
-from ..expressions import Expression, Scope, matches, parse
+from ..expressions import Expression, Scope, check_columns, file_mask, matches, parse
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..txn import Transaction
 
-__all__ = ["parse_replace_where", "check_replace_where", "files_to_replace", "stage_overwrite", "partition_predicate"]
+__all__ = ["parse_replace_where", "check_replace_where", "files_to_replace", "stage_overwrite", "partition_predicate",
+           "reads_data_columns", "files_with_matches"]
 
 
 # --- replaceWhere ------------------------------------------------------------------------------
@@ -41,17 +43,39 @@ def _typed_partitions(files: pa.Table, schema: StructType, partition_columns: li
     return pa.table(cols) if cols else pa.table({"_": pa.nulls(files.num_rows)}).drop(["_"])
 
 
-def parse_replace_where(predicate: str, schema: StructType, partition_columns: list[str]) -> Expression:
+def parse_replace_where(predicate: str, schema: StructType, partition_columns: list[str],
+                        data_columns: bool = False) -> Expression:
     """The parsed replaceWhere predicate; UnsupportedFeatureError when it reads a column that is
-    not a partition column (ParseException when it does not parse)."""
+    not a partition column (ParseException when it does not parse). `data_columns`: any column of
+    the table may be read (delta-spark's default, replaceWhere.dataColumns.enabled; for writers
+    that replace rows) — an unknown one is an AnalysisException."""
     node = parse(predicate)
     lower = {c.lower() for c in partition_columns}
+    if data_columns:
+        check_columns(node, Scope.of_schema(schema))
+        return node
     for c in node.columns():
         if len(c.parts) != 1 or c.parts[0].lower() not in lower:
             raise UnsupportedFeatureError(
                 f"replaceWhere predicate {predicate!r} refers to '{c.name}', which is not a "
                 f"partition column ({partition_columns}); only predicates on partition columns are supported")
     return node
+
+
+def reads_data_columns(node: Expression, partition_columns: list[str]) -> bool:
+    """Whether a replaceWhere predicate reads a column that is not a partition column."""
+    lower = {c.lower() for c in partition_columns}
+    return any(len(c.parts) != 1 or c.parts[0].lower() not in lower for c in node.columns())
+
+
+def files_with_matches(snap: Snapshot, node: Expression) -> list[AddFile]:
+    """The active files that may hold a row matching `node` (partition values and stats)."""
+    files = snap.files_table(["path", "partitionValues", "size", "modificationTime", "stats", "tags",
+                              "deletionVector", "baseRowId", "defaultRowCommitVersion"])
+    if not files.num_rows:
+        return []
+    keep = file_mask(node, files, snap.schema, list(snap.partition_columns), snap.column_mapping_mode)
+    return add_files_from_table(files.filter(pa.array(keep, pa.bool_())))
 
 
 def check_replace_where(rows: pa.Table, node: Expression, predicate: str) -> None:

@@ -113,15 +113,15 @@ def test_write_options_tahoe_implements_or_that_match_the_table(spark, cdf_table
 
 def test_tables_by_name_are_refused_with_what_to_do(spark, tmp_path):
     loc = str(tmp_path / "by_name")
-    with pytest.raises(UnsupportedFeatureError, match="tahoe has no catalog") as ei:
+    with pytest.raises(UnsupportedFeatureError, match=r"tahoe\.spark\.enable\(spark\)") as ei:
         spark.sql(f"CREATE TABLE tahoe_by_name (id BIGINT) USING delta LOCATION '{loc}'")
     assert "save(path)" in str(ei.value)
     assert not spark.catalog.tableExists("tahoe_by_name")
     df = spark.createDataFrame([(1,)], "id BIGINT")
-    with pytest.raises(UnsupportedFeatureError, match="tahoe has no catalog"):
+    with pytest.raises(UnsupportedFeatureError, match=r"tahoe\.spark\.enable\(spark\)"):
         df.write.format("delta").mode("append").saveAsTable("tahoe_by_name2")
     assert not spark.catalog.tableExists("tahoe_by_name2")
-    with pytest.raises(UnsupportedFeatureError, match="tahoe has no catalog"):
+    with pytest.raises(UnsupportedFeatureError, match=r"tahoe\.spark\.enable\(spark\)"):
         df.writeTo("tahoe_by_name3").using("delta").create()
     # other providers are untouched, also with "using delta" inside a string
     spark.sql("CREATE TEMPORARY VIEW tahoe_not_delta AS SELECT 'using delta' AS s")

@@ -1,0 +1,93 @@
+"""delta-spark's session confs that Delta's SQL statements honour (set with `SET key = value`
+or `spark.conf.set`), read at the statement:
+
+  * `spark.databricks.delta.properties.defaults.<name>` — the property `delta.<name>` of every
+    table a statement creates (CREATE TABLE, CTAS, REPLACE); the statement's own TBLPROPERTIES
+    win (`default_properties`);
+  * `spark.databricks.delta.schema.autoMerge.enabled` — schema evolution for INSERT and MERGE
+    (`auto_merge`);
+  * `spark.databricks.delta.write.txnAppId` / `.txnVersion` — an idempotent INSERT (a write
+    whose (appId, version) the table already recorded is skipped); with
+    `spark.databricks.delta.write.txnVersion.autoReset.enabled` the version is unset after each
+    write (`idempotent_write`, `after_write`);
+  * `spark.databricks.delta.commitInfo.userMetadata` — the commit's userMetadata
+    (`user_metadata`);
+  * `spark.databricks.delta.replaceWhere.constraintCheck.enabled` and
+    `spark.databricks.delta.replaceWhere.dataColumns.enabled` — INSERT ... REPLACE WHERE
+    (`replace_where_settings`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import InvalidOptionError
+
+__all__ = ["conf", "is_true", "default_properties", "auto_merge", "idempotent_write", "after_write", "user_metadata",
+           "replace_where_settings", "DEFAULTS_PREFIX", "AUTO_MERGE"]
+
+DEFAULTS_PREFIX = "spark.databricks.delta.properties.defaults."
+AUTO_MERGE = "spark.databricks.delta.schema.autoMerge.enabled"
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+TXN_AUTO_RESET = "spark.databricks.delta.write.txnVersion.autoReset.enabled"
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+REPLACE_WHERE_CHECK = "spark.databricks.delta.replaceWhere.constraintCheck.enabled"
+REPLACE_WHERE_DATA_COLUMNS = "spark.databricks.delta.replaceWhere.dataColumns.enabled"
+
+
+def conf(spark: Any, key: str) -> str | None:
+    """The session's value of `key` (None when unset or unreadable)."""
+    from ..session import session_conf
+
+    return session_conf(spark, key)
+
+
+def is_true(spark: Any, key: str, default: bool = False) -> bool:
+    v = conf(spark, key)
+    if v is None:
+        return default
+    if v.strip().lower() not in ("true", "false"):
+        raise InvalidOptionError(f"{key} must be true or false, got {v!r}")
+    return v.strip().lower() == "true"
+
+
+def default_properties(spark: Any) -> dict[str, str]:
+    """The `delta.*` table properties the session's `...properties.defaults.*` confs give a new
+    table."""
+    try:
+        everything = dict(spark.conf.getAll)
+    except Exception:  # noqa: BLE001 - a session that cannot list its confs has none set
+        return {}
+    return {"delta." + k[len(DEFAULTS_PREFIX):]: str(v) for k, v in everything.items()
+            if k.startswith(DEFAULTS_PREFIX) and len(k) > len(DEFAULTS_PREFIX)}
+
+
+def auto_merge(spark: Any) -> bool:
+    return is_true(spark, AUTO_MERGE)
+
+
+def idempotent_write(spark: Any) -> tuple[str | None, int | None]:
+    """(txnAppId, txnVersion) of the session; both or neither (delta-spark ignores a lone one)."""
+    app, version = conf(spark, TXN_APP_ID), conf(spark, TXN_VERSION)
+    if app is None or version is None:
+        return None, None
+    try:
+        return app, int(version)
+    except ValueError:
+        raise InvalidOptionError(f"{TXN_VERSION} must be an integer, got {version!r}") from None
+
+
+def after_write(spark: Any) -> None:
+    """What the session does after a write: txnVersion unset when autoReset is on."""
+    if is_true(spark, TXN_AUTO_RESET) and conf(spark, TXN_VERSION) is not None:
+        spark.conf.unset(TXN_VERSION)
+
+
+def user_metadata(spark: Any) -> str | None:
+    return conf(spark, USER_METADATA)
+
+
+def replace_where_settings(spark: Any) -> tuple[bool, bool]:
+    """(constraint check on, data columns allowed) for INSERT ... REPLACE WHERE."""
+    return is_true(spark, REPLACE_WHERE_CHECK, True), is_true(spark, REPLACE_WHERE_DATA_COLUMNS, True)

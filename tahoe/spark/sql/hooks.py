@@ -1,0 +1,680 @@
+"""Where Delta SQL and Delta tables by name reach PySpark's own calls (in enabled sessions, see
+`tahoe.spark.sql`): classic and Spark Connect
+
+  * `SparkSession.sql` — Delta's statements run by tahoe (`commands`), queries' Delta table
+    references read by tahoe (`relations`), everything else Spark's;
+  * `SparkSession.table`, `DataFrameReader.table` (with the `versionAsOf` / `timestampAsOf`
+    options) — a Delta table read by tahoe's fast scan;
+  * `DataFrameWriter.saveAsTable` (format delta, or an existing Delta table) and `insertInto`;
+    `DataFrameWriterV2` (`df.writeTo(name)`: `using("delta")`, `partitionedBy`, `clusterBy`,
+    `tableProperty`, `create` / `replace` / `createOrReplace` / `append` / `overwrite(condition)`
+    / `overwritePartitions`);
+  * `DataStreamReader.table` and `DataStreamWriter.toTable` — a streaming read / write of the
+    Delta table's path.
+
+Anything that is not a Delta table is passed to Spark untouched. `install()` wraps the methods
+once (idempotent); errors tahoe raises reach the caller as tahoe's error class that is also
+Spark's `AnalysisException` (`tahoe.spark.surfacing.spark_facing`).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import sys
+from typing import Any, Callable
+
+from typing import TYPE_CHECKING
+
+from ...errors import DeltaError, ParseException, UnsupportedFeatureError
+from .state import in_passthrough, is_enabled, passthrough
+
+from ..session import on_register as _on_register
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .grammar import TableName
+
+__all__ = ["install", "run_sql"]
+
+
+def _session_of(obj: Any) -> Any:
+    for name in ("_spark", "_session", "_client", "sparkSession", "_sparkSession"):
+        s = getattr(obj, name, None)
+        if s is not None and not callable(s):
+            return s
+    return None
+
+
+def _enabled(spark: Any) -> bool:
+    return spark is not None and not in_passthrough() and is_enabled(spark)
+
+
+def _facing(e: DeltaError) -> BaseException:
+    from ..surfacing import spark_facing
+
+    return spark_facing(e)
+
+
+def _name(text: str) -> TableName:
+    from .catalog import table_name
+
+    return table_name(text)
+
+
+def run_sql(spark: Any, original: Callable, text: str, args: Any, kwargs: dict) -> Any:
+    """`spark.sql(text)` in an enabled session (see the module docstring)."""
+    from ...expressions.parse import creates_table_using
+    from .catalog import resolve
+    from .commands import execute
+    from .grammar import parse_statement
+    from .relations import rewrite
+
+    try:
+        try:
+            stmt = parse_statement(text)
+        except ParseException as e:
+            target = getattr(e, "target", None)
+            ours = getattr(e, "delta_only", False) or creates_table_using(text, "delta")
+            if not ours and target is not None:
+                ours = resolve(spark, target, must_exist=False) is not None
+            if ours:
+                raise
+            stmt = None
+        if stmt is not None:
+            if args:
+                raise UnsupportedFeatureError("parameter markers (args=) in Delta statements are not supported by "
+                                              "tahoe: put the values into the statement")
+            result = execute(spark, stmt)
+            if result is not None:
+                return result
+        rewritten, frames = rewrite(spark, text, escape=not kwargs)
+    except DeltaError as e:
+        raise _facing(e) from None
+    with passthrough():
+        if args is None and not kwargs and not frames:
+            return original(spark, rewritten)
+        return original(spark, rewritten, args, **kwargs, **frames)
+
+
+def _creates_delta_table(text: str) -> bool:
+    from ...expressions.parse import creates_table_using
+
+    return creates_table_using(text, "delta")
+
+
+def _catalog_message() -> str:
+    from ..options import CATALOG_MESSAGE
+
+    return CATALOG_MESSAGE
+
+
+def _refuse_by_name(spark: Any) -> bool:
+    """In a session where tahoe registered `delta` but Delta SQL is off, a table by name would be
+    a catalog entry no read or write reaches: refused, saying to `enable` (tahoe's SQL layer)."""
+    from ..session import registered
+
+    return registered(spark)
+
+
+def _wrap_sql(cls: Any) -> None:
+    original = cls.sql
+    if getattr(original, "_tahoe_sql", False):
+        return
+
+    @functools.wraps(original)
+    def sql(self, sqlQuery, args=None, **kwargs):
+        if not _enabled(self):
+            if not in_passthrough() and isinstance(sqlQuery, str) and _refuse_by_name(self) and \
+                    _creates_delta_table(sqlQuery):
+                raise _facing(UnsupportedFeatureError(_catalog_message()))
+            if args is None and not kwargs:
+                return original(self, sqlQuery)
+            return original(self, sqlQuery, args, **kwargs)
+        return run_sql(self, original, sqlQuery, args, kwargs)
+
+    sql._tahoe_sql = True  # type: ignore[attr-defined]
+    cls.sql = sql
+
+
+def _delta_entry(spark: Any, name: str):
+    """The Delta table `name` resolves to (a catalog name or delta.`/path`), else None."""
+    from .catalog import resolve
+    try:
+        table = _name(name)
+    except DeltaError:
+        return None
+    return resolve(spark, table, must_exist=False)
+
+
+def _sql_view(spark: Any, name: str) -> bool:
+    """Whether `name` is a view defined in SQL (its query may read Delta tables: read through
+    `spark.sql`, which reads them by tahoe; see `tahoe.spark.sql.relations`)."""
+    from .catalog import lookup
+
+    try:
+        table = _name(name)
+    except DeltaError:
+        return False
+    if table.is_path:
+        return False
+    entry = lookup(spark, table.parts)
+    return entry is not None and entry.view_text is not None
+
+
+def _read(spark: Any, path: str, options: dict):
+    from ..session import session_timestamp_ms
+    from ..read import read_delta
+
+    opts = {str(k).lower(): v for k, v in options.items()}
+    version = opts.get("versionasof")
+    timestamp = opts.get("timestampasof")
+    return read_delta(spark, path, version=int(version) if version is not None else None,
+                      timestamp=session_timestamp_ms(spark, str(timestamp)) if timestamp is not None else None)
+
+
+def _reader_options(reader: Any) -> dict:
+    opts = getattr(reader, "_tahoe_options", None)
+    return dict(opts) if opts else {}
+
+
+def _wrap_session_table(cls: Any) -> None:
+    original = cls.table
+    if getattr(original, "_tahoe_sql", False):
+        return
+
+    @functools.wraps(original)
+    def table(self, tableName):
+        if _enabled(self):
+            r = _delta_entry(self, tableName)
+            if r is not None:
+                try:
+                    return _read(self, r.path, {})
+                except DeltaError as e:
+                    raise _facing(e) from None
+            if _sql_view(self, tableName):
+                return self.sql(f"SELECT * FROM {tableName}")
+        return original(self, tableName)
+
+    table._tahoe_sql = True  # type: ignore[attr-defined]
+    cls.table = table
+
+
+def _wrap_reader(cls: Any, streaming: bool) -> None:
+    """`option(s)` remembered (time travel options), `table(name)` of a Delta table by tahoe."""
+    for meth in ("option", "options"):
+        orig = getattr(cls, meth)
+        if getattr(orig, "_tahoe_sql", False):
+            continue
+
+        def make(orig=orig, meth=meth):
+            @functools.wraps(orig)
+            def wrapper(self, *args, **kwargs):
+                out = orig(self, *args, **kwargs)
+                store = self.__dict__.setdefault("_tahoe_options", {})
+                if meth == "option":
+                    store[str(args[0] if args else kwargs.get("key"))] = args[1] if len(args) > 1 else kwargs.get("value")
+                else:
+                    store.update({str(k): v for k, v in kwargs.items()})
+                return out
+
+            wrapper._tahoe_sql = True  # type: ignore[attr-defined]
+            return wrapper
+
+        setattr(cls, meth, make())
+    original = cls.table
+    if getattr(original, "_tahoe_sql", False):
+        return
+
+    @functools.wraps(original)
+    def table(self, tableName):
+        spark = _session_of(self)
+        if _enabled(spark):
+            r = _delta_entry(spark, tableName)
+            if r is not None:
+                try:
+                    if streaming:
+                        return self.format("delta").load(r.path)
+                    return _read(spark, r.path, _reader_options(self))
+                except DeltaError as e:
+                    raise _facing(e) from None
+            if not streaming and not _reader_options(self) and _sql_view(spark, tableName):
+                return spark.sql(f"SELECT * FROM {tableName}")
+        return original(self, tableName)
+
+    table._tahoe_sql = True  # type: ignore[attr-defined]
+    cls.table = table
+
+
+def _writer_format(w: Any) -> str:
+    from ..calls import writer_state
+
+    try:
+        return writer_state(w)[0].lower()
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+def _writer_mode(w: Any) -> str:
+    from ..calls import writer_state
+
+    try:
+        return writer_state(w)[1].lower()
+    except Exception:  # noqa: BLE001
+        return "errorifexists"
+
+
+def _writer_options(w: Any) -> dict:
+    return dict(getattr(w, "_tahoe_write_options", {}) or {})
+
+
+def _create_named(spark: Any, name: str, df: Any, partition_by: list, location: str | None,
+                  write: Callable[[str, bool], Any]) -> Any:
+    """A new Delta table `name` written by `write(path, existing)` with `df`'s schema (catalog entry
+    first, dropped again on failure)."""
+    from ..types import from_spark_schema
+    from .catalog import create_entry, drop_entry, spark_ddl
+
+    table = _name(name)
+    if table.is_path:
+        return write(table.path, False)   # type: ignore[arg-type]
+    entry = create_entry(spark, table.parts, spark_ddl(from_spark_schema(df.schema)), partition_by, location, None)
+    try:
+        return write(entry.location, False)   # type: ignore[arg-type]
+    except BaseException:
+        drop_entry(spark, entry)
+        raise
+
+
+def _wrap_writer(cls: Any) -> None:
+    for meth in ("option", "options"):
+        orig = getattr(cls, meth)
+        if getattr(orig, "_tahoe_sql", False):
+            continue
+
+        def make(orig=orig, meth=meth):
+            @functools.wraps(orig)
+            def wrapper(self, *args, **kwargs):
+                out = orig(self, *args, **kwargs)
+                store = self.__dict__.setdefault("_tahoe_write_options", {})
+                if meth == "option":
+                    store[str(args[0] if args else kwargs.get("key"))] = args[1] if len(args) > 1 else kwargs.get("value")
+                else:
+                    store.update({str(k): v for k, v in kwargs.items()})
+                return out
+
+            wrapper._tahoe_sql = True  # type: ignore[attr-defined]
+            return wrapper
+
+        setattr(cls, meth, make())
+
+    original_save_as = cls.saveAsTable
+    if not getattr(original_save_as, "_tahoe_sql", False):
+        @functools.wraps(original_save_as)
+        def saveAsTable(self, name, format=None, mode=None, partitionBy=None, **options):
+            spark = _session_of(self)
+            if format is not None:
+                self.format(format)
+            if mode is not None:
+                self.mode(mode)
+            if options:
+                self.options(**options)
+            fmt = _writer_format(self)
+            if spark is not None and fmt == "delta" and not _enabled(spark) and _refuse_by_name(spark):
+                raise _facing(UnsupportedFeatureError(_catalog_message()))
+            if spark is not None and _enabled(spark) and fmt in ("delta", "", "parquet"):
+                try:
+                    done, result = _save_as_table(self, spark, name, fmt, partitionBy)
+                except DeltaError as e:
+                    raise _facing(e) from None
+                if done:
+                    return result
+            return original_save_as(self, name, None, None, partitionBy)
+
+        saveAsTable._tahoe_sql = True  # type: ignore[attr-defined]
+        cls.saveAsTable = saveAsTable
+
+    original_insert = cls.insertInto
+    if not getattr(original_insert, "_tahoe_sql", False):
+        @functools.wraps(original_insert)
+        def insertInto(self, tableName, overwrite=None):
+            spark = _session_of(self)
+            if spark is not None and _enabled(spark):
+                r = _delta_entry(spark, tableName)
+                if r is not None:
+                    try:
+                        return _insert_into(self, spark, r.path, bool(overwrite) or _writer_mode(self) == "overwrite")
+                    except DeltaError as e:
+                        raise _facing(e) from None
+            if overwrite is None:
+                return original_insert(self, tableName)
+            return original_insert(self, tableName, overwrite)
+
+        insertInto._tahoe_sql = True  # type: ignore[attr-defined]
+        cls.insertInto = insertInto
+
+
+def _df_of(writer: Any) -> Any:
+    """The DataFrame a writer writes: classic writers hold it; Spark Connect's hold its plan."""
+    df = getattr(writer, "_df", None)
+    if df is None:
+        df = getattr(getattr(writer, "_write_stream", None), "_child", None)
+    if df is None or hasattr(df, "columns"):
+        return df
+    from pyspark.sql.connect.dataframe import DataFrame
+
+    return DataFrame(df, _session_of(writer))
+
+
+def _save_as_table(w: Any, spark: Any, name: str, fmt: str, partition_by: Any) -> tuple[bool, Any]:
+    """saveAsTable of a delta write (or of any write to an existing Delta table): (done, result)."""
+    from ..calls import partition_columns as _partition_columns
+    from ..fast_write import write_delta
+
+    from .catalog import lookup, resolve
+
+    df = _df_of(w)
+    table = _name(name)
+    existing = resolve(spark, table, must_exist=False)
+    if existing is None and fmt != "delta":
+        return False, None
+    if existing is None and not table.is_path:
+        entry = lookup(spark, table.parts)
+        if entry is not None:
+            if entry.temporary:
+                return False, None
+            from ...errors import AnalysisException
+
+            raise AnalysisException(f"{entry.qualified} is a {entry.provider} table, not a Delta table: "
+                                    f"saveAsTable with format('delta') cannot write to it")
+    mode = _writer_mode(w)
+    opts = {str(k).lower(): v for k, v in _writer_options(w).items()}
+    cols = _partition_columns(partition_by) if partition_by is not None else (getattr(w, "_tahoe_partition_by", None) or [])
+    merge_schema = str(opts.get("mergeschema", "false")).lower() == "true"
+    overwrite_schema = str(opts.get("overwriteschema", "false")).lower() == "true"
+    replace_where = opts.get("replacewhere")
+    props = {k: str(v) for k, v in _writer_options(w).items() if str(k).startswith("delta.")}
+    if existing is not None:
+        if mode in ("error", "errorifexists", "default"):
+            from ...errors import TableAlreadyExistsError
+
+            raise TableAlreadyExistsError(f"[TABLE_OR_VIEW_ALREADY_EXISTS] Table {name} already exists. SQLSTATE: 42P07")
+        if mode == "ignore":
+            return True, None
+        write_delta(df, existing.path, mode="overwrite" if mode == "overwrite" else "append",
+                    partition_by=cols or None, replace_where=replace_where, merge_schema=merge_schema,
+                    overwrite_schema=overwrite_schema)
+        return True, None
+    operation = "CREATE OR REPLACE TABLE AS SELECT" if mode == "overwrite" else "CREATE TABLE AS SELECT"
+    location = opts.get("path")
+    params = {"isManaged": str(location is None).lower(), "description": None, "partitionBy": cols,
+              "properties": props}
+
+    def write(path: str, _existing: bool) -> Any:
+        write_delta(df, path, mode="error", partition_by=cols, properties=props, operation=(operation, params))
+        return None
+
+    _create_named(spark, name, df, cols, location, write)
+    return True, None
+
+
+def _insert_into(w: Any, spark: Any, path: str, overwrite: bool) -> None:
+    """insertInto: the DataFrame's columns by position into the table's (Spark's rule)."""
+    from pyspark.sql import functions as F
+
+    from ...errors import AnalysisException
+    from ...log import DeltaLog
+    from ..types import to_spark_type
+    from ..fast_write import write_delta
+    from .catalog import quote
+
+    df = _df_of(w)
+    schema = DeltaLog.for_table(path).snapshot().schema
+    if len(df.columns) != len(schema.fields):
+        raise AnalysisException(f"[INSERT_COLUMN_ARITY_MISMATCH] insertInto: the table has {len(schema.fields)} "
+                                f"columns, the data {len(df.columns)}")
+    df = df.select(*[F.col(quote(c)).cast(to_spark_type(f.type)).alias(f.name) for c, f in zip(df.columns, schema.fields)])
+    write_delta(df, path, mode="overwrite" if overwrite else "append")
+
+
+def _wrap_writer_v2(cls: Any) -> None:
+    """DataFrameWriterV2 keeps its settings in the JVM (classic) or a plan (Connect); tahoe
+    records them as they are set, and runs the terminal calls on Delta tables."""
+    def recorder(meth: str, store: Callable[[Any, tuple, dict], None]) -> None:
+        orig = getattr(cls, meth, None)
+        if orig is None or getattr(orig, "_tahoe_sql", False):
+            return
+
+        @functools.wraps(orig)
+        def wrapper(self, *args, **kwargs):
+            out = orig(self, *args, **kwargs)
+            store(self, args, kwargs)
+            return out
+
+        wrapper._tahoe_sql = True  # type: ignore[attr-defined]
+        setattr(cls, meth, wrapper)
+
+    def st(self) -> dict:
+        return self.__dict__.setdefault("_tahoe_v2", {"props": {}, "options": {}})
+
+    init = cls.__init__
+    if not getattr(init, "_tahoe_sql", False):
+        @functools.wraps(init)
+        def __init__(self, *args, **kwargs):
+            init(self, *args, **kwargs)
+            table = kwargs.get("table", args[-1] if args else None)
+            if isinstance(table, str):
+                self._tahoe_table = table
+
+        __init__._tahoe_sql = True  # type: ignore[attr-defined]
+        cls.__init__ = __init__
+
+    recorder("using", lambda s, a, k: st(s).__setitem__("provider", str(a[0] if a else k.get("provider")).lower()))
+    recorder("partitionedBy", lambda s, a, k: st(s).__setitem__("partition", [_col_name(c) for c in a]))
+    recorder("clusterBy", lambda s, a, k: st(s).__setitem__("cluster", [str(c) for c in a]))
+    recorder("tableProperty", lambda s, a, k: st(s)["props"].__setitem__(str(a[0]), str(a[1])))
+    recorder("option", lambda s, a, k: st(s)["options"].__setitem__(str(a[0]), a[1]))
+    recorder("options", lambda s, a, k: st(s)["options"].update(k))
+
+    for terminal in ("create", "replace", "createOrReplace", "append", "overwrite", "overwritePartitions"):
+        orig = getattr(cls, terminal, None)
+        if orig is None or getattr(orig, "_tahoe_sql", False):
+            continue
+
+        def make(orig=orig, terminal=terminal):
+            @functools.wraps(orig)
+            def wrapper(self, *args, **kwargs):
+                spark = _session_of(self)
+                state = self.__dict__.get("_tahoe_v2", {"props": {}, "options": {}})
+                if spark is not None and state.get("provider") == "delta" and not _enabled(spark) and \
+                        _refuse_by_name(spark):
+                    raise _facing(UnsupportedFeatureError(_catalog_message()))
+                if spark is not None and _enabled(spark):
+                    try:
+                        done = _v2_terminal(self, spark, terminal, state, args, kwargs)
+                    except DeltaError as e:
+                        raise _facing(e) from None
+                    if done:
+                        return None
+                return orig(self, *args, **kwargs)
+
+            wrapper._tahoe_sql = True  # type: ignore[attr-defined]
+            return wrapper
+
+        setattr(cls, terminal, make())
+
+
+def _col_name(c: Any) -> str:
+    if isinstance(c, str):
+        return c
+    name = getattr(c, "_jc", None)
+    if name is not None:
+        return str(name.toString())
+    return str(c).removeprefix("Column<'").removesuffix("'>")
+
+
+def _v2_terminal(w: Any, spark: Any, terminal: str, state: dict, args: tuple, kwargs: dict) -> bool:
+    from ...errors import AnalysisException, TableAlreadyExistsError, TableNotFoundError
+    from ..fast_write import write_delta
+
+    from .catalog import qualified, resolve
+
+    name = getattr(w, "_table_name", None) or getattr(w, "_tahoe_table", None)
+    df = _df_of(w)
+    if name is None or df is None:
+        return False
+    table = _name(name)
+    existing = resolve(spark, table, must_exist=False)
+    if terminal in ("append", "overwrite", "overwritePartitions"):
+        if existing is None:
+            return False
+        if terminal == "append":
+            write_delta(df, existing.path, mode="append")
+        elif terminal == "overwritePartitions":
+            write_delta(df, existing.path, mode="overwrite", partition_overwrite_mode="dynamic")
+        else:
+            condition = args[0] if args else kwargs.get("condition")
+            from ..dml import column_sql
+
+            text = condition if isinstance(condition, str) else column_sql(df, condition)
+            write_delta(df, existing.path, mode="overwrite", replace_where=text)
+        return True
+    if state.get("provider") != "delta" and existing is None:
+        return False
+    partition = state.get("partition") or []
+    cluster = state.get("cluster")
+    props = dict(state.get("props") or {})
+    location = (state.get("options") or {}).get("path") or props.pop("location", None)
+    if existing is not None:
+        if terminal == "create":
+            raise TableAlreadyExistsError(f"[TABLE_OR_VIEW_ALREADY_EXISTS] Table {name} already exists. SQLSTATE: 42P07")
+        operation = "REPLACE TABLE AS SELECT" if terminal == "replace" else "CREATE OR REPLACE TABLE AS SELECT"
+        params = {"isManaged": "false", "description": None, "partitionBy": partition, "clusterBy": cluster or [],
+                  "properties": props}
+        write_delta(df, existing.path, mode="overwrite", partition_by=partition, properties=props, replace_table=True,
+                    cluster_by=cluster, operation=(operation, params))
+        return True
+    if terminal == "replace":
+        raise TableNotFoundError(f"[TABLE_OR_VIEW_NOT_FOUND] Table {name} cannot be replaced as it does not exist. "
+                                 f"SQLSTATE: 42P01")
+    if not table.is_path and qualified(spark, table.parts) is None:
+        raise AnalysisException(f"tahoe keeps Delta tables in the session catalog: {name} names another catalog")
+    operation = "CREATE OR REPLACE TABLE AS SELECT" if terminal == "createOrReplace" else "CREATE TABLE AS SELECT"
+    params = {"isManaged": str(location is None).lower(), "description": None, "partitionBy": partition,
+              "clusterBy": cluster or [], "properties": props}
+
+    def write(path: str, _existing: bool) -> Any:
+        write_delta(df, path, mode="error", partition_by=partition, properties=props, cluster_by=cluster,
+                    operation=(operation, params))
+
+    _create_named(spark, name, df, partition, location, write)
+    return True
+
+
+def _wrap_stream_writer(cls: Any) -> None:
+    original = cls.toTable
+    if getattr(original, "_tahoe_sql", False):
+        return
+
+    @functools.wraps(original)
+    def toTable(self, tableName, format=None, outputMode=None, partitionBy=None, queryName=None, **options):
+        spark = _session_of(self)
+        if format is not None:
+            self.format(format)
+        fmt = _writer_format_stream(self)
+        if spark is not None and fmt == "delta" and not _enabled(spark) and _refuse_by_name(spark):
+            raise _facing(UnsupportedFeatureError(_catalog_message()))
+        if spark is not None and _enabled(spark):
+            try:
+                r = _delta_entry(spark, tableName)
+                if r is None and fmt == "delta":
+                    r = _create_stream_table(self, spark, tableName, partitionBy)
+            except DeltaError as e:
+                raise _facing(e) from None
+            if r is not None:
+                return self.format("delta").start(r.path, outputMode=outputMode, partitionBy=partitionBy,
+                                                  queryName=queryName, **options)
+        return original(self, tableName, format, outputMode, partitionBy, queryName, **options)
+
+    toTable._tahoe_sql = True  # type: ignore[attr-defined]
+    cls.toTable = toTable
+
+
+def _writer_format_stream(w: Any) -> str:
+    fmt = getattr(w, "_tahoe_format", None)
+    if fmt:
+        return str(fmt).lower()
+    try:
+        if hasattr(w, "_jwrite"):
+            return ""
+        return str(getattr(w._write_proto, "format", "") or "").lower()
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+def _create_stream_table(w: Any, spark: Any, name: str, partition_by: Any):
+    """A streaming write to a new table name: an empty Delta table of the stream's schema."""
+    from ...txn.table_ops import create_table
+    from ..calls import partition_columns as _partition_columns
+    from ..types import from_spark_schema
+    from .catalog import Resolved, create_entry, drop_entry, spark_ddl
+
+    df = _df_of(w)
+    if df is None:
+        return None
+    table = _name(name)
+    schema = from_spark_schema(df.schema)
+    cols = _partition_columns(partition_by) if partition_by is not None else (getattr(w, "_tahoe_partition_by", None) or [])
+    if table.is_path:
+        create_table(table.path, schema, cols)
+        return Resolved(table.path)   # type: ignore[arg-type]
+    entry = create_entry(spark, table.parts, spark_ddl(schema), cols, None, None)
+    try:
+        create_table(entry.location, schema, cols)
+    except BaseException:
+        drop_entry(spark, entry)
+        raise
+    return Resolved(entry.location, entry)   # type: ignore[arg-type]
+
+
+_TARGETS = (
+    ("pyspark.sql.session", "SparkSession", "session"),
+    ("pyspark.sql.readwriter", "DataFrameReader", "reader"),
+    ("pyspark.sql.readwriter", "DataFrameWriter", "writer"),
+    ("pyspark.sql.readwriter", "DataFrameWriterV2", "writer_v2"),
+    ("pyspark.sql.streaming.readwriter", "DataStreamReader", "stream_reader"),
+    ("pyspark.sql.streaming.readwriter", "DataStreamWriter", "stream_writer"),
+    ("pyspark.sql.connect.session", "SparkSession", "session"),
+    ("pyspark.sql.connect.readwriter", "DataFrameReader", "reader"),
+    ("pyspark.sql.connect.readwriter", "DataFrameWriter", "writer"),
+    ("pyspark.sql.connect.readwriter", "DataFrameWriterV2", "writer_v2"),
+    ("pyspark.sql.connect.streaming.readwriter", "DataStreamReader", "stream_reader"),
+    ("pyspark.sql.connect.streaming.readwriter", "DataStreamWriter", "stream_writer"),
+)
+
+
+def install() -> None:
+    """Wrap the calls of the module docstring (idempotent; Spark Connect's classes once they are
+    imported: `tahoe.spark.register` runs it again, see `tahoe.spark.session.on_register`)."""
+    for module, cls_name, kind in _TARGETS:
+        if ".connect." in module and "pyspark.sql.connect.session" not in sys.modules:
+            continue
+        try:
+            cls = getattr(importlib.import_module(module), cls_name)
+        except Exception:  # noqa: BLE001 - an unexpected PySpark layout (or no Connect extras)
+            continue
+        if kind == "session":
+            _wrap_sql(cls)
+            _wrap_session_table(cls)
+        elif kind == "reader":
+            _wrap_reader(cls, streaming=False)
+        elif kind == "stream_reader":
+            _wrap_reader(cls, streaming=True)
+        elif kind == "writer":
+            _wrap_writer(cls)
+        elif kind == "writer_v2":
+            _wrap_writer_v2(cls)
+        elif kind == "stream_writer":
+            _wrap_stream_writer(cls)
+
+
+_on_register(install)
