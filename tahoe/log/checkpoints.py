@@ -591,7 +591,8 @@ def _put_if_absent(store, path: str, data: bytes) -> int:
 
 
 def write_checkpoint(log: Any, version: int | None = None, parts: int | None = None, *,
-                     now_ms: int | None = None, v2_format: str | None = None) -> LastCheckpoint:
+                     now_ms: int | None = None, v2_format: str | None = None,
+                     snapshot: Snapshot | None = None) -> LastCheckpoint:
     """Write a checkpoint of the latest version (or `version`) of the table of `log` (a DeltaLog),
     then update `_last_checkpoint` (unless it already names a newer checkpoint).
 
@@ -604,14 +605,16 @@ def write_checkpoint(log: Any, version: int | None = None, parts: int | None = N
     `parts`: None → one file, or `ceil(file actions / delta.checkpoint.partSize)` parts when the
     adds and kept tombstones exceed that size (delta-spark's rule); an explicit number > 1 →
     exactly that many parts (classic multi-part; on a v2 policy table: that many sidecars).
-    `now_ms` is the clock for tombstone retention (tests)."""
+    `now_ms` is the clock for tombstone retention (tests). `snapshot`: the snapshot of `version`
+    when the caller has it (a writer right after its commit), instead of loading it."""
     if version is not None and version < 0:
         raise VersionNotFoundError(f"version must be >= 0, got {version}")
     if parts is not None and parts < 1:
         raise ValueError(f"parts must be >= 1, got {parts}")
     if v2_format is not None and v2_format not in ("json", "parquet"):
         raise ValueError(f"v2_format must be 'json' or 'parquet', got {v2_format!r}")
-    snapshot = log.snapshot(version=version)
+    if snapshot is None or (version is not None and snapshot.version != version):
+        snapshot = log.snapshot(version=version)
     check_writable(snapshot.protocol)
     v2 = is_feature_supported(snapshot.protocol, "v2Checkpoint")
     v2_policy = v2 and enum_property(snapshot.configuration, "delta.checkpointPolicy") == "v2"
@@ -818,20 +821,22 @@ def checkpoint_due(conf: dict, version: int, tail_bytes: "int | Callable[[], int
 
 
 def checkpoint_if_needed(log: Any, version: int, configuration: dict | None = None,
-                         tail_bytes: int | None = None) -> LastCheckpoint | None:
+                         tail_bytes: int | None = None, snapshot: Snapshot | None = None) -> LastCheckpoint | None:
     """Post-commit hook: when `checkpoint_due` (every `delta.checkpointInterval` commits, or once
     the JSON since the last checkpoint reaches `tahoe.checkpoint.jsonSizeThreshold`), write the
     checkpoint of `version`, then (if `delta.enableExpiredLogCleanup`) clean up expired log files.
     Returns the checkpoint written, or None. Never raises — the commit already succeeded — but
     logs a warning. `configuration`: the table configuration at `version` when the caller knows it
     (saves a read); `tail_bytes`: the JSON bytes after the newest checkpoint up to `version` when
-    the caller knows them (else the log is listed, only when the interval alone does not decide)."""
+    the caller knows them (else the log is listed, only when the interval alone does not decide);
+    `snapshot`: the snapshot of `version` when the caller has it (saves loading it)."""
     try:
         conf = configuration if configuration is not None else _configuration_at(log, version)
         if not checkpoint_due(conf, version, tail_bytes if tail_bytes is not None
                               else (lambda: json_tail_bytes(log, version))):
             return None
-        lc = write_checkpoint(log, version)
+        lc = write_checkpoint(log, version, snapshot=snapshot if snapshot is not None and
+                              snapshot.version == version else None)
     except Exception as e:  # noqa: BLE001 - a failed checkpoint never fails the commit
         _logger.warning("checkpoint of %s at version %s failed: %s: %s",
                         getattr(log, "table_root", "?"), version, type(e).__name__, e)

@@ -189,7 +189,9 @@ def checksum_after_commit(store: LogStore, log_dir: str, table_root: str, versio
             return None
         prev = empty_checksum(metadata, protocol, _dv_flags(protocol, metadata)[1])
     else:
-        prev = read_version_checksum(store, log_dir, version - 1)
+        # the read snapshot's own (read once, or known to the writer that derived it)
+        prev = read_snapshot.version_checksum if fresh and read_snapshot is not None \
+            else read_version_checksum(store, log_dir, version - 1)
         if prev is None and fresh:
             assert read_snapshot is not None
             prev = compute_checksum(read_snapshot)

@@ -155,6 +155,22 @@ class LogStore(ABC):
     def exists(self, path: str) -> bool:
         """Whether a file (or, for the local store, a directory) exists at `path`."""
 
+    def status(self, path: str) -> FileStatus | None:
+        """The status of the file at `path` (as `list_from` would list it), or None when there is
+        no such file. By default one listing from the name."""
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        try:
+            for st in self.list_from(path):
+                return st if st.name == name else None
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        return None
+
+    # Stores whose `status` is cheap (a local stat, not a request) name a namespace here: the
+    # snapshots committed through them may be kept in memory and recognised again by their
+    # files' status (`tahoe.log.snapshot_cache`). None: no snapshot is kept.
+    snapshot_cache_namespace: str | None = None
+
     # --- writing -------------------------------------------------------------------------
 
     @abstractmethod

@@ -32,6 +32,7 @@ import errno
 import os
 import platform
 import re
+import stat
 import sys
 import uuid
 from collections.abc import Iterator
@@ -319,6 +320,18 @@ class LocalLogStore(LogStore):
 
     def exists(self, path: str) -> bool:
         return os.path.exists(self._p(path))
+
+    snapshot_cache_namespace = "local"
+
+    def status(self, path: str) -> FileStatus | None:
+        p = self._p(path)
+        try:
+            st = os.stat(p)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return FileStatus(p, st.st_size, st.st_mtime_ns // 1_000_000)
 
     # --- writing -------------------------------------------------------------------------
 
