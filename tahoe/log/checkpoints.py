@@ -58,7 +58,7 @@ from ..errors import CorruptLogError, InvalidTableOperationError, VersionNotFoun
 from ..protocol import column_mapping
 from ..protocol.filenames import (
     SIDECAR_DIR, LogFileKind, checkpoint_file_name, commit_file_name, multipart_checkpoint_file_names,
-    sidecar_file_name, v2_checkpoint_file_name,
+    parse_log_file_name, sidecar_file_name, v2_checkpoint_file_name,
 )
 from ..protocol.partition_values import partition_column_to_arrow
 from ..protocol.properties import (
@@ -72,8 +72,8 @@ from ..protocol.schema import (
 from ..protocol.stats import stats_columns, typed_value
 from ..protocol.table_features import check_writable, is_feature_supported
 from .last_checkpoint import LastCheckpoint, read_last_checkpoint, write_last_checkpoint
-from .replay import DV_TYPE, STRING_MAP, read_commit
-from .segment import complete_checkpoints, list_log
+from .replay import DV_TYPE, SHARED_SOURCE_MAX_BYTES, STRING_MAP, read_commit, replay_checkpoint_table
+from .segment import Checkpoint, LogFile, LogSegment, complete_checkpoints, list_log
 from .snapshot import Snapshot
 
 _logger = logging.getLogger(__name__)
@@ -577,17 +577,18 @@ def _split_parts(table: pa.Table, n_non_file: int, parts: int) -> list[pa.Table]
     return out
 
 
-def _put_if_absent(store, path: str, data: bytes) -> int:
-    """Write `data` unless the file exists; the size of the file now at `path`."""
+def _put_if_absent(store, path: str, data: bytes) -> tuple[int, bool]:
+    """Write `data` unless the file exists; the size of the file now at `path`, and whether it
+    holds `data` (False: another writer's file was there)."""
     try:
         store.write(path, data, overwrite=False)
-        return len(data)
+        return len(data), True
     except FileExistsError:
         _logger.info("checkpoint file %s already exists; keeping it", path)
         name = path.replace("\\", "/").rsplit("/", 1)[-1]
         for st in store.list_from(path):
-            return st.size if st.name == name else len(data)
-        return len(data)
+            return (st.size if st.name == name else len(data)), False
+        return len(data), False
 
 
 def write_checkpoint(log: Any, version: int | None = None, parts: int | None = None, *,
@@ -613,6 +614,15 @@ def write_checkpoint(log: Any, version: int | None = None, parts: int | None = N
         raise ValueError(f"parts must be >= 1, got {parts}")
     if v2_format is not None and v2_format not in ("json", "parquet"):
         raise ValueError(f"v2_format must be 'json' or 'parquet', got {v2_format!r}")
+    return _write_checkpoint(log, version, parts, now_ms, v2_format, snapshot)[0]
+
+
+def _write_checkpoint(log: Any, version: int | None, parts: int | None, now_ms: int | None,
+                      v2_format: str | None, snapshot: Snapshot | None) -> tuple[LastCheckpoint, Snapshot | None]:
+    """`write_checkpoint`; also the snapshot a fresh load of the version now builds — from the
+    checkpoint just written and no commit after it — when that is a classic one-file checkpoint
+    of at most `SHARED_SOURCE_MAX_BYTES` holding this writer's bytes (made from the Arrow table
+    written, not read back: `tahoe.log.replay.replay_checkpoint_table`), else None."""
     if snapshot is None or (version is not None and snapshot.version != version):
         snapshot = log.snapshot(version=version)
     check_writable(snapshot.protocol)
@@ -622,16 +632,35 @@ def write_checkpoint(log: Any, version: int | None = None, parts: int | None = N
         raise InvalidTableOperationError(
             f"v2_format={v2_format!r}: table {log.table_root} does not write V2 checkpoints (set "
             f"delta.checkpointPolicy=v2 first)")
-    _validate_version_checksum(snapshot)
     table, n_non_file, n_adds, layout = _build(snapshot, now_ms)
+    _validate_version_checksum(snapshot)   # (after the build: the file columns it needs are read)
+    ours = False
     if v2_policy:
         lc = _write_v2(log, snapshot, table, n_non_file, n_adds, layout, parts, v2_format or "json")
     else:
-        lc = _write_classic(log, snapshot, table, n_non_file, n_adds, parts, v2)
+        lc, ours = _write_classic(log, snapshot, table, n_non_file, n_adds, parts, v2)
     current = read_last_checkpoint(log.store, log.log_dir)
     if current is None or current.version <= snapshot.version:
         write_last_checkpoint(log.store, log.log_dir, lc)
-    return lc
+    rebased = None
+    if ours and lc.parts is None and (lc.size_in_bytes or 0) <= SHARED_SOURCE_MAX_BYTES:
+        rebased = _rebased(log, snapshot, table)
+    return lc, rebased
+
+
+def _rebased(log: Any, snapshot: Snapshot, table: pa.Table) -> Snapshot | None:
+    """The snapshot of `snapshot.version` as a fresh load builds it from the one-file checkpoint
+    just written (holding `table`), or None when that file cannot be seen."""
+    store = log.store
+    name = checkpoint_file_name(snapshot.version)
+    st = store.status(store.join(log.log_dir, name))
+    parsed = parse_log_file_name(name)
+    if st is None or parsed is None:
+        return None
+    cp = Checkpoint(snapshot.version, LogFileKind.CHECKPOINT, (LogFile(st, parsed),))
+    segment = LogSegment(snapshot.segment.log_dir, snapshot.version, cp, (), snapshot.segment.version_commit, ())
+    state = replay_checkpoint_table(store, snapshot.table_root, st.path, table)
+    return Snapshot(store, snapshot.table_root, segment, state)
 
 
 def _validate_version_checksum(snapshot: Snapshot) -> None:
@@ -647,7 +676,8 @@ def _validate_version_checksum(snapshot: Snapshot) -> None:
 
 
 def _write_classic(log: Any, snapshot: Snapshot, table: pa.Table, n_non_file: int, n_adds: int,
-                   parts: int | None, v2: bool) -> LastCheckpoint:
+                   parts: int | None, v2: bool) -> tuple[LastCheckpoint, bool]:
+    """A classic checkpoint (one file or parts); and whether every file holds this writer's bytes."""
     store = log.store
     v = snapshot.version
     n_rows = table.num_rows
@@ -667,10 +697,13 @@ def _write_classic(log: Any, snapshot: Snapshot, table: pa.Table, n_non_file: in
         names = multipart_checkpoint_file_names(v, parts)
         tables = _split_parts(table, n_non_file, parts)
     size_in_bytes = 0
+    ours = True
     for name, t in zip(names, tables):
-        size_in_bytes += _put_if_absent(store, store.join(log.log_dir, name), _parquet_bytes(t))
+        size, mine = _put_if_absent(store, store.join(log.log_dir, name), _parquet_bytes(t))
+        size_in_bytes += size
+        ours = ours and mine
     return LastCheckpoint(version=v, size=n_rows, parts=parts if parts > 1 else None,
-                          size_in_bytes=size_in_bytes, num_of_add_files=n_adds)
+                          size_in_bytes=size_in_bytes, num_of_add_files=n_adds), ours
 
 
 # V2 checkpoints (spec "V2 Spec", "UUID-named checkpoint", "Sidecar Files"), as delta-spark writes
@@ -835,8 +868,14 @@ def checkpoint_if_needed(log: Any, version: int, configuration: dict | None = No
         if not checkpoint_due(conf, version, tail_bytes if tail_bytes is not None
                               else (lambda: json_tail_bytes(log, version))):
             return None
-        lc = write_checkpoint(log, version, snapshot=snapshot if snapshot is not None and
-                              snapshot.version == version else None)
+        given = snapshot if snapshot is not None and snapshot.version == version else None
+        lc, rebased = _write_checkpoint(log, version, None, None, None, given)
+        if given is not None and rebased is not None:
+            # the writer's kept snapshot, rebased on the checkpoint as a fresh load would be
+            from .snapshot_cache import remember
+
+            rebased.known_checksum(given.version_checksum)
+            remember(rebased)
     except Exception as e:  # noqa: BLE001 - a failed checkpoint never fails the commit
         _logger.warning("checkpoint of %s at version %s failed: %s: %s",
                         getattr(log, "table_root", "?"), version, type(e).__name__, e)
@@ -871,6 +910,13 @@ def cleanup_expired_logs(log: Any, now_ms: int | None = None, configuration: dic
     the table's, when the caller has it (saves loading the snapshot when nothing is old enough)."""
     now_ms = _now_ms() if now_ms is None else now_ms
     store = log.store
+
+    def cutoff_of(conf: dict) -> int:
+        return now_ms - (interval_property_ms(conf, "delta.logRetentionDuration") if retention_ms is None
+                         else retention_ms)
+
+    if configuration is not None and _nothing_expired(store, log.log_dir, cutoff_of(configuration)):
+        return []
     files = list_log(store, log.log_dir, 0)
     commits = sorted((f for f in files if f.name.kind == LogFileKind.COMMIT), key=lambda f: f.version)
     if not commits:
@@ -880,8 +926,7 @@ def cleanup_expired_logs(log: Any, now_ms: int | None = None, configuration: dic
         snapshot = log.snapshot()
         configuration = snapshot.configuration
     conf = configuration
-    retention = interval_property_ms(conf, "delta.logRetentionDuration") if retention_ms is None else retention_ms
-    cutoff = now_ms - retention
+    cutoff = cutoff_of(conf)
     if min(f.status.modification_time for f in files) > cutoff:
         return []   # nothing is old enough
     boundary = next((c.version for c in commits if c.status.modification_time > cutoff), commits[-1].version)
@@ -911,6 +956,32 @@ def cleanup_expired_logs(log: Any, now_ms: int | None = None, configuration: dic
             d, _, name = f.path.rpartition("/")
             store.delete(store.join(d, f".{name}.crc"))
     return deleted
+
+
+def _nothing_expired(store: Any, log_dir: str, cutoff: int) -> bool:
+    """A cheap sufficient condition for `cleanup_expired_logs` to delete nothing, without the
+    status of every log file: the earliest commit C is younger than `cutoff` and no log file
+    belongs to a version before C. (Then the retention boundary is C, the checkpoint kept is at
+    or before C, and only files of versions before C could go.) One listing of names and one
+    status; False whenever that does not settle it (the full rule then decides)."""
+    try:
+        names = store.list_names(log_dir)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    first_commit = None
+    before: list[int] = []
+    for n in names:   # sorted by name: by version first (the 20-digit prefix)
+        parsed = parse_log_file_name(n)
+        if parsed is None:
+            continue
+        if parsed.kind == LogFileKind.COMMIT:
+            first_commit = parsed
+            break
+        before.append(parsed.version)
+    if first_commit is None or any(v < first_commit.version for v in before):
+        return False
+    st = store.status(store.join(log_dir, first_commit.name))
+    return st is not None and st.modification_time > cutoff
 
 
 # --- sidecar cleanup (v2 checkpoints) ------------------------------------------------------------

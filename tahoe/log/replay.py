@@ -44,7 +44,7 @@ from .segment import Checkpoint, LogSegment
 
 __all__ = [
     "ADD_SCHEMA", "REMOVE_SCHEMA", "DV_TYPE", "STRING_MAP", "ActiveFiles", "ReplayState",
-    "replay", "replay_commit", "commit_file_actions", "file_keys", "canonical_key", "read_commit", "parse_commit",
+    "replay", "replay_commit", "replay_checkpoint_table", "commit_file_actions", "file_keys", "canonical_key", "read_commit", "parse_commit",
     "root_uri", "SHARED_SOURCE_MAX_BYTES",
 ]
 
@@ -277,6 +277,47 @@ def _check_file_action(kind: str, d: Any, source: str) -> dict:
     return d
 
 
+_NON_FILE_COLUMNS = ["protocol", "metaData", "txn", "domainMetadata", "sidecar", "checkpointMetadata"]
+
+
+def _apply_checkpoint_rows(t: pa.Table, state: ReplayState) -> list[Sidecar]:
+    """Apply the non-file actions of a parquet checkpoint's rows (its columns among
+    `_NON_FILE_COLUMNS`) to `state`; return the sidecars it lists."""
+    sidecars: list[Sidecar] = []
+    for col in t.column_names:
+        if col not in _NON_FILE_COLUMNS:
+            continue
+        arr = t.column(col)
+        valid = pc.is_valid(arr)
+        if not pc.any(valid).as_py():
+            continue
+        for v in arr.filter(valid).to_pylist():
+            if col == "sidecar":
+                sidecars.append(Sidecar.from_dict(v))
+            else:
+                if col in ("metaData",) and v.get("configuration") is not None and isinstance(v["configuration"], list):
+                    v["configuration"] = dict(v["configuration"])
+                _apply_non_file(state, {col: _maps_to_dicts(v)})
+    return sidecars
+
+
+def replay_checkpoint_table(store: LogStore, table_root: str, path: str, table: pa.Table) -> ReplayState:
+    """The state `replay` reconstructs from a one-file parquet checkpoint at `path` and no commit
+    after it, from `table` — exactly the rows that file holds (the writer that just wrote it):
+    the same rules applied to the same rows, without reading the file back. What is read of the
+    file rows stays in memory for the snapshots derived from this state (`after_commit`). A
+    checkpoint with sidecars is not for this (ValueError)."""
+    state = ReplayState()
+    if _apply_checkpoint_rows(table, state):
+        raise ValueError("replay_checkpoint_table: the checkpoint lists sidecars")
+    cache: dict[tuple[str, tuple[str, ...]], list[pa.Table]] = {}
+    for action, schema in (("add", ADD_SCHEMA), ("remove", REMOVE_SCHEMA)):
+        if action in table.column_names:
+            cache[(action, tuple(schema.names))] = [pa.table(_conform(table.column(action), schema, schema.names))]
+    state.files = ActiveFiles(store, root_uri(table_root), [path], [], [], DictTail(), cache)
+    return state
+
+
 def _read_checkpoint_non_file(store: LogStore, cp: Checkpoint, state: ReplayState) -> tuple[list[str], list[dict], list[dict]]:
     """Apply the checkpoint's protocol/metaData/txn/domainMetadata to `state`; return the parquet
     files that hold its add/remove rows, and the adds/removes inline in a JSON checkpoint."""
@@ -284,7 +325,6 @@ def _read_checkpoint_non_file(store: LogStore, cp: Checkpoint, state: ReplayStat
     inline_adds: list[dict] = []
     inline_removes: list[dict] = []
     sidecars: list[Sidecar] = []
-    small_cols = ["protocol", "metaData", "txn", "domainMetadata", "sidecar", "checkpointMetadata"]
     for f in cp.files:
         if f.name.ext == "json":
             for obj in read_commit(store, f.path):
@@ -297,19 +337,7 @@ def _read_checkpoint_non_file(store: LogStore, cp: Checkpoint, state: ReplayStat
                 else:
                     _apply_non_file(state, obj)
             continue
-        t = _read_parquet(store, f.path, small_cols)
-        for col in t.column_names:
-            arr = t.column(col)
-            valid = pc.is_valid(arr)
-            if not pc.any(valid).as_py():
-                continue
-            for v in arr.filter(valid).to_pylist():
-                if col == "sidecar":
-                    sidecars.append(Sidecar.from_dict(v))
-                else:
-                    if col in ("metaData",) and v.get("configuration") is not None and isinstance(v["configuration"], list):
-                        v["configuration"] = dict(v["configuration"])
-                    _apply_non_file(state, {col: _maps_to_dicts(v)})
+        sidecars += _apply_checkpoint_rows(_read_parquet(store, f.path, _NON_FILE_COLUMNS), state)
         sources.append(f.path)
     for sc in sidecars:
         p = sc.path

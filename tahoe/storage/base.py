@@ -79,6 +79,13 @@ class LogStore(ABC):
         """All files directly in `dir_path`, sorted by name (same filtering as `list_from`)."""
         return self.list_from(self.join(dir_path, ""))
 
+    def list_names(self, dir_path: str) -> list[str]:
+        """The names in `dir_path`, sorted, without their status (cheaper than `list_dir` where a
+        status costs a call of its own); names starting with "." are left out, and a store with
+        real directories may return the names of subdirectories too. FileNotFoundError if the
+        directory does not exist."""
+        return [st.name for st in self.list_dir(dir_path)]
+
     @abstractmethod
     def walk(self, dir_path: str) -> Iterator[FileStatus]:
         """Every file under `dir_path`, recursively, sorted by path. Unlike the listings above

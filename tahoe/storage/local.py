@@ -254,6 +254,9 @@ class LocalLogStore(LogStore):
         out.sort(key=lambda f: f.path)
         return iter(out)
 
+    def list_names(self, dir_path: str) -> list[str]:
+        return sorted(n for n in os.listdir(self._p(dir_path) or ".") if not n.startswith("."))
+
     def walk(self, dir_path: str) -> Iterator[FileStatus]:
         root = self._p(dir_path)
         if not os.path.isdir(root):
