@@ -72,6 +72,7 @@ from ..protocol.schema import (
 from ..protocol.stats import stats_columns, typed_value
 from ..protocol.table_features import check_writable, is_feature_supported
 from .last_checkpoint import LastCheckpoint, read_last_checkpoint, write_last_checkpoint
+from .arrow_build import column, empty, numpy_array, scalar
 from .replay import DV_TYPE, SHARED_SOURCE_MAX_BYTES, STRING_MAP, read_commit, replay_checkpoint_table
 from .segment import Checkpoint, LogFile, LogSegment, complete_checkpoints, list_log
 from .snapshot import Snapshot
@@ -277,7 +278,8 @@ def _non_file_batch(snapshot: Snapshot, layout: _Layout, cp_tags: dict[str, str]
     arrays = []
     for name in schema.names:
         values = [v if col == name else None for col, v in rows]
-        arrays.append(pa.array(values, type=schema.field(name).type))
+        t = schema.field(name).type
+        arrays.append(column(values, t) if any(v is not None for v in values) else pa.nulls(len(values), t))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
@@ -291,7 +293,7 @@ def _add_struct(batch: pa.RecordBatch, layout: _Layout) -> pa.Array:
     for i in range(layout.add_type.num_fields):
         f = layout.add_type.field(i)
         if f.name == "dataChange":
-            arr = pa.array(np.zeros(n, dtype=bool))
+            arr = numpy_array(np.zeros(n, dtype=bool))
         elif f.name == "partitionValues_parsed":
             arr = _partition_values_parsed(_col(batch, "partitionValues"), layout)
         elif f.name == "stats_parsed":
@@ -309,7 +311,7 @@ def _remove_struct(batch: pa.RecordBatch) -> pa.Array:
     children = []
     for i in range(_REMOVE.num_fields):
         f = _REMOVE.field(i)
-        children.append(pa.array(np.zeros(n, dtype=bool)) if f.name == "dataChange" else _col(batch, f.name))
+        children.append(numpy_array(np.zeros(n, dtype=bool)) if f.name == "dataChange" else _col(batch, f.name))
     return pa.StructArray.from_arrays(children, fields=list(_REMOVE))
 
 
@@ -324,11 +326,11 @@ def _uniform_map_items(pv: pa.Array, keys: list[str]) -> list[pa.Array] | None:
         return None
     base = int(offsets[0])
     flat_keys = pv.keys.slice(base, k * len(pv))
-    expected = pa.array(keys * len(pv), pa.string())
+    expected = column(keys * len(pv), pa.string())
     if not pc.all(pc.equal(flat_keys, expected)).as_py():
         return None
     items = pv.items.slice(base, k * len(pv))
-    return [pc.take(items, pa.array(np.arange(j, k * len(pv), k))) for j in range(k)]
+    return [pc.take(items, numpy_array(np.arange(j, k * len(pv), k, dtype=np.int64))) for j in range(k)]
 
 
 def _partition_values_parsed(pv: pa.Array, layout: _Layout) -> pa.Array:
@@ -337,14 +339,14 @@ def _partition_values_parsed(pv: pa.Array, layout: _Layout) -> pa.Array:
     fast = _uniform_map_items(pv, [phys for _, phys in layout.partition_fields]) if n else None
     for j, (f, phys) in enumerate(layout.partition_fields):
         if n == 0:
-            children.append(pa.array([], to_arrow_type(f.type)))
+            children.append(empty(to_arrow_type(f.type)))
             continue
         if fast is not None:
             raw = fast[j]
         else:
-            raw = pc.map_lookup(pv, pa.scalar(phys), "first")
+            raw = pc.map_lookup(pv, scalar(phys), "first")
             if raw.null_count == n and phys != f.name:   # a writer that used logical names
-                raw = pc.map_lookup(pv, pa.scalar(f.name), "first")
+                raw = pc.map_lookup(pv, scalar(f.name), "first")
         children.append(partition_column_to_arrow(raw, f.type))
     assert layout.pv_type is not None
     return pa.StructArray.from_arrays(children, fields=list(layout.pv_type))
@@ -383,7 +385,7 @@ def _stats_parsed(stats: pa.Array, t: pa.DataType | None) -> pa.Array:
     assert t is not None
     n = len(stats)
     if n == 0:
-        return pa.array([], t)
+        return empty(t)
     if stats.null_count == n:
         return pa.nulls(n, t)
     raw_t = _raw_json_type(t)
@@ -458,7 +460,7 @@ def _build(snapshot: Snapshot, now_ms: int | None) -> tuple[pa.Table, int, int, 
     tomb = snapshot.tombstones_table(_REMOVE_COLUMNS)
     if tomb.num_rows:
         ts = tomb.column("deletionTimestamp")
-        keep = pc.fill_null(pc.greater_equal(ts, pa.scalar(now_ms - retention, pa.int64())), False)
+        keep = pc.fill_null(pc.greater_equal(ts, scalar(now_ms - retention, pa.int64())), scalar(False))
         tomb = tomb.filter(keep)
     for b in _file_batches(tomb):
         batches.append(_single_column_batch(schema, "remove", _remove_struct(b)))
