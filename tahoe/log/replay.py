@@ -229,7 +229,7 @@ class ActiveFiles:
         if tail is not None:
             parts.append(tail)
         parts = [p.cast(sub) if p.schema != sub else p for p in parts if p.num_columns]
-        result = pa.concat_tables(parts) if parts else sub.empty_table()
+        result = pa.concat_tables(parts) if parts else pa.Table.from_arrays([empty(f.type) for f in sub], schema=sub)
         self._cache[ck] = result
         return result
 
