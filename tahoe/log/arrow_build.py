@@ -13,7 +13,7 @@ values here, from buffers (numpy does the packing), and never imports pandas.
     numpy_array(np.arange(3))                                   # like pa.array(ndarray) (ints, bools)
 
 Supported types: string, large_string, binary, int8-64, bool, map<string, string> (any map whose
-keys and values are supported), struct of supported types. Values of the wrong Python type raise
+keys and values are supported), list and struct of supported types. Values of the wrong Python type raise
 pyarrow's own errors (ArrowTypeError / ArrowInvalid), as `pa.array` would.
 """
 
@@ -134,6 +134,24 @@ def _struct(values: list, t: pa.StructType) -> pa.Array:
     return pa.Array.from_buffers(t, len(values), [validity], null_count=nulls, children=children)
 
 
+def _list(values: list, t: pa.ListType) -> pa.Array:
+    items: list = []
+    counts = []
+    for v in values:
+        if v is None:
+            counts.append(0)
+            continue
+        if isinstance(v, (str, bytes, dict)):
+            raise pa.ArrowTypeError(f"Expected a list for {t}, got a '{type(v).__name__}' object")
+        entries = list(v)
+        items.extend(entries)
+        counts.append(len(entries))
+    child = column(items, t.value_type)
+    validity, nulls = _validity(values)
+    return pa.Array.from_buffers(t, len(values), [validity, pa.py_buffer(_offsets(counts, len(values)))],
+                                 null_count=nulls, children=[child])
+
+
 def column(values: list, t: pa.DataType) -> pa.Array:
     """`pa.array(values, t)` for the types listed in the module docstring."""
     values = values if isinstance(values, list) else list(values)
@@ -145,6 +163,8 @@ def column(values: list, t: pa.DataType) -> pa.Array:
         return _bools(values)
     if pa.types.is_map(t):
         return _map(values, t)
+    if pa.types.is_list(t):
+        return _list(values, t)
     if pa.types.is_struct(t):
         return _struct(values, t)
     if pa.types.is_null(t):

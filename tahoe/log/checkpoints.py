@@ -58,7 +58,7 @@ from ..errors import CorruptLogError, InvalidTableOperationError, VersionNotFoun
 from ..protocol import column_mapping
 from ..protocol.filenames import (
     SIDECAR_DIR, LogFileKind, checkpoint_file_name, commit_file_name, multipart_checkpoint_file_names,
-    sidecar_file_name, v2_checkpoint_file_name,
+    parse_log_file_name, sidecar_file_name, v2_checkpoint_file_name,
 )
 from ..protocol.partition_values import partition_column_to_arrow
 from ..protocol.properties import (
@@ -72,8 +72,9 @@ from ..protocol.schema import (
 from ..protocol.stats import stats_columns, typed_value
 from ..protocol.table_features import check_writable, is_feature_supported
 from .last_checkpoint import LastCheckpoint, read_last_checkpoint, write_last_checkpoint
-from .replay import DV_TYPE, STRING_MAP, read_commit
-from .segment import complete_checkpoints, list_log
+from .arrow_build import column, empty, numpy_array, scalar
+from .replay import DV_TYPE, SHARED_SOURCE_MAX_BYTES, STRING_MAP, read_commit, replay_checkpoint_table
+from .segment import Checkpoint, LogFile, LogSegment, complete_checkpoints, list_log
 from .snapshot import Snapshot
 
 _logger = logging.getLogger(__name__)
@@ -277,7 +278,8 @@ def _non_file_batch(snapshot: Snapshot, layout: _Layout, cp_tags: dict[str, str]
     arrays = []
     for name in schema.names:
         values = [v if col == name else None for col, v in rows]
-        arrays.append(pa.array(values, type=schema.field(name).type))
+        t = schema.field(name).type
+        arrays.append(column(values, t) if any(v is not None for v in values) else pa.nulls(len(values), t))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
@@ -291,7 +293,7 @@ def _add_struct(batch: pa.RecordBatch, layout: _Layout) -> pa.Array:
     for i in range(layout.add_type.num_fields):
         f = layout.add_type.field(i)
         if f.name == "dataChange":
-            arr = pa.array(np.zeros(n, dtype=bool))
+            arr = numpy_array(np.zeros(n, dtype=bool))
         elif f.name == "partitionValues_parsed":
             arr = _partition_values_parsed(_col(batch, "partitionValues"), layout)
         elif f.name == "stats_parsed":
@@ -309,7 +311,7 @@ def _remove_struct(batch: pa.RecordBatch) -> pa.Array:
     children = []
     for i in range(_REMOVE.num_fields):
         f = _REMOVE.field(i)
-        children.append(pa.array(np.zeros(n, dtype=bool)) if f.name == "dataChange" else _col(batch, f.name))
+        children.append(numpy_array(np.zeros(n, dtype=bool)) if f.name == "dataChange" else _col(batch, f.name))
     return pa.StructArray.from_arrays(children, fields=list(_REMOVE))
 
 
@@ -324,11 +326,11 @@ def _uniform_map_items(pv: pa.Array, keys: list[str]) -> list[pa.Array] | None:
         return None
     base = int(offsets[0])
     flat_keys = pv.keys.slice(base, k * len(pv))
-    expected = pa.array(keys * len(pv), pa.string())
+    expected = column(keys * len(pv), pa.string())
     if not pc.all(pc.equal(flat_keys, expected)).as_py():
         return None
     items = pv.items.slice(base, k * len(pv))
-    return [pc.take(items, pa.array(np.arange(j, k * len(pv), k))) for j in range(k)]
+    return [pc.take(items, numpy_array(np.arange(j, k * len(pv), k, dtype=np.int64))) for j in range(k)]
 
 
 def _partition_values_parsed(pv: pa.Array, layout: _Layout) -> pa.Array:
@@ -337,14 +339,14 @@ def _partition_values_parsed(pv: pa.Array, layout: _Layout) -> pa.Array:
     fast = _uniform_map_items(pv, [phys for _, phys in layout.partition_fields]) if n else None
     for j, (f, phys) in enumerate(layout.partition_fields):
         if n == 0:
-            children.append(pa.array([], to_arrow_type(f.type)))
+            children.append(empty(to_arrow_type(f.type)))
             continue
         if fast is not None:
             raw = fast[j]
         else:
-            raw = pc.map_lookup(pv, pa.scalar(phys), "first")
+            raw = pc.map_lookup(pv, scalar(phys), "first")
             if raw.null_count == n and phys != f.name:   # a writer that used logical names
-                raw = pc.map_lookup(pv, pa.scalar(f.name), "first")
+                raw = pc.map_lookup(pv, scalar(f.name), "first")
         children.append(partition_column_to_arrow(raw, f.type))
     assert layout.pv_type is not None
     return pa.StructArray.from_arrays(children, fields=list(layout.pv_type))
@@ -383,7 +385,7 @@ def _stats_parsed(stats: pa.Array, t: pa.DataType | None) -> pa.Array:
     assert t is not None
     n = len(stats)
     if n == 0:
-        return pa.array([], t)
+        return empty(t)
     if stats.null_count == n:
         return pa.nulls(n, t)
     raw_t = _raw_json_type(t)
@@ -458,7 +460,7 @@ def _build(snapshot: Snapshot, now_ms: int | None) -> tuple[pa.Table, int, int, 
     tomb = snapshot.tombstones_table(_REMOVE_COLUMNS)
     if tomb.num_rows:
         ts = tomb.column("deletionTimestamp")
-        keep = pc.fill_null(pc.greater_equal(ts, pa.scalar(now_ms - retention, pa.int64())), False)
+        keep = pc.fill_null(pc.greater_equal(ts, scalar(now_ms - retention, pa.int64())), scalar(False))
         tomb = tomb.filter(keep)
     for b in _file_batches(tomb):
         batches.append(_single_column_batch(schema, "remove", _remove_struct(b)))
@@ -577,21 +579,23 @@ def _split_parts(table: pa.Table, n_non_file: int, parts: int) -> list[pa.Table]
     return out
 
 
-def _put_if_absent(store, path: str, data: bytes) -> int:
-    """Write `data` unless the file exists; the size of the file now at `path`."""
+def _put_if_absent(store, path: str, data: bytes) -> tuple[int, bool]:
+    """Write `data` unless the file exists; the size of the file now at `path`, and whether it
+    holds `data` (False: another writer's file was there)."""
     try:
         store.write(path, data, overwrite=False)
-        return len(data)
+        return len(data), True
     except FileExistsError:
         _logger.info("checkpoint file %s already exists; keeping it", path)
         name = path.replace("\\", "/").rsplit("/", 1)[-1]
         for st in store.list_from(path):
-            return st.size if st.name == name else len(data)
-        return len(data)
+            return (st.size if st.name == name else len(data)), False
+        return len(data), False
 
 
 def write_checkpoint(log: Any, version: int | None = None, parts: int | None = None, *,
-                     now_ms: int | None = None, v2_format: str | None = None) -> LastCheckpoint:
+                     now_ms: int | None = None, v2_format: str | None = None,
+                     snapshot: Snapshot | None = None) -> LastCheckpoint:
     """Write a checkpoint of the latest version (or `version`) of the table of `log` (a DeltaLog),
     then update `_last_checkpoint` (unless it already names a newer checkpoint).
 
@@ -604,14 +608,25 @@ def write_checkpoint(log: Any, version: int | None = None, parts: int | None = N
     `parts`: None → one file, or `ceil(file actions / delta.checkpoint.partSize)` parts when the
     adds and kept tombstones exceed that size (delta-spark's rule); an explicit number > 1 →
     exactly that many parts (classic multi-part; on a v2 policy table: that many sidecars).
-    `now_ms` is the clock for tombstone retention (tests)."""
+    `now_ms` is the clock for tombstone retention (tests). `snapshot`: the snapshot of `version`
+    when the caller has it (a writer right after its commit), instead of loading it."""
     if version is not None and version < 0:
         raise VersionNotFoundError(f"version must be >= 0, got {version}")
     if parts is not None and parts < 1:
         raise ValueError(f"parts must be >= 1, got {parts}")
     if v2_format is not None and v2_format not in ("json", "parquet"):
         raise ValueError(f"v2_format must be 'json' or 'parquet', got {v2_format!r}")
-    snapshot = log.snapshot(version=version)
+    return _write_checkpoint(log, version, parts, now_ms, v2_format, snapshot)[0]
+
+
+def _write_checkpoint(log: Any, version: int | None, parts: int | None, now_ms: int | None,
+                      v2_format: str | None, snapshot: Snapshot | None) -> tuple[LastCheckpoint, Snapshot | None]:
+    """`write_checkpoint`; also the snapshot a fresh load of the version now builds — from the
+    checkpoint just written and no commit after it — when that is a classic one-file checkpoint
+    of at most `SHARED_SOURCE_MAX_BYTES` holding this writer's bytes (made from the Arrow table
+    written, not read back: `tahoe.log.replay.replay_checkpoint_table`), else None."""
+    if snapshot is None or (version is not None and snapshot.version != version):
+        snapshot = log.snapshot(version=version)
     check_writable(snapshot.protocol)
     v2 = is_feature_supported(snapshot.protocol, "v2Checkpoint")
     v2_policy = v2 and enum_property(snapshot.configuration, "delta.checkpointPolicy") == "v2"
@@ -619,16 +634,35 @@ def write_checkpoint(log: Any, version: int | None = None, parts: int | None = N
         raise InvalidTableOperationError(
             f"v2_format={v2_format!r}: table {log.table_root} does not write V2 checkpoints (set "
             f"delta.checkpointPolicy=v2 first)")
-    _validate_version_checksum(snapshot)
     table, n_non_file, n_adds, layout = _build(snapshot, now_ms)
+    _validate_version_checksum(snapshot)   # (after the build: the file columns it needs are read)
+    ours = False
     if v2_policy:
         lc = _write_v2(log, snapshot, table, n_non_file, n_adds, layout, parts, v2_format or "json")
     else:
-        lc = _write_classic(log, snapshot, table, n_non_file, n_adds, parts, v2)
+        lc, ours = _write_classic(log, snapshot, table, n_non_file, n_adds, parts, v2)
     current = read_last_checkpoint(log.store, log.log_dir)
     if current is None or current.version <= snapshot.version:
         write_last_checkpoint(log.store, log.log_dir, lc)
-    return lc
+    rebased = None
+    if ours and lc.parts is None and (lc.size_in_bytes or 0) <= SHARED_SOURCE_MAX_BYTES:
+        rebased = _rebased(log, snapshot, table)
+    return lc, rebased
+
+
+def _rebased(log: Any, snapshot: Snapshot, table: pa.Table) -> Snapshot | None:
+    """The snapshot of `snapshot.version` as a fresh load builds it from the one-file checkpoint
+    just written (holding `table`), or None when that file cannot be seen."""
+    store = log.store
+    name = checkpoint_file_name(snapshot.version)
+    st = store.status(store.join(log.log_dir, name))
+    parsed = parse_log_file_name(name)
+    if st is None or parsed is None:
+        return None
+    cp = Checkpoint(snapshot.version, LogFileKind.CHECKPOINT, (LogFile(st, parsed),))
+    segment = LogSegment(snapshot.segment.log_dir, snapshot.version, cp, (), snapshot.segment.version_commit, ())
+    state = replay_checkpoint_table(store, snapshot.table_root, st.path, table)
+    return Snapshot(store, snapshot.table_root, segment, state)
 
 
 def _validate_version_checksum(snapshot: Snapshot) -> None:
@@ -644,7 +678,8 @@ def _validate_version_checksum(snapshot: Snapshot) -> None:
 
 
 def _write_classic(log: Any, snapshot: Snapshot, table: pa.Table, n_non_file: int, n_adds: int,
-                   parts: int | None, v2: bool) -> LastCheckpoint:
+                   parts: int | None, v2: bool) -> tuple[LastCheckpoint, bool]:
+    """A classic checkpoint (one file or parts); and whether every file holds this writer's bytes."""
     store = log.store
     v = snapshot.version
     n_rows = table.num_rows
@@ -664,10 +699,13 @@ def _write_classic(log: Any, snapshot: Snapshot, table: pa.Table, n_non_file: in
         names = multipart_checkpoint_file_names(v, parts)
         tables = _split_parts(table, n_non_file, parts)
     size_in_bytes = 0
+    ours = True
     for name, t in zip(names, tables):
-        size_in_bytes += _put_if_absent(store, store.join(log.log_dir, name), _parquet_bytes(t))
+        size, mine = _put_if_absent(store, store.join(log.log_dir, name), _parquet_bytes(t))
+        size_in_bytes += size
+        ours = ours and mine
     return LastCheckpoint(version=v, size=n_rows, parts=parts if parts > 1 else None,
-                          size_in_bytes=size_in_bytes, num_of_add_files=n_adds)
+                          size_in_bytes=size_in_bytes, num_of_add_files=n_adds), ours
 
 
 # V2 checkpoints (spec "V2 Spec", "UUID-named checkpoint", "Sidecar Files"), as delta-spark writes
@@ -818,20 +856,28 @@ def checkpoint_due(conf: dict, version: int, tail_bytes: "int | Callable[[], int
 
 
 def checkpoint_if_needed(log: Any, version: int, configuration: dict | None = None,
-                         tail_bytes: int | None = None) -> LastCheckpoint | None:
+                         tail_bytes: int | None = None, snapshot: Snapshot | None = None) -> LastCheckpoint | None:
     """Post-commit hook: when `checkpoint_due` (every `delta.checkpointInterval` commits, or once
     the JSON since the last checkpoint reaches `tahoe.checkpoint.jsonSizeThreshold`), write the
     checkpoint of `version`, then (if `delta.enableExpiredLogCleanup`) clean up expired log files.
     Returns the checkpoint written, or None. Never raises — the commit already succeeded — but
     logs a warning. `configuration`: the table configuration at `version` when the caller knows it
     (saves a read); `tail_bytes`: the JSON bytes after the newest checkpoint up to `version` when
-    the caller knows them (else the log is listed, only when the interval alone does not decide)."""
+    the caller knows them (else the log is listed, only when the interval alone does not decide);
+    `snapshot`: the snapshot of `version` when the caller has it (saves loading it)."""
     try:
         conf = configuration if configuration is not None else _configuration_at(log, version)
         if not checkpoint_due(conf, version, tail_bytes if tail_bytes is not None
                               else (lambda: json_tail_bytes(log, version))):
             return None
-        lc = write_checkpoint(log, version)
+        given = snapshot if snapshot is not None and snapshot.version == version else None
+        lc, rebased = _write_checkpoint(log, version, None, None, None, given)
+        if given is not None and rebased is not None:
+            # the writer's kept snapshot, rebased on the checkpoint as a fresh load would be
+            from .snapshot_cache import remember
+
+            rebased.known_checksum(given.version_checksum)
+            remember(rebased)
     except Exception as e:  # noqa: BLE001 - a failed checkpoint never fails the commit
         _logger.warning("checkpoint of %s at version %s failed: %s: %s",
                         getattr(log, "table_root", "?"), version, type(e).__name__, e)
@@ -866,6 +912,13 @@ def cleanup_expired_logs(log: Any, now_ms: int | None = None, configuration: dic
     the table's, when the caller has it (saves loading the snapshot when nothing is old enough)."""
     now_ms = _now_ms() if now_ms is None else now_ms
     store = log.store
+
+    def cutoff_of(conf: dict) -> int:
+        return now_ms - (interval_property_ms(conf, "delta.logRetentionDuration") if retention_ms is None
+                         else retention_ms)
+
+    if configuration is not None and _nothing_expired(store, log.log_dir, cutoff_of(configuration)):
+        return []
     files = list_log(store, log.log_dir, 0)
     commits = sorted((f for f in files if f.name.kind == LogFileKind.COMMIT), key=lambda f: f.version)
     if not commits:
@@ -875,8 +928,7 @@ def cleanup_expired_logs(log: Any, now_ms: int | None = None, configuration: dic
         snapshot = log.snapshot()
         configuration = snapshot.configuration
     conf = configuration
-    retention = interval_property_ms(conf, "delta.logRetentionDuration") if retention_ms is None else retention_ms
-    cutoff = now_ms - retention
+    cutoff = cutoff_of(conf)
     if min(f.status.modification_time for f in files) > cutoff:
         return []   # nothing is old enough
     boundary = next((c.version for c in commits if c.status.modification_time > cutoff), commits[-1].version)
@@ -906,6 +958,32 @@ def cleanup_expired_logs(log: Any, now_ms: int | None = None, configuration: dic
             d, _, name = f.path.rpartition("/")
             store.delete(store.join(d, f".{name}.crc"))
     return deleted
+
+
+def _nothing_expired(store: Any, log_dir: str, cutoff: int) -> bool:
+    """A cheap sufficient condition for `cleanup_expired_logs` to delete nothing, without the
+    status of every log file: the earliest commit C is younger than `cutoff` and no log file
+    belongs to a version before C. (Then the retention boundary is C, the checkpoint kept is at
+    or before C, and only files of versions before C could go.) One listing of names and one
+    status; False whenever that does not settle it (the full rule then decides)."""
+    try:
+        names = store.list_names(log_dir)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    first_commit = None
+    before: list[int] = []
+    for n in names:   # sorted by name: by version first (the 20-digit prefix)
+        parsed = parse_log_file_name(n)
+        if parsed is None:
+            continue
+        if parsed.kind == LogFileKind.COMMIT:
+            first_commit = parsed
+            break
+        before.append(parsed.version)
+    if first_commit is None or any(v < first_commit.version for v in before):
+        return False
+    st = store.status(store.join(log_dir, first_commit.name))
+    return st is not None and st.modification_time > cutoff
 
 
 # --- sidecar cleanup (v2 checkpoints) ------------------------------------------------------------

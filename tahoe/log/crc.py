@@ -119,18 +119,21 @@ def compute_checksum(snapshot: "Snapshot") -> VersionChecksum:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from .arrow_build import empty, int_numpy, scalar
+
+    # (no Python values handed to pyarrow: its converter would import pandas)
     files = snapshot.files_table(["size", "deletionVector"])
-    sizes = files.column("size").to_numpy(zero_copy_only=False).astype(np.int64) if files.num_rows \
-        else np.zeros(0, np.int64)
+    sizes = int_numpy(files.column("size")).astype(np.int64) if files.num_rows else np.zeros(0, np.int64)
     md, proto = snapshot.metadata, snapshot.protocol
     readable, _ = _dv_flags(proto, md)
     n_dv = n_deleted = dhist = None
     if readable:
         dvs = files.column("deletionVector")
-        card = pc.struct_field(dvs.combine_chunks(), "cardinality") if files.num_rows else pa.array([], pa.int64())
-        has = pc.is_valid(dvs.combine_chunks()) if files.num_rows else pa.array([], pa.bool_())
+        card = pc.struct_field(dvs.combine_chunks(), "cardinality") if files.num_rows else empty(pa.int64())
+        has = pc.is_valid(dvs.combine_chunks()) if files.num_rows else empty(pa.bool_())
         n_dv = int(pc.sum(pc.cast(has, pa.int64())).as_py() or 0)
-        cards = pc.if_else(has, pc.fill_null(card, 0), 0).to_numpy(zero_copy_only=False) \
+        zero = scalar(0, card.type)
+        cards = int_numpy(pc.if_else(has, pc.fill_null(card, zero), zero)).astype(np.int64) \
             if files.num_rows else np.zeros(0, np.int64)
         n_deleted = int(cards.sum())
         dhist = DeletedRecordCountsHistogram()
@@ -189,7 +192,9 @@ def checksum_after_commit(store: LogStore, log_dir: str, table_root: str, versio
             return None
         prev = empty_checksum(metadata, protocol, _dv_flags(protocol, metadata)[1])
     else:
-        prev = read_version_checksum(store, log_dir, version - 1)
+        # the read snapshot's own (read once, or known to the writer that derived it)
+        prev = read_snapshot.version_checksum if fresh and read_snapshot is not None \
+            else read_version_checksum(store, log_dir, version - 1)
         if prev is None and fresh:
             assert read_snapshot is not None
             prev = compute_checksum(read_snapshot)

@@ -503,6 +503,10 @@ class PieceTail:
         else:
             self._selected = self._reconcile(keys, is_add)
 
+    def after_commit(self, actions: list[tuple[str, str, dict]]) -> "PieceTail":
+        """A new tail: these pieces and one more commit's file actions (kind, key, action dict)."""
+        return PieceTail(self._pieces + [DictPiece(actions)])
+
     @staticmethod
     def _reconcile(keys: pa.Array, is_add: pa.Array) -> dict[str, pa.Array]:
         """Per kind, the indices of the surviving actions (the newest reference of each key), in the

@@ -44,7 +44,8 @@ from .segment import Checkpoint, LogSegment
 
 __all__ = [
     "ADD_SCHEMA", "REMOVE_SCHEMA", "DV_TYPE", "STRING_MAP", "ActiveFiles", "ReplayState",
-    "replay", "file_keys", "canonical_key", "read_commit", "parse_commit", "root_uri",
+    "replay", "replay_commit", "replay_checkpoint_table", "commit_file_actions", "file_keys", "canonical_key", "read_commit", "parse_commit",
+    "root_uri", "SHARED_SOURCE_MAX_BYTES",
 ]
 
 def _conform(struct_arr: pa.Array | pa.ChunkedArray, schema: pa.Schema, columns: Iterable[str]) -> dict[str, pa.Array]:
@@ -124,15 +125,40 @@ class ActiveFiles:
     """The active logical files of a snapshot, materialized lazily as Arrow tables."""
 
     def __init__(self, store: LogStore, root_uri: str, sources: list[str], base_adds: list[dict],
-                 base_removes: list[dict], tail: "DictTail | json_commits.PieceTail"):
+                 base_removes: list[dict], tail: "DictTail | json_commits.PieceTail",
+                 source_cache: "dict[tuple[str, tuple[str, ...]], list[pa.Table]] | None" = None):
+        """`source_cache`: projections of the checkpoint sources already read, shared with the
+        snapshots derived from this one (`after_commit`), which have the same sources; None:
+        nothing read is kept beyond this object's own results (a large checkpoint)."""
         self._store = store
         self._root_uri = root_uri
         self._sources = sources            # checkpoint parquet files (parts / sidecars)
         self._base_adds = base_adds        # adds inline in a JSON v2 checkpoint (already reconciled)
         self._base_removes = base_removes
         self._tail = tail                  # the reconciled file actions of the commits after it
+        self._source_cache = source_cache
         self._masks: dict[str, list[pa.Array]] = {}
         self._cache: dict[tuple[str, tuple[str, ...]], pa.Table] = {}
+
+    def after_commit(self, actions: list[tuple[str, str, dict]]) -> "ActiveFiles":
+        """The active files one commit later: this one's checkpoint sources, with the commit's
+        file actions (kind, key, action dict — `commit_file_actions`) reconciled into the tail
+        exactly as `replay` would have reconciled them."""
+        return ActiveFiles(self._store, self._root_uri, self._sources, self._base_adds, self._base_removes,
+                           self._tail.after_commit(actions), self._source_cache)
+
+    def _source_tables(self, action: str, columns: list[str]) -> list[pa.Table]:
+        """The checkpoint sources' `action` rows projected on `columns`, from the shared cache
+        when a read of these (or more) columns is in it."""
+        cache = self._source_cache
+        if cache is None:
+            return self._read_projected(action, columns)
+        for (a, have), tables in list(cache.items()):
+            if a == action and set(columns) <= set(have):
+                return [t.select(columns) for t in tables]
+        tables = self._read_projected(action, columns)
+        cache[(action, tuple(columns))] = tables
+        return tables
 
     def _read_projected(self, action: str, columns: list[str]) -> list[pa.Table]:
         schema = ADD_SCHEMA if action == "add" else REMOVE_SCHEMA
@@ -174,13 +200,16 @@ class ActiveFiles:
         ck = (action, cols)
         if ck in self._cache:
             return self._cache[ck]
+        for (a, have), t in list(self._cache.items()):
+            if a == action and set(cols) <= set(have):   # a wider read already made: its columns
+                return t.select(list(cols))
         sub = pa.schema([schema.field(c) for c in cols])
         parts: list[pa.Table] = []
         if self._sources:
             # one read of each source: the wanted columns, plus what the mask needs the first time
             need_mask = action not in self._masks
             read = list(dict.fromkeys(list(cols) + (["path", "deletionVector"] if need_mask else [])))
-            tables = self._read_projected(action, read)
+            tables = self._source_tables(action, read)
             if need_mask:
                 self._masks[action] = [self._mask_of(t) for t in tables]
             for t, m in zip(tables, self._masks[action]):
@@ -200,7 +229,7 @@ class ActiveFiles:
         if tail is not None:
             parts.append(tail)
         parts = [p.cast(sub) if p.schema != sub else p for p in parts if p.num_columns]
-        result = pa.concat_tables(parts) if parts else sub.empty_table()
+        result = pa.concat_tables(parts) if parts else pa.Table.from_arrays([empty(f.type) for f in sub], schema=sub)
         self._cache[ck] = result
         return result
 
@@ -248,6 +277,47 @@ def _check_file_action(kind: str, d: Any, source: str) -> dict:
     return d
 
 
+_NON_FILE_COLUMNS = ["protocol", "metaData", "txn", "domainMetadata", "sidecar", "checkpointMetadata"]
+
+
+def _apply_checkpoint_rows(t: pa.Table, state: ReplayState) -> list[Sidecar]:
+    """Apply the non-file actions of a parquet checkpoint's rows (its columns among
+    `_NON_FILE_COLUMNS`) to `state`; return the sidecars it lists."""
+    sidecars: list[Sidecar] = []
+    for col in t.column_names:
+        if col not in _NON_FILE_COLUMNS:
+            continue
+        arr = t.column(col)
+        valid = pc.is_valid(arr)
+        if not pc.any(valid).as_py():
+            continue
+        for v in arr.filter(valid).to_pylist():
+            if col == "sidecar":
+                sidecars.append(Sidecar.from_dict(v))
+            else:
+                if col in ("metaData",) and v.get("configuration") is not None and isinstance(v["configuration"], list):
+                    v["configuration"] = dict(v["configuration"])
+                _apply_non_file(state, {col: _maps_to_dicts(v)})
+    return sidecars
+
+
+def replay_checkpoint_table(store: LogStore, table_root: str, path: str, table: pa.Table) -> ReplayState:
+    """The state `replay` reconstructs from a one-file parquet checkpoint at `path` and no commit
+    after it, from `table` — exactly the rows that file holds (the writer that just wrote it):
+    the same rules applied to the same rows, without reading the file back. What is read of the
+    file rows stays in memory for the snapshots derived from this state (`after_commit`). A
+    checkpoint with sidecars is not for this (ValueError)."""
+    state = ReplayState()
+    if _apply_checkpoint_rows(table, state):
+        raise ValueError("replay_checkpoint_table: the checkpoint lists sidecars")
+    cache: dict[tuple[str, tuple[str, ...]], list[pa.Table]] = {}
+    for action, schema in (("add", ADD_SCHEMA), ("remove", REMOVE_SCHEMA)):
+        if action in table.column_names:
+            cache[(action, tuple(schema.names))] = [pa.table(_conform(table.column(action), schema, schema.names))]
+    state.files = ActiveFiles(store, root_uri(table_root), [path], [], [], DictTail(), cache)
+    return state
+
+
 def _read_checkpoint_non_file(store: LogStore, cp: Checkpoint, state: ReplayState) -> tuple[list[str], list[dict], list[dict]]:
     """Apply the checkpoint's protocol/metaData/txn/domainMetadata to `state`; return the parquet
     files that hold its add/remove rows, and the adds/removes inline in a JSON checkpoint."""
@@ -255,7 +325,6 @@ def _read_checkpoint_non_file(store: LogStore, cp: Checkpoint, state: ReplayStat
     inline_adds: list[dict] = []
     inline_removes: list[dict] = []
     sidecars: list[Sidecar] = []
-    small_cols = ["protocol", "metaData", "txn", "domainMetadata", "sidecar", "checkpointMetadata"]
     for f in cp.files:
         if f.name.ext == "json":
             for obj in read_commit(store, f.path):
@@ -268,19 +337,7 @@ def _read_checkpoint_non_file(store: LogStore, cp: Checkpoint, state: ReplayStat
                 else:
                     _apply_non_file(state, obj)
             continue
-        t = _read_parquet(store, f.path, small_cols)
-        for col in t.column_names:
-            arr = t.column(col)
-            valid = pc.is_valid(arr)
-            if not pc.any(valid).as_py():
-                continue
-            for v in arr.filter(valid).to_pylist():
-                if col == "sidecar":
-                    sidecars.append(Sidecar.from_dict(v))
-                else:
-                    if col in ("metaData",) and v.get("configuration") is not None and isinstance(v["configuration"], list):
-                        v["configuration"] = dict(v["configuration"])
-                    _apply_non_file(state, {col: _maps_to_dicts(v)})
+        sidecars += _apply_checkpoint_rows(_read_parquet(store, f.path, _NON_FILE_COLUMNS), state)
         sources.append(f.path)
     for sc in sidecars:
         p = sc.path
@@ -359,16 +416,34 @@ class DictTail:
     """The file actions of the commits after a checkpoint reconciled in Python dicts (the usual
     case: a few small commits): the newest action per key, in first-reference order."""
 
-    def __init__(self, adds: dict[str, dict], removes: dict[str, dict]):
-        self._rows = {"add": list(adds.values()), "remove": list(removes.values())}
-        self._keys = set(adds) | set(removes)
+    def __init__(self, adds: dict[str, dict] | None = None, removes: dict[str, dict] | None = None):
+        self._adds = {} if adds is None else adds
+        self._removes = {} if removes is None else removes
+
+    def apply(self, actions: Iterable[tuple[str, str, dict]]) -> None:
+        """Reconcile a commit's file actions (kind, key, action dict) into the tail, in place."""
+        adds, removes = self._adds, self._removes
+        for kind, k, a in actions:
+            if kind == "add":
+                adds[k] = a
+                removes.pop(k, None)
+            else:
+                adds.pop(k, None)
+                removes[k] = a
+
+    def after_commit(self, actions: list[tuple[str, str, dict]]) -> "DictTail":
+        """A new tail: this one with one more commit's file actions reconciled."""
+        tail = DictTail(dict(self._adds), dict(self._removes))
+        tail.apply(actions)
+        return tail
 
     def touched(self) -> pa.Array | None:
         """Every key the tail references (a checkpoint row with one of them is superseded)."""
-        return column(sorted(self._keys), pa.string()) if self._keys else None
+        keys = self._adds.keys() | self._removes.keys()
+        return column(sorted(keys), pa.string()) if keys else None
 
     def table(self, action: str, columns: Iterable[str]) -> pa.Table | None:
-        rows = self._rows[action]
+        rows = list((self._adds if action == "add" else self._removes).values())
         if not rows:
             return None
         return table_from_rows(rows, ADD_SCHEMA if action == "add" else REMOVE_SCHEMA).select(list(columns))
@@ -386,6 +461,31 @@ def _apply_commit_action(state: ReplayState, obj: dict, path: str, last: bool) -
         raise CorruptLogError(f"{path}: {e}") from None
 
 
+def commit_file_actions(state: ReplayState, objs: Iterable[dict], path: str, last: bool,
+                        key_root: str) -> list[tuple[str, str, dict]]:
+    """Replay one commit's actions (`objs`, parsed from the file at `path`) onto `state`: its
+    non-file actions are applied (its commitInfo kept when it is the `last` commit); its file
+    actions are checked and returned as (kind, key, action dict), in commit order."""
+    out: list[tuple[str, str, dict]] = []
+    for obj in objs:
+        if (a := obj.get("add")) is not None:
+            kind = "add"
+        elif (a := obj.get("remove")) is not None:
+            kind = "remove"
+        else:
+            _apply_commit_action(state, obj, path, last)
+            continue
+        _check_file_action(kind, a, path)
+        out.append((kind, canonical_key(a["path"], dv_unique_id(a.get("deletionVector")), key_root), a))
+    return out
+
+
+# Checkpoints up to this size (all parts) keep what is read of them in memory for the snapshots
+# derived from theirs by later commits (`ActiveFiles.after_commit`), so that a writer committing
+# in a loop reads its checkpoint's file rows once per checkpoint, not once per commit.
+SHARED_SOURCE_MAX_BYTES = 8 << 20
+
+
 def replay(store: LogStore, table_root: str, segment: LogSegment) -> ReplayState:
     """Reconstruct the state of `segment.version`. Commits of at least
     `json_commits.VECTOR_MIN_BYTES` are replayed vectorised (see `tahoe.log.json_commits`)."""
@@ -394,14 +494,16 @@ def replay(store: LogStore, table_root: str, segment: LogSegment) -> ReplayState
     sources: list[str] = []
     base_adds: list[dict] = []
     base_removes: list[dict] = []
+    share = True
     if segment.checkpoint is not None:
         sources, base_adds, base_removes = _checkpoint_state(store, segment.checkpoint, state)
+        share = len(sources) == len(segment.checkpoint.files) and \
+            sum(f.status.size for f in segment.checkpoint.files) <= SHARED_SOURCE_MAX_BYTES
     # the commits after the checkpoint, with log compaction files in place of the ranges they
     # cover (`LogSegment.deltas`); commitInfo is kept from the version's own commit only
     deltas = segment.deltas
     vectorise = any(c.status.size >= json_commits.VECTOR_MIN_BYTES for c in deltas)
-    adds: dict[str, dict] = {}
-    removes: dict[str, dict] = {}
+    dict_tail = DictTail()
     pieces: list = []
     for c in deltas:
         last = c is deltas[-1] and c.name.kind == LogFileKind.COMMIT
@@ -418,27 +520,26 @@ def replay(store: LogStore, table_root: str, segment: LogSegment) -> ReplayState
                     _apply_commit_action(state, obj, c.path, last)
                 pieces.append(piece)
                 continue
-        actions: list[tuple[str, str, dict]] = []
-        for obj in (parse_commit(data, c.path) if data is not None else read_commit(store, c.path)):
-            if (a := obj.get("add")) is not None:
-                kind = "add"
-            elif (a := obj.get("remove")) is not None:
-                kind = "remove"
-            else:
-                _apply_commit_action(state, obj, c.path, last)
-                continue
-            _check_file_action(kind, a, c.path)
-            k = canonical_key(a["path"], dv_unique_id(a.get("deletionVector")), key_root)
-            if vectorise:
-                actions.append((kind, k, a))
-            elif kind == "add":
-                adds[k] = a
-                removes.pop(k, None)
-            else:
-                adds.pop(k, None)
-                removes[k] = a
+        objs = parse_commit(data, c.path) if data is not None else read_commit(store, c.path)
+        actions = commit_file_actions(state, objs, c.path, last, key_root)
         if vectorise:
             pieces.append(json_commits.DictPiece(actions))
-    tail = json_commits.PieceTail(pieces) if vectorise else DictTail(adds, removes)
-    state.files = ActiveFiles(store, key_root, sources, base_adds, base_removes, tail)
+        else:
+            dict_tail.apply(actions)
+    tail = json_commits.PieceTail(pieces) if vectorise else dict_tail
+    state.files = ActiveFiles(store, key_root, sources, base_adds, base_removes, tail, {} if share else None)
+    return state
+
+
+def replay_commit(prev: ReplayState, table_root: str, path: str, data: bytes) -> ReplayState | None:
+    """The state one commit after `prev`: `prev` with the commit at `path` (its bytes `data`)
+    replayed on top — the same state `replay` reconstructs from the longer segment (the
+    reconciliation rules are the same code). None when the commit is one `replay` would
+    vectorise (at least `json_commits.VECTOR_MIN_BYTES`): replay that segment instead."""
+    if len(data) >= json_commits.VECTOR_MIN_BYTES or prev.files is None:
+        return None
+    state = ReplayState(prev.protocol, prev.metadata, prev.row_id_high_water_mark, dict(prev.txns),
+                        dict(prev.domains), None)
+    actions = commit_file_actions(state, parse_commit(data, path), path, True, root_uri(table_root))
+    state.files = prev.files.after_commit(actions)
     return state

@@ -28,7 +28,7 @@ from ..protocol.properties import bool_property
 from ..protocol.schema import StructType
 from ..protocol.table_features import check_readable, is_feature_supported
 from ..storage.base import LogStore
-from .segment import LogSegment
+from .segment import LogFile, LogSegment
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -111,6 +111,11 @@ class Snapshot:
         """The snapshot at `version` (latest when None). `from_checksum`: when the version's
         `.crc` holds protocol and metaData, take them from it and replay the log only on first
         need (see the module docstring)."""
+        from .snapshot_cache import recall
+
+        kept = recall(store, table_root, version)
+        if kept is not None:
+            return kept
         segment = LogSegment.for_version(store, table_root, version)
         snap = None
         if from_checksum:
@@ -129,6 +134,31 @@ class Snapshot:
         if mode is not None:
             snap.validate_checksum(strict=mode == "strict")
         return snap
+
+    def after_commit(self, commit: LogFile, data: bytes) -> "Snapshot | None":
+        """The snapshot of the version committed right after this one, derived from this one and
+        that commit (`commit`, the listed file of version `self.version + 1`, and `data`, its
+        bytes) without replaying the log (`tahoe.log.replay.replay_commit`); None when that
+        commit is one a replay would vectorise (large). The protocol must be readable, as on a
+        load. When `TAHOE_VALIDATE_CHECKSUMS` is set, the derived state is checked against the
+        version's `.crc` later, by whoever derives it (`tahoe.txn.transaction`)."""
+        from .replay import replay_commit
+
+        if commit.version != self.version + 1:
+            raise ValueError(f"commit {commit.version} does not follow version {self.version}")
+        state = replay_commit(self._state, self.table_root, commit.path, data)
+        if state is None:
+            return None
+        seg = self.segment
+        segment = LogSegment(seg.log_dir, commit.version, seg.checkpoint, seg.commits + (commit,), commit,
+                             seg.deltas + (commit,))
+        return Snapshot(self.store, self.table_root, segment, state)
+
+    def known_checksum(self, checksum: "VersionChecksum") -> None:
+        """Record `checksum` as this version's `.crc` content (the writer that just wrote it), so
+        `version_checksum` needs no read."""
+        if checksum is not None:
+            self.__dict__["version_checksum"] = checksum
 
     # --- version checksum (`<v>.crc`) ------------------------------------------------------------
     @cached_property

@@ -183,8 +183,10 @@ def _to_string_array(values: list[str | None] | pa.Array | pa.ChunkedArray) -> p
     if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
         values = values.cast(pa.string())
     if values.null_count < len(values):
-        # empty string means null for every type
-        values = pc.if_else(pc.equal(values, ""), pa.scalar(None, values.type), values)
+        # empty string means null for every type (no Python literal here: converting one makes
+        # pyarrow import pandas)
+        empty = pc.invert(pc.cast(pc.utf8_length(values), pa.bool_()))
+        values = pc.if_else(empty, pa.nulls(len(values), values.type), values)
     return values
 
 

@@ -14,6 +14,7 @@ in Spark; `StructType.field` is exact unless asked otherwise.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field as dc_field
@@ -188,14 +189,11 @@ class StructType(DataType):
 
     @staticmethod
     def from_json(text: str) -> "StructType":
-        try:
-            obj = json.loads(text)
-        except (TypeError, ValueError) as e:
-            raise SchemaError(f"schema is not valid JSON: {e}") from None
-        dt = parse_data_type(obj)
-        if not isinstance(dt, StructType):
-            raise SchemaError(f"a table schema must be a struct, got {dt.simple_string()}")
-        return dt
+        """The schema a schemaString holds. Types are immutable: the same text gives the same
+        object (the last few parsed are remembered — a writer parses its table's on every commit)."""
+        if isinstance(text, str):
+            return _struct_from_json(text)
+        return _parse_struct_json(text)
 
     def simple_string(self) -> str:
         return "struct<" + ",".join(f"{f.name}:{f.type.simple_string()}" for f in self.fields) + ">"
@@ -308,6 +306,20 @@ def is_numeric(dt: DataType) -> bool:
 
 
 # --- JSON parsing ------------------------------------------------------------------------------
+
+def _parse_struct_json(text) -> StructType:
+    try:
+        obj = json.loads(text)
+    except (TypeError, ValueError) as e:
+        raise SchemaError(f"schema is not valid JSON: {e}") from None
+    dt = parse_data_type(obj)
+    if not isinstance(dt, StructType):
+        raise SchemaError(f"a table schema must be a struct, got {dt.simple_string()}")
+    return dt
+
+
+_struct_from_json = functools.lru_cache(maxsize=64)(_parse_struct_json)
+
 
 def parse_data_type(obj: Any) -> DataType:
     """A Delta type from its JSON value (a type-name string, or an object for struct/array/map)."""

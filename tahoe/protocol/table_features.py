@@ -128,6 +128,20 @@ def writer_features_of(p: Protocol) -> set[str]:
     return feats | reader_features_of(p)
 
 
+_canonical_sets: dict[int, tuple[object, frozenset[str]]] = {}
+
+
+def _canonical_set(names: Iterable[str]) -> frozenset[str]:
+    """`names` canonicalized; remembered for the module's own (immutable) feature sets."""
+    cached = _canonical_sets.get(id(names))
+    if cached is not None and cached[0] is names:
+        return cached[1]
+    out = frozenset(canonical_feature_name(s) for s in names)
+    if names is SUPPORTED_READER_FEATURES or names is SUPPORTED_WRITER_FEATURES:
+        _canonical_sets[id(names)] = (names, out)
+    return out
+
+
 def check_readable(p: Protocol, supported: Iterable[str] = SUPPORTED_READER_FEATURES) -> None:
     """Refuse (UnsupportedFeatureError naming them) a protocol this reader cannot read."""
     if p.min_reader_version > MAX_READER_VERSION or p.min_reader_version < 1:
@@ -136,7 +150,7 @@ def check_readable(p: Protocol, supported: Iterable[str] = SUPPORTED_READER_FEAT
             f"1 to {MAX_READER_VERSION}")
     if p.min_reader_version == 3 and p.reader_features is None:
         raise UnsupportedFeatureError("protocol has reader version 3 but no readerFeatures list")
-    supported = {canonical_feature_name(s) for s in supported}
+    supported = _canonical_set(supported)
     missing = sorted(f for f in reader_features_of(p) if f not in supported)
     if missing:
         raise UnsupportedFeatureError(f"table requires unsupported reader feature(s): {', '.join(missing)}")
@@ -151,7 +165,7 @@ def check_writable(p: Protocol, supported: Iterable[str] = SUPPORTED_WRITER_FEAT
             f"1 to {MAX_WRITER_VERSION}")
     if p.min_writer_version == 7 and p.writer_features is None:
         raise UnsupportedFeatureError("protocol has writer version 7 but no writerFeatures list")
-    supported = {canonical_feature_name(s) for s in supported}
+    supported = _canonical_set(supported)
     missing = sorted(f for f in writer_features_of(p) if f not in supported)
     if missing:
         raise UnsupportedFeatureError(f"table requires unsupported writer feature(s): {', '.join(missing)}")

@@ -85,6 +85,13 @@ class LogStore(ABC):
         """All files directly in `dir_path`, sorted by name (same filtering as `list_from`)."""
         return self.list_from(self.join(dir_path, ""))
 
+    def list_names(self, dir_path: str) -> list[str]:
+        """The names in `dir_path`, sorted, without their status (cheaper than `list_dir` where a
+        status costs a call of its own); names starting with "." are left out, and a store with
+        real directories may return the names of subdirectories too. FileNotFoundError if the
+        directory does not exist."""
+        return [st.name for st in self.list_dir(dir_path)]
+
     @abstractmethod
     def walk(self, dir_path: str) -> Iterator[FileStatus]:
         """Every file under `dir_path`, recursively, sorted by path. Unlike the listings above
@@ -162,6 +169,22 @@ class LogStore(ABC):
     @abstractmethod
     def exists(self, path: str) -> bool:
         """Whether a file (or, for the local store, a directory) exists at `path`."""
+
+    def status(self, path: str) -> FileStatus | None:
+        """The status of the file at `path` (as `list_from` would list it), or None when there is
+        no such file. By default one listing from the name."""
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        try:
+            for st in self.list_from(path):
+                return st if st.name == name else None
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        return None
+
+    # Stores whose `status` is cheap (a local stat, not a request) name a namespace here: the
+    # snapshots committed through them may be kept in memory and recognised again by their
+    # files' status (`tahoe.log.snapshot_cache`). None: no snapshot is kept.
+    snapshot_cache_namespace: str | None = None
 
     # --- writing -------------------------------------------------------------------------
 

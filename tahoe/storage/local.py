@@ -32,6 +32,7 @@ import errno
 import os
 import platform
 import re
+import stat
 import sys
 import uuid
 from collections.abc import Iterator
@@ -254,6 +255,9 @@ class LocalLogStore(LogStore):
         out.sort(key=lambda f: f.path)
         return iter(out)
 
+    def list_names(self, dir_path: str) -> list[str]:
+        return sorted(n for n in os.listdir(self._p(dir_path) or ".") if not n.startswith("."))
+
     def walk(self, dir_path: str) -> Iterator[FileStatus]:
         root = self._p(dir_path)
         if not os.path.isdir(root):
@@ -320,6 +324,18 @@ class LocalLogStore(LogStore):
 
     def exists(self, path: str) -> bool:
         return os.path.exists(self._p(path))
+
+    snapshot_cache_namespace = "local"
+
+    def status(self, path: str) -> FileStatus | None:
+        p = self._p(path)
+        try:
+            st = os.stat(p)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return FileStatus(p, st.st_size, st.st_mtime_ns // 1_000_000)
 
     # --- writing -------------------------------------------------------------------------
 

@@ -88,7 +88,7 @@ from ..errors import (
 )
 from ..log.delta_log import DeltaLog
 from ..log.replay import canonical_key, read_commit, root_uri
-from ..log.segment import list_log
+from ..log.segment import LogFile, list_log
 from ..log.snapshot import Snapshot
 from ..protocol import column_mapping, iceberg_compat
 from ..protocol.actions import (
@@ -99,7 +99,7 @@ from ..protocol.clustering import (
     CLUSTERING_DOMAIN, CLUSTERING_FEATURE, check_clustering_columns, clustering_paths, logical_name,
 )
 from ..protocol.stats import stats_columns
-from ..protocol.filenames import LogFileKind, commit_file_name
+from ..protocol.filenames import LogFileKind, commit_file_name, parse_log_file_name
 from ..protocol.schema import VARIANT
 from ..protocol.table_features import (
     MAX_READER_VERSION, MAX_WRITER_VERSION, check_writable, is_feature_supported,
@@ -310,6 +310,10 @@ class Transaction:
         self.committed_version: int | None = None
         self.committed_actions: list[Action] | None = None
         self._committed_bytes = 0          # size of the commit file written
+        self._committed_data: bytes | None = None
+        # the snapshot of the committed version, derived from the read snapshot and this commit
+        # when it directly follows it (`Snapshot.after_commit`); None otherwise
+        self.committed_snapshot: Snapshot | None = None
         self.outcome = CommitOutcome.NOT_COMMITTED
         self.post_commit_errors: list[Exception] = []   # post-commit hooks that failed (logged)
         self._post_commit_hooks: list[Callable[["Transaction", int], Any]] = []
@@ -917,6 +921,7 @@ class Transaction:
         self.outcome = CommitOutcome.COMMITTED
         self.committed_actions = actions
         self._committed_bytes = len(data)
+        self._committed_data = data
         final_md = next((a for a in actions if isinstance(a, Metadata)), None) or state.metadata
         self._post_commit(version, final_md.configuration if final_md is not None else None)
         return version
@@ -1024,7 +1029,9 @@ class Transaction:
         time.sleep(random.uniform(0, cap))
 
     def _post_commit(self, version: int, configuration: dict | None) -> None:
+        self.committed_snapshot = self._derive_snapshot(version)
         self._post_commit_checksum(version)
+        self._keep_snapshot()
         self._post_commit_checkpoint(version, configuration)
         if configuration and bool_property(configuration, SYMLINK_MANIFEST_KEY):
             # delta-spark's GenerateSymlinkManifest hook: the manifests follow every commit; a
@@ -1057,6 +1064,41 @@ class Transaction:
                 log.warning("post-commit hook %s after version %s of %s failed: %s: %s",
                             getattr(hook, "__name__", hook), version, self.log.table_root, type(e).__name__, e)
 
+    def _derive_snapshot(self, version: int) -> Snapshot | None:
+        """The snapshot of the version just committed, from the read snapshot and the bytes this
+        transaction wrote, when the commit directly follows the read snapshot (no rebase over
+        other writers' commits) — else None. Never fails the commit."""
+        snap = self.read_snapshot
+        if snap is None or snap.version != version - 1 or self._committed_data is None:
+            return None
+        store = self.log.store
+        try:
+            name = parse_log_file_name(commit_file_name(version))
+            st = store.status(store.join(self.log.log_dir, commit_file_name(version)))
+            if st is None or name is None or st.size != len(self._committed_data):
+                return None
+            return snap.after_commit(LogFile(st, name), self._committed_data)
+        except Exception as e:  # noqa: BLE001 - the commit already succeeded; the next load replays
+            log.warning("could not derive the snapshot of version %s of %s: %s: %s",
+                        version, self.log.table_root, type(e).__name__, e)
+            return None
+
+    def _keep_snapshot(self) -> None:
+        """Keep the committed snapshot for this process's next load of the table
+        (`tahoe.log.snapshot_cache`) — after checking it against its `.crc` when
+        TAHOE_VALIDATE_CHECKSUMS asks for it, as a load would (strict: a disagreement raises)."""
+        from ..log.crc import validation_mode
+        from ..log.snapshot_cache import forget, remember
+
+        post = self.committed_snapshot
+        if post is None:
+            forget(self.log.store, self.log.table_root)
+            return
+        mode = validation_mode()
+        if mode is not None:
+            post.validate_checksum(strict=mode == "strict")
+        remember(post, validated=mode is not None)
+
     def _post_commit_checksum(self, version: int) -> None:
         """The version checksum file (`<version>.crc`, spec "Version Checksum File"), derived from
         the previous version's and this commit's actions (`tahoe.log.crc`). Never fails the
@@ -1067,8 +1109,9 @@ class Transaction:
             assert self.committed_actions is not None
             crc = checksum_after_commit(self.log.store, self.log.log_dir, self.log.table_root, version,
                                         self.committed_actions, self.read_snapshot)
-            if crc is not None:
-                write_version_checksum(self.log.store, self.log.log_dir, version, crc)
+            if crc is not None and write_version_checksum(self.log.store, self.log.log_dir, version, crc) \
+                    and self.committed_snapshot is not None:
+                self.committed_snapshot.known_checksum(crc)
         except Exception as e:  # noqa: BLE001 - the commit already succeeded
             self.post_commit_errors.append(e)
             log.warning("version checksum of version %s of %s failed: %s: %s",
@@ -1090,7 +1133,7 @@ class Transaction:
             tail = sum(f.status.size for f in snap.segment.deltas) + self._committed_bytes
         try:
             hook(self.log, version, configuration=dict(configuration) if configuration is not None else None,
-                 tail_bytes=tail)
+                 tail_bytes=tail, snapshot=self.committed_snapshot)
         except Exception as e:  # a checkpoint is an optimization: never fail the commit for it
             log.warning("checkpoint after version %s of %s failed: %s: %s",
                         version, self.log.table_root, type(e).__name__, e)

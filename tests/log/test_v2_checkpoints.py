@@ -22,6 +22,7 @@ import tahoe
 from tahoe.errors import CorruptLogError
 from tahoe.log import DeltaLog
 from tahoe.log.checkpoints import cleanup_unreferenced_sidecars, write_checkpoint
+from tahoe.protocol.filenames import LogFileKind, parse_log_file_name
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -84,7 +85,8 @@ def test_v2_checkpoints_round_trip_in_tahoe_and_delta_rs(tmp_path):
     assert tags["numOfAddFiles"] == "7" and tags["sidecarNumActions"] == "7"   # ids 0-6, no removes yet
     [sidecar] = [x["sidecar"] for x in lines if "sidecar" in x]
     assert (logdir / "_sidecars" / sidecar["path"]).stat().st_size == sidecar["sizeInBytes"] == int(tags["sidecarSizeInBytes"])
-    assert not list(logdir.glob("*.checkpoint.parquet")) and not list(logdir.glob("*.checkpoint.0*"))
+    kinds_listed = {parse_log_file_name(f.name).kind for f in logdir.glob("*.checkpoint.*")}
+    assert kinds_listed == {LogFileKind.V2_CHECKPOINT}   # no classic nor multi-part checkpoint
     last = json.loads((logdir / "_last_checkpoint").read_text())
     assert last["version"] == 5 and last["v2Checkpoint"]["path"] == cp5.name
     assert last["v2Checkpoint"]["sidecarFiles"] == [sidecar]
