@@ -19,7 +19,7 @@ import json
 import re
 from dataclasses import dataclass, field as dc_field
 from functools import cache
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..errors import SchemaError
 
@@ -612,7 +612,8 @@ def _auto_widening(current: DataType, update: DataType) -> bool:
 _SMALL_INTS = ("byte", "short", "integer")
 
 
-def merge_schemas(table: StructType, incoming: StructType, *, allow_type_widening: bool = False) -> StructType:
+def merge_schemas(table: StructType, incoming: StructType, *, allow_type_widening: bool = False,
+                  keep_table_type: Callable[[DataType, DataType], bool] | None = None) -> StructType:
     """The table schema after writing data of schema `incoming` with schema evolution on.
 
     delta-spark's mergeSchema rules: columns match case-insensitively and keep the table's name,
@@ -626,7 +627,9 @@ def merge_schemas(table: StructType, incoming: StructType, *, allow_type_widenin
     One deliberate leniency: incoming data of a narrower type that casts losslessly into the
     table's type (e.g. integer data for a long column) keeps the table type instead of failing
     (delta-spark raises DELTA_MERGE_INCOMPATIBLE_DATATYPE there); the writer casts the data.
-    Anything else raises SchemaError naming the column and both types.
+    Anything else raises SchemaError naming the column and both types — unless
+    `keep_table_type(table_type, incoming_type)` says the caller casts such values into the
+    table's type (MERGE: its store assignment, checked by the DML planner): the table's type stays.
     """
     check_column_names(incoming, "in the data to write")
 
@@ -662,6 +665,8 @@ def merge_schemas(table: StructType, incoming: StructType, *, allow_type_widenin
             return current
         if allow_type_widening and _auto_widening(current, update):
             return update
+        if keep_table_type is not None and keep_table_type(current, update):
+            return current
         if isinstance(current, DecimalType) and isinstance(update, DecimalType) \
                 and not _safe_upcast(update, current):
             raise SchemaError(

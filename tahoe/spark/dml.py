@@ -54,7 +54,7 @@ from ..write.dml_plan import (
 )
 from .read import FILE_COLUMN, ROW_COLUMN, hadoop_uri, read_snapshot
 from .session import configure
-from .types import col, from_spark_schema, to_spark_type
+from .types import assign_by_name, col, from_spark_schema, to_spark_type
 from .write import write_dataframe
 
 __all__ = ["run_dml", "column_sql", "dataframe_alias", "spark_typer"]
@@ -208,23 +208,25 @@ class _SparkDml:
 
     def _values(self, df, clauses, columns: list[str], generated: dict):
         """`df` (rows each taken by one of `clauses`, CLAUSE set) → the rows they write: the
-        clauses' values cast to the table's types, then generated columns recomputed."""
+        clauses' values stored into the table's types (`assign_by_name`: struct fields by name;
+        the values' types read from one analysis of the projection), then generated columns
+        recomputed."""
         from pyspark.sql import functions as F
 
         sel = []
         for name in columns:
-            f = self.schema.field(name)
             expr = None
             for c in clauses:
                 if name in c.values:
                     v = to_spark_column(c.values[name])
                     cond = F.col(CLAUSE) == F.lit(c.index)
                     expr = F.when(cond, v) if expr is None else expr.when(cond, v)
-            if expr is None:
-                expr = F.lit(None)
-            sel.append(expr.cast(to_spark_type(f.type)).alias(name))
+            sel.append((F.lit(None) if expr is None else expr).alias(name))
         keep = [CLAUSE] + [n for n in (FILE_COLUMN, ROW_COLUMN, ROW_ID, ROW_COMMIT_VERSION) if n in df.columns]
-        out = df.select(*sel, *[col(n) for n in keep])
+        raw = df.select(*sel, *[col(n) for n in keep])
+        types = {f.name: f.dataType for f in raw.schema.fields}
+        out = raw.select(*[assign_by_name(col(name), types[name], to_spark_type(self.schema.field(name).type))
+                           .alias(name) for name in columns], *[col(n) for n in keep])
         for name, (expr, recompute) in generated.items():
             f = self.schema.field(name)
             value = to_spark_column(expr).cast(to_spark_type(f.type))
@@ -232,16 +234,23 @@ class _SparkDml:
             out = out.withColumn(name, F.when(F.col(CLAUSE).isin(*recompute), value).otherwise(cur))
         return out
 
-    def _old_values(self, df):
-        """The target's values of `df`'s rows, as the table's schema after the operation."""
+    def _as_table(self, column, name: str):
+        """The target's column `name` (pyspark Column) as the table's type after the operation
+        (NULL for a column schema evolution adds; new struct fields NULL)."""
         from pyspark.sql import functions as F
 
+        f = self.schema.field(name)
+        old = self.read_schema.get(name)
+        target = to_spark_type(f.type)
+        if old is None:
+            return F.lit(None).cast(target).alias(name)
+        return assign_by_name(column, to_spark_type(old.type), target).alias(name)
+
+    def _old_values(self, df):
+        """The target's values of `df`'s rows, as the table's schema after the operation."""
         old = {f.name for f in self.read_schema.fields}
-        sel = []
-        for f in self.schema.fields:
-            c = to_spark_column(self.plan.target_column(f.name)) if f.name in old else F.lit(None)
-            sel.append(c.cast(to_spark_type(f.type)).alias(f.name))
-        return sel
+        return [self._as_table(to_spark_column(self.plan.target_column(f.name)) if f.name in old else None, f.name)
+                for f in self.schema.fields]
 
     def _persist(self, df):
         from pyspark import StorageLevel
@@ -419,11 +428,8 @@ class _SparkDml:
 
     def _plain_old(self, df):
         """A plain scan's rows (no join: bare names) as the table's schema after the operation."""
-        from pyspark.sql import functions as F
-
         old = {f.name for f in self.read_schema.fields}
-        return [(col(f.name) if f.name in old else F.lit(None)).cast(to_spark_type(f.type)).alias(f.name)
-                for f in self.schema.fields]
+        return [self._as_table(col(f.name) if f.name in old else None, f.name) for f in self.schema.fields]
 
     def _inserts(self, changed, source):
         """MERGE: the rows insert clauses add (source rows no target row matched)."""

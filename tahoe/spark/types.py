@@ -1,8 +1,9 @@
 """Conversions between tahoe's Delta schema objects and PySpark types.
 
 Owns: `to_spark_type`/`to_spark_schema` (the Delta schema JSON is Spark's own JSON form, so the
-conversion goes through it), `from_spark_schema`, and `col(name)` (a column reference safe for
-names with dots, spaces or backticks).
+conversion goes through it), `from_spark_schema`, `col(name)` (a column reference safe for
+names with dots, spaces or backticks) and `assign_by_name` (a value converted to a column's type
+with struct fields matched by name, as delta-spark's UPDATE / MERGE store them).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from ..protocol.schema import DataType, StructType
 
-__all__ = ["to_spark_type", "to_spark_schema", "from_spark_schema", "col", "quote"]
+__all__ = ["to_spark_type", "to_spark_schema", "from_spark_schema", "col", "quote", "assign_by_name"]
 
 
 def to_spark_type(dt: DataType) -> Any:
@@ -77,3 +78,71 @@ def nested_col(name: str) -> Any:
     from ..protocol.clustering import split_column_name
 
     return F.col(".".join(quote(p) for p in split_column_name(name)))
+
+
+def assign_by_name(value: Any, source: Any, target: Any) -> Any:
+    """The pyspark Column `value` (of Spark type `source`) converted to Spark type `target` the
+    way delta-spark's UPDATE / MERGE store a value (`UpdateExpressionsSupport.castIfNeeded`):
+    struct fields matched BY NAME (case-insensitively; a target field the value lacks is NULL —
+    the DML planner allows that only with schema evolution), recursively inside arrays
+    (`transform`) and map values / keys (`transform_values` / `transform_keys`); a NULL struct
+    stays NULL; leaves cast with Spark's CAST (ANSI under `spark.sql.ansi.enabled`, Spark 4's
+    default). Spark's own struct cast matches fields by position."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, NullType, StructType
+
+    if _same(source, target):
+        return value if source == target else value.cast(target)
+    if isinstance(source, NullType):
+        return F.lit(None).cast(target)
+    if isinstance(source, StructType) and isinstance(target, StructType):
+        by_name = {}
+        for f in source.fields:
+            by_name.setdefault(f.name.lower(), f)
+        parts = []
+        for f in target.fields:
+            sf = by_name.get(f.name.lower())
+            v = assign_by_name(value.getField(sf.name), sf.dataType, f.dataType) if sf is not None \
+                else F.lit(None).cast(f.dataType)
+            parts.append(v.alias(f.name))
+        return F.when(value.isNull(), F.lit(None).cast(target)).otherwise(F.struct(*parts))
+    if isinstance(source, ArrayType) and isinstance(target, ArrayType):
+        if not _holds_struct(source.elementType):
+            return value.cast(target)
+        return F.transform(value, lambda e: assign_by_name(e, source.elementType, target.elementType))
+    if isinstance(source, MapType) and isinstance(target, MapType):
+        if not (_holds_struct(source.keyType) or _holds_struct(source.valueType)):
+            return value.cast(target)
+        out = value
+        if not _same(source.keyType, target.keyType):
+            out = F.transform_keys(out, lambda k, _v: assign_by_name(k, source.keyType, target.keyType))
+        if not _same(source.valueType, target.valueType):
+            out = F.transform_values(out, lambda _k, v: assign_by_name(v, source.valueType, target.valueType))
+        return out
+    return value.cast(target)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal Spark types, ignoring nullability (and field metadata)."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(a, StructType) and isinstance(b, StructType):
+        return len(a.fields) == len(b.fields) and all(
+            x.name == y.name and _same(x.dataType, y.dataType) for x, y in zip(a.fields, b.fields))
+    if isinstance(a, ArrayType) and isinstance(b, ArrayType):
+        return _same(a.elementType, b.elementType)
+    if isinstance(a, MapType) and isinstance(b, MapType):
+        return _same(a.keyType, b.keyType) and _same(a.valueType, b.valueType)
+    return a == b
+
+
+def _holds_struct(t: Any) -> bool:
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(t, StructType):
+        return True
+    if isinstance(t, ArrayType):
+        return _holds_struct(t.elementType)
+    if isinstance(t, MapType):
+        return _holds_struct(t.keyType) or _holds_struct(t.valueType)
+    return False

@@ -49,7 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import DeltaUnsupportedOperationException, UnsupportedFeatureError
-from ..expressions import Comparison, Expression, Scope, conjuncts, evaluate, matches
+from ..expressions import Cast, Column, Comparison, Expression, Scope, conjuncts, evaluate, matches
 from ..log import DeltaLog
 from ..protocol.actions import AddCDCFile, AddFile
 from ..protocol.schema import StructType, from_arrow_schema, from_arrow_type, to_arrow_schema
@@ -314,12 +314,13 @@ class _Executor:
     def _evaluate_values(self, c: CompiledClause, t: pa.Table | None, s: pa.Table | None, n: int,
                          generated: Mapping[str, tuple[Expression, tuple[int, ...]]]) -> pa.Table:
         """The rows clause `c` writes (update: every column of the table; insert: the insert
-        columns), cast to the table's types, generated columns it does not assign recomputed."""
+        columns), stored into the table's types (struct fields by name, strings by ANSI cast:
+        `_ansi_cast`), generated columns it does not assign recomputed."""
         scope = self._scope(t, s)
         cols = {name: evaluate(tree, scope, num_rows=n) for name, tree in c.values.items()}
         out = pa.table(cols) if cols else pa.table({"__x": pa.nulls(n)}).drop_columns(["__x"])
         fields = [self.schema.field(name) for name in cols]
-        out = conform_to_schema(out, StructType(fields))
+        out = conform_to_schema(out, StructType(fields), cast_leaf=_ansi_cast)
         for name, (expr, recompute) in generated.items():
             if c.index in recompute:
                 target = to_arrow_schema(StructType([self.schema.field(name)])).field(0).type
@@ -774,6 +775,20 @@ class _Executor:
             return added, cdcs, marks
 
         return write_and_commit(plan, txn, snap, counts, removed, dv_rows, write)
+
+
+def _ansi_cast(arr: pa.Array, target: pa.DataType, path: str) -> pa.Array | None:
+    """A string value stored into a column of another type as delta-spark's UPDATE / MERGE store
+    it: Spark's ANSI CAST (tahoe's evaluator: trimmed, Spark's literals, a value that does not
+    parse fails with [CAST_INVALID_INPUT] naming the column). Other leaves: None (the writer's
+    cast)."""
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)) or \
+            pa.types.is_string(target) or pa.types.is_large_string(target):
+        return None
+    out = evaluate(Cast(Column((path,)), from_arrow_type(target)), pa.table({path: arr}), num_rows=len(arr))
+    if isinstance(out, pa.ChunkedArray):
+        out = out.combine_chunks()
+    return out if out.type == target else out.cast(target)
 
 
 def _concat(parts: list[pa.Table]) -> pa.Table | None:

@@ -262,9 +262,15 @@ class DmlPlan:
 _DATETIME = ("date", "timestamp", "timestamp_ntz")
 
 
-def can_store_assign(src: DataType | None, dst: DataType) -> bool:
-    """Spark's ANSI store assignment (`Cast.canANSIStoreAssign`): whether a value of type `src`
-    may be written into a column of type `dst` (with a cast). None (unknown) passes."""
+def can_store_assign(src: DataType | None, dst: DataType, allow_missing_fields: bool = False) -> bool:
+    """Whether a value of type `src` may be written into a column of type `dst` by an UPDATE or
+    a MERGE — delta-spark's rule (`UpdateExpressionsSupport.castIfNeeded` under
+    `spark.sql.storeAssignmentPolicy=ANSI`): an ANSI cast, so besides Spark's store assignment
+    (numeric ↔ numeric, atomic → string, datetime ↔ datetime) a string converts to a number, a
+    boolean, a date, a timestamp or binary (checked per value at run time: CAST_INVALID_INPUT);
+    structs match BY NAME (case-insensitively), recursively inside arrays and maps: every field
+    of `src` must exist in `dst`, and `dst` may have more fields only with
+    `allow_missing_fields` (schema evolution; they are NULL). None (unknown) passes."""
     if src is None or src == dst or src == VOID:
         return True
     if is_numeric(src) and is_numeric(dst):
@@ -272,16 +278,35 @@ def can_store_assign(src: DataType | None, dst: DataType) -> bool:
     if isinstance(dst, PrimitiveType) and dst.name == "string" and \
             isinstance(src, (PrimitiveType, DecimalType)) and not _complex(src):
         return True
+    if isinstance(src, PrimitiveType) and src.name == "string" and \
+            (is_numeric(dst) or (isinstance(dst, PrimitiveType) and dst.name in ("boolean", "binary", *_DATETIME))):
+        return True
     if isinstance(src, PrimitiveType) and isinstance(dst, PrimitiveType) and \
             src.name in _DATETIME and dst.name in _DATETIME:
         return True
     if isinstance(src, ArrayType) and isinstance(dst, ArrayType):
-        return can_store_assign(src.element_type, dst.element_type)
+        return can_store_assign(src.element_type, dst.element_type, allow_missing_fields)
     if isinstance(src, MapType) and isinstance(dst, MapType):
-        return can_store_assign(src.key_type, dst.key_type) and can_store_assign(src.value_type, dst.value_type)
+        return can_store_assign(src.key_type, dst.key_type, allow_missing_fields) and \
+            can_store_assign(src.value_type, dst.value_type, allow_missing_fields)
     if isinstance(src, StructType) and isinstance(dst, StructType):
-        return len(src.fields) == len(dst.fields) and all(
-            can_store_assign(a.type, b.type) for a, b in zip(src.fields, dst.fields))
+        if len(src.fields) != len(dst.fields) and not allow_missing_fields:
+            return False
+        for a in src.fields:
+            b = dst.get(a.name, case_insensitive=True)
+            if b is None or not can_store_assign(a.type, b.type, allow_missing_fields):
+                return False
+        return True
+    return False
+
+
+def _has_struct(t: DataType | None) -> bool:
+    if isinstance(t, StructType):
+        return True
+    if isinstance(t, ArrayType):
+        return _has_struct(t.element_type)
+    if isinstance(t, MapType):
+        return _has_struct(t.key_type) or _has_struct(t.value_type)
     return False
 
 
@@ -355,12 +380,19 @@ def _check_refs(expr: Expression, scope: Scope, clause: str, allowed: Scope | No
                 f"columns {cols}.") from None
 
 
-def _check_type(value_type: DataType | None, f: StructField, what: str) -> None:
-    if not can_store_assign(value_type, f.type):
+def _check_type(value_type: DataType | None, f: StructField, what: str, evolution: bool = False) -> None:
+    if can_store_assign(value_type, f.type, allow_missing_fields=evolution):
+        return
+    if _has_struct(value_type) and _has_struct(f.type):
         raise AnalysisException(
-            f"[INCOMPATIBLE_DATA_FOR_TABLE.CANNOT_SAFELY_CAST] Cannot write incompatible data for the "
-            f"table in {what}: cannot safely cast {quote_identifier(f.name)} "
-            f"\"{_type_sql(value_type)}\" to \"{_type_sql(f.type)}\".")  # type: ignore[arg-type]
+            f"[DELTA_UPDATE_SCHEMA_MISMATCH_EXPRESSION] Cannot cast \"{_type_sql(value_type)}\" to "  # type: ignore[arg-type]
+            f"\"{_type_sql(f.type)}\" in {what}. All nested columns must match (struct fields are matched by "
+            f"name; a field of the value the column lacks needs schema evolution, and so does a field of the "
+            f"column the value lacks).")
+    raise AnalysisException(
+        f"[INCOMPATIBLE_DATA_FOR_TABLE.CANNOT_SAFELY_CAST] Cannot write incompatible data for the "
+        f"table in {what}: cannot safely cast {quote_identifier(f.name)} "
+        f"\"{_type_sql(value_type)}\" to \"{_type_sql(f.type)}\".")  # type: ignore[arg-type]
 
 
 def _common(snapshot: "Snapshot", operation: str) -> dict:
@@ -479,7 +511,7 @@ def _update_values(schema: StructType, read_schema: StructType, assignments: Map
         if is_identity(f):
             raise _identity_update_error(f.name)
         _check_refs(tree, scope, what, allowed)
-        _check_type(typer(tree) if typer is not None else None, f, f"{what} (column {f.name})")
+        _check_type(typer(tree) if typer is not None else None, f, f"{what} (column {f.name})", evolution)
     old = {f.name for f in read_schema.fields}
     for f in schema.fields:
         if f.name in given:
@@ -643,7 +675,7 @@ def _insert_given(schema: StructType, c: MergeClause, joined: Scope, sscope: Sco
     for name, tree in given.items():
         f = schema.field(name)
         _check_refs(tree, joined, what, sscope)
-        _check_type(typer(tree) if typer is not None else None, f, f"{what} (column {f.name})")
+        _check_type(typer(tree) if typer is not None else None, f, f"{what} (column {f.name})", evolution)
     return given
 
 
@@ -692,7 +724,9 @@ def _evolve(snapshot: "Snapshot", source_schema: StructType, clauses: Sequence[M
     """MERGE with schema evolution: the source's columns that updateAll / insertAll clauses carry,
     and the source's columns that update / insert clauses assign by name (delta-spark 2.3+), which
     the table lacks are added (nullable, at the end in the source's order, column mapping ids
-    assigned)."""
+    assigned); for a column both have that updateAll / insertAll carry, the struct fields of the
+    source's type the table's lacks (at any depth, inside arrays and maps too) are added at the
+    end of their struct (delta-spark's nested evolution)."""
     schema = snapshot.schema
     have = {f.name.lower() for f in schema.fields}
     wanted: set[str] = set()
@@ -709,11 +743,13 @@ def _evolve(snapshot: "Snapshot", source_schema: StructType, clauses: Sequence[M
                 n = n[len(target_alias) + 1:]
             if "." not in n and n.lower() not in have and source_schema.get(n, case_insensitive=True) is not None:
                 wanted.add(n.lower())
-    new = [StructField(f.name, f.type, True, {}) for f in source_schema.fields
-           if f.name.lower() in wanted and f.name.lower() not in have]
-    if not new:
+    carried = [StructField(f.name, f.type, True, {}) for f in source_schema.fields if f.name.lower() in wanted]
+    # new columns are appended; a column both have takes the source's new nested fields (struct
+    # fields, also inside arrays and maps); leaf types stay the table's (the values are cast to
+    # them: `can_store_assign`, checked per clause)
+    merged = merge_schemas(schema, StructType(carried), keep_table_type=lambda _table, _source: True)
+    if merged == schema:
         return schema, None
-    merged = merge_schemas(schema, StructType(list(schema.fields) + new))
     merged, conf = column_mapping.assign_ids_for_table(merged, dict(snapshot.configuration))
     md = dataclasses.replace(snapshot.metadata, schema_string=merged.to_json(), configuration=conf)
     return merged, md

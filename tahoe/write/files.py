@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 from urllib.parse import quote
 
 import numpy as np
@@ -166,7 +166,7 @@ def _holds_variant(t: pa.DataType) -> bool:
     return False
 
 
-def _conform_array(arr: pa.Array, target: pa.DataType, path: str) -> pa.Array:
+def _conform_array(arr: pa.Array, target: pa.DataType, path: str, cast_leaf: "LeafCast | None" = None) -> pa.Array:
     t = arr.type
     if is_variant_type(target):
         if not is_variant_storage(t):
@@ -190,7 +190,7 @@ def _conform_array(arr: pa.Array, target: pa.DataType, path: str) -> pa.Array:
             if j < 0:
                 children.append(pa.nulls(len(arr), f.type))
             else:
-                children.append(_conform_array(pc.struct_field(arr, [j]), f.type, sub))
+                children.append(_conform_array(pc.struct_field(arr, [j]), f.type, sub, cast_leaf))
         mask = pc.is_null(arr) if arr.null_count else None
         return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
     if pa.types.is_list(target):
@@ -200,25 +200,35 @@ def _conform_array(arr: pa.Array, target: pa.DataType, path: str) -> pa.Array:
             t = arr.type
         if not pa.types.is_list(t):
             raise SchemaError(f"column '{path}' is {t} in the data but an array in the table")
-        values = _conform_array(arr.values, target.value_type, f"{path}.element")
+        values = _conform_array(arr.values, target.value_type, f"{path}.element", cast_leaf)
         mask = pc.is_null(arr) if arr.null_count else None
         return pa.ListArray.from_arrays(arr.offsets, values, type=target, mask=mask)
     if pa.types.is_map(target):
         if not pa.types.is_map(t):
             raise SchemaError(f"column '{path}' is {t} in the data but a map in the table")
-        keys = _conform_array(arr.keys, target.key_type, f"{path}.key")
-        items = _conform_array(arr.items, target.item_type, f"{path}.value")
+        keys = _conform_array(arr.keys, target.key_type, f"{path}.key", cast_leaf)
+        items = _conform_array(arr.items, target.item_type, f"{path}.value", cast_leaf)
         mask = pc.is_null(arr) if arr.null_count else None
         return pa.MapArray.from_arrays(arr.offsets, keys, items, type=target, mask=mask)
+    if cast_leaf is not None and arr.type != target:
+        out = cast_leaf(arr, target, path)
+        if out is not None:
+            return out
     return _cast_leaf(arr, target, path)
 
 
-def conform_to_schema(data: pa.Table, schema: StructType, computed: Iterable[str] = ()) -> pa.Table:
+LeafCast = Callable[[pa.Array, pa.DataType, str], "pa.Array | None"]
+
+
+def conform_to_schema(data: pa.Table, schema: StructType, computed: Iterable[str] = (),
+                      cast_leaf: LeafCast | None = None) -> pa.Table:
     """`data` with exactly the columns of `schema` (logical names, schema order, the table's Arrow
     types): columns matched case-insensitively, nested structs field by field, absent nullable
     columns filled with nulls, values cast (integers widen, timestamps become microseconds).
     A column of `data` the schema lacks, or an absent non-nullable column (unless named in
-    `computed`: identity/generated columns the writer fills in afterwards), raises SchemaError."""
+    `computed`: identity/generated columns the writer fills in afterwards), raises SchemaError.
+    `cast_leaf(array, arrow type, column path)` converts a leaf value of another type (None: the
+    default, pyarrow's safe cast) — the DML executor's ANSI casts."""
     names = data.column_names
     lower: dict[str, int] = {}
     for i, n in enumerate(names):
@@ -239,7 +249,7 @@ def conform_to_schema(data: pa.Table, schema: StructType, computed: Iterable[str
             col = pa.chunked_array([pa.nulls(data.num_rows, target)])
         else:
             src = data.column(i)
-            col = pa.chunked_array([_conform_array(c, target, f.name) for c in src.chunks], type=target) \
+            col = pa.chunked_array([_conform_array(c, target, f.name, cast_leaf) for c in src.chunks], type=target) \
                 if src.type != target or _holds_variant(target) else src
         columns.append(col)
         fields.append(pa.field(f.name, target, nullable=True))

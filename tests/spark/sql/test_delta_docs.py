@@ -892,16 +892,10 @@ def _(ctx: Ctx):
         ctx.deltars(p, ["key", "old_value", "new_value"], rows)
 
 
-ARRAYS_OF_STRUCTS = ("tahoe gap, not a reference limit: MERGE resolves struct fields inside arrays by position and "
-                     "refuses a STRING -> INT cast at planning (Spark's INSERT rule); delta-spark resolves them by name, "
-                     "casts with ANSI casts at run time and evolves struct fields inside arrays")
-
-
 @doc("update", "merge-arrays-of-structs",
      "(array<struct<b: string, a: string>> into array<struct<a: int, b: int>>: resolved by name)",
      "(array<struct<a: int, c: string, d: string>> into array<struct<a: string, b: string>>: error / evolves)",
-     "(array<struct<a: string, b: struct<c: string, d: string>>> into array<struct<a: string, b: struct<c: string>>>)",
-     xfail=ARRAYS_OF_STRUCTS)
+     "(array<struct<a: string, b: struct<c: string, d: string>>> into array<struct<a: string, b: struct<c: string>>>)")
 def _(ctx: Ctx):
     db = ctx.db
     star = "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
