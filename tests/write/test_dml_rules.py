@@ -27,6 +27,7 @@ import pytest
 import tahoe
 from tahoe.errors import (
     AnalysisException, ConstraintViolationError, DeltaUnsupportedOperationException, InvalidTableOperationError,
+    NumberFormatException,
 )
 from tahoe.protocol.schema import LONG, STRING, StructField, StructType
 from tahoe.txn import create_table
@@ -309,7 +310,9 @@ def test_row_tracking_keeps_row_ids_and_sets_new_commit_versions(tmp_path, dv):
 @pytest.mark.parametrize("dv", [False, True])
 def test_bad_input_fails_clearly_and_leaves_the_table_unchanged(tmp_path, dv):
     """A value whose type cannot be stored in its column (Spark's ANSI store assignment:
-    [INCOMPATIBLE_DATA_FOR_TABLE.CANNOT_SAFELY_CAST] naming the column), a MERGE where two source
+    [INCOMPATIBLE_DATA_FOR_TABLE.CANNOT_SAFELY_CAST] naming the column), a string value that does
+    not parse as the column's number (delta-spark's run-time ANSI cast: [CAST_INVALID_INPUT]
+    naming the value, the type and the column), a MERGE where two source
     rows match one target row (delta-spark's DeltaUnsupportedOperationException
     [DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE] and its message), an unknown
     column, a CHECK constraint broken by an UPDATE: each fails, the log's version and the files
@@ -325,10 +328,16 @@ def test_bad_input_fails_clearly_and_leaves_the_table_unchanged(tmp_path, dv):
     def merge():
         return tahoe.merge(path, src, "t.k = s.k", source_alias="s", target_alias="t")
 
+    # a string converts to bigint as delta-spark's UPDATE / MERGE store it (an ANSI cast, checked per
+    # value: delta-spark PR #1938 / #1998's "valid implicit cast"): 'a', 'abc', 'x' do not parse
     for attempt in (lambda: tahoe.update(path, {"v": "s"}, predicate="k = 1"),              # string -> bigint
-                    lambda: tahoe.update(path, {"v": "s = 'a'"}),                     # boolean -> bigint
                     lambda: tahoe.update(path, new_values={"v": "abc"}),
-                    lambda: merge().when_matched_update({"v": "s.s"}).execute()):
+                    lambda: tahoe.merge(path, src.slice(0, 1), "t.k = s.k", source_alias="s", target_alias="t")
+                    .when_matched_update({"v": "s.s"}).execute()):
+        with pytest.raises(NumberFormatException, match=r"CAST_INVALID_INPUT.*'(a|abc|x)'.*BIGINT.*`v`"):
+            attempt()
+        assert state(path) == before
+    for attempt in (lambda: tahoe.update(path, {"v": "s = 'a'"}),):                     # boolean -> bigint
         with pytest.raises(AnalysisException, match=r"INCOMPATIBLE_DATA_FOR_TABLE\.CANNOT_SAFELY_CAST.*`[vs]`"):
             attempt()
         assert state(path) == before
@@ -388,3 +397,68 @@ def test_dv_delete_reads_only_the_condition_columns_and_rewrites_nothing(tmp_pat
             assert (m["numAddedFiles"], m["numRemovedFiles"], m["numCopiedRows"]) == (1, 3, 27)
         assert sorted(r["id"] for r in tahoe.Table(path).to_arrow().to_pylist()) == \
             [i for i in range(40) if i not in (3, 13, 23)]
+
+
+# --- structs inside arrays: stored by name -------------------------------------------------------
+
+# target: k, arr array<struct<a: int, b: struct<x: string, y: bigint>>>; the source's element
+# struct lists its fields in another order, with strings where the table has numbers
+ARR_TARGET = pa.table({
+    "k": pa.array([1, 2], pa.int64()),
+    "arr": pa.array([[{"a": 1, "b": {"x": "p", "y": 10}}], [{"a": 2, "b": None}]],
+                    pa.list_(pa.struct([("a", pa.int32()), ("b", pa.struct([("x", pa.string()), ("y", pa.int64())]))])))})
+ARR_SOURCE = pa.table({
+    "k": pa.array([1, 3, 4], pa.int64()),
+    "arr": pa.array([[{"b": {"y": "11", "x": "q"}, "a": " 7 "}, None], None, [{"b": None, "a": "8"}]],
+                    pa.list_(pa.struct([("b", pa.struct([("y", pa.string()), ("x", pa.string())])),
+                                        ("a", pa.string())])))})
+# by hand: fields matched by name, ' 7 ' -> 7 (Spark's cast trims), NULL element / array / struct kept
+ARR_MERGED = [{"k": 1, "arr": [{"a": 7, "b": {"x": "q", "y": 11}}, None]},
+              {"k": 2, "arr": [{"a": 2, "b": None}]},
+              {"k": 3, "arr": None},
+              {"k": 4, "arr": [{"a": 8, "b": None}]}]
+# a new element field c, and no b: an error without schema evolution; with it the element
+# struct becomes <a, b, c> (b NULL for the updated row, c NULL for the others)
+ARR_NEW_FIELD = pa.table({"k": pa.array([2], pa.int64()),
+                          "arr": pa.array([[{"a": 5, "c": "new"}]],
+                                          pa.list_(pa.struct([("a", pa.int64()), ("c", pa.string())])))})
+ARR_EVOLVED = [{"k": 1, "arr": [{"a": 7, "b": {"x": "q", "y": 11}, "c": None}, None]},
+               {"k": 2, "arr": [{"a": 5, "b": None, "c": "new"}]},
+               {"k": 3, "arr": None},
+               {"k": 4, "arr": [{"a": 8, "b": None, "c": None}]}]
+ARR_BAD_VALUE = pa.table({"k": pa.array([1], pa.int64()),
+                          "arr": pa.array([[{"a": "x1", "b": None}]],
+                                          pa.list_(pa.struct([("a", pa.string()),
+                                                              ("b", pa.struct([("x", pa.string()),
+                                                                               ("y", pa.int64())]))])))})
+
+
+def test_merge_stores_structs_inside_arrays_by_name(tmp_path):
+    """MERGE UPDATE * / INSERT * of an array of structs whose fields come in another order and
+    as strings: stored by name with ANSI casts (delta-spark's UPDATE / MERGE,
+    docs.delta.io "Merge - arrays of structs"); a struct field the table lacks fails
+    ([DELTA_UPDATE_SCHEMA_MISMATCH_EXPRESSION]) and a string that is no number fails
+    ([CAST_INVALID_INPUT] naming the field) with the table unchanged; with schema evolution the
+    element struct gains the field. Rows derived by hand (ARR_MERGED, ARR_EVOLVED)."""
+    path = str(tmp_path / "t")
+    write_table(path, ARR_TARGET)
+
+    def merge(src, **kw):
+        return tahoe.merge(path, src, "t.k = s.k", source_alias="s", target_alias="t", **kw) \
+            .when_matched_update_all().when_not_matched_insert_all().execute()
+
+    m = merge(ARR_SOURCE)
+    assert (m["numTargetRowsUpdated"], m["numTargetRowsInserted"]) == (1, 2)
+    assert rows(path) == ARR_MERGED
+    before = state(path)
+    with pytest.raises(AnalysisException, match=r"DELTA_UPDATE_SCHEMA_MISMATCH_EXPRESSION.*STRUCT<`a`: BIGINT, `c`: STRING>"):
+        merge(ARR_NEW_FIELD)
+    assert state(path) == before
+    with pytest.raises(NumberFormatException, match=r"CAST_INVALID_INPUT.*'x1'.*arr\.element\.a"):
+        merge(ARR_BAD_VALUE)
+    assert state(path) == before
+    merge(ARR_NEW_FIELD, merge_schema=True)
+    element = tahoe.Table(path).schema.fields[1].type.element_type
+    assert [(f.name, f.type.simple_string()) for f in element.fields] == [
+        ("a", "integer"), ("b", "struct<x:string,y:long>"), ("c", "string")]
+    assert rows(path) == ARR_EVOLVED
