@@ -349,24 +349,37 @@ def _wrap_start(cls: Any) -> None:
     cls.start = _mark(start, original, "_tahoe_calls")
 
 
-def _wrap_option(cls: Any) -> None:
-    """Record a reader's options (lower-cased names) on it, for the load wrapper's checks."""
+def remember_options(cls: Any, attr: str, flag: str, lower: bool) -> None:
+    """Wrap `cls.option` / `cls.options` (a reader's or writer's) to record the options given on
+    the instance, in the dict `attr` (names lower-cased when `lower`); `flag` marks the wrappers
+    so that installing twice wraps once."""
     original, original_many = cls.option, cls.options
-    if getattr(original, "_tahoe_calls", False):
+    if getattr(original, flag, False):
         return
+
+    def name(key: Any) -> str:
+        return str(key).lower() if lower else str(key)
 
     def option(self, key, value):
         out = original(self, key, value)
-        self.__dict__.setdefault("_tahoe_options", {})[str(key).lower()] = value
+        self.__dict__.setdefault(attr, {})[name(key)] = value
         return out
 
     def options(self, **opts):
         out = original_many(self, **opts)
-        self.__dict__.setdefault("_tahoe_options", {}).update({str(k).lower(): v for k, v in opts.items()})
+        self.__dict__.setdefault(attr, {}).update({name(k): v for k, v in opts.items()})
         return out
 
-    cls.option = _mark(option, original, "_tahoe_calls")
-    cls.options = _mark(options, original_many, "_tahoe_calls")
+    for fn, orig in ((option, original), (options, original_many)):
+        for k, v in vars(orig).items():   # the other installers' marks stay visible (idempotence)
+            if k.startswith("_tahoe_"):
+                setattr(fn, k, v)
+        setattr(cls, fn.__name__, _mark(fn, orig, flag))
+
+
+def _wrap_option(cls: Any) -> None:
+    """Record a reader's options (lower-cased names) on it, for the load wrapper's checks."""
+    remember_options(cls, "_tahoe_options", "_tahoe_calls", lower=True)
 
 
 _CDF_RANGE = ("startingVersion", "startingTimestamp", "endingVersion", "endingTimestamp")

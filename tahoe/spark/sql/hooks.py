@@ -201,26 +201,9 @@ def _wrap_session_table(cls: Any) -> None:
 
 def _wrap_reader(cls: Any, streaming: bool) -> None:
     """`option(s)` remembered (time travel options), `table(name)` of a Delta table by tahoe."""
-    for meth in ("option", "options"):
-        orig = getattr(cls, meth)
-        if getattr(orig, "_tahoe_sql", False):
-            continue
+    from ..calls import remember_options
 
-        def make(orig=orig, meth=meth):
-            @functools.wraps(orig)
-            def wrapper(self, *args, **kwargs):
-                out = orig(self, *args, **kwargs)
-                store = self.__dict__.setdefault("_tahoe_options", {})
-                if meth == "option":
-                    store[str(args[0] if args else kwargs.get("key"))] = args[1] if len(args) > 1 else kwargs.get("value")
-                else:
-                    store.update({str(k): v for k, v in kwargs.items()})
-                return out
-
-            wrapper._tahoe_sql = True  # type: ignore[attr-defined]
-            return wrapper
-
-        setattr(cls, meth, make())
+    remember_options(cls, "_tahoe_options", "_tahoe_sql", lower=True)
     original = cls.table
     if getattr(original, "_tahoe_sql", False):
         return
@@ -286,26 +269,9 @@ def _create_named(spark: Any, name: str, df: Any, partition_by: list, location: 
 
 
 def _wrap_writer(cls: Any) -> None:
-    for meth in ("option", "options"):
-        orig = getattr(cls, meth)
-        if getattr(orig, "_tahoe_sql", False):
-            continue
+    from ..calls import remember_options
 
-        def make(orig=orig, meth=meth):
-            @functools.wraps(orig)
-            def wrapper(self, *args, **kwargs):
-                out = orig(self, *args, **kwargs)
-                store = self.__dict__.setdefault("_tahoe_write_options", {})
-                if meth == "option":
-                    store[str(args[0] if args else kwargs.get("key"))] = args[1] if len(args) > 1 else kwargs.get("value")
-                else:
-                    store.update({str(k): v for k, v in kwargs.items()})
-                return out
-
-            wrapper._tahoe_sql = True  # type: ignore[attr-defined]
-            return wrapper
-
-        setattr(cls, meth, make())
+    remember_options(cls, "_tahoe_write_options", "_tahoe_sql", lower=False)   # delta.* keys as given
 
     original_save_as = cls.saveAsTable
     if not getattr(original_save_as, "_tahoe_sql", False):
