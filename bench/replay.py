@@ -27,6 +27,10 @@ Timed (tahoe byte-compiled first, as an installed wheel is — see bench/startup
                 partition column: the cheapest form; no reconciliation, no map building)
     target: tahoe / limit <= 1.1
 
+Measured 2026-11-27 (`--runs 3`, load 2.1-4.6, deltalake 1.6.6): whole process json300k 0.55 s vs
+  delta-rs 1.21 s = 0.46 (cpu 0.52), json300k-stats 1.87 vs 4.19 = 0.45 (cpu 0.47), cp1m 1.38 vs
+  2.66 = 0.52 (cpu 0.53) — target <= 0.5 met on the JSON-heavy logs, just missed on cp1m; in
+  process against the pyarrow limit 1.64 / 1.60 / 0.59 (target <= 1.1 missed on the JSON logs).
 Measured (2-core machine shared with other sessions; wall, and the CPU ratio of the whole
 processes, which the load disturbs less):
   before (main, load 20-33): whole process json300k 0.71, json300k-stats 0.42, cp1m 0.68;

@@ -25,6 +25,9 @@ Ratios are tahoe / spark (lower is better), wall and CPU (this process + the JVM
 each line with the load average. Targets (issue 18): write <= 1.05, fast path with 10% DV <= 1.15,
 data source <= 1.5.
 
+Measured 2026-11-27 (`--quick`, 10M rows, 177 MB in 8 files, load 2.2-2.4): write 4.39 s vs
+  parquet 4.42 s = 0.99 (target <= 1.05 met); fast path 1.14; fast + 10% DV 1.29 (target <= 1.15
+  missed); data source 2.30 (cpu 1.58), DS + 10% DV 2.04 (target <= 1.5 missed).
 Measured (`--quick`, 10M rows, 2-core machine shared with other sessions; best of 3 rounds):
   before (main, load 19): write 0.51 (order effect: the first write paid the JIT, since fixed
       by alternating), fast path 1.27, data source 3.51 (cpu 2.03), fast + 10% DV 1.69 (cpu 1.38),

@@ -20,6 +20,8 @@ Timed (the small table: 3 appends of 100 rows, partitioned, built here once):
                 its metadata(), protocol() and files: what `tahoe describe` shows
                 target: tahoe describe <= 0.4 s
 
+Measured 2026-11-27 (load 2.2): import 0.018 s (delta-rs 0.041 s), describe 0.109 s (targets
+  <= 0.15 s and <= 0.4 s met); open + files 0.17-0.18 s against delta-rs's 0.05 s (no target).
 Measured (2-core machine shared with other sessions; wall, with CPU = user + sys of the process):
   before (main, load 6):   describe 0.433 s (cpu 0.400): typer 0.29 imports pydantic for every
                            command's parameters, and the table was replayed with pyarrow
