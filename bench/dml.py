@@ -24,6 +24,17 @@ reader; a wrong result stops the bench.
 Targets (issue 13): DELETE in DV mode ≥ 10× faster than copy-on-write and faster than delta-rs;
 MERGE faster than delta-rs; UPDATE beside delta-rs (reported) — for each executor.
 
+Measured 2026-11-27, `python -m bench.dml` (10M rows, 10 files; load 2.0 at start, 1.9 at end;
+deltalake 1.6.6), seconds:
+    arrow  delete dv 0.10 / cow 0.96   update dv 0.26 / cow 0.84   merge dv 0.33 / cow 1.05
+    delta-rs delete 0.58   update 0.52   merge 0.90
+    spark  delete dv 0.57 / cow 3.69   update dv 1.02 / cow 3.46   merge dv 2.33 / cow 4.11
+    ratios: arrow  DELETE cow/DV 9.6x (target >= 10x: just missed), delta-rs/DV 5.7x (> 1x met);
+            UPDATE delta-rs/DV 2.00x, /cow 0.63x; MERGE delta-rs/DV 2.74x (> 1x met), /cow 0.86x
+            spark  DELETE cow/DV 6.5x (missed), delta-rs/DV 1.0x (missed); UPDATE delta-rs/DV
+            0.51x; MERGE delta-rs/DV 0.39x, /cow 0.22x (missed: a Spark MERGE is several jobs,
+            each with local[2]'s fixed costs, against delta-rs's 0.9 s in one process)
+
 Measured 2026-11-24, `python -m bench.dml` (10M rows, 10 files, Arrow and Spark local[2]), on
 the 2-core machine shared with other jobs — seconds, one timed run each; the load was high and
 varied, so ratios moved by up to 2x between runs:

@@ -35,6 +35,13 @@ rewritten by a few threads (about two per core), each bin's files read by a shar
 bins up to 256 MiB are rewritten by pyarrow inside Spark tasks (one task per bin, one job), larger
 ones by Spark's own reader and writer.
 
+Measured 2026-11-27, second run (load 0.2 at start, 0.9 at end), best of 2:
+  compact  tahoe 0.74 s / delta-rs 0.54 s = 1.37 (cpu 1.18)   on Spark 0.97 s = 1.79   target < 1 NOT met
+  zorder   tahoe 2.50 s / delta-rs 2.25 s = 1.11 (cpu 0.84)   on Spark 2.38 s = 1.06   no target
+  On the idle machine delta-rs uses both cores (cpu 1.0 s in 0.54 s); tahoe spends about the
+  same CPU but reads a bin's 500 small files at ~0.24 ms each with the GIL held between them
+  (pyarrow.dataset reads the 2,000 files in 0.32 s against 0.48 s file by file: a possible next
+  step, not taken — it bypasses the reader's per-file schema handling).
 Measured 2026-11-27 (deltalake 1.6.6), 2,000 files x 1,000 rows (66 MB), 16 MB target, best of 2
 rounds, on 2 cores shared with other jobs (load average 8.2 at start, 6.7 at end; single runs
 vary by up to 2x at this load, the CPU ratios by about 15 %):
