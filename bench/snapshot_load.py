@@ -18,6 +18,9 @@ removing the file added ten commits before. Three copies of it: the bare log, on
 covering the whole tail (`compact_log(log)`), and one compaction per 1,000 commits. Timed (best of
 5, the variants interleaved, warm cache): tahoe's snapshot + full add list on each copy, and delta-rs (DeltaTable +
 get_add_actions) on each copy in the same run; all must list the same files.
+Measured 2026-11-27 (`--compaction-only`, 10,000 commits, 9,001 active files, load 1.8-1.9):
+  no compaction tahoe 0.204 s / delta-rs 2.182 s; one compaction file 0.089 s (0.43 of the bare
+  log); one per 1,000 commits 0.115 s (0.56); delta-rs 0.91-0.92 of its bare time.
 """
 
 from __future__ import annotations
