@@ -25,6 +25,10 @@ worker failed to connect back"). A query that fails so is restarted from its che
 streaming sink is exactly-once, so the rows stay right (checked) — and the retries are reported;
 the wall time includes them. The load average is printed before and after.
 
+Figures of 2026-11-27 on a quiet machine (load 1.6 at the start, 1.8 at the end), one run:
+  10M rows / 1,000 commits (source written in 5.0 s): delta -> delta 6.9 s (1,452,247 rows/s),
+  parquet -> parquet 4.0 s (2,531,038 rows/s): ratio 0.57 (no target); 1-row append latency
+  median 0.99 s, max 1.01 s (target < 3 s met); 0 restarts.
 Figures (one run, `python -m bench.streaming`, this 2-core machine shared with other sessions; load
 average 1/5/15 min 17.3, 16.6, 14.7 at the start, 16.4, 17.2, 15.7 at the end):
   10M rows / 1,000 commits (source written in 113 s):
