@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 __all__ = ["install", "tahoe_owns_delta", "writer_state", "partition_columns", "MAPPED_MODES"]
 
@@ -472,21 +472,30 @@ _TARGETS = (
 )
 
 
-def install() -> None:
-    """Wrap the calls of the module docstring (idempotent). Spark Connect's classes only once
-    something imported them (as `tahoe.spark.surfacing.install`)."""
+def pyspark_classes(targets: Iterable[tuple[str, str, Any]]) -> Iterator[tuple[Any, Any]]:
+    """(class, what) for each (module, class name, what) of `targets` that can be wrapped now:
+    Spark Connect's classes only once something imported `pyspark.sql.connect.session`
+    (importing them costs seconds); a class an unexpected PySpark layout (or no Connect extras)
+    lacks is skipped."""
     import importlib
 
-    hook = sys.modules.get("_tahoe_pyspark_hook")
-    if hook is not None:   # its shims off first: these wrappers wrap PySpark's own methods
-        hook.restore()
-    for module, cls_name, what in _TARGETS:
+    for module, cls_name, what in targets:
         if ".connect." in module and "pyspark.sql.connect.session" not in sys.modules:
             continue
         try:
             cls = getattr(importlib.import_module(module), cls_name)
         except Exception:  # noqa: BLE001 - an unexpected PySpark layout (or no Connect extras)
             continue
+        yield cls, what
+
+
+def install() -> None:
+    """Wrap the calls of the module docstring (idempotent). Spark Connect's classes only once
+    something imported them (as `tahoe.spark.surfacing.install`)."""
+    hook = sys.modules.get("_tahoe_pyspark_hook")
+    if hook is not None:   # its shims off first: these wrappers wrap PySpark's own methods
+        hook.restore()
+    for cls, what in pyspark_classes(_TARGETS):
         for w in what:
             if w == "format":
                 _wrap_format(cls)

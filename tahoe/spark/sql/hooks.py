@@ -20,8 +20,6 @@ Spark's `AnalysisException` (`tahoe.spark.surfacing.spark_facing`).
 from __future__ import annotations
 
 import functools
-import importlib
-import sys
 from typing import Any, Callable
 
 from typing import TYPE_CHECKING
@@ -621,13 +619,9 @@ _TARGETS = (
 def install() -> None:
     """Wrap the calls of the module docstring (idempotent; Spark Connect's classes once they are
     imported: `tahoe.spark.register` runs it again, see `tahoe.spark.session.on_register`)."""
-    for module, cls_name, kind in _TARGETS:
-        if ".connect." in module and "pyspark.sql.connect.session" not in sys.modules:
-            continue
-        try:
-            cls = getattr(importlib.import_module(module), cls_name)
-        except Exception:  # noqa: BLE001 - an unexpected PySpark layout (or no Connect extras)
-            continue
+    from ..calls import pyspark_classes
+
+    for cls, kind in pyspark_classes(_TARGETS):
         if kind == "session":
             _wrap_sql(cls)
             _wrap_session_table(cls)
