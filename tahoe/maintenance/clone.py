@@ -210,15 +210,7 @@ def clone(source: str | DeltaLog, target: str, *, version: int | None = None, ti
         "copiedFilesSize": 0 if shallow else copied_size,
     }
 
-    def stage(t: Transaction) -> dict:
-        if existing is not None:
-            t.replace_table()
-            t.read_whole_table()
-            t.remove_files(removed)
-        t.update_metadata(md)
-        t.update_protocol(new_protocol)
-        t.add_files(adds)
-        return metrics
+    stage = _stage(existing, removed, md, adds, metrics, new_protocol)
 
     new_files: list[AddFile] = []
     if copies:
@@ -272,14 +264,25 @@ def clone_parquet(source: str, target: str, *, replace: bool = False, properties
     txn = Transaction(tgt_log, "CLONE", {"source": f"parquet.`{scan.root}`"}, snapshot=existing,
                       new_table=existing is None)
 
+    stage = _stage(existing, removed, md, adds, metrics)
+
+    committed = commit_new_files(txn, [], stage)
+    return {**metrics, "version": committed}
+
+
+def _stage(existing: Any, removed: list[AddFile], md: Any, adds: list[AddFile], metrics: dict,
+           protocol: Any = None):
+    """The staging of a CLONE / CONVERT-as-clone commit: replacing the target table when it exists
+    (its files removed, the whole table read), then the new metadata (and protocol) and files."""
     def stage(t: Transaction) -> dict:
         if existing is not None:
             t.replace_table()
             t.read_whole_table()
             t.remove_files(removed)
         t.update_metadata(md)
+        if protocol is not None:
+            t.update_protocol(protocol)
         t.add_files(adds)
         return metrics
 
-    committed = commit_new_files(txn, [], stage)
-    return {**metrics, "version": committed}
+    return stage
