@@ -60,6 +60,7 @@ from .write import write_dataframe
 __all__ = ["run_dml", "column_sql", "dataframe_alias", "spark_typer"]
 
 SID = "__tahoe_source_row"
+_MATCHED = "__tahoe_matched"
 CDC_DIR = "_change_data"
 
 
@@ -284,8 +285,10 @@ class _SparkDml:
         if plan.operation == "MERGE":
             source = self.source.withColumn(SOURCE_PRESENT, F.lit(True))
             if uses_sid:
-                source = source.withColumn(SID, F.monotonically_increasing_id()).localCheckpoint(eager=True)
-            counts.source_rows = source.count()
+                # materialized by the first job that reads it (the matching), read again by the inserts
+                source = source.withColumn(SID, F.monotonically_increasing_id()).localCheckpoint(eager=False)
+            else:
+                counts.source_rows = source.count()
             source = source.alias(plan.source_alias)
             est = _estimated_bytes(self.source)
             if est is not None and est <= _broadcast_threshold(spark):
@@ -311,15 +314,24 @@ class _SparkDml:
                 changed = joined.filter(keep).select(FILE_COLUMN, ROW_COLUMN, CLAUSE)
             else:
                 changed = self._persist(joined.filter(keep))
-            if plan.operation == "MERGE" and plan.has_matched and not plan.multiple_matches_allowed:
-                dup = changed.filter(F.col(SOURCE_PRESENT).isNotNull()).groupBy(FILE_COLUMN, ROW_COLUMN).count() \
-                    .filter(F.col("count") > 1).limit(1).count()
-                if dup:
+            # one job: the changed rows' places per clause and, for a MERGE, every matched pair's
+            # place (a target row matched twice: delta-spark's error)
+            check = plan.operation == "MERGE" and plan.has_matched and not plan.multiple_matches_allowed
+            modified_idx = [c.index for c in modifying]
+            if modified_idx or check:
+                clause = F.when(F.col(CLAUSE).isin(*modified_idx), F.col(CLAUSE)) if modified_idx \
+                    else F.lit(None).cast("int")
+                matched = F.col(SOURCE_PRESENT).isNotNull() if check else F.lit(False)
+                rows = changed.select(FILE_COLUMN, ROW_COLUMN, clause.cast("long").alias(CLAUSE),
+                                      matched.alias(_MATCHED))
+                if plan.operation == "MERGE":
+                    rows = rows.filter(F.col(CLAUSE).isNotNull() | F.col(_MATCHED))
+                summary, duplicates = _summarize(rows)
+                if duplicates:
                     raise DeltaUnsupportedOperationException(
                         MULTIPLE_MATCHES_MESSAGE, "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE")
-            modified_idx = [c.index for c in modifying]
-            summary = _summarize(changed.filter(F.col(CLAUSE).isin(*modified_idx))
-                                 .select(FILE_COLUMN, ROW_COLUMN, CLAUSE)) if modified_idx else {}
+        if uses_sid:   # the source is materialized now (when the matching read it): a cheap count
+            counts.source_rows = source.count()
         counts.scan_ms = int((time.perf_counter() - t0) * 1000)
         return self._write_and_commit(txn, candidates, changed, source, summary, counts)
 
@@ -438,10 +450,10 @@ class _SparkDml:
         plan = self.plan
         if plan.has_matched or plan.has_not_matched_by_source:
             if changed is not None:
+                # no distinct (a shuffle): the broadcast hash relation takes repeated keys
                 matched = changed.filter(F.col(SOURCE_PRESENT).isNotNull() & F.col(TARGET_PRESENT).isNotNull()) \
-                    .select(F.col(SID).alias("__tahoe_matched")).distinct()
-                unmatched = source.join(F.broadcast(matched), on=F.col(SID) == F.col("__tahoe_matched"),
-                                        how="left_anti")
+                    .select(F.col(SID).alias(_MATCHED))
+                unmatched = source.join(F.broadcast(matched), on=F.col(SID) == F.col(_MATCHED), how="left_anti")
             else:
                 unmatched = source
         else:   # insert-only: one anti join against the candidate files (only the condition's columns are read)
@@ -492,42 +504,64 @@ class _SparkDml:
         return out
 
 
-def _summarize(df) -> dict[str, tuple[dict, dict]]:
-    """Per file URI: ({clause index: BitMap64 of the rows it changes}, {}) — built in the tasks
-    (one partial bitmap per task, file and clause), merged on the driver."""
+def _summarize(df) -> tuple[dict[str, tuple[dict, dict]], bool]:
+    """`df` (file URI, row position, clause index or null, matched flag) → per file URI
+    ({clause index: BitMap64 of the rows it changes}, {}), and whether some row is flagged more
+    than once (a target row two source rows match). One job: each task builds one bitmap per
+    file and clause, and per file the bitmap of its flagged rows with their count; the driver
+    merges them — flagged pairs outnumbering the distinct flagged rows means a row matched twice
+    (exact whatever the partitioning: every pair is counted once)."""
     from pyroaring import BitMap64
 
     def task(batches):
         import numpy as np
         import pyarrow as pa
+        import pyarrow.compute as pc
         from pyroaring import BitMap64 as BM
 
         acc: dict = {}
+        pairs: dict = {}
         for b in batches:
             if not b.num_rows:
                 continue
-            files = b.column(0).to_pylist()
-            rows = b.column(1).to_numpy(zero_copy_only=False)
-            clauses = b.column(2).to_numpy(zero_copy_only=False)
-            keys = {}
-            for i, (f, c) in enumerate(zip(files, clauses)):
-                keys.setdefault((f, int(c)), []).append(i)
-            for k, idx in keys.items():
-                bm = acc.setdefault(k, BM())
-                bm.update(rows[np.asarray(idx)].astype(np.uint64))
-        if acc:
+            files = pc.dictionary_encode(b.column(0))
+            names = files.dictionary.to_pylist()
+            fidx = files.indices.to_numpy(zero_copy_only=False)
+            rows = b.column(1).to_numpy(zero_copy_only=False).astype(np.uint64)
+            clauses = pc.fill_null(b.column(2), -1).to_numpy(zero_copy_only=False)
+            flagged = pc.fill_null(b.column(3), False).to_numpy(zero_copy_only=False)
+            one_file = len(names) == 1
+            for fi, name in enumerate(names):
+                in_file = None if one_file else fidx == fi
+                f_rows = rows if one_file else rows[in_file]
+                f_clauses = clauses if one_file else clauses[in_file]
+                f_flag = flagged if one_file else flagged[in_file]
+                for c in np.unique(f_clauses):
+                    if c >= 0:     # -1: a matched pair no clause takes
+                        acc.setdefault((name, int(c)), BM()).update(f_rows[f_clauses == c])
+                n = int(f_flag.sum())
+                if n:
+                    acc.setdefault((name, -2), BM()).update(f_rows[f_flag])
+                    pairs[name] = pairs.get(name, 0) + n
+        keys = list(acc)
+        if keys:
             yield pa.RecordBatch.from_pydict({
-                "file": [k[0] for k in acc], "clause": [k[1] for k in acc],
-                "bitmap": [bm.serialize() for bm in acc.values()]})
+                "file": [k[0] for k in keys], "clause": [k[1] for k in keys],
+                "bitmap": [acc[k].serialize() for k in keys],
+                "pairs": [pairs.get(k[0], 0) if k[1] == -2 else 0 for k in keys]},
+                schema=pa.schema([("file", pa.string()), ("clause", pa.int64()), ("bitmap", pa.binary()),
+                                  ("pairs", pa.int64())]))
 
-    rows = df.mapInArrow(task, "file string, clause long, bitmap binary").collect()
+    rows = df.mapInArrow(task, "file string, clause long, bitmap binary, pairs long").toArrow()
     out: dict[str, tuple[dict, dict]] = {}
-    for r in rows:
-        bitmaps, _ = out.setdefault(r["file"], ({}, {}))
-        bm = BitMap64.deserialize(bytes(r["bitmap"]))
-        if r["clause"] in bitmaps:
-            bitmaps[r["clause"]] |= bm
-        else:
-            bitmaps[r["clause"]] = bm
-    return out
-
+    flagged: dict[str, Any] = {}
+    pairs = 0
+    for f, c, data, n in zip(*(rows.column(i).to_pylist() for i in range(4))):
+        bm = BitMap64.deserialize(data)
+        if c == -2:
+            flagged[f] = flagged[f] | bm if f in flagged else bm
+            pairs += n
+            continue
+        bitmaps, _ = out.setdefault(f, ({}, {}))
+        bitmaps[c] = bitmaps[c] | bm if c in bitmaps else bm
+    return out, pairs > sum(len(bm) for bm in flagged.values())
