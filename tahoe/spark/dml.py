@@ -55,7 +55,7 @@ from ..write.dml_plan import (
 from .read import FILE_COLUMN, ROW_COLUMN, hadoop_uri, read_snapshot
 from .session import configure
 from .types import assign_by_name, col, from_spark_schema, to_spark_type
-from .write import write_dataframe
+from .write import write_dataframe, write_dataframes
 
 __all__ = ["run_dml", "column_sql", "dataframe_alias", "spark_typer"]
 
@@ -154,6 +154,7 @@ class _SparkDml:
         self.tracking = {n: LongType() for n in plan.row_tracking} if plan.row_tracking else {}
         self.by_index = {c.index: c for c in plan.clauses}
         self.persisted: list = []
+        self.source_count = None     # an Observation counting the MERGE source's rows
 
     # --- reading the target -------------------------------------------------------------------------
     def _files_table(self, adds: list[AddFile], dvs: dict[str, Any] | None = None) -> pa.Table:
@@ -253,6 +254,12 @@ class _SparkDml:
         return [self._as_table(to_spark_column(self.plan.target_column(f.name)) if f.name in old else None, f.name)
                 for f in self.schema.fields]
 
+    @staticmethod
+    def _observation():
+        from pyspark.sql import Observation
+
+        return Observation()
+
     def _persist(self, df):
         from pyspark import StorageLevel
 
@@ -287,21 +294,32 @@ class _SparkDml:
             if uses_sid:
                 # materialized by the first job that reads it (the matching), read again by the inserts
                 source = source.withColumn(SID, F.monotonically_increasing_id()).localCheckpoint(eager=False)
-            else:
-                counts.source_rows = source.count()
-            source = source.alias(plan.source_alias)
             est = _estimated_bytes(self.source)
-            if est is not None and est <= _broadcast_threshold(spark):
-                source = F.broadcast(source)
+            small = est is not None and est <= _broadcast_threshold(spark)
+        joins = bool(candidates) and (plan.operation != "MERGE" or plan.has_matched or plan.has_not_matched_by_source)
+        self.joins = joins
+        if plan.operation == "MERGE":
+            # numSourceRows: counted by the first query that reads the source (an observation),
+            # or by a count when no query reads it
+            self.source_count = self._observation() if joins or plan.has_not_matched else None
+            if self.source_count is None:
+                counts.source_rows = source.count()
+            observed = source.observe(self.source_count, F.count(F.lit(1)).alias("n")) if joins else source
+            if not joins and plan.has_not_matched:   # the inserts read it first
+                source = source.observe(self.source_count, F.count(F.lit(1)).alias("n"))
+            source = source.alias(plan.source_alias)
+            observed = observed.alias(plan.source_alias)
+            if small:
+                source, observed = F.broadcast(source), F.broadcast(observed)
         modifying = [c for c in plan.clauses if c.action in ("update", "delete")]
         changed = None
         summary: dict[str, dict] = {}
-        if candidates and (plan.operation != "MERGE" or plan.has_matched or plan.has_not_matched_by_source):
+        if joins:
             target = self._target(candidates, columns=plan.target_columns_read())
             if plan.operation == "MERGE":
                 target = target.withColumn(TARGET_PRESENT, F.lit(True)).alias(plan.target_alias)
                 how = "left" if plan.has_not_matched_by_source else "inner"
-                joined = target.join(source, on=to_spark_column(plan.condition), how=how)
+                joined = target.join(observed, on=to_spark_column(plan.condition), how=how)
                 clauses = [c for c in plan.clauses if c.kind != "notMatched"]
                 joined = joined.withColumn(CLAUSE, self._clause_column(clauses))
                 keep = F.col(CLAUSE).isNotNull() | F.col(SOURCE_PRESENT).isNotNull()
@@ -330,8 +348,8 @@ class _SparkDml:
                 if duplicates:
                     raise DeltaUnsupportedOperationException(
                         MULTIPLE_MATCHES_MESSAGE, "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE")
-        if uses_sid:   # the source is materialized now (when the matching read it): a cheap count
-            counts.source_rows = source.count()
+        if joins and self.source_count is not None:
+            counts.source_rows = _observed(self.source_count, self.source)
         counts.scan_ms = int((time.perf_counter() - t0) * 1000)
         return self._write_and_commit(txn, candidates, changed, source, summary, counts)
 
@@ -412,20 +430,35 @@ class _SparkDml:
                 copies = copies.select(*self._plain_old(copies),
                                        *([col(ROW_ID), col(ROW_COMMIT_VERSION)] if extras else []))
                 parts.insert(0, copies)
+            inserts = self._inserts(changed, source) if plan.operation == "MERGE" and plan.has_not_matched else None
+            inserted: list[AddFile] = []
+            rewritten = None
             if parts:
                 rewritten = parts[0]
                 for p in parts[1:]:
                     rewritten = rewritten.unionByName(p)
-                files, _ = write_dataframe(rewritten, self.log, plan.rewrite_plan, extra_columns=extras)
+            if rewritten is not None and inserts is not None and not plan.cdf and not extras \
+                    and not plan.insert_plan.identity and plan.insert_plan.schema == plan.rewrite_plan.schema:
+                # one job writes the rewritten and the inserted rows (the inserts counted on the way)
+                n_inserted = self._observation()
+                files, marks = write_dataframes(
+                    [(rewritten, plan.rewrite_plan),
+                     (inserts.observe(n_inserted, F.count(F.lit(1)).alias("n")), plan.insert_plan)], self.log)
                 added += files
                 new_files += files
-            inserts = self._inserts(changed, source) if plan.operation == "MERGE" and plan.has_not_matched else None
-            inserted: list[AddFile] = []
-            if inserts is not None:
-                inserted, marks = write_dataframe(inserts, self.log, plan.insert_plan)
-                added += inserted
-                new_files += inserted
-                counts.inserted = sum(a.num_records or 0 for a in inserted)
+                counts.inserted = _observed(n_inserted, inserts)
+            else:
+                if rewritten is not None:
+                    files, _ = write_dataframe(rewritten, self.log, plan.rewrite_plan, extra_columns=extras)
+                    added += files
+                    new_files += files
+                if inserts is not None:
+                    inserted, marks = write_dataframe(inserts, self.log, plan.insert_plan)
+                    added += inserted
+                    new_files += inserted
+                    counts.inserted = sum(a.num_records or 0 for a in inserted)
+            if self.source_count is not None and not self.joins:
+                counts.source_rows = _observed(self.source_count, self.source)
             if cdc_needed(plan, counts, partial):
                 cdc = self._cdc(changed, updated, inserted, update_clauses)
                 if cdc is not None:
@@ -502,6 +535,17 @@ class _SparkDml:
         for p in parts[1:]:
             out = out.unionByName(p)
         return out
+
+
+def _observed(obs, df) -> int:
+    """The row count an Observation (`F.count` as "n") took in the query that read `df` — or,
+    should that query not have run it (an optimizer that skipped the branch), `df.count()`."""
+    jo = getattr(obs, "_jo", None)
+    try:
+        done = jo is None or bool(jo.future().isCompleted())
+    except Exception:  # noqa: BLE001 - no future to ask: the query ran (get raises otherwise)
+        done = True
+    return int(obs.get["n"]) if done else df.count()
 
 
 def _summarize(df) -> tuple[dict[str, tuple[dict, dict]], bool]:

@@ -82,7 +82,7 @@ from .options import (
 from .session import session_time_zone
 from .types import col, from_spark_schema, to_spark_schema, to_spark_type
 
-__all__ = ["write_dataframe", "prepare_datasource_write", "datasource_write_task", "datasource_commit",
+__all__ = ["write_dataframe", "write_dataframes", "prepare_datasource_write", "datasource_write_task", "datasource_commit",
            "datasource_abort", "guarded_commit", "schema_mode", "table_schema_of", "footer_stats"]
 
 _log = logging.getLogger(__name__)
@@ -106,8 +106,21 @@ def write_dataframe(df, log: DeltaLog, plan: WritePlan, *, extra_columns: dict[s
     names they are written under, without stats), `subdir` and `file_prefix` as in
     `tahoe.write.files.write_data_files` (the materialized row-tracking columns of a DML's
     rewrite; change data files under `_change_data/`)."""
+    return write_dataframes([(df, plan)], log, extra_columns=extra_columns, subdir=subdir, file_prefix=file_prefix)
+
+
+def write_dataframes(parts: list[tuple[Any, WritePlan]], log: DeltaLog, *, extra_columns: dict[str, str] | None = None,
+                     subdir: str = "", file_prefix: str = "part") -> tuple[list[AddFile], dict[str, int]]:
+    """`write_dataframe` of several DataFrames in ONE job: each shaped and checked by its own
+    plan, then unioned and written as the files of the first plan's table (the plans must
+    share the table's schema and layout; identity values are generated only by plans that have
+    identity columns, and the high-water marks come from the written files)."""
     extras = dict(extra_columns or {})
-    shaped = _shape(df, plan, list(extras))
+    shaped = None
+    for df, plan in parts:
+        one = _checked(_shape(df, plan, list(extras)))
+        shaped = one if shaped is None else shaped.unionByName(one)
+    df, plan = parts[0]
     if _is_local(log.table_root):
         return _write_native(df.sparkSession, shaped, log.table_root, plan, extras, subdir, file_prefix)
     return _write_arrow(shaped, plan, extras, subdir, file_prefix)
