@@ -4,33 +4,36 @@ they never pass through the driver, which only sees per-file counts and deletion
 
     metrics = run_dml(spark, log, snapshot, plan, source_df)   # one commit; delta-spark's metrics
 
-Jobs:
+Jobs (a DV-mode DELETE is one job; a DV-mode MERGE upsert four: the source's broadcast, the
+matching, the matched source rows' broadcast, one write):
   1. the candidate files (the planner's partition pruning and stats skipping) are scanned with
      each row's file and position (`_metadata.file_path`, the row index: `read_snapshot(file_row=
      True)`); a MERGE joins them with the source on its condition — inner, or left outer from the
      target with notMatchedBySource clauses — broadcasting a source whose estimated size is under
      `spark.sql.autoBroadcastJoinThreshold`. Each row gets the index of the first clause whose
      condition is TRUE (a CASE over the planner's trees, `to_spark_column`). The rows some clause
-     changes (and, for a MERGE, every matched pair) are kept (persisted on the executors) with
-     only the target columns the clauses read (`DmlPlan.target_columns_read`: all of them with
-     change data), so Spark's scan reads no other column — a DELETE without change data keeps
-     only their file and position;
-  2. a small job checks for target rows matched twice (delta-spark's
-     DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE) and one summarizes the changed rows
-     per file in the tasks: deletion-vector bitmaps (pyroaring, serialized) and counts, collected
-     to the driver;
-  3. the rows written: updated rows (new values, generated columns recomputed); with copy-on-write
+     changes (and, for a MERGE, every matched pair) are kept on the executors (a lazy local
+     checkpoint, filled by this job) with only the target columns the clauses read
+     (`DmlPlan.target_columns_read`: all of them with change data), so Spark's scan reads no other
+     column — a DELETE without change data keeps only their file and position. The same job
+     summarizes them per file in its tasks (`_summarize`): deletion-vector bitmaps (pyroaring,
+     serialized), and for a MERGE the matched pairs' places and count, so a target row matched
+     twice (delta-spark's DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE) shows as more
+     pairs than places, with no job of its own; numSourceRows is an observation on the source
+     in this job (`DataFrame.observe`), not a count;
+  2. the rows written: updated rows (new values, generated columns recomputed); with copy-on-write
      also the touched files' other rows — a scan of those files with the changed rows masked
      out by inline deletion vectors, no join; MERGE inserts: source rows no target row matched
-     (a left anti join with the matched source rows), each given the first insert clause whose
-     condition is TRUE; change data rows when the commit needs them. Each set is written by
-     `tahoe.spark.write.write_dataframe` with the planner's write plan (every row check inside
-     the write job);
-  4. one commit through the planner's `write_and_commit` (files of a commit that surely did not
+     (a broadcast left anti join with the matched source rows), each given the first insert
+     clause whose condition is TRUE — in the same write job as the rewritten rows unless change
+     data, row tracking or identity columns need them apart; change data rows when the commit
+     needs them. Each set is written by `tahoe.spark.write.write_dataframe(s)` with the
+     planner's write plan (every row check inside the write job);
+  3. one commit through the planner's `write_and_commit` (files of a commit that surely did not
      land are deleted).
 
 A MERGE that inserts and also matches reads its source twice: the source gets a row id and is
-materialized on the executors first (`localCheckpoint`), so both reads see the same rows.
+kept on the executors by the first read (a lazy local checkpoint), so both reads see the same rows.
 """
 
 from __future__ import annotations
@@ -260,10 +263,11 @@ class _SparkDml:
 
         return Observation()
 
-    def _persist(self, df):
-        from pyspark import StorageLevel
-
-        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+    def _kept(self, df):
+        """`df` kept on the executors by the first job that computes it and read from there by
+        the later ones (a lazy local checkpoint: no separate job builds it, as AQE does for a
+        persisted DataFrame); released when the DML ends."""
+        df = df.localCheckpoint(eager=False)
         self.persisted.append(df)
         return df
 
@@ -272,10 +276,10 @@ class _SparkDml:
         try:
             return self._run()
         finally:
-            for df in self.persisted:
+            for df in self.persisted:    # the checkpoint's blocks (else freed only by a JVM GC)
                 try:
-                    df.unpersist()
-                except Exception:  # noqa: BLE001
+                    df._jdf.queryExecution().analyzed().rdd().unpersist(False)
+                except Exception:  # noqa: BLE001 - not a classic session's LogicalRDD: left to Spark's cleaner
                     pass
 
     def _run(self) -> dict[str, Any]:
@@ -293,7 +297,7 @@ class _SparkDml:
             source = self.source.withColumn(SOURCE_PRESENT, F.lit(True))
             if uses_sid:
                 # materialized by the first job that reads it (the matching), read again by the inserts
-                source = source.withColumn(SID, F.monotonically_increasing_id()).localCheckpoint(eager=False)
+                source = self._kept(source.withColumn(SID, F.monotonically_increasing_id()))
             est = _estimated_bytes(self.source)
             small = est is not None and est <= _broadcast_threshold(spark)
         joins = bool(candidates) and (plan.operation != "MERGE" or plan.has_matched or plan.has_not_matched_by_source)
@@ -331,7 +335,7 @@ class _SparkDml:
                 # only the deleted rows' places are needed: Spark reads just the condition's columns
                 changed = joined.filter(keep).select(FILE_COLUMN, ROW_COLUMN, CLAUSE)
             else:
-                changed = self._persist(joined.filter(keep))
+                changed = self._kept(joined.filter(keep))
             # one job: the changed rows' places per clause and, for a MERGE, every matched pair's
             # place (a target row matched twice: delta-spark's error)
             check = plan.operation == "MERGE" and plan.has_matched and not plan.multiple_matches_allowed
