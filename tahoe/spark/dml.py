@@ -183,9 +183,7 @@ class _SparkDml:
         from pyspark.sql import functions as F
 
         df = read_snapshot(self.spark, self.snap, files=self._files_table(adds, dvs), file_row=True,
-                           extra_columns=self.tracking or None)
-        if columns is not None:     # Spark reads only these from the files
-            df = df.select(*[col(c) for c in columns], FILE_COLUMN, ROW_COLUMN, *[col(n) for n in self.tracking])
+                           extra_columns=self.tracking or None, columns=columns)   # Spark reads only these
         if not self.tracking:
             return df
         from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -320,27 +318,33 @@ class _SparkDml:
         summary: dict[str, dict] = {}
         if joins:
             target = self._target(candidates, columns=plan.target_columns_read())
-            if plan.operation == "MERGE":
-                target = target.withColumn(TARGET_PRESENT, F.lit(True)).alias(plan.target_alias)
-                how = "left" if plan.has_not_matched_by_source else "inner"
-                joined = target.join(observed, on=to_spark_column(plan.condition), how=how)
-                clauses = [c for c in plan.clauses if c.kind != "notMatched"]
-                joined = joined.withColumn(CLAUSE, self._clause_column(clauses))
-                keep = F.col(CLAUSE).isNotNull() | F.col(SOURCE_PRESENT).isNotNull()
-            else:
-                target = target.alias(plan.target_alias) if plan.user_target_alias else target
-                joined = target.withColumn(CLAUSE, self._clause_column(plan.clauses, with_presence=False))
-                keep = F.col(CLAUSE).isNotNull()
             if plan.operation == "DELETE" and not plan.cdf:
                 # only the deleted rows' places are needed: Spark reads just the condition's columns
-                changed = joined.filter(keep).select(FILE_COLUMN, ROW_COLUMN, CLAUSE)
+                (clause,) = plan.clauses
+                target = target.alias(plan.target_alias) if plan.user_target_alias else target
+                rows = target if clause.condition is None else target.filter(to_spark_column(clause.condition))
+                rows = rows.select(FILE_COLUMN, ROW_COLUMN, F.lit(clause.index).cast("long").alias(CLAUSE),
+                                   F.lit(False).alias(_MATCHED))
             else:
+                if plan.operation == "MERGE":
+                    target = target.withColumn(TARGET_PRESENT, F.lit(True)).alias(plan.target_alias)
+                    how = "left" if plan.has_not_matched_by_source else "inner"
+                    joined = target.join(observed, on=to_spark_column(plan.condition), how=how)
+                    clauses = [c for c in plan.clauses if c.kind != "notMatched"]
+                    joined = joined.withColumn(CLAUSE, self._clause_column(clauses))
+                    keep = F.col(CLAUSE).isNotNull() | F.col(SOURCE_PRESENT).isNotNull()
+                else:
+                    target = target.alias(plan.target_alias) if plan.user_target_alias else target
+                    joined = target.withColumn(CLAUSE, self._clause_column(plan.clauses, with_presence=False))
+                    keep = F.col(CLAUSE).isNotNull()
                 changed = self._kept(joined.filter(keep))
             # one job: the changed rows' places per clause and, for a MERGE, every matched pair's
             # place (a target row matched twice: delta-spark's error)
             check = plan.operation == "MERGE" and plan.has_matched and not plan.multiple_matches_allowed
             modified_idx = [c.index for c in modifying]
-            if modified_idx or check:
+            if changed is None:
+                summary, _ = _summarize(rows)
+            elif modified_idx or check:
                 clause = F.when(F.col(CLAUSE).isin(*modified_idx), F.col(CLAUSE)) if modified_idx \
                     else F.lit(None).cast("int")
                 matched = F.col(SOURCE_PRESENT).isNotNull() if check else F.lit(False)

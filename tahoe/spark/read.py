@@ -143,7 +143,8 @@ def _existing_files(root: str, files):
 
 
 def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: pa.Table | None = None,
-                  file_row: bool = False, extra_columns: dict | None = None, schema: StructType | None = None):
+                  file_row: bool = False, extra_columns: dict | None = None, schema: StructType | None = None,
+                  columns: list[str] | None = None):
     """A DataFrame of `snap`'s rows (see the module docstring). `files`: read these active
     files (a `files_table` selection: path, partitionValues, size, stats, deletionVector)
     instead of planning them from `filters`. `file_row`: add FILE_COLUMN (the file's URI as
@@ -151,7 +152,8 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
     file). `extra_columns`: physical columns outside the schema (name → Spark type) read as
     they are in the files, null where absent (the materialized row-tracking columns). `schema`:
     read as this schema instead of the snapshot's (files a commit in progress wrote after a
-    schema change: a MERGE with schema evolution)."""
+    schema change: a MERGE with schema evolution). `columns`: only these of the schema's
+    columns (by name, in table order), the others neither read nor returned."""
     configure(spark)
     from pyspark.sql import functions as F
 
@@ -166,7 +168,7 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
     mode = snap.column_mapping_mode
     pcs = snap.partition_columns
     pcs_lower = {p.lower() for p in pcs}
-    out_fields = [f for f in schema.fields if not is_void(f.type)]
+    out_fields = [f for f in schema.fields if not is_void(f.type) and (columns is None or f.name in columns)]
     data_fields = [f for f in out_fields if f.name.lower() not in pcs_lower]
     part_fields = [f for f in out_fields if f.name.lower() in pcs_lower]
     logical_spark = to_spark_schema(StructType(out_fields), strip_metadata=True) if out_fields else None
@@ -233,7 +235,7 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
         if not file_row:
             return g
         row = F.expr(f"coalesce({row_sql}, {unfilled})") if unfilled else F.expr(row_sql)
-        return g.withColumn(FILE_COLUMN, F.col("_metadata.file_path")).withColumn(ROW_COLUMN, row)
+        return g.withColumns({FILE_COLUMN: F.col("_metadata.file_path"), ROW_COLUMN: row})
 
     def drop_on_scan(g, idx):
         """Apply the DVs of files `idx` on a scan (`_metadata` is gone after a union)."""
