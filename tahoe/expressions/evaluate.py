@@ -457,6 +457,11 @@ class _Evaluator:
 
     def remainder(self, a: Value, b: Value, n: Expression) -> Value:
         if pa.types.is_integer(a.type) and pa.types.is_integer(b.type):
+            if _is_arr(a) and a.null_count == 0 and isinstance(b, pa.Scalar) and b.is_valid:
+                # a column % a constant (`id % 1000 = 7`): one numpy pass; fmod keeps the
+                # dividend's sign, as Java's % does (and MIN % -1 is 0, as there)
+                x = a.to_numpy() if isinstance(a, pa.Array) else a.combine_chunks().to_numpy()
+                return pa.array(np.fmod(x, np.array(b.as_py(), dtype=b.type.to_pandas_dtype())))
             q = self.call(pc.divide, a, b, node=n)
             return self.call(pc.subtract, a, pc.multiply(q, b), node=n)
         if pa.types.is_floating(a.type) or pa.types.is_floating(b.type):
