@@ -19,14 +19,16 @@ matching, the matched source rows' broadcast, one write):
      summarizes them per file in its tasks (`_summarize`): deletion-vector bitmaps (pyroaring,
      serialized), and for a MERGE the matched pairs' places and count, so a target row matched
      twice (delta-spark's DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE) shows as more
-     pairs than places, with no job of its own; numSourceRows is an observation on the source
-     in this job (`DataFrame.observe`), not a count;
+     pairs than places, with no job of its own — and the matched source rows' ids, so that an
+     upsert whose last insert clause takes every unmatched row knows numSourceRows (matched +
+     inserted) without counting its source;
   2. the rows written: updated rows (new values, generated columns recomputed); with copy-on-write
      also the touched files' other rows — a scan of those files with the changed rows masked
      out by inline deletion vectors, no join; MERGE inserts: source rows no target row matched
      (a broadcast left anti join with the matched source rows), each given the first insert
      clause whose condition is TRUE — in the same write job as the rewritten rows unless change
-     data, row tracking or identity columns need them apart; change data rows when the commit
+     data, row tracking or identity columns need them apart (the inserted count is then the
+     rows written less the rewritten ones); change data rows when the commit
      needs them. Each set is written by `tahoe.spark.write.write_dataframe(s)` with the
      planner's write plan (every row check inside the write job);
   3. one commit through the planner's `write_and_commit` (files of a commit that surely did not
@@ -157,7 +159,7 @@ class _SparkDml:
         self.tracking = {n: LongType() for n in plan.row_tracking} if plan.row_tracking else {}
         self.by_index = {c.index: c for c in plan.clauses}
         self.persisted: list = []
-        self.source_count = None     # an Observation counting the MERGE source's rows
+        self.matched_sources = None  # MERGE: BitMap64 of the matched source rows' ids (SID)
 
     # --- reading the target -------------------------------------------------------------------------
     def _files_table(self, adds: list[AddFile], dvs: dict[str, Any] | None = None) -> pa.Table:
@@ -255,12 +257,6 @@ class _SparkDml:
         return [self._as_table(to_spark_column(self.plan.target_column(f.name)) if f.name in old else None, f.name)
                 for f in self.schema.fields]
 
-    @staticmethod
-    def _observation():
-        from pyspark.sql import Observation
-
-        return Observation()
-
     def _kept(self, df):
         """`df` kept on the executors by the first job that computes it and read from there by
         the later ones (a lazy local checkpoint: no separate job builds it, as AQE does for a
@@ -296,23 +292,11 @@ class _SparkDml:
             if uses_sid:
                 # materialized by the first job that reads it (the matching), read again by the inserts
                 source = self._kept(source.withColumn(SID, F.monotonically_increasing_id()))
-            est = _estimated_bytes(self.source)
-            small = est is not None and est <= _broadcast_threshold(spark)
-        joins = bool(candidates) and (plan.operation != "MERGE" or plan.has_matched or plan.has_not_matched_by_source)
-        self.joins = joins
-        if plan.operation == "MERGE":
-            # numSourceRows: counted by the first query that reads the source (an observation),
-            # or by a count when no query reads it
-            self.source_count = self._observation() if joins or plan.has_not_matched else None
-            if self.source_count is None:
-                counts.source_rows = source.count()
-            observed = source.observe(self.source_count, F.count(F.lit(1)).alias("n")) if joins else source
-            if not joins and plan.has_not_matched:   # the inserts read it first
-                source = source.observe(self.source_count, F.count(F.lit(1)).alias("n"))
             source = source.alias(plan.source_alias)
-            observed = observed.alias(plan.source_alias)
-            if small:
-                source, observed = F.broadcast(source), F.broadcast(observed)
+            est = _estimated_bytes(self.source)
+            if est is not None and est <= _broadcast_threshold(spark):
+                source = F.broadcast(source)
+        joins = bool(candidates) and (plan.operation != "MERGE" or plan.has_matched or plan.has_not_matched_by_source)
         modifying = [c for c in plan.clauses if c.action in ("update", "delete")]
         changed = None
         summary: dict[str, dict] = {}
@@ -324,12 +308,12 @@ class _SparkDml:
                 target = target.alias(plan.target_alias) if plan.user_target_alias else target
                 rows = target if clause.condition is None else target.filter(to_spark_column(clause.condition))
                 rows = rows.select(FILE_COLUMN, ROW_COLUMN, F.lit(clause.index).cast("long").alias(CLAUSE),
-                                   F.lit(False).alias(_MATCHED))
+                                   F.lit(False).alias(_MATCHED), F.lit(None).cast("long").alias(SID))
             else:
                 if plan.operation == "MERGE":
                     target = target.withColumn(TARGET_PRESENT, F.lit(True)).alias(plan.target_alias)
                     how = "left" if plan.has_not_matched_by_source else "inner"
-                    joined = target.join(observed, on=to_spark_column(plan.condition), how=how)
+                    joined = target.join(source, on=to_spark_column(plan.condition), how=how)
                     clauses = [c for c in plan.clauses if c.kind != "notMatched"]
                     joined = joined.withColumn(CLAUSE, self._clause_column(clauses))
                     keep = F.col(CLAUSE).isNotNull() | F.col(SOURCE_PRESENT).isNotNull()
@@ -343,21 +327,19 @@ class _SparkDml:
             check = plan.operation == "MERGE" and plan.has_matched and not plan.multiple_matches_allowed
             modified_idx = [c.index for c in modifying]
             if changed is None:
-                summary, _ = _summarize(rows)
+                summary, _, _ = _summarize(rows)
             elif modified_idx or check:
                 clause = F.when(F.col(CLAUSE).isin(*modified_idx), F.col(CLAUSE)) if modified_idx \
                     else F.lit(None).cast("int")
                 matched = F.col(SOURCE_PRESENT).isNotNull() if check else F.lit(False)
+                sid = F.when(F.col(SOURCE_PRESENT).isNotNull(), F.col(SID)) if uses_sid else F.lit(None).cast("long")
                 rows = changed.select(FILE_COLUMN, ROW_COLUMN, clause.cast("long").alias(CLAUSE),
-                                      matched.alias(_MATCHED))
-                if plan.operation == "MERGE":
-                    rows = rows.filter(F.col(CLAUSE).isNotNull() | F.col(_MATCHED))
-                summary, duplicates = _summarize(rows)
+                                      matched.alias(_MATCHED), sid.alias(SID))
+                summary, duplicates, sids = _summarize(rows)
+                self.matched_sources = sids if uses_sid else None
                 if duplicates:
                     raise DeltaUnsupportedOperationException(
                         MULTIPLE_MATCHES_MESSAGE, "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE")
-        if joins and self.source_count is not None:
-            counts.source_rows = _observed(self.source_count, self.source)
         counts.scan_ms = int((time.perf_counter() - t0) * 1000)
         return self._write_and_commit(txn, candidates, changed, source, summary, counts)
 
@@ -448,13 +430,11 @@ class _SparkDml:
             if rewritten is not None and inserts is not None and not plan.cdf and not extras \
                     and not plan.insert_plan.identity and plan.insert_plan.schema == plan.rewrite_plan.schema:
                 # one job writes the rewritten and the inserted rows (the inserts counted on the way)
-                n_inserted = self._observation()
-                files, marks = write_dataframes(
-                    [(rewritten, plan.rewrite_plan),
-                     (inserts.observe(n_inserted, F.count(F.lit(1)).alias("n")), plan.insert_plan)], self.log)
+                files, marks = write_dataframes([(rewritten, plan.rewrite_plan), (inserts, plan.insert_plan)], self.log)
                 added += files
                 new_files += files
-                counts.inserted = _observed(n_inserted, inserts)
+                # every row written is a rewritten one (updated, or copied) or an inserted one
+                counts.inserted = sum(a.num_records or 0 for a in files) - counts.updated - counts.copied
             else:
                 if rewritten is not None:
                     files, _ = write_dataframe(rewritten, self.log, plan.rewrite_plan, extra_columns=extras)
@@ -465,8 +445,8 @@ class _SparkDml:
                     added += inserted
                     new_files += inserted
                     counts.inserted = sum(a.num_records or 0 for a in inserted)
-            if self.source_count is not None and not self.joins:
-                counts.source_rows = _observed(self.source_count, self.source)
+            if plan.operation == "MERGE":
+                counts.source_rows = self._source_rows(source, counts)
             if cdc_needed(plan, counts, partial):
                 cdc = self._cdc(changed, updated, inserted, update_clauses)
                 if cdc is not None:
@@ -478,6 +458,16 @@ class _SparkDml:
             return added, cdcs, marks
 
         return write_and_commit(plan, txn, snap, counts, removed, dv_rows, write)
+
+    def _source_rows(self, source, counts: Counts) -> int:
+        """numSourceRows. A MERGE whose last insert clause takes every unmatched source row
+        (no condition) inserted each source row no target row matched: the matched ones (their
+        ids, from the summary job) and the inserted ones are all of them, no job needed. Else a
+        count of the source (kept on the executors when the MERGE reads it twice)."""
+        nm = self.plan.clauses_of("notMatched")
+        if self.matched_sources is not None and nm and any(c.condition is None for c in nm):
+            return len(self.matched_sources) + counts.inserted
+        return source.count()
 
     def _plain_old(self, df):
         """A plain scan's rows (no join: bare names) as the table's schema after the operation."""
@@ -545,24 +535,14 @@ class _SparkDml:
         return out
 
 
-def _observed(obs, df) -> int:
-    """The row count an Observation (`F.count` as "n") took in the query that read `df` — or,
-    should that query not have run it (an optimizer that skipped the branch), `df.count()`."""
-    jo = getattr(obs, "_jo", None)
-    try:
-        done = jo is None or bool(jo.future().isCompleted())
-    except Exception:  # noqa: BLE001 - no future to ask: the query ran (get raises otherwise)
-        done = True
-    return int(obs.get["n"]) if done else df.count()
-
-
-def _summarize(df) -> tuple[dict[str, tuple[dict, dict]], bool]:
-    """`df` (file URI, row position, clause index or null, matched flag) → per file URI
-    ({clause index: BitMap64 of the rows it changes}, {}), and whether some row is flagged more
-    than once (a target row two source rows match). One job: each task builds one bitmap per
-    file and clause, and per file the bitmap of its flagged rows with their count; the driver
-    merges them — flagged pairs outnumbering the distinct flagged rows means a row matched twice
-    (exact whatever the partitioning: every pair is counted once)."""
+def _summarize(df) -> tuple[dict[str, tuple[dict, dict]], bool, Any]:
+    """`df` (file URI, row position, clause index or null, matched flag, source row id or null)
+    → (per file URI ({clause index: BitMap64 of the rows it changes}, {}), whether some row is
+    flagged more than once — a target row two source rows match —, BitMap64 of the source row
+    ids). One job: each task builds one bitmap per file and clause, per file the bitmap of its
+    flagged rows with their count, and the bitmap of the source row ids it saw; the driver merges
+    them — flagged pairs outnumbering the distinct flagged rows means a row matched twice (exact
+    whatever the partitioning: every pair is counted once)."""
     from pyroaring import BitMap64
 
     def task(batches):
@@ -573,6 +553,7 @@ def _summarize(df) -> tuple[dict[str, tuple[dict, dict]], bool]:
 
         acc: dict = {}
         pairs: dict = {}
+        sids = BM()
         for b in batches:
             if not b.num_rows:
                 continue
@@ -582,6 +563,8 @@ def _summarize(df) -> tuple[dict[str, tuple[dict, dict]], bool]:
             rows = b.column(1).to_numpy(zero_copy_only=False).astype(np.uint64)
             clauses = pc.fill_null(b.column(2), -1).to_numpy(zero_copy_only=False)
             flagged = pc.fill_null(b.column(3), False).to_numpy(zero_copy_only=False)
+            if b.column(4).null_count < b.num_rows:
+                sids.update(b.column(4).drop_null().to_numpy(zero_copy_only=False).astype(np.uint64))
             one_file = len(names) == 1
             for fi, name in enumerate(names):
                 in_file = None if one_file else fidx == fi
@@ -596,6 +579,9 @@ def _summarize(df) -> tuple[dict[str, tuple[dict, dict]], bool]:
                     acc.setdefault((name, -2), BM()).update(f_rows[f_flag])
                     pairs[name] = pairs.get(name, 0) + n
         keys = list(acc)
+        if sids:
+            acc[("", -3)] = sids
+            keys.append(("", -3))
         if keys:
             yield pa.RecordBatch.from_pydict({
                 "file": [k[0] for k in keys], "clause": [k[1] for k in keys],
@@ -607,13 +593,16 @@ def _summarize(df) -> tuple[dict[str, tuple[dict, dict]], bool]:
     rows = df.mapInArrow(task, "file string, clause long, bitmap binary, pairs long").toArrow()
     out: dict[str, tuple[dict, dict]] = {}
     flagged: dict[str, Any] = {}
+    sids = BitMap64()
     pairs = 0
     for f, c, data, n in zip(*(rows.column(i).to_pylist() for i in range(4))):
         bm = BitMap64.deserialize(data)
-        if c == -2:
+        if c == -3:
+            sids |= bm
+        elif c == -2:
             flagged[f] = flagged[f] | bm if f in flagged else bm
             pairs += n
-            continue
-        bitmaps, _ = out.setdefault(f, ({}, {}))
-        bitmaps[c] = bitmaps[c] | bm if c in bitmaps else bm
-    return out, pairs > sum(len(bm) for bm in flagged.values())
+        else:
+            bitmaps, _ = out.setdefault(f, ({}, {}))
+            bitmaps[c] = bitmaps[c] | bm if c in bitmaps else bm
+    return out, pairs > sum(len(bm) for bm in flagged.values()), sids

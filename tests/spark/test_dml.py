@@ -601,3 +601,62 @@ def _spark_schema(t: pa.Table):
     from tahoe.spark.types import to_spark_schema
 
     return to_spark_schema(from_arrow_schema(t.schema))
+
+
+@pytest.mark.parametrize("broadcast", [True, False])
+def test_merge_source_counts_and_duplicates(spark, tmp_path, broadcast):
+    """numSourceRows, inserted and updated counts of MERGEs whose source is read in different
+    ways — upsert (one write job for the updated and inserted rows), insert-only, matched-only —
+    and the multiple-match error for a target row two source rows in different partitions
+    match, with the source broadcast or not (autoBroadcastJoinThreshold -1). Oracle: counts and
+    rows derived by hand from the 40-row table of `_partitioned_table`."""
+    from tahoe.errors import DeltaUnsupportedOperationException
+    from tahoe.spark import DeltaTable
+
+    old = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "10485760" if broadcast else "-1")
+    try:
+        path = str(tmp_path / "t")
+        _partitioned_table(spark, path, True)
+        dt = DeltaTable.forPath(spark, path)
+        schema = "id long, p string, v long"
+
+        def metrics():
+            return {k: int(v) for k, v in commit_infos(path)[-1]["operationMetrics"].items()
+                    if k in ("numSourceRows", "numTargetRowsInserted", "numTargetRowsUpdated")}
+
+        # upsert: ids 1, 12 (matched) and 60, 61, 62 (new), over three source partitions
+        src = spark.createDataFrame([(1, "a", 100), (12, "b", 112), (60, "z", 60), (61, "z", 61), (62, "z", 62)],
+                                    schema).repartition(3)
+        r = dt.alias("t").merge(src.alias("s"), "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+        assert tuple(r.collect()[0]) == (5, 2, 0, 3)
+        assert metrics() == {"numSourceRows": 5, "numTargetRowsInserted": 3, "numTargetRowsUpdated": 2}
+        want = {i: ("abcd"[i // 10], i) for i in range(40)}
+        want.update({1: ("a", 100), 12: ("b", 112), 60: ("z", 60), 61: ("z", 61), 62: ("z", 62)})
+        assert sorted((x.id, x.p, x.v) for x in dt.toDF().collect()) == sorted((k, *v) for k, v in want.items())
+
+        # insert-only: 3 source rows, 1 already there
+        src = spark.createDataFrame([(2, "a", 0), (70, "y", 7), (71, "y", 8)], schema).repartition(2)
+        r = dt.alias("t").merge(src.alias("s"), "t.id = s.id").whenNotMatchedInsertAll().execute()
+        assert tuple(r.collect()[0]) == (2, 0, 0, 2)
+        assert metrics() == {"numSourceRows": 3, "numTargetRowsInserted": 2, "numTargetRowsUpdated": 0}
+
+        # matched-only: 4 source rows, 2 match
+        src = spark.createDataFrame([(3, "a", 33), (30, "d", 330), (80, "x", 0), (81, "x", 0)], schema).repartition(2)
+        r = dt.alias("t").merge(src.alias("s"), "t.id = s.id").whenMatchedUpdate(set={"v": "s.v"}).execute()
+        assert tuple(r.collect()[0]) == (2, 2, 0, 0)
+        assert metrics() == {"numSourceRows": 4, "numTargetRowsInserted": 0, "numTargetRowsUpdated": 2}
+
+        # a target row matched by two source rows of different partitions: the error, nothing committed
+        v = latest_version(path)
+        dup = spark.createDataFrame([(5, "a", 1), (6, "a", 2), (5, "a", 3), (90, "q", 4)], schema).repartition(4)
+        with pytest.raises(DeltaUnsupportedOperationException,
+                           match="DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE"):
+            dt.alias("t").merge(dup.alias("s"), "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+        assert latest_version(path) == v
+        # one row matched once each by two clauses' rows is no duplicate
+        ok = spark.createDataFrame([(5, "a", 1), (6, "a", 2)], schema).repartition(2)
+        r = dt.alias("t").merge(ok.alias("s"), "t.id = s.id").whenMatchedUpdateAll().execute()
+        assert tuple(r.collect()[0]) == (2, 2, 0, 0)
+    finally:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", old)
