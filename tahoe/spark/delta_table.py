@@ -456,7 +456,7 @@ def update_where(table: DeltaTable, condition, values: dict) -> dict:
     cond = _condition(table, condition)
     assignments = _assignments(table, values, "'set'")
     snap = table._log.snapshot()
-    plan = plan_update(snap, cond, assignments, table._alias, typer=spark_typer(table.toDF()),
+    plan = plan_update(snap, cond, assignments, table._alias, typer=spark_typer(table.toDF, {table._alias: snap.schema}),
                        storage_options=table._storage_options)
     return run_dml(table._spark, table._log, snap, plan)
 
@@ -594,10 +594,15 @@ class DeltaMergeBuilder:
             clauses.append(MergeClause(kind, action, c, v))
         on = _condition(t, self._condition, source)
         snap = t._log.snapshot()
-        target = t.toDF() if t._alias else t.toDF().alias(DEFAULT_TARGET_ALIAS)
         src = source if sa is not None else source.alias(DEFAULT_SOURCE_ALIAS)
-        plan = plan_merge(snap, from_spark_schema(source.schema), on, clauses, t._alias, sa,
-                          schema_evolution=self._schema_evolution, typer=spark_typer(target.crossJoin(src)),
+        source_schema = from_spark_schema(source.schema)
+
+        def relation():
+            target = t.toDF() if t._alias else t.toDF().alias(DEFAULT_TARGET_ALIAS)
+            return target.crossJoin(src)
+        known = {t._alias or DEFAULT_TARGET_ALIAS: snap.schema, sa or DEFAULT_SOURCE_ALIAS: source_schema}
+        plan = plan_merge(snap, source_schema, on, clauses, t._alias, sa,
+                          schema_evolution=self._schema_evolution, typer=spark_typer(relation, known),
                           storage_options=t._storage_options)
         return t._result(run_dml(t._spark, t._log, snap, plan, src))
 

@@ -47,10 +47,11 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import DeltaUnsupportedOperationException, UnsupportedFeatureError
-from ..expressions import Expression, to_spark_column
+from ..expressions import Column as ColumnRef, Expression, to_spark_column
 from ..log import DeltaLog
 from ..protocol.actions import AddCDCFile, AddFile
 from ..protocol.deletion_vectors import inline_dv, load_deletion_vector
+from ..protocol.schema import is_void
 from ..storage import resolve_data_path
 from ..txn import Transaction
 from ..write.dml_plan import (
@@ -101,12 +102,40 @@ def dataframe_alias(df) -> str | None:
     return getattr(plan, "_alias", None) if type(plan).__name__ == "SubqueryAlias" else None
 
 
-def spark_typer(df):
-    """The type of an expression over `df` (Spark's analyzer), as a tahoe type."""
+def spark_typer(df, known: dict | None = None):
+    """The type of an expression over `df` (Spark's analyzer), as a tahoe type. `df` may be a
+    callable making the relation, built at the first expression that needs Spark. `known`
+    ({alias: tahoe StructType} of the relation's sides): a reference to a top-level column —
+    `alias.name`, or a bare name exactly one side has — is typed from its schema with no
+    analysis (UPDATE SET *, MERGE ... UPDATE/INSERT *: every value is one)."""
     from pyspark.sql.types import StructField, StructType
 
+    made: list = []
+
+    def relation():
+        if not made:
+            made.append(df() if callable(df) else df)
+        return made[0]
+
+    def field_type(schema, name: str):
+        hits = [f for f in schema.fields if f.name.lower() == name.lower()]
+        return hits[0].type if len(hits) == 1 and not is_void(hits[0].type) else None
+
+    def from_known(expr: Expression):
+        if not known or not isinstance(expr, ColumnRef):
+            return None
+        if len(expr.parts) == 2 and expr.parts[0] in known:
+            return field_type(known[expr.parts[0]], expr.parts[1])
+        if len(expr.parts) == 1:
+            types = [t for t in (field_type(sch, expr.parts[0]) for sch in known.values()) if t is not None]
+            return types[0] if len(types) == 1 else None
+        return None
+
     def typer(expr: Expression):
-        dt = df.select(to_spark_column(expr).alias("x")).schema.fields[0].dataType
+        t = from_known(expr)
+        if t is not None:
+            return t
+        dt = relation().select(to_spark_column(expr).alias("x")).schema.fields[0].dataType
         return from_spark_schema(StructType([StructField("x", dt)])).fields[0].type
     return typer
 
