@@ -442,8 +442,10 @@ class _SparkDml:
                     updated = updated.withColumn(ROW_COMMIT_VERSION, F.lit(None).cast("long"))
             parts = []
             if updated is not None:
-                parts.append(updated.select(*[col(f.name) for f in self.schema.fields],
-                                            *([col(ROW_ID), col(ROW_COMMIT_VERSION)] if extras else [])))
+                if touched:   # unioned with the copies: the same columns
+                    updated = updated.select(*[col(f.name) for f in self.schema.fields],
+                                             *([col(ROW_ID), col(ROW_COMMIT_VERSION)] if extras else []))
+                parts.append(updated)   # (alone, the write's shaping keeps only the table's columns)
             if touched:
                 copies = self._target(touched, copy_dvs)
                 copies = copies.select(*self._plain_old(copies),
@@ -526,9 +528,8 @@ class _SparkDml:
         clauses = plan.clauses_of("notMatched")
         rows = unmatched.withColumn(CLAUSE, self._clause_column(clauses, with_presence=False)) \
             .filter(F.col(CLAUSE).isNotNull())
-        out = self._values(rows, clauses, plan.insert_columns, plan.insert_generated)
-        return out.select(*[col(c) for c in plan.insert_columns] +
-                          [col(g) for g in plan.insert_generated if g not in plan.insert_columns])
+        # (the write's shaping keeps only the table's columns of these)
+        return self._values(rows, clauses, plan.insert_columns, plan.insert_generated)
 
     def _new_files_table(self, adds: list[AddFile]) -> pa.Table:
         cols = ["path", "partitionValues", "size", "stats", "deletionVector"]

@@ -202,10 +202,10 @@ def _shape(df, plan: WritePlan, passthrough: list[str] = ()):
             c = F.lit(None).cast(st)
         cols.append((f, c))
     shaped = df.select(*[c.alias(f.name) for f, c in cols if c is not None], *[col(n) for n in passthrough])
-    for f, c in cols:
-        if c is None:
-            shaped = shaped.withColumn(f.name, _sql_column(generated[f.name][0]).cast(to_spark_type(f.type)))
-    shaped = shaped.select(*[col(f.name) for f in schema.fields], *[col(n) for n in passthrough])
+    computed = {f.name: _sql_column(generated[f.name][0]).cast(to_spark_type(f.type)) for f, c in cols if c is None}
+    if computed:   # once the other columns exist, then in table order
+        shaped = shaped.withColumns(computed)
+        shaped = shaped.select(*[col(f.name) for f in schema.fields], *[col(n) for n in passthrough])
 
     names = [col(f.name) for f in schema.fields]
     checks = [(col(name).isNotNull(), identity_overflow_message(schema.field(name))) for name in plan.identity]
