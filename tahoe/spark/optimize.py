@@ -54,7 +54,7 @@ from ..write.optimize import (
 )
 from ..write.plan import WritePlan
 from .session import DELTA_CONF, session_conf
-from .types import nested_col
+from .types import local_dataframe, nested_col
 
 __all__ = ["SparkBinExecutor", "DeltaOptimizeBuilder", "DeltaReorgBuilder", "optimize_full", "optimize_settings",
            "metrics_schema", "metrics_dataframe", "hash_partition_keys"]
@@ -338,8 +338,7 @@ def metrics_dataframe(spark, path: str, metrics: dict):
     """delta-spark's one-row OPTIMIZE result DataFrame."""
     schema = metrics_schema()
     names = [f.name for f in schema["metrics"].dataType.fields]
-    row = (path, {k: metrics.get(k) for k in names})
-    return spark.createDataFrame([row], schema)
+    return local_dataframe(spark, [(path, {k: metrics.get(k) for k in names})], schema)
 
 
 def _run(spark, log: DeltaLog, plan: OptimizePlan, storage_options: dict | None) -> dict:
