@@ -9,9 +9,10 @@ compaction and optimized writes.
   * bins of at most 256 MiB of files (tahoe's session conf spark.tahoe.optimize.arrowTaskMaxBinSize:
     a size, 0 for none; small-file compaction, REORG, Z-order and
     clustering of modest partitions) — and every bin of a table Spark's JVM cannot reach (object
-    stores) — in ONE job of one task per bin, each rewriting its bin with pyarrow
-    (`tahoe.write.optimize.BinRewriter`, the Spark-free executor's code: deletion vectors
-    applied, curve order, stats from the rows) and sending back its AddFiles;
+    stores) — in ONE job of at most one task per core (the bins dealt to them by size), each
+    rewriting its bins with pyarrow (`tahoe.write.optimize.BinRewriter`, the Spark-free
+    executor's code: deletion vectors applied, curve order, stats from the rows) and sending
+    back their AddFiles;
   * larger compaction / REORG bins in ONE job of Spark's own reader and writer: one scan of their
     files (many tasks, `tahoe.spark.read.read_snapshot`), each row tagged with its bin's key (a
     broadcast join on the file's URI) and shuffled by it into as many partitions as bins — the
@@ -138,13 +139,17 @@ class SparkBinExecutor:
 
     def _arrow_tasks(self, plan: OptimizePlan, write_plan: WritePlan, idx: list[int],
                      report: Callable[[int], None]) -> dict[int, list[AddFile]]:
-        """Bins `idx` rewritten by `BinRewriter` inside Spark tasks: one job, one task per bin
-        (a `mapInArrow` over the bins' numbers), each reading its files with pyarrow (a few
-        threads) and writing its new files; the tasks send back their AddFiles."""
+        """Bins `idx` rewritten by `BinRewriter` inside Spark tasks: one job (a `mapInArrow` over
+        the bins' numbers) of at most one task per core of the session (each task's bins dealt
+        by size, largest first, to the least loaded task: a wave of tasks rather than one task
+        per bin, whose launches cost ~0.05 s each on local[2]), each task rewriting its bins one
+        after the other — reading a bin's files with pyarrow (a few threads), writing its new
+        files — and sending back their AddFiles."""
         import json
 
         rewriter = BinRewriter.for_plan(plan, write_plan)
         bins = [plan.bins[i] for i in idx]
+        tasks = _deal([b.size for b in bins], _cores(self.spark))
 
         def task(batches):
             from concurrent.futures import ThreadPoolExecutor
@@ -152,12 +157,13 @@ class SparkBinExecutor:
             store, root, reader = rewriter.open()
             with ThreadPoolExecutor(max_workers=4) as pool:
                 for batch in batches:
-                    for k in batch.column(0).to_pylist():
-                        adds = rewriter.rewrite(bins[k], store, root, reader, pool)
-                        yield pa.RecordBatch.from_pydict(
-                            {"bin": [k], "adds": [json.dumps([a.to_json() for a in adds])]})
+                    for t in batch.column(0).to_pylist():
+                        for k in tasks[t]:
+                            adds = rewriter.rewrite(bins[k], store, root, reader, pool)
+                            yield pa.RecordBatch.from_pydict(
+                                {"bin": [k], "adds": [json.dumps([a.to_json() for a in adds])]})
 
-        m = len(bins)
+        m = len(tasks)
         rows = self.spark.range(0, m, 1, m).mapInArrow(task, "bin long, adds string").collect()
         out: dict[int, list[AddFile]] = {}
         for r in rows:
@@ -265,6 +271,27 @@ class SparkBinExecutor:
             keys.append(F.col(_NOISE))
         out = out.repartitionByRange(max(1, int(b.num_files)), *keys)
         return out.drop(_KEY, _NOISE)
+
+
+def _cores(spark) -> int:
+    """The session's task slots (its default parallelism), 1 when it cannot tell."""
+    try:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    except Exception:  # noqa: BLE001 - e.g. a Spark Connect session: no SparkContext
+        return 1
+
+
+def _deal(sizes: list[int], slots: int) -> list[list[int]]:
+    """Items (their `sizes`) dealt to at most `slots` groups: largest first, each to the group
+    with the least so far (the longest-processing-time rule); groups as lists of item indexes,
+    none empty."""
+    groups: list[list[int]] = [[] for _ in range(max(1, min(slots, len(sizes))))]
+    loads = [0] * len(groups)
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        g = loads.index(min(loads))
+        groups[g].append(i)
+        loads[g] += sizes[i]
+    return [g for g in groups if g]
 
 
 def hash_partition_keys(spark, n: int) -> list[int]:
