@@ -48,6 +48,7 @@ import pyarrow as pa
 
 from ..log.delta_log import DeltaLog
 from ..protocol.actions import AddFile
+from ..storage.local import LocalLogStore
 from ..write.commit import delete_data_files
 from ..write.curves import bits_for, curve_keys, key_bytes, range_bounds, range_ids
 from ..write.optimize import (
@@ -155,7 +156,8 @@ class SparkBinExecutor:
             from concurrent.futures import ThreadPoolExecutor
 
             store, root, reader = rewriter.open()
-            with ThreadPoolExecutor(max_workers=4) as pool:
+            # a task has a core: two readers on a local disk, four where reads wait on the network
+            with ThreadPoolExecutor(max_workers=2 if isinstance(store, LocalLogStore) else 4) as pool:
                 for batch in batches:
                     for t in batch.column(0).to_pylist():
                         for k in tasks[t]:
