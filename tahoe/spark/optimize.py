@@ -140,37 +140,47 @@ class SparkBinExecutor:
 
     def _arrow_tasks(self, plan: OptimizePlan, write_plan: WritePlan, idx: list[int],
                      report: Callable[[int], None]) -> dict[int, list[AddFile]]:
-        """Bins `idx` rewritten by `BinRewriter` inside Spark tasks: one job (a `mapInArrow` over
-        the bins' numbers) of at most one task per core of the session (each task's bins dealt
-        by size, largest first, to the least loaded task: a wave of tasks rather than one task
-        per bin, whose launches cost ~0.05 s each on local[2]), each task rewriting its bins one
-        after the other — reading a bin's files with pyarrow (a few threads), writing its new
-        files — and sending back their AddFiles."""
+        """Bins `idx` rewritten by `BinRewriter` inside Spark tasks: one job of at most one task
+        per core of the session (each task's bins dealt by size, largest first, to the least
+        loaded task: a wave of tasks rather than one task per bin, whose launches cost ~0.05 s
+        each on local[2]), each task rewriting its bins one after the other — reading a bin's
+        files with pyarrow (a few threads), writing its new files — and sending back their
+        AddFiles. The job is an RDD's `mapPartitions` on a classic session (measured on local[2]:
+        ~0.15 s less a job than a `mapInArrow`, which moves its rows through Arrow both ways), a
+        `mapInArrow` over Spark Connect (no RDDs there)."""
         import json
 
         rewriter = BinRewriter.for_plan(plan, write_plan)
         bins = [plan.bins[i] for i in idx]
         tasks = _deal([b.size for b in bins], _cores(self.spark))
 
-        def task(batches):
+        def rewrite(task_numbers):
             from concurrent.futures import ThreadPoolExecutor
 
             store, root, reader = rewriter.open()
             # a task has a core: two readers on a local disk, four where reads wait on the network
             with ThreadPoolExecutor(max_workers=2 if isinstance(store, LocalLogStore) else 4) as pool:
-                for batch in batches:
-                    for t in batch.column(0).to_pylist():
-                        for k in tasks[t]:
-                            adds = rewriter.rewrite(bins[k], store, root, reader, pool)
-                            yield pa.RecordBatch.from_pydict(
-                                {"bin": [k], "adds": [json.dumps([a.to_json() for a in adds])]})
+                for t in task_numbers:
+                    for k in tasks[t]:
+                        adds = rewriter.rewrite(bins[k], store, root, reader, pool)
+                        yield k, json.dumps([a.to_json() for a in adds])
+
+        def arrow_batches(batches):
+            for batch in batches:
+                for k, adds in rewrite(batch.column(0).to_pylist()):
+                    yield pa.RecordBatch.from_pydict({"bin": [k], "adds": [adds]})
 
         m = len(tasks)
-        rows = self.spark.range(0, m, 1, m).mapInArrow(task, "bin long, adds string").collect()
+        sc = _spark_context(self.spark)
+        if sc is not None:
+            rows = sc.parallelize(range(m), m).mapPartitions(rewrite).collect()
+        else:
+            rows = [(r.bin, r.adds) for r in
+                    self.spark.range(0, m, 1, m).mapInArrow(arrow_batches, "bin long, adds string").collect()]
         out: dict[int, list[AddFile]] = {}
-        for r in rows:
-            out[idx[r.bin]] = [AddFile.from_dict(json.loads(a)["add"]) for a in json.loads(r.adds)]
-            report(idx[r.bin])
+        for k, adds in rows:
+            out[idx[k]] = [AddFile.from_dict(json.loads(a)["add"]) for a in json.loads(adds)]
+            report(idx[k])
         return out
 
     def _job_per_bin(self, plan: OptimizePlan, write_plan: WritePlan, log: DeltaLog, files: pa.Table,
@@ -275,11 +285,20 @@ class SparkBinExecutor:
         return out.drop(_KEY, _NOISE)
 
 
+def _spark_context(spark):
+    """The session's SparkContext; None on Spark Connect (which has none)."""
+    try:
+        return spark.sparkContext
+    except Exception:  # noqa: BLE001 - Spark Connect raises on the attribute
+        return None
+
+
 def _cores(spark) -> int:
     """The session's task slots (its default parallelism), 1 when it cannot tell."""
+    sc = _spark_context(spark)
     try:
-        return max(1, int(spark.sparkContext.defaultParallelism))
-    except Exception:  # noqa: BLE001 - e.g. a Spark Connect session: no SparkContext
+        return max(1, int(sc.defaultParallelism)) if sc is not None else 1
+    except Exception:  # noqa: BLE001 - a stopped context: one task
         return 1
 
 
@@ -372,8 +391,7 @@ def metrics_dataframe(spark, path: str, metrics: dict):
 
 def _run(spark, log: DeltaLog, plan: OptimizePlan, storage_options: dict | None) -> dict:
     return run_optimize(log, plan, SparkBinExecutor(spark), storage_options=storage_options,
-                        parallelism=spark.sparkContext.defaultParallelism
-                        if hasattr(spark, "sparkContext") else None)
+                        parallelism=_cores(spark) if _spark_context(spark) is not None else None)
 
 
 class DeltaOptimizeBuilder:
