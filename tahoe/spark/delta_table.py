@@ -29,6 +29,7 @@ from ..errors import DeltaError, TableNotFoundError
 from ..log import DeltaLog
 from .read import read_snapshot
 from .session import session_timestamp_ms
+from .types import local_dataframe
 
 __all__ = ["DeltaTable", "DeltaTableBuilder", "DeltaMergeBuilder", "IdentityGenerator", "delete_where", "update_where"]
 
@@ -209,8 +210,7 @@ class DeltaTable:
                 "num_restored_files", "removed_files_size", "restored_files_size"]
         keys = ["tableSizeAfterRestore", "numOfFilesAfterRestore", "numRemovedFiles", "numRestoredFiles",
                 "removedFilesSize", "restoredFilesSize"]
-        return self._spark.createDataFrame([tuple(int(m[k]) for k in keys)],
-                                           ST([SF(c, LongType()) for c in cols]))
+        return local_dataframe(self._spark, [tuple(int(m[k]) for k in keys)], ST([SF(c, LongType()) for c in cols]))
 
     def restoreToVersion(self, version: int):
         """RESTORE the table to `version` in one commit; a DataFrame of delta-spark's metrics."""
@@ -396,7 +396,7 @@ class DeltaTable:
 
         row = operation_result(metrics)
         schema = StructType([StructField(k, LongType(), True) for k in row])
-        return self._spark.createDataFrame([tuple(row.values())], schema)
+        return local_dataframe(self._spark, [tuple(row.values())], schema)
 
     # --- builders ---------------------------------------------------------------------------
     @classmethod

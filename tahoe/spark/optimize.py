@@ -9,9 +9,10 @@ compaction and optimized writes.
   * bins of at most 256 MiB of files (tahoe's session conf spark.tahoe.optimize.arrowTaskMaxBinSize:
     a size, 0 for none; small-file compaction, REORG, Z-order and
     clustering of modest partitions) — and every bin of a table Spark's JVM cannot reach (object
-    stores) — in ONE job of one task per bin, each rewriting its bin with pyarrow
-    (`tahoe.write.optimize.BinRewriter`, the Spark-free executor's code: deletion vectors
-    applied, curve order, stats from the rows) and sending back its AddFiles;
+    stores) — in ONE job of at most one task per core (the bins dealt to them by size), each
+    rewriting its bins with pyarrow (`tahoe.write.optimize.BinRewriter`, the Spark-free
+    executor's code: deletion vectors applied, curve order, stats from the rows) and sending
+    back their AddFiles;
   * larger compaction / REORG bins in ONE job of Spark's own reader and writer: one scan of their
     files (many tasks, `tahoe.spark.read.read_snapshot`), each row tagged with its bin's key (a
     broadcast join on the file's URI) and shuffled by it into as many partitions as bins — the
@@ -47,6 +48,7 @@ import pyarrow as pa
 
 from ..log.delta_log import DeltaLog
 from ..protocol.actions import AddFile
+from ..storage.local import LocalLogStore
 from ..write.commit import delete_data_files
 from ..write.curves import bits_for, curve_keys, key_bytes, range_bounds, range_ids
 from ..write.optimize import (
@@ -54,7 +56,7 @@ from ..write.optimize import (
 )
 from ..write.plan import WritePlan
 from .session import DELTA_CONF, session_conf
-from .types import nested_col
+from .types import local_dataframe, nested_col
 
 __all__ = ["SparkBinExecutor", "DeltaOptimizeBuilder", "DeltaReorgBuilder", "optimize_full", "optimize_settings",
            "metrics_schema", "metrics_dataframe", "hash_partition_keys"]
@@ -138,31 +140,47 @@ class SparkBinExecutor:
 
     def _arrow_tasks(self, plan: OptimizePlan, write_plan: WritePlan, idx: list[int],
                      report: Callable[[int], None]) -> dict[int, list[AddFile]]:
-        """Bins `idx` rewritten by `BinRewriter` inside Spark tasks: one job, one task per bin
-        (a `mapInArrow` over the bins' numbers), each reading its files with pyarrow (a few
-        threads) and writing its new files; the tasks send back their AddFiles."""
+        """Bins `idx` rewritten by `BinRewriter` inside Spark tasks: one job of at most one task
+        per core of the session (each task's bins dealt by size, largest first, to the least
+        loaded task: a wave of tasks rather than one task per bin, whose launches cost ~0.05 s
+        each on local[2]), each task rewriting its bins one after the other — reading a bin's
+        files with pyarrow (a few threads), writing its new files — and sending back their
+        AddFiles. The job is an RDD's `mapPartitions` on a classic session (measured on local[2]:
+        ~0.15 s less a job than a `mapInArrow`, which moves its rows through Arrow both ways), a
+        `mapInArrow` over Spark Connect (no RDDs there)."""
         import json
 
         rewriter = BinRewriter.for_plan(plan, write_plan)
         bins = [plan.bins[i] for i in idx]
+        tasks = _deal([b.size for b in bins], _cores(self.spark))
 
-        def task(batches):
+        def rewrite(task_numbers):
             from concurrent.futures import ThreadPoolExecutor
 
             store, root, reader = rewriter.open()
-            with ThreadPoolExecutor(max_workers=4) as pool:
-                for batch in batches:
-                    for k in batch.column(0).to_pylist():
+            # a task has a core: two readers on a local disk, four where reads wait on the network
+            with ThreadPoolExecutor(max_workers=2 if isinstance(store, LocalLogStore) else 4) as pool:
+                for t in task_numbers:
+                    for k in tasks[t]:
                         adds = rewriter.rewrite(bins[k], store, root, reader, pool)
-                        yield pa.RecordBatch.from_pydict(
-                            {"bin": [k], "adds": [json.dumps([a.to_json() for a in adds])]})
+                        yield k, json.dumps([a.to_json() for a in adds])
 
-        m = len(bins)
-        rows = self.spark.range(0, m, 1, m).mapInArrow(task, "bin long, adds string").collect()
+        def arrow_batches(batches):
+            for batch in batches:
+                for k, adds in rewrite(batch.column(0).to_pylist()):
+                    yield pa.RecordBatch.from_pydict({"bin": [k], "adds": [adds]})
+
+        m = len(tasks)
+        sc = _spark_context(self.spark)
+        if sc is not None:
+            rows = sc.parallelize(range(m), m).mapPartitions(rewrite).collect()
+        else:
+            rows = [(r.bin, r.adds) for r in
+                    self.spark.range(0, m, 1, m).mapInArrow(arrow_batches, "bin long, adds string").collect()]
         out: dict[int, list[AddFile]] = {}
-        for r in rows:
-            out[idx[r.bin]] = [AddFile.from_dict(json.loads(a)["add"]) for a in json.loads(r.adds)]
-            report(idx[r.bin])
+        for k, adds in rows:
+            out[idx[k]] = [AddFile.from_dict(json.loads(a)["add"]) for a in json.loads(adds)]
+            report(idx[k])
         return out
 
     def _job_per_bin(self, plan: OptimizePlan, write_plan: WritePlan, log: DeltaLog, files: pa.Table,
@@ -267,6 +285,36 @@ class SparkBinExecutor:
         return out.drop(_KEY, _NOISE)
 
 
+def _spark_context(spark):
+    """The session's SparkContext; None on Spark Connect (which has none)."""
+    try:
+        return spark.sparkContext
+    except Exception:  # noqa: BLE001 - Spark Connect raises on the attribute
+        return None
+
+
+def _cores(spark) -> int:
+    """The session's task slots (its default parallelism), 1 when it cannot tell."""
+    sc = _spark_context(spark)
+    try:
+        return max(1, int(sc.defaultParallelism)) if sc is not None else 1
+    except Exception:  # noqa: BLE001 - a stopped context: one task
+        return 1
+
+
+def _deal(sizes: list[int], slots: int) -> list[list[int]]:
+    """Items (their `sizes`) dealt to at most `slots` groups: largest first, each to the group
+    with the least so far (the longest-processing-time rule); groups as lists of item indexes,
+    none empty."""
+    groups: list[list[int]] = [[] for _ in range(max(1, min(slots, len(sizes))))]
+    loads = [0] * len(groups)
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        g = loads.index(min(loads))
+        groups[g].append(i)
+        loads[g] += sizes[i]
+    return [g for g in groups if g]
+
+
 def hash_partition_keys(spark, n: int) -> list[int]:
     """n bigint keys, the i-th of which Spark's hash partitioning into n partitions
     (`repartition(n, key)`: pmod(hash(key), n), Murmur3 with seed 42) sends to partition i — found
@@ -338,14 +386,12 @@ def metrics_dataframe(spark, path: str, metrics: dict):
     """delta-spark's one-row OPTIMIZE result DataFrame."""
     schema = metrics_schema()
     names = [f.name for f in schema["metrics"].dataType.fields]
-    row = (path, {k: metrics.get(k) for k in names})
-    return spark.createDataFrame([row], schema)
+    return local_dataframe(spark, [(path, {k: metrics.get(k) for k in names})], schema)
 
 
 def _run(spark, log: DeltaLog, plan: OptimizePlan, storage_options: dict | None) -> dict:
     return run_optimize(log, plan, SparkBinExecutor(spark), storage_options=storage_options,
-                        parallelism=spark.sparkContext.defaultParallelism
-                        if hasattr(spark, "sparkContext") else None)
+                        parallelism=_cores(spark) if _spark_context(spark) is not None else None)
 
 
 class DeltaOptimizeBuilder:

@@ -2,8 +2,9 @@
 
 Owns: `to_spark_type`/`to_spark_schema` (the Delta schema JSON is Spark's own JSON form, so the
 conversion goes through it), `from_spark_schema`, `col(name)` (a column reference safe for
-names with dots, spaces or backticks) and `assign_by_name` (a value converted to a column's type
-with struct fields matched by name, as delta-spark's UPDATE / MERGE store them).
+names with dots, spaces or backticks), `assign_by_name` (a value converted to a column's type
+with struct fields matched by name, as delta-spark's UPDATE / MERGE store them) and
+`local_dataframe` (a few driver-side rows as a DataFrame, the command results).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from typing import Any
 
 from ..protocol.schema import DataType, StructType
 
-__all__ = ["to_spark_type", "to_spark_schema", "from_spark_schema", "col", "quote", "assign_by_name"]
+__all__ = ["to_spark_type", "to_spark_schema", "from_spark_schema", "col", "quote", "assign_by_name",
+           "local_dataframe"]
 
 
 def to_spark_type(dt: DataType) -> Any:
@@ -58,6 +60,20 @@ def _rewrite_field(f: dict, strip: bool, nullable: bool | None) -> dict:
 
 def from_spark_schema(schema: Any) -> StructType:
     return StructType.from_json(json.dumps(schema.jsonValue()))
+
+
+def local_dataframe(spark: Any, rows: list, schema: Any) -> Any:
+    """A DataFrame of a few rows made on the driver (`rows`: tuples in `schema`'s field order, or
+    dicts by field name; `schema` a pyspark StructType of numbers, strings, booleans, structs,
+    arrays and maps — no timestamps), as delta-spark's commands return their results: a local
+    relation, built through Arrow, so that `collect()` / `show()` run no Spark job (the row-list
+    path of `createDataFrame` runs one, Python workers and all: ~0.1 s)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    names = schema.names
+    dicts = [r if isinstance(r, dict) else dict(zip(names, r)) for r in rows]
+    return spark.createDataFrame(pa.Table.from_pylist(dicts, schema=to_arrow_schema(schema)), schema)
 
 
 def quote(name: str) -> str:

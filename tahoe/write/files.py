@@ -309,6 +309,13 @@ def _retype(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 _DICTIONARY_SAMPLE = 65_536
+_DICTIONARY_FIRST_SAMPLE = 4_096
+
+
+def _spread(n: int, size: int) -> pa.Array | None:
+    """Indices of an evenly spread sample of at most `size` of `n` rows (None: every row)."""
+    step = max(1, n // size)
+    return pa.array(np.arange(0, n, step)) if step > 1 else None
 
 
 def dictionary_columns(table: pa.Table) -> bool | list[str]:
@@ -316,20 +323,31 @@ def dictionary_columns(table: pa.Table) -> bool | list[str]:
     in an evenly spread sample of at most 64k rows, are at most half distinct — where a
     dictionary's indices replace repeated values — as parquet-mr keeps a dictionary only when it
     makes the page smaller. Already dictionary-typed columns, all-null columns, and every column
-    of a table with nested columns (whose leaves pyarrow names by path) keep the default: True."""
+    of a table with nested columns (whose leaves pyarrow names by path) keep the default: True.
+    A first sample of 4k rows settles most columns at a sixteenth of the cost: a smaller evenly
+    spread sample is, as a rule, at least as distinct as a larger one, so at most half distinct
+    there means a dictionary, and nearly all distinct (≥ 97 %: some 60k distinct values or more
+    when they are spread evenly) means none — else the 64k-row sample decides."""
     if table.num_rows == 0 or any(pa.types.is_nested(f.type) for f in table.schema):
         return True
     n = table.num_rows
-    step = max(1, n // _DICTIONARY_SAMPLE)
-    take = pa.array(np.arange(0, n, step)) if step > 1 else None
+    first, full = _spread(n, _DICTIONARY_FIRST_SAMPLE), _spread(n, _DICTIONARY_SAMPLE)
     chosen = []
     for name, col in zip(table.column_names, table.columns):
         if pa.types.is_dictionary(col.type):
             chosen.append(name)
             continue
-        sample = col.take(take) if take is not None else col
+        sample = col.take(first) if first is not None else col
         values = len(sample) - sample.null_count
-        if values == 0 or pc.count_distinct(sample).as_py() * 2 <= values:
+        if values == 0:
+            chosen.append(name)
+            continue
+        distinct = pc.count_distinct(sample).as_py()
+        if first is not None and 2 * distinct > values and 100 * distinct < 97 * values:
+            sample = col.take(full) if full is not None else col
+            values = len(sample) - sample.null_count
+            distinct = pc.count_distinct(sample).as_py()
+        if distinct * 2 <= values:
             chosen.append(name)
     return True if len(chosen) == table.num_columns else chosen
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from ...errors import AnalysisException, UnsupportedFeatureError
 from ...log import DeltaLog
+from ..types import local_dataframe
 from . import confs
 from . import grammar as g
 from .catalog import (
@@ -99,7 +100,7 @@ def _vacuum(spark: Any, s: g.Vacuum):
                     log_commits=_conf(spark, "spark.databricks.delta.vacuum.logging.enabled", "true").lower() != "false")
     root = log.table_root.rstrip("/")
     paths = [f"{root}/{p}" for p in result.paths] if s.dry_run else [root]
-    return spark.createDataFrame([(p,) for p in paths], StructType([StructField("path", StringType())]))
+    return local_dataframe(spark, [(p,) for p in paths], StructType([StructField("path", StringType())]))
 
 
 _INVENTORY_SCHEMA = (("path", ("string",)), ("length", ("bigint", "int")), ("isDir", ("boolean",)),
@@ -270,7 +271,7 @@ def _clone_result(spark: Any, metrics: dict | None):
             "removed_files_size", "copied_files_size"]
     keys = ["sourceTableSize", "sourceNumOfFiles", "numRemovedFiles", "numCopiedFiles", "removedFilesSize",
             "copiedFilesSize"]
-    return spark.createDataFrame([tuple(int(metrics.get(k) or 0) for k in keys)],
+    return local_dataframe(spark, [tuple(int(metrics.get(k) or 0) for k in keys)],
                                  StructType([StructField(c, LongType()) for c in cols]))
 
 
@@ -697,7 +698,7 @@ def _affected(spark: Any, n: Any):
     """delta-spark's result of DELETE / UPDATE: one row, `num_affected_rows` (a nullable long)."""
     from pyspark.sql.types import LongType, StructField, StructType
 
-    return spark.createDataFrame([(None if n is None else int(n),)],
+    return local_dataframe(spark, [(None if n is None else int(n),)],
                                  StructType([StructField("num_affected_rows", LongType(), True)]))
 
 
@@ -801,7 +802,7 @@ def _describe_table(spark: Any, s: g.DescribeTable):
             raise AnalysisException(f"[UNRESOLVED_COLUMN] {s.table.text} has no column {s.column!r}")
         rows = [("col_name", f.name), ("data_type", to_spark_type(f.type).simpleString()),
                 ("comment", f.metadata.get("comment"))]
-        return spark.createDataFrame(rows, StructType([StructField("info_name", StringType()),
+        return local_dataframe(spark, rows, StructType([StructField("info_name", StringType()),
                                                        StructField("info_value", StringType())]))
     for f in snap.schema.fields:
         rows.append((f.name, to_spark_type(f.type).simpleString(), f.metadata.get("comment")))
@@ -820,7 +821,7 @@ def _describe_table(spark: Any, s: g.DescribeTable):
         rows += [("Name", md.name or "", ""), ("Description", md.description or "", ""),
                  ("Location", r.path, ""), ("Provider", "delta", ""),
                  ("Table Properties", "[" + ",".join(f"{k}={v}" for k, v in sorted(md.configuration.items())) + "]", "")]
-    return spark.createDataFrame(rows, StructType([StructField("col_name", StringType()),
+    return local_dataframe(spark, rows, StructType([StructField("col_name", StringType()),
                                                    StructField("data_type", StringType()),
                                                    StructField("comment", StringType())]))
 
@@ -839,12 +840,12 @@ def _show_tblproperties(spark: Any, s: g.ShowTblProperties):
         props.setdefault(f"delta.feature.{feature}", "supported")
     if s.key is not None:
         if s.key not in props:
-            return spark.createDataFrame([(s.key, f"Table {s.table.text} does not have property: {s.key}")],
+            return local_dataframe(spark, [(s.key, f"Table {s.table.text} does not have property: {s.key}")],
                                          StructType([StructField("key", StringType()), StructField("value", StringType())]))
         items = [(s.key, props[s.key])]
     else:
         items = sorted(props.items())
-    return spark.createDataFrame(items, StructType([StructField("key", StringType()), StructField("value", StringType())]))
+    return local_dataframe(spark, items, StructType([StructField("key", StringType()), StructField("value", StringType())]))
 
 
 def _show_columns(spark: Any, s: g.ShowColumns):
@@ -856,7 +857,7 @@ def _show_columns(spark: Any, s: g.ShowColumns):
     if r is None:
         return None
     snap = DeltaLog.for_table(r.path).snapshot()
-    return spark.createDataFrame([(f.name,) for f in snap.schema.fields],
+    return local_dataframe(spark, [(f.name,) for f in snap.schema.fields],
                                  StructType([StructField("col_name", StringType(), False)]))
 
 
