@@ -158,11 +158,13 @@ class SparkBinExecutor:
             from concurrent.futures import ThreadPoolExecutor
 
             store, root, reader = rewriter.open()
-            # a task has a core: two readers on a local disk, four where reads wait on the network
-            with ThreadPoolExecutor(max_workers=2 if isinstance(store, LocalLogStore) else 4) as pool:
+            # a task has a core: on a local disk it reads its files itself, four readers where
+            # reads wait on the network (the pool also writes the files of a bin cut into several)
+            local = isinstance(store, LocalLogStore)
+            with ThreadPoolExecutor(max_workers=2 if local else 4) as pool:
                 for t in task_numbers:
                     for k in tasks[t]:
-                        adds = rewriter.rewrite(bins[k], store, root, reader, pool)
+                        adds = rewriter.rewrite(bins[k], store, root, reader, pool, parallel_reads=not local)
                         yield k, json.dumps([a.to_json() for a in adds])
 
         def arrow_batches(batches):

@@ -533,12 +533,19 @@ class BinRewriter:
         return store, root, reader
 
     def rewrite(self, b: Bin, store: Any, root: str, reader: ArrowFileReader,
-                pool: ThreadPoolExecutor) -> list[AddFile]:
-        """Bin `b` rewritten into `b.num_files` new files (their AddFiles); `pool` reads the
-        bin's files in parallel (pyarrow releases the GIL while reading) and writes the files of
-        a bin cut into several. On failure the files written so far are deleted."""
+                pool: ThreadPoolExecutor, parallel_reads: bool = True) -> list[AddFile]:
+        """Bin `b` rewritten into `b.num_files` new files (their AddFiles); `pool` writes the
+        files of a bin cut into several and, with `parallel_reads`, reads the bin's files in
+        parallel (pyarrow releases the GIL while reading: worth it where reads wait on storage, or
+        when a core has no other bin to work on; else the reads are done in this thread — on a
+        local disk, threads handing the GIL back and forth between small files cost more than
+        they gain). On failure the files written so far are deleted."""
         wp = self.write_plan
-        parts = list(pool.map(lambda f: reader.read_file(f.path, f.partition_values, f.deletion_vector), b.files))
+
+        def read(f: AddFile) -> pa.Table:
+            return reader.read_file(f.path, f.partition_values, f.deletion_vector)
+
+        parts = list(pool.map(read, b.files)) if parallel_reads else [read(f) for f in b.files]
         rows = pa.concat_tables(parts) if parts else reader.out_schema.empty_table()
         if self.curve is not None and rows.num_rows:
             keys = curve_key_array([_column(rows, c) for c in self.curve_columns], self.curve, self.num_range_ids)
@@ -582,7 +589,8 @@ def default_threads(local: bool = True) -> tuple[int, int]:
 class ArrowBinExecutor:
     """The Spark-free executor: bins rewritten in parallel threads (`BinRewriter`), at most
     `max_workers` at once (default: the plan's max_threads, delta-spark's optimize.maxThreads,
-    capped by `default_threads()`), their files read by a shared pool."""
+    capped by `default_threads()`), their files read by a shared pool or, on a local disk with
+    enough bins to keep the cores busy, by the bin's own thread."""
 
     def __init__(self, max_workers: int | None = None):
         self.max_workers = max_workers
@@ -598,13 +606,18 @@ class ArrowBinExecutor:
         bins_at_once, reading = default_threads(isinstance(store, LocalLogStore))
         limit = self.max_workers or min(plan.settings.max_threads, bins_at_once)
         workers = max(1, min(limit, total or 1))
-        # the files of a bin are read by a shared pool: a bin of many small files is read in
-        # parallel even when it is the only bin
+        # the files of a bin are read by a shared pool (a bin of many small files is read in
+        # parallel even when it is the only bin) — on a local disk only while there are fewer
+        # bins than bin threads: else each bin thread reads its own files (measured, 2,000 files
+        # of 1k rows on 2 cores: a third less wall time, half the system time)
+        local = isinstance(store, LocalLogStore)
+        parallel_reads = not local or total < bins_at_once
         readers = ThreadPoolExecutor(max_workers=max(1, min(8, max(reading, limit))))
 
         out: list[list[AddFile] | None] = [None] * total
         ex = ThreadPoolExecutor(max_workers=workers)
-        futures = {ex.submit(rewriter.rewrite, b, store, root, reader, readers): i for i, b in enumerate(plan.bins)}
+        futures = {ex.submit(rewriter.rewrite, b, store, root, reader, readers, parallel_reads): i
+                   for i, b in enumerate(plan.bins)}
         try:
             for fut in as_completed(futures):
                 i = futures[fut]
