@@ -23,7 +23,11 @@ def _reader(snap) -> ArrowFileReader:
 
 
 @pytest.mark.parametrize("entry", manifest_params("rows"))
-def test_row_groups_read_every_conformance_table(entry):
+def test_row_groups_read_every_conformance_table(entry, monkeypatch):
+    """Every file read whole, by row groups, and — the small files being read into memory in one
+    call — once more streamed from the file (no size read whole): the same rows, the expected ones."""
+    from tahoe.read import arrow_reader
+
     snap = DeltaLog.for_table(str(GOLDEN / entry["table"])).snapshot()
     reader = _reader(snap)
     parts = []
@@ -33,6 +37,9 @@ def test_row_groups_read_every_conformance_table(entry):
         groups = list(reader.read_row_groups(a.path, a.partition_values, dv))
         got = pa.concat_tables(groups) if groups else whole.slice(0, 0)
         assert got.equals(whole), a.path
+        with monkeypatch.context() as m:
+            m.setattr(arrow_reader, "SMALL_FILE_BYTES", -1)
+            assert reader.read_file(a.path, a.partition_values, dv).equals(whole), a.path
         parts.append(got)
     expected = read_expected(entry)
     actual = pa.concat_tables(parts) if parts else expected.slice(0, 0)
