@@ -71,6 +71,7 @@ from ..protocol.schema import StructType
 from ..protocol.stats import eligible_for_stats, stats_columns
 from ..protocol.table_features import is_feature_supported
 from ..read.arrow_reader import ArrowFileReader
+from ..storage.local import LocalLogStore
 from ..txn.transaction import Transaction
 from .commit import commit_new_files, delete_data_files
 from .curves import NUM_RANGE_IDS, bits_for, curve_keys, key_order, range_bounds, range_ids
@@ -601,17 +602,15 @@ class ArrowBinExecutor:
         store, root, reader = rewriter.open()
         total = len(plan.bins)
         done = [0]
-        from ..storage.local import LocalLogStore
-
-        bins_at_once, reading = default_threads(isinstance(store, LocalLogStore))
+        local = isinstance(store, LocalLogStore)
+        bins_at_once, reading = default_threads(local)
         limit = self.max_workers or min(plan.settings.max_threads, bins_at_once)
         workers = max(1, min(limit, total or 1))
         # the files of a bin are read by a shared pool (a bin of many small files is read in
-        # parallel even when it is the only bin) — on a local disk only while there are fewer
-        # bins than bin threads: else each bin thread reads its own files (measured, 2,000 files
-        # of 1k rows on 2 cores: a third less wall time, half the system time)
-        local = isinstance(store, LocalLogStore)
-        parallel_reads = not local or total < bins_at_once
+        # parallel even when it is the only bin) — on a local disk only while fewer bins than
+        # cores are rewritten at once: else each bin thread reads its own files (measured, 2,000
+        # files of 1k rows on 2 cores: a third less wall time, half the system time)
+        parallel_reads = not local or workers < bins_at_once
         readers = ThreadPoolExecutor(max_workers=max(1, min(8, max(reading, limit))))
 
         out: list[list[AddFile] | None] = [None] * total
