@@ -420,7 +420,7 @@ def _wrap_load(cls: Any, batch: bool) -> None:
         if ours:
             from ..read.changes import CDF_TIMESTAMP_OUT_OF_RANGE_CONF
             from .options import CDF_OUT_OF_RANGE_OPTION, PARALLELISM_OPTION, PUSHDOWN_OPTION, READ_KIND_OPTION
-            from .session import configure
+            from .session import configure, default_parallelism
 
             spark = _session(self)
             configure(spark)
@@ -430,7 +430,7 @@ def _wrap_load(cls: Any, batch: bool) -> None:
             self.option(READ_KIND_OPTION, "batch" if batch else "stream")
             if batch:
                 self.option(PUSHDOWN_OPTION, "true")
-                parallelism = _default_parallelism(spark)
+                parallelism = default_parallelism(spark)
                 if parallelism:
                     self.option(PARALLELISM_OPTION, str(parallelism))
             try:
@@ -442,22 +442,6 @@ def _wrap_load(cls: Any, batch: bool) -> None:
         return original(self, path, None, schema, **options)
 
     cls.load = _mark(load, original, "_tahoe_calls")
-
-
-def _default_parallelism(spark) -> int | None:
-    """The session's default parallelism (classic: the SparkContext's; Spark Connect: the
-    `spark.default.parallelism` conf when set), or None."""
-    try:
-        sc = getattr(spark, "sparkContext", None)
-        if sc is not None:
-            return int(sc.defaultParallelism)
-    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
-        pass
-    try:
-        v = spark.conf.get("spark.default.parallelism", None)
-        return int(v) if v else None
-    except Exception:  # noqa: BLE001
-        return None
 
 
 _TARGETS = (

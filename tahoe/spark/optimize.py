@@ -55,7 +55,7 @@ from ..write.optimize import (
     Bin, BinRewriter, OptimizePlan, OptimizeSettings, Progress, parse_size, plan_optimize, run_optimize,
 )
 from ..write.plan import WritePlan
-from .session import DELTA_CONF, session_conf
+from .session import DELTA_CONF, default_parallelism, session_conf, spark_context
 from .types import local_dataframe, nested_col
 
 __all__ = ["SparkBinExecutor", "DeltaOptimizeBuilder", "DeltaReorgBuilder", "optimize_full", "optimize_settings",
@@ -145,14 +145,15 @@ class SparkBinExecutor:
         loaded task: a wave of tasks rather than one task per bin, whose launches cost ~0.05 s
         each on local[2]), each task rewriting its bins one after the other — reading a bin's
         files with pyarrow (a few threads), writing its new files — and sending back their
-        AddFiles. The job is an RDD's `mapPartitions` on a classic session (measured on local[2]:
-        ~0.15 s less a job than a `mapInArrow`, which moves its rows through Arrow both ways), a
-        `mapInArrow` over Spark Connect (no RDDs there)."""
+        AddFiles. The job is an RDD's `mapPartitions` on a classic session (measured on local[2],
+        2,000 small files in 4 bins, best of 5 at load 4: 0.45 s against 0.60 s as a
+        `mapInArrow`, which moves its rows through Arrow both ways), a `mapInArrow` over Spark
+        Connect (no RDDs there)."""
         import json
 
         rewriter = BinRewriter.for_plan(plan, write_plan)
         bins = [plan.bins[i] for i in idx]
-        tasks = _deal([b.size for b in bins], _cores(self.spark))
+        tasks = _deal([b.size for b in bins], default_parallelism(self.spark) or 1)
 
         def rewrite(task_numbers):
             from concurrent.futures import ThreadPoolExecutor
@@ -173,7 +174,7 @@ class SparkBinExecutor:
                     yield pa.RecordBatch.from_pydict({"bin": [k], "adds": [adds]})
 
         m = len(tasks)
-        sc = _spark_context(self.spark)
+        sc = spark_context(self.spark)
         if sc is not None:
             rows = sc.parallelize(range(m), m).mapPartitions(rewrite).collect()
         else:
@@ -287,23 +288,6 @@ class SparkBinExecutor:
         return out.drop(_KEY, _NOISE)
 
 
-def _spark_context(spark):
-    """The session's SparkContext; None on Spark Connect (which has none)."""
-    try:
-        return spark.sparkContext
-    except Exception:  # noqa: BLE001 - Spark Connect raises on the attribute
-        return None
-
-
-def _cores(spark) -> int:
-    """The session's task slots (its default parallelism), 1 when it cannot tell."""
-    sc = _spark_context(spark)
-    try:
-        return max(1, int(sc.defaultParallelism)) if sc is not None else 1
-    except Exception:  # noqa: BLE001 - a stopped context: one task
-        return 1
-
-
 def _deal(sizes: list[int], slots: int) -> list[list[int]]:
     """Items (their `sizes`) dealt to at most `slots` groups: largest first, each to the group
     with the least so far (the longest-processing-time rule); groups as lists of item indexes,
@@ -393,7 +377,7 @@ def metrics_dataframe(spark, path: str, metrics: dict):
 
 def _run(spark, log: DeltaLog, plan: OptimizePlan, storage_options: dict | None) -> dict:
     return run_optimize(log, plan, SparkBinExecutor(spark), storage_options=storage_options,
-                        parallelism=_cores(spark) if _spark_context(spark) is not None else None)
+                        parallelism=default_parallelism(spark))
 
 
 class DeltaOptimizeBuilder:

@@ -3,7 +3,8 @@ factory for tests, benchmarks and scripts.
 
 Owns: `configure(spark)` (runtime SQL confs the native scan/write need, applied idempotently),
 reading the session's confs (`session_conf`, the time zone, partitionOverwriteMode, delta-spark's
-auto compaction confs) and `local_session(...)` (a quiet `local[n]` session bound to 127.0.0.1).
+auto compaction confs), its SparkContext and default parallelism where there is one
+(`spark_context`, `default_parallelism`) and `local_session(...)` (a quiet `local[n]` session bound to 127.0.0.1).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 import tempfile
 from typing import Any
 
-__all__ = ["configure", "local_session", "session_conf", "session_overwrite_mode", "session_time_zone",
+__all__ = ["configure", "local_session", "session_conf", "spark_context", "default_parallelism", "session_overwrite_mode", "session_time_zone",
            "session_timestamp_ms", "registered", "mark_registered", "on_register", "run_register_hooks", "auto_compact_session_value",
            "auto_compact_settings", "DELTA_CONF", "RUNTIME_CONF", "STATIC_CONF"]
 
@@ -81,6 +82,30 @@ def configure(spark: Any) -> Any:
             pass
     _configured.add(key)
     return spark
+
+
+def spark_context(spark: Any) -> Any:
+    """The session's SparkContext; None on Spark Connect (which has none)."""
+    try:
+        return spark.sparkContext
+    except Exception:  # noqa: BLE001 - Spark Connect raises on the attribute
+        return None
+
+
+def default_parallelism(spark: Any) -> int | None:
+    """The session's default parallelism (classic: the SparkContext's; Spark Connect: the
+    `spark.default.parallelism` conf when set), or None."""
+    sc = spark_context(spark)
+    try:
+        if sc is not None:
+            return int(sc.defaultParallelism)
+    except Exception:  # noqa: BLE001 - a stopped context
+        pass
+    try:
+        v = spark.conf.get("spark.default.parallelism", None)
+        return int(v) if v else None
+    except Exception:  # noqa: BLE001 - a server that does not answer confs
+        return None
 
 
 def session_conf(spark: Any, key: str) -> str | None:
