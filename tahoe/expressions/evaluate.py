@@ -808,6 +808,23 @@ def _f_if(ev: _Evaluator, n, args):
     return ev.call(pc.if_else, pc.fill_null(c, False), a, b, node=n)
 
 
+def _f_named_struct(ev: _Evaluator, n, args):
+    """named_struct(name1, value1, ...): a struct (never NULL itself) of the values."""
+    if len(args) % 2:
+        raise AnalysisException(f"[WRONG_NUM_ARGS] named_struct() takes an even number of arguments: {n.to_sql()}")
+    names = [ev.constant(a, n, "a field name") for a in args[0::2]]
+    if not all(isinstance(x, str) for x in names):
+        raise AnalysisException(f"[DATATYPE_MISMATCH] the field names of {n.to_sql()} must be string literals")
+    values = args[1::2]
+    length = next((len(v) for v in values if _is_arr(v)), None)
+    if length is None:   # all constants: a struct scalar
+        arrays = [pa.array([v.as_py()], v.type) for v in values]
+        return pa.StructArray.from_arrays(arrays, names=names)[0] if names else pa.scalar({}, pa.struct([]))
+    arrays = [(v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v) if _is_arr(v)
+              else pa.repeat(v, length) for v in values]
+    return pa.StructArray.from_arrays(arrays, names=names)
+
+
 def _f_nullif(ev: _Evaluator, n, args):
     eq = ev.compare("=", args[0], args[1], n)
     return ev.call(pc.if_else, pc.fill_null(eq, False), _null_scalar(args[0].type), args[0], node=n)
@@ -1033,6 +1050,7 @@ FUNCTIONS: dict[str, tuple[tuple[int, int | None], Callable]] = {
     "coalesce": ((1, None), _f_coalesce),
     "if": ((3, 3), _f_if),
     "nullif": ((2, 2), _f_nullif),
+    "named_struct": ((0, None), _f_named_struct),
     "isnan": ((1, 1), _f_isnan),
     "nanvl": ((2, 2), _f_nanvl),
     "greatest": ((2, None), _f_greatest),

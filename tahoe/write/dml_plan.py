@@ -335,28 +335,111 @@ def _as_tree(value: Any, what: str) -> Expression:
 def _field(schema: StructType, name: str, what: str) -> StructField:
     f = schema.get(name, case_insensitive=True)
     if f is None:
-        if "." in name and schema.get(name.split(".")[0], case_insensitive=True) is not None:
-            raise AnalysisException(
-                f"assigning to the nested field {quote_identifier(name)} in {what} is not supported by tahoe; "
-                f"assign the whole struct column {quote_identifier(name.split('.')[0])} instead")
         raise unresolved_column(name, schema.names)
     return f
 
 
-def _explicit_assignments(schema: StructType, assignments: Mapping[str, Any], what: str,
-                          verb: str) -> dict[str, Expression]:
-    """{column: SQL or tree} as the user gave it → {the table's column name: tree}: every name a
-    column of `schema` (case-insensitively), none assigned twice."""
-    given: dict[str, Expression] = {}
+def _path_sql(path: Sequence[str]) -> str:
+    return ".".join(quote_identifier(p) for p in path)
+
+
+def _set_path(schema: StructType, name: str, alias: str | None, what: str) -> tuple[str, ...]:
+    """The column, or nested struct field, a SET / VALUES key names — as the schema spells it.
+    A key is a column's own name, or a multi-part name as delta-spark reads it (`s.a`, `` `a.b` ``
+    for a name with a dot), optionally qualified by the target's alias (`t.s.a`: the alias is
+    tried first, as Spark resolves names)."""
+    f = schema.get(name, case_insensitive=True)
+    if f is not None:
+        return (f.name,)
+    try:
+        node = parse(name)
+    except Exception:
+        node = None
+    if not isinstance(node, Column):
+        raise unresolved_column(name, schema.names)
+    parts = node.parts
+    if alias and len(parts) > 1 and parts[0].lower() == alias.lower() and \
+            schema.get(parts[1], case_insensitive=True) is not None:
+        parts = parts[1:]
+    top = schema.get(parts[0], case_insensitive=True)
+    if top is None:
+        raise unresolved_column(node, schema.names)
+    path, t = [top.name], top.type
+    for part in parts[1:]:
+        if not isinstance(t, StructType):
+            raise AnalysisException(
+                f"[DELTA_UNSUPPORTED_FIELD_UPDATE_NON_STRUCT] Updating nested fields is only supported for "
+                f"StructType, but you are trying to update a field of {_path_sql(path)}, which is of type: "
+                f"{_type_sql(t)}.")
+        sub = t.get(part, case_insensitive=True)
+        if sub is None:
+            raise AnalysisException(
+                f"[DELTA_MISSING_SET_COLUMN] {_path_sql(path + [part])} column not found given columns: "
+                f"[{', '.join(_path_sql(path + [x.name]) for x in t.fields)}] (in {what}).")
+        path.append(sub.name)
+        t = sub.type
+    return tuple(path)
+
+
+def _struct_value(t: StructType, old: Column, ops: dict[tuple[str, ...], Expression]) -> Expression:
+    """The new value of a struct whose fields `ops` assigns (paths below it → values): a struct of
+    every field, the assigned ones from their values, the others from `old` — delta-spark's
+    CreateNamedStruct, so the result is a struct even where `old` is NULL."""
+    from ..expressions.tree import Func, lit
+
+    args: list[Expression] = []
+    for f in t.fields:
+        sub = {p[1:]: e for p, e in ops.items() if p[0] == f.name}
+        here = Column(old.parts + (f.name,))
+        if not sub:
+            value = here
+        elif () in sub:
+            value = sub[()]
+        else:
+            value = _struct_value(f.type, here, sub)   # type: ignore[arg-type]
+        args += [lit(f.name), value]
+    return Func("named_struct", tuple(args))
+
+
+def _explicit_assignments(schema: StructType, assignments: Mapping[str, Any], what: str, verb: str, *,
+                          alias: str | None = None, old: Callable[[str], Column] | None = None,
+                          ) -> tuple[dict[str, Expression], list[tuple[tuple[str, ...], Expression, StructField]]]:
+    """{column or field: SQL or tree} as the user gave it → ({the table's column name: tree},
+    [(path, the value given, the field it is stored in)]): every key names a column of `schema`
+    (case-insensitively; qualified by `alias` or not) or, when `old` is given (an update: the
+    column's current value), a nested struct field — its column's value becomes the struct with
+    that field replaced. No column or field assigned twice, or together with a field inside it."""
+    paths: dict[tuple[str, ...], Expression] = {}
     for name, value in assignments.items():
         if not isinstance(name, str):
             raise TypeError(f"the columns to {verb} must be named by strings, got {name!r}")
-        f = _field(schema, name, what)
-        if f.name in given:
-            raise AnalysisException(f"[DUPLICATE_ASSIGNMENTS] The column {quote_identifier(f.name)} is assigned "
+        path = _set_path(schema, name, alias, what)
+        if len(path) > 1 and old is None:
+            raise AnalysisException(
+                f"[DELTA_MERGE_INSERT_NESTED_FIELD] {what} names the nested field {_path_sql(path)}: the values "
+                f"of an insert are given per top-level column (a struct value for {quote_identifier(path[0])})")
+        if path in paths:
+            raise AnalysisException(f"[DUPLICATE_ASSIGNMENTS] The column {_path_sql(path)} is assigned "
                                     f"more than once in {what}")
-        given[f.name] = _as_tree(value, f"the value of {name!r}")
-    return given
+        paths[path] = _as_tree(value, f"the value of {name!r}")
+    for a in paths:
+        clash = [b for b in paths if b != a and b[:len(a)] == a]
+        if clash:
+            raise AnalysisException(
+                f"[DELTA_CONFLICT_SET_COLUMN] There is a conflict from these SET columns: "
+                f"[{', '.join(_path_sql(p) for p in [a, *clash])}] (in {what}).")
+    given: dict[str, Expression] = {}
+    leaves = []
+    for path, tree in paths.items():
+        f = schema.field(path[0])
+        for part in path[1:]:
+            f = f.type.get(part)   # type: ignore[union-attr]
+        leaves.append((path, tree, f))
+    for top in dict.fromkeys(p[0] for p in paths):
+        mine = {p[1:]: e for p, e in paths.items() if p[0] == top}
+        given[top] = mine[()] if () in mine else \
+            _struct_value(schema.field(top).type, old(top), mine)   # type: ignore[arg-type, misc]
+    return given, leaves
 
 
 def _identity_update_error(name: str) -> AnalysisException:
@@ -460,7 +543,8 @@ def plan_update(snapshot: "Snapshot", condition: Any = None, assignments: Mappin
     def target_ref(name: str) -> Column:
         return Column((target_alias, name)) if target_alias else Column((name,))
 
-    values, assigned = _update_values(schema, schema, assignments, scope, None, typer, "UPDATE", target_ref)
+    values, assigned = _update_values(schema, schema, assignments, scope, None, typer, "UPDATE", target_ref,
+                                      alias=target_alias)
     clause = CompiledClause(0, "notMatchedBySource", "update", None, node, values, {})
     base = _common(snapshot, "UPDATE")
     return DmlPlan(operation="UPDATE", parameters={"predicate": _predicate_param(node)},
@@ -477,7 +561,8 @@ def _update_values(schema: StructType, read_schema: StructType, assignments: Map
                    scope: Scope, allowed: Scope | None, typer: Typer | None, what: str,
                    target_ref: Callable[[str], Column], *,
                    star_source: Callable[[str], Expression | None] | None = None,
-                   except_columns: Sequence[str] = (), evolution: bool = False) -> tuple[dict[str, Expression], set[str]]:
+                   except_columns: Sequence[str] = (), evolution: bool = False,
+                   alias: str | None = None) -> tuple[dict[str, Expression], set[str]]:
     """(values, assigned columns) of an update: every non-generated column of `schema` gets its
     assignment or the target's own value (NULL for a column schema evolution adds); generated
     columns only when assigned. `assignments` None: updateAll — `star_source(col)` gives the
@@ -485,6 +570,7 @@ def _update_values(schema: StructType, read_schema: StructType, assignments: Map
     value kept)."""
     values: dict[str, Expression] = {}
     given: dict[str, Expression] = {}
+    leaves: list[tuple[tuple[str, ...], Expression, StructField]] = []
     if assignments is None:
         excluded = {c.lower() for c in except_columns}
         for c in except_columns:
@@ -504,14 +590,15 @@ def _update_values(schema: StructType, read_schema: StructType, assignments: Map
             if is_identity(f):
                 raise _identity_update_error(f.name)
             given[f.name] = src
+        leaves = [((name,), tree, schema.field(name)) for name, tree in given.items()]
     else:
-        given = _explicit_assignments(schema, assignments, what, "set")
-    for name, tree in given.items():
-        f = schema.field(name)
-        if is_identity(f):
-            raise _identity_update_error(f.name)
+        given, leaves = _explicit_assignments(schema, assignments, what, "set", alias=alias, old=target_ref)
+    for name in given:
+        if is_identity(schema.field(name)):
+            raise _identity_update_error(name)
+    for path, tree, f in leaves:   # each value given, checked against the column or field it is stored in
         _check_refs(tree, scope, what, allowed)
-        _check_type(typer(tree) if typer is not None else None, f, f"{what} (column {f.name})", evolution)
+        _check_type(typer(tree) if typer is not None else None, f, f"{what} (column {'.'.join(path)})", evolution)
     old = {f.name for f in read_schema.fields}
     for f in schema.fields:
         if f.name in given:
@@ -595,10 +682,12 @@ def plan_merge(snapshot: "Snapshot", source_schema: StructType, condition: Any, 
             assignments = None if c.assignments is None else dict(c.assignments)
             values, assigned = _update_values(
                 schema, read_schema, assignments, joined, allowed, typer, what, lambda n: Column((ta, n)),
-                star_source=source_column, except_columns=c.except_columns, evolution=schema_evolution)
+                star_source=source_column, except_columns=c.except_columns, evolution=schema_evolution,
+                alias=target_alias)
             update_assigned.append((i, assigned))
         elif c.action == "insert":
-            given = _insert_given(schema, c, joined, sscope, typer, what, source_column, schema_evolution)
+            given = _insert_given(schema, c, joined, sscope, typer, what, source_column, schema_evolution,
+                                  target_alias)
             insert_given.append((i, given))
         desc = {"predicate": cond.to_sql()} if cond is not None else {}
         desc["actionType"] = c.action
@@ -642,7 +731,7 @@ def plan_merge(snapshot: "Snapshot", source_schema: StructType, condition: Any, 
 
 
 def _insert_given(schema: StructType, c: MergeClause, joined: Scope, sscope: Scope, typer: Typer | None,
-                  what: str, source_column, evolution: bool) -> dict[str, Expression]:
+                  what: str, source_column, evolution: bool, target_alias: str | None) -> dict[str, Expression]:
     """The values an insert clause gives, by column (insertAll: the source's column of each
     table column it has; computed columns it lacks are left to the writer, nullable ones are
     NULL with schema evolution and an error without)."""
@@ -671,7 +760,7 @@ def _insert_given(schema: StructType, c: MergeClause, joined: Scope, sscope: Sco
                 continue   # GENERATED ALWAYS: insert * leaves it to the identity generator
             given[f.name] = src
     else:
-        given = _explicit_assignments(schema, c.assignments, what, "insert")
+        given, _ = _explicit_assignments(schema, c.assignments, what, "insert", alias=target_alias)
     for name, tree in given.items():
         f = schema.field(name)
         _check_refs(tree, joined, what, sscope)
