@@ -512,3 +512,7 @@ def test_update_and_merge_assign_nested_fields(tmp_path):
             .when_not_matched_insert({"t.k": "src.k", "t.s.a": "src.v"}).execute()
     assert state(path) == before
     assert rows(path) == NESTED_MERGED
+    from tests.fixtures.deltars import run_deltars
+
+    read = run_deltars([{"path": path, "ops": []}], tmp_path / "rs")[0]   # delta-rs reads the same rows
+    assert sorted(read["rows"].to_pylist(), key=lambda r: r["k"]) == NESTED_MERGED
