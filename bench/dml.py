@@ -25,6 +25,20 @@ reader; a wrong result stops the bench.
 Targets (issue 13): DELETE in DV mode ≥ 10× faster than copy-on-write and faster than delta-rs;
 MERGE faster than delta-rs; UPDATE beside delta-rs (reported) — for each executor.
 
+Measured 2026-11-27 14:19, `python -m bench.dml` (10M rows, 10 files; load 2.4 at start, 2.0 at
+end; deltalake 1.6.6), seconds:
+    arrow  delete dv 0.09 / cow 0.71   update dv 0.27 / cow 0.73   merge dv 0.22 / cow 1.02
+    delta-rs delete 0.66   update 0.52   merge 0.92
+    spark  delete dv 0.58 / cow 3.13   update dv 1.37 / cow 3.30   merge dv 1.62 / cow 3.65
+    ratios: arrow  DELETE cow/DV 8.2x (>= 10x missed: copy-on-write got faster with the writer's
+            cheaper dictionary choice, 1.01 -> 0.71 s; the DV DELETE is the id column's decode in
+            parallel, 0.09 s), delta-rs/DV 7.7x (met); MERGE delta-rs/DV 4.18x (met)
+            spark  DELETE cow/DV 5.4x (missed), delta-rs/DV 1.1x (met); MERGE delta-rs/DV 0.57x (missed)
+  Steady state (the 5th run of each in one session): Spark DV DELETE 0.44-0.53 s, its scan job
+  0.25-0.30 s (a plain `spark.read.parquet(...).filter(...).count()` of the same files: 0.22 s);
+  Spark DV MERGE 1.32 s, of which the jobs take 0.80 s (source broadcast 0.09, target scan + join +
+  bitmap summary 0.57, matched sources 0.02, write 0.12) and the driver 0.52 s between them
+  (building and analysing the DataFrames, the bitmaps, the commit); without AQE the same.
 Measured 2026-11-27 12:05, `python -m bench.dml` after the Spark DML job cuts (branch sparkdml:
 MERGE upsert 13 -> 4 Spark jobs in DV mode, 14 -> 5 copy-on-write; DELETE 1 / 3, UPDATE 2 / 3
 unchanged) — 10M rows, 10 files; shared machine, load 2.4 at start, 2.6 at end — seconds:

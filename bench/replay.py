@@ -27,6 +27,13 @@ Timed (tahoe byte-compiled first, as an installed wheel is — see bench/startup
                 partition column: the cheapest form; no reconciliation, no map building)
     target: tahoe / limit <= 1.1
 
+Measured 2026-11-27 14:02 (`--runs 5`, load 0.9-1.2), after the scheme check of the checkpoint's
+  paths became a regex search over the string buffer (0.18 s -> 0.02 s on 1M paths): whole process
+  json300k 0.52 s vs delta-rs 1.02 s = 0.48 (cpu 0.54), cp1m 1.19 vs 2.30 = 0.49 (cpu 0.48) — target
+  <= 0.5 met on both; in process against the pyarrow limit 1.68 (json300k, missed) / 0.56 (cp1m).
+  The cp1m whole-process figure is mostly kernel time: the same command takes 0.46-0.55 s run after
+  itself and 0.8-1.5 s run right after a delta-rs process (sys time 0.1 s -> 0.6-1.0 s for the same
+  ~840 MB of resident memory), and the alternating runs put every tahoe run after a delta-rs one.
 Measured 2026-11-27 (`--runs 3`, load 2.1-4.6, deltalake 1.6.6): whole process json300k 0.55 s vs
   delta-rs 1.21 s = 0.46 (cpu 0.52), json300k-stats 1.87 vs 4.19 = 0.45 (cpu 0.47), cp1m 1.38 vs
   2.66 = 0.52 (cpu 0.53) — target <= 0.5 met on the JSON-heavy logs, just missed on cp1m; in
