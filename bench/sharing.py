@@ -28,6 +28,11 @@
 The machine's load average is printed with each section: on a shared machine, read the numbers
 beside it.
 
+Figures of 2026-11-27 13:57 (`--no-spark --files 2000`, load 1.2-1.5): load_as_pandas of the
+  1,023 MB table, best of 3: local 2.56 s (runs 6.09, 2.56, 3.94), tahoe 3.29 s = 1.29x (target
+  <= 1.1 missed; CPU 1.09x), official client 8.34 s = 3.26x; tahoe / official 0.39x. The local
+  read's to_pandas alone varies 0.73-2.85 s between runs of one process (its system time 0.07-3.0 s:
+  the kernel zeroing and faulting in ~2 GB), more than the gap measured.
 Figures of 2026-11-27, a quiet machine (load average 1.4-2.6), one full run:
   /query over 100,000 files, cold: first byte 80.4 ms, last line 307.8 ms (server CPU 330 ms) —
   targets < 100 ms / < 1 s met; warm 20 ms / 70-76 ms.

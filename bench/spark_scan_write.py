@@ -25,6 +25,12 @@ Ratios are tahoe / spark (lower is better), wall and CPU (this process + the JVM
 each line with the load average. Targets (issue 18): write <= 1.05, fast path with 10% DV <= 1.15,
 data source <= 1.5.
 
+Measured 2026-11-27 14:04 (`--quick --rounds 4`, load 1.6-2.0): write 0.97; fast path 0.82;
+  fast + 10% DV 1.19 (0.59 s vs 0.50 s; target <= 1.15 missed); data source 2.12 (cpu 1.67),
+  DS + DV 2.23. Split of the DV overhead on the same 10M rows (best of 6, 0.45 s without DVs):
+  requesting the row index and keying the file ~0.06 s, shipping the 156k words ~0.05 s, the bit
+  test ~0.02 s. Keying the file by its partition value instead of `_metadata.file_size` (each
+  DV'd file alone in its partition) measured the same (0.596 vs 0.603 s): not adopted.
 Measured 2026-11-27 (`--quick`, 10M rows, 177 MB in 8 files, load 2.2-2.4): write 4.39 s vs
   parquet 4.42 s = 0.99 (target <= 1.05 met); fast path 1.14; fast + 10% DV 1.29 (target <= 1.15
   missed); data source 2.30 (cpu 1.58), DS + 10% DV 2.04 (target <= 1.5 missed).
