@@ -381,28 +381,32 @@ def _set_path(schema: StructType, name: str, alias: str | None, what: str) -> tu
     return tuple(path)
 
 
-def _struct_value(t: StructType, old: Column, ops: dict[tuple[str, ...], Expression]) -> Expression:
+def _struct_value(t: StructType, old: Column | None, old_type: DataType | None,
+                  ops: dict[tuple[str, ...], Expression]) -> Expression:
     """The new value of a struct whose fields `ops` assigns (paths below it → values): a struct of
-    every field, the assigned ones from their values, the others from `old` — delta-spark's
+    every field, the assigned ones from their values, the others from `old` (of type `old_type`
+    as the table was read; a field it lacks — added by schema evolution — is NULL) — delta-spark's
     CreateNamedStruct, so the result is a struct even where `old` is NULL."""
     from ..expressions.tree import Func, lit
 
     args: list[Expression] = []
     for f in t.fields:
         sub = {p[1:]: e for p, e in ops.items() if p[0] == f.name}
-        here = Column(old.parts + (f.name,))
-        if not sub:
-            value = here
-        elif () in sub:
+        was = old_type.get(f.name) if isinstance(old_type, StructType) and old is not None else None
+        here = Column(old.parts + (was.name,)) if was is not None and old is not None else None
+        if sub and () in sub:
             value = sub[()]
+        elif sub:
+            value = _struct_value(f.type, here, was.type if was is not None else None, sub)   # type: ignore[arg-type]
         else:
-            value = _struct_value(f.type, here, sub)   # type: ignore[arg-type]
+            value = here if here is not None else Literal(None)
         args += [lit(f.name), value]
     return Func("named_struct", tuple(args))
 
 
 def _explicit_assignments(schema: StructType, assignments: Mapping[str, Any], what: str, verb: str, *,
                           alias: str | None = None, old: Callable[[str], Column] | None = None,
+                          read_schema: StructType | None = None,
                           ) -> tuple[dict[str, Expression], list[tuple[tuple[str, ...], Expression, StructField]]]:
     """{column or field: SQL or tree} as the user gave it → ({the table's column name: tree},
     [(path, the value given, the field it is stored in)]): every key names a column of `schema`
@@ -435,10 +439,15 @@ def _explicit_assignments(schema: StructType, assignments: Mapping[str, Any], wh
         for part in path[1:]:
             f = f.type.get(part)   # type: ignore[union-attr]
         leaves.append((path, tree, f))
+    was = read_schema if read_schema is not None else schema
     for top in dict.fromkeys(p[0] for p in paths):
         mine = {p[1:]: e for p, e in paths.items() if p[0] == top}
-        given[top] = mine[()] if () in mine else \
-            _struct_value(schema.field(top).type, old(top), mine)   # type: ignore[arg-type, misc]
+        if () in mine:
+            given[top] = mine[()]
+            continue
+        before = was.get(top)
+        given[top] = _struct_value(schema.field(top).type, old(top) if before is not None else None,  # type: ignore[misc]
+                                   before.type if before is not None else None, mine)   # type: ignore[arg-type]
     return given, leaves
 
 
@@ -592,7 +601,8 @@ def _update_values(schema: StructType, read_schema: StructType, assignments: Map
             given[f.name] = src
         leaves = [((name,), tree, schema.field(name)) for name, tree in given.items()]
     else:
-        given, leaves = _explicit_assignments(schema, assignments, what, "set", alias=alias, old=target_ref)
+        given, leaves = _explicit_assignments(schema, assignments, what, "set", alias=alias, old=target_ref,
+                                              read_schema=read_schema)
     for name in given:
         if is_identity(schema.field(name)):
             raise _identity_update_error(name)

@@ -607,7 +607,8 @@ def test_update_and_merge_assign_nested_fields_on_spark(spark, tmp_path):
     from tahoe.spark import DeltaTable
     from tahoe.write.arrow import write_table
     from tests.write.test_dml_rules import (
-        NESTED_BAD, NESTED_MERGE, NESTED_MERGED, NESTED_SOURCE, NESTED_TARGET, NESTED_UPDATE, NESTED_UPDATED,
+        NESTED_BAD, NESTED_EVOLVE_SOURCE, NESTED_EVOLVED, NESTED_MERGE, NESTED_MERGED, NESTED_SOURCE, NESTED_TARGET,
+        NESTED_UPDATE, NESTED_UPDATED,
     )
 
     path = str(tmp_path / "t")
@@ -632,6 +633,14 @@ def test_update_and_merge_assign_nested_fields_on_spark(spark, tmp_path):
         dt.update(set={"s.a": "'abc'"})
     assert latest_version(path) == v
     assert got() == NESTED_MERGED
+
+    path = str(tmp_path / "evolve")
+    write_table(path, NESTED_TARGET)
+    dt = DeltaTable.forPath(spark, path)
+    src = spark.createDataFrame(NESTED_EVOLVE_SOURCE.to_pylist(), _spark_schema(NESTED_EVOLVE_SOURCE)).alias("src")
+    dt.alias("t").merge(src, "t.k = src.k").whenMatchedUpdate("src.v > 7", {"t.s.a": "src.v"}) \
+        .whenMatchedUpdateAll().withSchemaEvolution().execute()
+    assert got() == NESTED_EVOLVED
 
 
 def _spark_schema(t: pa.Table):

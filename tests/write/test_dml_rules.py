@@ -485,6 +485,19 @@ NESTED_MERGED = [{"k": 1, "s": {"a": 10, "b": "7", "c": {"x": 1, "y": "new"}}},
                  {"k": 2, "s": {"a": 20, "b": None, "c": {"x": None, "y": "new"}}},
                  {"k": 3, "s": {"a": 3, "b": "8", "c": None}},
                  {"k": 4, "s": None}]
+# with schema evolution: MERGE ... WHEN MATCHED AND src.v > 7 THEN UPDATE SET t.s.a = src.v
+# WHEN MATCHED THEN UPDATE SET * — updateAll adds s.d and v; the nested SET keeps the other fields,
+# the new field d NULL, and leaves the new column v NULL
+NESTED_EVOLVE_TYPE = pa.struct([("a", pa.int64()), ("b", pa.string()),
+                                ("c", pa.struct([("x", pa.int32()), ("y", pa.string())])), ("d", pa.string())])
+NESTED_EVOLVE_SOURCE = pa.table({"k": pa.array([1, 3], pa.int64()),
+                                 "s": pa.array([{"a": 5, "b": "B", "c": None, "d": "D1"},
+                                                {"a": 6, "b": "B3", "c": {"x": 9, "y": "z"}, "d": "D3"}],
+                                               NESTED_EVOLVE_TYPE),
+                                 "v": pa.array([7, 8], pa.int64())})
+NESTED_EVOLVED = [{"k": 1, "s": {"a": 5, "b": "B", "c": None, "d": "D1"}, "v": 7},
+                  {"k": 2, "s": None, "v": None},
+                  {"k": 3, "s": {"a": 8, "b": "z", "c": None, "d": None}, "v": None}]
 # bad keys: (set, the error class it must raise)
 NESTED_BAD = [({"s.zz": "1"}, "DELTA_MISSING_SET_COLUMN"),
               ({"k.x": "1"}, "DELTA_UNSUPPORTED_FIELD_UPDATE_NON_STRUCT"),
@@ -516,3 +529,9 @@ def test_update_and_merge_assign_nested_fields(tmp_path):
 
     read = run_deltars([{"path": path, "ops": []}], tmp_path / "rs")[0]   # delta-rs reads the same rows
     assert sorted(read["rows"].to_pylist(), key=lambda r: r["k"]) == NESTED_MERGED
+
+    path = str(tmp_path / "evolve")
+    write_table(path, NESTED_TARGET)
+    tahoe.merge(path, NESTED_EVOLVE_SOURCE, "t.k = src.k", source_alias="src", target_alias="t", merge_schema=True) \
+        .when_matched_update({"t.s.a": "src.v"}, predicate="src.v > 7").when_matched_update_all().execute()
+    assert rows(path) == NESTED_EVOLVED
