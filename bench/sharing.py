@@ -33,6 +33,8 @@ Figures of 2026-11-27 13:57 (`--no-spark --files 2000`, load 1.2-1.5): load_as_p
   <= 1.1 missed; CPU 1.09x), official client 8.34 s = 3.26x; tahoe / official 0.39x. The local
   read's to_pandas alone varies 0.73-2.85 s between runs of one process (its system time 0.07-3.0 s:
   the kernel zeroing and faulting in ~2 GB), more than the gap measured.
+  `--spark-only` at 15:12 (load 2.9): parquet 2.75 s, format("deltaSharing") 5.99 s = 2.17x (target
+  <= 1.5 missed), the pyarrow-only Python data source floor 5.43 s = 1.97x; deltaSharing / floor 1.10x.
 Figures of 2026-11-27, a quiet machine (load average 1.4-2.6), one full run:
   /query over 100,000 files, cold: first byte 80.4 ms, last line 307.8 ms (server CPU 330 ms) —
   targets < 100 ms / < 1 s met; warm 20 ms / 70-76 ms.
