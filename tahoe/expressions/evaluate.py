@@ -621,8 +621,8 @@ class _Evaluator:
                 if src.tz is not None and target.tz is None:
                     return pc.cast(self.to_local(v), target)
                 return pc.cast(v, target)
-            if pa.types.is_boolean(src) and _numeric(target):
-                return pc.cast(v, target)
+            if pa.types.is_boolean(src) and _numeric(target):   # true → 1 (via int8 for a decimal)
+                return pc.cast(pc.cast(v, pa.int8()) if pa.types.is_decimal(target) else v, target)
             if _numeric(src) and pa.types.is_boolean(target):
                 return pc.not_equal(v, pa.scalar(0, src) if not pa.types.is_decimal(src) else pa.scalar(Decimal(0), src))
             if _numeric(src) and _numeric(target):

@@ -778,12 +778,16 @@ class _Executor:
 
 
 def _ansi_cast(arr: pa.Array, target: pa.DataType, path: str) -> pa.Array | None:
-    """A string value stored into a column of another type as delta-spark's UPDATE / MERGE store
-    it: Spark's ANSI CAST (tahoe's evaluator: trimmed, Spark's literals, a value that does not
-    parse fails with [CAST_INVALID_INPUT] naming the column). Other leaves: None (the writer's
-    cast)."""
-    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)) or \
-            pa.types.is_string(target) or pa.types.is_large_string(target):
+    """A string value stored into a column of another type — or a boolean into a number, or a
+    number into a boolean — as delta-spark's UPDATE / MERGE store it: Spark's ANSI CAST (tahoe's
+    evaluator: trimmed, Spark's literals, a value that does not parse fails with
+    [CAST_INVALID_INPUT] naming the column; true → 1, non-zero → true). Other leaves: None (the
+    writer's cast)."""
+    stringy = pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)
+    numeric = (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal)
+    flips = (pa.types.is_boolean(arr.type) and any(f(target) for f in numeric)) or \
+        (pa.types.is_boolean(target) and any(f(arr.type) for f in numeric))
+    if not (stringy or flips) or pa.types.is_string(target) or pa.types.is_large_string(target):
         return None
     out = evaluate(Cast(Column((path,)), from_arrow_type(target)), pa.table({path: arr}), num_rows=len(arr))
     if isinstance(out, pa.ChunkedArray):

@@ -267,13 +267,16 @@ def can_store_assign(src: DataType | None, dst: DataType, allow_missing_fields: 
     a MERGE — delta-spark's rule (`UpdateExpressionsSupport.castIfNeeded` under
     `spark.sql.storeAssignmentPolicy=ANSI`): an ANSI cast, so besides Spark's store assignment
     (numeric ↔ numeric, atomic → string, datetime ↔ datetime) a string converts to a number, a
-    boolean, a date, a timestamp or binary (checked per value at run time: CAST_INVALID_INPUT);
+    boolean, a date, a timestamp or binary (checked per value at run time: CAST_INVALID_INPUT),
+    and a boolean to a number and back (true → 1, non-zero → true);
     structs match BY NAME (case-insensitively), recursively inside arrays and maps: every field
     of `src` must exist in `dst`, and `dst` may have more fields only with
     `allow_missing_fields` (schema evolution; they are NULL). None (unknown) passes."""
     if src is None or src == dst or src == VOID:
         return True
     if is_numeric(src) and is_numeric(dst):
+        return True
+    if (_is_boolean(src) and is_numeric(dst)) or (is_numeric(src) and _is_boolean(dst)):   # ANSI CAST: true → 1
         return True
     if isinstance(dst, PrimitiveType) and dst.name == "string" and \
             isinstance(src, (PrimitiveType, DecimalType)) and not _complex(src):
@@ -298,6 +301,10 @@ def can_store_assign(src: DataType | None, dst: DataType, allow_missing_fields: 
                 return False
         return True
     return False
+
+
+def _is_boolean(t: DataType) -> bool:
+    return isinstance(t, PrimitiveType) and t.name == "boolean"
 
 
 def _has_struct(t: DataType | None) -> bool:

@@ -643,6 +643,30 @@ def test_update_and_merge_assign_nested_fields_on_spark(spark, tmp_path):
     assert got() == NESTED_EVOLVED
 
 
+def test_booleans_and_numbers_convert_on_spark(spark, tmp_path):
+    """The Spark executor on the Spark-free test's cases (rows derived by hand there): booleans
+    stored into numbers and numbers into booleans by UPDATE and MERGE (an ANSI CAST)."""
+    from tahoe.spark import DeltaTable
+    from tahoe.write.arrow import write_table
+    from tests.write.test_dml_rules import (
+        BOOL_MERGE, BOOL_MERGED, BOOL_SOURCE, BOOL_TARGET, BOOL_UPDATE, BOOL_UPDATED,
+    )
+
+    path = str(tmp_path / "t")
+    write_table(path, BOOL_TARGET)
+    dt = DeltaTable.forPath(spark, path)
+
+    def got():
+        return sorted((r.asDict(recursive=True) for r in dt.toDF().collect()), key=lambda r: r["k"])
+
+    dt.update(set=BOOL_UPDATE)
+    assert got() == BOOL_UPDATED
+    src = spark.createDataFrame(BOOL_SOURCE.to_pylist(), _spark_schema(BOOL_SOURCE)).alias("s")
+    dt.alias("t").merge(src, "t.k = s.k").whenMatchedUpdate(set=BOOL_MERGE[0]) \
+        .whenNotMatchedInsert(values=BOOL_MERGE[1]).execute()
+    assert got() == BOOL_MERGED
+
+
 def _spark_schema(t: pa.Table):
     from tahoe.protocol.schema import from_arrow_schema
     from tahoe.spark.types import to_spark_schema

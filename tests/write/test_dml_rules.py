@@ -18,6 +18,7 @@ own files); delta-spark's error classes.
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 import os
 
 import pyarrow as pa
@@ -337,7 +338,8 @@ def test_bad_input_fails_clearly_and_leaves_the_table_unchanged(tmp_path, dv):
         with pytest.raises(NumberFormatException, match=r"CAST_INVALID_INPUT.*'(a|abc|x)'.*BIGINT.*`v`"):
             attempt()
         assert state(path) == before
-    for attempt in (lambda: tahoe.update(path, {"v": "s = 'a'"}),):                     # boolean -> bigint
+    # no ANSI cast from a date to bigint (a boolean converts: see test_booleans_and_numbers_convert)
+    for attempt in (lambda: tahoe.update(path, {"v": "DATE'2024-01-01'"}),):            # date -> bigint
         with pytest.raises(AnalysisException, match=r"INCOMPATIBLE_DATA_FOR_TABLE\.CANNOT_SAFELY_CAST.*`[vs]`"):
             attempt()
         assert state(path) == before
@@ -535,3 +537,30 @@ def test_update_and_merge_assign_nested_fields(tmp_path):
     tahoe.merge(path, NESTED_EVOLVE_SOURCE, "t.k = src.k", source_alias="src", target_alias="t", merge_schema=True) \
         .when_matched_update({"t.s.a": "src.v"}, predicate="src.v > 7").when_matched_update_all().execute()
     assert rows(path) == NESTED_EVOLVED
+
+
+# booleans into numbers and numbers into booleans, as delta-spark's UPDATE / MERGE store them (an
+# ANSI CAST: true -> 1, false -> 0; zero -> false, any other number -> true). Rows derived by hand.
+BOOL_TARGET = pa.table({"k": pa.array([1, 2, 3], pa.int64()), "i": pa.array([10, 20, 30], pa.int32()),
+                        "b": pa.array([True, False, None]),
+                        "d": pa.array([Decimal("1.50"), None, Decimal("2.00")], pa.decimal128(5, 2))})
+BOOL_UPDATE = {"i": "k = 2", "b": "k - 1", "d": "k <> 1"}
+BOOL_UPDATED = [{"k": 1, "i": 0, "b": False, "d": Decimal("0.00")},
+                {"k": 2, "i": 1, "b": True, "d": Decimal("1.00")},
+                {"k": 3, "i": 0, "b": True, "d": Decimal("1.00")}]
+BOOL_SOURCE = pa.table({"k": pa.array([1, 4], pa.int64()), "flag": [True, False], "n": [0.0, 3.5]})
+BOOL_MERGE = ({"i": "s.flag", "b": "s.n"}, {"k": "s.k", "i": "s.flag", "b": "s.n", "d": "s.flag"})
+BOOL_MERGED = [{"k": 1, "i": 1, "b": False, "d": Decimal("0.00")},
+               {"k": 2, "i": 1, "b": True, "d": Decimal("1.00")},
+               {"k": 3, "i": 0, "b": True, "d": Decimal("1.00")},
+               {"k": 4, "i": 0, "b": True, "d": Decimal("0.00")}]
+
+
+def test_booleans_and_numbers_convert(tmp_path):
+    path = str(tmp_path / "t")
+    write_table(path, BOOL_TARGET)
+    tahoe.update(path, BOOL_UPDATE)
+    assert rows(path) == BOOL_UPDATED
+    tahoe.merge(path, BOOL_SOURCE, "t.k = s.k", source_alias="s", target_alias="t") \
+        .when_matched_update(BOOL_MERGE[0]).when_not_matched_insert(BOOL_MERGE[1]).execute()
+    assert rows(path) == BOOL_MERGED
