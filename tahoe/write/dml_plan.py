@@ -71,7 +71,7 @@ from ..protocol.properties import (
     ROW_ID_COLUMN_PROP, bool_property, text_property,
 )
 from ..protocol.schema import (
-    VOID, ArrayType, DataType, DecimalType, MapType, PrimitiveType, StructField, StructType,
+    BOOLEAN, VOID, ArrayType, DataType, DecimalType, MapType, PrimitiveType, StructField, StructType,
     is_numeric, merge_schemas,
 )
 from ..protocol.table_features import is_feature_supported
@@ -276,7 +276,7 @@ def can_store_assign(src: DataType | None, dst: DataType, allow_missing_fields: 
         return True
     if is_numeric(src) and is_numeric(dst):
         return True
-    if (_is_boolean(src) and is_numeric(dst)) or (is_numeric(src) and _is_boolean(dst)):   # ANSI CAST: true → 1
+    if (src == BOOLEAN and is_numeric(dst)) or (is_numeric(src) and dst == BOOLEAN):   # ANSI CAST: true → 1
         return True
     if isinstance(dst, PrimitiveType) and dst.name == "string" and \
             isinstance(src, (PrimitiveType, DecimalType)) and not _complex(src):
@@ -301,10 +301,6 @@ def can_store_assign(src: DataType | None, dst: DataType, allow_missing_fields: 
                 return False
         return True
     return False
-
-
-def _is_boolean(t: DataType) -> bool:
-    return isinstance(t, PrimitiveType) and t.name == "boolean"
 
 
 def _has_struct(t: DataType | None) -> bool:
@@ -350,14 +346,15 @@ def _path_sql(path: Sequence[str]) -> str:
     return ".".join(quote_identifier(p) for p in path)
 
 
-def _set_path(schema: StructType, name: str, alias: str | None, what: str) -> tuple[str, ...]:
-    """The column, or nested struct field, a SET / VALUES key names — as the schema spells it.
+def _set_path(schema: StructType, name: str, alias: str | None, what: str) -> tuple[tuple[str, ...], StructField]:
+    """The column, or nested struct field, a SET / VALUES key names — its path as the schema
+    spells it, and the field.
     A key is a column's own name, or a multi-part name as delta-spark reads it (`s.a`, `` `a.b` ``
     for a name with a dot), optionally qualified by the target's alias (`t.s.a`: the alias is
     tried first, as Spark resolves names)."""
     f = schema.get(name, case_insensitive=True)
     if f is not None:
-        return (f.name,)
+        return (f.name,), f
     try:
         node = parse(name)
     except Exception:
@@ -371,8 +368,9 @@ def _set_path(schema: StructType, name: str, alias: str | None, what: str) -> tu
     top = schema.get(parts[0], case_insensitive=True)
     if top is None:
         raise unresolved_column(node, schema.names)
-    path, t = [top.name], top.type
+    path, f = [top.name], top
     for part in parts[1:]:
+        t = f.type
         if not isinstance(t, StructType):
             raise AnalysisException(
                 f"[DELTA_UNSUPPORTED_FIELD_UPDATE_NON_STRUCT] Updating nested fields is only supported for "
@@ -384,8 +382,8 @@ def _set_path(schema: StructType, name: str, alias: str | None, what: str) -> tu
                 f"[DELTA_MISSING_SET_COLUMN] {_path_sql(path + [part])} column not found given columns: "
                 f"[{', '.join(_path_sql(path + [x.name]) for x in t.fields)}] (in {what}).")
         path.append(sub.name)
-        t = sub.type
-    return tuple(path)
+        f = sub
+    return tuple(path), f
 
 
 def _struct_value(t: StructType, old: Column | None, old_type: DataType | None,
@@ -421,10 +419,11 @@ def _explicit_assignments(schema: StructType, assignments: Mapping[str, Any], wh
     column's current value), a nested struct field — its column's value becomes the struct with
     that field replaced. No column or field assigned twice, or together with a field inside it."""
     paths: dict[tuple[str, ...], Expression] = {}
+    leaves = []
     for name, value in assignments.items():
         if not isinstance(name, str):
             raise TypeError(f"the columns to {verb} must be named by strings, got {name!r}")
-        path = _set_path(schema, name, alias, what)
+        path, field = _set_path(schema, name, alias, what)
         if len(path) > 1 and old is None:
             raise AnalysisException(
                 f"[DELTA_MERGE_INSERT_NESTED_FIELD] {what} names the nested field {_path_sql(path)}: the values "
@@ -433,6 +432,7 @@ def _explicit_assignments(schema: StructType, assignments: Mapping[str, Any], wh
             raise AnalysisException(f"[DUPLICATE_ASSIGNMENTS] The column {_path_sql(path)} is assigned "
                                     f"more than once in {what}")
         paths[path] = _as_tree(value, f"the value of {name!r}")
+        leaves.append((path, paths[path], field))
     for a in paths:
         clash = [b for b in paths if b != a and b[:len(a)] == a]
         if clash:
@@ -440,12 +440,6 @@ def _explicit_assignments(schema: StructType, assignments: Mapping[str, Any], wh
                 f"[DELTA_CONFLICT_SET_COLUMN] There is a conflict from these SET columns: "
                 f"[{', '.join(_path_sql(p) for p in [a, *clash])}] (in {what}).")
     given: dict[str, Expression] = {}
-    leaves = []
-    for path, tree in paths.items():
-        f = schema.field(path[0])
-        for part in path[1:]:
-            f = f.type.get(part)   # type: ignore[union-attr]
-        leaves.append((path, tree, f))
     was = read_schema if read_schema is not None else schema
     for top in dict.fromkeys(p[0] for p in paths):
         mine = {p[1:]: e for p, e in paths.items() if p[0] == top}
