@@ -15,3 +15,14 @@ def spark():
     tahoe.spark.register(s)
     yield s
     s.stop()
+
+
+@pytest.fixture
+def datasource_reads(spark):
+    """`format("delta")` batch reads through tahoe's Python data source for this test (by default
+    a read of a local table is Spark's native parquet scan: `tahoe.spark.calls`, rule 5)."""
+    from tahoe.spark.calls import NATIVE_READ_CONF
+
+    spark.conf.set(NATIVE_READ_CONF, "false")
+    yield spark
+    spark.conf.unset(NATIVE_READ_CONF)

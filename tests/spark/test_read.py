@@ -27,9 +27,46 @@ def test_fast_path(spark, entry):
 
 
 @pytest.mark.parametrize("entry", manifest_params("rows"))
-def test_datasource_path(spark, entry):
-    df = spark.read.format("delta").load(str(GOLDEN / entry["table"]))
+def test_datasource_path(datasource_reads, entry):
+    df = datasource_reads.read.format("delta").load(str(GOLDEN / entry["table"]))
+    assert "(Python)" in _plan(df)
     assert_rows_equal(_arrow(df), read_expected(entry), entry["name"])
+
+
+def _plan(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+def test_format_delta_is_the_native_scan_where_the_jvm_reaches(spark, tmp_path):
+    """A batch `format("delta")` load of a local table is Spark's own parquet scan, deletion
+    vectors, column mapping, partition values and time travel included (rows derived by hand);
+    a change data feed read, a given schema or `spark.tahoe.read.nativeScan=false` keep the
+    Python data source."""
+    import tahoe
+    from tahoe import write_table
+    from tahoe.spark.calls import NATIVE_READ_CONF
+
+    path = str(tmp_path / "t")
+    write_table(path, pa.table({"id": list(range(10)), "day": ["mon", "tue"] * 5}), partition_by=["day"],
+                properties={"delta.enableDeletionVectors": "true", "delta.columnMapping.mode": "name",
+                            "delta.enableChangeDataFeed": "true"})
+    tahoe.delete(path, "id % 3 = 0")                                       # v1: ids 0, 3, 6, 9 go (DVs)
+    df = spark.read.format("delta").load(path)
+    plan = _plan(df)
+    assert "FileScan parquet" in plan and "(Python)" not in plan
+    assert sorted((r.id, r.day) for r in df.collect()) == [(1, "tue"), (2, "mon"), (4, "mon"), (5, "tue"),
+                                                           (7, "tue"), (8, "mon")]
+    old = spark.read.format("delta").option("versionAsOf", 0).load(path)
+    assert "(Python)" not in _plan(old) and sorted(r.id for r in old.collect()) == list(range(10))
+    assert spark.read.format("delta").load(path).filter("day = 'mon'").count() == 3
+    cdf = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 1).load(path)
+    assert "(Python)" in _plan(cdf)
+    assert sorted(r.id for r in cdf.collect()) == [0, 3, 6, 9]
+    spark.conf.set(NATIVE_READ_CONF, "false")
+    try:
+        assert "(Python)" in _plan(spark.read.format("delta").load(path))
+    finally:
+        spark.conf.unset(NATIVE_READ_CONF)
 
 
 def test_skipping_opens_few_files(spark, tmp_path):
@@ -50,8 +87,14 @@ def test_skipping_opens_few_files(spark, tmp_path):
     assert len(out.inputFiles()) <= 10
     assert [r.v for r in out.collect()] == [199_998]
     # the data-source path skips with the filters Spark pushes down to it
-    ds = spark.read.format("delta").load(path).filter("id = 7")
-    assert [r.v for r in ds.collect()] == [14]
+    from tahoe.spark.calls import NATIVE_READ_CONF
+
+    spark.conf.set(NATIVE_READ_CONF, "false")
+    try:
+        ds = spark.read.format("delta").load(path).filter("id = 7")
+        assert [r.v for r in ds.collect()] == [14]
+    finally:
+        spark.conf.unset(NATIVE_READ_CONF)
     from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, LessThan
 
     from tahoe.spark.datasource import DeltaDataSource
@@ -291,10 +334,11 @@ def test_id_mode_reads_parquet_fields_by_id_when_names_differ(spark, tmp_path):
     assert [r.name for r in read_delta(spark, path, filters="s.a = 30").collect()] == [None]
 
 
-def test_datasource_splits_a_small_table_over_the_cores(spark, tmp_path):
+def test_datasource_splits_a_small_table_over_the_cores(datasource_reads, tmp_path):
     """The data source splits files as Spark's own file scan does (FilePartition.maxSplitBytes: at
     most the bytes per core of the session's default parallelism), so a small table gives every
     core a task: the oracle is `spark.read.parquet` over the same files, and the rows."""
+    spark = datasource_reads
     from pyspark.sql import functions as F
 
     from tahoe import Table
