@@ -28,6 +28,13 @@
 The machine's load average is printed with each section: on a shared machine, read the numbers
 beside it.
 
+Figures of 2026-11-27 16:35 (`--no-spark --files 2000`, load 1.4-1.7): /query of 2,000 files cold
+  32.7 ms / 36.4 ms; load_as_pandas of the 1,023 MB table, best of 3: local 3.47 s (runs 6.55, 3.47,
+  4.82), tahoe 3.48 s = 1.00x (target <= 1.1 met; CPU 0.92x, server 0.53 s), official client
+  10.49 s = 3.03x; tahoe / official 0.33x. `--spark-only` at 16:37 (load 2.5): parquet 2.59 s,
+  format("deltaSharing") 5.85 s = 2.26x (target <= 1.5 missed), the pyarrow-only Python data source
+  floor 5.46 s = 2.11x; deltaSharing / floor 1.07x — the floor, a data source with no HTTP and no
+  tahoe, is already past the target: the Python data source API costs ~2x a native scan here.
 Figures of 2026-11-27 13:57 (`--no-spark --files 2000`, load 1.2-1.5): load_as_pandas of the
   1,023 MB table, best of 3: local 2.56 s (runs 6.09, 2.56, 3.94), tahoe 3.29 s = 1.29x (target
   <= 1.1 missed; CPU 1.09x), official client 8.34 s = 3.26x; tahoe / official 0.39x. The local

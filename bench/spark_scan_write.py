@@ -28,6 +28,13 @@ Ratios are tahoe / spark (lower is better), wall and CPU (this process + the JVM
 each line with the load average. Targets (issue 18): write <= 1.05, fast path with 10% DV <= 1.15,
 data source <= 1.5.
 
+Measured 2026-11-27 16:53 (`--quick --rounds 4`, load 2.4-2.5), after `format("delta")` reads of
+  tables the JVM reaches became the native scan (`tahoe.spark.calls`, rule 5): write 0.92 (4.40 s
+  vs 4.78 s); fast path 0.91; format('delta') 0.95 (0.49 s vs 0.52 s; target <= 1.5 met — it was
+  the data source's 2.1-2.3); the data source itself (`spark.tahoe.read.nativeScan=false`, the path
+  of object stores the JVM cannot reach) 2.30 (cpu 1.60); fast + 10% DV 1.30 (0.65 s vs 0.50 s;
+  target <= 1.15 missed), format('delta') + 10% DV 1.23. An earlier run the same hour (16:31, load
+  1.8-2.5, before the change): write 1.10, fast path 0.93, data source 2.27, fast + 10% DV 1.47.
 Measured 2026-11-27 14:04 (`--quick --rounds 4`, load 1.6-2.0): write 0.97; fast path 0.82;
   fast + 10% DV 1.19 (0.59 s vs 0.50 s; target <= 1.15 missed); data source 2.12 (cpu 1.67),
   DS + DV 2.23. Split of the DV overhead on the same 10M rows (best of 6, 0.45 s without DVs):

@@ -50,7 +50,7 @@ _install_sql()
 _LAZY = {
     "DeltaTable": ("tahoe.spark.delta_table", "DeltaTable"),
     "IdentityGenerator": ("tahoe.spark.delta_table", "IdentityGenerator"),
-    "read_delta": ("tahoe.spark.read", "read_delta"),
+    "read_delta": ("tahoe.spark.delta_table", "read_delta"),
     "write_delta": ("tahoe.spark.fast_write", "write_delta"),
     "register": ("tahoe.spark.datasource", "register"),
     "local_session": ("tahoe.spark.session", "local_session"),

@@ -17,21 +17,26 @@ delta-spark; honours `spark.databricks.delta.retentionDurationCheck.enabled` and
 `spark.databricks.delta.restore.protocolDowngradeAllowed`), `clone` / `cloneAtVersion` /
 `cloneAtTimestamp`, `convertToDelta`, `generate("symlink_format_manifest")`,
 `upgradeTableProtocol`, `addFeatureSupport`, `dropFeatureSupport`.
+
+Also `read_delta(spark, path, version=, timestamp=, filters=, storage_options=)`, the read by path:
+the fast path's native scan (`tahoe.spark.read.read_snapshot`), or the `delta` data source for a
+table the JVM cannot reach.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import Any, Iterable
 
 from ..errors import DeltaError, TableNotFoundError
 from ..log import DeltaLog
-from .read import read_snapshot
+from .read import jvm_reaches, read_snapshot
 from .session import session_timestamp_ms
 from .types import local_dataframe
 
-__all__ = ["DeltaTable", "DeltaTableBuilder", "DeltaMergeBuilder", "IdentityGenerator", "delete_where", "update_where"]
+__all__ = ["DeltaTable", "DeltaTableBuilder", "DeltaMergeBuilder", "IdentityGenerator", "delete_where", "update_where",
+           "read_delta"]
 
 
 class DeltaTable:
@@ -103,7 +108,7 @@ class DeltaTable:
 
     # --- reading ----------------------------------------------------------------------------
     def toDF(self):
-        df = read_snapshot(self._spark, self._log.snapshot())
+        df = _snapshot_frame(self._spark, self._log.snapshot(), self._storage_options)
         return df.alias(self._alias) if self._alias else df
 
     def alias(self, aliasName: str) -> "DeltaTable":
@@ -422,6 +427,29 @@ class DeltaTable:
 # delta-spark's history columns `job` (JobInfo) and `notebook` (NotebookInfo): structs of the
 # commitInfo's `job` / `notebook` objects (null when the commit has none)
 _JOB_FIELDS = ("jobId", "jobName", "runId", "jobOwnerId", "triggerType")
+
+
+def read_delta(spark, path: str, version: int | None = None, timestamp: Any = None,
+               filters: Iterable[Any] | str | None = None, storage_options: dict | None = None):
+    """A DataFrame of the table at `path` (latest, `version` or `timestamp`), with `filters`
+    (SQL strings or Columns) used to skip files and applied to the rows."""
+    if filters is not None and not isinstance(filters, (list, tuple)):
+        filters = [filters]
+    log = DeltaLog.for_table(path, storage_options)
+    df = _snapshot_frame(spark, log.snapshot(version=version, timestamp=timestamp), storage_options, filters)
+    for f in filters or ():
+        df = df.filter(f)
+    return df
+
+
+def _snapshot_frame(spark, snap, storage_options: dict | None, filters=None):
+    """The native scan of `snap` (skipping files by `filters`), or the `delta` data source's
+    read of it on a store the JVM cannot reach."""
+    if jvm_reaches(snap.table_root):
+        return read_snapshot(spark, snap, filters)
+    from .datasource import read_via_datasource
+
+    return read_via_datasource(spark, snap.table_root, snap.version, storage_options)
 
 
 def _job(job: Any) -> tuple | None:

@@ -1,6 +1,7 @@
 """The fast Spark read path: a Delta snapshot as a native Spark parquet scan.
 
-Owns `read_delta(spark, path, version=None, timestamp=None, filters=None)`:
+Owns `read_snapshot(spark, snapshot, filters=None)` (behind `tahoe.spark.read_delta`,
+`DeltaTable.toDF()` and `format("delta")` loads of tables the JVM reaches):
 
 1. the snapshot's active files come from tahoe's log core (no Spark job); partition pruning and
    stats-based skipping (`tahoe.spark.skipping`) drop files that surely hold no matching row;
@@ -48,7 +49,7 @@ from .session import configure, session_conf, session_time_zone
 from .skipping import plan_files
 from .types import col, to_spark_schema, to_spark_type
 
-__all__ = ["read_delta", "read_snapshot", "hadoop_uri", "glob_escape", "jvm_reaches", "FILE_COLUMN", "ROW_COLUMN"]
+__all__ = ["read_snapshot", "hadoop_uri", "glob_escape", "jvm_reaches", "FILE_COLUMN", "ROW_COLUMN"]
 
 _KEY = "__tahoe_file"
 _FID = "__tahoe_fid"
@@ -106,25 +107,6 @@ def _same_names(a, b) -> bool:
     return a.simpleString() == b.simpleString()
 
 
-def read_delta(spark, path: str, version: int | None = None, timestamp: Any = None,
-               filters: Iterable[Any] | str | None = None, storage_options: dict | None = None):
-    """A DataFrame of the table at `path` (latest, `version` or `timestamp`), with `filters`
-    (SQL strings or Columns) used to skip files and applied to the rows."""
-    if filters is not None and not isinstance(filters, (list, tuple)):
-        filters = [filters]
-    log = DeltaLog.for_table(path, storage_options)
-    snap = log.snapshot(version=version, timestamp=timestamp)
-    if _jvm_unreachable(snap.table_root):
-        from .datasource import read_via_datasource
-
-        df = read_via_datasource(spark, snap.table_root, snap.version, storage_options)
-    else:
-        df = read_snapshot(spark, snap, filters)
-    for f in filters or ():
-        df = df.filter(f)
-    return df
-
-
 FILE_COLUMN = "__tahoe_dml_file"     # read_snapshot(file_row=True): the row's file (`_metadata.file_path`)
 ROW_COLUMN = "__tahoe_dml_row"      # ... and its position in the file (what a deletion vector indexes)
 
@@ -159,11 +141,8 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
 
     root = snap.table_root
     if _jvm_unreachable(root):
-        if files is not None:
-            raise ValueError(f"reading chosen files of {root} needs a store the JVM reaches (local paths)")
-        from .datasource import read_via_datasource
-
-        return read_via_datasource(spark, root, snap.version)
+        raise ValueError(f"a native scan of {root} needs a store the JVM reaches (local paths); the `delta` "
+                         f"data source reads the others (tahoe.spark.read_delta)")
     schema = schema if schema is not None else snap.schema
     mode = snap.column_mapping_mode
     pcs = snap.partition_columns

@@ -160,7 +160,7 @@ def _force_plan(monkeypatch, plan: str) -> None:
     `words-join` — the DV words in a broadcast join keyed by (file size, word), as when they are
     too many to ship with the query; `words-join-by-id` — the same keyed by the file id from the
     path join; `unpacked` — that join keyed by two columns instead of one packed long."""
-    from tahoe.spark import read as R
+    from tahoe.spark import read as R, read_delta
 
     if plan == "metadata-row-index":  # row indexes from `_metadata` (another Spark version)
         monkeypatch.setattr(R, "_row_index_column", lambda spark, schema: None)
@@ -188,10 +188,10 @@ _PLAN_CASES = [(p.values[0], plan, f"{p.id}-{plan}")
 @pytest.mark.parametrize("entry,plan", conformance_params([c[:2] for c in _PLAN_CASES], [c[2] for c in _PLAN_CASES], n=2))
 def test_fast_path_other_plans(spark, entry, plan, monkeypatch):
     """The plans the fast path falls back to (see `_force_plan`) return the same rows."""
-    from tahoe.spark import read as R
+    from tahoe.spark import read as R, read_delta
 
     _force_plan(monkeypatch, plan)
-    df = R.read_delta(spark, str(GOLDEN / entry["table"]))
+    df = read_delta(spark, str(GOLDEN / entry["table"]))
     assert_rows_equal(_arrow(df), read_expected(entry), entry["name"])
 
 
@@ -212,7 +212,7 @@ def test_deletion_vector_words(spark, tmp_path, plan, monkeypatch):
     from pyspark.sql import functions as F
 
     from tahoe import Table
-    from tahoe.spark import read as R, write_delta
+    from tahoe.spark import read as R, read_delta, write_delta
 
     path = str(tmp_path / "dv")
     df = spark.range(0, 3000, 1, 1).select(F.col("id"), (F.col("id") % 2).cast("int").alias("p"))
@@ -225,7 +225,7 @@ def test_deletion_vector_words(spark, tmp_path, plan, monkeypatch):
         monkeypatch.setattr(R, "_MAX_KEYED_FILES", 1)
     elif plan != "directories":
         _force_plan(monkeypatch, plan)
-    out = R.read_delta(spark, path)
+    out = read_delta(spark, path)
     got = sorted(r.id for r in out.collect())
     if plan == "directories":  # the word array on one scan: no join at all
         assert "Join" not in out._jdf.queryExecution().executedPlan().toString()
@@ -272,14 +272,14 @@ def test_unfilled_row_index_fails_loudly(spark, tmp_path, monkeypatch):
     error instead of dropping or keeping rows silently."""
     from pyspark.sql import functions as F
 
-    from tahoe.spark import read as R, write_delta
+    from tahoe.spark import read as R, read_delta, write_delta
 
     path = str(tmp_path / "t")
     write_delta(spark.range(0, 100, 1, 1).select(F.col("id")), path, properties={"delta.enableDeletionVectors": "true"})
     _add_dvs(path, [[3, 4]])
     monkeypatch.setattr(R, "_ROW_INDEX_COLUMN", "__tahoe_not_a_row_index")
     with pytest.raises(Exception, match="did not fill the row index column"):
-        R.read_delta(spark, path).collect()
+        read_delta(spark, path).collect()
 
 
 def test_directory_plan_is_one_scan(spark, tmp_path):

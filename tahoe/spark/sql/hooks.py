@@ -161,7 +161,7 @@ def _sql_view(spark: Any, name: str) -> bool:
 
 def _read(spark: Any, path: str, options: dict):
     from ..session import session_timestamp_ms
-    from ..read import read_delta
+    from ..delta_table import read_delta
 
     opts = {str(k).lower(): v for k, v in options.items()}
     version = opts.get("versionasof")

@@ -4,7 +4,7 @@ source of an INSERT, a CTAS or a MERGE.
 Spark cannot read a Delta table by name through a Python data source (it hands the source none
 of the table's options), nor time-travel one, nor read `delta.`/path``. `rewrite(spark, sql)`
 finds the query's table references — after FROM and JOIN, in FROM lists — and replaces each that
-is a Delta table with tahoe's read of it (`tahoe.spark.read.read_delta`: the native parquet scan of
+is a Delta table with tahoe's read of it (`tahoe.spark.read_delta`: the native parquet scan of
 the snapshot's files), handed to Spark the way PySpark passes DataFrames into SQL:
 `spark.sql("... {name} ...", name=df)` — a temporary view only while the statement is analyzed
 (classic), a plan reference (Spark Connect):
@@ -60,7 +60,7 @@ def _at_timestamp(text: str) -> str:
 
 def read_table(spark: Any, path: str, temporal: Temporal | None = None):
     """tahoe's DataFrame of the Delta table at `path`, as of `temporal`."""
-    from ..read import read_delta
+    from ..delta_table import read_delta
     from ..session import session_timestamp_ms
 
     version = timestamp = None
