@@ -493,10 +493,7 @@ def _native_read(reader: Any, spark: Any, path: Any, options: dict) -> Any:
         opts = read_options(given)
         if opts["cdf"] or opts["storage_options"] or not jvm_reaches(str(opts["path"])):
             return None
-        log = DeltaLog.for_table(opts["path"])
-        if not jvm_reaches(log.table_root):
-            return None
-        snap = log.snapshot(version=opts["version"], timestamp=opts["timestamp"])
+        snap = DeltaLog.for_table(opts["path"]).snapshot(version=opts["version"], timestamp=opts["timestamp"])
     except Exception:  # noqa: BLE001 - bad options, no table, ...: the source fails with its error
         return None
     return read_snapshot(spark, snap)
