@@ -471,9 +471,14 @@ def _native_read(reader: Any, spark: Any, path: Any, options: dict) -> Any:
     if path is not None and not isinstance(path, str):
         return None
     try:
-        if str(spark.conf.get(NATIVE_READ_CONF, "true")).strip().lower() == "false":
-            return None
+        native = str(spark.conf.get(NATIVE_READ_CONF, "true")).strip().lower()
     except Exception:  # noqa: BLE001
+        return None
+    if native not in ("true", "false"):
+        from ..errors import InvalidOptionError
+
+        raise InvalidOptionError(f"the session conf {NATIVE_READ_CONF} takes true or false, got {native!r}")
+    if native == "false":
         return None
     try:
         if reader._jreader.userSpecifiedSchema().isDefined():

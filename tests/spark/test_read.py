@@ -44,6 +44,7 @@ def test_format_delta_is_the_native_scan_where_the_jvm_reaches(spark, tmp_path):
     Python data source."""
     import tahoe
     from tahoe import write_table
+    from tahoe.errors import InvalidOptionError
     from tahoe.spark.calls import NATIVE_READ_CONF
 
     path = str(tmp_path / "t")
@@ -65,6 +66,9 @@ def test_format_delta_is_the_native_scan_where_the_jvm_reaches(spark, tmp_path):
     spark.conf.set(NATIVE_READ_CONF, "false")
     try:
         assert "(Python)" in _plan(spark.read.format("delta").load(path))
+        spark.conf.set(NATIVE_READ_CONF, "no")            # a value the conf does not take: refused by name
+        with pytest.raises(InvalidOptionError, match="spark.tahoe.read.nativeScan takes true or false, got 'no'"):
+            spark.read.format("delta").load(path)
     finally:
         spark.conf.unset(NATIVE_READ_CONF)
 
