@@ -25,6 +25,13 @@ reader; a wrong result stops the bench.
 Targets (issue 13): DELETE in DV mode ≥ 10× faster than copy-on-write and faster than delta-rs;
 MERGE faster than delta-rs; UPDATE beside delta-rs (reported) — for each executor.
 
+Measured 2026-11-27 18:19, `python -m bench.dml` (10M rows, 10 files; load 0.0 at start, 1.4 at end;
+deltalake 1.6.6), seconds:
+    arrow  delete dv 0.08 / cow 0.71   update dv 0.25 / cow 0.80   merge dv 0.22 / cow 0.92
+    delta-rs delete 0.62   update 0.60   merge 1.05
+    spark  delete dv 0.63 / cow 2.95   update dv 0.93 / cow 3.38   merge dv 1.89 / cow 3.87
+    ratios: arrow  DELETE cow/DV 8.6x (>= 10x missed), delta-rs/DV 7.6x (met); MERGE delta-rs/DV 4.82x (met)
+            spark  DELETE cow/DV 4.7x (missed), delta-rs/DV 1.0x (met, barely); MERGE delta-rs/DV 0.55x (missed)
 Measured 2026-11-27 14:19, `python -m bench.dml` (10M rows, 10 files; load 2.4 at start, 2.0 at
 end; deltalake 1.6.6), seconds:
     arrow  delete dv 0.09 / cow 0.71   update dv 0.27 / cow 0.73   merge dv 0.22 / cow 1.02
