@@ -821,38 +821,60 @@ def _insert_values(schema: StructType, insert_given: list[tuple[int, dict[str, E
 
 def _evolve(snapshot: "Snapshot", source_schema: StructType, clauses: Sequence[MergeClause],
             target_alias: str | None = None) -> tuple[StructType, Metadata | None]:
-    """MERGE with schema evolution: the source's columns that updateAll / insertAll clauses carry,
-    and the source's columns that update / insert clauses assign by name (delta-spark 2.3+), which
-    the table lacks are added (nullable, at the end in the source's order, column mapping ids
-    assigned); for a column both have that updateAll / insertAll carry, the struct fields of the
-    source's type the table's lacks (at any depth, inside arrays and maps too) are added at the
-    end of their struct (delta-spark's nested evolution)."""
+    """MERGE with schema evolution: the table's schema merged with the part of the source's
+    schema the clauses carry (delta-spark 2.3+): with an updateAll / insertAll clause, all of it;
+    else each source column or nested struct field that an update / insert clause assigns by
+    name — a key naming it exactly keeps it whole (`set={"s": ...}` carries the source's struct
+    `s` with its new fields), a key naming a field inside it keeps that field (`"s.c"`). Carried
+    columns the table lacks are added (nullable, at the end in the source's order, column mapping
+    ids assigned); struct fields it lacks (at any depth, inside arrays and maps too) are added at
+    the end of their struct; leaf types stay the table's (values are cast to them, checked per
+    clause)."""
     schema = snapshot.schema
-    have = {f.name.lower() for f in schema.fields}
-    wanted: set[str] = set()
-    if any(c.assignments is None and c.action in ("update", "insert") for c in clauses):
-        wanted = {f.name.lower() for f in source_schema.fields}
+    star = any(c.assignments is None and c.action in ("update", "insert") for c in clauses)
+    keys: set[tuple[str, ...]] = set()
     for c in clauses:
-        if c.action not in ("update", "insert") or c.assignments is None:
-            continue
-        for name in dict(c.assignments):
-            if not isinstance(name, str):
-                continue
-            n = name
-            if target_alias and n.lower().startswith(target_alias.lower() + "."):
-                n = n[len(target_alias) + 1:]
-            if "." not in n and n.lower() not in have and source_schema.get(n, case_insensitive=True) is not None:
-                wanted.add(n.lower())
-    carried = [StructField(f.name, f.type, True, {}) for f in source_schema.fields if f.name.lower() in wanted]
-    # new columns are appended; a column both have takes the source's new nested fields (struct
-    # fields, also inside arrays and maps); leaf types stay the table's (the values are cast to
-    # them: `can_store_assign`, checked per clause)
-    merged = merge_schemas(schema, StructType(carried), keep_table_type=lambda _table, _source: True)
+        if c.action in ("update", "insert") and c.assignments is not None:
+            keys.update(_key_parts(name, target_alias, schema, source_schema)
+                        for name in dict(c.assignments) if isinstance(name, str))
+
+    def carried(t: StructType, base: tuple[str, ...]) -> list[StructField]:
+        out = []
+        for f in t.fields:
+            path = base + (f.name.lower(),)
+            if star or path in keys:
+                out.append(f)
+            elif isinstance(f.type, StructType) and any(k[:len(path)] == path for k in keys):
+                out.append(StructField(f.name, StructType(carried(f.type, path)), f.nullable, f.metadata))
+        return out
+
+    migration = StructType([StructField(f.name, f.type, True, {}) for f in carried(source_schema, ())])
+    merged = merge_schemas(schema, migration, keep_table_type=lambda _table, _source: True)
     if merged == schema:
         return schema, None
     merged, conf = column_mapping.assign_ids_for_table(merged, dict(snapshot.configuration))
     md = dataclasses.replace(snapshot.metadata, schema_string=merged.to_json(), configuration=conf)
     return merged, md
+
+
+def _key_parts(name: str, target_alias: str | None, schema: StructType, source_schema: StructType) -> tuple[str, ...]:
+    """The name parts of a SET / VALUES key, lower-cased, the target's alias dropped: a column's
+    own name (a source or table column whose name has a dot) is one part, else the key is read as
+    a multi-part name (`s.a`, `` `a.b` ``, `t.s.a`) as `_set_path` reads it."""
+    if schema.get(name, case_insensitive=True) is not None or source_schema.get(name, case_insensitive=True) is not None:
+        return (name.lower(),)
+    try:
+        node = parse(name)
+    except Exception:
+        return (name.lower(),)
+    if not isinstance(node, Column):
+        return (name.lower(),)
+    parts = [p.lower() for p in node.parts]
+    if target_alias and len(parts) > 1 and parts[0] == target_alias.lower() and (
+            schema.get(node.parts[1], case_insensitive=True) is not None
+            or source_schema.get(node.parts[1], case_insensitive=True) is not None):
+        parts = parts[1:]
+    return tuple(parts)
 
 
 # --- what to read, what was read --------------------------------------------------------------------

@@ -643,6 +643,41 @@ def test_update_and_merge_assign_nested_fields_on_spark(spark, tmp_path):
     assert got() == NESTED_EVOLVED
 
 
+def test_merge_evolves_through_explicit_assignments_on_spark(spark, tmp_path):
+    """The Spark executor on the Spark-free test's case (rows derived by hand there): with
+    `withSchemaEvolution()`, `set={"t.s": "src.s"}` and an insert of `src.s` carry the source
+    struct's new field into the table, `set={"s.d": ...}` names it, `set={"w": ...}` adds the
+    source's column w; without evolution the wider struct is refused and nothing is committed."""
+    from tahoe.errors import AnalysisException
+    from tahoe.spark import DeltaTable
+    from tahoe.write.arrow import write_table
+    from tests.write.test_dml_rules import (
+        EXPLICIT_EVOLVED, EXPLICIT_FIELD, EXPLICIT_FIELD_EVOLVED, EXPLICIT_FIELD_SOURCE, EXPLICIT_MERGE,
+        EXPLICIT_SOURCE, NESTED_TARGET,
+    )
+
+    path = str(tmp_path / "t")
+    write_table(path, NESTED_TARGET)
+    dt = DeltaTable.forPath(spark, path)
+
+    def got():
+        return sorted((r.asDict(recursive=True) for r in dt.toDF().collect()), key=lambda r: r["k"])
+
+    src = spark.createDataFrame(EXPLICIT_SOURCE.to_pylist(), _spark_schema(EXPLICIT_SOURCE)).alias("src")
+    v = latest_version(path)
+    with pytest.raises(AnalysisException, match="DELTA_UPDATE_SCHEMA_MISMATCH_EXPRESSION"):
+        dt.alias("t").merge(src, "t.k = src.k").whenMatchedUpdate(set=EXPLICIT_MERGE[0]).execute()
+    assert latest_version(path) == v
+    m = dt.alias("t").merge(src, "t.k = src.k").whenMatchedUpdate(set=EXPLICIT_MERGE[0]) \
+        .whenNotMatchedInsert(values=EXPLICIT_MERGE[1]).withSchemaEvolution().execute()
+    assert (m.collect()[0]["num_updated_rows"], m.collect()[0]["num_inserted_rows"]) == (1, 1)
+    assert dt.toDF().columns == ["k", "s"]
+    assert got() == EXPLICIT_EVOLVED
+    src = spark.createDataFrame(EXPLICIT_FIELD_SOURCE.to_pylist(), _spark_schema(EXPLICIT_FIELD_SOURCE)).alias("src")
+    dt.alias("t").merge(src, "t.k = src.k").whenMatchedUpdate(set=EXPLICIT_FIELD).withSchemaEvolution().execute()
+    assert got() == EXPLICIT_FIELD_EVOLVED
+
+
 def test_booleans_and_numbers_convert_on_spark(spark, tmp_path):
     """The Spark executor on the Spark-free test's cases (rows derived by hand there): booleans
     stored into numbers and numbers into booleans by UPDATE and MERGE (an ANSI CAST)."""

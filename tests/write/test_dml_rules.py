@@ -500,6 +500,29 @@ NESTED_EVOLVE_SOURCE = pa.table({"k": pa.array([1, 3], pa.int64()),
 NESTED_EVOLVED = [{"k": 1, "s": {"a": 5, "b": "B", "c": None, "d": "D1"}, "v": 7},
                   {"k": 2, "s": None, "v": None},
                   {"k": 3, "s": {"a": 8, "b": "z", "c": None, "d": None}, "v": None}]
+# with schema evolution through explicit assignments (delta-spark 2.3+: a SET / VALUES key naming a
+# source column or struct field carries it into the table): MERGE ... WHEN MATCHED THEN UPDATE SET
+# t.s = src.s WHEN NOT MATCHED THEN INSERT (k, s) VALUES (src.k, src.s) adds the source struct's new
+# field s.d (NULL where no row gave it) and not the unassigned column v; then SET s.d = ... names the
+# new nested field itself. Rows derived by hand.
+EXPLICIT_SOURCE = pa.table({"k": pa.array([1, 4], pa.int64()),
+                            "s": pa.array([{"a": 5, "b": "B", "c": None, "d": "D1"},
+                                           {"a": 6, "b": "B4", "c": {"x": 9, "y": "z"}, "d": "D4"}],
+                                          NESTED_EVOLVE_TYPE),
+                            "v": pa.array([7, 8], pa.int64())})
+EXPLICIT_MERGE = ({"t.s": "src.s"}, {"k": "src.k", "s": "src.s"})
+EXPLICIT_EVOLVED = [{"k": 1, "s": {"a": 5, "b": "B", "c": None, "d": "D1"}},
+                    {"k": 2, "s": None},
+                    {"k": 3, "s": {"a": 3, "b": "z", "c": None, "d": None}},
+                    {"k": 4, "s": {"a": 6, "b": "B4", "c": {"x": 9, "y": "z"}, "d": "D4"}}]
+EXPLICIT_FIELD_SOURCE = pa.table({"k": pa.array([3], pa.int64()),
+                                  "s": pa.array([{"a": 0, "b": "-", "c": None, "d": "D3"}], NESTED_EVOLVE_TYPE),
+                                  "w": pa.array([30], pa.int64())})
+# then MERGE ... ON t.k = src.k WHEN MATCHED THEN UPDATE SET s.d = src.s.d, w = src.w + 1: the new
+# column w (named by a key) is added, the other fields of s kept
+EXPLICIT_FIELD = {"s.d": "src.s.d", "w": "src.w + 1"}
+EXPLICIT_FIELD_EVOLVED = [{**r, "w": None} for r in EXPLICIT_EVOLVED]
+EXPLICIT_FIELD_EVOLVED[2] = {"k": 3, "s": {"a": 3, "b": "z", "c": None, "d": "D3"}, "w": 31}
 # bad keys: (set, the error class it must raise)
 NESTED_BAD = [({"s.zz": "1"}, "DELTA_MISSING_SET_COLUMN"),
               ({"k.x": "1"}, "DELTA_UNSUPPORTED_FIELD_UPDATE_NON_STRUCT"),
@@ -537,6 +560,31 @@ def test_update_and_merge_assign_nested_fields(tmp_path):
     tahoe.merge(path, NESTED_EVOLVE_SOURCE, "t.k = src.k", source_alias="src", target_alias="t", merge_schema=True) \
         .when_matched_update({"t.s.a": "src.v"}, predicate="src.v > 7").when_matched_update_all().execute()
     assert rows(path) == NESTED_EVOLVED
+
+
+def test_merge_evolves_through_explicit_assignments(tmp_path):
+    path = str(tmp_path / "t")
+    write_table(path, NESTED_TARGET)
+    before = state(path)
+    with pytest.raises(AnalysisException, match="DELTA_UPDATE_SCHEMA_MISMATCH_EXPRESSION"):   # no evolution
+        tahoe.merge(path, EXPLICIT_SOURCE, "t.k = src.k", source_alias="src", target_alias="t") \
+            .when_matched_update(EXPLICIT_MERGE[0]).execute()
+    with pytest.raises(AnalysisException, match="DELTA_MISSING_SET_COLUMN"):   # not a source field either
+        tahoe.merge(path, EXPLICIT_SOURCE, "t.k = src.k", source_alias="src", target_alias="t", merge_schema=True) \
+            .when_matched_update({"s.zz": "src.v"}).execute()
+    assert state(path) == before
+    m = tahoe.merge(path, EXPLICIT_SOURCE, "t.k = src.k", source_alias="src", target_alias="t", merge_schema=True) \
+        .when_matched_update(EXPLICIT_MERGE[0]).when_not_matched_insert(EXPLICIT_MERGE[1]).execute()
+    assert (m["numTargetRowsUpdated"], m["numTargetRowsInserted"]) == (1, 1)
+    assert tahoe.Table(path).schema.names == ["k", "s"]
+    assert rows(path) == EXPLICIT_EVOLVED
+    tahoe.merge(path, EXPLICIT_FIELD_SOURCE, "t.k = src.k", source_alias="src", target_alias="t", merge_schema=True) \
+        .when_matched_update(EXPLICIT_FIELD).execute()
+    assert rows(path) == EXPLICIT_FIELD_EVOLVED
+    from tests.fixtures.deltars import run_deltars
+
+    read = run_deltars([{"path": path, "ops": []}], tmp_path / "rs")[0]   # delta-rs reads the same rows
+    assert sorted(read["rows"].to_pylist(), key=lambda r: r["k"]) == EXPLICIT_FIELD_EVOLVED
 
 
 # booleans into numbers and numbers into booleans, as delta-spark's UPDATE / MERGE store them (an
