@@ -17,8 +17,9 @@ Operations (each on a fresh copy, one commit each):
 Runners: tahoe's Spark-free executor (`tahoe.delete/update/merge`), delta-rs (`deltalake`, in a
 subprocess: copy-on-write, its only mode for these), and tahoe on Spark (`tahoe.spark.DeltaTable`,
 local[2], one session). Each runner first runs every operation once on a small table of its own
-(imports, thread pools, the JVM's JIT, Python workers), untimed. Wall-clock seconds, one timed
-run each. Every result is checked (row count, sum of ids, sum of v, rows from the source)
+(imports, thread pools, the JVM's JIT, Python workers), untimed. Wall-clock seconds: each
+operation runs --repeat times (default 3) per runner, each on a fresh copy, and the best is
+compared (all runs are printed) — the same for every runner, as a long-running process sees it. Every result is checked (row count, sum of ids, sum of v, rows from the source)
 against values computed from the generated data with numpy, by reading the table with tahoe's
 reader; a wrong result stops the bench.
 
@@ -195,7 +196,7 @@ out = {}
 for name, path, op in job["runs"]:
     t = time.perf_counter()
     run(path, op, src)
-    out[name] = time.perf_counter() - t
+    out.setdefault(name, []).append(time.perf_counter() - t)
 print(json.dumps(out), flush=True)
 os._exit(0)
 """
@@ -212,7 +213,10 @@ def main() -> None:
     ap.add_argument("--warm-rows", type=int, default=20_000,
                     help="rows of the untimed warm-up tables (20,000 leaves the JVM's scan loops below the "
                          "JIT's C2 thresholds: a first large Spark scan then runs partly interpreted)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="timed runs of each operation per runner, each on a fresh copy (the best is compared)")
     args = ap.parse_args()
+    repeat = max(1, args.repeat)
 
     import tahoe
     from tahoe.write.arrow import write_table
@@ -257,17 +261,28 @@ def main() -> None:
             return time.perf_counter() - t
 
         results: dict[str, float] = {}
+
+        def record(name: str, times: list[float]) -> None:
+            results[name] = min(times)
+            print(f"{name}: {min(times):.2f} s (runs: {' '.join(f'{x:.2f}' for x in times)})", flush=True)
+
+        def timed(name: str, op: str, base_path: str, runner) -> None:
+            times = []
+            for _ in range(repeat):
+                path = fresh(base_path)
+                times.append(runner(op, path))
+                check(path, op, want[op], name)
+                shutil.rmtree(path, ignore_errors=True)
+            record(name, times)
+
         for op in OPS:                                          # warm-up, untimed
             for mode in ("dv", "cow"):
                 run_tahoe(op, fresh(smalls[mode]), small_src)
         for op in OPS:
             for mode in ("dv", "cow"):
-                path = fresh(tables[mode])
-                results[f"tahoe-arrow {op} {mode}"] = run_tahoe(op, path, src)
-                print(f"tahoe-arrow {op} {mode}: {results[f'tahoe-arrow {op} {mode}']:.2f} s", flush=True)
-                check(path, op, want[op], f"tahoe-arrow {mode}")
+                timed(f"tahoe-arrow {op} {mode}", op, tables[mode], lambda o, p: run_tahoe(o, p, src))
 
-        runs = [[f"delta-rs {op} cow", fresh(tables["cow"]), op] for op in OPS]
+        runs = [[f"delta-rs {op} cow", fresh(tables["cow"]), op] for op in OPS for _ in range(repeat)]
         job = f"{work}/rs.json"
         with open(job, "w") as fh:
             json.dump({"runs": runs, "warm": [[fresh(smalls["cow"]), op] for op in OPS], "delete": DELETE,
@@ -278,9 +293,10 @@ def main() -> None:
             raise SystemExit(f"delta-rs failed: {r.stderr[-2000:]}")
         rs = json.loads(lines[-1])
         for (name, path, op) in runs:
-            print(f"{name}: {rs[name]:.2f} s", flush=True)
             check(path, op, want[op], "delta-rs")
-        results.update(rs)
+            shutil.rmtree(path, ignore_errors=True)
+        for name in rs:
+            record(name, rs[name])
 
         if not args.no_spark:
             from tahoe.spark import DeltaTable, register
@@ -307,10 +323,7 @@ def main() -> None:
                     run_spark(op, fresh(smalls[mode]), small_src_path)
             for op in OPS:
                 for mode in ("dv", "cow"):
-                    path = fresh(tables[mode])
-                    results[f"tahoe-spark {op} {mode}"] = run_spark(op, path, src_path)
-                    print(f"tahoe-spark {op} {mode}: {results[f'tahoe-spark {op} {mode}']:.2f} s", flush=True)
-                    check(path, op, want[op], f"tahoe-spark {mode}")
+                    timed(f"tahoe-spark {op} {mode}", op, tables[mode], lambda o, p: run_spark(o, p, src_path))
             spark.stop()
 
         print(f"\nload average at end: {_load()}")
