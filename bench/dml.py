@@ -26,6 +26,18 @@ reader; a wrong result stops the bench.
 Targets (issue 13): DELETE in DV mode ≥ 10× faster than copy-on-write and faster than delta-rs;
 MERGE faster than delta-rs; UPDATE beside delta-rs (reported) — for each executor.
 
+Measured 2026-11-27 19:30, `python -m bench.dml` (best of --repeat 3; 10M rows, 10 files; load 1.6
+at start, 2.6 at end; deltalake 1.6.6), seconds (the runs in brackets):
+    arrow  delete dv 0.08 (0.09 0.08 0.08) / cow 0.75 (1.03 0.77 0.75)   update dv 0.23 / cow 0.72
+           merge dv 0.21 / cow 0.91
+    delta-rs delete 0.63 (0.69 0.79 0.63)   update 0.59   merge 0.95 (0.99 0.97 0.95)
+    spark  delete dv 0.50 (0.75 0.61 0.50) / cow 1.90 (3.18 2.15 1.90)   update dv 0.75 / cow 2.04
+           merge dv 1.07 (1.85 1.07 1.10) / cow 2.16 (3.94 2.36 2.16)
+    ratios: arrow  DELETE cow/DV 9.4x (>= 10x missed), delta-rs/DV 7.9x (met); MERGE delta-rs/DV 4.45x (met)
+            spark  DELETE cow/DV 3.8x (missed: copy-on-write warms up to 1.9 s, the DV DELETE's one
+            scan job and its driver work stay ~0.4-0.5 s), delta-rs/DV 1.3x (met); MERGE
+            delta-rs/DV 0.89x (missed; 0.55x as the first timed run — the JVM's JIT warms over the
+            first runs, as the bracketed figures show)
 Measured 2026-11-27 18:19, `python -m bench.dml` (10M rows, 10 files; load 0.0 at start, 1.4 at end;
 deltalake 1.6.6), seconds:
     arrow  delete dv 0.08 / cow 0.71   update dv 0.25 / cow 0.80   merge dv 0.22 / cow 0.92
