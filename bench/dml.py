@@ -26,7 +26,7 @@ reader; a wrong result stops the bench.
 Targets (issue 13): DELETE in DV mode ≥ 10× faster than copy-on-write and faster than delta-rs;
 MERGE faster than delta-rs; UPDATE beside delta-rs (reported) — for each executor.
 
-Measured 2026-11-27 19:30, `python -m bench.dml` (best of --repeat 3; 10M rows, 10 files; load 1.6
+Measured 2026-11-27 19:13, `python -m bench.dml` (best of --repeat 3; 10M rows, 10 files; load 1.6
 at start, 2.6 at end; deltalake 1.6.6), seconds (the runs in brackets):
     arrow  delete dv 0.08 (0.09 0.08 0.08) / cow 0.75 (1.03 0.77 0.75)   update dv 0.23 / cow 0.72
            merge dv 0.21 / cow 0.91
