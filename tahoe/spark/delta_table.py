@@ -108,7 +108,7 @@ class DeltaTable:
 
     # --- reading ----------------------------------------------------------------------------
     def toDF(self):
-        df = _snapshot_frame(self._spark, self._log.snapshot(), self._storage_options)
+        df = snapshot_frame(self._spark, self._log.snapshot(), self._storage_options)
         return df.alias(self._alias) if self._alias else df
 
     def alias(self, aliasName: str) -> "DeltaTable":
@@ -436,13 +436,13 @@ def read_delta(spark, path: str, version: int | None = None, timestamp: Any = No
     if filters is not None and not isinstance(filters, (list, tuple)):
         filters = [filters]
     log = DeltaLog.for_table(path, storage_options)
-    df = _snapshot_frame(spark, log.snapshot(version=version, timestamp=timestamp), storage_options, filters)
+    df = snapshot_frame(spark, log.snapshot(version=version, timestamp=timestamp), storage_options, filters)
     for f in filters or ():
         df = df.filter(f)
     return df
 
 
-def _snapshot_frame(spark, snap, storage_options: dict | None, filters=None):
+def snapshot_frame(spark, snap, storage_options: dict | None, filters=None):
     """The native scan of `snap` (skipping files by `filters`), or the `delta` data source's
     read of it on a store the JVM cannot reach."""
     if jvm_reaches(snap.table_root):

@@ -49,6 +49,9 @@ _counter = itertools.count()
 _END_OF_FROM = {"WHERE", "GROUP", "ORDER", "HAVING", "LIMIT", "UNION", "EXCEPT", "INTERSECT", "MINUS", "WINDOW",
                 "CLUSTER", "DISTRIBUTE", "SORT", "QUALIFY", "OFFSET", "ON", "USING", "SELECT", "VALUES", "INSERT",
                 "WHEN", "SET", "LATERAL", "PIVOT", "UNPIVOT"}
+# words that end a WHERE condition (at its parenthesis depth)
+_END_OF_WHERE = {"GROUP", "ORDER", "HAVING", "LIMIT", "UNION", "EXCEPT", "INTERSECT", "MINUS", "WINDOW",
+                 "CLUSTER", "DISTRIBUTE", "SORT", "QUALIFY", "OFFSET", "INSERT", "SELECT", "FROM"}
 _AT_VERSION = re.compile(r"^(.*)@[vV](\d+)$")
 _AT_TIMESTAMP = re.compile(r"^(.*)@(\d{17})$")
 
@@ -58,9 +61,14 @@ def _at_timestamp(text: str) -> str:
     return f"{text[0:4]}-{text[4:6]}-{text[6:8]} {text[8:10]}:{text[10:12]}:{text[12:14]}.{text[14:17]}"
 
 
-def read_table(spark: Any, path: str, temporal: Temporal | None = None):
-    """tahoe's DataFrame of the Delta table at `path`, as of `temporal`."""
-    from ..delta_table import read_delta
+def read_table(spark: Any, path: str, temporal: Temporal | None = None, where: str | None = None,
+               qualifier: str | None = None):
+    """tahoe's DataFrame of the Delta table at `path`, as of `temporal`. `where`: the WHERE
+    condition of a query reading this table alone (`qualifier`: the name its columns may be
+    qualified by): its conjuncts on the table's columns skip files (partition values and stats);
+    Spark still applies the whole condition to the rows."""
+    from ...log import DeltaLog
+    from ..delta_table import snapshot_frame
     from ..session import session_timestamp_ms
 
     version = timestamp = None
@@ -70,7 +78,66 @@ def read_table(spark: Any, path: str, temporal: Temporal | None = None):
             timestamp = session_timestamp_ms(spark, temporal.timestamp)
         elif temporal.timestamp_expr is not None:
             timestamp = _evaluate_timestamp(spark, temporal.timestamp_expr)
-    return read_delta(spark, path, version=version, timestamp=timestamp)
+    snap = DeltaLog.for_table(path).snapshot(version=version, timestamp=timestamp)
+    skip = _skipping_condition(where, qualifier, snap.schema) if where else None
+    return snapshot_frame(spark, snap, None, [skip] if skip is not None else None)
+
+
+def _skipping_condition(where: str, qualifier: str | None, schema: Any) -> Any:
+    """The conjuncts of `where` that read only columns of the table (`schema`): bare, or
+    qualified by `qualifier` — AND-ed, as an expression tree for file skipping; None when there
+    are none, or the text does not parse. A conjunct naming anything else (another table's
+    column, an outer query's, a name that is both the qualifier and a column) is left out:
+    leaving a conjunct out only keeps files."""
+    from ...expressions import and_, conjuncts, parse
+    from ...expressions.tree import unqualify
+
+    try:
+        node = parse(where)
+    except Exception:  # noqa: BLE001 - Spark reports a bad condition; skipping just does not happen
+        return None
+    names = {f.name.lower() for f in schema.fields}
+    q = qualifier.lower() if qualifier else None
+    if q is not None and q in names:
+        q = None     # `q.x` could be the column q's field x: qualified references are left out
+    kept = []
+    for c in conjuncts(node):
+        bare = unqualify(c, qualifier) if q is not None else c
+        cols = bare.columns()
+        if cols and all(col.parts[0].lower() in names for col in cols):
+            kept.append(bare)
+    return and_(*kept) if kept else None
+
+
+def _sole_table_where(sql: str, toks: list[Token], i: int, j: int) -> tuple[str | None, str | None]:
+    """(the WHERE condition's text, the alias) when the table reference spanning tokens i..j-1
+    is the only item of its FROM (`FROM t [[AS] a] WHERE ...`: no join, no other table), else
+    (None, None). The condition runs to the next clause of the same query (GROUP BY, ORDER BY,
+    a set operation, ...), the parenthesis closing the query, or the end."""
+    if i == 0 or not toks[i - 1].is_word("FROM"):
+        return None, None
+    p = TokenParser(sql, toks, j)
+    alias = p.alias()
+    if p.i >= len(toks) or not toks[p.i].is_word("WHERE"):
+        return None, None
+    start = p.i + 1
+    depth = 0
+    k = start
+    while k < len(toks):
+        t = toks[k]
+        if t.kind == "op" and t.value == "(":
+            depth += 1
+        elif t.kind == "op" and t.value == ")":
+            if depth == 0:
+                break
+            depth -= 1
+        elif depth == 0 and ((t.kind == "op" and t.value == ";") or
+                             (t.kind == "word" and t.value.upper() in _END_OF_WHERE)):
+            break
+        k += 1
+    if k == start:
+        return None, None
+    return sql[toks[start].start:toks[k - 1].end], alias
 
 
 def _evaluate_timestamp(spark: Any, expr: str) -> int:
@@ -256,7 +323,8 @@ def _reference(spark: Any, sql: str, toks: list[Token], i: int, ctes: set[str],
                                            f"@yyyyMMddHHmmssSSS)")
     end = toks[p.i - 1].end if temporal is not None else name_end
     name = _frame_name(parts[-1])
-    frames[name] = read_table(spark, path, temporal)
+    where, alias = _sole_table_where(sql, toks, i, p.i)
+    frames[name] = read_table(spark, path, temporal, where, alias or parts[-1])
     text = "{" + name + "}"
     if p.alias_follows():
         text += " "
