@@ -76,3 +76,10 @@ def test_no_skipping_where_the_condition_is_not_the_tables_alone(sql_spark, tabl
     df = sql_spark.sql(f"SELECT * FROM delta.`{table}` AS g WHERE g.id < 100")
     assert _files_scanned(df) == [FILES]
     assert _ids(df) == list(range(100))
+
+
+def test_catalog_table_query_skips_files(sql_spark, db, table):
+    sql_spark.sql(f"CREATE TABLE events USING DELTA LOCATION '{table}'")
+    df = sql_spark.sql("SELECT id FROM events e WHERE e.id >= 10000 AND id < 10003")
+    assert _files_scanned(df) == [1]
+    assert _ids(df) == [10000, 10001, 10002]
