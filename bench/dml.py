@@ -23,6 +23,9 @@ compared (all runs are printed) — the same for every runner, as a long-running
 against values computed from the generated data with numpy, by reading the table with tahoe's
 reader; a wrong result stops the bench.
 
+Floors (same run): the engine alone finding the DELETE's rows over the same files — pyarrow reading
+`id` and evaluating the condition; Spark's `spark.read.parquet(files).filter(cond).count()` — no
+log, no positions, no DV, no commit: copy-on-write / floor is the most a DV DELETE can reach.
 Targets (issue 13): DELETE in DV mode ≥ 10× faster than copy-on-write and faster than delta-rs;
 MERGE faster than delta-rs; UPDATE beside delta-rs (reported) — for each executor.
 
@@ -294,6 +297,26 @@ def main() -> None:
             for mode in ("dv", "cow"):
                 timed(f"tahoe-arrow {op} {mode}", op, tables[mode], lambda o, p: run_tahoe(o, p, src))
 
+        def arrow_floor() -> float:
+            """pyarrow alone finding the DELETE's rows: the condition's column of every file read
+            (the same thread count as the executor) and `id % 1000 = 7` evaluated — no log, no DV,
+            no commit. A DV DELETE cannot take less."""
+            from concurrent.futures import ThreadPoolExecutor
+
+            files = sorted(f for f in os.listdir(tables["dv"]) if f.endswith(".parquet"))
+
+            def one(name: str) -> int:
+                ids = pq.ParquetFile(os.path.join(tables["dv"], name)).read(columns=["id"], use_threads=False)
+                return int(np.count_nonzero(ids.column(0).to_numpy() % 1000 == 7))
+
+            t = time.perf_counter()
+            with ThreadPoolExecutor(4) as ex:
+                hits = sum(ex.map(one, files))
+            assert hits == args.rows // 1000
+            return time.perf_counter() - t
+
+        record("floor arrow delete", [arrow_floor() for _ in range(repeat)])
+
         runs = [[f"delta-rs {op} cow", fresh(tables["cow"]), op] for op in OPS for _ in range(repeat)]
         job = f"{work}/rs.json"
         with open(job, "w") as fh:
@@ -336,6 +359,18 @@ def main() -> None:
             for op in OPS:
                 for mode in ("dv", "cow"):
                     timed(f"tahoe-spark {op} {mode}", op, tables[mode], lambda o, p: run_spark(o, p, src_path))
+
+            def spark_floor() -> float:
+                """Spark alone finding the DELETE's rows: `spark.read.parquet(<the table's
+                files>).filter(condition).count()` — one job over the same files, no log, no
+                positions, no DV, no commit. A distributed DV DELETE cannot take less."""
+                files = [os.path.join(tables["dv"], f) for f in sorted(os.listdir(tables["dv"])) if f.endswith(".parquet")]
+                t = time.perf_counter()
+                n = spark.read.parquet(*files).filter(DELETE).count()
+                assert n == args.rows // 1000
+                return time.perf_counter() - t
+
+            record("floor spark delete", [spark_floor() for _ in range(repeat)])
             spark.stop()
 
         print(f"\nload average at end: {_load()}")
@@ -347,6 +382,10 @@ def main() -> None:
             rs_t = lambda op: results[f"delta-rs {op} cow"]      # noqa: E731
             print(f"  {ex} DELETE 0.1%: copy-on-write / DV = {g('delete', 'cow') / g('delete', 'dv'):.1f}x "
                   f"(target >= 10x);  delta-rs / DV = {rs_t('delete') / g('delete', 'dv'):.1f}x (target > 1x)")
+            floor = results.get(f"floor {ex.split('-')[1]} delete")
+            if floor:
+                print(f"      the engine alone finding the rows takes {floor:.2f} s: copy-on-write / that floor = "
+                      f"{g('delete', 'cow') / floor:.1f}x is the most a DV DELETE could reach here")
             print(f"  {ex} UPDATE 1%:   delta-rs / DV = {rs_t('update') / g('update', 'dv'):.2f}x, "
                   f"delta-rs / copy-on-write = {rs_t('update') / g('update', 'cow'):.2f}x (reported)")
             print(f"  {ex} MERGE 1%:    delta-rs / DV = {rs_t('merge') / g('merge', 'dv'):.2f}x, "
