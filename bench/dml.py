@@ -29,6 +29,17 @@ log, no positions, no DV, no commit: copy-on-write / floor is the most a DV DELE
 Targets (issue 13): DELETE in DV mode ≥ 10× faster than copy-on-write and faster than delta-rs;
 MERGE faster than delta-rs; UPDATE beside delta-rs (reported) — for each executor.
 
+Measured 2026-11-27 19:37, `python -m bench.dml` (best of --repeat 3, with the floors; load 2.0 at
+start, 1.9 at end; deltalake 1.6.6), seconds (the runs in brackets):
+    arrow  delete dv 0.09 (0.09 0.09 0.10) / cow 0.74 (1.13 0.74 0.82)   update dv 0.24 / cow 0.74
+           merge dv 0.22 / cow 0.92;   floor (pyarrow reading id + the condition) 0.06
+    delta-rs delete 0.59   update 0.45   merge 0.95 (0.95 1.01 0.96)
+    spark  delete dv 0.38 (0.65 0.46 0.38) / cow 1.79 (3.20 2.08 1.79)   update dv 0.72 / cow 1.94
+           merge dv 0.86 (1.33 1.03 0.86) / cow 2.03;   floor (a filtered count of the files) 0.24
+    ratios: arrow  DELETE cow/DV 8.5x (>= 10x missed; cow/floor 11.5x is the ceiling), delta-rs/DV
+            6.8x (met); MERGE delta-rs/DV 4.33x (met)
+            spark  DELETE cow/DV 4.7x (>= 10x cannot be met here: cow/floor is 7.6x), delta-rs/DV
+            1.6x (met); MERGE delta-rs/DV 1.11x (met in this run; 0.89x in the 19:13 run)
 Measured 2026-11-27 19:13, `python -m bench.dml` (best of --repeat 3; 10M rows, 10 files; load 1.6
 at start, 2.6 at end; deltalake 1.6.6), seconds (the runs in brackets):
     arrow  delete dv 0.08 (0.09 0.08 0.08) / cow 0.75 (1.03 0.77 0.75)   update dv 0.23 / cow 0.72
