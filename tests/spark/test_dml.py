@@ -596,6 +596,21 @@ def test_merge_stores_structs_inside_arrays_by_name_on_spark(spark, tmp_path):
     assert got() == ARR_EVOLVED
 
 
+def _table_by_k(spark, tmp_path, data, name: str = "t"):
+    """(path, DeltaTable, rows sorted by k as dicts) of a new table holding `data`."""
+    from tahoe.spark import DeltaTable
+    from tahoe.write.arrow import write_table
+
+    path = str(tmp_path / name)
+    write_table(path, data)
+    dt = DeltaTable.forPath(spark, path)
+
+    def got():
+        return sorted((r.asDict(recursive=True) for r in dt.toDF().collect()), key=lambda r: r["k"])
+
+    return path, dt, got
+
+
 def test_update_and_merge_assign_nested_fields_on_spark(spark, tmp_path):
     """The Spark executor on the Spark-free test's cases (tests/write/test_dml_rules.py, rows
     derived by hand there): `update(set={"s.a": ...})` and a MERGE setting `t.s.b` rebuild the
@@ -604,20 +619,12 @@ def test_update_and_merge_assign_nested_fields_on_spark(spark, tmp_path):
     from pyspark.sql import functions as F
 
     from tahoe.errors import AnalysisException
-    from tahoe.spark import DeltaTable
-    from tahoe.write.arrow import write_table
     from tests.write.test_dml_rules import (
         NESTED_BAD, NESTED_EVOLVE_SOURCE, NESTED_EVOLVED, NESTED_MERGE, NESTED_MERGED, NESTED_SOURCE, NESTED_TARGET,
         NESTED_UPDATE, NESTED_UPDATED,
     )
 
-    path = str(tmp_path / "t")
-    write_table(path, NESTED_TARGET)
-    dt = DeltaTable.forPath(spark, path)
-
-    def got():
-        return sorted((r.asDict(recursive=True) for r in dt.toDF().collect()), key=lambda r: r["k"])
-
+    path, dt, got = _table_by_k(spark, tmp_path, NESTED_TARGET)
     dt.update(NESTED_UPDATE[1], {"s.a": F.col("k") * 10, "s.c.y": F.lit("new")})
     assert got() == NESTED_UPDATED
     src = spark.createDataFrame(NESTED_SOURCE.to_pylist(), _spark_schema(NESTED_SOURCE)).alias("src")
@@ -634,9 +641,7 @@ def test_update_and_merge_assign_nested_fields_on_spark(spark, tmp_path):
     assert latest_version(path) == v
     assert got() == NESTED_MERGED
 
-    path = str(tmp_path / "evolve")
-    write_table(path, NESTED_TARGET)
-    dt = DeltaTable.forPath(spark, path)
+    path, dt, got = _table_by_k(spark, tmp_path, NESTED_TARGET, "evolve")
     src = spark.createDataFrame(NESTED_EVOLVE_SOURCE.to_pylist(), _spark_schema(NESTED_EVOLVE_SOURCE)).alias("src")
     dt.alias("t").merge(src, "t.k = src.k").whenMatchedUpdate("src.v > 7", {"t.s.a": "src.v"}) \
         .whenMatchedUpdateAll().withSchemaEvolution().execute()
@@ -649,20 +654,12 @@ def test_merge_evolves_through_explicit_assignments_on_spark(spark, tmp_path):
     struct's new field into the table, `set={"s.d": ...}` names it, `set={"w": ...}` adds the
     source's column w; without evolution the wider struct is refused and nothing is committed."""
     from tahoe.errors import AnalysisException
-    from tahoe.spark import DeltaTable
-    from tahoe.write.arrow import write_table
     from tests.write.test_dml_rules import (
         EXPLICIT_EVOLVED, EXPLICIT_FIELD, EXPLICIT_FIELD_EVOLVED, EXPLICIT_FIELD_SOURCE, EXPLICIT_MERGE,
         EXPLICIT_SOURCE, NESTED_TARGET,
     )
 
-    path = str(tmp_path / "t")
-    write_table(path, NESTED_TARGET)
-    dt = DeltaTable.forPath(spark, path)
-
-    def got():
-        return sorted((r.asDict(recursive=True) for r in dt.toDF().collect()), key=lambda r: r["k"])
-
+    path, dt, got = _table_by_k(spark, tmp_path, NESTED_TARGET)
     src = spark.createDataFrame(EXPLICIT_SOURCE.to_pylist(), _spark_schema(EXPLICIT_SOURCE)).alias("src")
     v = latest_version(path)
     with pytest.raises(AnalysisException, match="DELTA_UPDATE_SCHEMA_MISMATCH_EXPRESSION"):
