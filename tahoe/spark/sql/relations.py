@@ -98,13 +98,16 @@ def _skipping_condition(where: str, qualifier: str | None, schema: Any) -> Any:
         return None
     names = {f.name.lower() for f in schema.fields}
     q = qualifier.lower() if qualifier else None
-    if q is not None and q in names:
-        q = None     # `q.x` could be the column q's field x: qualified references are left out
+    # `q.x` where q is also a column: Spark reads the qualifier first, skipping might read the
+    # field x of the column q — such conjuncts are left out
+    ambiguous = q is not None and q in names
     kept = []
     for c in conjuncts(node):
-        bare = unqualify(c, qualifier) if q is not None else c
+        bare = unqualify(c, qualifier) if q is not None and not ambiguous else c
         cols = bare.columns()
-        if cols and all(col.parts[0].lower() in names for col in cols):
+        if not cols or (ambiguous and any(len(col.parts) > 1 and col.parts[0].lower() == q for col in cols)):
+            continue
+        if all(col.parts[0].lower() in names for col in cols):
             kept.append(bare)
     return and_(*kept) if kept else None
 

@@ -83,3 +83,20 @@ def test_catalog_table_query_skips_files(sql_spark, db, table):
     df = sql_spark.sql("SELECT id FROM events e WHERE e.id >= 10000 AND id < 10003")
     assert _files_scanned(df) == [1]
     assert _ids(df) == [10000, 10001, 10002]
+
+
+def test_a_qualifier_that_is_also_a_struct_column_is_not_read_as_the_field(sql_spark, tmp_path):
+    """`FROM x AS t WHERE t.id < 100` on a table with a struct column t whose field id is 10**6 in
+    every row: Spark reads `t.id` as the column id of the alias t — 100 rows; skipping by the
+    field t.id would drop every file."""
+    from tahoe.write.arrow import write_table
+
+    path = str(tmp_path / "x")
+    for k in range(4):
+        ids = list(range(k * 1000, (k + 1) * 1000))
+        write_table(path, pa.table({"id": pa.array(ids, pa.int64()),
+                                    "t": pa.array([{"id": 10**6}] * len(ids), pa.struct([("id", pa.int64())]))}),
+                    mode="append")
+    df = sql_spark.sql(f"SELECT id FROM delta.`{path}` AS t WHERE t.id < 100")
+    assert _files_scanned(df) == [4]
+    assert _ids(df) == list(range(100))
