@@ -39,7 +39,6 @@ from typing import Any, Iterable
 import numpy as np
 import pyarrow as pa
 
-from ..log import DeltaLog
 from ..protocol import column_mapping
 from ..protocol.deletion_vectors import DeletionVectorDescriptor, load_deletion_vector
 from ..protocol.partition_values import partition_path, partition_values_to_arrow
