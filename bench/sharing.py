@@ -94,6 +94,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .floors import python_floor_source
+
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = {"type": "struct", "fields": [
     {"name": "id", "type": "long", "nullable": True, "metadata": {}},
@@ -250,62 +252,6 @@ def load_avg() -> str:
     return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
 
 
-def _python_floor_source(paths: list[str]):
-    """The floor of any jar-free Spark reader: a Python data source with the same partitioning as
-    spark.read.parquet (files packed into ~128 MB partitions) whose tasks read local files with
-    pyarrow and yield its record batches as they come (no HTTP, no server, no tahoe). Defined in
-    a function so that Spark's workers receive it by value."""
-    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-
-    class _Part(InputPartition):
-        def __init__(self, files):
-            super().__init__(None)
-            self.files = files
-
-    class _Reader(DataSourceReader):
-        def __init__(self, schema_json):
-            self.schema_json = schema_json
-
-        def partitions(self):
-            parts, cur, size = [], [], 0
-            for p in sorted(paths, key=lambda p: -os.path.getsize(p)):
-                s = os.path.getsize(p)
-                if cur and size + s > 128 << 20:
-                    parts.append(_Part(cur))
-                    cur, size = [], 0
-                cur.append(p)
-                size += s + (4 << 20)
-            return parts + ([_Part(cur)] if cur else [])
-
-        def read(self, part):
-            import json as _json
-
-            import pyarrow.parquet as _pq
-            from pyspark.sql.pandas.types import to_arrow_schema
-            from pyspark.sql.types import StructType as _ST
-
-            target = to_arrow_schema(_ST.fromJson(_json.loads(self.schema_json)), timezone="UTC")
-            for p in part.files:
-                for b in _pq.ParquetFile(p).iter_batches(batch_size=1 << 17):
-                    yield b.cast(target)
-
-    class _Floor(DataSource):
-        @classmethod
-        def name(cls):
-            return "benchPythonFloor"
-
-        def schema(self):
-            from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
-
-            return StructType([StructField("id", LongType()), StructField("value", DoubleType()),
-                               StructField("name", StringType())])
-
-        def reader(self, schema):
-            return _Reader(schema.json())
-
-    return _Floor
-
-
 def spark_scans(files: list[Path], url: str, rounds: int = 3) -> None:
     """Full scans (every column, `write.format("noop")`) of the shared table through
     `format("deltaSharing")` and of the same files with `spark.read.parquet`, interleaved."""
@@ -315,7 +261,7 @@ def spark_scans(files: list[Path], url: str, rounds: int = 3) -> None:
     spark = local_session("local[2]", "bench-sharing")
     register(spark)
     paths = [str(f) for f in files]
-    spark.dataSource.register(_python_floor_source(paths))
+    spark.dataSource.register(python_floor_source(paths))
     variants = {
         "parquet": lambda: spark.read.parquet(*paths).write.format("noop").mode("overwrite").save(),
         "deltaSharing": lambda: spark.read.format("deltaSharing").load(url).write.format("noop").mode("overwrite").save(),

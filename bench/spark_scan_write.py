@@ -86,6 +86,8 @@ import shutil
 import tempfile
 import time
 
+from .floors import python_floor_source, row_index_floor
+
 
 def _cpu() -> float:
     """User + system CPU seconds of this process and its descendants (the JVM, Python workers),
@@ -142,8 +144,8 @@ def _interleaved(tahoe_fn, spark_fn, rounds: int):
     return (best[0], out[0]), (best[1], out[1])
 
 
-def _line(what: str, ours: Best, theirs: Best, target: str, extra: str = "") -> None:
-    print(f"{what:<33} tahoe {ours.wall:7.2f} s (cpu {ours.cpu:6.2f})   spark parquet {theirs.wall:7.2f} s "
+def _line(what: str, ours: Best, theirs: Best, target: str, extra: str = "", who: str = "tahoe") -> None:
+    print(f"{what:<33} {who} {ours.wall:7.2f} s (cpu {ours.cpu:6.2f})   spark parquet {theirs.wall:7.2f} s "
           f"(cpu {theirs.cpu:6.2f})   ratio {ours.wall / theirs.wall:5.2f} (cpu {ours.cpu / theirs.cpu:5.2f})   "
           f"target {target}   load {os.getloadavg()[0]:.1f}{extra}", flush=True)
 
@@ -154,6 +156,20 @@ def _agg(df):
     r = df.agg(F.count(F.lit(1)).alias("n"), F.sum("a").alias("a"), F.sum(F.length("s")).alias("s"),
                F.max("ts").alias("ts"), F.sum("p").alias("p"), F.sum("id").alias("id")).collect()[0]
     return r
+
+
+def _local(uri: str) -> str:
+    from urllib.parse import unquote, urlparse
+
+    return unquote(urlparse(uri).path) if uri.startswith("file:") else uri
+
+
+def _file_rows(path: str) -> list[int]:
+    """numRecords of each active file (from the log's stats)."""
+    from tahoe.log import DeltaLog
+    from tahoe.protocol.stats import parse_stats
+
+    return [parse_stats(a.stats).num_records for a in DeltaLog.for_table(path).snapshot().add_files()]
 
 
 def _du(path: str) -> int:
@@ -247,6 +263,16 @@ def main(argv=None) -> None:
         (t_ds, r_ds), (t_pq_ds, _) = _interleaved(lambda: _agg(ds_load()), pq_scan, args.rounds)
         assert r_ds.n == rows
         _line("scan   tahoe data source", t_ds, t_pq_ds, "<= 1.5")
+        # the floor of that path: PySpark's Python data source API reading the same files with
+        # pyarrow alone (no tahoe, no log), the partition value from each file's directory
+        local = [_local(f) for f in files]
+        spark.dataSource.register(python_floor_source(local, df.schema, {
+            f: {"p": int(os.path.basename(os.path.dirname(f)).split("=", 1)[1])} for f in local}))
+        (t_dsf, r_dsf), (t_pq_dsf, _) = _interleaved(lambda: _agg(spark.read.format("benchPythonFloor").load()),
+                                                     pq_scan, args.rounds)
+        assert (r_dsf.n, r_dsf.s, r_dsf.p, r_dsf.id) == (r_pq.n, r_pq.s, r_pq.p, r_pq.id), (r_dsf, r_pq)
+        _line("floor  Python data source", t_dsf, t_pq_dsf, "-",
+              f"   (tahoe data source / floor {t_ds.wall / t_dsf.wall:.2f})", who="floor")
 
         t0 = time.perf_counter()
         deleted = add_deletion_vectors(table, 0.1)
@@ -255,6 +281,17 @@ def main(argv=None) -> None:
         assert r_dv.n == rows - deleted, (r_dv.n, rows, deleted)
         _line("scan   tahoe fast + 10% DV", t_dv, t_pq2, "<= 1.15",
               f"   ({deleted:,} rows deleted; DV file + commit {t_dv_commit:.2f} s)")
+        # the floor of any DV scan on this Spark: the row index the parquet reader fills and a
+        # per-row test of it dropping 10% of the rows (no file lookup, no bitmap)
+        data_schema = df.drop("p").schema
+
+        def floor_dv():
+            return _agg(row_index_floor(spark, [glob_escape(f) for f in files], data_schema, table, 10))
+
+        (t_fl, r_fl), (t_pq_fl, _) = _interleaved(floor_dv, pq_scan, args.rounds)
+        assert rows - r_fl.n == sum(-(-n // 10) for n in _file_rows(table)), r_fl.n
+        _line("floor  row index, 10% dropped", t_fl, t_pq_fl, "-",
+              f"   (tahoe fast + 10% DV / floor {t_dv.wall / t_fl.wall:.2f})", who="floor")
         (t_fddv, r_fddv), (t_pq_fddv, _) = _interleaved(lambda: _agg(spark.read.format("delta").load(table)),
                                                         pq_scan, args.rounds)
         assert r_fddv.n == rows - deleted

@@ -34,12 +34,14 @@ Maintenance (`tahoe.write.optimize`, each one commit):
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import pyarrow as pa
 
 from .log import DeltaLog, Snapshot
-from .read import Scan, plan_files
+
+if TYPE_CHECKING:
+    from .read import Scan
 
 __all__ = ["Table"]
 
@@ -100,6 +102,8 @@ class Table:
     def files(self, columns: Iterable[str] | None = None, filter: Any = None) -> pa.Table:
         """The active files (Arrow, ADD_SCHEMA columns); with `filter` (see `to_arrow`) only the
         files that may hold a matching row."""
+        from .read import plan_files
+
         return plan_files(self.snapshot, filter, columns=columns)
 
     def file_uris(self, filter: Any = None) -> list[str]:
@@ -114,6 +118,8 @@ class Table:
     # --- rows --------------------------------------------------------------------------------
     def scan(self, columns: Iterable[str] | None = None, filter: Any = None, **kw) -> Scan:
         """A `tahoe.read.Scan` of this version (plan the files, then read them)."""
+        from .read import Scan
+
         return Scan(self.snapshot, columns=columns, filter=filter, **kw)
 
     def to_arrow(self, columns: Iterable[str] | None = None, filter: Any = None) -> pa.Table:

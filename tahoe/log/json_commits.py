@@ -492,7 +492,8 @@ class PieceTail:
 
     def __init__(self, pieces: list[Any]):
         self._pieces = pieces
-        keys = pa.chunked_array([p.keys for p in pieces], pa.string()).combine_chunks()
+        # the keys stay in their pieces' chunks: hashing them chunk by chunk needs no copy of them all
+        keys = pa.chunked_array([p.keys for p in pieces], pa.string())
         is_add = pa.chunked_array([p.is_add for p in pieces], pa.bool_()).combine_chunks()
         n = len(keys)
         self._piece_no = np.repeat(np.arange(len(pieces)), [len(p.keys) for p in pieces])
@@ -501,7 +502,7 @@ class PieceTail:
         if len(self._touched) == n:    # every key once: nothing to reconcile
             self._selected = {"add": pc.indices_nonzero(is_add), "remove": pc.indices_nonzero(pc.invert(is_add))}
         else:
-            self._selected = self._reconcile(keys, is_add)
+            self._selected = self._reconcile(keys.combine_chunks(), is_add)
 
     def after_commit(self, actions: list[tuple[str, str, dict]]) -> "PieceTail":
         """A new tail: these pieces and one more commit's file actions (kind, key, action dict)."""

@@ -26,7 +26,6 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ..errors import CorruptLogError
 from ..protocol.actions import (
@@ -48,11 +47,16 @@ __all__ = [
     "root_uri", "SHARED_SOURCE_MAX_BYTES",
 ]
 
-def _conform(struct_arr: pa.Array | pa.ChunkedArray, schema: pa.Schema, columns: Iterable[str]) -> dict[str, pa.Array]:
+def _conform(struct_arr: pa.Array | pa.ChunkedArray, schema: pa.Schema, columns: Iterable[str]) -> dict[str, Any]:
     """Select `columns` from a checkpoint's add/remove struct column, cast to our schema; fields the
-    checkpoint lacks come back as nulls."""
+    checkpoint lacks come back as nulls. A chunked column stays chunked (nothing is copied)."""
+    columns = list(columns)
     if isinstance(struct_arr, pa.ChunkedArray):
-        struct_arr = struct_arr.combine_chunks() if struct_arr.num_chunks != 1 else struct_arr.chunk(0)
+        if struct_arr.num_chunks == 1:
+            struct_arr = struct_arr.chunk(0)
+        else:
+            parts = [_conform(c, schema, columns) for c in struct_arr.chunks]
+            return {c: pa.chunked_array([p[c] for p in parts], schema.field(c).type) for c in columns}
     present = {struct_arr.type.field(i).name for i in range(struct_arr.type.num_fields)}
     out = {}
     for c in columns:
@@ -78,7 +82,18 @@ def _cast_loose(arr: pa.Array, t: pa.DataType) -> pa.Array:
     return arr.cast(t)
 
 
-def _read_parquet(store: LogStore, path: str, columns: list[str] | None = None) -> pa.Table:
+# A big checkpoint is decoded this many rows at a time: the same speed as one read, and a
+# column's builders never grow past a batch (one read of 1M adds peaks ~50% above its result).
+_BATCH_ROWS = 1 << 17
+
+
+def _read_parquet(store: LogStore, path: str, columns: list[str] | None = None, *,
+                  only_set: bool = False) -> pa.Table:
+    """The checkpoint file's `columns` (`action.field` selects a field of an action's struct; fields
+    the file lacks are left out). `only_set`: only the rows where one of the columns is not null
+    (the few non-file actions among a checkpoint's rows, without materializing the others)."""
+    import pyarrow.parquet as pq   # here: a log of JSON commits alone never needs it
+
     try:
         with store.filesystem.open_input_file(store.to_fs_path(path)) as f:
             pf = pq.ParquetFile(f)
@@ -86,12 +101,11 @@ def _read_parquet(store: LogStore, path: str, columns: list[str] | None = None) 
             # threads pay off on big checkpoints only: on a small one (a table that commits often)
             # handing columns to the pool costs more than decoding them, and more still when the
             # machine is busy
-            threads = pf.metadata.num_rows >= 65_536
+            big = pf.metadata.num_rows >= 65_536
             names = set(file_schema.names)
+            ok: list[str] | None = None
             if columns is not None:
                 cols = [c for c in columns if c.split(".", 1)[0] in names]
-                if not cols:
-                    return pa.table({})
                 # nested selections of fields a checkpoint lacks are dropped
                 ok = []
                 for c in cols:
@@ -102,12 +116,32 @@ def _read_parquet(store: LogStore, path: str, columns: list[str] | None = None) 
                     t = file_schema.field(top).type
                     if pa.types.is_struct(t) and t.get_field_index(sub) >= 0:
                         ok.append(c)
-                return pf.read(columns=ok, use_threads=threads) if ok else pa.table({})
-            return pf.read(use_threads=threads)
+                if not ok:
+                    return pa.table({})
+            if not big:
+                t = pf.read(columns=ok, use_threads=False)
+                return _rows_set(t) if only_set else t
+            batches = []
+            for b in pf.iter_batches(batch_size=_BATCH_ROWS, columns=ok, use_threads=True):
+                b = pa.Table.from_batches([b])
+                batches.append(_rows_set(b) if only_set else b)
+            if not batches:
+                return pf.read(columns=ok, use_threads=False)
+            return pa.concat_tables(batches)
     except FileNotFoundError:
         raise CorruptLogError(f"checkpoint file {path} is missing") from None
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
         raise CorruptLogError(f"cannot read checkpoint file {path}: {e}") from None
+
+
+def _rows_set(t: pa.Table) -> pa.Table:
+    """The rows of `t` with a value in at least one column."""
+    if not t.num_columns or not t.num_rows:
+        return t
+    mask = pc.is_valid(t.column(0))
+    for c in t.columns[1:]:
+        mask = pc.or_(mask, pc.is_valid(c))
+    return t.filter(mask)
 
 
 @dataclass
@@ -180,14 +214,21 @@ class ActiveFiles:
 
     def _mask_of(self, t: pa.Table) -> pa.Array:
         """Which rows of a checkpoint source's projection (with path and deletionVector) are
-        live rows of its action not superseded by the tail."""
-        paths = t.column("path").combine_chunks() if t.num_rows else empty(pa.string())
-        m = pc.is_valid(paths)
+        live rows of its action not superseded by the tail (chunk by chunk: nothing copied)."""
+        if not t.num_rows:
+            return empty(pa.bool_())
         touched = self._tail.touched()
-        if touched is not None and len(paths):
-            keys = file_keys(paths, t.column("deletionVector"), self._root_uri)
-            m = pc.and_(m, pc.invert(pc.fill_null(pc.is_in(keys, value_set=touched), scalar(False))))
-        return m
+        paths, dvs = t.column("path"), t.column("deletionVector")
+        masks = []
+        at = 0
+        for p in paths.chunks:
+            m = pc.is_valid(p)
+            if touched is not None and len(p):
+                keys = file_keys(p, dvs.slice(at, len(p)), self._root_uri)
+                m = pc.and_(m, pc.invert(pc.fill_null(pc.is_in(keys, value_set=touched), scalar(False))))
+            masks.append(m)
+            at += len(p)
+        return masks[0] if len(masks) == 1 else pa.concat_arrays(masks)
 
     def table(self, columns: Iterable[str] | None = None, action: str = "add") -> pa.Table:
         """Active adds (action="add") or tombstones (action="remove") with the given columns of
@@ -337,7 +378,7 @@ def _read_checkpoint_non_file(store: LogStore, cp: Checkpoint, state: ReplayStat
                 else:
                     _apply_non_file(state, obj)
             continue
-        sidecars += _apply_checkpoint_rows(_read_parquet(store, f.path, _NON_FILE_COLUMNS), state)
+        sidecars += _apply_checkpoint_rows(_read_parquet(store, f.path, _NON_FILE_COLUMNS, only_set=True), state)
         sources.append(f.path)
     for sc in sidecars:
         p = sc.path

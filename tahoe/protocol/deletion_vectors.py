@@ -14,7 +14,6 @@ Every decoding problem raises `DeletionVectorError` naming the problem (and the 
 
 from __future__ import annotations
 
-import secrets
 import string
 import uuid
 import zlib
@@ -370,6 +369,8 @@ def new_dv_path_component(prefix_len: int = 2) -> tuple[str, str]:
     """A fresh (pathOrInlineDv, uuid string) for a new 'u' DV file, with a random alphanumeric
     prefix of `prefix_len` characters (the file goes to `<table>/<prefix>/deletion_vector_<uuid>.bin`)."""
     u = uuid.uuid4()
+    import secrets   # on first use: it pulls in hashlib and random, which a reader never needs
+
     prefix = "".join(secrets.choice(_PREFIX_ALPHABET) for _ in range(prefix_len))
     return prefix + z85_encode(u.bytes), str(u)
 

@@ -3,14 +3,17 @@ rows as Arrow."""
 
 from typing import Any
 
-from .arrow_reader import ArrowFileReader, logical_arrow_schema
-
 __all__ = ["ArrowFileReader", "Scan", "logical_arrow_schema", "plan_files"]
 
 
 def __getattr__(name: str) -> Any:
-    # the scan planner (and with it the log and the expression engine) is imported on first use:
-    # processes that only read files (Spark's Python workers of format("deltaSharing")) skip it
+    # imported on first use: the file reader (and with it pyarrow.parquet) by processes that read
+    # rows, the scan planner (and with it the log and the expression engine) by those that plan —
+    # Spark's Python workers of format("deltaSharing") only read, a file listing only plans
+    if name in ("ArrowFileReader", "logical_arrow_schema"):
+        from . import arrow_reader
+
+        return getattr(arrow_reader, name)
     if name in ("Scan", "plan_files"):
         from . import scan
 

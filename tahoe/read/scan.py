@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 import pyarrow as pa
 
 from ..log.snapshot import Snapshot
-from .arrow_reader import ArrowFileReader
 
 if TYPE_CHECKING:
     from ..expressions import Expression
@@ -72,6 +71,8 @@ class Scan:
             if read_columns is not None:
                 extra = [b.names[0] for b in bindings]
                 read_columns = list(dict.fromkeys(read_columns + extra))
+        from .arrow_reader import ArrowFileReader   # here: planning alone (a file listing) never reads parquet
+
         self.reader = ArrowFileReader(snapshot.store, snapshot.table_root, snapshot.schema,
                                       snapshot.partition_columns, snapshot.column_mapping_mode, read_columns)
         if self.columns is None:
