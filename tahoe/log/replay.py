@@ -121,12 +121,10 @@ def _read_parquet(store: LogStore, path: str, columns: list[str] | None = None, 
             if not big:
                 t = pf.read(columns=ok, use_threads=False)
                 return _rows_set(t) if only_set else t
-            batches = []
+            batches = []   # at least one: a big file has rows
             for b in pf.iter_batches(batch_size=_BATCH_ROWS, columns=ok, use_threads=True):
                 b = pa.Table.from_batches([b])
                 batches.append(_rows_set(b) if only_set else b)
-            if not batches:
-                return pf.read(columns=ok, use_threads=False)
             return pa.concat_tables(batches)
     except FileNotFoundError:
         raise CorruptLogError(f"checkpoint file {path} is missing") from None
