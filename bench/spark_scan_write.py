@@ -52,7 +52,9 @@ Measured 2026-11-27 21:05 (`--quick --rounds 4`, load 2.0-2.3) and 21:14 (115M r
   lookup) measured 1.01-1.08x against 1.14-1.30x for the `_metadata.file_size` CASE tree — Spark
   builds `_metadata` as a struct per row, and no cheaper column tells a row's file apart without
   JVM code (keying by the partition column measured in between, and only fits tables with one
-  file per partition; `input_file_block_length()` measured slower, 1.38x).
+  file per partition; `input_file_block_length()` measured slower, 1.38x; one scan per file with
+  its offset as a literal, unioned, 1.28-1.37x at 40M and 1.76-1.82x at 10M, against 1.15-1.22x and
+  1.23-1.31x for the CASE tree in the same runs).
 Measured 2026-11-27 16:53 (`--quick --rounds 4`, load 2.4-2.5), after `format("delta")` reads of
   tables the JVM reaches became the native scan (`tahoe.spark.calls`, rule 5): write 0.92 (4.40 s
   vs 4.78 s); fast path 0.91; format('delta') 0.95 (0.49 s vs 0.52 s; target <= 1.5 met — it was
