@@ -48,7 +48,7 @@ Measured 2026-11-27 21:05 (`--quick --rounds 4`, load 2.0-2.3) and 21:14 (115M r
     DS + 10% DV               2.23    2.45
   The data-source target is below its floor at both sizes, and the DV target below its floor at
   10M rows. At 115M the DV scan's cost over the floor is its per-row file lookup and bit test:
-  on a 40M-row copy (same layout, experiments of 21:20-21:30) a constant run offset (no file
+  on a 40M-row copy (same layout, experiments of 21:20-22:15) a constant run offset (no file
   lookup) measured 1.01-1.08x against 1.14-1.30x for the `_metadata.file_size` CASE tree — Spark
   builds `_metadata` as a struct per row, and no cheaper column tells a row's file apart without
   JVM code (keying by the partition column measured in between, and only fits tables with one
@@ -185,18 +185,12 @@ def _agg(df):
     return r
 
 
-def _local(uri: str) -> str:
-    from urllib.parse import unquote, urlparse
-
-    return unquote(urlparse(uri).path) if uri.startswith("file:") else uri
-
-
-def _file_rows(path: str) -> list[int]:
-    """numRecords of each active file (from the log's stats)."""
+def _file_rows(path: str) -> dict[str, int]:
+    """numRecords of each active file (from the log's stats), by the path its add names."""
     from tahoe.log import DeltaLog
     from tahoe.protocol.stats import parse_stats
 
-    return [parse_stats(a.stats).num_records for a in DeltaLog.for_table(path).snapshot().add_files()]
+    return {a.path: parse_stats(a.stats).num_records for a in DeltaLog.for_table(path).snapshot().add_files()}
 
 
 def _du(path: str) -> int:
@@ -213,15 +207,10 @@ def add_deletion_vectors(path: str, fraction: float = 0.1, seed: int = 7) -> int
     returns the number of rows deleted."""
     import numpy as np
 
-    from tahoe.log import DeltaLog
-    from tahoe.protocol.stats import parse_stats
     from tahoe.write import delete_rows
 
     rng = np.random.default_rng(seed)
-    rows = {}
-    for a in DeltaLog.for_table(path).snapshot().add_files():
-        n = parse_stats(a.stats).num_records
-        rows[a.path] = rng.choice(n, size=int(n * fraction), replace=False)
+    rows = {p: rng.choice(n, size=int(n * fraction), replace=False) for p, n in _file_rows(path).items()}
     delete_rows(path, rows, predicate="bench")
     return sum(len(r) for r in rows.values())
 
@@ -292,9 +281,8 @@ def main(argv=None) -> None:
         _line("scan   tahoe data source", t_ds, t_pq_ds, "<= 1.5")
         # the floor of that path: PySpark's Python data source API reading the same files with
         # pyarrow alone (no tahoe, no log), the partition value from each file's directory
-        local = [_local(f) for f in files]
-        spark.dataSource.register(python_floor_source(local, df.schema, {
-            f: {"p": int(os.path.basename(os.path.dirname(f)).split("=", 1)[1])} for f in local}))
+        spark.dataSource.register(python_floor_source(files, df.schema, {   # local paths here
+            f: {"p": int(os.path.basename(os.path.dirname(f)).split("=", 1)[1])} for f in files}))
         (t_dsf, r_dsf), (t_pq_dsf, _) = _interleaved(lambda: _agg(spark.read.format("benchPythonFloor").load()),
                                                      pq_scan, args.rounds)
         assert (r_dsf.n, r_dsf.s, r_dsf.p, r_dsf.id) == (r_pq.n, r_pq.s, r_pq.p, r_pq.id), (r_dsf, r_pq)
@@ -316,7 +304,7 @@ def main(argv=None) -> None:
             return _agg(row_index_floor(spark, [glob_escape(f) for f in files], data_schema, table, 10))
 
         (t_fl, r_fl), (t_pq_fl, _) = _interleaved(floor_dv, pq_scan, args.rounds)
-        assert rows - r_fl.n == sum(-(-n // 10) for n in _file_rows(table)), r_fl.n
+        assert rows - r_fl.n == sum(-(-n // 10) for n in _file_rows(table).values()), r_fl.n
         _line("floor  row index, 10% dropped", t_fl, t_pq_fl, "-",
               f"   (tahoe fast + 10% DV / floor {t_dv.wall / t_fl.wall:.2f})", who="floor")
         (t_fddv, r_fddv), (t_pq_fddv, _) = _interleaved(lambda: _agg(spark.read.format("delta").load(table)),
