@@ -9,7 +9,6 @@ import json
 import subprocess
 import sys
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -49,16 +48,10 @@ def _write_checkpoint(log) -> None:
                            ("schemaString", pa.string()), ("partitionColumns", pa.list_(pa.string())),
                            ("configuration", pa.map_(pa.string(), pa.string())), ("createdTime", pa.int64())])
     rows = N + 2
-    # row r of the file: adds everywhere but PROTOCOL_ROW and the last row (the metaData)
-    file_no = np.full(rows, -1, np.int64)
-    add_rows = np.setdiff1d(np.arange(rows), [PROTOCOL_ROW, rows - 1])
-    file_no[add_rows] = np.arange(N)
-    is_add = file_no >= 0
-    nums = file_no[is_add].tolist()
-    adds = []
-    for r in range(rows):
-        adds.append(None)
-    for r, i in zip(add_rows.tolist(), nums):
+    # adds in every row but PROTOCOL_ROW and the last one (the metaData), files in order
+    add_rows = [r for r in range(rows) if r not in (PROTOCOL_ROW, rows - 1)]
+    adds = [None] * rows
+    for i, r in enumerate(add_rows):
         adds[r] = {"path": _path(i), "partitionValues": [("p", str(i % 3))], "size": i + 1, "modificationTime": 1,
                    "dataChange": False, "stats": json.dumps({"numRecords": 5}), "deletionVector": _dv(i)}
     protocol = [None] * rows
