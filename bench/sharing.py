@@ -172,7 +172,7 @@ def start(config: Path, port: int) -> subprocess.Popen:
                              "--port", str(port)], cwd=str(REPO))
     for _ in range(300):
         try:
-            httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=1)
+            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
             return proc
         except httpx.HTTPError:
             time.sleep(0.1)

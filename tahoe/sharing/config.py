@@ -1,45 +1,41 @@
-"""Sharing server configuration: the YAML file (the reference server's keys) and the recipient
-store next to it.
+"""Sharing server configuration: the YAML file — the reference server's keys, plus tahoe's own.
 
 Owns: parsing/validating `shares[].schemas[].tables[]` and the server settings, object-name rules,
-and the recipients file (`recipients.json` next to the config unless `recipientsFile` says
-otherwise): each recipient's token — or, for an OAuth recipient, its client secret — is kept only
-as a SHA-256 hex digest, with an optional expiry, a revoked flag and the shares it is granted. The file is re-read when it changes on disk, so CLI
-`recipient add/revoke/rotate` take effect on a running server. Changes to it are made under an
-exclusive lock on a `<file>.lock` beside it (read, change, write a temporary file, fsync, rename,
-fsync the folder), so concurrent `recipient add/revoke/rotate` processes lose nothing and a reader
-never sees a half-written file.
+and the rule that a config's problems are all reported at once: `parse_config` collects every
+problem it finds (unknown keys, bad values, duplicate names, ...) and raises one `ConfigError`
+listing them, so fixing a config takes one run. Keys of the reference server that tahoe has no
+use for (`deltaTableCacheSize`, `stalenessAcceptable`, `evaluateJsonPredicateHintsV2`) are
+accepted with one warning each (`ServerConfig.warnings`); keys it does not know are refused by name
+(a misspelt `allowAnonymous` must not pass silently).
+
+tahoe's own keys: `allowAnonymous`, `publicUrl`, `signingKey`/`signingKeyFile`, `store` (where
+recipients and shared state live: `sqlite:///PATH` — default `sharing.db` beside the config — or
+`postgresql://...`), `recipientsFile` (recipients in a JSON file instead), `replicas` (how many
+replicas serve this config: more than one needs a shared signing key), `replicaId`, `audit`,
+`metrics`, `openApiDocs`, `limits`, `trustedProxies`, `asyncQueryTtlSeconds`,
+`temporaryCredentials`. Recipients themselves are in `recipients`.
 
 Authentication fails closed: without `authorization.bearerToken` and without recipients every
 request is refused; anonymous access needs an explicit `allowAnonymous: true`.
-
-Invariants checked at load: names are 1..255 characters without space, '/', or control
-characters; names are unique case-insensitively within their parent; every table has a location;
-unknown keys are refused by name (a misspelt `allowAnonymous` must not pass silently).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
+import ipaddress
 import os
 import re
 import secrets
-import threading
-import time
+import socket
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import yaml
 
-from .locks import exclusive_lock
-
-__all__ = ["TableConfig", "SchemaConfig", "ShareConfig", "ServerConfig", "CredentialsConfig", "Recipient",
-           "RecipientStore", "ACCESS_MODES",
-           "ConfigError", "valid_name", "hash_token", "load_config", "profile_for", "OAUTH_TOKEN_TTL",
-           "OAUTH_TOKEN_PATH", "PRIVATE_KEY_PLACEHOLDER"]
+__all__ = ["TableConfig", "SchemaConfig", "ShareConfig", "ServerConfig", "CredentialsConfig", "AuditConfig",
+           "LimitsConfig", "ACCESS_MODES", "DOCS_MODES", "ConfigError", "valid_name", "hash_token", "load_config",
+           "parse_config", "REFERENCE_IGNORED"]
 
 _BAD_NAME = re.compile(r"[\s/\x00-\x1f\x7f\\]")
 
@@ -105,6 +101,29 @@ class CredentialsConfig:
 
 
 @dataclass
+class AuditConfig:
+    """`audit`: where the audit log goes — `path` a file (rotated past `maxBytes`, keeping
+    `backupCount` old files) or `-` for standard output; `enabled: false` turns it off."""
+    enabled: bool = True
+    path: str | None = None
+    max_bytes: int = 100 * 1024 * 1024
+    backup_count: int = 10
+
+
+@dataclass
+class LimitsConfig:
+    """`limits`: the per-recipient defaults (each recipient may override them) and server-wide
+    bounds. 0 means no limit."""
+    requests_per_minute: int = 0
+    bytes_per_day: int = 0
+    max_concurrent_streams: int = 0
+    token_requests_per_minute: int = 60      # per client address, on the OAuth token endpoint
+
+
+DOCS_MODES = ("off", "auth", "open")
+
+
+@dataclass
 class ServerConfig:
     shares: list[ShareConfig]
     host: str = "127.0.0.1"
@@ -122,6 +141,20 @@ class ServerConfig:
     config_path: str | None = None
     async_query_ttl_seconds: int = 3600
     temporary_credentials: CredentialsConfig = field(default_factory=CredentialsConfig)
+    request_timeout_seconds: int = 30
+    page_token_ttl_seconds: int = 259200
+    refresh_token_ttl_seconds: int = 3600
+    store_url: str = "sqlite:///:memory:"
+    replicas: int = 1
+    replica_id: str = ""
+    signing_key_shared: bool = False     # signingKey or signingKeyFile set explicitly
+    audit: "AuditConfig" = field(default_factory=lambda: AuditConfig())
+    metrics_enabled: bool = True
+    metrics_bearer_token: str | None = None
+    docs: str = "auth"
+    limits: "LimitsConfig" = field(default_factory=lambda: LimitsConfig())
+    trusted_proxies: list = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def share(self, name: str) -> ShareConfig | None:
         n = name.lower()
@@ -143,24 +176,53 @@ _FALSE = ("0", "false", "no", "off")
 # the keys each level of the config may hold (the reference server's, plus tahoe's own)
 _SERVER_KEYS = {"version", "shares", "host", "port", "endpoint", "preSignedUrlTimeoutSeconds",
                 "evaluatePredicateHints", "evaluateJsonPredicateHints", "queryTablePageSizeLimit",
+                "queryTablePageTokenTtlMs", "refreshTokenTtlMs", "requestTimeoutSeconds",
+                "temporaryCredentialValiditySeconds",
                 "authorization", "allowAnonymous", "publicUrl", "recipientsFile", "signingKey", "signingKeyFile",
-                "asyncQueryTtlSeconds", "temporaryCredentials"}
+                "asyncQueryTtlSeconds", "temporaryCredentials", "store", "replicas", "replicaId", "audit", "metrics",
+                "openApiDocs", "limits", "trustedProxies"}
 _SHARE_KEYS = {"name", "id", "schemas"}
 _SCHEMA_KEYS = {"name", "tables"}
 _TABLE_KEYS = {"name", "location", "id", "historyShared", "cdfEnabled", "startVersion", "storageOptions",
                "accessModes"}
 _CREDENTIALS_KEYS = {"roleArn", "stsEndpoint", "region", "durationSeconds", "externalId"}
+_AUDIT_KEYS = {"enabled", "path", "maxBytes", "backupCount"}
+_METRICS_KEYS = {"enabled", "bearerToken"}
+_LIMITS_KEYS = {"requestsPerMinute", "bytesPerDay", "maxConcurrentStreams", "tokenRequestsPerMinute"}
 ACCESS_MODES = ("url", "dir")
 _AUTH_KEYS = {"bearerToken"}
-# reference-server keys tahoe does not implement: refused with the reason
-_UNSUPPORTED = {
-    "ssl": "TLS is not terminated by tahoe's server: put a TLS proxy in front and set publicUrl",
-    "deltaTableCacheSize": "tahoe caches a few snapshots per table; the size is not configurable",
-    "stalenessAcceptable": "tahoe always serves the latest version",
-    "evaluateJsonPredicateV2Hints": "JSON predicate hints are evaluated per evaluateJsonPredicateHints",
-    "queryTablePageTokenTtlMs": "page tokens are signed and pinned to a version; they do not expire",
-    "refreshTokenTtlMs": "refresh tokens are valid for one day",
+# reference-server keys that do not apply to tahoe: accepted, with one warning each
+REFERENCE_IGNORED = {
+    "deltaTableCacheSize": "tahoe keeps a few snapshots per table in memory and re-checks the latest version on "
+                           "each request; the size is not configurable",
+    "stalenessAcceptable": "tahoe always serves the latest version (listing the log is cheap)",
+    "evaluateJsonPredicateHintsV2": "tahoe evaluates every JSON predicate hint it can parse, as "
+                                    "evaluateJsonPredicateHints says",
 }
+# keys refused with the reason (accepting them would mislead)
+_UNSUPPORTED = {
+    "ssl": "TLS is not terminated by tahoe's server: put a TLS proxy in front and set publicUrl "
+           "(accepting the key would serve plain HTTP where TLS was asked for)",
+}
+
+
+class _Problems:
+    """Every problem of one config, collected (see the module docstring)."""
+
+    def __init__(self):
+        self.items: list[str] = []
+        self.warnings: list[str] = []
+
+    def add(self, message: str) -> None:
+        self.items.append(message)
+
+    def run(self, fn: Callable, *args, default=None, **kw):
+        """fn(*args, **kw); a ConfigError it raises is recorded and `default` returned."""
+        try:
+            return fn(*args, **kw)
+        except ConfigError as e:
+            self.items.append(str(e))
+            return default
 
 
 def _bool(v: Any, default: bool, what: str) -> bool:
@@ -190,32 +252,39 @@ def _int(v: Any, default: int, what: str, minimum: int) -> int:
     return n
 
 
-def _mapping(v: Any, what: str, allowed: set[str]) -> dict:
+def _mapping(v: Any, what: str, allowed: set[str], probs: _Problems, top: bool = False) -> dict:
+    """`v` as a mapping; each unknown or unsupported key is a problem (all of them are named),
+    each ignored reference key a warning. Not a mapping: a problem, and {}."""
     if not isinstance(v, dict):
-        raise ConfigError(f"{what} must be a mapping, got {type(v).__name__}")
+        probs.add(f"{what} must be a mapping, got {type(v).__name__}")
+        return {}
     for k in v:
         if k in _UNSUPPORTED:
-            raise ConfigError(f"{what}: {k} is not supported ({_UNSUPPORTED[k]})")
-        if k not in allowed:
-            raise ConfigError(f"{what}: unknown key {k!r} (known: {', '.join(sorted(allowed))})")
+            probs.add(f"{what}: {k} is not supported ({_UNSUPPORTED[k]})")
+        elif k in REFERENCE_IGNORED and top:
+            probs.warnings.append(f"{k} is ignored: {REFERENCE_IGNORED[k]}")
+        elif k not in allowed:
+            probs.add(f"{what}: unknown key {k!r} (known: {', '.join(sorted(allowed))})")
     return v
 
 
-def _list(v: Any, what: str) -> list:
+def _list(v: Any, what: str, probs: _Problems) -> list:
     if v is None:
         return []
     if not isinstance(v, list):
-        raise ConfigError(f"{what} must be a list, got {type(v).__name__}")
+        probs.add(f"{what} must be a list, got {type(v).__name__}")
+        return []
     return v
 
 
-def _check_unique(names: list[str], what: str) -> None:
+def _check_unique(names: list, what: str, probs: _Problems) -> None:
     seen = set()
     for n in names:
         if not valid_name(n):
-            raise ConfigError(f"invalid {what} name {n!r}: 1..255 characters, no spaces, '/' or control characters")
+            probs.add(f"invalid {what} name {n!r}: 1..255 characters, no spaces, '/' or control characters")
+            continue
         if n.lower() in seen:
-            raise ConfigError(f"duplicate {what} name {n!r} (names are case-insensitive)")
+            probs.add(f"duplicate {what} name {n!r} (names are case-insensitive)")
         seen.add(n.lower())
 
 
@@ -223,10 +292,14 @@ def _signing_key(raw: dict, config_path: str | None) -> bytes:
     if raw.get("signingKey"):
         return str(raw["signingKey"]).encode()
     key_file = raw.get("signingKeyFile")
+    if key_file and config_path and not os.path.isabs(key_file):
+        key_file = os.path.join(os.path.dirname(os.path.abspath(config_path)), key_file)
     if not key_file and config_path:
         key_file = os.path.join(os.path.dirname(os.path.abspath(config_path)), ".sharing-signing-key")
     if key_file:
         if not os.path.exists(key_file):
+            if raw.get("signingKeyFile"):
+                raise ConfigError(f"signingKeyFile {key_file} does not exist")
             # complete or absent: written aside, then linked into place (exclusively), so that
             # processes loading the config at once (the workers of one server) share one key
             tmp = f"{key_file}.{secrets.token_hex(8)}.tmp"
@@ -243,35 +316,41 @@ def _signing_key(raw: dict, config_path: str | None) -> bytes:
             finally:
                 os.unlink(tmp)
         with open(key_file, "rb") as f:
-            return f.read().strip()
+            key = f.read().strip()
+        if not key:
+            raise ConfigError(f"signingKeyFile {key_file} is empty")
+        return key
     return secrets.token_bytes(32)
 
 
-def _table(t: Any, share: str, schema: str) -> TableConfig:
+def _table(t: Any, share: str, schema: str, probs: _Problems) -> TableConfig | None:
     where = f"table {share}.{schema}.{t.get('name') if isinstance(t, dict) else repr(t)}"
-    t = _mapping(t, where, _TABLE_KEYS)
+    n = len(probs.items)
+    t = _mapping(t, where, _TABLE_KEYS, probs)
     if not t.get("location"):
-        raise ConfigError(f"{where} has no location")
+        probs.add(f"{where} has no location")
     full = f"{share}.{schema}.{t.get('name')}"
-    hist = t.get("historyShared", t.get("cdfEnabled"))
+    hist = probs.run(_bool, t.get("historyShared", t.get("cdfEnabled")), False, f"{where}: historyShared",
+                     default=False)
+    start = probs.run(_int, t.get("startVersion"), 0, f"{where}: startVersion", 0, default=0)
     opts = t.get("storageOptions") or {}
     if not isinstance(opts, dict):
-        raise ConfigError(f"{where}: storageOptions must be a mapping")
+        probs.add(f"{where}: storageOptions must be a mapping")
+        opts = {}
+    modes = probs.run(_access_modes, t.get("accessModes"), where, default=("url",))
     cfg = TableConfig(
-        name=t.get("name"), location=str(t["location"]), share=share, schema=schema,
+        name=t.get("name"), location=str(t.get("location") or ""), share=share, schema=schema,
         id=str(t.get("id") or uuid.uuid5(uuid.NAMESPACE_URL, "tahoe-sharing:" + full.lower())),
-        history_shared=_bool(hist, False, f"{where}: historyShared"),
-        start_version=_int(t.get("startVersion"), 0, f"{where}: startVersion", 0),
-        storage_options=dict(opts), access_modes=_access_modes(t.get("accessModes"), where))
+        history_shared=hist, start_version=start, storage_options=dict(opts), access_modes=modes)
     if "dir" in cfg.access_modes:
         # directory access hands out the whole table directory: its log (all of its history) too
         if not re.match(r"(?i)^s3[an]?://", cfg.location):
-            raise ConfigError(f"{where}: accessModes dir needs an s3:// location (temporary credentials are "
-                              f"STS credentials scoped to the table's S3 prefix)")
+            probs.add(f"{where}: accessModes dir needs an s3:// location (temporary credentials are "
+                      f"STS credentials scoped to the table's S3 prefix)")
         if not cfg.history_shared or cfg.start_version:
-            raise ConfigError(f"{where}: accessModes dir gives direct access to the table's log, so it needs "
-                              f"historyShared: true and no startVersion")
-    return cfg
+            probs.add(f"{where}: accessModes dir gives direct access to the table's log, so it needs "
+                      f"historyShared: true and no startVersion")
+    return cfg if len(probs.items) == n else None
 
 
 def _access_modes(v: Any, where: str) -> tuple[str, ...]:
@@ -292,70 +371,199 @@ def _access_modes(v: Any, where: str) -> tuple[str, ...]:
     return tuple(modes)
 
 
-def _credentials_config(raw: Any) -> CredentialsConfig:
+def _credentials_config(raw: Any, validity: Any, probs: _Problems) -> CredentialsConfig:
+    """`temporaryCredentials`; the reference server's `temporaryCredentialValiditySeconds` is the
+    default of its `durationSeconds`."""
+    default = probs.run(_int, validity, 3600, "temporaryCredentialValiditySeconds", 900, default=3600)
     if raw is None:
-        return CredentialsConfig()
-    c = _mapping(raw, "temporaryCredentials", _CREDENTIALS_KEYS)
+        return CredentialsConfig(duration_seconds=default)
+    c = _mapping(raw, "temporaryCredentials", _CREDENTIALS_KEYS, probs)
     for k in ("roleArn", "stsEndpoint", "region", "externalId"):
         if c.get(k) is not None and (not isinstance(c[k], str) or not c[k].strip()):
-            raise ConfigError(f"temporaryCredentials.{k} must be a non-empty string")
-    duration = _int(c.get("durationSeconds"), 3600, "temporaryCredentials.durationSeconds", 900)
+            probs.add(f"temporaryCredentials.{k} must be a non-empty string")
+    duration = probs.run(_int, c.get("durationSeconds"), default, "temporaryCredentials.durationSeconds", 900,
+                         default=default)
     if duration > 43200:
-        raise ConfigError("temporaryCredentials.durationSeconds must be at most 43200 (12 hours, STS's limit)")
+        probs.add("temporaryCredentials.durationSeconds must be at most 43200 (12 hours, STS's limit)")
     return CredentialsConfig(role_arn=c.get("roleArn"), sts_endpoint=c.get("stsEndpoint"), region=c.get("region"),
                              duration_seconds=duration, external_id=c.get("externalId"))
 
 
-def parse_config(raw: dict, config_path: str | None = None) -> ServerConfig:
+def _store_url(v: Any, config_path: str | None, probs: _Problems) -> str:
+    """`store`: `sqlite:///PATH` (relative paths beside the config), a bare path (SQLite), or
+    `postgresql://...`. Default: `sharing.db` beside the config (in memory without a config file)."""
+    if v is None:
+        if config_path:
+            return "sqlite:///" + os.path.join(os.path.dirname(os.path.abspath(config_path)), "sharing.db")
+        return "sqlite:///:memory:"
+    if not isinstance(v, str) or not v.strip():
+        probs.add("store must be sqlite:///PATH or postgresql://USER@HOST/DB")
+        return "sqlite:///:memory:"
+    v = v.strip()
+    if v.startswith(("postgresql://", "postgres://")):
+        return v
+    path = v[len("sqlite:///"):] if v.startswith("sqlite:///") else v
+    if "://" in path:
+        probs.add(f"store {v!r}: only sqlite:///PATH and postgresql:// stores are supported")
+        return "sqlite:///:memory:"
+    if path != ":memory:" and config_path and not os.path.isabs(path):
+        path = os.path.join(os.path.dirname(os.path.abspath(config_path)), path)
+    return "sqlite:///" + path
+
+
+def _audit(raw: Any, config_path: str | None, probs: _Problems) -> AuditConfig:
+    default_path = os.path.join(os.path.dirname(os.path.abspath(config_path)), "sharing-audit.jsonl") \
+        if config_path else None
+    if raw is None:
+        return AuditConfig(enabled=default_path is not None, path=default_path)
+    if raw is False:
+        return AuditConfig(enabled=False)
+    a = _mapping(raw, "audit", _AUDIT_KEYS, probs)
+    enabled = probs.run(_bool, a.get("enabled"), True, "audit.enabled", default=True)
+    path = a.get("path", default_path)
+    if path is not None and (not isinstance(path, str) or not path.strip()):
+        probs.add("audit.path must be a file path or - (standard output)")
+        path = None
+    if path and path != "-" and config_path and not os.path.isabs(path):
+        path = os.path.join(os.path.dirname(os.path.abspath(config_path)), path)
+    if enabled and path is None:
+        probs.add("audit.path is needed (a file, or - for standard output) when the config is not read from a file")
+    return AuditConfig(enabled=enabled and path is not None, path=path,
+                       max_bytes=probs.run(_int, a.get("maxBytes"), 100 * 1024 * 1024, "audit.maxBytes", 1024,
+                                           default=100 * 1024 * 1024),
+                       backup_count=probs.run(_int, a.get("backupCount"), 10, "audit.backupCount", 0, default=10))
+
+
+def _limits(raw: Any, probs: _Problems) -> LimitsConfig:
+    if raw is None:
+        return LimitsConfig()
+    m = _mapping(raw, "limits", _LIMITS_KEYS, probs)
+    return LimitsConfig(
+        requests_per_minute=probs.run(_int, m.get("requestsPerMinute"), 0, "limits.requestsPerMinute", 0, default=0),
+        bytes_per_day=probs.run(_int, m.get("bytesPerDay"), 0, "limits.bytesPerDay", 0, default=0),
+        max_concurrent_streams=probs.run(_int, m.get("maxConcurrentStreams"), 0, "limits.maxConcurrentStreams", 0,
+                                         default=0),
+        token_requests_per_minute=probs.run(_int, m.get("tokenRequestsPerMinute"), 60,
+                                            "limits.tokenRequestsPerMinute", 0, default=60))
+
+
+def _networks(raw: Any, what: str, probs: _Problems) -> list:
+    out = []
+    for v in _list(raw, what, probs):
+        try:
+            out.append(ipaddress.ip_network(str(v).strip(), strict=False))
+        except ValueError:
+            probs.add(f"{what}: {v!r} is not an IP address or CIDR network")
+    return out
+
+
+def parse_config(raw: Any, config_path: str | None = None) -> ServerConfig:
+    """The config `raw` (a YAML document) describes; ConfigError listing every problem found."""
+    probs = _Problems()
     if not isinstance(raw, dict):
         raise ConfigError("the sharing config must be a YAML mapping")
-    _mapping(raw, "the sharing config", _SERVER_KEYS)
+    _mapping(raw, "the sharing config", _SERVER_KEYS, probs, top=True)
     if raw.get("version") not in (None, 1):
-        raise ConfigError(f"config version {raw.get('version')!r} is not supported (only 1)")
+        probs.add(f"config version {raw.get('version')!r} is not supported (only 1)")
     shares = []
-    for s in _list(raw.get("shares"), "shares"):
-        s = _mapping(s, f"share {s.get('name') if isinstance(s, dict) else s!r}", _SHARE_KEYS)
-        schemas = []
-        for sc in _list(s.get("schemas"), f"share {s.get('name')}: schemas"):
+    share_names = []
+    for s in _list(raw.get("shares"), "shares", probs):
+        s = _mapping(s, f"share {s.get('name') if isinstance(s, dict) else s!r}", _SHARE_KEYS, probs)
+        share_names.append(s.get("name"))
+        schemas, schema_names = [], []
+        for sc in _list(s.get("schemas"), f"share {s.get('name')}: schemas", probs):
             sc = _mapping(sc, f"schema {s.get('name')}.{sc.get('name') if isinstance(sc, dict) else sc!r}",
-                          _SCHEMA_KEYS)
-            tables = [_table(t, s.get("name"), sc.get("name"))
-                      for t in _list(sc.get("tables"), f"schema {s.get('name')}.{sc.get('name')}: tables")]
-            _check_unique([t.name for t in tables], "table")
-            schemas.append(SchemaConfig(sc.get("name"), tables))
-        _check_unique([x.name for x in schemas], "schema")
+                          _SCHEMA_KEYS, probs)
+            schema_names.append(sc.get("name"))
+            raw_tables = _list(sc.get("tables"), f"schema {s.get('name')}.{sc.get('name')}: tables", probs)
+            tables = [_table(t, s.get("name"), sc.get("name"), probs) for t in raw_tables]
+            _check_unique([t.get("name") if isinstance(t, dict) else t for t in raw_tables], "table", probs)
+            schemas.append(SchemaConfig(sc.get("name"), [t for t in tables if t is not None]))
+        _check_unique(schema_names, "schema", probs)
         shares.append(ShareConfig(s.get("name"), schemas, s.get("id")))
-    _check_unique([x.name for x in shares], "share")
+    _check_unique(share_names, "share", probs)
     endpoint = "/" + str(raw.get("endpoint") or "/delta-sharing").strip("/")
-    auth = _mapping(raw.get("authorization") or {}, "authorization", _AUTH_KEYS)
+    auth = _mapping(raw.get("authorization") or {}, "authorization", _AUTH_KEYS, probs)
     bearer = auth.get("bearerToken")
     if bearer is not None and (not isinstance(bearer, str) or not bearer.strip()):
-        raise ConfigError("authorization.bearerToken must be a non-empty string")
+        probs.add("authorization.bearerToken must be a non-empty string")
+        bearer = None
     rf = raw.get("recipientsFile")
     if rf and config_path and not os.path.isabs(rf):
         rf = os.path.join(os.path.dirname(os.path.abspath(config_path)), rf)
-    if not rf and config_path:
-        rf = os.path.join(os.path.dirname(os.path.abspath(config_path)), "recipients.json")
-    return ServerConfig(
+    metrics = _mapping(raw.get("metrics") or {}, "metrics", _METRICS_KEYS, probs)
+    docs = str(raw.get("openApiDocs", "auth")).strip().lower() if raw.get("openApiDocs") is not False else "off"
+    if docs in _TRUE:
+        docs = "open"
+    if docs not in DOCS_MODES:
+        probs.add(f"openApiDocs must be one of {', '.join(DOCS_MODES)}, got {raw.get('openApiDocs')!r}")
+        docs = "auth"
+    replicas = probs.run(_int, raw.get("replicas"), 1, "replicas", 1, default=1)
+    explicit_key = bool(raw.get("signingKey") or raw.get("signingKeyFile"))
+    if replicas > 1 and not explicit_key:
+        probs.add(f"replicas is {replicas}, but no signingKey is set: every replica would sign file URLs and tokens "
+                  f"with its own key, so one replica's URLs would be refused by the others. Set signingKey (or "
+                  f"signingKeyFile) to the same secret on every replica, e.g. signingKey: "
+                  f"\"{{the output of: python -c 'import secrets; print(secrets.token_hex(32))'}}\"")
+    store = _store_url(raw.get("store"), config_path, probs)
+    if replicas > 1 and store.startswith("sqlite:///") and raw.get("store") is None:
+        probs.warnings.append("replicas > 1 with the default SQLite store: every replica must share the file "
+                              "(one host); replicas on several hosts need store: postgresql://...")
+    public_url = raw.get("publicUrl")
+    if public_url is not None and (not isinstance(public_url, str) or not re.match(r"(?i)^https?://", public_url)):
+        probs.add(f"publicUrl must be an http:// or https:// URL, got {public_url!r}")
+        public_url = None
+    replica_id = raw.get("replicaId") or os.environ.get("TAHOE_SHARING_REPLICA_ID") or \
+        f"{socket.gethostname()}-{os.getpid()}"
+    key = probs.run(_signing_key, raw, config_path, default=b"")
+    cfg = ServerConfig(
         shares=shares,
         host=str(raw.get("host") or "127.0.0.1"),
-        port=_int(raw.get("port"), 8080, "port", 0),
+        port=probs.run(_int, raw.get("port"), 8080, "port", 0, default=8080),
         endpoint=endpoint if endpoint != "/" else "",
-        presigned_url_timeout_seconds=_int(raw.get("preSignedUrlTimeoutSeconds"), 3600,
-                                           "preSignedUrlTimeoutSeconds", 1),
-        evaluate_predicate_hints=_bool(raw.get("evaluatePredicateHints"), True, "evaluatePredicateHints"),
-        evaluate_json_predicate_hints=_bool(raw.get("evaluateJsonPredicateHints"), True,
-                                            "evaluateJsonPredicateHints"),
-        query_table_page_size_limit=_int(raw.get("queryTablePageSizeLimit"), 10000, "queryTablePageSizeLimit", 1),
+        presigned_url_timeout_seconds=probs.run(_int, raw.get("preSignedUrlTimeoutSeconds"), 3600,
+                                                "preSignedUrlTimeoutSeconds", 1, default=3600),
+        evaluate_predicate_hints=probs.run(_bool, raw.get("evaluatePredicateHints"), True, "evaluatePredicateHints",
+                                           default=True),
+        evaluate_json_predicate_hints=probs.run(_bool, raw.get("evaluateJsonPredicateHints"), True,
+                                                "evaluateJsonPredicateHints", default=True),
+        query_table_page_size_limit=probs.run(_int, raw.get("queryTablePageSizeLimit"), 10000,
+                                              "queryTablePageSizeLimit", 1, default=10000),
         bearer_token=bearer,
-        allow_anonymous=_bool(raw.get("allowAnonymous"), False, "allowAnonymous"),
-        public_url=raw.get("publicUrl"),
+        allow_anonymous=probs.run(_bool, raw.get("allowAnonymous"), False, "allowAnonymous", default=False),
+        public_url=public_url,
         recipients_file=rf,
-        signing_key=_signing_key(raw, config_path),
+        signing_key=key,
         config_path=config_path,
-        async_query_ttl_seconds=_int(raw.get("asyncQueryTtlSeconds"), 3600, "asyncQueryTtlSeconds", 1),
-        temporary_credentials=_credentials_config(raw.get("temporaryCredentials")),
+        async_query_ttl_seconds=probs.run(_int, raw.get("asyncQueryTtlSeconds"), 3600, "asyncQueryTtlSeconds", 1,
+                                          default=3600),
+        temporary_credentials=_credentials_config(raw.get("temporaryCredentials"),
+                                                  raw.get("temporaryCredentialValiditySeconds"), probs),
+        request_timeout_seconds=probs.run(_int, raw.get("requestTimeoutSeconds"), 30, "requestTimeoutSeconds", 0,
+                                          default=30),
+        page_token_ttl_seconds=probs.run(_int, raw.get("queryTablePageTokenTtlMs"), 259200000,
+                                         "queryTablePageTokenTtlMs", 1000, default=259200000) // 1000,
+        refresh_token_ttl_seconds=probs.run(_int, raw.get("refreshTokenTtlMs"), 3600000, "refreshTokenTtlMs", 1000,
+                                            default=3600000) // 1000,
+        store_url=store,
+        replicas=replicas,
+        replica_id=str(replica_id),
+        signing_key_shared=explicit_key,
+        audit=_audit(raw.get("audit"), config_path, probs),
+        metrics_enabled=probs.run(_bool, metrics.get("enabled"), True, "metrics.enabled", default=True),
+        metrics_bearer_token=metrics.get("bearerToken"),
+        docs=docs,
+        limits=_limits(raw.get("limits"), probs),
+        trusted_proxies=_networks(raw.get("trustedProxies"), "trustedProxies", probs),
+        warnings=probs.warnings,
     )
+    if probs.items:
+        n = len(probs.items)
+        where = f" in {config_path}" if config_path else ""
+        if n == 1:
+            raise ConfigError(probs.items[0] + (f" ({config_path})" if config_path else ""))
+        raise ConfigError(f"{n} problems{where}:\n" + "\n".join(f"  - {p}" for p in probs.items))
+    return cfg
 
 
 def load_config(path: str) -> ServerConfig:
@@ -367,248 +575,3 @@ def load_config(path: str) -> ServerConfig:
     except yaml.YAMLError as e:
         raise ConfigError(f"config file {path} is not valid YAML: {e}") from None
     return parse_config(raw, path)
-
-
-# --- recipients ------------------------------------------------------------------------------------
-
-@dataclass
-class Recipient:
-    """A recipient. `auth` "bearer": `token_sha256` is the hash of its bearer token; "oauth": of
-    its OAuth client secret (`client_id` names the client; access tokens from the token endpoint
-    live `token_ttl` seconds). An OAuth client with a `public_key` (PEM) authenticates with JWT
-    assertions signed by the matching private key (the JWT-bearer grant, RFC 7523; `key_id` is the
-    `kid` it signs with) — its secret is never handed out."""
-    name: str
-    token_sha256: str
-    shares: list[str]
-    expires_at: int | None = None   # ms since epoch
-    revoked: bool = False
-    created_at: int = 0
-    auth: str = "bearer"
-    client_id: str | None = None
-    token_ttl: int | None = None
-    public_key: str | None = None
-    key_id: str | None = None
-
-    def grants(self, share: str) -> bool:
-        s = share.lower()
-        return any(g == "*" or g.lower() == s for g in self.shares)
-
-    def active(self, now_ms: int | None = None) -> bool:
-        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        return not self.revoked and (self.expires_at is None or now_ms < self.expires_at)
-
-    def to_dict(self) -> dict:
-        d = {"name": self.name, "tokenSha256": self.token_sha256, "shares": self.shares,
-             "expiresAt": self.expires_at, "revoked": self.revoked, "createdAt": self.created_at}
-        if self.auth != "bearer":
-            d.update({"auth": self.auth, "clientId": self.client_id, "tokenTtlSeconds": self.token_ttl})
-        if self.public_key is not None:
-            d.update({"publicKey": self.public_key, "keyId": self.key_id})
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Recipient":
-        auth = d.get("auth") or "bearer"
-        if auth not in ("bearer", "oauth"):
-            raise ValueError(f"unknown auth {auth!r}")
-        if auth == "oauth" and not d.get("clientId"):
-            raise ValueError("an oauth recipient needs a clientId")
-        ttl = d.get("tokenTtlSeconds")
-        if d.get("publicKey") is not None and auth != "oauth":
-            raise ValueError("a public key belongs to an oauth recipient")
-        return cls(d["name"], d["tokenSha256"], list(d.get("shares") or []), d.get("expiresAt"),
-                   bool(d.get("revoked", False)), int(d.get("createdAt") or 0), auth, d.get("clientId"),
-                   int(ttl) if ttl is not None else None, d.get("publicKey"), d.get("keyId"))
-
-
-def _fsync_dir(path: str) -> None:
-    if os.name != "posix":
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-class RecipientStore:
-    """Recipients in a JSON file; reloaded when the file changes. Every change is a
-    read-modify-write under the file's lock, written atomically (temporary file, fsync, rename)."""
-
-    def __init__(self, path: str | None):
-        self.path = path
-        self._lock = threading.Lock()
-        self._stamp: tuple | None = None
-        self._recipients: list[Recipient] = []
-        self._by_name: dict[str, Recipient] = {}
-
-    def _file_stamp(self):
-        try:
-            st = os.stat(self.path)
-            return (st.st_mtime_ns, st.st_size, st.st_ino)
-        except (FileNotFoundError, TypeError):
-            return None
-
-    def all(self) -> list[Recipient]:
-        """The recipients as the file holds them now (none when it is absent)."""
-        self._refresh()
-        return list(self._recipients)
-
-    def get(self, name: str) -> Recipient | None:
-        self._refresh()
-        return self._by_name.get(name)
-
-    def _refresh(self) -> None:
-        if not self.path:
-            return
-        stamp = self._file_stamp()
-        with self._lock:
-            if stamp != self._stamp:
-                self._recipients = self._read() if stamp else []
-                self._by_name = {r.name: r for r in self._recipients}
-                self._stamp = stamp
-
-    def _read(self) -> list[Recipient]:
-        try:
-            with open(self.path) as f:
-                data = json.load(f)
-        except FileNotFoundError:
-            return []
-        except ValueError as e:
-            raise ConfigError(f"recipient file {self.path} is not valid JSON: {e}") from None
-        if not isinstance(data, dict) or not isinstance(data.get("recipients", []), list):
-            raise ConfigError(f"recipient file {self.path} must hold {{\"recipients\": [...]}}")
-        try:
-            return [Recipient.from_dict(d) for d in data.get("recipients", [])]
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise ConfigError(f"recipient file {self.path} holds an invalid recipient: {e!r}") from None
-
-    def _write(self, recipients: list[Recipient]) -> None:
-        directory = os.path.dirname(os.path.abspath(self.path))
-        tmp = f"{self.path}.tmp-{secrets.token_hex(4)}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump({"recipients": [r.to_dict() for r in recipients]}, f, indent=2)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        _fsync_dir(directory)
-
-    def update(self, change: Callable[[list[Recipient]], Any]) -> Any:
-        """Apply `change` to the recipients as the file holds them, under the file's lock, and
-        write the result atomically; returns what `change` returned. A `change` that raises
-        writes nothing."""
-        if not self.path:
-            raise ConfigError("no recipient file configured")
-        with exclusive_lock(self.path + ".lock"):
-            recs = self._read()
-            out = change(recs)
-            self._write(recs)
-        return out
-
-    def add(self, name: str, shares: list[str], expires_in_days: float | None = None, oauth: bool = False,
-            token_ttl: int | None = None, public_key: str | None = None,
-            key_id: str | None = None) -> tuple[Recipient, str]:
-        """A new recipient; returns it and its token — with `oauth`, its OAuth client secret
-        (`client_id` generated; access tokens live `token_ttl` seconds, default
-        OAUTH_TOKEN_TTL) — shown once, stored only hashed. With `public_key` (PEM; implies
-        `oauth`) the client authenticates with JWTs signed by its private key instead of a secret
-        (the returned secret is of no use to it)."""
-        if not valid_name(name):
-            raise ConfigError(f"invalid recipient name {name!r}")
-        if public_key is not None:
-            from .jws import JwtError, load_public_key
-
-            try:
-                load_public_key(public_key)
-            except JwtError as e:
-                raise ConfigError(f"recipient {name!r}: {e}") from None
-            oauth = True
-        elif key_id is not None:
-            raise ConfigError("a key id needs a public key")
-        if token_ttl is not None and (not oauth or token_ttl < 1):
-            raise ConfigError("a token lifetime needs --oauth and must be at least 1 second")
-        token = secrets.token_urlsafe(32)
-
-        def change(recs: list[Recipient]) -> Recipient:
-            if any(r.name == name for r in recs):
-                raise ConfigError(f"recipient {name!r} already exists (use rotate for a new token)")
-            now = int(time.time() * 1000)
-            exp = None if expires_in_days is None else now + int(expires_in_days * 86400_000)
-            r = Recipient(name, hash_token(token), list(shares), exp, False, now)
-            if oauth:
-                r.auth, r.client_id, r.token_ttl = "oauth", f"{name}-{secrets.token_hex(8)}", token_ttl
-                r.public_key, r.key_id = public_key, key_id
-            recs.append(r)
-            return r
-        return self.update(change), token
-
-    def revoke(self, name: str) -> Recipient:
-        def change(recs: list[Recipient]) -> Recipient:
-            r = _named(recs, name)
-            r.revoked = True
-            return r
-        return self.update(change)
-
-    def rotate(self, name: str, expires_in_days: float | None = None) -> tuple[Recipient, str]:
-        token = secrets.token_urlsafe(32)
-
-        def change(recs: list[Recipient]) -> Recipient:
-            r = _named(recs, name)
-            r.token_sha256 = hash_token(token)
-            r.revoked = False
-            if expires_in_days is not None:
-                r.expires_at = int(time.time() * 1000) + int(expires_in_days * 86400_000)
-            return r
-        return self.update(change), token
-
-
-def _named(recs: list[Recipient], name: str) -> Recipient:
-    r = next((x for x in recs if x.name == name), None)
-    if r is None:
-        raise ConfigError(f"no recipient named {name!r}")
-    return r
-
-
-OAUTH_TOKEN_TTL = 3600      # seconds an OAuth access token lives unless the recipient says otherwise
-OAUTH_TOKEN_PATH = "/oauth/token"
-
-
-PRIVATE_KEY_PLACEHOLDER = "PATH-TO-YOUR-PRIVATE-KEY.pem"
-
-
-def profile_for(config: ServerConfig, token: str, expires_at: int | None, recipient: Recipient | None = None) -> dict:
-    """The profile a recipient receives: version 1 with its bearer token, or — for an OAuth
-    recipient — version 2 `oauth_client_credentials` with the token endpoint and its client
-    credentials (`token` is then the client secret), or, for a client with a public key, version
-    2 `oauth_jwt_bearer_private_key_jwt` (issuer: the token endpoint, audience: the sharing
-    endpoint; the recipient puts the path of its private key in `privateKeyFile`)."""
-    if recipient is not None and recipient.public_key is not None:
-        from .jws import algorithm_for_key, load_public_key
-
-        endpoint = config.profile_endpoint()
-        key: dict[str, Any] = {"privateKeyFile": PRIVATE_KEY_PLACEHOLDER,
-                               "algorithm": algorithm_for_key(load_public_key(recipient.public_key))}
-        if recipient.key_id:
-            key["keyId"] = recipient.key_id
-        return {"shareCredentialsVersion": 2, "type": "oauth_jwt_bearer_private_key_jwt", "endpoint": endpoint,
-                "auth": {"tokenEndpoint": endpoint + OAUTH_TOKEN_PATH, "clientId": recipient.client_id,
-                         "issuer": endpoint + OAUTH_TOKEN_PATH, "audience": endpoint, "privateKey": key}}
-    if recipient is not None and recipient.auth == "oauth":
-        endpoint = config.profile_endpoint()
-        return {"shareCredentialsVersion": 2, "type": "oauth_client_credentials", "endpoint": endpoint,
-                "tokenEndpoint": endpoint + OAUTH_TOKEN_PATH, "clientId": recipient.client_id,
-                "clientSecret": token}
-    p: dict[str, Any] = {"shareCredentialsVersion": 1, "endpoint": config.profile_endpoint(), "bearerToken": token}
-    if expires_at is not None:
-        from datetime import datetime, timezone
-
-        p["expirationTime"] = datetime.fromtimestamp(expires_at / 1000, tz=timezone.utc) \
-            .strftime("%Y-%m-%dT%H:%M:%S.") + f"{expires_at % 1000:03d}Z"
-    return p

@@ -20,14 +20,19 @@ from ..errors import TableNotFoundError, UnsupportedFeatureError, VersionNotFoun
 from ..log.delta_log import parse_timestamp
 from ..read.changes import CdfNotEnabledError
 from .auth import Authenticator, Principal, SeenAssertions
-from .config import RecipientStore, SchemaConfig, ServerConfig, ShareConfig, TableConfig, valid_name
+from .config import SchemaConfig, ServerConfig, ShareConfig, TableConfig, valid_name
 from .errors import SharingError, bad_request, not_found, public_message
 from .queries import AsyncQueries
 from .signing import BadToken, FileUrls, Signer
 from .tables import SharedTable, now_s
 from .vending import CredentialVendor
 
-__all__ = ["ServerContext", "get_context", "current_principal", "MAX_LIST"]
+__all__ = ["ServerContext", "get_context", "current_principal", "admit", "MAX_LIST", "AUDIT_KEY", "CLIENT_KEY",
+           "STREAM_KEY"]
+
+AUDIT_KEY = "tahoe.audit"     # the request's audit record (a dict) in the ASGI scope
+CLIENT_KEY = "tahoe.client"   # the client's address (see limits.client_address)
+STREAM_KEY = "tahoe.stream"   # the recipient whose in-flight count this request holds
 
 MAX_LIST = 500
 T = TypeVar("T")
@@ -35,27 +40,42 @@ T = TypeVar("T")
 
 class ServerContext:
     def __init__(self, config: ServerConfig, workers: int = 1):
-        """`workers`: how many processes serve the config. With more than one, what must be
-        shared lives in files — the signing key, the recipients, the JWT assertions seen (a
-        directory beside the recipients file) — and asynchronous queries, whose running state
-        lives in one process, are declined: `asyncquery=true` requests are answered at once,
-        which the protocol allows (the answer does not advertise the capability)."""
-        import os
+        """`workers`: how many processes serve the config on this host. Whatever processes and
+        replicas must share lives in the state store (`store`): recipients (unless in a JSON
+        `recipientsFile`), the JWT assertions seen, asynchronous queries, usage."""
+        from .audit import AuditLog
+        from .limits import Limiter
+        from .metrics import Metrics
+        from .recipients import open_recipients
+        from .store import open_store
 
         self.config = config
         self.workers = workers
-        self.async_queries = workers <= 1
         self.signer = Signer(config.signing_key)
-        self.recipients = RecipientStore(config.recipients_file)
-        seen_dir = None
-        if workers > 1 and config.recipients_file:
-            seen_dir = os.path.join(os.path.dirname(os.path.abspath(config.recipients_file)),
-                                    ".sharing-assertions-seen")
-        self.auth = Authenticator(config, self.recipients, self.signer, SeenAssertions(seen_dir))
-        self.tables = {key: SharedTable(t, config.presigned_url_timeout_seconds)
+        self.store = open_store(config.store_url)
+        self.recipients = open_recipients(config, self.store)
+        self.auth = Authenticator(config, self.recipients, self.signer, SeenAssertions(self.store))
+        self.metrics = Metrics(config.metrics_enabled)
+        self.tables = {key: SharedTable(t, config.presigned_url_timeout_seconds, self.metrics)
                        for key, t in config.tables_by_key().items()}
-        self.queries = AsyncQueries(self.signer, config.async_query_ttl_seconds)
+        self.queries = AsyncQueries(self.signer, config.async_query_ttl_seconds, self.store, config.replica_id)
         self.vendor = CredentialVendor(config.temporary_credentials)
+        self.limiter = Limiter(config.limits, self.store)
+        self.audit = AuditLog(config.audit.path, config.audit.max_bytes, config.audit.backup_count) \
+            if config.audit.enabled else None
+        self.ready = False
+        self.warmed = 0
+
+    def close(self) -> None:
+        """Stop the background work, writing what is queued (audit records, usage)."""
+        self.queries.close()
+        self.limiter.close()
+        if self.audit is not None:
+            self.audit.close()
+        self.store.close()
+
+    def page_token_expiry(self) -> int:
+        return now_s() + self.config.page_token_ttl_seconds
 
     # --- lookups ----------------------------------------------------------------------------------
     def find_share(self, p: Principal, share: str) -> ShareConfig:
@@ -97,7 +117,7 @@ class ServerContext:
         out: dict[str, Any] = {"items": chunk}
         nxt = offset + len(chunk)
         if nxt < len(items):
-            out["nextPageToken"] = self.signer.token({"k": kind, "r": p.id, "o": nxt})
+            out["nextPageToken"] = self.signer.token({"k": kind, "r": p.id, "o": nxt, "exp": self.page_token_expiry()})
         return out
 
     # --- errors -----------------------------------------------------------------------------------
@@ -175,9 +195,41 @@ def get_context(request: Request) -> ServerContext:
 
 def current_principal(request: Request,
                       creds: Optional[HTTPAuthorizationCredentials] = Depends(_bearer)) -> Principal:
-    """The authenticated caller (401 otherwise: see `auth`)."""
+    """The authenticated caller (401 otherwise: see `auth`), once the recipient's controls let
+    the request in (403 from an address not allowed, 429 over a limit: see `limits`)."""
+    ctx = get_context(request)
+    rec = request.scope.get(AUDIT_KEY)
     token = creds.credentials if creds is not None and creds.scheme.lower() == "bearer" else None
-    if token is None and request.headers.get("authorization"):
-        # a malformed or non-bearer Authorization header is a failed authentication, never anonymous
-        raise SharingError(401, "UNAUTHENTICATED", "the Authorization header must be 'Bearer <token>'")
-    return get_context(request).auth.principal(token)
+    try:
+        if token is None and request.headers.get("authorization"):
+            # a malformed or non-bearer Authorization header is a failed authentication, never anonymous
+            raise SharingError(401, "UNAUTHENTICATED", "the Authorization header must be 'Bearer <token>'",
+                               reason="malformed_header")
+        p = ctx.auth.principal(token)
+    except SharingError as e:
+        if rec is not None:
+            rec["authFailure"] = e.reason or "unauthenticated"
+        raise
+    if rec is not None:
+        rec["recipient"] = p.name
+    r = p.recipient
+    if r is not None:
+        admit(ctx, request, r)
+    return p
+
+
+def admit(ctx: ServerContext, request: Request, r) -> None:
+    """Let a request of recipient `r` in, or raise its refusal (see `limits`); counts it in flight
+    (released by the middleware when the response ends) and notes when the recipient was seen."""
+    rec = request.scope.get(AUDIT_KEY)
+    try:
+        ctx.limiter.check_address(r, request.scope.get(CLIENT_KEY))
+        ctx.limiter.check_rate(r)
+        ctx.limiter.check_bytes(r)
+        if ctx.limiter.enter_stream(r):
+            request.scope[STREAM_KEY] = r.name
+    except SharingError as e:
+        if rec is not None:
+            rec["refused"] = e.reason
+        raise
+    ctx.limiter.used(r.name)

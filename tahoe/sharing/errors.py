@@ -18,11 +18,13 @@ __all__ = ["SharingError", "not_found", "bad_request", "public_message"]
 class SharingError(Exception):
     """An error answered as `{"errorCode", "message"}` with an HTTP status."""
 
-    def __init__(self, status: int, code: str, message: str):
+    def __init__(self, status: int, code: str, message: str, headers: dict | None = None, reason: str | None = None):
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.headers = headers        # extra response headers (Retry-After, WWW-Authenticate)
+        self.reason = reason          # a short word for metrics and the audit log (why it was refused)
 
 
 def not_found(what: str) -> SharingError:

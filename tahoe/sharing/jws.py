@@ -1,61 +1,53 @@
-"""JSON Web Tokens signed with a key pair (RFC 7515 compact JWS, RFC 7519 claims), as the OAuth
-JWT-bearer grant (RFC 7523) uses them: the recipient's client signs an assertion with its private
-key (`sign_jwt`), the server's token endpoint verifies it with the public key registered for that
-client (`verify_jwt`).
+"""JSON Web Tokens of the OAuth JWT-bearer grant (RFC 7523), on PyJWT (a maintained JOSE library):
+the recipient's client signs an assertion with its private key (`sign_jwt`), the server's token
+endpoint verifies it with the public key registered for that client (`verify_assertion`).
 
-Algorithms: RS256/384/512 (RSA PKCS#1 v1.5), PS256/384/512 (RSA-PSS), ES256/384/512 (ECDSA,
-the signature as r‖s) and EdDSA (Ed25519/Ed448); never `none`. Keys are PEM (private: PKCS#8 or
-traditional, unencrypted; public: SubjectPublicKeyInfo). The cryptography package does the
-arithmetic; without it, JWT profiles and JWT clients are refused with a message saying so.
+Owns the choices PyJWT leaves to its caller:
+1. Algorithms are pinned by the registered key's type — RSA keys verify RS256/384/512 and
+   PS256/384/512 only, an EC key only the ES algorithm of its curve, an Ed25519/Ed448 key only
+   EdDSA — so `none`, an HMAC algorithm keyed with the public key, or another key type's algorithm
+   are refused whatever the token's header says (algorithm confusion).
+2. Claims: `exp`, `iss`, `aud` and `jti` are required; `iss` must be the client, `aud` one of the
+   token endpoint's URLs; `exp`, `nbf` and `iat` are checked with `CLOCK_SKEW` seconds of leeway,
+   and `exp` may lie at most `MAX_ASSERTION_SECONDS` ahead.
+Keys are PEM (private: PKCS#8 or traditional, unencrypted; public: SubjectPublicKeyInfo).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-from typing import Any
+import time
+from typing import Any, Iterable
 
 from ..errors import DeltaError
 
-__all__ = ["JWT_ALGORITHMS", "JwtError", "sign_jwt", "verify_jwt", "load_public_key", "algorithm_for_key"]
+__all__ = ["JWT_ALGORITHMS", "JwtError", "sign_jwt", "verify_assertion", "unverified_claims", "load_public_key",
+           "algorithm_for_key", "algorithms_for_key", "MAX_ASSERTION_SECONDS", "CLOCK_SKEW"]
 
 JWT_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+MAX_ASSERTION_SECONDS = 600   # how far ahead an assertion may expire
+CLOCK_SKEW = 60               # leeway on exp, nbf and iat
 
 
 class JwtError(DeltaError, ValueError):
-    """A JWT that cannot be made or does not verify (bad key, algorithm, signature, format)."""
+    """A JWT that cannot be made or does not verify; `reason` is a short, stable word for metrics
+    (signature, algorithm, audience, issuer, expired, immature, claims, format, lifetime)."""
+
+    def __init__(self, message: str, reason: str = "format"):
+        super().__init__(message)
+        self.reason = reason
 
 
-def _crypto():
-    try:
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, padding, rsa
-        from cryptography.hazmat.primitives.asymmetric import utils
-    except ImportError:
-        raise JwtError("JSON Web Tokens need the cryptography package (pip install cryptography)") from None
-    return hashes, serialization, ec, ed448, ed25519, padding, rsa, utils
+def _jwt():
+    import jwt
 
-
-def _b64e(b: bytes) -> str:
-    return base64.urlsafe_b64encode(b).rstrip(b"=").decode("ascii")
-
-
-def _b64d(s: str) -> bytes:
-    try:
-        return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
-    except (binascii.Error, ValueError):
-        raise JwtError("not a JWT (bad base64url)") from None
-
-
-def _digest(alg: str):
-    hashes = _crypto()[0]
-    return {"256": hashes.SHA256(), "384": hashes.SHA384(), "512": hashes.SHA512()}[alg[2:]]
+    return jwt
 
 
 def load_public_key(pem: str | bytes):
     """A PEM public key (JwtError if it is not one of the kinds JWTs are signed with)."""
-    _, serialization, ec, ed448, ed25519, _, rsa, _ = _crypto()
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
+
     try:
         key = serialization.load_pem_public_key(pem.encode() if isinstance(pem, str) else pem)
     except (ValueError, TypeError) as e:
@@ -66,90 +58,95 @@ def load_public_key(pem: str | bytes):
     return key
 
 
-def algorithm_for_key(key: Any) -> str:
-    """The usual JWT algorithm of a (public or private) key: RS256, ES256/384/512 by curve, EdDSA."""
-    _, _, ec, ed448, ed25519, _, rsa, _ = _crypto()
+def algorithms_for_key(key: Any) -> list[str]:
+    """The algorithms a (public or private) key may verify or sign: pinned by its type."""
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
     if isinstance(key, (rsa.RSAPublicKey, rsa.RSAPrivateKey)):
-        return "RS256"
+        return ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512"]
     if isinstance(key, (ec.EllipticCurvePublicKey, ec.EllipticCurvePrivateKey)):
-        return {256: "ES256", 384: "ES384", 521: "ES512"}.get(key.curve.key_size, "ES256")
-    return "EdDSA"
+        alg = {256: "ES256", 384: "ES384", 521: "ES512"}.get(key.curve.key_size)
+        if alg is None:
+            raise JwtError(f"EC keys on {key.curve.name} do not sign JWTs (use P-256, P-384 or P-521)")
+        return [alg]
+    return ["EdDSA"]
+
+
+def algorithm_for_key(key: Any) -> str:
+    """The usual JWT algorithm of a key: RS256, ES256/384/512 by curve, EdDSA."""
+    return algorithms_for_key(key)[0]
 
 
 def sign_jwt(header: dict, claims: dict, private_key_pem: bytes) -> str:
     """The compact JWS of `claims`, signed with the PEM private key by `header["alg"]`."""
-    _, serialization, ec, _, _, padding, _, utils = _crypto()
+    from cryptography.hazmat.primitives import serialization
+
     alg = header.get("alg")
     if alg not in JWT_ALGORITHMS:
-        raise JwtError(f"JWT algorithm {alg!r} is not supported (supported: {', '.join(JWT_ALGORITHMS)})")
+        raise JwtError(f"JWT algorithm {alg!r} is not supported (supported: {', '.join(JWT_ALGORITHMS)})",
+                       "algorithm")
     try:
         key = serialization.load_pem_private_key(private_key_pem, password=None)
     except (ValueError, TypeError) as e:
         raise JwtError(f"not a usable unencrypted PEM private key: {e}") from None
-    signing_input = (_b64e(json.dumps(header, separators=(",", ":")).encode()) + "." +
-                     _b64e(json.dumps(claims, separators=(",", ":")).encode())).encode("ascii")
+    if alg not in algorithms_for_key(key):
+        raise JwtError(f"a {type(key).__name__} cannot sign {alg} JWTs", "algorithm")
+    extra = {k: v for k, v in header.items() if k != "alg"}
+    return _jwt().encode(claims, key, algorithm=alg, headers=extra or None)
+
+
+def unverified_claims(token: str) -> dict:
+    """The claims of a JWT, not verified (to find whose key verifies it)."""
+    jwt = _jwt()
+    if not isinstance(token, str) or token.count(".") != 2:
+        raise JwtError("expected three dot-separated parts")
     try:
-        if alg.startswith("RS"):
-            sig = key.sign(signing_input, padding.PKCS1v15(), _digest(alg))
-        elif alg.startswith("PS"):
-            d = _digest(alg)
-            sig = key.sign(signing_input, padding.PSS(mgf=padding.MGF1(d), salt_length=d.digest_size), d)
-        elif alg.startswith("ES"):
-            r, s = utils.decode_dss_signature(key.sign(signing_input, ec.ECDSA(_digest(alg))))
-            n = (key.curve.key_size + 7) // 8
-            sig = r.to_bytes(n, "big") + s.to_bytes(n, "big")
-        else:
-            sig = key.sign(signing_input)
-    except (AttributeError, TypeError, ValueError) as e:
-        raise JwtError(f"a {type(key).__name__} cannot sign {alg} JWTs ({e})") from None
-    return signing_input.decode("ascii") + "." + _b64e(sig)
+        claims = jwt.decode(token, options={"verify_signature": False})
+    except jwt.PyJWTError as e:
+        raise JwtError(f"not a JWT ({e})") from None
+    if not isinstance(claims, dict):
+        raise JwtError("its claims are not a JSON object")
+    return claims
 
 
-def verify_jwt(token: str, public_key: Any) -> tuple[dict, dict]:
-    """(header, claims) of a JWT whose signature verifies with `public_key` (a key object or
-    PEM); JwtError otherwise. Only the signature is checked here: the claims (issuer, audience,
-    expiry, ...) are the caller's to check."""
-    _, _, ec, ed448, ed25519, padding, rsa, utils = _crypto()
-    try:
-        from cryptography.exceptions import InvalidSignature
-    except ImportError:  # pragma: no cover - _crypto() has refused already
-        raise JwtError("JSON Web Tokens need the cryptography package (pip install cryptography)") from None
-
+def verify_assertion(token: str, public_key: Any, *, issuer: str, audiences: Iterable[str],
+                     now: float | None = None) -> tuple[dict, dict]:
+    """(header, claims) of an assertion that verifies with `public_key` (key object or PEM), from
+    `issuer`, for one of `audiences`, inside its validity (see the module docstring); JwtError
+    otherwise."""
+    jwt = _jwt()
     key = load_public_key(public_key) if isinstance(public_key, (str, bytes)) else public_key
-    parts = token.split(".") if isinstance(token, str) else []
-    if len(parts) != 3:
-        raise JwtError("not a JWT (expected three dot-separated parts)")
+    allowed = algorithms_for_key(key)
     try:
-        header, claims = json.loads(_b64d(parts[0])), json.loads(_b64d(parts[1]))
-    except ValueError:
-        raise JwtError("not a JWT (its header or claims are not JSON)") from None
-    if not isinstance(header, dict) or not isinstance(claims, dict):
-        raise JwtError("not a JWT (its header and claims must be JSON objects)")
-    alg = header.get("alg")
-    if alg not in JWT_ALGORITHMS:
-        raise JwtError(f"JWT algorithm {alg!r} is not accepted (accepted: {', '.join(JWT_ALGORITHMS)})")
-    sig = _b64d(parts[2])
-    data = (parts[0] + "." + parts[1]).encode("ascii")
+        header = jwt.get_unverified_header(token)
+    except jwt.PyJWTError as e:
+        raise JwtError(f"not a JWT ({e})") from None
+    if header.get("alg") not in allowed:
+        raise JwtError(f"algorithm {header.get('alg')!r} is not accepted for this client's key "
+                       f"(accepted: {', '.join(allowed)})", "algorithm")
     try:
-        if alg[:2] in ("RS", "PS"):
-            if not isinstance(key, rsa.RSAPublicKey):
-                raise JwtError(f"{alg} needs an RSA key")
-            d = _digest(alg)
-            pad = padding.PKCS1v15() if alg.startswith("RS") else padding.PSS(mgf=padding.MGF1(d),
-                                                                             salt_length=padding.PSS.AUTO)
-            key.verify(sig, data, pad, d)
-        elif alg.startswith("ES"):
-            if not isinstance(key, ec.EllipticCurvePublicKey):
-                raise JwtError(f"{alg} needs an EC key")
-            n = (key.curve.key_size + 7) // 8
-            if len(sig) != 2 * n:
-                raise JwtError("bad ECDSA signature length")
-            der = utils.encode_dss_signature(int.from_bytes(sig[:n], "big"), int.from_bytes(sig[n:], "big"))
-            key.verify(der, data, ec.ECDSA(_digest(alg)))
-        else:
-            if not isinstance(key, (ed25519.Ed25519PublicKey, ed448.Ed448PublicKey)):
-                raise JwtError("EdDSA needs an Ed25519 or Ed448 key")
-            key.verify(sig, data)
-    except InvalidSignature:
-        raise JwtError("the JWT's signature does not verify") from None
+        claims = jwt.decode(token, key, algorithms=allowed, audience=list(audiences), issuer=issuer,
+                            leeway=CLOCK_SKEW, options={"require": ["exp", "iss", "aud", "jti"]})
+    except jwt.ExpiredSignatureError:
+        raise JwtError("the assertion has expired", "expired") from None
+    except jwt.ImmatureSignatureError as e:
+        raise JwtError(f"the assertion is not valid yet ({e})", "immature") from None
+    except jwt.InvalidAudienceError:
+        raise JwtError("the assertion is for another audience (aud must be this token endpoint)", "audience") from None
+    except jwt.InvalidIssuerError:
+        raise JwtError("the assertion's issuer is not the client", "issuer") from None
+    except jwt.MissingRequiredClaimError as e:
+        raise JwtError(f"the assertion has no {e.claim}", "claims") from None
+    except jwt.InvalidAlgorithmError as e:
+        raise JwtError(f"the assertion's algorithm is not accepted ({e})", "algorithm") from None
+    except jwt.InvalidSignatureError:
+        raise JwtError("the assertion's signature does not verify", "signature") from None
+    except jwt.PyJWTError as e:
+        raise JwtError(f"the assertion does not verify ({e})") from None
+    now = time.time() if now is None else now
+    exp = claims["exp"]
+    if exp > now + MAX_ASSERTION_SECONDS:
+        raise JwtError(f"the assertion lives too long (at most {MAX_ASSERTION_SECONDS} s)", "lifetime")
+    if not isinstance(claims["jti"], str) or not claims["jti"]:
+        raise JwtError("the assertion has no jti", "claims")
     return header, claims

@@ -1,5 +1,5 @@
 """An exclusive advisory lock on a local file, held across processes: the recipients file's
-read-modify-write (`config.RecipientStore`) and the one-time creation of a recipient's client
+read-modify-write (`recipients.FileBackend`) and the one-time creation of a recipient's client
 environment (`official_client.ensure_env`) take it, so that concurrent processes wait for each
 other instead of losing one another's work."""
 

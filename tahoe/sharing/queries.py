@@ -1,28 +1,33 @@
 """Asynchronous Query Table requests (spec: the `asyncquery` capability and "Get Query Info"): a
 query submitted with `asyncquery=true` and an `idempotencyKey` runs in the background; the
 recipient gets a `queryId` and polls `POST …/tables/{table}/queries/{queryId}` until the answer is
-ready, then reads it page by page.
+ready, then reads it page by page — through any process or replica of the server.
 
-Owns: the registry of running and finished queries, bounded in number and in time
-(`asyncQueryTtlSeconds`), and the rules of idempotency and of query ids:
+Owns: the registry of queries and the rules of idempotency and of query ids:
 
 * A query id is a token signed by the server, naming the recipient and the table it belongs to and
   when it expires. Another recipient's id, an id used on another table's URL, or a forged one is
   a query that does not exist (404 `RESOURCE_DOES_NOT_EXIST`); an expired one answers 400
   `INVALID_PARAMETER_VALUE` ("submit it again"); a well-signed id the registry no longer holds
-  (evicted, or the server restarted) is 404 too.
+  is 404 too.
 * Submitting the same `idempotencyKey` again — same recipient, same table, same query — while the
-  query is known returns the same query (no second run); the same key with a different query is
-  400 `INVALID_PARAMETER_VALUE`. Once the query expired, the key may be used for a new query.
+  query is known returns the same query (no second run), whichever replica it reaches; the same
+  key with a different query is 400 `INVALID_PARAMETER_VALUE`. Once the query expired, the key may
+  be used for a new query.
 
-The work itself (loading the snapshot, listing and pruning files) is a callable handed to
-`submit`; its result — an answer whose file URLs are signed when it is read, so that they are
-fresh at every poll — or its error is kept until the query expires.
+Where the state lives: in the state store (`store.StateStore`: every process and replica shares
+it) — each query's spec (the request, its capabilities and the table version it is pinned to,
+resolved when it was submitted), status and error. The replica that accepted a query computes it
+(`run`) and keeps the answer in memory; a poll reaching another replica finds the query done in
+the store and computes the same answer there from the spec (`rebuild`; pinned to the same
+version, so the same files), or a failed query's error, or — when the replica computing it
+stopped beating for `STALE_SECONDS` — takes it over.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 import threading
 import time
@@ -30,31 +35,38 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from .errors import bad_request, not_found
+from .errors import SharingError, bad_request, not_found
 from .signing import BadToken, Signer
 
 __all__ = ["AsyncQueries", "AsyncQuery", "PENDING", "body_digest"]
 
+log = logging.getLogger("tahoe.sharing")
+
 PENDING = "pending"
-_MAX_QUERIES = 256        # queries kept at once; the oldest finished ones go first
+_MAX_QUERIES = 256        # answers kept in memory at once; the oldest finished ones go first
 _WORKERS = 2              # queries computed at once
+BEAT_SECONDS = 5.0        # how often a replica says it still computes its queries
+STALE_SECONDS = 30.0      # after which silence another replica takes a pending query over
 
 
 @dataclass
 class AsyncQuery:
-    """One submitted query: who asked, for which table, its fingerprint (`digest` of the request
-    body), the idempotency key, and its future (the answer, or the error it failed with)."""
+    """One submitted query: who asked, for which table, its fingerprint (`digest`), the
+    idempotency key, its spec (what any replica needs to compute it) and its future (the answer,
+    or the error it failed with; None while another replica computes it)."""
     id: str
     owner: str
     table_key: str
     digest: str
     idempotency_key: str
     expires: float
-    future: Future
-    extra: dict = field(default_factory=dict)   # what the routes keep with it (capabilities, body)
+    future: Optional[Future]
+    spec: dict = field(default_factory=dict)
 
     def done(self, wait: float = 0.0) -> bool:
         """True once the query finished (waiting up to `wait` seconds for it)."""
+        if self.future is None:
+            return False
         if wait > 0 and not self.future.done():
             try:
                 self.future.exception(timeout=wait)
@@ -63,61 +75,123 @@ class AsyncQuery:
         return self.future.done()
 
     def result(self) -> Any:
-        """The answer; the query's error re-raised when it failed (SharingError as it was raised,
-        anything else as the caller's internal error)."""
+        """The answer; the query's error re-raised when it failed."""
         return self.future.result()
 
 
-class AsyncQueries:
-    """Running and finished asynchronous queries of one server process (thread-safe)."""
+def _error_of(e: BaseException) -> dict:
+    if isinstance(e, SharingError):
+        return {"status": e.status, "code": e.code, "message": e.message}
+    return {"status": 500, "code": "INTERNAL_ERROR", "message": ""}
 
-    def __init__(self, signer: Signer, ttl_seconds: int, max_queries: int = _MAX_QUERIES, workers: int = _WORKERS):
+
+class AsyncQueries:
+    """Asynchronous queries of one server process (thread-safe), their state in `store`."""
+
+    def __init__(self, signer: Signer, ttl_seconds: int, store, replica: str, max_queries: int = _MAX_QUERIES,
+                 workers: int = _WORKERS):
         self._signer = signer
         self._ttl = ttl_seconds
+        self._store = store
+        self._replica = replica
         self._max = max_queries
         self._lock = threading.Lock()
-        self._by_id: dict[str, AsyncQuery] = {}
-        self._by_key: dict[tuple[str, str, str], str] = {}
+        self._local: dict[str, AsyncQuery] = {}
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sharing-async-query")
+        self._stop = threading.Event()
+        threading.Thread(target=self._beat, name="sharing-async-beat", daemon=True).start()
 
-    def submit(self, owner: str, table_key: str, digest: str, idempotency_key: str,
-               run: Callable[[], Any], extra: Optional[dict] = None) -> tuple[AsyncQuery, bool]:
+    def _beat(self) -> None:
+        while not self._stop.wait(BEAT_SECONDS):
+            with self._lock:
+                running = [q.id for q in self._local.values() if q.future is not None and not q.future.done()]
+            try:
+                self._store.beat(running, time.time())
+            except Exception:  # noqa: BLE001 - a store hiccup: the next beat retries
+                log.warning("async queries: could not record the heartbeat in the state store", exc_info=True)
+
+    def submit(self, owner: str, table_key: str, digest: str, idempotency_key: str, spec: dict,
+               run: Callable[[], Any]) -> tuple[AsyncQuery, bool]:
         """The query for this idempotency key — the one already submitted (False) or a new one
         started now (True)."""
         if not idempotency_key or len(idempotency_key) > 256:
             raise bad_request("idempotencyKey must be a non-empty string of at most 256 characters")
         now = time.time()
-        key = (owner, table_key, idempotency_key)
-        with self._lock:
-            self._expire(now)
-            known = self._by_id.get(self._by_key.get(key, ""))
-            if known is not None:
-                if known.digest != digest:
-                    raise bad_request(f"idempotencyKey {idempotency_key!r} was already used for a different query "
-                                      f"on this table: use a new key for a new query")
-                return known, False
-            expires = now + self._ttl
-            qid = self._signer.token({"k": "async-query", "r": owner, "t": table_key, "n": secrets.token_hex(8),
-                                      "exp": int(expires) + 1})
-            q = AsyncQuery(qid, owner, table_key, digest, idempotency_key, expires, Future(), dict(extra or {}))
-            self._by_id[qid] = q
-            self._by_key[key] = qid
-            self._evict()
+        expires = now + self._ttl
+        qid = self._signer.token({"k": "async-query", "r": owner, "t": table_key, "n": secrets.token_hex(8),
+                                  "exp": int(expires) + 1})
+        row = self._store.submit_query(qid, owner, table_key, idempotency_key, digest, spec, expires, self._replica,
+                                       now)
+        if not row["new"]:
+            if row["digest"] != digest:
+                raise bad_request(f"idempotencyKey {idempotency_key!r} was already used for a different query "
+                                  f"on this table: use a new key for a new query")
+            return self._known(row, owner, table_key, idempotency_key), False
+        q = AsyncQuery(qid, owner, table_key, digest, idempotency_key, expires, Future(), spec)
+        self._keep(q)
         self._pool.submit(self._run, q, run)
         return q, True
 
-    @staticmethod
-    def _run(q: AsyncQuery, run: Callable[[], Any]) -> None:
+    def _keep(self, q: AsyncQuery) -> None:
+        with self._lock:
+            self._local[q.id] = q
+            now = time.time()
+            for i in [i for i, x in self._local.items() if x.expires <= now]:
+                self._local.pop(i)
+            if len(self._local) > self._max:
+                finished = sorted((x.expires, i) for i, x in self._local.items() if x.future is not None
+                                  and x.future.done())
+                for _, i in finished[:len(self._local) - self._max]:
+                    self._local.pop(i)
+
+    def _run(self, q: AsyncQuery, run: Callable[[], Any]) -> None:
         if not q.future.set_running_or_notify_cancel():
             return
         try:
             q.future.set_result(run())
+            error = None
         except BaseException as e:  # the poll re-raises it
             q.future.set_exception(e)
+            error = _error_of(e)
+        try:
+            self._store.finish_query(q.id, error)
+        except Exception:  # noqa: BLE001 - this replica still answers it; others will retry the store
+            log.error("async queries: could not record a finished query in the state store", exc_info=True)
 
-    def get(self, query_id: str, owner: str, table_key: str) -> AsyncQuery:
+    def _known(self, row: dict, owner: str, table_key: str, idem: str,
+               rebuild: Optional[Callable[[dict], Any]] = None) -> AsyncQuery:
+        """The query of a store row: this process's own, or one whose answer is computed here from
+        its spec (done elsewhere), or its error (failed), or pending."""
+        with self._lock:
+            q = self._local.get(row["id"])
+        if q is not None:
+            return q
+        q = AsyncQuery(row["id"], owner, table_key, row["digest"], idem, float(row["expires"]), None, row["spec"])
+        if row["status"] == "failed":
+            e = row["error"] or {}
+            q.future = Future()
+            q.future.set_exception(SharingError(int(e.get("status", 500)), e.get("code", "INTERNAL_ERROR"),
+                                                e.get("message", "")))
+        elif rebuild is not None and (row["status"] == "done" or self._store.take_over(
+                row["id"], self._replica, time.time() - STALE_SECONDS, time.time())):
+            q.future = Future()
+            self._keep(q)
+            self._pool.submit(self._run if row["status"] != "done" else self._compute, q, lambda: rebuild(row["spec"]))
+        return q
+
+    @staticmethod
+    def _compute(q: AsyncQuery, run: Callable[[], Any]) -> None:
+        if not q.future.set_running_or_notify_cancel():
+            return
+        try:
+            q.future.set_result(run())
+        except BaseException as e:
+            q.future.set_exception(e)
+
+    def get(self, query_id: str, owner: str, table_key: str,
+            rebuild: Callable[[dict], Any]) -> AsyncQuery:
         """The query `query_id` of this recipient and table (see the module docstring for the
-        errors)."""
+        errors); `rebuild(spec)` computes its answer here when another replica accepted it."""
         missing = not_found(f"query {query_id[:16]}… does not exist")
         try:
             self._signer.read_token(query_id, k="async-query", r=owner, t=table_key)
@@ -131,31 +205,17 @@ class AsyncQueries:
                                   f"{self._ttl} seconds): submit it again with a new idempotencyKey") from None
             raise missing from None
         with self._lock:
-            self._expire(time.time())
-            q = self._by_id.get(query_id)
-        if q is None:
-            raise not_found("the query is no longer known to this server (it was evicted or the server restarted): "
-                            "submit it again with a new idempotencyKey")
-        return q
-
-    def _expire(self, now: float) -> None:
-        for qid in [i for i, q in self._by_id.items() if q.expires <= now]:
-            self._drop(qid)
-
-    def _evict(self) -> None:
-        if len(self._by_id) <= self._max:
-            return
-        finished = sorted((q.expires, i) for i, q in self._by_id.items() if q.future.done())
-        for _, qid in finished[:len(self._by_id) - self._max]:
-            self._drop(qid)
-
-    def _drop(self, qid: str) -> None:
-        q = self._by_id.pop(qid, None)
+            q = self._local.get(query_id)
         if q is not None:
-            self._by_key.pop((q.owner, q.table_key, q.idempotency_key), None)
-            q.future.cancel()
+            return q
+        row = self._store.get_query(query_id)
+        if row is None or row["expires"] <= time.time():
+            raise not_found("the query is no longer known to this server (it expired or its state was lost): "
+                            "submit it again with a new idempotencyKey")
+        return self._known(row, owner, table_key, "", rebuild)
 
     def close(self) -> None:
+        self._stop.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 

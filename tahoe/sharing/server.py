@@ -30,6 +30,7 @@ from .config import ServerConfig
 from .context import ServerContext
 from .errors import SharingError, public_message
 from .routes import credentials, files, listing, oauth, table
+from .ops import OpsMiddleware, add_ops_routes, install_log_redaction
 from .routes.files import FILE_CHUNK
 
 __all__ = ["create_app", "serve", "FILE_CHUNK"]
@@ -48,30 +49,47 @@ def create_app(config: ServerConfig, workers: int = 1) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
-        """Load every table's latest snapshot in the background, so first queries are warm."""
+        """Load every table's latest snapshot in the background, so first queries are warm;
+        /readyz answers 200 once that is done."""
+        install_log_redaction()
+
         def run():
             for st in ctx.tables.values():
                 try:
                     st.prepare(st.snapshot())
                 except Exception:  # a broken table answers its own errors when asked
                     pass
+                ctx.warmed += 1
+            ctx.ready = True
+            ctx.metrics.set_ready(True)
+        ctx.metrics.set_ready(False)
         threading.Thread(target=run, name="sharing-warm-up", daemon=True).start()
         # pyarrow imports pandas on its first `pa.array` when pandas is installed (~0.4 s): pay it
         # before serving rather than in the first request (meanwhile the warm-up reads the logs)
         with contextlib.suppress(ImportError):
             import pandas  # noqa: F401
-        yield
+        try:
+            yield
+        finally:
+            ctx.close()
 
+    open_docs = config.docs == "open"
     app = FastAPI(title="tahoe Delta Sharing server", version="1", lifespan=lifespan,
-                  description="Delta Sharing protocol server over Delta tables (tahoe).")
+                  description="Delta Sharing protocol server over Delta tables (tahoe).",
+                  openapi_url="/openapi.json" if open_docs else None,
+                  docs_url="/docs" if open_docs else None, redoc_url="/redoc" if open_docs else None)
     app.state.sharing = ctx
     for router in (listing.router, table.router, credentials.router, files.router, oauth.router):
         app.include_router(router, prefix=config.endpoint)
+    add_ops_routes(app, ctx)
+    app.add_middleware(OpsMiddleware, ctx=ctx)
 
     @app.exception_handler(SharingError)
     async def _sharing_error(request: Request, e: SharingError):
-        headers = {"WWW-Authenticate": "Bearer"} if e.status == 401 else None
-        return _err(e.status, e.code, e.message, headers)
+        headers = dict(e.headers or {})
+        if e.status == 401:
+            headers["WWW-Authenticate"] = "Bearer"
+        return _err(e.status, e.code, e.message, headers or None)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, e: RequestValidationError):
@@ -116,25 +134,38 @@ def serve(config: ServerConfig, host: str | None = None, port: int | None = None
           config_path: str | None = None) -> None:
     """Run the server with uvicorn. `workers` > 1: that many processes accept on the same
     socket, each loading `config_path` (already loaded here as `config`, which created its
-    signing key file if it had none, so that every worker signs with the same key)."""
+    signing key file if it had none, so that every worker signs with the same key); their
+    metrics are added up through a multiprocess directory made here."""
+    import shutil
     import sys
+    import tempfile
 
     import uvicorn
 
+    from .metrics import MULTIPROC_ENV
+
+    for w in config.warnings:
+        sys.stderr.write(f"warning: {w}\n")
     if config.allow_anonymous:
         sys.stderr.write("warning: allowAnonymous is true: requests without a token read every share\n")
-    elif not config.bearer_token and not (config.recipients_file and os.path.exists(config.recipients_file)):
-        sys.stderr.write("warning: no authorization.bearerToken and no recipients yet: every request is refused "
-                         "(401) until you add one with `tahoe sharing recipient add`\n")
 
     # loop/http "auto": uvloop and httptools (dependencies) when installed, else asyncio and h11
     level = os.environ.get("TAHOE_SHARING_LOG_LEVEL", "warning")
+    kw = dict(host=host or config.host, port=port or config.port, log_level=level,
+              timeout_graceful_shutdown=30, server_header=False)
     if workers > 1:
         if config_path is None:
             raise ValueError("several workers need the config file's path (each worker loads it)")
         os.environ[CONFIG_ENV] = os.path.abspath(config_path)
         os.environ[WORKERS_ENV] = str(workers)
-        uvicorn.run(f"{__name__}:app_from_env", factory=True, workers=workers, host=host or config.host,
-                    port=port or config.port, log_level=level)
+        metrics_dir = None
+        if config.metrics_enabled and not os.environ.get(MULTIPROC_ENV):
+            metrics_dir = tempfile.mkdtemp(prefix="tahoe-sharing-metrics-")
+            os.environ[MULTIPROC_ENV] = metrics_dir
+        try:
+            uvicorn.run(f"{__name__}:app_from_env", factory=True, workers=workers, **kw)
+        finally:
+            if metrics_dir:
+                shutil.rmtree(metrics_dir, ignore_errors=True)
         return
-    uvicorn.run(create_app(config), host=host or config.host, port=port or config.port, log_level=level)
+    uvicorn.run(create_app(config), **kw)

@@ -115,22 +115,27 @@ class Signer:
         return FileUrls(self._file_key, base, expires, holder)
 
     def verify_file(self, table_key: str, rel_b64: str, credential_b64: str, expires: str, signature: str,
-                    binding_of: Callable[[str], str | None]) -> str:
+                    binding_of: Callable[[str], Any]) -> str:
         """The file's path within the table, or BadToken (unknown or no-longer-valid holder —
-        `binding_of(credential)` gives its current binding or None —, bad signature, expired,
-        malformed)."""
+        `binding_of(credential)` gives its current binding, or several (a rotation's grace), or
+        None —, bad signature, expired, malformed)."""
         try:
             exp = int(expires)
             credential = b64d(credential_b64 or "").decode("utf-8")
         except (TypeError, ValueError, UnicodeDecodeError, binascii.Error):
             raise BadToken("malformed URL") from None
-        binding = binding_of(credential) if credential else None
-        # the signature is computed either way, so timing does not tell known holders from unknown
-        good = _file_signer(self._file_key, table_key, exp,
-                            Holder(credential, binding if binding is not None else "\x00none"))(rel_b64)
-        if not hmac.compare_digest(good.encode(), (signature or "").encode("utf-8", "replace")):
+        bindings = binding_of(credential) if credential else None
+        if isinstance(bindings, str):
+            bindings = (bindings,)
+        # a signature is computed either way, so timing does not tell known holders from unknown
+        given = (signature or "").encode("utf-8", "replace")
+        ok = False
+        for binding in bindings or ("\x00none",):
+            good = _file_signer(self._file_key, table_key, exp, Holder(credential, binding))(rel_b64)
+            ok = hmac.compare_digest(good.encode(), given) or ok
+        if not ok:
             raise BadToken("bad signature")
-        if binding is None:
+        if not bindings:
             raise BadToken("the URL's holder is unknown or no longer valid")
         if exp < time.time():
             raise BadToken("expired")

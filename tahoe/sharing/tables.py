@@ -128,8 +128,9 @@ class SharedTable:
     """A configured table; thread-safe; snapshots cached per version (latest re-checked by listing
     the log from the cached version on)."""
 
-    def __init__(self, cfg: TableConfig, url_ttl: int):
+    def __init__(self, cfg: TableConfig, url_ttl: int, metrics=None):
         self.cfg = cfg
+        self.metrics = metrics          # metrics.Metrics: snapshot cache lookups and load times
         self.key = cfg.key
         self._root: str | None = None
         self.url_ttl = url_ttl
@@ -180,12 +181,17 @@ class SharedTable:
             version = self.latest_version()
         with self._lock:
             s = self._snaps.get(version)
+        if self.metrics is not None:
+            self.metrics.cache_lookup(s is not None)
         if s is None:
             with self._load_lock:  # one load at a time per table: concurrent askers wait for it
                 with self._lock:
                     s = self._snaps.get(version)
                 if s is None:
+                    t0 = time.perf_counter()
                     s = self.log.snapshot(version)
+                    if self.metrics is not None:
+                        self.metrics.table_loaded(self.cfg.share, time.perf_counter() - t0)
                     with self._lock:
                         if len(self._snaps) > 8:
                             self._snaps.pop(next(iter(self._snaps)))

@@ -67,7 +67,7 @@ def start_server(config_path: str, port: int, env: dict | None = None, args: lis
         if proc.poll() is not None:
             raise RuntimeError(f"sharing server exited with {proc.returncode}")
         try:
-            httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=1)
+            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
             return proc
         except httpx.HTTPError:
             time.sleep(0.1)

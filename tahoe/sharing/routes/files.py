@@ -16,7 +16,7 @@ from typing import Iterator, Optional
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from ..context import ServerContext, get_context
+from ..context import AUDIT_KEY, ServerContext, admit, get_context
 from ..signing import BadToken
 from ..tables import rel_ok
 
@@ -68,16 +68,36 @@ def _serve_file(ctx: ServerContext, table_key: str, rel_b64: str, request: Reque
     st = ctx.tables.get(table_key)
     if st is None:
         return _deny()
+    rec = request.scope.get(AUDIT_KEY)
+    if rec is not None:
+        rec.update(share=st.cfg.share, schema=st.cfg.schema, table=st.cfg.name)
+    holder: list = []
+
+    def bindings(cred: str):
+        holder.append(cred)
+        return ctx.auth.bindings_of(cred, st.cfg.share)
     try:
         rel = ctx.signer.verify_file(table_key, rel_b64, credential or "", expires or "", signature or "",
-                                     lambda cred: ctx.auth.binding_of(cred, st.cfg.share))
+                                     bindings)
     except BadToken:
+        if rec is not None:
+            rec["authFailure"] = "bad_file_url"
         return _deny()
     if not rel_ok(rel):
         return _deny()
+    name = ctx.auth.name_of(holder[0])
+    if rec is not None:
+        rec["recipient"] = name
+    r = ctx.recipients.get(name) if holder[0].startswith("r:") else None
+    if r is not None:
+        admit(ctx, request, r)
+        if rec is not None:
+            rec["recipientName"] = name     # the middleware counts the bytes sent against its quota
     if st.is_s3:
         target = st.root.rstrip("/") + "/" + rel
         location = st.log.store.presign(target, S3_REDIRECT_SECONDS, "HEAD" if request.method == "HEAD" else "GET")
+        if rec is not None:
+            rec["redirected"] = True
         return Response(status_code=302, headers={"Location": location, "Cache-Control": "no-store"})
     root = st.log.table_root
     real_root = os.path.realpath(root)

@@ -22,8 +22,8 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from ..auth import OAuthError
-from ..config import OAUTH_TOKEN_PATH
-from ..context import ServerContext, get_context
+from ..context import AUDIT_KEY, CLIENT_KEY, ServerContext, get_context
+from ..recipients import OAUTH_TOKEN_PATH
 
 JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
@@ -34,8 +34,8 @@ router = APIRouter(tags=["oauth"])
 _MAX_BODY = 16 * 1024
 
 
-def _error(e: OAuthError) -> JSONResponse:
-    headers = {"Cache-Control": "no-store"}
+def _error(e: OAuthError, headers: dict | None = None) -> JSONResponse:
+    headers = {"Cache-Control": "no-store", **(headers or {})}
     if e.status == 401:
         headers["WWW-Authenticate"] = 'Basic realm="delta-sharing"'
     return JSONResponse({"error": e.error, "error_description": e.description}, status_code=e.status,
@@ -59,6 +59,13 @@ def _basic(header: str | None) -> tuple[str, str] | None:
 @router.post(OAUTH_TOKEN_PATH)
 async def token(request: Request, ctx: ServerContext = Depends(get_context)):
     """An access token for a recipient's OAuth client credentials."""
+    wait = ctx.limiter.check_token_endpoint(request.scope.get(CLIENT_KEY))
+    rec = request.scope.get(AUDIT_KEY)
+    if wait is not None:
+        if rec is not None:
+            rec["refused"] = "token_rate_limited"
+        return _error(OAuthError(429, "slow_down", "too many token requests from this address: retry later"),
+                      {"Retry-After": str(wait)})
     try:
         body = await request.body()
         if len(body) > _MAX_BODY:
@@ -82,6 +89,8 @@ async def token(request: Request, ctx: ServerContext = Depends(get_context)):
                 raise OAuthError(400, "invalid_request", "the jwt-bearer grant needs an assertion")
             audiences = {ctx.base_url(request) + OAUTH_TOKEN_PATH, ctx.config.profile_endpoint() + OAUTH_TOKEN_PATH}
             answer = ctx.auth.issue_jwt_token(f["assertion"], audiences, f.get("scope") or None)
+            if rec is not None:
+                rec["recipient"] = "<jwt client>"
             return JSONResponse(answer, headers={"Cache-Control": "no-store", "Pragma": "no-cache"})
         if grant != "client_credentials":
             raise OAuthError(400, "unsupported_grant_type",
@@ -94,6 +103,11 @@ async def token(request: Request, ctx: ServerContext = Depends(get_context)):
         elif "client_secret" in f:
             raise OAuthError(400, "invalid_request", "use one client authentication method, not two")
         answer = ctx.auth.issue_token(creds[0], creds[1], f.get("scope") or None)
+        r = ctx.recipients.by_client_id(creds[0])
+        if rec is not None and r is not None:
+            rec["recipient"] = r.name
     except OAuthError as e:
+        if rec is not None:
+            rec["authFailure"] = e.reason
         return _error(e)
     return JSONResponse(answer, headers={"Cache-Control": "no-store", "Pragma": "no-cache"})

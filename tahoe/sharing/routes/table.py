@@ -27,7 +27,8 @@ from pydantic import BaseModel, ConfigDict
 
 from ...read.changes import check_cdf_enabled, table_changes
 from ..auth import Principal
-from ..context import ServerContext, current_principal, get_context
+from ..context import AUDIT_KEY, ServerContext, current_principal, get_context
+from ..ops import audit_fields
 from ..errors import SharingError, bad_request
 from ..predicates import FileContext, parse_json_predicate, parse_sql_predicates
 from ..queries import PENDING, body_digest
@@ -122,7 +123,7 @@ def data_change_lines(st: SharedTable, fmt: str, urls: FileUrls, vc, scheme: str
 
 def paged_lines(ctx: ServerContext, st: SharedTable, head: list[str], files: Iterable[str], page_size: int | None,
                 end_stream: bool, error_in_band: bool, expires: int, next_token: Callable[[int], str],
-                extra: Optional[dict] = None) -> Iterator[str]:
+                extra: Optional[dict] = None, audit: Optional[dict] = None) -> Iterator[str]:
     """The head lines (protocol, metaData), then at most `page_size` file lines, then — only when
     the client asked for one — an endStreamAction, with a token for the next page when more lines
     remain (`next_token(number of file lines on this page)`) and the `extra` members (a refresh
@@ -137,6 +138,8 @@ def paged_lines(ctx: ServerContext, st: SharedTable, head: list[str], files: Ite
     yield from head
     n = 0
     more = False
+    if audit is not None:
+        audit["files"] = 0
     try:
         for line in files:
             if page_size is not None and n >= page_size:
@@ -144,6 +147,8 @@ def paged_lines(ctx: ServerContext, st: SharedTable, head: list[str], files: Ite
                 break
             yield line
             n += 1
+            if audit is not None:
+                audit["files"] = n
     except Exception as e:
         if not error_in_band:
             raise
@@ -453,15 +458,16 @@ def _range_answer(ctx: ServerContext, st: SharedTable, caps: Capabilities, body:
 
 def _respond(ctx: ServerContext, p: Principal, st: SharedTable, caps: Capabilities, ans: Answer, urls: FileUrls,
              max_files: Optional[int], paged: bool, offset: int, include_refresh: bool,
-             next_token: Callable[[int], str]) -> StreamingResponse:
+             next_token: Callable[[int], str], audit: Optional[dict] = None) -> StreamingResponse:
     """The NDJSON response of an answer (one page of it when `paged`)."""
     end_stream = paged or caps.include_end_stream_action or include_refresh
     extra = None
     if include_refresh and ans.refresh_version is not None:
         extra = {"refreshToken": ctx.signer.token({"k": "refresh", "r": p.id, "t": st.cfg.key,
-                                                   "v": ans.refresh_version, "exp": now_s() + 86400})}
+                                                   "v": ans.refresh_version,
+                                                   "exp": now_s() + ctx.config.refresh_token_ttl_seconds})}
     lines = paged_lines(ctx, st, ans.head, ans.lines(urls, offset, paged), _page_size(ctx, max_files) if paged else None,
-                        end_stream, caps.include_end_stream_action, urls.expires, next_token, extra)
+                        end_stream, caps.include_end_stream_action, urls.expires, next_token, extra, audit)
     return _ndjson(lines, ans.version, caps, ans.fmt, end_stream)
 
 
@@ -472,9 +478,11 @@ def query_table(share: str, schema: str, table: str, request: Request, body: Opt
                 p: Principal = Depends(current_principal), ctx: ServerContext = Depends(get_context)):
     st = ctx.find_table(p, share, schema, table)
     body = body or QueryBody()
+    audit_fields(request, startingVersion=body.startingVersion, endingVersion=body.endingVersion,
+                 timestamp=body.timestamp, limitHint=body.limitHint,
+                 predicateHints=json.dumps(body.predicateHints) if body.predicateHints else None,
+                 jsonPredicateHints=body.jsonPredicateHints)
     caps = Capabilities.parse(delta_sharing_capabilities, fileidhash)
-    if not ctx.async_queries:   # a server of several processes answers at once (see ServerContext)
-        caps = dataclasses.replace(caps, async_query=None)
     time_travel = _check_query(st, body)
     qh = _query_hash(body)
     pinned = None
@@ -500,21 +508,45 @@ def query_table(share: str, schema: str, table: str, request: Request, body: Opt
     return _respond(ctx, p, st, caps, ans, ctx.file_urls(request, p), body.maxFiles,
                     body.maxFiles is not None or body.pageToken is not None, offset, bool(body.includeRefreshToken),
                     lambda n: ctx.signer.token({"k": "query", "r": p.id, "t": st.cfg.key, "q": qh,
-                                                "v": ans.pin, "o": offset + n}))
+                                                "v": ans.pin, "o": offset + n, "exp": ctx.page_token_expiry()}),
+                    request.scope.get(AUDIT_KEY))
 
 
 # --- asynchronous queries -----------------------------------------------------------------------------
+def _spec_objects(spec: dict) -> tuple[QueryBody, Capabilities]:
+    """The request body and capabilities an asynchronous query was submitted with."""
+    c = spec["caps"]
+    caps = Capabilities(formats=list(c["formats"]), reader_features=set(c["reader_features"]),
+                        include_end_stream_action=bool(c["include_end_stream_action"]), async_query=c["async_query"],
+                        file_id_hash=c["file_id_hash"])
+    return QueryBody(**spec["body"]), caps
+
+
+def _rebuild(ctx: ServerContext, st: SharedTable) -> Callable[[dict], Answer]:
+    """How a replica computes an asynchronous query another replica accepted: from its spec,
+    pinned to the version it was submitted at."""
+    def run(spec: dict) -> Answer:
+        body, caps = _spec_objects(spec)
+        return _answer(ctx, st, caps, body, spec["pinned"], spec["time_travel"]).materialize()
+    return run
+
+
 def _submit(ctx: ServerContext, request: Request, p: Principal, st: SharedTable, caps: Capabilities, body: QueryBody,
             pinned: Optional[int], time_travel: bool):
     """Start an asynchronous query (or find the one of the same idempotency key): its queryId
-    with status pending — or, when the same key's query has already finished, its answer."""
+    with status pending — or, when the same key's query has already finished, its answer. The
+    query is pinned to the table's version now, so that any replica computes the same answer."""
     if not body.idempotencyKey:
         raise bad_request("idempotencyKey is required for async query")
     digest = body_digest((body.model_dump(exclude={"idempotencyKey"}), caps.formats, sorted(caps.reader_features),
                           caps.file_id_hash, pinned))
-    q, new = ctx.queries.submit(p.id, st.cfg.key, digest, body.idempotencyKey,
-                                lambda: _answer(ctx, st, caps, body, pinned, time_travel).materialize(),
-                                extra={"caps": caps, "body": body})
+    if pinned is None and body.version is None and body.timestamp is None:
+        pinned = ctx.guard(st, st.latest_version)
+    c = dataclasses.asdict(caps)
+    c["reader_features"] = sorted(c["reader_features"])
+    spec = {"body": body.model_dump(), "caps": c, "pinned": pinned, "time_travel": time_travel}
+    q, new = ctx.queries.submit(p.id, st.cfg.key, digest, body.idempotencyKey, spec,
+                                lambda: _answer(ctx, st, caps, body, pinned, time_travel).materialize())
     if not new and q.done():
         return _read_async(ctx, request, p, st, q, caps, QueryInfoBody())
     return _pending(ctx, st, q, caps, body, pinned)
@@ -542,7 +574,7 @@ def _read_async(ctx: ServerContext, request: Request, p: Principal, st: SharedTa
     """A page of a finished asynchronous query's answer, its file URLs signed now (or the error
     the query failed with)."""
     ans: Answer = ctx.guard(st, q.result)
-    body: QueryBody = q.extra["body"]
+    body, _ = _spec_objects(q.spec)
     qd = hashlib.sha256(q.id.encode()).hexdigest()[:24]
     offset = 0
     if info.pageToken:
@@ -553,7 +585,9 @@ def _read_async(ctx: ServerContext, request: Request, p: Principal, st: SharedTa
     max_files = info.maxFiles if info.maxFiles is not None else body.maxFiles
     return _respond(ctx, p, st, caps, ans, ctx.file_urls(request, p), max_files,
                     max_files is not None or info.pageToken is not None, offset, bool(body.includeRefreshToken),
-                    lambda n: ctx.signer.token({"k": "async-page", "r": p.id, "q": qd, "o": offset + n}))
+                    lambda n: ctx.signer.token({"k": "async-page", "r": p.id, "q": qd, "o": offset + n,
+                                                "exp": ctx.page_token_expiry()}),
+                    request.scope.get(AUDIT_KEY))
 
 
 @router.post(TABLE + "/queries/{query_id}")
@@ -567,13 +601,13 @@ def get_query_info(share: str, schema: str, table: str, request: Request,
     info = body or QueryInfoBody()
     if info.maxFiles is not None and info.maxFiles <= 0:
         raise bad_request("maxFiles must be positive")
-    q = ctx.queries.get(query_id, p.id, st.cfg.key)
-    caps: Capabilities = q.extra["caps"]
+    q = ctx.queries.get(query_id, p.id, st.cfg.key, _rebuild(ctx, st))
+    body_of_query, caps = _spec_objects(q.spec)
     if Capabilities.parse(delta_sharing_capabilities).include_end_stream_action \
             and not caps.include_end_stream_action:
         caps = dataclasses.replace(caps, include_end_stream_action=True)
     if not q.done(wait=POLL_WAIT_SECONDS):
-        return _pending(ctx, st, q, caps, q.extra["body"], None)
+        return _pending(ctx, st, q, caps, body_of_query, q.spec.get("pinned"))
     return _read_async(ctx, request, p, st, q, caps, info)
 
 
@@ -592,6 +626,8 @@ def get_table_changes(share: str, schema: str, table: str, request: Request,
                       fileidhash: Optional[str] = Header(None, max_length=32),
                       p: Principal = Depends(current_principal), ctx: ServerContext = Depends(get_context)):
     st = ctx.find_table(p, share, schema, table)
+    audit_fields(request, startingVersion=startingVersion, endingVersion=endingVersion,
+                 timestamp=startingTimestamp or endingTimestamp)
     caps = Capabilities.parse(delta_sharing_capabilities, fileidhash)
     historical = _bool_param(includeHistoricalMetadata)
     historical_protocol = _bool_param(includeHistoricalProtocol)
@@ -642,5 +678,7 @@ def get_table_changes(share: str, schema: str, table: str, request: Request,
     lines = paged_lines(ctx, st, head, itertools.islice(files, offset, None) if paginate else files,
                         _page_size(ctx, maxFiles) if paginate else None, end_stream, caps.include_end_stream_action,
                         urls.expires, lambda n: ctx.signer.token({"k": "changes", "r": p.id, "t": st.cfg.key,
-                                                                  "q": qh, "o": offset + n}))
+                                                                  "q": qh, "o": offset + n,
+                                                                  "exp": ctx.page_token_expiry()}),
+                        audit=request.scope.get(AUDIT_KEY))
     return _ndjson(lines, start, caps, fmt, end_stream)
