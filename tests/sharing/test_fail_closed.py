@@ -100,9 +100,10 @@ def _server(tmp: Path, extra: dict):
 
 @pytest.fixture(scope="module")
 def closed(tmp_path_factory):
-    """A server configured with no bearer token and no recipients yet."""
+    """A server configured with no bearer token and no recipients yet (recipients kept in a JSON
+    file: `recipientsFile`)."""
     d = tmp_path_factory.mktemp("closed")
-    config, port = _server(d, {})
+    config, port = _server(d, {"recipientsFile": "recipients.json"})
     proc = start_server(config, port)
     yield config, f"http://127.0.0.1:{port}/delta-sharing", d
     stop_server(proc)
@@ -157,11 +158,12 @@ def test_revoked_or_rotated_recipients_urls_are_refused(closed, how):
         assert httpx.get(u).status_code == 200
 
 
-def test_parallel_recipient_changes_lose_nothing(tmp_path):
+@pytest.mark.parametrize("where", ["store", "file"])
+def test_parallel_recipient_changes_lose_nothing(tmp_path, where):
     """Many `tahoe sharing recipient add` (and revokes of recipients added before) in parallel
-    processes: every recipient is in the file, with the token its process printed, and every
-    revoke took effect."""
-    config, _ = _server(tmp_path, {})
+    processes: every recipient is kept (in the SQLite state store, or in a JSON recipients file),
+    with the token its process printed, and every revoke took effect."""
+    config, _ = _server(tmp_path, {"recipientsFile": "recipients.json"} if where == "file" else {})
     before = [f"old{i}" for i in range(6)]
     for n in before:
         add_recipient(config, n)
@@ -175,7 +177,13 @@ def test_parallel_recipient_changes_lose_nothing(tmp_path):
     outs = [p.communicate(timeout=120) for p in procs]
     assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
     tokens = {n: json.loads(o)["bearerToken"] for n, (o, _) in zip(names, outs)}
-    stored = {r["name"]: r for r in json.loads((tmp_path / "recipients.json").read_text())["recipients"]}
+    if where == "file":
+        stored = {r["name"]: r for r in json.loads((tmp_path / "recipients.json").read_text())["recipients"]}
+    else:
+        import sqlite3
+
+        with sqlite3.connect(tmp_path / "sharing.db") as db:
+            stored = {n: json.loads(d) for n, d in db.execute("SELECT name, data FROM recipients")}
     assert sorted(stored) == sorted(names + before)
     for n, tok in tokens.items():
         assert stored[n]["tokenSha256"] == hashlib.sha256(tok.encode()).hexdigest() and not stored[n]["revoked"]

@@ -45,9 +45,12 @@ def test_the_profile_is_version_2_client_credentials(share_server):
     assert prof["shareCredentialsVersion"] == 2 and prof["type"] == "oauth_client_credentials"
     assert prof["endpoint"] == share_server.url and prof["tokenEndpoint"] == share_server.url + "/oauth/token"
     assert prof["clientId"] and prof["clientSecret"] and "bearerToken" not in prof
-    stored = json.loads((share_server.dir / "recipients.json").read_text())["recipients"]
-    oa = next(r for r in stored if r["name"] == "oa")
-    assert prof["clientSecret"] not in json.dumps(stored) and oa["auth"] == "oauth"
+    stored = (share_server.dir / "sharing.db").read_bytes()
+    listed = json.loads(subprocess.run([sys.executable, "-m", "tahoe", "sharing", "recipient", "list", "--json",
+                                        "--config", share_server.config], cwd=str(REPO), capture_output=True,
+                                       text=True, check=True).stdout)
+    oa = next(r for r in listed if r["name"] == "oa")
+    assert prof["clientSecret"].encode() not in stored and oa["auth"] == "oauth"
 
 
 def test_token_endpoint_grants_and_refuses_as_rfc6749_says(share_server):

@@ -91,8 +91,8 @@ def test_jwt_profile_as_issued(prof_server):
     assert a["audience"] == prof_server["url"] and a["clientId"].startswith("jw_rsa-")
     assert a["privateKey"]["keyId"] == "rsa-1" and a["privateKey"]["algorithm"] == "RS256"
     assert prof_server["jw_ec"]["profile"]["auth"]["privateKey"]["algorithm"] == "ES256"
-    stored = json.loads((prof_server["dir"] / "recipients.json").read_text())["recipients"]
-    assert all("PRIVATE" not in json.dumps(r) for r in stored)   # only public keys are kept
+    stored = (prof_server["dir"] / "sharing.db").read_bytes()
+    assert b"PRIVATE" not in stored and b"PUBLIC KEY" in stored   # only public keys are kept
 
 
 def test_tahoe_client_reads_with_jwt_profiles(prof_server):

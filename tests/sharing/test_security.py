@@ -199,12 +199,14 @@ def test_recipient_revocation_live(server, tmp_path):
                               server.config], capture_output=True, text=True, check=True).stdout
     recs = {r["name"]: r for r in json.loads(listing)}
     assert recs["carol"]["revoked"] and recs["expired"]["active"] is False
-    stored = (server.dir / "recipients.json").read_text()
-    assert new not in stored and token not in stored
+    stored = (server.dir / "sharing.db").read_bytes()
+    assert new.encode() not in stored and token.encode() not in stored
 
 
-def test_openapi_served(server):
-    r = httpx.get(server.base + "/openapi.json")
+def test_openapi_served_to_authenticated_callers(server):
+    assert httpx.get(server.base + "/openapi.json").status_code == 401
+    assert httpx.get(server.base + "/docs").status_code == 404
+    r = httpx.get(server.base + "/openapi.json", headers={"Authorization": f"Bearer {server.tokens['alice']}"})
     assert r.status_code == 200
     assert "/delta-sharing/shares/{share}/schemas/{schema}/tables/{table}/query" in r.json()["paths"]
 

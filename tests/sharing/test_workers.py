@@ -1,6 +1,7 @@
 """`tahoe sharing serve --workers N`: several server processes on one port share what must be
 shared — recipients added, rotated or revoked while it runs, the signing key of file URLs and
-tokens, the JWT assertions already used — and decline asynchronous queries (answered at once).
+tokens, the JWT assertions already used, asynchronous queries (the SQLite state store beside the
+config): a query submitted to one worker is polled through any.
 
 A real server process with 2 workers; requests go through new connections, so they reach both
 workers. Oracles: HTTP status codes, the bytes of the table's files on disk, the protocol's line
@@ -130,13 +131,30 @@ def test_a_jwt_assertion_is_accepted_once_across_workers(two_workers):
     assert [_get(two_workers["url"] + "/shares", token).status_code for _ in range(8)] == [200] * 8
 
 
-def test_async_queries_are_answered_at_once(two_workers):
+def test_async_queries_are_polled_through_any_worker(two_workers):
     prof = json.loads(_cli("add", "asker", "--share", "s", "--config", two_workers["config"]))
-    r = httpx.post(two_workers["url"] + "/shares/s/schemas/sc/tables/t/query",
-                   json={"idempotencyKey": uuid.uuid4().hex},
-                   headers={"Authorization": f"Bearer {prof['bearerToken']}",
-                            "delta-sharing-capabilities": "asyncquery=true"}, timeout=60)
+    headers = {"Authorization": f"Bearer {prof['bearerToken']}", "delta-sharing-capabilities": "asyncquery=true"}
+    key = uuid.uuid4().hex
+    r = httpx.post(two_workers["url"] + "/shares/s/schemas/sc/tables/t/query", json={"idempotencyKey": key},
+                   headers=headers, timeout=60)
     assert r.status_code == 200
-    lines = [json.loads(x) for x in r.text.splitlines() if x.strip()]
+    first = [json.loads(x) for x in r.text.splitlines() if x.strip()]
+    if "queryStatus" in first[0]:
+        qid = first[0]["queryStatus"]["queryId"]
+        deadline = time.time() + 60
+        while True:   # each poll on a new connection: the kernel hands them to either worker
+            r = httpx.post(two_workers["url"] + f"/shares/s/schemas/sc/tables/t/queries/{qid}", json={},
+                           headers=headers, timeout=60)
+            assert r.status_code == 200, r.text
+            lines = [json.loads(x) for x in r.text.splitlines() if x.strip()]
+            if "queryStatus" not in lines[0] or time.time() > deadline:
+                break
+    else:
+        lines = first
     assert [next(iter(x)) for x in lines] == ["protocol", "metaData", "file", "file", "file"]
-    assert "asyncquery" not in r.headers.get("delta-sharing-capabilities", "")
+    # the same idempotency key on any worker: the same query, answered
+    for _ in range(6):
+        again = httpx.post(two_workers["url"] + "/shares/s/schemas/sc/tables/t/query", json={"idempotencyKey": key},
+                           headers=headers, timeout=60)
+        got = [json.loads(x) for x in again.text.splitlines() if x.strip()]
+        assert [next(iter(x)) for x in got] in (["protocol", "metaData", "file", "file", "file"], ["queryStatus"])
