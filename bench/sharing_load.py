@@ -1,33 +1,23 @@
 """Loopback load test of the sharing server: `/metadata` and `/query` (alternately) on a small shared
-table (50 files) for a fixed time, the server running as its own process(es) (`python -m tahoe
-sharing serve --workers N`).
+table (50 files) for a fixed time, the server running as its own process(es) — one replica, or
+several behind nginx (`--replicas N`: Debian's nginx-light, the reverse proxy of the README's
+recipe) — with the audit log and metrics off and on, to price them; and a mixed load (`--mixed`).
 
-    python -m bench.sharing_load                      # 60 s, 2 server workers, wrk with 8 connections
-    python -m bench.sharing_load --seconds 10 --workers 1
-    python -m bench.sharing_load --client python      # without wrk: 2 client processes x 8 threads
+    python -m bench.sharing_load                       # 1 and 2 replicas x audit+metrics off/on, 20 s each
+    python -m bench.sharing_load --seconds 10 --replicas 1
+    python -m bench.sharing_load --mixed --seconds 60  # 2 replicas behind nginx: metadata, query, file
+                                                       # downloads, async queries; 0 errors, no audit record lost
+    python -m bench.sharing_load --client python       # without wrk: 2 client processes x threads
 
-Targets (issue 18): >= 1,000 requests/s, 0 errors, p99 latency < 100 ms.
+Targets: >= 1,000 requests/s mixed metadata + query (issue 18), 0 errors; audit + metrics cost
+<= 5% of throughput (issue 34). Requests carry a recipient's token (the recipient lookup, its
+limits and last-used time are part of every request).
 
 The load generator must not be the bottleneck: `wrk` (Debian's `wrk` package; C, event-driven,
 a Lua script alternating the two requests) when it is installed, else Python client processes
 (httpx, keep-alive) — which on a 2-core machine take CPU from the server, so their figure is a
-floor. Errors: non-200 answers and socket errors (wrk), or non-200 answers, exceptions and
-answers without `Delta-Table-Version` (Python client). Reported beside the figures: the server's
-CPU time (all its processes) per request, and the machine's load average — on a shared machine
-read the figures beside it.
-
-Measured (2-core machine shared with other sessions, wrk, 32 connections; before: main's server,
-one process, 458-475 req/s with the old 16-thread Python client):
-  60 s, 2 workers, load 12.5 -> 23.3: 1,676 req/s, 0 errors, p50 15.4 ms, p99 236 ms,
-      0.75 ms of server CPU per request
-  30 s, 1 worker,  load 22.3 -> 20.9:   562 req/s, 0 errors, p50 36.4 ms, p99 298 ms, 1.00 ms
-  10 s, 2 workers, Python client (2 processes x 8 threads), load 16-18: 1,157 req/s, 0 errors,
-      p99 61 ms
-  60 s, 2 workers, 32 connections, load 7.7 -> 11.2: 1,146 req/s, 0 errors, p99 220 ms
-  30 s, 2 workers, 8 connections (the default), load 9.8 -> 16.8: 2,030 req/s, 0 errors,
-      p50 3.5 ms, p99 66.7 ms, 0.75 ms of server CPU per request — every target met
-The p99 on a machine at load 12-23 is mostly time spent waiting for a core; 32 connections on 2
-cores queue requests behind each other (p99 ~ 220-300 ms) without more throughput.
+floor. Reported beside the figures: the server's CPU time (all its processes) per request and the
+machine's load average — on a shared machine read the figures beside it.
 """
 
 from __future__ import annotations
@@ -121,9 +111,9 @@ def _tree(pid: int) -> list[int]:
     return out
 
 
-def run_wrk(base: str, seconds: float, connections: int, threads: int) -> dict:
+def run_wrk(base: str, seconds: float, connections: int, threads: int, token: str = TOKEN) -> dict:
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-        f.write(WRK_SCRIPT % (TABLE_PATH, TOKEN, TOKEN))
+        f.write(WRK_SCRIPT % (TABLE_PATH, token, token))
         script = f.name
     try:
         out = subprocess.run(["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds:g}s", "-s", script, base],
@@ -138,7 +128,7 @@ def run_wrk(base: str, seconds: float, connections: int, threads: int) -> dict:
             "detail": f"non-2xx {e_status}, socket errors {e_sock}"}
 
 
-def _py_client(base: str, stop_at: float, threads: int, q) -> None:
+def _py_client(base: str, stop_at: float, threads: int, q, token: str = TOKEN) -> None:
     import httpx
 
     lat: list[float] = []
@@ -147,7 +137,7 @@ def _py_client(base: str, stop_at: float, threads: int, q) -> None:
 
     def worker(k: int) -> None:
         mine, bad = [], []
-        with httpx.Client(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as c:
+        with httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
             i = k
             while time.perf_counter() < stop_at:
                 kind = "metadata" if i % 2 == 0 else "query"
@@ -174,11 +164,12 @@ def _py_client(base: str, stop_at: float, threads: int, q) -> None:
     q.put((lat, errs))
 
 
-def run_python(base: str, seconds: float, processes: int, threads: int) -> dict:
+def run_python(base: str, seconds: float, processes: int, threads: int, token: str = TOKEN) -> dict:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     start_wall = time.time() + 3   # after the spawned interpreters have imported httpx
-    procs = [ctx.Process(target=_py_client_at, args=(base, start_wall, seconds, threads, q)) for _ in range(processes)]
+    procs = [ctx.Process(target=_py_client_at, args=(base, start_wall, seconds, threads, q, token))
+             for _ in range(processes)]
     for p in procs:
         p.start()
     got = [q.get(timeout=seconds + 300) for _ in procs]
@@ -192,75 +183,244 @@ def run_python(base: str, seconds: float, processes: int, threads: int) -> dict:
             "detail": f"first errors: {errs[:3]}" if errs else ""}
 
 
-def _py_client_at(base: str, start_wall: float, seconds: float, threads: int, q) -> None:
+def _py_client_at(base: str, start_wall: float, seconds: float, threads: int, q, token: str = TOKEN) -> None:
     """A client process: waits for `start_wall` (wall clock, shared by the processes), then
     loads the server for `seconds`."""
     time.sleep(max(0.0, start_wall - time.time()))
-    _py_client(base, time.perf_counter() + seconds, threads, q)
+    _py_client(base, time.perf_counter() + seconds, threads, q, token)
+
+
+RECIPIENT = "loadtest"
+
+
+class Deployment:
+    """`replicas` server processes (`tahoe sharing serve`) sharing one config and its SQLite state
+    store, behind nginx when more than one; audit log and metrics on or off."""
+
+    def __init__(self, root: Path, replicas: int, ops: bool, workers: int = 1, n_files: int = 50):
+        import yaml
+
+        from tests.sharing.services import free_port, start_nginx, start_replica
+
+        self.root = root
+        self.procs: list = []
+        self.nginx = None
+        if not (root / "t").exists():
+            build(root / "t", n_files)
+        d = root / f"r{replicas}-{'on' if ops else 'off'}-{time.time_ns()}"
+        d.mkdir()
+        ports = [free_port() for _ in range(replicas)]
+        cfg = {"shares": [{"name": "s", "schemas": [{"name": "d", "tables": [
+            {"name": "t", "location": str(root / "t"), "historyShared": True}]}]}],
+            "host": "127.0.0.1", "port": ports[0], "replicas": replicas, "signingKey": "bench-" + "k" * 32,
+            "requestTimeoutSeconds": 60}
+        if not ops:
+            cfg.update(audit={"enabled": False}, metrics={"enabled": False})
+        self.config = d / "server.yaml"
+        self.config.write_text(yaml.safe_dump(cfg))
+        out = subprocess.run([sys.executable, "-m", "tahoe", "sharing", "recipient", "add", RECIPIENT, "--share", "s",
+                              "--config", str(self.config)], capture_output=True, text=True, check=True,
+                             cwd=str(Path(__file__).resolve().parents[1])).stdout
+        self.token = json.loads(out)["bearerToken"]
+        self.audit = d / "sharing-audit.jsonl"
+        for i, port in enumerate(ports):
+            args = ["--workers", str(workers)] if workers > 1 else []
+            self.procs.append(start_replica(str(self.config), port, f"replica-{i}", str(d / f"replica-{i}.log"), *args))
+        if replicas > 1:
+            self.nginx = start_nginx(ports)
+            self.base = self.nginx.base
+        else:
+            self.base = f"http://127.0.0.1:{ports[0]}"
+
+    def pids(self) -> list[int]:
+        out = [p for proc in self.procs for p in _tree(proc.pid)]
+        return out
+
+    def close(self) -> None:
+        from tests.sharing.services import stop
+
+        for p in self.procs:
+            stop(p)
+        if self.nginx is not None:
+            self.nginx.stop()
+
+
+def measure(dep: Deployment, client: str, seconds: float, connections: int) -> dict:
+    import httpx
+
+    auth = {"Authorization": f"Bearer {dep.token}"}
+    for _ in range(8):   # every process past its first (cold) request
+        httpx.post(dep.base + TABLE_PATH + "/query", json={}, headers=auth, timeout=60)
+    load0 = os.getloadavg()[0]
+    pids = dep.pids()
+    c0 = _cpu_of(pids)
+    t0 = time.perf_counter()
+    if client == "wrk":
+        r = run_wrk(dep.base, seconds, connections, 2, dep.token)
+    else:
+        r = run_python(dep.base, seconds, 2, max(1, connections // 2), dep.token)
+    elapsed = time.perf_counter() - t0 if client == "wrk" else seconds
+    r["cpu_ms"] = (_cpu_of(pids) - c0) / max(r["requests"], 1) * 1000
+    r["rps"] = r["requests"] / elapsed
+    r["load"] = (load0, os.getloadavg()[0])
+    return r
+
+
+# --- the mixed load (also run, shorter, by tests/sharing/test_replicas.py) ------------------------------------
+def mixed_load(base: str, token: str, seconds: float, threads: int = 4, tag: str = "") -> dict:
+    """Metadata, query, file downloads (ranges of files the queries listed) and asynchronous
+    queries (submitted, then polled until answered) from `threads` threads for `seconds`, each
+    request through a keep-alive connection to `base`. Returns the requests made, the errors
+    (any answer but the expected one, any exception) and the latencies; every request's
+    User-Agent is `tahoe-mixed-load/<tag>` (so its audit records can be counted)."""
+    import random
+    import uuid
+
+    import httpx
+
+    ua = f"tahoe-mixed-load/{tag or uuid.uuid4().hex}"
+    headers = {"Authorization": f"Bearer {token}", "User-Agent": ua}
+    stop_at = time.perf_counter() + seconds
+    lock = threading.Lock()
+    out = {"requests": 0, "errors": [], "latencies": [], "by_kind": {}, "user_agent": ua}
+
+    def worker(k: int) -> None:
+        rnd = random.Random(k)
+        n, errs, lat, kinds = 0, [], [], {}
+        urls: list[str] = []
+        with httpx.Client(headers=headers, timeout=60) as c:
+            i = k
+            while time.perf_counter() < stop_at:
+                kind = ("metadata", "query", "file", "async", "version")[i % 5]
+                i += 1
+                t = time.perf_counter()
+                try:
+                    if kind == "metadata":
+                        r = c.get(base + TABLE_PATH + "/metadata")
+                        ok = r.status_code == 200 and "Delta-Table-Version" in r.headers
+                    elif kind == "version":
+                        r = c.get(base + TABLE_PATH + "/version")
+                        ok = r.status_code == 200
+                    elif kind == "query":
+                        r = c.post(base + TABLE_PATH + "/query", json={})
+                        ok = r.status_code == 200 and "Delta-Table-Version" in r.headers
+                        if ok:
+                            urls = [json.loads(x)["file"]["url"] for x in r.text.splitlines()[2:]]
+                    elif kind == "file":
+                        if not urls:
+                            continue
+                        r = c.get(rnd.choice(urls), headers={"Range": "bytes=0-99"})
+                        ok = r.status_code == 206 and len(r.content) == 100
+                    else:
+                        caps = {"delta-sharing-capabilities": "asyncquery=true"}
+                        r = c.post(base + TABLE_PATH + "/query", json={"idempotencyKey": uuid.uuid4().hex},
+                                   headers=caps)
+                        n += 1
+                        kinds[kind] = kinds.get(kind, 0) + 1
+                        lines = [json.loads(x) for x in r.text.splitlines() if x.strip()] if r.status_code == 200 else []
+                        ok = bool(lines)
+                        while ok and "queryStatus" in lines[0]:
+                            qid = lines[0]["queryStatus"]["queryId"]
+                            r = c.post(base + TABLE_PATH + f"/queries/{qid}", json={}, headers=caps)
+                            n += 1
+                            kinds["poll"] = kinds.get("poll", 0) + 1
+                            lines = [json.loads(x) for x in r.text.splitlines() if x.strip()] \
+                                if r.status_code == 200 else []
+                            ok = bool(lines)
+                        ok = ok and "protocol" in lines[0]
+                        n -= 1   # counted below with the others
+                        kinds[kind] -= 1
+                    if not ok:
+                        errs.append(f"{kind}: {r.status_code} {r.text[:200]}")
+                except Exception as e:  # noqa: BLE001 - counted
+                    errs.append(f"{kind}: {type(e).__name__}: {e}")
+                n += 1
+                kinds[kind] = kinds.get(kind, 0) + 1
+                lat.append(time.perf_counter() - t)
+        with lock:
+            out["requests"] += n
+            out["errors"] += errs
+            out["latencies"] += lat
+            for key, v in kinds.items():
+                out["by_kind"][key] = out["by_kind"].get(key, 0) + v
+
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return out
+
+
+def count_audit(path: Path, user_agent: str) -> int:
+    from tahoe.sharing.audit import read_records
+
+    return sum(1 for r in read_records([str(path)]) if r.get("userAgent") == user_agent)
 
 
 def main() -> None:
-    import httpx
-    import yaml
-
-    from bench.sharing import free_port
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seconds", type=float, default=60)
-    ap.add_argument("--workers", type=int, default=2, help="server worker processes (tahoe sharing serve --workers)")
+    ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--replicas", type=int, default=0, help="server replicas behind nginx (default: 1 and 2)")
+    ap.add_argument("--workers", type=int, default=1, help="worker processes per replica (--workers of serve)")
     ap.add_argument("--client", choices=["auto", "wrk", "python"], default="auto")
     ap.add_argument("--connections", type=int, default=8, help="wrk connections (or Python client threads in all)")
+    ap.add_argument("--mixed", action="store_true", help="the mixed load (2 replicas unless --replicas)")
+    ap.add_argument("--rounds", type=int, default=2, help="off/on pairs per replica count (interleaved)")
     args = ap.parse_args()
     client = args.client
     if client == "auto":
         client = "wrk" if shutil.which("wrk") else "python"
     tmp = Path(tempfile.mkdtemp(prefix="tahoe-sharing-load-"))
-    proc = None
     try:
-        build(tmp / "t")
-        port = free_port()
-        (tmp / "server.yaml").write_text(yaml.safe_dump({
-            "shares": [{"name": "s", "schemas": [{"name": "d", "tables": [{"name": "t", "location": str(tmp / "t")}]}]}],
-            "authorization": {"bearerToken": TOKEN}, "host": "127.0.0.1", "port": port}))
-        proc = subprocess.Popen([sys.executable, "-m", "tahoe", "sharing", "serve", "--config", str(tmp / "server.yaml"),
-                                 "--port", str(port), "--workers", str(args.workers)],
-                                stdout=subprocess.DEVNULL, cwd=str(Path(__file__).resolve().parents[1]))
-        base = f"http://127.0.0.1:{port}"
-        for _ in range(600):
+        if args.mixed:
+            dep = Deployment(tmp, args.replicas or 2, True, args.workers)
             try:
-                if httpx.get(base + TABLE_PATH + "/metadata", headers={"Authorization": f"Bearer {TOKEN}"},
-                             timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        else:
-            raise RuntimeError("the server did not start")
-        for _ in range(4 * args.workers):   # every worker past its first (cold) request
-            httpx.post(base + TABLE_PATH + "/query", json={}, headers={"Authorization": f"Bearer {TOKEN}"})
-        load0 = os.getloadavg()[0]
-        pids = _tree(proc.pid)
-        c0 = _cpu_of(pids)
-        t0 = time.perf_counter()
-        if client == "wrk":
-            r = run_wrk(base, args.seconds, args.connections, 2)
-        else:
-            r = run_python(base, args.seconds, 2, max(1, args.connections // 2))
-        elapsed = time.perf_counter() - t0 if client == "wrk" else args.seconds
-        cpu = _cpu_of(pids) - c0
-        rps = r["requests"] / elapsed
-        print(f"server: {args.workers} worker process(es); client: {client} "
-              f"({args.connections} {'connections' if client == 'wrk' else 'threads in 2 processes'}); "
-              f"{args.seconds:g} s; table of 50 files; /metadata and /query alternating")
-        print(f"  {rps:8.1f} req/s   (target >= {TARGET_RPS})   {r['requests']} requests")
-        print(f"  errors {r['errors']}   (target 0)   {r['detail']}")
-        print(f"  p50 {r['p50_ms']:.1f} ms   p99 {r['p99_ms']:.1f} ms   (target p99 < {TARGET_P99_MS} ms)")
-        print(f"  server CPU {cpu:.1f} s = {cpu / max(r['requests'], 1) * 1000:.2f} ms per request")
-        print(f"  load average {load0:.1f} before, {os.getloadavg()[0]:.1f} after")
+                load0 = os.getloadavg()[0]
+                r = mixed_load(dep.base, dep.token, args.seconds, threads=max(1, args.connections // 2))
+                time.sleep(1.5)   # the audit writers flush every 0.2 s
+                dep.close()       # and on a graceful stop
+                dep.procs = []
+                audited = count_audit(dep.audit, r["user_agent"])
+            finally:
+                dep.close()
+            lat = sorted(r["latencies"])
+            p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000 if lat else float("nan")
+            print(f"mixed load: {args.replicas or 2} replica(s) behind nginx, {args.seconds:g} s, "
+                  f"{max(1, args.connections // 2)} client threads")
+            print(f"  {r['requests']} requests ({r['requests'] / args.seconds:.0f}/s): {r['by_kind']}")
+            print(f"  errors {len(r['errors'])} (target 0) {r['errors'][:3]}")
+            print(f"  p99 {p99:.1f} ms")
+            print(f"  audit records {audited} for {r['requests']} requests (target: equal)")
+            print(f"  load average {load0:.1f} before, {os.getloadavg()[0]:.1f} after")
+            return
+        rows = []
+        for replicas in ([args.replicas] if args.replicas else [1, 2]):
+            for rnd in range(args.rounds):
+                for ops in (False, True):
+                    dep = Deployment(tmp, replicas, ops, args.workers)
+                    try:
+                        r = measure(dep, client, args.seconds, args.connections)
+                    finally:
+                        dep.close()
+                    rows.append((replicas, ops, r))
+                    print(f"{replicas} replica(s){' behind nginx' if replicas > 1 else ''}, audit+metrics "
+                          f"{'on ' if ops else 'off'}: {r['rps']:8.1f} req/s  errors {r['errors']}  "
+                          f"p50 {r['p50_ms']:.1f} ms  p99 {r['p99_ms']:.1f} ms  server CPU {r['cpu_ms']:.2f} ms/req  "
+                          f"load {r['load'][0]:.1f}->{r['load'][1]:.1f}", flush=True)
+        print(f"\nclient: {client} ({args.connections} connections); {args.seconds:g} s per run; table of 50 files; "
+              f"/metadata and /query alternating; targets: >= {TARGET_RPS} req/s, audit+metrics cost <= 5%")
+        for replicas in sorted({x[0] for x in rows}):
+            off = [r for n, o, r in rows if n == replicas and not o]
+            on = [r for n, o, r in rows if n == replicas and o]
+            best = lambda rs, k: max(x[k] for x in rs)  # noqa: E731
+            cpu = lambda rs: min(x["cpu_ms"] for x in rs)  # noqa: E731
+            print(f"  {replicas} replica(s): off {best(off, 'rps'):.0f} req/s (p99 {min(x['p99_ms'] for x in off):.1f} ms,"
+                  f" {cpu(off):.3f} ms CPU/req), on {best(on, 'rps'):.0f} req/s (p99 "
+                  f"{min(x['p99_ms'] for x in on):.1f} ms, {cpu(on):.3f} ms CPU/req): throughput cost "
+                  f"{(1 - best(on, 'rps') / best(off, 'rps')) * 100:+.1f}%, CPU per request "
+                  f"{(cpu(on) / cpu(off) - 1) * 100:+.1f}%")
     finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
