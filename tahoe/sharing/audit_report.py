@@ -132,6 +132,8 @@ def _plot(records: list[dict], out: Optional[str]) -> None:
     if not days:
         return
     plt.clear_figure()
+    if not sys.stdout.isatty() and not (out or "").endswith(".html"):
+        plt.theme("clear")     # no colour codes in a pipe or a text file
     scale = max((b for v in per.values() for b in v.values()), default=0)
     unit, div = next(((u, d) for u, d in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)) if scale >= d), ("B", 1))
     plt.multiple_bar(days, [[per[n].get(d, 0) / div for d in days] for n in names], labels=names)
