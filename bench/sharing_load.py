@@ -267,7 +267,8 @@ def measure(dep: Deployment, client: str, seconds: float, connections: int) -> d
 
 
 # --- the mixed load (also run, shorter, by tests/sharing/test_replicas.py) ------------------------------------
-def mixed_load(base: str, token: str, seconds: float, threads: int = 4, tag: str = "") -> dict:
+def mixed_load(base: str, token: str, seconds: float, threads: int = 4, tag: str = "",
+               table_path: str = TABLE_PATH) -> dict:
     """Metadata, query, file downloads (ranges of files the queries listed) and asynchronous
     queries (submitted, then polled until answered) from `threads` threads for `seconds`, each
     request through a keep-alive connection to `base`. Returns the requests made, the errors
@@ -296,13 +297,13 @@ def mixed_load(base: str, token: str, seconds: float, threads: int = 4, tag: str
                 t = time.perf_counter()
                 try:
                     if kind == "metadata":
-                        r = c.get(base + TABLE_PATH + "/metadata")
+                        r = c.get(base + table_path + "/metadata")
                         ok = r.status_code == 200 and "Delta-Table-Version" in r.headers
                     elif kind == "version":
-                        r = c.get(base + TABLE_PATH + "/version")
+                        r = c.get(base + table_path + "/version")
                         ok = r.status_code == 200
                     elif kind == "query":
-                        r = c.post(base + TABLE_PATH + "/query", json={})
+                        r = c.post(base + table_path + "/query", json={})
                         ok = r.status_code == 200 and "Delta-Table-Version" in r.headers
                         if ok:
                             urls = [json.loads(x)["file"]["url"] for x in r.text.splitlines()[2:]]
@@ -313,7 +314,7 @@ def mixed_load(base: str, token: str, seconds: float, threads: int = 4, tag: str
                         ok = r.status_code == 206 and len(r.content) == 100
                     else:
                         caps = {"delta-sharing-capabilities": "asyncquery=true"}
-                        r = c.post(base + TABLE_PATH + "/query", json={"idempotencyKey": uuid.uuid4().hex},
+                        r = c.post(base + table_path + "/query", json={"idempotencyKey": uuid.uuid4().hex},
                                    headers=caps)
                         n += 1
                         kinds[kind] = kinds.get(kind, 0) + 1
@@ -321,7 +322,7 @@ def mixed_load(base: str, token: str, seconds: float, threads: int = 4, tag: str
                         ok = bool(lines)
                         while ok and "queryStatus" in lines[0]:
                             qid = lines[0]["queryStatus"]["queryId"]
-                            r = c.post(base + TABLE_PATH + f"/queries/{qid}", json={}, headers=caps)
+                            r = c.post(base + table_path + f"/queries/{qid}", json={}, headers=caps)
                             n += 1
                             kinds["poll"] = kinds.get("poll", 0) + 1
                             lines = [json.loads(x) for x in r.text.splitlines() if x.strip()] \

@@ -267,8 +267,8 @@ class StateStore:
         return self._query_row(rows[0]) if rows else None
 
     def finish_query(self, qid: str, error: dict | None) -> None:
-        self.query("UPDATE async_queries SET status = ?, error = ? WHERE id = ?",
-                   ("failed" if error else "done", json.dumps(error) if error else None, qid))
+        self._transaction(lambda run: run("UPDATE async_queries SET status = ?, error = ? WHERE id = ?",
+                                          ("failed" if error else "done", json.dumps(error) if error else None, qid)))
 
     def beat(self, qids: list[str], now: float) -> None:
         if qids:

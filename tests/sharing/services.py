@@ -160,7 +160,7 @@ class Nginx:
         return Path(self.dir, "access.log").read_text()
 
 
-def start_nginx(upstreams: list[int], balance: str = "") -> Nginx:
+def start_nginx(upstreams: list[int], balance: str = "", port: int | None = None) -> Nginx:
     """nginx on a free port of 127.0.0.1, proxying to the given ports (round robin, or `balance`
     such as `least_conn;`)."""
     binary = shutil.which("nginx") or "/usr/sbin/nginx"
@@ -168,7 +168,7 @@ def start_nginx(upstreams: list[int], balance: str = "") -> Nginx:
         apt_install("nginx-light")
         binary = shutil.which("nginx") or "/usr/sbin/nginx"
     d = tempfile.mkdtemp(prefix="tahoe-nginx-")
-    port = free_port()
+    port = port or free_port()
     servers = (f"        {balance}\n" if balance else "") + "\n".join(
         f"        server 127.0.0.1:{p} max_fails=0;" for p in upstreams)
     Path(d, "nginx.conf").write_text(NGINX_CONF.format(dir=d, port=port, servers=servers))
