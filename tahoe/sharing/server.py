@@ -3,15 +3,18 @@
 Owns: assembling the app — the shared `ServerContext` (`context`), the routers mounted under the
 configured endpoint (`routes.listing`, `routes.table`, `routes.credentials` — temporary table
 credentials —, `routes.files`, and the OAuth token endpoint `routes.oauth`), the error mapping to
-`{"errorCode", "message"}` (messages never carry storage locations; 500s carry nothing), warming
-every table's latest snapshot at start-up — and `serve`, which runs it with uvicorn.
+`{"errorCode", "message"}` (messages never carry storage locations; 500s carry nothing), the
+operator's side (`ops`: request ids, the audit log, metrics, /healthz, /readyz, the request
+timeout, OpenAPI docs behind authentication), warming every table's latest snapshot at start-up
+(/readyz answers 200 after it) — and `serve`, which runs it with uvicorn.
 
 Authentication fails closed (see `auth`): without `authorization.bearerToken` and without
 recipients every request answers 401; only `allowAnonymous: true` in the config lets requests
 without a token in.
 
 `create_app(config)` builds the app; `tahoe sharing serve --config FILE [--workers N]` runs it (N
-processes accepting on one socket: see `ServerContext` for what they share).
+processes accepting on one socket: see `ServerContext` for what they share — the same holds for
+replicas on several hosts sharing a PostgreSQL store).
 """
 
 from __future__ import annotations

@@ -10,6 +10,16 @@ and the holder's *binding* — a secret-derived value that is never in the URL (
 current token hash) — and the file's path within the table. Verifying needs the holder's binding
 as it is at download time, so revoking or rotating a recipient invalidates every URL issued to it.
 Verification is constant-time.
+
+Why hand-written HMAC here, while JWT assertions go through PyJWT (`jws`): nothing here is a JOSE
+object — there is no header naming an algorithm for an attacker to choose, no key type, no
+asymmetric key; each value is one HMAC-SHA256 (the standard library's `hmac`, `hashlib`,
+`compare_digest`) over a fixed canonical string under a server-only key, checked for one
+algorithm. File URLs must look like S3 pre-signed URLs (the official client's kernel tests for
+`X-Amz-Signature=`), and a response signs one URL per file: the key, table, expiry and holder are
+hashed once per response and copied per file (`_file_signer`), 3.1 µs a URL against 35 µs for a
+PyJWT HS256 token of the same fields (measured on this machine, loaded; 100,000 URLs) — 0.3 s
+against 3.5 s for a 100,000-file table.
 """
 
 from __future__ import annotations
