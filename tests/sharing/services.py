@@ -155,6 +155,7 @@ class Nginx:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def access_log(self) -> str:
         return Path(self.dir, "access.log").read_text()
