@@ -211,9 +211,54 @@ class CommitOutcomeUnknownError(DeltaError):
 
 # --- storage ---------------------------------------------------------------------------------
 
-class UnsupportedStorageError(DeltaError):
-    """The file system or object store cannot do what the log needs (an atomic put-if-absent
-    of a commit file); the message names the storage and what it lacks."""
+class StorageError(DeltaError):
+    """A file system or object store failed a request, or cannot be reached or configured. The
+    message names the store (scheme, bucket/container, endpoint) and the cause; `store` holds that
+    name and `path` the location asked for (None where the whole store is concerned). Never a
+    statement about the table's log: a network failure is a StorageError, never CorruptLogError."""
+
+    def __init__(self, message: str, store: str | None = None, path: str | None = None):
+        super().__init__(message)
+        self.store = store
+        self.path = path
+
+    def __reduce__(self):
+        return (type(self), (str(self.args[0]) if self.args else "", self.store, self.path))
+
+
+class UnsupportedStorageError(StorageError):
+    """The location names storage tahoe cannot use: an unknown URI scheme, or a file system or
+    object store that cannot do what the log needs (an atomic put-if-absent of a commit file);
+    the message names the storage and what it lacks."""
+
+
+class StorageConfigError(StorageError, InvalidOptionError):
+    """A storage option that does not exist (for any store), a value a store does not take, or
+    options that cannot make a store (e.g. an endpoint that is not a URL)."""
+
+
+class StorageCredentialsError(StorageError):
+    """No usable credentials: none configured (options, environment, instance metadata), or
+    credentials the store refuses (401, or a 403 that names the signature or the key)."""
+
+
+class StorageAccessDeniedError(StorageError):
+    """The store refused the request (403): the credentials are valid but not allowed to do it."""
+
+
+class BucketNotFoundError(StorageError, TableNotFoundError):
+    """The bucket (S3, GCS) or container / storage account (Azure) does not exist. Also a
+    TableNotFoundError: no table can be there."""
+
+
+class StorageUnreachableError(StorageError):
+    """The store could not be reached: connection refused or reset, DNS failure, timeout — after
+    the client's retries."""
+
+
+class StorageThrottledError(StorageError):
+    """The store kept answering 503 SlowDown / 429 / ServerBusy after the client's retries with
+    backoff."""
 
 
 class IcebergCompatViolationError(InvalidTableOperationError):

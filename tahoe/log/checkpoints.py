@@ -996,7 +996,7 @@ def _sidecar_refs(store: Any, path: str, ext: str) -> set[str]:
     if ext == "json":
         return {str(o["sidecar"]["path"]).rsplit("/", 1)[-1] for o in read_commit(store, path)
                 if isinstance(o.get("sidecar"), dict) and o["sidecar"].get("path")}
-    with store.filesystem.open_input_file(store.to_fs_path(path)) as f:
+    with store.open_input_file(path) as f:
         pf = pq.ParquetFile(f)
         if "sidecar" not in pf.schema_arrow.names:
             return set()

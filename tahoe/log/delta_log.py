@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import CorruptLogError, DeltaError, TableNotFoundError, VersionNotFoundError
 from ..protocol.filenames import LOG_DIR, LogFileKind
 from ..protocol.properties import bool_property, int_property
-from ..storage import log_store_for
+from ..storage import store_for
 from ..storage.base import LogStore
 from .segment import LogFile, list_log
 from .snapshot import Snapshot
@@ -69,7 +69,7 @@ class DeltaLog:
 
     @classmethod
     def for_table(cls, uri: str, storage_options: dict | None = None) -> "DeltaLog":
-        store, root = log_store_for(uri, storage_options)
+        store, root = store_for(uri, storage_options)
         return cls(store, root)
 
     # --- snapshots ---------------------------------------------------------------------------

@@ -95,7 +95,7 @@ def _read_parquet(store: LogStore, path: str, columns: list[str] | None = None, 
     import pyarrow.parquet as pq   # here: a log of JSON commits alone never needs it
 
     try:
-        with store.filesystem.open_input_file(store.to_fs_path(path)) as f:
+        with store.open_input_file(path) as f:
             pf = pq.ParquetFile(f)
             file_schema = pf.schema_arrow   # a property that rebuilds the schema on every access
             # threads pay off on big checkpoints only: on a small one (a table that commits often)

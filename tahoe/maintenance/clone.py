@@ -76,12 +76,14 @@ def _target_relative(source_root: str, path_in_log: str) -> str:
 
 
 def _copy(src_store: LogStore, src: str, dst_store: LogStore, dst: str) -> None:
-    import pyarrow.fs as pafs
-
+    """Copy one file between two tables' stores (server-side where both are one bucket)."""
     parent = dst.rsplit("/", 1)[0] if "/" in dst else dst
     dst_store.mkdirs(parent)
-    pafs.copy_files(src_store.to_fs_path(src), dst_store.to_fs_path(dst),
-                    source_filesystem=src_store.filesystem, destination_filesystem=dst_store.filesystem)
+    if src_store is dst_store or type(src_store) is type(dst_store) and src_store.owns(src) and dst_store.owns(src) \
+            and getattr(src_store, "options", None) == getattr(dst_store, "options", None):
+        dst_store.copy(src, dst)
+    else:
+        dst_store.write_data(dst, src_store.read_buffer(src))
 
 
 def _cloned_metadata(source: Snapshot, target: Snapshot | None, properties: dict[str, str]):

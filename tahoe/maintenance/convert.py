@@ -239,7 +239,7 @@ def scan_parquet(path: str, partition_by: Any = None, *, collect_stats: bool = T
 
     def footer(st) -> pq.FileMetaData:
         try:
-            with store.filesystem.open_input_file(store.to_fs_path(st.path)) as f:
+            with store.open_input_file(st.path, st.size) as f:
                 md = pq.ParquetFile(f).metadata
         except (pa.ArrowInvalid, OSError) as e:
             raise InvalidTableOperationError(

@@ -333,7 +333,7 @@ def _type_widening_rewrite(log: DeltaLog, progress: Progress | None) -> None:
         need = []
         for a in snap.add_files():
             full = resolve_data_path(snap.table_root, a.path)
-            with snap.store.filesystem.open_input_file(snap.store.to_fs_path(full)) as fh:
+            with snap.store.open_input_file(full) as fh:
                 file_schema = pq.ParquetFile(fh).schema_arrow
             for n in widened:
                 want = to_arrow_type(snap.schema.field(n).type)

@@ -200,9 +200,8 @@ class ArrowFileReader:
         """(full path, ParquetFile, [(logical field, the file's column name for it | None)],
         the file's columns to read)."""
         full = resolve_data_path(self.table_root, path)
-        fs_path = self.store.to_fs_path(full)
         try:
-            source = self.store.filesystem.open_input_file(fs_path)
+            source = self.store.open_input_file(full)
             if source.size() <= SMALL_FILE_BYTES:
                 # a small file in one read: the footer and column chunks read one by one cost
                 # more than the decoding (1k-row files: 40 % of the read time)

@@ -370,7 +370,7 @@ class StoreChangeFiles:
 
         r = self.reader
         full = resolve_data_path(r.table_root, action["path"])
-        pf = pq.ParquetFile(r.store.filesystem.open_input_file(r.store.to_fs_path(full)))
+        pf = pq.ParquetFile(r.store.open_input_file(full))
         return pf.read(columns=["_change_type"]).column("_change_type").cast(pa.string())
 
     def keep(self, action: dict, num_rows: int) -> np.ndarray:

@@ -501,7 +501,8 @@ class SharedTable:
         try:
             full = resolve_data_path(self.log.table_root, path)
             store = self.log.store
-            return int(store.filesystem.get_file_info(store.to_fs_path(full)).size or 0)
+            st = store.status(full)
+            return int(st.size) if st is not None else 0
         except Exception:
             return 0
 

@@ -507,16 +507,14 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
         if ids:
             return ids.pop()
         if self.checkpoint:   # no task ran: the checkpoint's metadata file holds the query id
-            import os
+            from ..errors import DeltaError as _StoreFailure
+            from ..storage import store_for
 
-            import pyarrow.fs as pafs
-
-            where = self.checkpoint if "://" in self.checkpoint else os.path.abspath(self.checkpoint)
-            fs, where = pafs.FileSystem.from_uri(where)
             try:
-                with fs.open_input_stream(where.rstrip("/") + "/metadata") as f:
-                    return json.loads(f.read().decode("utf-8").splitlines()[0])["id"]
-            except (OSError, ValueError, KeyError, IndexError):
+                store, where = store_for(self.checkpoint, self.ds.plan.storage_options)
+                data = store.read(store.join(where, "metadata"))
+                return json.loads(data.decode("utf-8").splitlines()[0])["id"]
+            except (OSError, ValueError, KeyError, IndexError, _StoreFailure):
                 pass
         raise DeltaError("the Delta sink cannot tell this streaming query's id (no task of the micro-batch ran and "
                          "the checkpoint location gives none): give the query option('checkpointLocation', ...)")

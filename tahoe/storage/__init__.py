@@ -1,11 +1,13 @@
-"""The storage boundary: picking the log store for a table URI, and turning the `path` of a
-log action into a location the store (and its pyarrow filesystem) can reach.
+"""The storage boundary: the one place a table's store is made from its location and options
+(`store_for`), and turning the `path` of a log action into a location the store can reach.
 
-    store, root = log_store_for("s3://bucket/tables/t", {"region": "eu-west-1"})
+    store, root = store_for("s3://bucket/tables/t", {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000"})
     store.list_from(store.join(root, "_delta_log", "00000000000000000000.json"))
     resolve_data_path(root, add.path)   # e.g. "s3://bucket/tables/t/p=a%3Ab/part-0.parquet"
 
-`S3LogStore` (and boto3) is imported only when an S3 table is opened.
+Local paths and `file:` URIs get a `LocalLogStore`; `s3://` (`s3a://`), `az://` (`azure://`,
+`adl://`, `abfs[s]://`) and `gs://` an `ObjectStoreLogStore` (obstore, imported only then); see
+`tahoe.storage.options` for the URIs and option keys each takes.
 """
 
 from __future__ import annotations
@@ -17,17 +19,17 @@ from urllib.parse import unquote
 
 from tahoe.storage.base import DirStatus, FileStatus, LogStore
 from tahoe.storage.local import LocalLogStore, file_uri_to_path
+from tahoe.storage.options import parse_location, scheme_of
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tahoe.storage.object_store import ObjectStoreLogStore
     from tahoe.storage.s3 import S3LogStore
 
-__all__ = ["DirStatus", "FileStatus", "LogStore", "LocalLogStore", "S3LogStore", "log_store_for",
-           "resolve_data_path"]
+__all__ = ["DirStatus", "FileStatus", "LogStore", "LocalLogStore", "ObjectStoreLogStore", "S3LogStore",
+           "store_for", "store_for_path", "log_store_for", "resolve_data_path"]
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
-_S3_SCHEMES = ("s3", "s3a", "s3n")
 # Schemes that mark an action path as an absolute URI even without "//" after the colon.
-_KNOWN_SCHEMES = frozenset({"file", "s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "wasb",
+_KNOWN_SCHEMES = frozenset({"file", "s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "wasb", "az", "azure",
                             "wasbs", "adl", "hdfs", "dbfs", "http", "https", "oss", "r2"})
 
 
@@ -36,42 +38,64 @@ def __getattr__(name: str) -> Any:
         from tahoe.storage.s3 import S3LogStore
 
         return S3LogStore
+    if name == "ObjectStoreLogStore":
+        from tahoe.storage.object_store import ObjectStoreLogStore
+
+        return ObjectStoreLogStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _scheme(uri: str) -> str | None:
-    """The URI scheme, lower-cased; None for a plain path (a one-letter "scheme" is taken for
-    a Windows drive letter)."""
-    m = _SCHEME.match(uri)
-    if not m or len(m.group(1)) == 1:
-        return None
-    return m.group(1).lower()
+_scheme = scheme_of
 
 
-def log_store_for(table_uri: str, options: dict | None = None) -> tuple[LogStore, str]:
-    """The log store for `table_uri` and the table root normalized for that store.
+def store_for(table_uri: str, options: dict | None = None) -> tuple[LogStore, str]:
+    """The store for `table_uri` and the table root normalized for that store.
 
     * a local path, `file:/x`, `file:///x` → (LocalLogStore, absolute OS path, no trailing "/")
-    * `s3://bucket/prefix`, `s3a://...` → (S3LogStore(options), "s3://bucket/prefix")
+    * `s3://bucket/prefix`, `s3a://...` → (S3LogStore, "s3://bucket/prefix")
+    * `az://container/p`, `abfss://container@account.dfs.core.windows.net/p`, ... →
+      (ObjectStoreLogStore("azure"), the URI without a trailing "/")
+    * `gs://bucket/p` → (ObjectStoreLogStore("gcs"), "gs://bucket/p")
 
-    Any other scheme → ValueError naming it.
+    Any other scheme → UnsupportedStorageError naming it; options no store takes →
+    StorageConfigError naming them.
     """
     uri = os.fspath(table_uri)
-    scheme = _scheme(uri)
-    if scheme is None or scheme == "file":
-        path = file_uri_to_path(uri) if scheme == "file" else uri
+    loc = parse_location(uri)
+    if loc.kind == "local":
+        path = file_uri_to_path(uri) if loc.scheme == "file" else uri
         if not path:
             raise ValueError(f"empty table path: {table_uri!r}")
-        return LocalLogStore(), os.path.abspath(path)
-    if scheme in _S3_SCHEMES:
-        from tahoe.storage.s3 import S3LogStore, split_s3_path
+        _check_local_options(options)
+        return LocalLogStore(options), os.path.abspath(path)
+    return store_for_path(uri, options), loc.root
 
-        bucket, key = split_s3_path(uri)
-        key = key.strip("/")
-        root = f"s3://{bucket}/{key}" if key else f"s3://{bucket}"
-        return S3LogStore(options), root
-    raise ValueError(f"unsupported URI scheme {scheme!r} in table location {table_uri!r} "
-                     f"(supported: local paths, file:, s3:, s3a:)")
+
+log_store_for = store_for   # the name the store factory had before object stores came
+
+
+def store_for_path(path: str, options: dict | None = None) -> LogStore:
+    """The store that reaches `path` (any file of any store), made from `options`."""
+    loc = parse_location(path)
+    if loc.kind == "local":
+        return LocalLogStore(options)
+    if loc.kind == "s3":
+        from tahoe.storage.s3 import S3LogStore
+
+        return S3LogStore(options)
+    from tahoe.storage.object_store import ObjectStoreLogStore
+
+    return ObjectStoreLogStore(loc.kind, options)
+
+
+def _check_local_options(options: dict | None) -> None:
+    """A local table takes every store's options (they serve files of other stores a shallow
+    clone references) but no key that no store takes."""
+    if not options:
+        return
+    from tahoe.storage.options import store_config
+
+    store_config("s3", options)   # refuses keys no store (S3, Azure, GCS) takes
 
 
 def _is_absolute_uri(path: str) -> bool:

@@ -11,9 +11,10 @@ Requirements"):
   (`list_from`).
 
 Paths are strings in the store's own spelling: absolute OS paths for the local store,
-`s3://bucket/key` for S3. `FileStatus.path` is always in a form the same store accepts back.
-Data files (parquet) are read and written through `filesystem` (a `pyarrow.fs.FileSystem`),
-addressed by `to_fs_path(path)`.
+`s3://bucket/key`, `az://container/key`, `gs://bucket/key` for object stores. `FileStatus.path` is
+always in a form the same store accepts back. Data files (parquet, deletion vectors) are read with
+`open_input_file` / `read_buffer` and written with `write_data`; `sign` makes URLs for them.
+Stores are made in one place, `tahoe.storage.store_for`.
 """
 
 from __future__ import annotations
@@ -214,16 +215,78 @@ class LogStore(ABC):
     def mkdirs(self, dir_path: str) -> None:
         """Create a directory and its parents (no-op where directories are implicit)."""
 
-    # --- data files and paths ------------------------------------------------------------
+    # --- data files ------------------------------------------------------------------------
 
-    @property
-    @abstractmethod
-    def filesystem(self) -> pyarrow.fs.FileSystem:
-        """A pyarrow filesystem reaching the same storage, for data files."""
+    # The storage options the store was made with: a path of another store (a shallow clone's
+    # files in another bucket or cloud) is reached through a store made from the same options.
+    options: dict = {}
 
-    @abstractmethod
-    def to_fs_path(self, path: str) -> str:
-        """`path` as `filesystem` expects it."""
+    def owns(self, path: str) -> bool:
+        """Whether `path` is in this store's spelling (its scheme); other paths are read through
+        a store of their own (`_foreign`)."""
+        return True
+
+    def _foreign(self, path: str) -> "LogStore | None":
+        """The store for `path` when it is not this store's (None when it is)."""
+        if self.owns(path):
+            return None
+        from . import store_for_path
+        from .options import parse_location
+
+        kind = parse_location(path).kind
+        cache = self.__dict__.setdefault("_foreign_stores", {})
+        st = cache.get(kind)
+        if st is None:
+            st = cache[kind] = store_for_path(path, self.options)
+        return st
+
+    def open_input_file(self, path: str, size: int | None = None) -> "pyarrow.NativeFile":
+        """A random-access pyarrow file over the file at `path` (parquet reads); `size`, when the
+        caller knows it (the log does), saves asking the store. FileNotFoundError if absent."""
+        import pyarrow as pa
+
+        other = self._foreign(path)
+        if other is not None:
+            return other.open_input_file(path, size)
+        return pa.BufferReader(self.read(path))
+
+    def read_buffer(self, path: str) -> "pyarrow.Buffer":
+        """The whole file as a pyarrow Buffer."""
+        import pyarrow as pa
+
+        return pa.py_buffer(self.read(path))
+
+    def write_data(self, path: str, data) -> None:
+        """Write a data file (parquet, deletion vectors; bytes or a pyarrow Buffer): it appears
+        whole or not at all; an existing file is replaced (data file names are unique)."""
+        self.write(path, bytes(data), overwrite=True)
+
+    def open_output_stream(self, path: str):
+        """A writable stream whose bytes become the file at `path` (for writers that stream)."""
+        raise NotImplementedError
+
+    def copy(self, src: str, dst: str) -> None:
+        """Copy the file at `src` (this store's, or another's) to `dst` (this store's)."""
+        other = self._foreign(src)
+        self.write_data(dst, (other or self).read_buffer(src))
+
+    def sign(self, path: str, method: str = "GET", expires: float = 3600) -> str:
+        """A URL that lets its holder `method` the file until `expires` (seconds, or a
+        timedelta) pass, without credentials (S3 pre-signed, Azure SAS, GCS V4 signed).
+        UnsupportedStorageError where the store has no such URLs (a local file system)."""
+        from ..errors import UnsupportedStorageError
+
+        raise UnsupportedStorageError(f"{self.describe()} cannot sign URLs", store=self.describe(), path=path)
+
+    def presign(self, path: str, expires_seconds: float = 3600, method: str = "GET") -> str:
+        """`sign` with the argument order the S3 store always had."""
+        return self.sign(path, method, expires_seconds)
+
+    def describe(self) -> str:
+        """The store, for messages."""
+        return type(self).__name__
+
+    # --- paths ---------------------------------------------------------------------------
 
     @abstractmethod
     def join(self, *parts: str) -> str:

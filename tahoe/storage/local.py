@@ -221,12 +221,24 @@ class LocalLogStore(LogStore):
     puts_may_land_late = False   # a write is settled when the call returns (or raises)
     delete_concurrency = 128     # see LogStore.delete_concurrency
 
-    def __init__(self) -> None:
+    def __init__(self, options: dict | None = None) -> None:
         self._no_hardlinks: set[str] = set()
         self._fs: pyarrow.fs.FileSystem | None = None
+        self.options = dict(options or {})
 
     def __repr__(self) -> str:
         return "LocalLogStore()"
+
+    def __reduce__(self):
+        return (LocalLogStore, (self.options,))
+
+    def describe(self) -> str:
+        return "the local file system"
+
+    def owns(self, path: str) -> bool:
+        """Plain paths and `file:` URIs (a one-letter "scheme" is a Windows drive)."""
+        m = re.match(r"^([A-Za-z][A-Za-z0-9+.\-]*):", path)
+        return m is None or len(m.group(1)) == 1 or m.group(1).lower() == "file"
 
     @staticmethod
     def _p(path: str) -> str:
@@ -436,6 +448,34 @@ class LocalLogStore(LogStore):
         _makedirs_durable(self._p(dir_path))
 
     # --- data files and paths ------------------------------------------------------------
+
+    def open_input_file(self, path: str, size: int | None = None):
+        other = self._foreign(path)
+        if other is not None:
+            return other.open_input_file(path, size)
+        return self.filesystem.open_input_file(self.to_fs_path(path))
+
+    def read_buffer(self, path: str):
+        with self.open_input_file(path) as f:
+            return f.read_buffer()
+
+    def write_data(self, path: str, data) -> None:
+        """Written in place (a data file is referenced only once its commit lands)."""
+        with self.filesystem.open_output_stream(self.to_fs_path(path)) as out:
+            out.write(data)
+
+    def open_output_stream(self, path: str):
+        return self.filesystem.open_output_stream(self.to_fs_path(path))
+
+    def copy(self, src: str, dst: str) -> None:
+        if self.owns(src):
+            import shutil
+
+            os.makedirs(os.path.dirname(self._p(dst)) or ".", exist_ok=True)
+            shutil.copyfile(self._p(src), self._p(dst))
+            return
+        self.mkdirs(os.path.dirname(self._p(dst)) or ".")
+        super().copy(src, dst)
 
     @property
     def filesystem(self) -> pyarrow.fs.FileSystem:

@@ -53,7 +53,7 @@ def delete_data_files(store: LogStore, table_root: str, files: Iterable[AddFile 
     what is left)."""
     for f in files:
         try:
-            store.filesystem.delete_file(store.to_fs_path(resolve_data_path(table_root, f.path)))
+            store.delete(resolve_data_path(table_root, f.path))
         except Exception:  # noqa: BLE001 - best effort
             _log.debug("could not delete %s after a failed commit", f.path)
 

@@ -422,14 +422,13 @@ def write_data_files(store: LogStore, table_root: str, data: pa.Table | Iterable
             log_path = encode_log_path(rel)
             full = resolve_data_path(table_root, log_path)
             parent = full.rsplit("/", 1)[0] if "/" in full else full
-            if os.sep != "/" and not full.startswith(("s3:", "s3a:")):  # pragma: no cover - Windows
+            if os.sep != "/" and store.owns(full) and type(store).__name__ == "LocalLogStore":  # pragma: no cover
                 parent = os.path.dirname(full)
             if parent not in made_dirs:
                 store.mkdirs(parent)
                 made_dirs.add(parent)
             body = parquet_bytes(_retype(chunk, physical_schema), parquet_options)
-            with store.filesystem.open_output_stream(store.to_fs_path(full)) as out:
-                out.write(body)
+            store.write_data(full, body)
             stats = compute_stats(chunk, snapshot_schema, num_indexed, indexed, prefix_len,
                                   column_mapping_mode=column_mapping_mode, partition_columns=pcols,
                                   tight_bounds=tight_bounds)

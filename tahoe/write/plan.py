@@ -396,7 +396,7 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
     except TableNotFoundError:
         snap = None
 
-    base = dict(table_root=log.table_root, storage_options=storage_options, mode=mode,
+    base = dict(table_root=log.table_root, storage_options=_options_of(log.store, storage_options), mode=mode,
                 read_version=snap.version if snap is not None else -1, incoming_json=incoming.to_json(),
                 replace_where=replace_where, user_metadata=user_metadata, txn_app_id=txn_app_id,
                 txn_version=txn_version, check_replace_where=check_replace_where)
@@ -512,7 +512,7 @@ def plan_rows(snapshot: "Snapshot", incoming: StructType, operation: str, parame
                      if f.metadata.get(GENERATION_EXPRESSION)]
     else:
         identity, generated, defaults = _column_fills(schema, incoming)
-    return WritePlan(table_root=snapshot.table_root, storage_options=storage_options, mode="append",
+    return WritePlan(table_root=snapshot.table_root, storage_options=_options_of(snapshot.store, storage_options), mode="append",
                      read_version=snapshot.version, operation=operation, parameters=dict(parameters or {}),
                      schema_json=schema.to_json(), partition_columns=list(snapshot.partition_columns),
                      configuration=dict(conf), new_metadata=None, incoming_json=incoming.to_json(),
@@ -532,7 +532,7 @@ def plan_rewrite(snapshot: "Snapshot", operation: str, parameters: dict | None =
     check_writable(snapshot.protocol)
     schema = snapshot.schema
     conf = snapshot.configuration
-    return WritePlan(table_root=snapshot.table_root, storage_options=storage_options, mode="append",
+    return WritePlan(table_root=snapshot.table_root, storage_options=_options_of(snapshot.store, storage_options), mode="append",
                      read_version=snapshot.version, operation=operation, parameters=dict(parameters or {}),
                      schema_json=schema.to_json(), partition_columns=list(snapshot.partition_columns),
                      configuration=dict(conf), new_metadata=None, incoming_json=schema.to_json(),
@@ -571,3 +571,12 @@ def _check_compatible(schema: StructType, incoming: StructType, how: tuple) -> N
         check_write_compatible(schema, with_computed_columns(schema, incoming))
     except SchemaError as e:
         raise SchemaError(f"{e}. To change the table's schema use {how[0]} or (overwriting) {how[1]}") from None
+
+
+def _options_of(store, storage_options: dict | None) -> dict | None:
+    """The storage options a plan carries to whoever writes its files (a Spark task, a pool):
+    the ones given, else those the table's store was made with — so that a table opened with
+    options (`Table(uri, storage_options=...)`) is written back with them."""
+    if storage_options is not None:
+        return storage_options
+    return dict(getattr(store, "options", None) or {}) or None
