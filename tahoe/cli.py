@@ -50,7 +50,16 @@ app = typer_app(help="Delta Lake tables and Delta Sharing from the command line.
 out = Console()
 err = Console(stderr=True)
 
-PATH_HELP = "the table: a directory holding _delta_log/ (local path, file:// or s3:// URI)"
+PATH_HELP = ("the table: a directory holding _delta_log/ (local path, file://, s3://, az://, abfss://, gs:// URI; "
+             "credentials and endpoints with --storage-option)")
+STORAGE_HELP = ("a storage option KEY=VALUE, as delta-rs takes them (e.g. AWS_ENDPOINT_URL=http://127.0.0.1:9000, "
+                "AZURE_STORAGE_ACCOUNT_NAME=acct); repeatable, before or after the command")
+_STORAGE: dict[str, str] = {}
+
+
+def _so() -> dict | None:
+    """The --storage-option pairs given on the command line (None when none were)."""
+    return dict(_STORAGE) or None
 VERSION_HELP = "time travel to version N"
 TIMESTAMP_HELP = "time travel to the version as of T (ISO 8601, e.g. 2024-05-01T10:00:00Z)"
 JSON_HELP = "print one JSON document on stdout instead of tables"
@@ -64,8 +73,15 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _main(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
-                                       help="print tahoe's version and exit")) -> None:
+                                       help="print tahoe's version and exit"),
+          storage_option: list[str] = typer.Option([], "--storage-option", metavar="KEY=VALUE",
+                                                   help=STORAGE_HELP)) -> None:
     """Delta Lake tables and Delta Sharing from the command line."""
+    for kv in storage_option:
+        key, sep, value = kv.partition("=")
+        if not sep or not key.strip():
+            _fail(f"--storage-option takes KEY=VALUE, not {kv!r}", 2)
+        _STORAGE[key.strip()] = value
 
 
 def _fail(msg: str, code: int = 1) -> None:
@@ -78,7 +94,7 @@ def _open(path: str, version: Optional[int], timestamp: Optional[str]):
 
     if version is not None and timestamp is not None:
         _fail("give --version or --timestamp, not both", 2)
-    return Table(path, version=version, timestamp=timestamp)
+    return Table(path, version=version, timestamp=timestamp, storage_options=_so())
 
 
 def _run(fn):
@@ -149,7 +165,7 @@ def describe(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
 
         if version is not None and timestamp is not None:
             _fail("give --version or --timestamp, not both", 2)
-        log = DeltaLog.for_table(path)
+        log = DeltaLog.for_table(path, _so())
         # protocol, metaData, file count and size from the version's .crc when it has them: no
         # replay of the log (and no pyarrow) for a table that keeps checksums
         d = describe_dict(log.table_root, log.snapshot(version, timestamp, from_checksum=True))
@@ -206,7 +222,7 @@ def history(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
     def go():
         from .log import DeltaLog
 
-        entries = [e.to_dict() for e in DeltaLog.for_table(path).history(limit)]
+        entries = [e.to_dict() for e in DeltaLog.for_table(path, _so()).history(limit)]
         if as_json:
             _print_json(entries)
             return
@@ -346,7 +362,7 @@ def changes(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
             _fail("give --starting-version or --starting-timestamp, not both", 2)
         if ending_version is not None and ending_timestamp is not None:
             _fail("give --ending-version or --ending-timestamp, not both", 2)
-        t = Table(path)
+        t = Table(path, storage_options=_so())
         rows = t.changes(starting_version, ending_version, starting_timestamp=starting_timestamp,
                          ending_timestamp=ending_timestamp)
         if out_path is not None:
@@ -394,7 +410,7 @@ def checkpoint(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
 
         if parts is not None and parts < 1:
             _fail("--parts must be >= 1", 2)
-        lc = write_checkpoint(DeltaLog.for_table(path), version=version, parts=parts)
+        lc = write_checkpoint(DeltaLog.for_table(path, _so()), version=version, parts=parts)
         if as_json:
             _print_json(lc.to_dict())
             return
@@ -499,7 +515,7 @@ def optimize(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
             min_size = parse_size(min_file_size, "--min-file-size") if min_file_size is not None else None
         except DeltaError as e:
             _fail(str(e), 2)
-        t = Table(path)
+        t = Table(path, storage_options=_so())
         _run_maintenance("OPTIMIZE", lambda progress: t.optimize(
             where=where, zorder_by=zorder_by or None, target_size=target, min_file_size=min_size,
             max_concurrent_tasks=max_concurrent_tasks, progress=progress), as_json)
@@ -527,7 +543,7 @@ def reorg(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
 
         if not purge:
             _fail("give --purge: REORG TABLE ... APPLY (PURGE) is the only REORG tahoe does", 2)
-        t = Table(path)
+        t = Table(path, storage_options=_so())
         _run_maintenance("REORG", lambda progress: t.reorg(where=where, progress=progress), as_json)
     _run(go)
 
@@ -552,7 +568,7 @@ def compact_log_cmd(path: str = typer.Argument(..., metavar="PATH", help=PATH_HE
         from .log import DeltaLog
         from .log.compaction import compact_log
 
-        r = compact_log(DeltaLog.for_table(path), start, end)
+        r = compact_log(DeltaLog.for_table(path, _so()), start, end)
         if as_json:
             _print_json(r.to_dict())
             return
@@ -600,7 +616,7 @@ def create(path: str = typer.Argument(..., metavar="PATH", help="where to create
         if mode not in ("error", "ignore", "overwrite"):
             _fail(f"--mode must be error, ignore or overwrite, got {mode!r}", 2)
         t = Table.create(path, schema, partition_columns=partition_by or (), properties=_parse_kv(prop or []),
-                         name=name, description=description, mode=mode)
+                         name=name, description=description, mode=mode, storage_options=_so())
         d = t.detail()
         if as_json:
             _print_json(d)
@@ -625,7 +641,7 @@ def set_property(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP)
     def go():
         from .table import Table
 
-        t = Table(path)
+        t = Table(path, storage_options=_so())
         before = t.version
         t.set_properties(_parse_kv(pairs))
         if t.version == before:
@@ -741,7 +757,7 @@ def vacuum(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
         from .log import DeltaLog
         from .maintenance.vacuum import vacuum as run_vacuum
 
-        log = DeltaLog.for_table(path)
+        log = DeltaLog.for_table(path, _so())
         with _Progress(quiet or as_json) as progress:
             r = run_vacuum(log, retain_hours, dry_run, enforce_retention_duration=not no_check, full=not lite,
                            progress=progress)
@@ -781,7 +797,7 @@ def restore(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
 
         _one_of(version, timestamp, True)
         with _Progress(quiet or as_json) as progress:
-            m = run_restore(path, version=version, timestamp=timestamp, ignore_missing_files=ignore_missing,
+            m = run_restore(path, version=version, timestamp=timestamp, ignore_missing_files=ignore_missing, storage_options=_so(),
                             progress=progress)
         if as_json:
             _print_json(m)
@@ -821,7 +837,7 @@ def clone_cmd(source: str = typer.Argument(..., metavar="SOURCE", help="the tabl
         _one_of(version, timestamp, False)
         with _Progress(quiet or as_json) as progress:
             m = run_clone(source, target, version=version, timestamp=timestamp, shallow=shallow, replace=replace,
-                          properties=_parse_kv(prop or []), progress=progress)
+                          properties=_parse_kv(prop or []), progress=progress, storage_options=_so())
         if as_json:
             _print_json(m)
             return
@@ -834,7 +850,7 @@ def clone_cmd(source: str = typer.Argument(..., metavar="SOURCE", help="the tabl
 
 
 @app.command(cls=Command)
-def convert(path: str = typer.Argument(..., metavar="PATH", help="a directory of parquet files (local, file:// or s3://)"),
+def convert(path: str = typer.Argument(..., metavar="PATH", help="a directory of parquet files (local, file://, s3://, az://, gs://)"),
             partition_schema: Optional[str] = typer.Option(
                 None, "--partition-schema", metavar="SCHEMA",
                 help="the Hive partition columns and types, e.g. 'day DATE, country STRING'"),
@@ -852,7 +868,8 @@ def convert(path: str = typer.Argument(..., metavar="PATH", help="a directory of
         from .maintenance.convert import convert_to_delta
 
         with _Progress(quiet or as_json) as progress:
-            m = convert_to_delta(path, partition_schema, collect_stats=not no_stats, progress=progress)
+            m = convert_to_delta(path, partition_schema, collect_stats=not no_stats, progress=progress,
+                                 storage_options=_so())
         if as_json:
             _print_json(m)
             return
@@ -869,7 +886,30 @@ app.add_typer(_sharing_app, name="sharing")
 
 
 def main() -> None:
-    app()
+    app(args=_storage_options_first(sys.argv[1:]))
+
+
+def _storage_options_first(argv: list[str]) -> list[str]:
+    """`--storage-option K=V` may follow the command (`tahoe describe s3://b/t --storage-option
+    ...`): such pairs are moved before it, where the top-level option parses them."""
+    moved: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            rest.extend(argv[i:])
+            break
+        if a == "--storage-option" and i + 1 < len(argv):
+            moved += [a, argv[i + 1]]
+            i += 2
+            continue
+        if a.startswith("--storage-option="):
+            moved.append(a)
+        else:
+            rest.append(a)
+        i += 1
+    return moved + rest
 
 
 if __name__ == "__main__":

@@ -165,6 +165,20 @@ def _known(kind: str, key: str) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=2048)
+def _same_key(kind: str, a: str, b: str) -> bool:
+    """Whether two spellings name one object_store key (`aws_allow_http` and `allow_http`,
+    `AWS_ENDPOINT_URL` and `endpoint`): obstore refuses such a pair as a duplicate."""
+    from obstore.store import AzureStore, GCSStore, S3Store
+
+    cls = {"s3": S3Store, "azure": AzureStore, "gcs": GCSStore}[kind]
+    try:
+        cls("tahoe-probe", config={a: "true", b: "true"})
+    except Exception as e:  # noqa: BLE001
+        return "duplicate key" in str(e).lower()
+    return False
+
+
 def _duration(value: Any, key: str) -> timedelta:
     if isinstance(value, timedelta):
         return value
@@ -254,6 +268,12 @@ def store_config(kind: str, options: dict | None) -> StoreConfig:
             _delta_rs_key(out, action, raw_key, sval)
             continue
         if _known(kind, key):
+            dup = next((k for k in out.config if _same_key(kind, k, key)), None)
+            if dup is not None:
+                if out.config[dup] != sval:
+                    raise StorageConfigError(f"storage options {dup!r} and {raw_key!r} name one setting of "
+                                             f"{_STORE_NAMES[kind]} with different values")
+                continue
             out.config[key] = sval
             continue
         if any(_known(k, key) for k in ("s3", "azure", "gcs") if k != kind):

@@ -52,3 +52,46 @@ def s3_store(s3_bucket: str):
     from tahoe.storage import log_store_for
 
     return log_store_for(f"s3://{s3_bucket}/t")
+
+
+# --- every object store: the emulators (see tests/fixtures/emulators.py) ------------------------
+
+STORE_KINDS = ["s3", "azure", "gcs"]
+
+
+class Emulators:
+    """The emulators of one test session, each started on first use and stopped at the end."""
+
+    def __init__(self) -> None:
+        self._running: dict = {}
+
+    def get(self, kind: str):
+        from tests.fixtures import emulators
+
+        if kind not in self._running:
+            start = {"s3": emulators.start_s3, "azure": emulators.start_azurite, "gcs": emulators.start_gcs}[kind]
+            self._running[kind] = start()
+        return self._running[kind]
+
+    def stop(self) -> None:
+        for em in self._running.values():
+            em.stop()
+
+
+@pytest.fixture(scope="session")
+def emulators() -> Iterator[Emulators]:
+    ems = Emulators()
+    yield ems
+    ems.stop()
+
+
+@pytest.fixture(params=STORE_KINDS)
+def em(request, emulators):
+    """One object-store emulator (S3: moto, Azure: Azurite, GCS: fake-gcs-server), per param."""
+    return emulators.get(request.param)
+
+
+def new_bucket(em) -> str:
+    name = f"tahoe-{uuid.uuid4().hex[:12]}"
+    em.make_bucket(name)
+    return name
