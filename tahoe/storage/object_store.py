@@ -47,7 +47,7 @@ __all__ = ["ObjectStoreLogStore"]
 WHOLE_READ_BYTES = 8 << 20
 _KIND_NAMES = {"s3": "S3", "azure": "Azure Blob Storage", "gcs": "Google Cloud Storage"}
 _MISSING_BUCKET = re.compile(r"NoSuchBucket|ContainerNotFound|The specified container does not exist|"
-                             r"bucket does not exist|AccountNotFound|"
+                             r"bucket does not exist|no bucket named|AccountNotFound|"
                              r"\"reason\":\s*\"notFound\".*bucket", re.I)
 _BAD_CREDENTIALS = re.compile(r"SignatureDoesNotMatch|InvalidAccessKeyId|AuthenticationFailed|"
                               r"InvalidAuthenticationInfo|ExpiredToken|InvalidToken|NoAuthenticationInformation|"
@@ -229,7 +229,9 @@ class ObjectStoreLogStore(LogStore):
         what = f"{where}: cannot {op}{' ' + path if path else ''}"
         if isinstance(e, (ox.AlreadyExistsError, ox.PreconditionError)):
             return FileExistsError(errno.EEXIST, "file already exists", path)
-        if _MISSING_BUCKET.search(msg) and isinstance(e, (FileNotFoundError, ox.GenericError, ox.PermissionDeniedError)):
+        # a put never fails for a missing key: a 404 to a write is the bucket's
+        if (_MISSING_BUCKET.search(msg) and isinstance(e, (FileNotFoundError, ox.GenericError, ox.PermissionDeniedError))) \
+                or (op == "write" and isinstance(e, FileNotFoundError)):
             kind = "container" if self.kind == "azure" else "bucket"
             return BucketNotFoundError(f"{where}: the {kind} does not exist ({msg})", store=where, path=path)
         if isinstance(e, FileNotFoundError):

@@ -86,6 +86,8 @@ from ..errors import (
     CommitFailedException, CommitOutcomeUnknownError, InvalidTableOperationError,
     ProtocolChangedException, SchemaError, TableNotFoundError, UnsupportedFeatureError,
 )
+from ..errors import (BucketNotFoundError, StorageAccessDeniedError, StorageConfigError, StorageCredentialsError,
+                      StorageThrottledError, UnsupportedStorageError)
 from ..log.delta_log import DeltaLog
 from ..log.replay import canonical_key, read_commit, root_uri
 from ..log.segment import LogFile, list_log
@@ -939,6 +941,11 @@ class Transaction:
         except FileExistsError:
             self.outcome = CommitOutcome.NOT_COMMITTED
             return False
+        except _REFUSED:
+            # the store refused the put (403, bad credentials, no bucket, throttled after the
+            # client's retries, bad options): it did not land
+            self.outcome = CommitOutcome.NOT_COMMITTED
+            raise
         except Exception as e:  # noqa: BLE001 - the put was sent: its outcome is unknown
             found = self._resolve(path, data)
             if found is None:
@@ -1166,6 +1173,10 @@ class Transaction:
     def __repr__(self) -> str:
         return (f"Transaction({self.operation!r} on {self.log.table_root!r}, "
                 f"read_version={self.read_version})")
+
+
+_REFUSED = (StorageAccessDeniedError, StorageCredentialsError, BucketNotFoundError, StorageThrottledError,
+            StorageConfigError, UnsupportedStorageError)
 
 
 def _created_concurrently(table_root: str, winner: WinningCommit | None) -> ProtocolChangedException:
