@@ -9,7 +9,12 @@ PYTEST_ARGS ?=
 
 .PHONY: setup demo test bench clean
 
-setup: $(VENV)/.installed $(RECIPIENT_VENV)/.tahoe-recipient-env
+setup: $(VENV)/.installed $(RECIPIENT_VENV)/.tahoe-recipient-env .azurite/.installed
+
+# Azurite, the Azure Blob Storage emulator the object-store tests start (npm; Node is on the machine)
+.azurite/.installed:
+	npm install --prefix .azurite --no-audit --no-fund --loglevel error azurite@3
+	touch $@
 
 $(VENV)/.installed: pyproject.toml setup.py tahoe-pyspark-hook.pth
 	$(PYTHON) -m venv $(VENV)
@@ -31,4 +36,4 @@ bench: setup
 	$(PY) -m bench.snapshot_load
 
 clean:
-	rm -rf $(VENV) $(RECIPIENT_VENV) $(RECIPIENT_VENV).lock demo-output .pytest_cache
+	rm -rf $(VENV) $(RECIPIENT_VENV) $(RECIPIENT_VENV).lock demo-output .pytest_cache .azurite

@@ -217,6 +217,10 @@ class StorageError(DeltaError):
     name and `path` the location asked for (None where the whole store is concerned). Never a
     statement about the table's log: a network failure is a StorageError, never CorruptLogError."""
 
+    # True when the client sent the failed request more than once: for a write, an earlier
+    # attempt may have landed even though the last one was refused
+    retried: bool = False
+
     def __init__(self, message: str, store: str | None = None, path: str | None = None):
         super().__init__(message)
         self.store = store

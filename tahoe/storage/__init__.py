@@ -88,6 +88,9 @@ def store_for_path(path: str, options: dict | None = None) -> LogStore:
     return ObjectStoreLogStore(loc.kind, options)
 
 
+LogStore.make_store = staticmethod(store_for_path)
+
+
 def _check_local_options(options: dict | None) -> None:
     """A local table takes every store's options (they serve files of other stores a shallow
     clone references) but no key that no store takes."""

@@ -38,7 +38,7 @@ from typing import Any
 from ..errors import (BucketNotFoundError, CommitFailedException, StorageAccessDeniedError, StorageConfigError,
                       StorageCredentialsError, StorageError, StorageThrottledError, StorageUnreachableError)
 from .base import FileStatus, LogStore
-from .options import Location, StoreConfig, parse_location, redact, store_config
+from .options import Location, StoreConfig, kind_of, parse_location, redact, store_config
 
 __all__ = ["ObjectStoreLogStore"]
 
@@ -58,6 +58,9 @@ _THROTTLED = re.compile(r"\b503\b|SlowDown|\b429\b|ServerBusy|TooManyRequests|ra
                         r"Please reduce your request rate", re.I)
 _NO_CREDENTIALS = re.compile(r"Missing (?:SecretAccessKey|AccessKeyId|region)|token request|credential|"
                              r"Account must be specified|service account", re.I)
+
+
+_RETRIED = re.compile(r"after [1-9]\d* retries")
 
 
 def _message(e: BaseException) -> str:
@@ -122,10 +125,7 @@ class ObjectStoreLogStore(LogStore):
         return what
 
     def owns(self, path: str) -> bool:
-        from .options import scheme_of, _KIND
-
-        s = scheme_of(path)
-        return s is not None and _KIND.get(s) == self.kind
+        return kind_of(path) == self.kind
 
     # --- clients -------------------------------------------------------------------------------
 
@@ -228,6 +228,9 @@ class ObjectStoreLogStore(LogStore):
         where = self.describe(loc)
         what = f"{where}: cannot {op}{' ' + path if path else ''}"
         if isinstance(e, (ox.AlreadyExistsError, ox.PreconditionError)):
+            if "409" in msg or "ConditionalRequestConflict" in msg:
+                # S3: another conditional write of the key is in flight — not a loss (yet)
+                return StorageError(f"{what}: 409 ConditionalRequestConflict ({msg})", store=where, path=path)
             return FileExistsError(errno.EEXIST, "file already exists", path)
         # a put never fails for a missing key: a 404 to a write is the bucket's
         if (_MISSING_BUCKET.search(msg) and isinstance(e, (FileNotFoundError, ox.GenericError, ox.PermissionDeniedError))) \
@@ -265,7 +268,11 @@ class ObjectStoreLogStore(LogStore):
         try:
             return fn()
         except Exception as e:  # noqa: BLE001 - translated
-            raise self._translate(e, op, path, loc) from None
+            err = self._translate(e, op, path, loc)
+            if isinstance(err, StorageError):
+                # the client sent the request more than once: an earlier attempt may have landed
+                err.retried = bool(_RETRIED.search(_message(e)))
+            raise err from None
         except BaseException as e:
             if type(e).__name__ == "PanicException":   # the Rust client gave up on a bad request
                 raise StorageConfigError(f"{self.describe(loc)}: cannot {op} {path or ''}: the client failed on "
@@ -548,10 +555,8 @@ class ObjectStoreLogStore(LogStore):
                 st = self._store(s)
                 self._call("copy", src, s, lambda: obstore.copy(st, s.key, d.key, overwrite=True))
                 return
-        from . import store_for_path
-
-        src_store = store_for_path(src, self.options) if not self.owns(src) else self
-        self.write_data(dst, src_store.read_buffer(src) if hasattr(src_store, "read_buffer") else src_store.read(src))
+        src_store = self._foreign(src) or self
+        self.write_data(dst, src_store.read_buffer(src))
 
     # --- signing -------------------------------------------------------------------------------
 

@@ -80,6 +80,15 @@ def scheme_of(uri: str) -> str | None:
     return m.group(1).lower()
 
 
+def kind_of(uri: str) -> str:
+    """The store kind of a path or URI: "local", "s3", "azure", "gcs", or "" for a scheme no
+    store takes."""
+    s = scheme_of(uri)
+    if s is None or s == "file":
+        return "local"
+    return _KIND.get(s, "")
+
+
 def parse_location(uri: str) -> Location:
     """See the module docstring. UnsupportedStorageError for a scheme no store takes;
     StorageConfigError for an object-store URI without a bucket / container."""

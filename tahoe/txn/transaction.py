@@ -941,11 +941,23 @@ class Transaction:
         except FileExistsError:
             self.outcome = CommitOutcome.NOT_COMMITTED
             return False
-        except _REFUSED:
-            # the store refused the put (403, bad credentials, no bucket, throttled after the
-            # client's retries, bad options): it did not land
-            self.outcome = CommitOutcome.NOT_COMMITTED
-            raise
+        except _REFUSED as e:
+            # the store refused the put (403, bad credentials, no bucket, throttling, bad
+            # options) the only time it was sent: it did not land
+            if not e.retried:
+                self.outcome = CommitOutcome.NOT_COMMITTED
+                raise
+            found = self._resolve(path, data)
+            if found is None or found == "absent":
+                raise CommitOutcomeUnknownError(
+                    f"{self.operation} on {self.log.table_root}: the log store failed while writing "
+                    f"{path} ({type(e).__name__}: {e}) after the request was sent more than once, and "
+                    f"the outcome could not be read back; the version may or may not exist (the files "
+                    f"it references are kept)") from e
+            if found == "theirs":
+                self.outcome = CommitOutcome.NOT_COMMITTED
+                return False
+            return True
         except Exception as e:  # noqa: BLE001 - the put was sent: its outcome is unknown
             found = self._resolve(path, data)
             if found is None:

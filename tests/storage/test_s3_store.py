@@ -1,5 +1,5 @@
-"""S3LogStore against moto's S3 server on 127.0.0.1 (plus botocore stubs for 409/412 paths
-moto cannot produce)."""
+"""S3LogStore (obstore) against moto's S3 server on 127.0.0.1; the 409 and lost-acknowledgement
+paths moto does not produce by itself are injected by a real proxy / moto's intercept hook."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from botocore.stub import Stubber
 
-from tahoe.errors import CommitFailedException
+from tahoe.errors import BucketNotFoundError, CommitFailedException
 from tahoe.storage import FileStatus, S3LogStore, log_store_for
+from tests.fixtures.moto import LOSE_ACK, TEST_CREDENTIALS, start_moto_server
+from tests.fixtures.store_proxy import StoreProxy
 from tests.storage import _workers
 
 
@@ -44,7 +45,6 @@ def test_log_store_for_s3(s3_bucket):
     store, root = log_store_for(f"s3a://{s3_bucket}/a/b/")
     assert isinstance(store, S3LogStore) and root == f"s3://{s3_bucket}/a/b"
     assert store.join(root, "_delta_log", commit(0)) == f"s3://{s3_bucket}/a/b/_delta_log/{commit(0)}"
-    assert store.to_fs_path(root) == f"{s3_bucket}/a/b"
     assert log_store_for(f"s3://{s3_bucket}")[1] == f"s3://{s3_bucket}"
 
 
@@ -101,17 +101,20 @@ def test_list_from_with_start_key(s3_store):
     assert names(store.list_from(store.join(log, "zzz"))) == []
     with pytest.raises(FileNotFoundError):
         store.list_from(store.join(root, "nope", commit(0)))
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(BucketNotFoundError, match="tahoe-no-such-bucket-xyz"):
         store.list_dir("s3://tahoe-no-such-bucket-xyz/t/_delta_log")
 
 
-def test_list_from_paginates(s3_bucket):
-    store = S3LogStore(page_size=3)
-    log = f"s3://{s3_bucket}/t/_delta_log"
-    for v in range(11):
-        store.write(store.join(log, commit(v)), b"{}")
-    assert names(store.list_from(store.join(log, commit(4)))) == [commit(v) for v in range(4, 11)]
-    assert len(list(store.walk(f"s3://{s3_bucket}/t"))) == 11
+def test_list_from_paginates(s3_store):
+    """More keys than one S3 listing page (1000): all of them, from a start key."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    store, root = s3_store
+    log = store.join(root, "_delta_log")
+    with ThreadPoolExecutor(16) as ex:
+        list(ex.map(lambda v: store.write(store.join(log, commit(v)), b"{}"), range(1010)))
+    assert names(store.list_from(store.join(log, commit(4)))) == [commit(v) for v in range(4, 1010)]
+    assert len(list(store.walk(root))) == 1010
 
 
 def test_read_range_and_missing(s3_store):
@@ -149,22 +152,37 @@ def test_presign_get_is_fetchable(s3_store):
     store, root = s3_store
     p = store.join(root, "dir", "data file.parquet")
     store.write(p, b"hello presigned")
-    url = store.presign_get(p, 60)
+    url = store.presign(p, 60)
     assert url.startswith("http://127.0.0.1:")
     assert "X-Amz-Signature=" in url  # SigV4: what Delta Sharing clients accept as pre-signed
     with urllib.request.urlopen(url, timeout=10) as resp:
         assert resp.read() == b"hello presigned"
 
 
-def test_pyarrow_filesystem_parquet_roundtrip(s3_store):
+def test_parquet_roundtrip_through_the_store(s3_store):
+    """Data files: written with `write_data`, read with `open_input_file` — small (one GET) and
+    large (ranged GETs: 9 MB, beyond WHOLE_READ_BYTES)."""
+    import numpy as np
+
+    from tahoe.storage.object_store import WHOLE_READ_BYTES
+
     store, root = s3_store
     path = store.join(root, "part-00000.parquet")
     table = pa.table({"id": [1, 2, 3], "s": ["a", "b", None]})
-    pq.write_table(table, store.to_fs_path(path), filesystem=store.filesystem)
-    assert pq.read_table(store.to_fs_path(path), filesystem=store.filesystem).equals(table)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    store.write_data(path, sink.getvalue())
+    assert pq.read_table(store.open_input_file(path)).equals(table)
+    big = pa.table({"x": np.random.default_rng(0).random(1_200_000)})
+    sink = pa.BufferOutputStream()
+    pq.write_table(big, sink, compression="none", row_group_size=200_000)
+    assert sink.getvalue().size > WHOLE_READ_BYTES
+    store.write_data(store.join(root, "big.parquet"), sink.getvalue())
+    pf = pq.ParquetFile(store.open_input_file(store.join(root, "big.parquet")))
+    assert pf.metadata.num_row_groups == 6 and pf.read_row_group(5).equals(big.slice(1_000_000))
     # and the log store sees what pyarrow wrote
     assert store.read(path)[:4] == b"PAR1"
-    assert names(store.list_dir(root)) == ["part-00000.parquet"]
+    assert names(store.list_dir(root)) == ["big.parquet", "part-00000.parquet"]
 
 
 def test_store_is_picklable(s3_store):
@@ -207,52 +225,59 @@ def test_concurrent_put_if_absent_processes(s3_store, s3_env):
         assert _workers.parse_payload(store.read(st.path))["writer"] == winner_of[v]
 
 
-# --- error paths moto cannot produce (botocore Stubber) ----------------------------------
+# --- 409 and lost acknowledgements -------------------------------------------------------
 
 
-def _stubbed_store(**kw) -> tuple[S3LogStore, Stubber]:
-    client = boto3.client("s3", region_name="us-east-1",
-                          aws_access_key_id="x", aws_secret_access_key="x")
-    return S3LogStore(client=client, conflict_backoff=0.001, **kw), Stubber(client)
+def test_409_conflict_is_retried_then_fails(s3_bucket, moto_server):
+    """S3 answers 409 ConditionalRequestConflict while another conditional write of the key is in
+    flight: retried (2 conflicts, then the put lands), and a key that keeps conflicting is a
+    CommitFailedException. The 409s come from a real proxy in front of moto."""
+    port = int(moto_server.rsplit(":", 1)[1])
+    left = [2]
+
+    def conflicts(method, path, headers):
+        if method == "PUT" and path.endswith("/k") and left[0] != 0:
+            left[0] -= 1
+            return 409
+        return None
+
+    proxy = StoreProxy(("127.0.0.1", port), kind="s3", fail=conflicts)
+    try:
+        store = S3LogStore({**TEST_CREDENTIALS, "endpoint_url": proxy.url})
+        store.write(f"s3://{s3_bucket}/k", b"x")
+        assert store.read(f"s3://{s3_bucket}/k") == b"x"
+        assert len([r for r in proxy.requests("PUT") if r.fault]) == 2
+        left[0] = -1
+        with pytest.raises(CommitFailedException, match="409"):
+            store.write(f"s3://{s3_bucket}/k2".replace("k2", "k"), b"y")
+    finally:
+        proxy.close()
 
 
-def test_409_conflict_is_retried_then_fails():
-    store, stub = _stubbed_store(conflict_retries=2)
-    for _ in range(2):
-        stub.add_client_error("put_object", "ConditionalRequestConflict", http_status_code=409)
-    stub.add_response("put_object", {})
-    with stub:
-        store.write("s3://bkt/k", b"x")  # two conflicts, then success
-        stub.assert_no_pending_responses()
+def test_412_after_a_lost_acknowledgement_is_success():
+    """moto stores the PUT, then the client gets 500 (its acknowledgement lost); the client
+    retries and gets 412 — from its own first attempt: the object holds our bytes, so the write
+    succeeded. A 412 over another writer's bytes stays a FileExistsError."""
+    lost = [1]
 
-    for _ in range(3):
-        stub.add_client_error("put_object", "ConditionalRequestConflict", http_status_code=409)
-    with stub, pytest.raises(CommitFailedException):
-        store.write("s3://bkt/k", b"x")
+    def lose_first(method, key, query):
+        if method == "PUT" and key.endswith("ours") and lost[0]:
+            lost[0] -= 1
+            return LOSE_ACK
+        return None
 
-
-def test_412_after_botocore_retry_with_our_bytes_is_success():
-    """If the SDK retried our PUT (the first response was lost) the 412 may be caused by our
-    own first attempt: the object holding our exact bytes means we won."""
-    import io
-
-    from botocore.response import StreamingBody
-
-    store, stub = _stubbed_store()
-    stub.add_client_error("put_object", "PreconditionFailed", http_status_code=412,
-                          response_meta={"RetryAttempts": 1})
-    stub.add_response("get_object", {"Body": StreamingBody(io.BytesIO(b"mine"), 4)})
-    with stub:
-        store.write("s3://bkt/k", b"mine")
-    stub.add_client_error("put_object", "PreconditionFailed", http_status_code=412,
-                          response_meta={"RetryAttempts": 1})
-    stub.add_response("get_object", {"Body": StreamingBody(io.BytesIO(b"theirs"), 6)})
-    with stub, pytest.raises(FileExistsError):
-        store.write("s3://bkt/k", b"mine")
-    # without a retry, a 412 is a plain loss (no extra GET)
-    stub.add_client_error("put_object", "PreconditionFailed", http_status_code=412)
-    with stub, pytest.raises(FileExistsError):
-        store.write("s3://bkt/k", b"mine")
+    url, stop = start_moto_server(intercept=lose_first)
+    try:
+        boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
+                     aws_secret_access_key="testing").create_bucket(Bucket="acks")
+        store = S3LogStore({**TEST_CREDENTIALS, "endpoint_url": url, "backoff_config.init_backoff": "10ms"})
+        store.write("s3://acks/ours", b"mine")
+        assert lost == [0] and store.read("s3://acks/ours") == b"mine"
+        store.write("s3://acks/theirs", b"theirs")
+        with pytest.raises(FileExistsError):
+            store.write("s3://acks/theirs", b"mine")
+    finally:
+        stop()
 
 
 # keys a URL or a Hive path must escape: space, %, +, #, ?, &, =, :, a literal %20, non-ASCII
@@ -278,9 +303,9 @@ def test_keys_that_need_escaping_list_read_and_presign(s3_store, s3_bucket, s3_e
         assert store.exists(p)
         assert store.read(p) == f"body {i}".encode()
         assert store.read_range(p, 5, 10) == str(i).encode()
-        with urllib.request.urlopen(store.presign_get(p, 60), timeout=10) as resp:
+        with urllib.request.urlopen(store.presign(p, 60), timeout=10) as resp:
             assert resp.read() == f"body {i}".encode(), name
-        with store.filesystem.open_input_file(store.to_fs_path(p)) as f:
+        with store.open_input_file(p) as f:
             assert f.read() == f"body {i}".encode()
         store.delete(p)
         assert not store.exists(p)
