@@ -112,8 +112,21 @@ def test_readme_blocks_run_in_order(spark, tmp_path, monkeypatch):  # noqa: F811
     ran = {"python": 0, "bash": 0, "yaml": 0}
     shared = False
 
+    # the object-store sections: Azurite and fake-gcs-server stand in for Azure and GCS, their
+    # `az = {...}` / `gs = {...}` lines replaced by the emulators' options
+    from tests.fixtures.emulators import start_azurite, start_gcs
+
+    text = README.read_text()
+    emulators = {k: start() for k, start in (("az", start_azurite), ("gs", start_gcs)) if f"{k}://" in text}
+    names = {}
+    for k, em in emulators.items():
+        names[k] = f"readme-{uuid.uuid4().hex[:12]}"
+        em.make_bucket(names[k])
+
     def rewrite(code: str) -> str:
         code = re.sub(r"(?<![\w.])/data/", f"{scratch}/data/", code)
+        code = code.replace("az://container/", f"az://{names['az']}/") if "az" in names else code
+        code = code.replace("gs://bucket/", f"gs://{names['gs']}/") if "gs" in names else code
         return code.replace("s3://bucket/", f"s3://{bucket}/")
 
     try:
@@ -123,9 +136,13 @@ def test_readme_blocks_run_in_order(spark, tmp_path, monkeypatch):  # noqa: F811
                 continue
             code = rewrite(code)
             if lang == "python":
-                if "s3://" in code:
+                if "s3://" in code and re.search(r"^s3 = \{", code, flags=re.M):
                     code, n = re.subn(r"^s3 = \{.*$", f"s3 = {s3_opts!r}", code, flags=re.M)
                     assert n == 1, f"{where}: the S3 block must define its options as one `s3 = {{...}}` line"
+                for k, em in emulators.items():
+                    if f"{k}://" in code and re.search(rf"^{k} = \{{", code, flags=re.M):
+                        code, n = re.subn(rf"^{k} = \{{.*$", f"{k} = {em.options!r}", code, flags=re.M)
+                        assert n == 1, f"{where}: define the options as one `{k} = {{...}}` line"
                 if re.search(r"^import delta_sharing\b", code, flags=re.M):
                     # the recipient's block, while the server runs: its official-client paragraph
                     # runs where a recipient runs it, in the official client's own environment
@@ -165,6 +182,8 @@ def test_readme_blocks_run_in_order(spark, tmp_path, monkeypatch):  # noqa: F811
             proc.terminate()
             proc.wait(timeout=30)
         stop_moto()
+        for em in emulators.values():
+            em.stop()
         from tahoe.spark.sql import disable
         from tahoe.spark.sql.catalog import raw_sql
 
@@ -292,7 +311,7 @@ def test_cli_synopsis_matches_help():
             assert desc, f"{where}: {flag} has no description"
     assert seen == set(_all_commands(typer.main.get_command(app))), "a command missing from the README synopsis"
     # every flag the README names anywhere exists on some command
-    every = set()
+    every = set(_parse_help(run_help([]).output)[0])   # the top-level options (--storage-option)
     for cmd in seen:
         every |= set(_parse_help(run_help(list(cmd)).output)[0])
     text = re.sub(r"^```python\n.*?^```", "", README.read_text(), flags=re.M | re.S)

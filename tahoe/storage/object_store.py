@@ -51,7 +51,7 @@ _MISSING_BUCKET = re.compile(r"NoSuchBucket|ContainerNotFound|The specified cont
                              r"\"reason\":\s*\"notFound\".*bucket", re.I)
 _BAD_CREDENTIALS = re.compile(r"SignatureDoesNotMatch|InvalidAccessKeyId|AuthenticationFailed|"
                               r"InvalidAuthenticationInfo|ExpiredToken|InvalidToken|NoAuthenticationInformation|"
-                              r"AuthorizationFailure|Unauthenticated|401", re.I)
+                              r"AuthorizationFailure|Unauthenticated|\b401\b", re.I)
 _UNREACHABLE = re.compile(r"error sending request|connection|connect|dns|timed out|timeout|"
                           r"broken pipe|reset by peer|unexpected eof|channel closed", re.I)
 _THROTTLED = re.compile(r"\b503\b|SlowDown|\b429\b|ServerBusy|TooManyRequests|rateLimitExceeded|"
@@ -228,7 +228,7 @@ class ObjectStoreLogStore(LogStore):
         where = self.describe(loc)
         what = f"{where}: cannot {op}{' ' + path if path else ''}"
         if isinstance(e, (ox.AlreadyExistsError, ox.PreconditionError)):
-            if "409" in msg or "ConditionalRequestConflict" in msg:
+            if self.kind == "s3" and "ConditionalRequestConflict" in msg:
                 # S3: another conditional write of the key is in flight — not a loss (yet)
                 return StorageError(f"{what}: 409 ConditionalRequestConflict ({msg})", store=where, path=path)
             return FileExistsError(errno.EEXIST, "file already exists", path)
@@ -256,7 +256,8 @@ class ObjectStoreLogStore(LogStore):
         if "builder error" in msg.lower():
             return StorageConfigError(f"{what}: the client cannot make the request — is the endpoint a URL, "
                                       f"and allow_http set for an http:// endpoint? ({msg})", store=where, path=path)
-        if isinstance(e, ox.GenericError) and _UNREACHABLE.search(msg) and "status code" not in msg:
+        if isinstance(e, ox.GenericError) and _UNREACHABLE.search(msg.replace("retry_timeout", "")) \
+                and "status code" not in msg:
             return StorageUnreachableError(f"{what}: the store cannot be reached ({msg})", store=where, path=path)
         if isinstance(e, ox.BaseError):
             return StorageError(f"{what}: {msg}", store=where, path=path)
@@ -465,7 +466,7 @@ class ObjectStoreLogStore(LogStore):
                     if self._holds(loc, path, data):
                         return
                     raise err from None
-                if isinstance(err, StorageError) and ("409" in str(err) or "ConditionalRequestConflict" in str(err)):
+                if isinstance(err, StorageError) and "ConditionalRequestConflict" in str(err):
                     # S3: a concurrent conditional write of the same key is in flight
                     if attempt < retries:
                         time.sleep(0.05 * (2 ** attempt) * (0.5 + random.random()))
