@@ -102,13 +102,15 @@ class ArrowFileReader:
     # --- one file ------------------------------------------------------------------------------
     def read_file(self, path: str, partition_values: dict[str, str | None] | None,
                   deletion_vector: dict | DeletionVectorDescriptor | None = None, *,
-                  row_index: str | None = None, extra_columns: dict[str, pa.DataType] | None = None) -> pa.Table:
+                  row_index: str | None = None, extra_columns: dict[str, pa.DataType] | None = None,
+                  size: int | None = None) -> pa.Table:
         """The logical rows of one data file, in one table. `row_index`: name of a column to
         append holding each row's position in the file (counted before deleted rows are dropped:
         what a deletion vector indexes). `extra_columns`: physical columns outside the table
         schema to append as they are in the file (null where the file lacks them) — the
-        materialized row-tracking columns."""
-        full, pf, resolved, names = self._open(path)
+        materialized row-tracking columns. `size`: the file's size from the log (saves asking
+        an object store for it)."""
+        full, pf, resolved, names = self._open(path, size)
         num_rows = pf.metadata.num_rows
         if not extra_columns and row_index is None and not deletion_vector and self._lookup(pf.schema_arrow)[2]:
             try:   # the common case: the file's columns are the logical table (no per-column work)
@@ -196,12 +198,12 @@ class ArrowFileReader:
         return [sum(md.row_group(i).column(j).total_compressed_size for j in range(md.num_columns))
                 for i in range(md.num_row_groups)]
 
-    def _open(self, path: str):
+    def _open(self, path: str, size: int | None = None):
         """(full path, ParquetFile, [(logical field, the file's column name for it | None)],
         the file's columns to read)."""
         full = resolve_data_path(self.table_root, path)
         try:
-            source = self.store.open_input_file(full)
+            source = self.store.open_input_file(full, size)
             if source.size() <= SMALL_FILE_BYTES:
                 # a small file in one read: the footer and column chunks read one by one cost
                 # more than the decoding (1k-row files: 40 % of the read time)
@@ -361,13 +363,14 @@ class ArrowFileReader:
         paths = files.column("path").to_pylist()
         pvs = files.column("partitionValues").to_pylist() if "partitionValues" in files.column_names else [None] * len(paths)
         dvs = files.column("deletionVector").to_pylist() if "deletionVector" in files.column_names else [None] * len(paths)
-        jobs = [(p, dict(pv) if pv else {}, dv) for p, pv, dv in zip(paths, pvs, dvs)]
+        sizes = files.column("size").to_pylist() if "size" in files.column_names else [None] * len(paths)
+        jobs = [(p, dict(pv) if pv else {}, dv, sz) for p, pv, dv, sz in zip(paths, pvs, dvs, sizes)]
         if threads <= 1 or len(jobs) <= 1:
-            for j in jobs:
-                yield self.read_file(*j)
+            for p, pv, dv, sz in jobs:
+                yield self.read_file(p, pv, dv, size=sz)
             return
         with ThreadPoolExecutor(max_workers=threads) as ex:
-            yield from ex.map(lambda j: self.read_file(*j), jobs)
+            yield from ex.map(lambda j: self.read_file(j[0], j[1], j[2], size=j[3]), jobs)
 
 
 def _child(arr: pa.StructArray, i: int) -> pa.Array:

@@ -544,7 +544,7 @@ class BinRewriter:
         wp = self.write_plan
 
         def read(f: AddFile) -> pa.Table:
-            return reader.read_file(f.path, f.partition_values, f.deletion_vector)
+            return reader.read_file(f.path, f.partition_values, f.deletion_vector, size=f.size)
 
         parts = list(pool.map(read, b.files)) if parallel_reads else [read(f) for f in b.files]
         rows = pa.concat_tables(parts) if parts else reader.out_schema.empty_table()
