@@ -114,6 +114,18 @@ os._exit(0)
     return a["process_wall"], b["process_wall"]
 
 
+def import_floor() -> float:
+    """A process that only starts Python and imports what a listing needs (tahoe's table module:
+    pyarrow, numpy, obstore) and does nothing: no Python library can list faster than this."""
+    code = """
+import json, time
+t0 = time.perf_counter()
+import tahoe.table, tahoe.storage.object_store, obstore, pyarrow.compute, pyarrow.json
+print(json.dumps({"s": time.perf_counter() - t0}))
+"""
+    return min(_run(code)["process_wall"] for _ in range(3))
+
+
 # --- 2. write and read -------------------------------------------------------------------------
 
 def make_data(size_mb: int, path: Path) -> int:
@@ -302,6 +314,9 @@ def main() -> None:
             em.make_bucket(bucket)
             print(f"== {kind} ({em.endpoint})", flush=True)
             if "listing" not in skip:
+                floor = import_floor()
+                print(f"floor: a Python process importing tahoe (pyarrow, numpy, obstore) and listing nothing: "
+                      f"{floor:.2f} s", flush=True)
                 for cp in (False, True):
                     uri = build_listing_table(em, bucket, args.files, cp)
                     a, b = time_listing(uri, em.options)

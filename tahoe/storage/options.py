@@ -153,39 +153,54 @@ DEFAULT_RETRY = {"max_retries": 10, "retry_timeout": timedelta(minutes=3),
 _STORE_NAMES = {"s3": "S3", "azure": "Azure Blob Storage", "gcs": "Google Cloud Storage"}
 
 
-@functools.lru_cache(maxsize=512)
-def _known(kind: str, key: str) -> bool:
-    """Whether obstore (object_store) takes `key` for a store of `kind` (parse only: the probe
-    store is never used)."""
-    from obstore.exceptions import UnknownConfigurationKeyError
+def _probe_build(kind: str, config: dict) -> BaseException | None:
+    """Build a throw-away store of `kind` from `config` (values "true"), made to fail right after
+    its keys are parsed (a `timeout` that is no duration): a store that builds makes an HTTP
+    client, ~30 ms; parsing alone takes microseconds. Returns the exception (or None)."""
     from obstore.store import AzureStore, GCSStore, S3Store
 
     cls = {"s3": S3Store, "azure": AzureStore, "gcs": GCSStore}[kind]
+    cfg = dict(config)
+    if not any("timeout" in k for k in cfg):
+        cfg["timeout"] = "tahoe-probe"
     try:
-        cls("tahoe-probe", config={key: "true"})
-    except UnknownConfigurationKeyError:
-        return False
-    except ValueError as e:
-        if "invalid key" in str(e).lower():
-            return False
-        return True
-    except Exception:  # noqa: BLE001 - parsed, then refused at build time (value, env): a known key
-        return True
-    return True
+        cls("tahoe-probe", config=cfg)
+    except Exception as e:  # noqa: BLE001 - the answer
+        return e
+    return None
+
+
+_UNKNOWN_KEY = re.compile(r"Configuration key: '([^']+)' is not valid|Invalid key: ([^\s.]+)")
+
+
+@functools.lru_cache(maxsize=256)
+def _known_keys(kind: str, keys: frozenset[str]) -> tuple[frozenset[str], bool]:
+    """(the keys of `keys` object_store takes for a store of `kind`, whether two of them name one
+    setting) — asked of obstore itself, so its whole key list and its aliases apply."""
+    from obstore.exceptions import UnknownConfigurationKeyError
+
+    remaining = set(keys)
+    while remaining:
+        e = _probe_build(kind, {k: "true" for k in remaining})
+        m = _UNKNOWN_KEY.search(str(e)) if isinstance(e, (UnknownConfigurationKeyError, ValueError)) else None
+        if m is not None:
+            bad = (m.group(1) or m.group(2) or "").lower()
+            hit = next((k for k in remaining if k == bad or k.lower() == bad), None)
+            if hit is None:   # an alias spelled back differently: find it one key at a time
+                hit = next(k for k in remaining if isinstance(_probe_build(kind, {k: "true"}),
+                                                              (UnknownConfigurationKeyError, ValueError)))
+            remaining.discard(hit)
+            continue
+        return frozenset(remaining), e is not None and "duplicate key" in str(e).lower()
+    return frozenset(), False
 
 
 @functools.lru_cache(maxsize=2048)
 def _same_key(kind: str, a: str, b: str) -> bool:
     """Whether two spellings name one object_store key (`aws_allow_http` and `allow_http`,
     `AWS_ENDPOINT_URL` and `endpoint`): obstore refuses such a pair as a duplicate."""
-    from obstore.store import AzureStore, GCSStore, S3Store
-
-    cls = {"s3": S3Store, "azure": AzureStore, "gcs": GCSStore}[kind]
-    try:
-        cls("tahoe-probe", config={a: "true", b: "true"})
-    except Exception as e:  # noqa: BLE001
-        return "duplicate key" in str(e).lower()
-    return False
+    e = _probe_build(kind, {a: "true", b: "true"})
+    return e is not None and "duplicate key" in str(e).lower()
 
 
 def _duration(value: Any, key: str) -> timedelta:
@@ -247,6 +262,7 @@ def store_config(kind: str, options: dict | None) -> StoreConfig:
     retry = dict(DEFAULT_RETRY)
     backoff = dict(DEFAULT_RETRY["backoff"])
     secrets = []
+    candidates: list[tuple[str, str, str]] = []   # (as given, lower-cased, value) for object_store
     for raw_key, value in (options or {}).items():
         if value is None:
             continue
@@ -276,25 +292,38 @@ def store_config(kind: str, options: dict | None) -> StoreConfig:
                 continue   # delta-rs's own keys are all S3 ones
             _delta_rs_key(out, action, raw_key, sval)
             continue
-        if _known(kind, key):
-            dup = next((k for k in out.config if _same_key(kind, k, key)), None)
-            if dup is not None:
-                if out.config[dup] != sval:
-                    raise StorageConfigError(f"storage options {dup!r} and {raw_key!r} name one setting of "
-                                             f"{_STORE_NAMES[kind]} with different values")
-                continue
-            out.config[key] = sval
-            continue
-        if any(_known(k, key) for k in ("s3", "azure", "gcs") if k != kind):
-            continue   # another store's key: used when a path of that store is opened
-        raise StorageConfigError(
-            f"unknown storage option {raw_key!r}: no store (S3, Azure, GCS) takes it. tahoe takes the keys "
-            f"delta-rs takes (object_store's configuration keys, in any case, and delta-rs's own such as "
-            f"AWS_S3_ALLOW_UNSAFE_RENAME)", store=_STORE_NAMES.get(kind, kind))
+        candidates.append((raw_key, key, sval))
+    _store_keys(out, kind, candidates)
     retry["backoff"] = backoff
     out.retry = retry
     out.secrets = tuple(secrets)
     return out
+
+
+def _store_keys(out: StoreConfig, kind: str, candidates: list[tuple[str, str, str]]) -> None:
+    """Sort the remaining keys: this store's (into `out.config`, one spelling per setting), another
+    store's (left for it), or no store's (refused by name)."""
+    keys = frozenset(k for _, k, _ in candidates)
+    mine, dup = _known_keys(kind, keys) if keys else (frozenset(), False)
+    rest = keys - mine
+    for other in ("s3", "azure", "gcs"):
+        if other != kind and rest:
+            rest = rest - _known_keys(other, rest)[0]
+    for raw_key, key, sval in candidates:
+        if key in rest:
+            raise StorageConfigError(
+                f"unknown storage option {raw_key!r}: no store (S3, Azure, GCS) takes it. tahoe takes the keys "
+                f"delta-rs takes (object_store's configuration keys, in any case, and delta-rs's own such as "
+                f"AWS_S3_ALLOW_UNSAFE_RENAME)", store=_STORE_NAMES.get(kind, kind))
+        if key not in mine:
+            continue   # another store's key: used when a path of that store is opened
+        same = next((k for k in out.config if dup and _same_key(kind, k, key)), None)
+        if same is not None:
+            if out.config[same] != sval:
+                raise StorageConfigError(f"storage options {same!r} and {raw_key!r} name one setting of "
+                                         f"{_STORE_NAMES[kind]} with different values")
+            continue
+        out.config[key] = sval
 
 
 def _delta_rs_key(out: StoreConfig, action: str, raw_key: str, value: str) -> None:
