@@ -57,8 +57,9 @@ def store_for(table_uri: str, options: dict | None = None) -> tuple[LogStore, st
       (ObjectStoreLogStore("azure"), the URI without a trailing "/")
     * `gs://bucket/p` → (ObjectStoreLogStore("gcs"), "gs://bucket/p")
 
-    Any other scheme → UnsupportedStorageError naming it; options no store takes →
-    StorageConfigError naming them.
+    Any other scheme → UnsupportedStorageError naming it. For an object store, options no store
+    takes → StorageConfigError naming them (a local table keeps its options unread until a file
+    of another store is opened through it, as delta-rs ignores them on local paths).
     """
     uri = os.fspath(table_uri)
     loc = parse_location(uri)
@@ -66,7 +67,6 @@ def store_for(table_uri: str, options: dict | None = None) -> tuple[LogStore, st
         path = file_uri_to_path(uri) if loc.scheme == "file" else uri
         if not path:
             raise ValueError(f"empty table path: {table_uri!r}")
-        _check_local_options(options)
         return LocalLogStore(options), os.path.abspath(path)
     return store_for_path(uri, options), loc.root
 
@@ -89,16 +89,6 @@ def store_for_path(path: str, options: dict | None = None) -> LogStore:
 
 
 LogStore.make_store = staticmethod(store_for_path)
-
-
-def _check_local_options(options: dict | None) -> None:
-    """A local table takes every store's options (they serve files of other stores a shallow
-    clone references) but no key that no store takes."""
-    if not options:
-        return
-    from tahoe.storage.options import store_config
-
-    store_config("s3", options)   # refuses keys no store (S3, Azure, GCS) takes
 
 
 def _is_absolute_uri(path: str) -> bool:
