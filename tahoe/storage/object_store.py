@@ -45,6 +45,10 @@ __all__ = ["ObjectStoreLogStore"]
 # A file of at most this many bytes is read in one request (parquet would ask for its footer,
 # then its column chunks: two or three round trips).
 WHOLE_READ_BYTES = 8 << 20
+# A larger file up to this size is fetched whole, in parts of PART_BYTES at once (reads of data
+# files mostly want every column); a larger one is read by ranges as the parquet reader asks.
+PARALLEL_READ_BYTES = 512 << 20
+PART_BYTES = 8 << 20
 _KIND_NAMES = {"s3": "S3", "azure": "Azure Blob Storage", "gcs": "Google Cloud Storage"}
 _MISSING_BUCKET = re.compile(r"NoSuchBucket|ContainerNotFound|The specified container does not exist|"
                              r"bucket does not exist|no bucket named|AccountNotFound|"
@@ -440,7 +444,26 @@ class ObjectStoreLogStore(LogStore):
             size = int(self._head(loc, path)["size"])
         if size <= WHOLE_READ_BYTES:
             return pa.BufferReader(self.read_buffer(path))
+        if size <= PARALLEL_READ_BYTES:
+            return pa.BufferReader(self._read_parallel(loc, path, size))
         return pa.PythonFile(_RangeFile(self, loc, path, size), mode="r")
+
+    def _read_parallel(self, loc: Location, path: str, size: int):
+        """The whole object in parts of PART_BYTES fetched at once (obstore's `get_ranges`),
+        into one buffer."""
+        import obstore
+        import pyarrow as pa
+
+        st = self._store(loc)
+        starts = list(range(0, size, PART_BYTES))
+        ends = [min(s + PART_BYTES, size) for s in starts]
+        parts = self._call("read", path, loc, lambda: obstore.get_ranges(st, loc.key, starts=starts, ends=ends))
+        out = bytearray(size)
+        view = memoryview(out)
+        for s, p in zip(starts, parts):
+            b = memoryview(p)
+            view[s:s + len(b)] = b
+        return pa.py_buffer(out)
 
     # --- writing -------------------------------------------------------------------------------
 

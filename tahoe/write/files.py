@@ -406,6 +406,52 @@ def write_data_files(store: LogStore, table_root: str, data: pa.Table | Iterable
             pa.field(phys, table.schema.field(name).type, nullable=True) for name, phys in extras.items()])
     adds: list[AddFile] = []
     made_dirs: set[str] = set()
+    # object stores: a file uploads while the next one is encoded (a local write is a memcpy)
+    uploads = _Uploads(store)
+    try:
+        _encode_files(table, part_fields, data_names, pv_key, snapshot_schema, physical_schema, parquet_options,
+                      target_file_rows, file_prefix, subdir, table_root, store, made_dirs, uploads, adds,
+                      num_indexed, indexed, prefix_len, column_mapping_mode, pcols, tight_bounds)
+    finally:
+        uploads.wait()
+    return adds
+
+
+class _Uploads:
+    """Puts of encoded data files: inline on a local file system; on an object store at most
+    two in flight beside the encoding (a failed one is raised by `wait`, or by the next `put`)."""
+
+    def __init__(self, store: LogStore):
+        self.store = store
+        self.pool = None
+        self.pending: list = []
+        if type(store).__name__ != "LocalLogStore":
+            from concurrent.futures import ThreadPoolExecutor
+
+            self.pool = ThreadPoolExecutor(max_workers=2)
+
+    def put(self, path: str, body) -> None:
+        if self.pool is None:
+            self.store.write_data(path, body)
+            return
+        while len(self.pending) >= 2:
+            self.pending.pop(0).result()
+        self.pending.append(self.pool.submit(self.store.write_data, path, body))
+
+    def wait(self) -> None:
+        if self.pool is None:
+            return
+        try:
+            for f in self.pending:
+                f.result()
+        finally:
+            self.pending.clear()
+            self.pool.shutdown(wait=True)
+
+
+def _encode_files(table, part_fields, data_names, pv_key, snapshot_schema, physical_schema, parquet_options,
+                  target_file_rows, file_prefix, subdir, table_root, store, made_dirs, uploads, adds,
+                  num_indexed, indexed, prefix_len, column_mapping_mode, pcols, tight_bounds) -> None:
     file_no = 0
     for values, idx in _partition_groups(table, part_fields):
         rows = table.select(data_names)
@@ -428,7 +474,7 @@ def write_data_files(store: LogStore, table_root: str, data: pa.Table | Iterable
                 store.mkdirs(parent)
                 made_dirs.add(parent)
             body = parquet_bytes(_retype(chunk, physical_schema), parquet_options)
-            store.write_data(full, body)
+            uploads.put(full, body)
             stats = compute_stats(chunk, snapshot_schema, num_indexed, indexed, prefix_len,
                                   column_mapping_mode=column_mapping_mode, partition_columns=pcols,
                                   tight_bounds=tight_bounds)
@@ -440,4 +486,3 @@ def write_data_files(store: LogStore, table_root: str, data: pa.Table | Iterable
                 data_change=True,
                 stats=stats,
             ))
-    return adds

@@ -159,11 +159,13 @@ def test_presign_get_is_fetchable(s3_store):
         assert resp.read() == b"hello presigned"
 
 
-def test_parquet_roundtrip_through_the_store(s3_store):
-    """Data files: written with `write_data`, read with `open_input_file` — small (one GET) and
-    large (ranged GETs: 9 MB, beyond WHOLE_READ_BYTES)."""
+def test_parquet_roundtrip_through_the_store(s3_store, monkeypatch):
+    """Data files: written with `write_data`, read with `open_input_file` — small (one GET),
+    large (9 MB, beyond WHOLE_READ_BYTES: parts fetched at once), and very large (ranged GETs as
+    the parquet reader asks, here by lowering PARALLEL_READ_BYTES)."""
     import numpy as np
 
+    from tahoe.storage import object_store
     from tahoe.storage.object_store import WHOLE_READ_BYTES
 
     store, root = s3_store
@@ -180,6 +182,9 @@ def test_parquet_roundtrip_through_the_store(s3_store):
     store.write_data(store.join(root, "big.parquet"), sink.getvalue())
     pf = pq.ParquetFile(store.open_input_file(store.join(root, "big.parquet")))
     assert pf.metadata.num_row_groups == 6 and pf.read_row_group(5).equals(big.slice(1_000_000))
+    monkeypatch.setattr(object_store, "PARALLEL_READ_BYTES", 0)
+    pf = pq.ParquetFile(store.open_input_file(store.join(root, "big.parquet")))
+    assert pf.read_row_group(2).equals(big.slice(400_000, 200_000)) and pf.read().equals(big)
     # and the log store sees what pyarrow wrote
     assert store.read(path)[:4] == b"PAR1"
     assert names(store.list_dir(root)) == ["big.parquet", "part-00000.parquet"]
