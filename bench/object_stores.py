@@ -23,9 +23,29 @@ Client evaluation (S3 on moto; why obstore): listing 100k keys — boto3's pagin
 obstore. pyarrow's filesystems (S3, Azure, GCS) have no conditional create, so they cannot commit
 at all; boto3 reaches S3 only.
 
-Measured 2026-11-29 (2-core machine shared with other work; deltalake 1.6.6, obstore 0.12.1,
-moto 5.2.5, Azurite 3.37): see the figures printed by the run recorded in the report of issue 30
-(`--size-mb 256 --files 100000 --commits 30`).
+Measured 2026-11-29 (2-core machine shared with other sessions, load average 8-14 throughout:
+single figures move by up to 1.5x between runs; deltalake 1.6.6, obstore 0.12.1, moto 5.2.5,
+Azurite 3.37; `--size-mb 1024 --files 100000`), two runs (tahoe / delta-rs):
+  moto (S3):  listing 100k, JSON commit   1.04 s / 0.51 s (2.0x),  1.00 / 0.36 (2.8x)
+              listing 100k, checkpoint    0.79 / 0.47 (1.7x),      0.43 / 0.27 (1.6x)
+              floor: a process that only imports tahoe: 0.52 s — more than delta-rs's whole
+              listing, so <= 0.5x cannot be met from Python (tahoe's own work at 100k files from a
+              checkpoint is ~0.1 s in process)
+              write 1 GB   31.6 / 48.4 s (0.65x),  36.8 / 32.2 (1.14x); floor 19.8, 12.6 s
+              read 1 GB     6.7 / 20.6 s (0.32x),   7.4 / 16.8 (0.44x); floor 2.1, 1.7 s
+              small commits/s  29.5 / 8.2 (3.6x),  20.5 / 5.8 (3.6x)
+  Azurite:    listing 100k, JSON commit   2.11 / 0.92 (2.3x),  1.05 / 0.50 (2.1x)
+              listing 100k, checkpoint    0.45 / 0.31 (1.5x),  0.49 / 0.42 (1.2x); floor 0.39 s
+              write 1 GB   13.3 / 8.8 s (1.5x),  14.6 / 14.0 (1.04x); floor 7.9, 16.0 s
+              read 1 GB     6.0 / 4.4 s (1.4x),  11.4 / 9.9 (1.14x); floor 2.0, 1.7 s
+              small commits/s  28.3, 10.6 — delta-rs 1.6 fails its second append on Azurite
+              ("Invalid table version: 1"), so no ratio
+  (the first run read large files by ranges as parquet asked and uploaded files one after the
+  other; the second fetches a file in 8 MB parts at once and uploads while encoding.)
+  Clients (moto): listing 20k keys boto3 19.6 s, obstore 14.7 s; a commit-sized conditional put
+  boto3 16.0 ms, obstore 4.9 ms; a 64 MB parquet file read whole pyarrow S3FileSystem 0.54 s,
+  obstore 0.72 s (ranged reads as parquet asks) — pyarrow's filesystems read fast but cannot
+  create a file only if absent, so they cannot commit; boto3 is S3 only and slower per request.
 """
 
 from __future__ import annotations

@@ -2,8 +2,11 @@
 Azure Blob Storage / ADLS Gen2 and Google Cloud Storage, on obstore — the Python binding of the
 Rust `object_store` crate delta-rs is built on (same configuration keys, same requests).
 
-Why obstore (measured with `bench/object_stores`, figures in its docstring): it is the one
-maintained library here that does all of the protocol's needs on all three stores — put-if-absent
+Why obstore (measured with `bench/object_stores`, figures in its docstring: on moto a
+conditional put takes 4.9 ms against boto3's 16 ms, a 20k-key listing 14.7 s against 19.6 s;
+pyarrow's S3FileSystem reads a 64 MB file in 0.54 s against 0.72 s, but has no conditional
+create): it is the one maintained library here that does all of the protocol's needs on all
+three stores — put-if-absent
 (`PutMode.Create`: S3 `If-None-Match: *`, Azure `If-None-Match: *`, GCS
 `x-goog-if-generation-match: 0`), listing from a key, ranged reads, bulk deletes and URL signing
 (S3 SigV4 pre-signed, Azure SAS, GCS V4) — with retries and backoff on 5xx / throttling, where

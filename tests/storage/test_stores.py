@@ -328,6 +328,7 @@ def _appender(uri: str, options: dict, writer: int, n: int, barrier, queue) -> N
     queue.put((writer, done))
 
 
+@pytest.mark.xdist_group("object-stores-race")   # its own worker's emulators: beside the tests above
 @pytest.mark.parametrize("kind", ["s3", "azure"])
 def test_eight_writers_lose_nothing(emulators, kind):
     """8 processes × 25 blind appends on one table: every append lands once, the versions are
