@@ -180,8 +180,9 @@ def _known_keys(kind: str, keys: frozenset[str]) -> tuple[frozenset[str], bool]:
     from obstore.exceptions import UnknownConfigurationKeyError
 
     remaining = set(keys)
+    aliases: set[str] = set()      # second spellings of a setting another key names
     while remaining:
-        e = _probe_build(kind, {k: "true" for k in remaining})
+        e = _probe_build(kind, {k: "true" for k in sorted(remaining)})
         m = _UNKNOWN_KEY.search(str(e)) if isinstance(e, (UnknownConfigurationKeyError, ValueError)) else None
         if m is not None:
             bad = (m.group(1) or m.group(2) or "").lower()
@@ -191,8 +192,17 @@ def _known_keys(kind: str, keys: frozenset[str]) -> tuple[frozenset[str], bool]:
                                                               (UnknownConfigurationKeyError, ValueError)))
             remaining.discard(hit)
             continue
-        return frozenset(remaining), e is not None and "duplicate key" in str(e).lower()
-    return frozenset(), False
+        if e is not None and "duplicate key" in str(e).lower():
+            # parsing stopped at the duplicate: set one spelling aside and look at the rest
+            pair = next(((a, b) for a in sorted(remaining) for b in sorted(remaining)
+                         if a < b and _same_key(kind, a, b)), None)
+            if pair is None:   # pragma: no cover - obstore named a duplicate no pair shows
+                return frozenset(remaining | aliases), True
+            remaining.discard(pair[1])
+            aliases.add(pair[1])
+            continue
+        return frozenset(remaining | aliases), bool(aliases)
+    return frozenset(aliases), bool(aliases)
 
 
 @functools.lru_cache(maxsize=2048)

@@ -92,3 +92,13 @@ def test_secrets_are_redacted():
     for s in ("abc%2Bdef", "deadbeef", "AKIA%2F1", "supersecretvalue"):
         assert s not in out
     assert "sv=2023" in out and "se=2026" in out
+
+
+def test_one_dict_for_two_stores_with_aliases():
+    """A dict for S3 and Azure at once where a key has two spellings (`AWS_ALLOW_HTTP` and
+    `allow_http`, which both stores take): each store gets its own keys only."""
+    o = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": "a",
+         "AZURE_STORAGE_ACCOUNT_NAME": "acct", "AZURE_STORAGE_ACCOUNT_KEY": "a2V5", "allow_http": "true"}
+    assert set(store_config("s3", o).config) == {"aws_endpoint_url", "aws_allow_http", "aws_access_key_id"}
+    assert set(store_config("azure", o).config) == {"azure_storage_account_name", "azure_storage_account_key",
+                                                   "allow_http"}
