@@ -38,6 +38,7 @@ progress bar of the download on stderr. Help texts follow `tahoe.cli_help`.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from datetime import datetime, timezone
 from typing import Optional
@@ -79,7 +80,6 @@ def _store(cfg):
 def _emit_profile(profile: dict, profile_out: Optional[str]) -> None:
     """Write a profile (it holds a secret) to `profile_out` with mode 0600, or to standard
     output — made 0600 when that is a file the shell redirected it into."""
-    import os
     import stat
 
     text = json.dumps(profile, indent=2) + "\n"
@@ -175,8 +175,6 @@ def serve(config: str = typer.Option(..., "--config", "-c", metavar="FILE", help
       tahoe sharing serve --config sharing.yaml --port 9000 --log-level info
       tahoe sharing serve --config sharing.yaml --workers 4
     """
-    import os
-
     from .server import serve as run
 
     level = (log_level or os.environ.get("TAHOE_SHARING_LOG_LEVEL") or "warning").lower()
@@ -341,6 +339,42 @@ def delete(name: str = typer.Argument(..., metavar="NAME", help="the recipient t
     cfg = _load(config)
     _guard(lambda: _store(cfg).delete(name))
     typer.echo(f"deleted {name}", err=True)
+
+
+@recipient_app.command("import", cls=Command)
+def import_(path: str = typer.Argument(..., metavar="FILE", help="a recipients file ({\"recipients\": [...]})"),
+            config: str = typer.Option(..., "--config", "-c", metavar="FILE", help=CONFIG_HELP)):
+    """Move the recipients of a JSON recipients file (the layout before the state store) into the
+    state store, tokens and grants unchanged; the file is then renamed FILE.imported so the server
+    reads the store.
+
+    \b
+    Examples:
+      tahoe sharing recipient import recipients.json --config sharing.yaml
+    """
+    from .recipients import FileBackend, Recipients, StoreBackend
+    from .store import StoreError, open_store
+
+    cfg = _load(config)
+    source = FileBackend(path)
+    problems = _guard(source.problems)
+    if problems:
+        for p in problems:
+            typer.echo(f"error: {p}", err=True)
+        raise typer.Exit(1)
+    recs = _guard(source.load)
+    try:
+        target = Recipients(StoreBackend(open_store(cfg.store_url)))
+    except StoreError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1)
+
+    def change(current):
+        names = {r.name for r in recs}
+        current[:] = [r for r in current if r.name not in names] + recs
+    _guard(lambda: target.update(change))
+    os.replace(path, path + ".imported")
+    typer.echo(f"imported {len(recs)} recipient(s) into the state store; {path} renamed {path}.imported", err=True)
 
 
 @recipient_app.command("grant", cls=Command)
@@ -581,7 +615,7 @@ def _write_with_progress(out: str, start, quiet: bool) -> dict:
     """Run `start(on_file, on_bytes)` → (scan, batches) and write the batches to the parquet file
     `out` (a temporary file renamed at the end: nothing is left half-written), with a progress
     bar of the bytes and files downloaded."""
-    import os
+
     import threading
 
     import pyarrow.parquet as pq

@@ -191,6 +191,8 @@ _METRICS_KEYS = {"enabled", "bearerToken"}
 _LIMITS_KEYS = {"requestsPerMinute", "bytesPerDay", "maxConcurrentStreams", "tokenRequestsPerMinute"}
 ACCESS_MODES = ("url", "dir")
 _AUTH_KEYS = {"bearerToken"}
+LEGACY_RECIPIENTS_FILE = "recipients.json"   # the recipients' file before the state store
+
 # reference-server keys that do not apply to tahoe: accepted, with one warning each
 REFERENCE_IGNORED = {
     "deltaTableCacheSize": "tahoe keeps a few snapshots per table in memory and re-checks the latest version on "
@@ -491,6 +493,15 @@ def parse_config(raw: Any, config_path: str | None = None) -> ServerConfig:
     rf = raw.get("recipientsFile")
     if rf and config_path and not os.path.isabs(rf):
         rf = os.path.join(os.path.dirname(os.path.abspath(config_path)), rf)
+    if not rf and raw.get("store") is None and config_path:
+        # the layout before the state store: `recipients.json` beside the config. A deployment that
+        # has one keeps its recipients (they are not silently replaced by an empty sharing.db).
+        legacy = os.path.join(os.path.dirname(os.path.abspath(config_path)), LEGACY_RECIPIENTS_FILE)
+        if os.path.exists(legacy):
+            rf = legacy
+            probs.warnings.append(
+                f"recipients are read from {legacy} (the layout before the state store); set recipientsFile "
+                f"to keep it, or move them with `tahoe sharing recipient import {legacy}`")
     metrics = _mapping(raw.get("metrics") or {}, "metrics", _METRICS_KEYS, probs)
     docs = str(raw.get("openApiDocs", "auth")).strip().lower() if raw.get("openApiDocs") is not False else "off"
     if docs in _TRUE:
