@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 from typing import Any, Callable
 from zoneinfo import ZoneInfo
 
@@ -41,7 +41,10 @@ import pyarrow.compute as pc
 from ..errors import (
     AnalysisException, ArithmeticException, NumberFormatException, UnsupportedFeatureError,
 )
-from ..protocol.schema import to_arrow_type
+from ..protocol.schema import DOUBLE, LONG, from_arrow_type, is_integral, to_arrow_type
+from .coercion import (
+    cast_array, comparison_type, float_cast_operand, in_type, int_literal, reduced_comparison, wider_type,
+)
 from .resolve import Scope
 from .tree import (
     And, Arithmetic, Between, Case, Cast, Column, Comparison, Expression, Func, In, IsNull, Like, Literal,
@@ -51,6 +54,7 @@ from .tree import (
 __all__ = ["evaluate", "evaluate_predicate", "matches", "constant_value", "FUNCTIONS"]
 
 Value = Any   # pa.Array | pa.Scalar
+_WIDE = Context(prec=100)   # decimal arithmetic on 38-digit values (the default context keeps 28 digits)
 
 
 def evaluate(expr: Expression, scope: Scope | pa.Table | pa.RecordBatch | None = None, *,
@@ -123,6 +127,13 @@ def _stringy(t: pa.DataType) -> bool:
 
 def _temporal(t: pa.DataType) -> bool:
     return pa.types.is_date(t) or pa.types.is_timestamp(t)
+
+
+def _tahoe_type(t: pa.DataType):
+    try:
+        return from_arrow_type(t)
+    except Exception:
+        return None
 
 
 def _sql_type(t: pa.DataType) -> str:
@@ -286,14 +297,44 @@ class _Evaluator:
             target = pa.float64()
         return self.cast_value(v, target, node)
 
+    def numbers_to(self, vals: list[Value], t, node: Expression) -> list[Value]:
+        """Numbers (and NULLs) cast to the tahoe type `t` as Spark casts them for a comparison."""
+        target = to_arrow_type(t)
+        out = []
+        for v in vals:
+            if v.type == target:
+                out.append(v)
+            elif pa.types.is_null(v.type):
+                out.append(self.cast_value(v, target, node))
+            else:
+                out.append(self.call(cast_array, v, target, node=node))
+        return out
+
+    def coerce(self, a: Value, b: Value, node: Expression, lit_a: Any = None, lit_b: Any = None) -> tuple[Value, Value]:
+        """The two sides of a comparison in one type, as Spark's analyzer casts them (strings
+        first, `unify`; then numbers of two types by `tahoe.expressions.coercion`)."""
+        a, b = self.unify(a, b, node)
+        if a.type != b.type and _numeric(a.type) and _numeric(b.type):
+            t = comparison_type(from_arrow_type(a.type), from_arrow_type(b.type), a_literal=lit_a, b_literal=lit_b)
+            if t is not None:
+                a, b = self.numbers_to([a, b], t, node)
+        return a, b
+
     # --- comparisons -------------------------------------------------------------------------
     _CMP = {"=": pc.equal, "<>": pc.not_equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater,
             ">=": pc.greater_equal}
 
-    def compare(self, op: str, a: Value, b: Value, node: Expression) -> Value:
-        a, b = self.unify(a, b, node)
+    def compare(self, op: str, a: Value, b: Value, node: Expression, lit_a: Any = None, lit_b: Any = None) -> Value:
+        a, b = self.coerce(a, b, node, lit_a, lit_b)
+        return self.compare_same(op, a, b, node)
+
+    def compare_same(self, op: str, a: Value, b: Value, node: Expression) -> Value:
+        """`a op b` for operands already of one type."""
         if op == "<=>":
-            eq = self.call(pc.equal, a, b, node=node)
+            if pa.types.is_floating(a.type) or pa.types.is_floating(b.type):
+                eq = self.float_compare("=", a, b, node)   # NaN <=> NaN is TRUE
+            else:
+                eq = self.call(pc.equal, a, b, node=node)
             both_null = pc.and_(pc.is_null(a) if _is_arr(a) else pa.scalar(not a.is_valid),
                                 pc.is_null(b) if _is_arr(b) else pa.scalar(not b.is_valid))
             return pc.or_(pc.fill_null(eq, False), both_null) if (_is_arr(eq) or eq.is_valid) \
@@ -321,15 +362,54 @@ class _Evaluator:
         return pc.if_else(valid, out, _null_scalar(pa.bool_()))
 
     def ev_Comparison(self, n: Comparison) -> Value:
-        return self.compare(n.op, self.ev(n.left), self.ev(n.right), n)
+        a, b = self.ev(n.left), self.ev(n.right)
+        return self.compare_nodes(n.op, a, b, n.left, n.right, n)
+
+    def compare_nodes(self, op: str, a: Value, b: Value, left: Expression, right: Expression, node: Expression,
+                      simplify: bool = True) -> Value:
+        """`left op right` with their values `a`, `b`, as Spark rewrites and coerces it
+        (`tahoe.expressions.coercion`: the literal rules 4 and 6; with `simplify`, rule 7)."""
+        if not (pa.types.is_null(a.type) or pa.types.is_null(b.type)):
+            const = reduced_comparison(op, _tahoe_type(a.type), _tahoe_type(b.type), left, right)
+            if const is not None:
+                return pa.scalar(const)
+        if simplify and a.type != b.type and _numeric(a.type) and _numeric(b.type):
+            t = comparison_type(from_arrow_type(a.type), from_arrow_type(b.type), a_literal=int_literal(left),
+                                b_literal=int_literal(right))
+            if t == DOUBLE:
+                a, b = self.unfloat(left, a), self.unfloat(right, b)
+        return self.compare(op, a, b, node, int_literal(left), int_literal(right))
+
+    def unfloat(self, e: Expression, v: Value) -> Value:
+        """`v`, or for `CAST(integer AS FLOAT)` about to be cast to DOUBLE, the integer itself
+        (`coercion` rule 7)."""
+        inner = float_cast_operand(e)
+        if inner is None:
+            return v
+        x = self.ev(inner)
+        return x if pa.types.is_integer(x.type) else v
 
     def ev_In(self, n: In) -> Value:
         v = self.ev(n.value)
         items = [self.ev(x) for x in n.items]
+        vals = [v, *items]
+        if _numeric(v.type) and all(_numeric(x.type) or pa.types.is_null(x.type) or _stringy(x.type) for x in items):
+            # Spark casts the value and every item to one type (the wider type of them all)
+            numbers = [from_arrow_type(x.type) for x in vals if _numeric(x.type)]
+            t = in_type(numbers)
+            if t is not None and any(_stringy(x.type) for x in items):
+                t = LONG if all(is_integral(x) for x in numbers) else DOUBLE   # ANSI: a string meets numbers so
+            if t is not None:
+                target = to_arrow_type(t)
+                if t == DOUBLE:
+                    vals = [self.unfloat(e, x) for e, x in zip((n.value, *n.items), vals)]
+                vals = [self.string_to(x, target, n) if _stringy(x.type) else x for x in vals]
+                vals = self.numbers_to(vals, t, n)
+                v, items = vals[0], vals[1:]
         if all(not _is_arr(x) for x in items) and _is_arr(v) and not pa.types.is_floating(v.type):
             coerced = []
             for x in items:
-                _, cx = self.unify(v.slice(0, 0), x, n)
+                _, cx = self.coerce(v.slice(0, 0), x, n)
                 coerced.append(cx)
             if all(c.type == v.type or pa.types.is_null(c.type) for c in coerced):
                 has_null = any(not c.is_valid for c in coerced)
@@ -345,9 +425,11 @@ class _Evaluator:
         return out
 
     def ev_Between(self, n: Between) -> Value:
+        # Spark's BETWEEN is `value >= low AND value <= high`, each comparison coerced on its own
+        # (its value is computed once: no FLOAT cast is dropped, coercion rule 7)
         v = self.ev(n.value)
-        lo = self.compare(">=", v, self.ev(n.low), n)
-        hi = self.compare("<=", v, self.ev(n.high), n)
+        lo = self.compare_nodes(">=", v, self.ev(n.low), n.value, n.low, n, simplify=False)
+        hi = self.compare_nodes("<=", v, self.ev(n.high), n.value, n.high, n, simplify=False)
         return pc.and_kleene(lo, hi)
 
     def ev_Like(self, n: Like) -> Value:
@@ -448,7 +530,7 @@ class _Evaluator:
         def one(x, y):
             if x is None or y is None:
                 return None
-            r = (Decimal(x) / Decimal(y)).quantize(q, rounding=ROUND_HALF_UP)
+            r = _WIDE.divide(Decimal(x), Decimal(y)).quantize(q, rounding=ROUND_HALF_UP, context=_WIDE)
             if len(r.as_tuple().digits) > prec:
                 raise ArithmeticException(f"[NUMERIC_VALUE_OUT_OF_RANGE] {r} does not fit DECIMAL({prec},{scale}) in {n.to_sql()}")
             return r
@@ -472,7 +554,7 @@ class _Evaluator:
         p2, s2 = self._dec_type(b)
         scale = max(s1, s2)
         out_t = pa.decimal128(min(38, min(p1 - s1, p2 - s2) + scale), scale)
-        return self.elementwise(lambda x, y: None if x is None or y is None else Decimal(x) % Decimal(y),
+        return self.elementwise(lambda x, y: None if x is None or y is None else _WIDE.remainder(Decimal(x), Decimal(y)),
                                 [a, b], out_t)
 
     def elementwise(self, fn: Callable, args: list[Value], out_type: pa.DataType) -> Value:
@@ -514,14 +596,7 @@ class _Evaluator:
             if t == target:
                 continue
             if _numeric(t) and _numeric(target):
-                if pa.types.is_floating(t) or pa.types.is_floating(target):
-                    target = pa.float64()
-                elif pa.types.is_decimal(t) or pa.types.is_decimal(target):
-                    (p1, s1), (p2, s2) = self._dec_type(t), self._dec_type(target)
-                    s = max(s1, s2)
-                    target = pa.decimal128(min(38, max(p1 - s1, p2 - s2) + s), s)
-                else:
-                    target = t if t.bit_width > target.bit_width else target
+                target = to_arrow_type(wider_type(from_arrow_type(target), from_arrow_type(t)))
             elif _stringy(t) or _stringy(target):
                 target = pa.string()
             elif pa.types.is_timestamp(t) and pa.types.is_date(target):
@@ -536,6 +611,12 @@ class _Evaluator:
 
     # --- CAST ----------------------------------------------------------------------------------
     def ev_Cast(self, n: Cast) -> Value:
+        if n.type == DOUBLE:   # CAST(CAST(integer AS FLOAT) AS DOUBLE): the integer (coercion rule 7)
+            inner = float_cast_operand(n.child)
+            if inner is not None:
+                x = self.ev(inner)
+                if pa.types.is_integer(x.type):
+                    return self.cast_value(x, pa.float64(), n)
         v = self.ev(n.child)
         try:
             target = to_arrow_type(n.type)
@@ -587,6 +668,8 @@ class _Evaluator:
                         raise ArithmeticException(f"[CAST_OVERFLOW] {x} does not fit {_sql_type(target)} in {n.to_sql()}")
                     return i
                 return self.elementwise(one, [v], target)
+            if pa.types.is_floating(target) and _numeric(src):   # rounded to nearest, never an error
+                return cast_array(v, target)
             if pa.types.is_decimal(target) and (pa.types.is_decimal(src) or pa.types.is_floating(src)):
                 q = Decimal(1).scaleb(-target.scale)
 
@@ -595,7 +678,7 @@ class _Evaluator:
                         return None
                     if isinstance(x, float) and not math.isfinite(x):
                         raise ArithmeticException(f"[CAST_OVERFLOW] {x} cannot be cast to {_sql_type(target)}")
-                    d = (Decimal(repr(x)) if isinstance(x, float) else Decimal(x)).quantize(q, rounding=ROUND_HALF_UP)
+                    d = (Decimal(repr(x)) if isinstance(x, float) else Decimal(x)).quantize(q, rounding=ROUND_HALF_UP, context=_WIDE)
                     if len(d.as_tuple().digits) > target.precision and d != 0:
                         raise ArithmeticException(
                             f"[NUMERIC_VALUE_OUT_OF_RANGE] {x} does not fit {_sql_type(target)} in {n.to_sql()}")
@@ -626,7 +709,7 @@ class _Evaluator:
             if _numeric(src) and pa.types.is_boolean(target):
                 return pc.not_equal(v, pa.scalar(0, src) if not pa.types.is_decimal(src) else pa.scalar(Decimal(0), src))
             if _numeric(src) and _numeric(target):
-                return pc.cast(v, target)
+                return cast_array(v, target)
             if pa.types.is_binary(target) and _stringy(src):
                 return pc.cast(v, target)
         except pa.ArrowInvalid as e:
@@ -668,7 +751,7 @@ class _Evaluator:
                 if x is None:
                     return None
                 try:
-                    d = Decimal(x).quantize(q, rounding=ROUND_HALF_UP)
+                    d = Decimal(x).quantize(q, rounding=ROUND_HALF_UP, context=_WIDE)
                 except InvalidOperation:
                     raise NumberFormatException(
                         f"[CAST_INVALID_INPUT] the value '{x}' cannot be cast to {_sql_type(target)} in {n.to_sql()}") from None
@@ -953,12 +1036,12 @@ def _f_round(ev: _Evaluator, n, args):
         if d >= 0:
             return v
         return ev.elementwise(lambda x: None if x is None else
-                              int(Decimal(x).quantize(Decimal(1).scaleb(-d), rounding=ROUND_HALF_UP)), [v], v.type)
+                              int(Decimal(x).quantize(Decimal(1).scaleb(-d), rounding=ROUND_HALF_UP, context=_WIDE)), [v], v.type)
     if pa.types.is_decimal(v.type):
         scale = max(min(d, v.type.scale), 0)
         out_t = pa.decimal128(min(38, v.type.precision - v.type.scale + scale + 1), scale)
         return ev.elementwise(lambda x: None if x is None else
-                              Decimal(x).quantize(Decimal(1).scaleb(-d), rounding=ROUND_HALF_UP), [v], out_t)
+                              Decimal(x).quantize(Decimal(1).scaleb(-d), rounding=ROUND_HALF_UP, context=_WIDE), [v], out_t)
     if pa.types.is_floating(v.type):
         def one(x):
             if x is None or not math.isfinite(x):
