@@ -6,6 +6,7 @@ hand-written table below was read off the same plans (pyspark 4.3); the Spark te
 
 from __future__ import annotations
 
+import json
 import math
 from decimal import Decimal
 
@@ -106,10 +107,10 @@ def test_rules_match_sparks_analyzer(spark):
                 b = right[4:] if right.startswith("lit:") else right
                 plan = spark.sql(f"SELECT ({a}) = ({b}) AS r FROM coercion_types")._jdf.queryExecution().analyzed()
                 eq = plan.projectList().head().child()
-                got = parse_data_type(eq.left().dataType().json())
+                got = parse_data_type(json.loads(eq.left().dataType().json()))
                 assert got == (want_ansi if ansi == "true" else want_legacy), (ansi, left, right)
             plan = spark.sql("SELECT i IN (1, 2.5) AS r FROM coercion_types")._jdf.queryExecution().analyzed()
-            assert parse_data_type(plan.projectList().head().child().value().dataType().json()) == D(11, 1)
+            assert parse_data_type(json.loads(plan.projectList().head().child().value().dataType().json())) == D(11, 1)
     finally:
         spark.conf.set("spark.sql.ansi.enabled", prior)
 
