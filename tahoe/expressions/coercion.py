@@ -43,7 +43,7 @@ import math
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 from typing import Any, Sequence
 
-from ..protocol.schema import DOUBLE, FLOAT, DataType, DecimalType, PrimitiveType
+from ..protocol.schema import DOUBLE, FLOAT, LONG, STRING, DataType, DecimalType, PrimitiveType
 from .tree import Expression, Literal
 
 __all__ = [
@@ -149,12 +149,32 @@ def comparison_types(a: DataType, b: DataType, *, a_literal: Any = None, b_liter
 
 
 def in_type(types: Sequence[DataType], *, ansi: bool = True) -> DataType | None:
-    """The one type of `value IN (items...)` (`types` = value's, then the items'): the wider type
-    folded left to right (no literal rule here: Spark widens an IN list as whole types)."""
+    """The one type of `value IN (items...)` (`types` = the value's, then the items'): the wider
+    type folded left to right, in that order (no literal rule here: Spark widens an IN list as
+    whole types). A STRING meets an integer as BIGINT and any other number as DOUBLE in ANSI mode
+    (so `l IN ('1', 2.5)` is DECIMAL(21,1) but `l IN (2.5, '1')` DOUBLE, as in Spark); in legacy
+    mode a STRING makes the whole list STRING. None when the types are not numbers, NULLs and
+    such strings."""
+    names = [_name(t) for t in types]
+    if not any(is_numeric_type(t) for t in types):
+        return None
+    if any(n not in ("string", "void") and not is_numeric_type(t) for n, t in zip(names, types)):
+        return None
+    if "string" in names and not ansi:
+        return STRING
     out: DataType | None = None
     for t in types:
+        nt = _name(t)
+        if nt == "void":   # NULL takes any type
+            continue
         if out is None:
             out = t
+            continue
+        no = _name(out)
+        if no == "string" and nt == "string":
+            continue
+        if no == "string" or nt == "string":
+            out = LONG if (nt if no == "string" else no) in _INTEGRAL else DOUBLE
             continue
         out = wider_type(out, t, ansi=ansi)
         if out is None:

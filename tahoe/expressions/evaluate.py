@@ -10,8 +10,10 @@ Semantics (Spark 4, ANSI mode, its default):
     `<=>` is never NULL; `x IN (..)` is NULL when x is NULL, or when nothing matches and the list
     holds a NULL; a CASE/IF condition that is NULL takes the next branch;
   * implicit casts as Spark makes them: a string compared with (or combined with) a number, date,
-    timestamp or boolean is cast to that type; a date compared with a timestamp becomes one;
-    integers widen, integer and decimal make decimal, anything with a float makes double;
+    timestamp or boolean is cast to that type (a number: BIGINT or DOUBLE); a date compared with a
+    timestamp becomes one; numbers of two types in a comparison, IN or BETWEEN meet as
+    `tahoe.expressions.coercion` says (Spark's rule: integer and float make DOUBLE, decimals by
+    Spark's precision arithmetic, Spark's own rewrites included); NaN = NaN, NaN above all;
   * `/` is fractional (DOUBLE, or DECIMAL with Spark's result scale when both sides are exact
     numbers), `div` integral, `%` takes the dividend's sign; overflow, and a zero divisor, raise
     ArithmeticException; CAST of a value that does not convert raises NumberFormatException
@@ -41,7 +43,7 @@ import pyarrow.compute as pc
 from ..errors import (
     AnalysisException, ArithmeticException, NumberFormatException, UnsupportedFeatureError,
 )
-from ..protocol.schema import DOUBLE, LONG, from_arrow_type, is_integral, to_arrow_type
+from ..protocol.schema import DOUBLE, STRING, VOID, from_arrow_type, to_arrow_type
 from .coercion import (
     cast_array, comparison_type, float_cast_operand, in_type, int_literal, reduced_comparison, wider_type,
 )
@@ -393,17 +395,17 @@ class _Evaluator:
         v = self.ev(n.value)
         items = [self.ev(x) for x in n.items]
         vals = [v, *items]
-        if _numeric(v.type) and all(_numeric(x.type) or pa.types.is_null(x.type) or _stringy(x.type) for x in items):
-            # Spark casts the value and every item to one type (the wider type of them all)
-            numbers = [from_arrow_type(x.type) for x in vals if _numeric(x.type)]
-            t = in_type(numbers)
-            if t is not None and any(_stringy(x.type) for x in items):
-                t = LONG if all(is_integral(x) for x in numbers) else DOUBLE   # ANSI: a string meets numbers so
+        if any(_numeric(x.type) for x in vals) and all(
+                _numeric(x.type) or pa.types.is_null(x.type) or _stringy(x.type) for x in vals):
+            # Spark casts the value and every item to one type: the wider type of them all, folded
+            # left to right (`tahoe.expressions.coercion.in_type`; strings read as that type)
+            t = in_type([STRING if _stringy(x.type) else VOID if pa.types.is_null(x.type) else from_arrow_type(x.type)
+                         for x in vals])
             if t is not None:
                 target = to_arrow_type(t)
                 if t == DOUBLE:
                     vals = [self.unfloat(e, x) for e, x in zip((n.value, *n.items), vals)]
-                vals = [self.string_to(x, target, n) if _stringy(x.type) else x for x in vals]
+                vals = [self.cast_value(x, target, n) if _stringy(x.type) else x for x in vals]
                 vals = self.numbers_to(vals, t, n)
                 v, items = vals[0], vals[1:]
         if all(not _is_arr(x) for x in items) and _is_arr(v) and not pa.types.is_floating(v.type):

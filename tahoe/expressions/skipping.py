@@ -22,8 +22,11 @@ constants is decided exactly; any other sub-expression reading only partition co
 (`year(day) = 2024`, `p % 3 = 1`) is evaluated exactly over the typed partition values by the
 Arrow evaluator. Constant sub-expressions are folded (`DATE '2024-01-01'`, `CAST('5' AS INT)`).
 
-Bounds follow Spark's ordering: a string constant compared with a typed column is read as the
-column's type; dates compare with timestamps as midnight in `time_zone`; float NaN is larger than
+Bounds follow Spark's ordering and type coercion (`tahoe.expressions.coercion`): numbers of two
+types are compared in the type Spark casts both to — a bound mapped through Spark's cast, which
+never swaps two values — and where ANSI and legacy mode differ a file is kept when either may
+match; a string constant compared with a number is read as ANSI and legacy mode read it, with
+another typed column as the column's type; dates compare with timestamps as midnight in `time_zone`; float NaN is larger than
 any value, so a NaN bound is treated as unknown; timestamp bounds are widened by 1 ms (stats keep
 milliseconds); string bounds may be truncated prefixes, so they never prove "all rows equal".
 """
@@ -528,7 +531,8 @@ class _Files:
             return out
         if na == "string" or nb == "string":
             if na == "string" and a.exact:
-                out = [(y, x) for x, y in self.string_pairs(b, a)] if nb in _NUMERIC else None
+                pairs = self.string_pairs(b, a) if nb in _NUMERIC else None
+                out = [(y, x) for x, y in pairs] if pairs is not None else None
                 if out is None:
                     ca = self.convert_exact(a, b.type)
                     out = [(ca, b)] if ca is not None else None
@@ -550,8 +554,9 @@ class _Files:
 
     def string_pairs(self, num: _Bounds, text: _Bounds) -> list[tuple[_Bounds, _Bounds]] | None:
         """A number compared with exact strings: ANSI mode casts both to BIGINT (an integer
-        side) or DOUBLE; legacy mode reads the string as the number's type (an integer type
-        through DOUBLE, truncated: `i = '1.5'` is `i = 1`). None when a string does not read."""
+        side) or DOUBLE; legacy mode reads the string as the number's type (an integer
+        truncated: `i = '1.5'` is `i = 1`; a DECIMAL as DOUBLE). None when a string does not
+        read."""
         integral = _name(num.type) in _INTEGRAL
         out = []
         ansi_t = PrimitiveType("long") if integral else PrimitiveType("double")
@@ -560,6 +565,11 @@ class _Files:
         if ct is None or cn is None:
             return None
         out.append((cn, ct))
+        if _name(num.type) == "float":
+            cf = self.convert_exact(text, num.type)
+            if cf is None:
+                return None
+            out.append((num, cf))
         if integral:
             def legacy(v):
                 try:
@@ -670,12 +680,12 @@ class _Files:
         a file is kept when either may match); anything else compares item by item."""
         types = [v.type, *(x.type for x in items)]
         modes = []
-        if all(_name(t) in _NUMERIC or _name(t) == "void" for t in types) and _name(v.type) in _NUMERIC:
+        if any(_name(t) in _NUMERIC for t in types) and \
+                all(_name(t) in _NUMERIC or _name(t) in ("void", "string") for t in types):
             for ansi in (True, False):
                 t = in_type(types, ansi=ansi)
-                if t is None:
-                    modes = []
-                    break
+                if t is None or _name(t) == "string":   # legacy: numbers compared as text
+                    return self.unknown()
                 if t not in modes:
                     modes.append(t)
         if not modes:
@@ -686,8 +696,7 @@ class _Files:
             return t, f
         t_all, f_all = self.zeros(), self.zeros()
         for target in modes:
-            cv = self.cast_bounds(v, target)
-            cis = [x if _name(x.type) == "void" else self.cast_bounds(x, target) for x in items]
+            cv, *cis = [x if _name(x.type) == "void" else self.to_type(x, target) for x in (v, *items)]
             if cv is None or any(c is None for c in cis):
                 return self.unknown()
             t, f = self.zeros(), self.ones()
@@ -696,6 +705,12 @@ class _Files:
                 t, f = _or(t, xt), _and(f, xf)
             t_all, f_all = _or(t_all, t), _or(f_all, f)
         return t_all, f_all
+
+    def to_type(self, b: _Bounds, to: DataType) -> _Bounds | None:
+        """`b` cast to `to`: numbers by Spark's casts, exact strings as Spark reads them."""
+        if _name(b.type) == "string":
+            return self.convert_exact(b, to) if b.exact else None
+        return self.cast_bounds(b, to)
 
     def boolean(self, b: _Bounds) -> tuple[list, list]:
         hi_true, hi_known = _compare("=", b.hi, [True] * self.n)

@@ -66,3 +66,25 @@ def test_negative_bigdecimal_literal_with_38_digits(tmp_path):
     }), partition_by=["p_i", "p_d"], target_file_rows=1)
     check(path, "(p_i <= i64) OR (p_d <= -99999999999999999999.999999999999999999BD)", [1])
     check(path, "p_d > -99999999999999999999.999999999999999999BD", [1, 3])
+
+
+def test_in_list_with_string_items_widens_in_order(tmp_path):
+    """Seeds 10, 25, 26, 27, 28, 29: an IN list mixing numbers and numeric strings — Spark (ANSI) folds the
+    wider type left to right, a string meeting an integer as BIGINT and any other number as
+    DOUBLE: `l IN ('9007199254740992', 2.5)` is DECIMAL(21,1) (exact), `l IN (2.5,
+    '9007199254740992')` DOUBLE (2^53 + 1 equals 2^53). Skipping compared item by item, exactly."""
+    path = str(tmp_path / "t")
+    tahoe.write_table(path, pa.table({
+        "id": pa.array([1, 2, 3], pa.int64()),
+        "l": pa.array([2 ** 53 + 1, 5, None], pa.int64()),
+        "d": pa.array([Decimal("0.300000000000000001"), Decimal("-1.5"), Decimal("2")], pa.decimal128(38, 18)),
+    }), target_file_rows=1)
+    check(path, "l IN ('9007199254740992', 2.5)", [])
+    check(path, "l IN (2.5, '9007199254740992')", [1])
+    check(path, "l IN (4611686018427387904BD, 7S, '9007199254740994', 9007199254740992BD)", [1])
+    check(path, "l IN ('5')", [2])
+    check(path, "l IN ('1', '9007199254740992', 1F)", [1])          # BIGINT, then DOUBLE with the FLOAT
+    check(path, "d IN (0.300000000000000000BD, CAST('-1.5' AS DOUBLE), '-1.5')", [1, 2])
+    check(path, "d IN (CAST(9007199254740992 AS DECIMAL(20,0)), '0.0000', -0.3000, 2)", [3])
+    check(path, "d IN ('1.005000', 2147483648.000000F, 0.30000000000000001BD, 5.000000, NULL)", [1])
+    check(path, "d NOT IN (CAST(4611686018427387904 AS BIGINT), '99.99', CAST(0 AS DECIMAL(38,0)))", [1, 2, 3])
