@@ -23,6 +23,11 @@ tests/expressions/test_coercion.py):
    the scale gives way, a side cast to the smaller scale is rounded HALF_UP (so
    `CAST(0.4 AS DECIMAL(38,18)) = CAST(0 AS DECIMAL(38,0))` is TRUE, as in Spark).
 
+An IN list folds rules 1-5 over the value and its items, left to right, integers as whole types
+(`in_type`); a STRING among numbers meets an integer as BIGINT and any other number as DOUBLE (in
+a binary comparison too), so `l IN ('1', 2.5)` is DECIMAL(21,1) but `l IN (2.5, '1')` DOUBLE.
+Legacy mode compares such a list as STRING.
+
 Two rewrites of Spark's own change answers, and are followed too:
 
 6. An integer compared (`<` `<=` `>` `>=`, BETWEEN's halves) with a DECIMAL literal beyond
