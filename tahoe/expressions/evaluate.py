@@ -380,6 +380,10 @@ class _Evaluator:
                                 b_literal=int_literal(right))
             if t == DOUBLE:
                 a, b = self.unfloat(left, a), self.unfloat(right, b)
+        elif simplify and pa.types.is_float32(a.type) and _stringy(b.type):   # a FLOAT meets a string as DOUBLE
+            a = self.unfloat(left, a)
+        elif simplify and pa.types.is_float32(b.type) and _stringy(a.type):
+            b = self.unfloat(right, b)
         return self.compare(op, a, b, node, int_literal(left), int_literal(right))
 
     def unfloat(self, e: Expression, v: Value) -> Value:

@@ -26,19 +26,21 @@ Bounds follow Spark's ordering and type coercion (`tahoe.expressions.coercion`):
 types are compared in the type Spark casts both to — a bound mapped through Spark's cast, which
 never swaps two values — and where ANSI and legacy mode differ a file is kept when either may
 match; a string constant compared with a number is read as ANSI and legacy mode read it, with
-another typed column as the column's type; dates compare with timestamps as midnight in `time_zone`; float NaN is larger than
-any value, so a NaN bound is treated as unknown; timestamp bounds are widened by 1 ms (stats keep
-milliseconds); string bounds may be truncated prefixes, so they never prove "all rows equal".
+another typed column as the column's type; dates compare with timestamps as midnight in
+`time_zone`; float NaN is larger than any value, so a NaN bound is treated as unknown; timestamp
+bounds are widened by 1 ms (stats keep milliseconds); string bounds may be truncated prefixes,
+so they never prove "all rows equal". Stats bounds come from `FileStats.min_value` / `max_value`:
+float32 for FLOAT columns, widened where a writer rounded a DECIMAL or BIGINT through a double.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import functools
-from decimal import Decimal
 import math
 import operator
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Callable, Sequence
 
 import numpy as np

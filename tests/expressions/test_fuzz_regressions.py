@@ -54,6 +54,7 @@ def test_float_cast_of_an_integer_dropped_before_double(ints):
     check(ints, "CAST(i AS FLOAT) = 2147483648F", [1])          # FLOAT against FLOAT: rounded
     check(ints, "CAST(i AS FLOAT) BETWEEN 2147483647 AND 2147483647", [])
     check(ints, "CAST(i AS FLOAT) = i", [1, 2])
+    check(ints, "CAST(i AS FLOAT) = '2147483647'", [1])   # a string meets the FLOAT as DOUBLE
 
 
 def test_negative_bigdecimal_literal_with_38_digits(tmp_path):
