@@ -477,6 +477,13 @@ class _Evaluator:
         if not (_numeric(a.type) and _numeric(b.type)):
             raise AnalysisException(
                 f"[DATATYPE_MISMATCH] {n.to_sql()}: {n.op} needs numbers, got {_sql_type(a.type)} and {_sql_type(b.type)}")
+        if a.type != b.type and (pa.types.is_floating(a.type) or pa.types.is_floating(b.type)):
+            # a float with anything else: both DOUBLE, cast as Spark casts (never Arrow's checked
+            # integer -> double cast, which refuses values beyond 2^53)
+            a, b = self.numbers_to([a, b], DOUBLE, n)
+        if n.op in ("+", "-", "*") and (pa.types.is_decimal(a.type) or pa.types.is_decimal(b.type)) \
+                and not (pa.types.is_floating(a.type) or pa.types.is_floating(b.type)):
+            return self.decimal_arithmetic(n.op, a, b, n)
         if n.op == "+":
             return self.call(pc.add_checked, a, b, node=n)
         if n.op == "-":
@@ -518,6 +525,50 @@ class _Evaluator:
         if isinstance(v, pa.Scalar) and v.is_valid:
             return max(len(str(abs(int(v.as_py())))), 1), 0
         return {8: (3, 0), 16: (5, 0), 32: (10, 0), 64: (20, 0)}[t.bit_width]
+
+    def decimal_arithmetic(self, op: str, a: Value, b: Value, n: Arithmetic) -> Value:
+        """`+ - *` with a DECIMAL, as Spark types it: `+ -` scale max(s1, s2), precision
+        max(p1-s1, p2-s2) + scale + 1; `*` precision p1 + p2 + 1, scale s1 + s2; above 38 digits
+        the integer digits are kept and the scale gives way down to 6 (allowPrecisionLoss, the
+        default). Integers count as DECIMAL(3|5|10|20, 0), integer literals as their digits. The
+        exact result is rounded HALF_UP to the scale; a value that does not fit is an overflow."""
+        def dec(v: Value, e: Expression) -> tuple[int, int]:
+            if pa.types.is_decimal(v.type):
+                return v.type.precision, v.type.scale
+            lit = int_literal(e)
+            if lit is not None:
+                return max(len(str(abs(lit))), 1), 0
+            return {8: (3, 0), 16: (5, 0), 32: (10, 0), 64: (20, 0)}[v.type.bit_width]
+
+        (p1, s1), (p2, s2) = dec(a, n.left), dec(b, n.right)
+        if op == "*":
+            prec, scale = p1 + p2 + 1, s1 + s2
+        else:
+            scale = max(s1, s2)
+            prec = max(p1 - s1, p2 - s2) + scale + 1
+        if prec > 38:
+            scale = max(38 - (prec - scale), min(scale, 6))
+            prec = 38
+        out_t = pa.decimal128(prec, scale)
+        fn = {"+": pc.add_checked, "-": pc.subtract_checked, "*": pc.multiply_checked}[op]
+        try:   # vectorized: exact in 256-bit decimals, then rounded to Spark's type
+            wide = [cast_array(v, pa.decimal256(p, s)) for v, (p, s) in ((a, (p1, s1)), (b, (p2, s2)))]
+            return cast_array(fn(*wide), out_t)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+        exact = {"+": _WIDE.add, "-": _WIDE.subtract, "*": _WIDE.multiply}[op]
+        q = Decimal(1).scaleb(-scale)
+
+        def one(x, y):
+            if x is None or y is None:
+                return None
+            r = exact(Decimal(x), Decimal(y)).quantize(q, rounding=ROUND_HALF_UP, context=_WIDE)
+            if r != 0 and r.adjusted() + 1 > prec - scale:
+                raise ArithmeticException(
+                    f"[NUMERIC_VALUE_OUT_OF_RANGE] {r} cannot be represented as DECIMAL({prec},{scale}) in {n.to_sql()}")
+            return r
+
+        return self.elementwise(one, [a, b], out_t)
 
     def decimal_divide(self, a: Value, b: Value, n: Expression) -> Value:
         """Spark's decimal division: scale max(6, s1 + p2 + 1), precision p1 - s1 + s2 + scale,

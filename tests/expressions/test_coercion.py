@@ -119,3 +119,42 @@ def _sql(t) -> str:
     from tahoe.expressions.tree import type_sql
 
     return type_sql(t)
+
+
+ARITH_ROWS = pa.table({
+    "d38": pa.array([Decimal("12345678901234567890.123456789012345678")], pa.decimal128(38, 18)),
+    "s38": pa.array([Decimal("0.123456789012345678")], pa.decimal128(38, 18)),
+    "d5": pa.array([Decimal("1.25")], pa.decimal128(5, 2)), "d20": pa.array([Decimal("99999.9999")], pa.decimal128(20, 4)),
+    "i": pa.array([7], pa.int32()), "l": pa.array([2 ** 53 + 1], pa.int64()),
+})
+
+
+@pytest.mark.parametrize("sql,value,typ", [
+    # Spark 4.3's answers (`SELECT e, typeof(e)` over the same row)
+    ("d38 + 1", "12345678901234567891.12345678901234568", D(38, 17)),
+    ("s38 * s38", "0.015242", D(38, 6)),
+    ("d5 * 1.1", "1.375", D(8, 3)),
+    ("i + 0.5", "7.5", D(12, 1)),
+    ("d5 - d20", "-99998.7499", D(21, 4)),
+    ("d38 - s38", "12345678901234567890.00000000000000000", D(38, 17)),
+    ("s38 * 3", "0.3703703670370370", D(38, 16)),
+    ("d5 * i", "8.75", D(16, 2)),
+    ("d38 + d38", "24691357802469135780.24691357802469136", D(38, 17)),
+    ("s38 + 1.5BD", "1.62345678901234568", D(38, 17)),
+])
+def test_decimal_arithmetic_as_spark_types_it(sql, value, typ):
+    from tahoe.expressions import evaluate
+    from tahoe.protocol.schema import from_arrow_type
+
+    out = evaluate(parse(sql), ARITH_ROWS)
+    assert (out[0].as_py(), from_arrow_type(out.type)) == (Decimal(value), typ)
+
+
+def test_arithmetic_with_a_double_casts_like_spark():
+    from tahoe.errors import ArithmeticException
+    from tahoe.expressions import evaluate
+
+    # Spark: CAST(l AS DOUBLE) + 0.1 (Arrow's checked cast refused 2^53 + 1); d38 * d38 overflows
+    assert evaluate(parse("l + 0.1D"), ARITH_ROWS).to_pylist() == [9007199254740992.0]
+    with pytest.raises(ArithmeticException, match="NUMERIC_VALUE_OUT_OF_RANGE"):
+        evaluate(parse("d38 * d38"), ARITH_ROWS)
