@@ -54,7 +54,7 @@ from .tree import Expression, Literal
 __all__ = [
     "comparison_type", "comparison_types", "in_type", "wider_type", "integral_as_decimal", "int_literal",
     "decimal_literal", "reduced_comparison", "float_cast_operand",
-    "is_exact_numeric", "is_numeric_type", "to_double", "to_float32", "to_decimal", "cast_number", "cast_array",
+    "is_numeric_type", "to_double", "to_float32", "to_decimal", "cast_number", "cast_array",
 ]
 
 MAX_PRECISION = 38
@@ -71,10 +71,6 @@ def _name(t: DataType) -> str | None:
 
 def is_numeric_type(t: DataType) -> bool:
     return _name(t) in (*_INTEGRAL, "float", "double", "decimal")
-
-
-def is_exact_numeric(t: DataType) -> bool:
-    return _name(t) in (*_INTEGRAL, "decimal")
 
 
 def integral_as_decimal(t: DataType, literal: Any = None) -> DecimalType:
