@@ -17,8 +17,9 @@ only).
 
 Modules: `tree` (the nodes, SQL rendering), `parse` (SQL text → tree; the one place SQL is
 parsed), `resolve` (column references → values, aliases for two-sided conditions), `evaluate`
-(over Arrow rows, Spark's semantics), `skipping` (three-valued evaluation over partition values
-and file stats), `spark` (→ Column), `sharing_json` (↔ the sharing JSON tree), `filters`
+(over Arrow rows, Spark's semantics), `coercion` (Spark's type coercion of comparisons, shared
+by evaluation and skipping), `skipping` (three-valued evaluation over partition values and file
+stats), `spark` (→ Column), `sharing_json` (↔ the sharing JSON tree), `filters`
 (SQL / expression / DNF tuples as a read filter).
 """
 

@@ -10,8 +10,10 @@ Semantics (Spark 4, ANSI mode, its default):
     `<=>` is never NULL; `x IN (..)` is NULL when x is NULL, or when nothing matches and the list
     holds a NULL; a CASE/IF condition that is NULL takes the next branch;
   * implicit casts as Spark makes them: a string compared with (or combined with) a number, date,
-    timestamp or boolean is cast to that type; a date compared with a timestamp becomes one;
-    integers widen, integer and decimal make decimal, anything with a float makes double;
+    timestamp or boolean is cast to that type (a number: BIGINT or DOUBLE); a date compared with a
+    timestamp becomes one; numbers of two types in a comparison, IN or BETWEEN meet as
+    `tahoe.expressions.coercion` says (Spark's rule: integer and float make DOUBLE, decimals by
+    Spark's precision arithmetic, Spark's own rewrites included); NaN = NaN, NaN above all;
   * `/` is fractional (DOUBLE, or DECIMAL with Spark's result scale when both sides are exact
     numbers), `div` integral, `%` takes the dividend's sign; overflow, and a zero divisor, raise
     ArithmeticException; CAST of a value that does not convert raises NumberFormatException
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 from typing import Any, Callable
 from zoneinfo import ZoneInfo
 
@@ -41,7 +43,10 @@ import pyarrow.compute as pc
 from ..errors import (
     AnalysisException, ArithmeticException, NumberFormatException, UnsupportedFeatureError,
 )
-from ..protocol.schema import to_arrow_type
+from ..protocol.schema import DOUBLE, STRING, VOID, from_arrow_type, to_arrow_type
+from .coercion import (
+    cast_array, comparison_type, float_cast_operand, in_type, int_literal, reduced_comparison, wider_type,
+)
 from .resolve import Scope
 from .tree import (
     And, Arithmetic, Between, Case, Cast, Column, Comparison, Expression, Func, In, IsNull, Like, Literal,
@@ -51,6 +56,7 @@ from .tree import (
 __all__ = ["evaluate", "evaluate_predicate", "matches", "constant_value", "FUNCTIONS"]
 
 Value = Any   # pa.Array | pa.Scalar
+_WIDE = Context(prec=100)   # decimal arithmetic on 38-digit values (the default context keeps 28 digits)
 
 
 def evaluate(expr: Expression, scope: Scope | pa.Table | pa.RecordBatch | None = None, *,
@@ -123,6 +129,13 @@ def _stringy(t: pa.DataType) -> bool:
 
 def _temporal(t: pa.DataType) -> bool:
     return pa.types.is_date(t) or pa.types.is_timestamp(t)
+
+
+def _tahoe_type(t: pa.DataType):
+    try:
+        return from_arrow_type(t)
+    except Exception:
+        return None
 
 
 def _sql_type(t: pa.DataType) -> str:
@@ -286,14 +299,44 @@ class _Evaluator:
             target = pa.float64()
         return self.cast_value(v, target, node)
 
+    def numbers_to(self, vals: list[Value], t, node: Expression) -> list[Value]:
+        """Numbers (and NULLs) cast to the tahoe type `t` as Spark casts them for a comparison."""
+        target = to_arrow_type(t)
+        out = []
+        for v in vals:
+            if v.type == target:
+                out.append(v)
+            elif pa.types.is_null(v.type):
+                out.append(self.cast_value(v, target, node))
+            else:
+                out.append(self.call(cast_array, v, target, node=node))
+        return out
+
+    def coerce(self, a: Value, b: Value, node: Expression, lit_a: Any = None, lit_b: Any = None) -> tuple[Value, Value]:
+        """The two sides of a comparison in one type, as Spark's analyzer casts them (strings
+        first, `unify`; then numbers of two types by `tahoe.expressions.coercion`)."""
+        a, b = self.unify(a, b, node)
+        if a.type != b.type and _numeric(a.type) and _numeric(b.type):
+            t = comparison_type(from_arrow_type(a.type), from_arrow_type(b.type), a_literal=lit_a, b_literal=lit_b)
+            if t is not None:
+                a, b = self.numbers_to([a, b], t, node)
+        return a, b
+
     # --- comparisons -------------------------------------------------------------------------
     _CMP = {"=": pc.equal, "<>": pc.not_equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater,
             ">=": pc.greater_equal}
 
-    def compare(self, op: str, a: Value, b: Value, node: Expression) -> Value:
-        a, b = self.unify(a, b, node)
+    def compare(self, op: str, a: Value, b: Value, node: Expression, lit_a: Any = None, lit_b: Any = None) -> Value:
+        a, b = self.coerce(a, b, node, lit_a, lit_b)
+        return self.compare_same(op, a, b, node)
+
+    def compare_same(self, op: str, a: Value, b: Value, node: Expression) -> Value:
+        """`a op b` for operands already of one type."""
         if op == "<=>":
-            eq = self.call(pc.equal, a, b, node=node)
+            if pa.types.is_floating(a.type) or pa.types.is_floating(b.type):
+                eq = self.float_compare("=", a, b, node)   # NaN <=> NaN is TRUE
+            else:
+                eq = self.call(pc.equal, a, b, node=node)
             both_null = pc.and_(pc.is_null(a) if _is_arr(a) else pa.scalar(not a.is_valid),
                                 pc.is_null(b) if _is_arr(b) else pa.scalar(not b.is_valid))
             return pc.or_(pc.fill_null(eq, False), both_null) if (_is_arr(eq) or eq.is_valid) \
@@ -321,15 +364,58 @@ class _Evaluator:
         return pc.if_else(valid, out, _null_scalar(pa.bool_()))
 
     def ev_Comparison(self, n: Comparison) -> Value:
-        return self.compare(n.op, self.ev(n.left), self.ev(n.right), n)
+        a, b = self.ev(n.left), self.ev(n.right)
+        return self.compare_nodes(n.op, a, b, n.left, n.right, n)
+
+    def compare_nodes(self, op: str, a: Value, b: Value, left: Expression, right: Expression, node: Expression,
+                      simplify: bool = True) -> Value:
+        """`left op right` with their values `a`, `b`, as Spark rewrites and coerces it
+        (`tahoe.expressions.coercion`: the literal rules 4 and 6; with `simplify`, rule 7)."""
+        if not (pa.types.is_null(a.type) or pa.types.is_null(b.type)):
+            const = reduced_comparison(op, _tahoe_type(a.type), _tahoe_type(b.type), left, right)
+            if const is not None:
+                return pa.scalar(const)
+        if simplify and a.type != b.type and _numeric(a.type) and _numeric(b.type):
+            t = comparison_type(from_arrow_type(a.type), from_arrow_type(b.type), a_literal=int_literal(left),
+                                b_literal=int_literal(right))
+            if t == DOUBLE:
+                a, b = self.unfloat(left, a), self.unfloat(right, b)
+        elif simplify and pa.types.is_float32(a.type) and _stringy(b.type):   # a FLOAT meets a string as DOUBLE
+            a = self.unfloat(left, a)
+        elif simplify and pa.types.is_float32(b.type) and _stringy(a.type):
+            b = self.unfloat(right, b)
+        return self.compare(op, a, b, node, int_literal(left), int_literal(right))
+
+    def unfloat(self, e: Expression, v: Value) -> Value:
+        """`v`, or for `CAST(integer AS FLOAT)` about to be cast to DOUBLE, the integer itself
+        (`coercion` rule 7)."""
+        inner = float_cast_operand(e)
+        if inner is None:
+            return v
+        x = self.ev(inner)
+        return x if pa.types.is_integer(x.type) else v
 
     def ev_In(self, n: In) -> Value:
         v = self.ev(n.value)
         items = [self.ev(x) for x in n.items]
+        vals = [v, *items]
+        if any(_numeric(x.type) for x in vals) and all(
+                _numeric(x.type) or pa.types.is_null(x.type) or _stringy(x.type) for x in vals):
+            # Spark casts the value and every item to one type: the wider type of them all, folded
+            # left to right (`tahoe.expressions.coercion.in_type`; strings read as that type)
+            t = in_type([STRING if _stringy(x.type) else VOID if pa.types.is_null(x.type) else from_arrow_type(x.type)
+                         for x in vals])
+            if t is not None:
+                target = to_arrow_type(t)
+                if t == DOUBLE:
+                    vals = [self.unfloat(e, x) for e, x in zip((n.value, *n.items), vals)]
+                vals = [self.cast_value(x, target, n) if _stringy(x.type) else x for x in vals]
+                vals = self.numbers_to(vals, t, n)
+                v, items = vals[0], vals[1:]
         if all(not _is_arr(x) for x in items) and _is_arr(v) and not pa.types.is_floating(v.type):
             coerced = []
             for x in items:
-                _, cx = self.unify(v.slice(0, 0), x, n)
+                _, cx = self.coerce(v.slice(0, 0), x, n)
                 coerced.append(cx)
             if all(c.type == v.type or pa.types.is_null(c.type) for c in coerced):
                 has_null = any(not c.is_valid for c in coerced)
@@ -345,9 +431,11 @@ class _Evaluator:
         return out
 
     def ev_Between(self, n: Between) -> Value:
+        # Spark's BETWEEN is `value >= low AND value <= high`, each comparison coerced on its own
+        # (its value is computed once: no FLOAT cast is dropped, coercion rule 7)
         v = self.ev(n.value)
-        lo = self.compare(">=", v, self.ev(n.low), n)
-        hi = self.compare("<=", v, self.ev(n.high), n)
+        lo = self.compare_nodes(">=", v, self.ev(n.low), n.value, n.low, n, simplify=False)
+        hi = self.compare_nodes("<=", v, self.ev(n.high), n.value, n.high, n, simplify=False)
         return pc.and_kleene(lo, hi)
 
     def ev_Like(self, n: Like) -> Value:
@@ -389,6 +477,13 @@ class _Evaluator:
         if not (_numeric(a.type) and _numeric(b.type)):
             raise AnalysisException(
                 f"[DATATYPE_MISMATCH] {n.to_sql()}: {n.op} needs numbers, got {_sql_type(a.type)} and {_sql_type(b.type)}")
+        if a.type != b.type and (pa.types.is_floating(a.type) or pa.types.is_floating(b.type)):
+            # a float with anything else: both DOUBLE, cast as Spark casts (never Arrow's checked
+            # integer -> double cast, which refuses values beyond 2^53)
+            a, b = self.numbers_to([a, b], DOUBLE, n)
+        if n.op in ("+", "-", "*") and (pa.types.is_decimal(a.type) or pa.types.is_decimal(b.type)) \
+                and not (pa.types.is_floating(a.type) or pa.types.is_floating(b.type)):
+            return self.decimal_arithmetic(n.op, a, b, n)
         if n.op == "+":
             return self.call(pc.add_checked, a, b, node=n)
         if n.op == "-":
@@ -431,6 +526,50 @@ class _Evaluator:
             return max(len(str(abs(int(v.as_py())))), 1), 0
         return {8: (3, 0), 16: (5, 0), 32: (10, 0), 64: (20, 0)}[t.bit_width]
 
+    def decimal_arithmetic(self, op: str, a: Value, b: Value, n: Arithmetic) -> Value:
+        """`+ - *` with a DECIMAL, as Spark types it: `+ -` scale max(s1, s2), precision
+        max(p1-s1, p2-s2) + scale + 1; `*` precision p1 + p2 + 1, scale s1 + s2; above 38 digits
+        the integer digits are kept and the scale gives way down to 6 (allowPrecisionLoss, the
+        default). Integers count as DECIMAL(3|5|10|20, 0), integer literals as their digits. The
+        exact result is rounded HALF_UP to the scale; a value that does not fit is an overflow."""
+        def dec(v: Value, e: Expression) -> tuple[int, int]:
+            if pa.types.is_decimal(v.type):
+                return v.type.precision, v.type.scale
+            lit = int_literal(e)
+            if lit is not None:
+                return max(len(str(abs(lit))), 1), 0
+            return {8: (3, 0), 16: (5, 0), 32: (10, 0), 64: (20, 0)}[v.type.bit_width]
+
+        (p1, s1), (p2, s2) = dec(a, n.left), dec(b, n.right)
+        if op == "*":
+            prec, scale = p1 + p2 + 1, s1 + s2
+        else:
+            scale = max(s1, s2)
+            prec = max(p1 - s1, p2 - s2) + scale + 1
+        if prec > 38:
+            scale = max(38 - (prec - scale), min(scale, 6))
+            prec = 38
+        out_t = pa.decimal128(prec, scale)
+        fn = {"+": pc.add_checked, "-": pc.subtract_checked, "*": pc.multiply_checked}[op]
+        try:   # vectorized: exact in 256-bit decimals, then rounded to Spark's type
+            wide = [cast_array(v, pa.decimal256(p, s)) for v, (p, s) in ((a, (p1, s1)), (b, (p2, s2)))]
+            return cast_array(fn(*wide), out_t)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+        exact = {"+": _WIDE.add, "-": _WIDE.subtract, "*": _WIDE.multiply}[op]
+        q = Decimal(1).scaleb(-scale)
+
+        def one(x, y):
+            if x is None or y is None:
+                return None
+            r = exact(Decimal(x), Decimal(y)).quantize(q, rounding=ROUND_HALF_UP, context=_WIDE)
+            if r != 0 and r.adjusted() + 1 > prec - scale:
+                raise ArithmeticException(
+                    f"[NUMERIC_VALUE_OUT_OF_RANGE] {r} cannot be represented as DECIMAL({prec},{scale}) in {n.to_sql()}")
+            return r
+
+        return self.elementwise(one, [a, b], out_t)
+
     def decimal_divide(self, a: Value, b: Value, n: Expression) -> Value:
         """Spark's decimal division: scale max(6, s1 + p2 + 1), precision p1 - s1 + s2 + scale,
         bounded to 38 digits (keeping at least 6 of scale), rounded HALF_UP."""
@@ -448,7 +587,7 @@ class _Evaluator:
         def one(x, y):
             if x is None or y is None:
                 return None
-            r = (Decimal(x) / Decimal(y)).quantize(q, rounding=ROUND_HALF_UP)
+            r = _WIDE.divide(Decimal(x), Decimal(y)).quantize(q, rounding=ROUND_HALF_UP, context=_WIDE)
             if len(r.as_tuple().digits) > prec:
                 raise ArithmeticException(f"[NUMERIC_VALUE_OUT_OF_RANGE] {r} does not fit DECIMAL({prec},{scale}) in {n.to_sql()}")
             return r
@@ -472,7 +611,7 @@ class _Evaluator:
         p2, s2 = self._dec_type(b)
         scale = max(s1, s2)
         out_t = pa.decimal128(min(38, min(p1 - s1, p2 - s2) + scale), scale)
-        return self.elementwise(lambda x, y: None if x is None or y is None else Decimal(x) % Decimal(y),
+        return self.elementwise(lambda x, y: None if x is None or y is None else _WIDE.remainder(Decimal(x), Decimal(y)),
                                 [a, b], out_t)
 
     def elementwise(self, fn: Callable, args: list[Value], out_type: pa.DataType) -> Value:
@@ -514,14 +653,7 @@ class _Evaluator:
             if t == target:
                 continue
             if _numeric(t) and _numeric(target):
-                if pa.types.is_floating(t) or pa.types.is_floating(target):
-                    target = pa.float64()
-                elif pa.types.is_decimal(t) or pa.types.is_decimal(target):
-                    (p1, s1), (p2, s2) = self._dec_type(t), self._dec_type(target)
-                    s = max(s1, s2)
-                    target = pa.decimal128(min(38, max(p1 - s1, p2 - s2) + s), s)
-                else:
-                    target = t if t.bit_width > target.bit_width else target
+                target = to_arrow_type(wider_type(from_arrow_type(target), from_arrow_type(t)))
             elif _stringy(t) or _stringy(target):
                 target = pa.string()
             elif pa.types.is_timestamp(t) and pa.types.is_date(target):
@@ -536,6 +668,12 @@ class _Evaluator:
 
     # --- CAST ----------------------------------------------------------------------------------
     def ev_Cast(self, n: Cast) -> Value:
+        if n.type == DOUBLE:   # CAST(CAST(integer AS FLOAT) AS DOUBLE): the integer (coercion rule 7)
+            inner = float_cast_operand(n.child)
+            if inner is not None:
+                x = self.ev(inner)
+                if pa.types.is_integer(x.type):
+                    return self.cast_value(x, pa.float64(), n)
         v = self.ev(n.child)
         try:
             target = to_arrow_type(n.type)
@@ -587,6 +725,8 @@ class _Evaluator:
                         raise ArithmeticException(f"[CAST_OVERFLOW] {x} does not fit {_sql_type(target)} in {n.to_sql()}")
                     return i
                 return self.elementwise(one, [v], target)
+            if pa.types.is_floating(target) and _numeric(src):   # rounded to nearest, never an error
+                return cast_array(v, target)
             if pa.types.is_decimal(target) and (pa.types.is_decimal(src) or pa.types.is_floating(src)):
                 q = Decimal(1).scaleb(-target.scale)
 
@@ -595,7 +735,7 @@ class _Evaluator:
                         return None
                     if isinstance(x, float) and not math.isfinite(x):
                         raise ArithmeticException(f"[CAST_OVERFLOW] {x} cannot be cast to {_sql_type(target)}")
-                    d = (Decimal(repr(x)) if isinstance(x, float) else Decimal(x)).quantize(q, rounding=ROUND_HALF_UP)
+                    d = (Decimal(repr(x)) if isinstance(x, float) else Decimal(x)).quantize(q, rounding=ROUND_HALF_UP, context=_WIDE)
                     if len(d.as_tuple().digits) > target.precision and d != 0:
                         raise ArithmeticException(
                             f"[NUMERIC_VALUE_OUT_OF_RANGE] {x} does not fit {_sql_type(target)} in {n.to_sql()}")
@@ -626,7 +766,7 @@ class _Evaluator:
             if _numeric(src) and pa.types.is_boolean(target):
                 return pc.not_equal(v, pa.scalar(0, src) if not pa.types.is_decimal(src) else pa.scalar(Decimal(0), src))
             if _numeric(src) and _numeric(target):
-                return pc.cast(v, target)
+                return cast_array(v, target)
             if pa.types.is_binary(target) and _stringy(src):
                 return pc.cast(v, target)
         except pa.ArrowInvalid as e:
@@ -668,7 +808,7 @@ class _Evaluator:
                 if x is None:
                     return None
                 try:
-                    d = Decimal(x).quantize(q, rounding=ROUND_HALF_UP)
+                    d = Decimal(x).quantize(q, rounding=ROUND_HALF_UP, context=_WIDE)
                 except InvalidOperation:
                     raise NumberFormatException(
                         f"[CAST_INVALID_INPUT] the value '{x}' cannot be cast to {_sql_type(target)} in {n.to_sql()}") from None
@@ -953,12 +1093,12 @@ def _f_round(ev: _Evaluator, n, args):
         if d >= 0:
             return v
         return ev.elementwise(lambda x: None if x is None else
-                              int(Decimal(x).quantize(Decimal(1).scaleb(-d), rounding=ROUND_HALF_UP)), [v], v.type)
+                              int(Decimal(x).quantize(Decimal(1).scaleb(-d), rounding=ROUND_HALF_UP, context=_WIDE)), [v], v.type)
     if pa.types.is_decimal(v.type):
         scale = max(min(d, v.type.scale), 0)
         out_t = pa.decimal128(min(38, v.type.precision - v.type.scale + scale + 1), scale)
         return ev.elementwise(lambda x: None if x is None else
-                              Decimal(x).quantize(Decimal(1).scaleb(-d), rounding=ROUND_HALF_UP), [v], out_t)
+                              Decimal(x).quantize(Decimal(1).scaleb(-d), rounding=ROUND_HALF_UP, context=_WIDE), [v], out_t)
     if pa.types.is_floating(v.type):
         def one(x):
             if x is None or not math.isfinite(x):

@@ -23,13 +23,14 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import re
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 
 from ..errors import AnalysisException, ParseException
 from ..protocol.schema import (
     BINARY, BOOLEAN, BYTE, DATE, DOUBLE, FLOAT, INTEGER, LONG, SHORT, STRING, TIMESTAMP, TIMESTAMP_NTZ, VOID,
     DataType, DecimalType, PrimitiveType,
 )
+from .coercion import to_float32
 from .tree import (
     And, Arithmetic, Between, Case, Cast, Column, Comparison, Expression, Func, In, IsNull, Like, Literal,
     Negate, Not, Opaque, Or, decimal_type_of,
@@ -160,9 +161,11 @@ def _number_literal(text: str) -> Literal:
     return Literal(d, decimal_type_of(d))
 
 
-def _fold_literal_cast(lit: Literal, to: DataType) -> Literal | None:
+def _fold_literal_cast(lit: Literal, to: DataType, text: str | None = None) -> Literal | None:
     """A literal cast whose result does not depend on the session (numbers, strings to numbers,
-    dates and booleans) folded into a literal of the target type; None when it cannot be."""
+    dates and booleans) folded into a literal of the target type; None when it cannot be.
+    `text` is a numeric literal's text as written (`1.00000005960464477539062501E0`), so a FLOAT is
+    rounded once, from the exact value, as Java's Float.parseFloat does."""
     v, src = lit.value, lit.type
     if v is None:
         return Literal(None, to)
@@ -172,7 +175,7 @@ def _fold_literal_cast(lit: Literal, to: DataType) -> Literal | None:
             d = Decimal(str(v).strip()) if isinstance(v, (str, int, Decimal)) else None
             if d is None or not d.is_finite():
                 return None
-            q = d.quantize(Decimal(1).scaleb(-to.scale), rounding=ROUND_HALF_UP)
+            q = d.quantize(Decimal(1).scaleb(-to.scale), rounding=ROUND_HALF_UP, context=Context(prec=100))
             if len(q.as_tuple().digits) > to.precision and q != 0:
                 return None
             return Literal(q, to)
@@ -190,7 +193,12 @@ def _fold_literal_cast(lit: Literal, to: DataType) -> Literal | None:
         if name in ("double", "float"):
             if isinstance(v, bool) or not isinstance(v, (int, float, Decimal, str)):
                 return None
-            return Literal(float(str(v).strip()) if isinstance(v, str) else float(v), to)
+            if isinstance(v, str) and "_" in v:
+                return None   # Python reads 1_000, Spark does not
+            exact = text if text is not None else v
+            if name == "float":
+                return Literal(to_float32(exact), to)
+            return Literal(float(exact.strip()) if isinstance(exact, str) else float(exact), to)
         if name == "date" and isinstance(v, str):
             return Literal(_dt.date.fromisoformat(v.strip()), DATE)
         if name == "string" and src == STRING:
@@ -278,14 +286,20 @@ class _Converter:
             except ValueError:
                 raise ParseException(f"invalid binary literal X'{n.this}' in {self.text!r}") from None
         if t is exp.Neg:
+            suffixed = self.suffixed_literal(n.this)
+            if suffixed is not None:   # -9223372036854775808L: the sign belongs to the literal
+                folded = _fold_literal_cast(_number_literal("-" + suffixed[0]), suffixed[1], "-" + suffixed[0])
+                if folded is not None:
+                    return folded
             inner = self.convert(n.this)
             if isinstance(inner, Literal) and inner.value is not None and not isinstance(inner.value, (bool, str)) \
                     and isinstance(inner.value, (int, float, Decimal)):
-                v = -inner.value
+                # copy_negate: exact (a Decimal's unary minus would round to the context's 28 digits)
+                v = inner.value.copy_negate() if isinstance(inner.value, Decimal) else -inner.value
                 if isinstance(v, int) and inner.type == LONG and _INT32[0] <= v <= _INT32[1] \
                         and not isinstance(n.this, (exp.Cast, exp.TryCast)):
                     return Literal(v, INTEGER)   # -2147483648 is an INT literal
-                return Literal(v, inner.type)
+                return Literal(v, inner.type, inner.folded)
             return Negate(inner)
         if t is exp.Not:
             return Not(self.convert(n.this))
@@ -394,6 +408,18 @@ class _Converter:
         e: Expression = Like(self.convert(n.this), self.convert(pat), escape, isinstance(n, exp.ILike))
         return Not(e) if n.args.get("negate") else e
 
+    def suffixed_literal(self, n) -> tuple[str, DataType] | None:
+        """(digits, type) of a number with a type suffix (`5L`, `1.5F`, `2.5BD`): sqlglot reads
+        it as a cast without a `format` argument, an explicit CAST always has one."""
+        exp = self.exp
+        if not isinstance(n, (exp.Cast, exp.TryCast)) or "format" in n.args or n.args.get("safe"):
+            return None
+        inner = n.this
+        if not isinstance(inner, exp.Literal):
+            return None
+        to = _to_type(n.args["to"])
+        return (str(inner.this), to) if to is not None else None
+
     def cast(self, n) -> Expression:
         to = _to_type(n.args["to"])
         if to is None:
@@ -401,8 +427,11 @@ class _Converter:
         safe = bool(n.args.get("safe"))
         child = self.convert(n.this)
         if isinstance(child, Literal) and not safe:
-            folded = _fold_literal_cast(child, to)
+            text = n.this.this if isinstance(n.this, self.exp.Literal) and not n.this.is_string else None
+            folded = _fold_literal_cast(child, to, text)
             if folded is not None:
+                if self.suffixed_literal(n) is None:   # an explicit CAST: not a literal to Spark
+                    folded = Literal(folded.value, folded.type, True)
                 return folded
         return Cast(child, to, safe)
 

@@ -22,10 +22,15 @@ constants is decided exactly; any other sub-expression reading only partition co
 (`year(day) = 2024`, `p % 3 = 1`) is evaluated exactly over the typed partition values by the
 Arrow evaluator. Constant sub-expressions are folded (`DATE '2024-01-01'`, `CAST('5' AS INT)`).
 
-Bounds follow Spark's ordering: a string constant compared with a typed column is read as the
-column's type; dates compare with timestamps as midnight in `time_zone`; float NaN is larger than
-any value, so a NaN bound is treated as unknown; timestamp bounds are widened by 1 ms (stats keep
-milliseconds); string bounds may be truncated prefixes, so they never prove "all rows equal".
+Bounds follow Spark's ordering and type coercion (`tahoe.expressions.coercion`): numbers of two
+types are compared in the type Spark casts both to — a bound mapped through Spark's cast, which
+never swaps two values — and where ANSI and legacy mode differ a file is kept when either may
+match; a string constant compared with a number is read as ANSI and legacy mode read it, with
+another typed column as the column's type; dates compare with timestamps as midnight in
+`time_zone`; float NaN is larger than any value, so a NaN bound is treated as unknown; timestamp
+bounds are widened by 1 ms (stats keep milliseconds); string bounds may be truncated prefixes,
+so they never prove "all rows equal". Stats bounds come from `FileStats.min_value` / `max_value`:
+float32 for FLOAT columns, widened where a writer rounded a DECIMAL or BIGINT through a double.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import functools
 import math
 import operator
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -46,6 +52,7 @@ from ..protocol.schema import (
     DataType, DecimalType, PrimitiveType, StructField, StructType, from_arrow_type, to_arrow_type,
 )
 from ..protocol.stats import FileStats, JsonNumber, parse_stats
+from .coercion import cast_number, comparison_types, in_type, int_literal, reduced_comparison
 from .tree import (
     And, Between, Cast, Column, Comparison, Expression, Func, In, IsNull, Like, Literal, Not, Or,
 )
@@ -441,27 +448,34 @@ class _Files:
 
     # --- coercion ------------------------------------------------------------------------------
     def cast_bounds(self, b: _Bounds, to: DataType) -> _Bounds | None:
-        """Bounds of CAST(x AS to) where the cast keeps the order (same type, numeric widening,
-        date → timestamp, timestamp_ntz ↔ timestamp); None otherwise."""
+        """Bounds of CAST(x AS to) where the cast keeps the order: numbers to numbers (Spark's
+        casts, `tahoe.expressions.coercion`, are monotone: rounding and truncation never swap
+        two values), date → timestamp, timestamp_ntz ↔ timestamp; None otherwise. A bound that
+        does not survive the cast (out of the target's range, NaN, ±Infinity into an exact
+        type) makes the file's bounds unknown — out of range, a legacy cast wraps around."""
         src, dst = _name(b.type), _name(to)
         if b.type == to:
             return b
         if src in _NUMERIC and dst in _NUMERIC:
-            if src in _INTEGRAL and dst in _INTEGRAL:
-                order = ["byte", "short", "integer", "long"]
-                if order.index(dst) < order.index(src):
+            def conv(v):
+                try:
+                    return cast_number(v, to)
+                except (ArithmeticError, ValueError, TypeError):
                     return None
-            elif src in ("float", "double") and dst not in ("float", "double"):
-                return None
-            elif src == "decimal" and dst in _INTEGRAL:
-                return None
-            elif src == "decimal" and dst == "decimal" and (to.scale < b.type.scale or
-                                                            to.precision - to.scale < b.type.precision - b.type.scale):
-                return None
-            elif src in _INTEGRAL and dst == "decimal" and to.precision - to.scale < 19:
-                return None
-            conv = (lambda v: float(v)) if dst in ("float", "double") else (lambda v: v)
-            return self.map_bounds(b, to, conv)
+            lo = [None if v is None else conv(v) for v in b.lo]
+            hi = lo if b.exact else [None if v is None else conv(v) for v in b.hi]
+            exact = b.exact
+            if src in _INTEGRAL and dst == "float":
+                # Spark may drop this FLOAT rounding (coercion rule 7): bounds for both readings
+                lo = [v if v is None else min(v, float(x)) for v, x in zip(lo, b.lo)]
+                hi = [v if v is None else max(v, float(x)) for v, x in zip(hi, b.hi)]
+                exact = exact and lo == hi
+            if not b.exact:
+                gone = [(x is not None and y is None) or (u is not None and w is None)
+                        for x, y, u, w in zip(b.lo, lo, b.hi, hi)]
+                lo = [None if g else v for v, g in zip(lo, gone)]
+                hi = [None if g else v for v, g in zip(hi, gone)]
+            return _Bounds(to, [_clean(v) for v in lo], [_clean(v) for v in hi], b.may_null, b.may_value, exact)
         if dst in ("timestamp", "timestamp_ntz") and src in ("date", "timestamp", "timestamp_ntz"):
             return self.map_bounds(b, to, lambda v: self.to_timestamp(v, dst))
         return None
@@ -501,27 +515,76 @@ class _Files:
             out.append(done[key])
         return _Bounds(to, out, out, b.may_null, b.may_value, True)
 
-    def unify(self, a: _Bounds, b: _Bounds) -> tuple[_Bounds, _Bounds] | None:
+    def unify(self, a: _Bounds, b: _Bounds, lit_a: Any = None, lit_b: Any = None) -> list[tuple[_Bounds, _Bounds]] | None:
         """The two sides of a comparison in one comparable type (Spark's implicit casts), or
-        None when that cannot be done on bounds."""
+        None when that cannot be done on bounds. Where ANSI mode and legacy mode cast
+        differently, both pairs: a file is kept when either may match. `lit_a` / `lit_b`: the
+        value of a side that is an integer literal (`coercion` rule 4)."""
         na, nb = _name(a.type), _name(b.type)
-        if a.type == b.type or (na in _NUMERIC and nb in _NUMERIC) or "void" in (na, nb):
-            return a, b
+        if a.type == b.type or "void" in (na, nb):
+            return [(a, b)]
+        if na in _NUMERIC and nb in _NUMERIC:
+            out = []
+            for t in comparison_types(a.type, b.type, a_literal=lit_a, b_literal=lit_b):
+                ca, cb = self.cast_bounds(a, t), self.cast_bounds(b, t)
+                if ca is None or cb is None:
+                    return None
+                out.append((ca, cb))
+            return out
         if na == "string" or nb == "string":
             if na == "string" and a.exact:
-                ca = self.convert_exact(a, b.type)
-                return (ca, b) if ca is not None else None
+                pairs = self.string_pairs(b, a) if nb in _NUMERIC else None
+                out = [(y, x) for x, y in pairs] if pairs is not None else None
+                if out is None:
+                    ca = self.convert_exact(a, b.type)
+                    out = [(ca, b)] if ca is not None else None
+                return out
             if nb == "string" and b.exact:
-                cb = self.convert_exact(b, a.type)
-                return (a, cb) if cb is not None else None
+                out = self.string_pairs(a, b) if na in _NUMERIC else None
+                if out is None:
+                    cb = self.convert_exact(b, a.type)
+                    out = [(a, cb)] if cb is not None else None
+                return out
             return None
         times = ("date", "timestamp", "timestamp_ntz")
         if na in times and nb in times:
             target = "timestamp" if "timestamp" in (na, nb) else "timestamp_ntz"
             ta = a if na == target else self.cast_bounds(a, PrimitiveType(target))
             tb = b if nb == target else self.cast_bounds(b, PrimitiveType(target))
-            return (ta, tb) if ta is not None and tb is not None else None
+            return [(ta, tb)] if ta is not None and tb is not None else None
         return None
+
+    def string_pairs(self, num: _Bounds, text: _Bounds) -> list[tuple[_Bounds, _Bounds]] | None:
+        """A number compared with exact strings: ANSI mode casts both to BIGINT (an integer
+        side) or DOUBLE; legacy mode reads the string as the number's type (an integer
+        truncated: `i = '1.5'` is `i = 1`; a DECIMAL as DOUBLE). None when a string does not
+        read."""
+        integral = _name(num.type) in _INTEGRAL
+        out = []
+        ansi_t = PrimitiveType("long") if integral else PrimitiveType("double")
+        ct = self.convert_exact(text, ansi_t)
+        cn = self.cast_bounds(num, ansi_t)
+        if ct is None or cn is None:
+            return None
+        out.append((cn, ct))
+        if _name(num.type) == "float":
+            cf = self.convert_exact(text, num.type)
+            if cf is None:
+                return None
+            out.append((num, cf))
+        if integral:
+            def legacy(v):
+                try:
+                    f = Decimal(str(v).strip())
+                except Exception:
+                    raise ValueError(v) from None
+                return cast_number(int(f), num.type) if f.is_finite() else None
+            try:
+                vals = [None if v is None else legacy(v) for v in text.lo]
+            except ValueError:
+                return None
+            out.append((num, _Bounds(num.type, vals, vals, text.may_null, text.may_value, True)))
+        return out
 
     # --- predicates ----------------------------------------------------------------------------
     def may_true(self, e: Expression) -> list:
@@ -572,7 +635,10 @@ class _Files:
         if isinstance(e, Comparison):
             a, b = self.bounds(e.left), self.bounds(e.right)
             if a is not None and b is not None:
-                return self.compare(e.op, a, b)
+                const = reduced_comparison(e.op, a.type, b.type, e.left, e.right)
+                if const is not None:   # Spark's constant, NULL rows included (coercion rule 6)
+                    return [const] * self.n, [not const] * self.n
+                return self.compare(e.op, a, b, int_literal(e.left), int_literal(e.right))
         elif isinstance(e, IsNull):
             b = self.bounds(e.child)
             if b is not None:
@@ -581,16 +647,12 @@ class _Files:
             v = self.bounds(e.value)
             items = [self.bounds(x) for x in e.items]
             if v is not None and all(x is not None for x in items):
-                t, f = self.zeros(), self.ones()
-                for x in items:
-                    xt, xf = self.compare("=", v, x)
-                    t, f = _or(t, xt), _and(f, xf)
-                return t, f
+                return self.in_list(v, items)
         elif isinstance(e, Between):
             v, lo, hi = self.bounds(e.value), self.bounds(e.low), self.bounds(e.high)
             if v is not None and lo is not None and hi is not None:
-                at, af = self.compare(">=", v, lo)
-                bt, bf = self.compare("<=", v, hi)
+                at, af = self.half(">=", v, lo, e.value, e.low)
+                bt, bf = self.half("<=", v, hi, e.value, e.high)
                 return _and(at, bt), _or(af, bf)
         elif isinstance(e, Column) or (isinstance(e, Cast) and isinstance(e.child, Column)):
             b = self.bounds(e)
@@ -608,23 +670,74 @@ class _Files:
             return self.like_prefix(e.args[0], e.args[1], like=False)
         return self.unknown()
 
+    def half(self, op: str, a: _Bounds, b: _Bounds, left: Expression, right: Expression) -> tuple[list, list]:
+        """One comparison of a BETWEEN."""
+        const = reduced_comparison(op, a.type, b.type, left, right)
+        if const is not None:
+            return [const] * self.n, [not const] * self.n
+        return self.compare(op, a, b, int_literal(left), int_literal(right))
+
+    def in_list(self, v: _Bounds, items: list[_Bounds]) -> tuple[list, list]:
+        """`v IN (items)`: numbers are first cast to the one type of the whole list (per mode:
+        a file is kept when either may match); anything else compares item by item."""
+        types = [v.type, *(x.type for x in items)]
+        modes = []
+        if any(_name(t) in _NUMERIC for t in types) and \
+                all(_name(t) in _NUMERIC or _name(t) in ("void", "string") for t in types):
+            for ansi in (True, False):
+                t = in_type(types, ansi=ansi)
+                if t is None or _name(t) == "string":   # legacy: numbers compared as text
+                    return self.unknown()
+                if t not in modes:
+                    modes.append(t)
+        if not modes:
+            t, f = self.zeros(), self.ones()
+            for x in items:
+                xt, xf = self.compare("=", v, x)
+                t, f = _or(t, xt), _and(f, xf)
+            return t, f
+        t_all, f_all = self.zeros(), self.zeros()
+        for target in modes:
+            cv, *cis = [x if _name(x.type) == "void" else self.to_type(x, target) for x in (v, *items)]
+            if cv is None or any(c is None for c in cis):
+                return self.unknown()
+            t, f = self.zeros(), self.ones()
+            for x in cis:
+                xt, xf = self.compare_same("=", cv, x)
+                t, f = _or(t, xt), _and(f, xf)
+            t_all, f_all = _or(t_all, t), _or(f_all, f)
+        return t_all, f_all
+
+    def to_type(self, b: _Bounds, to: DataType) -> _Bounds | None:
+        """`b` cast to `to`: numbers by Spark's casts, exact strings as Spark reads them."""
+        if _name(b.type) == "string":
+            return self.convert_exact(b, to) if b.exact else None
+        return self.cast_bounds(b, to)
+
     def boolean(self, b: _Bounds) -> tuple[list, list]:
         hi_true, hi_known = _compare("=", b.hi, [True] * self.n)
         lo_false, lo_known = _compare("=", b.lo, [False] * self.n)
         return _and(b.may_value, _maybe(hi_true, hi_known)), _and(b.may_value, _maybe(lo_false, lo_known))
 
-    def compare(self, op: str, a: _Bounds, b: _Bounds) -> tuple[list, list]:
-        u = self.unify(a, b)
-        if u is None:
+    def compare(self, op: str, a: _Bounds, b: _Bounds, lit_a: Any = None, lit_b: Any = None) -> tuple[list, list]:
+        pairs = self.unify(a, b, lit_a, lit_b)
+        if pairs is None:
             return self.unknown()
-        a, b = u
+        t, f = self.zeros(), self.zeros()
+        for x, y in pairs:
+            xt, xf = self.compare_same(op, x, y)
+            t, f = _or(t, xt), _or(f, xf)
+        return t, f
+
+    def compare_same(self, op: str, a: _Bounds, b: _Bounds) -> tuple[list, list]:
+        """(may_true, may_false) of `a op b`, both sides of one type."""
         if op == "<=>":
-            et, ef = self.compare("=", a, b)
+            et, ef = self.compare_same("=", a, b)
             both_null = _and(a.may_null, b.may_null)
             one_null = _or(_and(a.may_null, b.may_value), _and(b.may_null, a.may_value))
             return _or(et, both_null), _or(ef, one_null)
         if op == "<>":
-            et, ef = self.compare("=", a, b)
+            et, ef = self.compare_same("=", a, b)
             return ef, et
         both = _and(a.may_value, b.may_value)
         if op == "=":

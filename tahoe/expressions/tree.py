@@ -9,7 +9,8 @@ is what the rest of tahoe works on once a SQL string has been parsed (`tahoe.exp
   reference is resolved against what the expression runs on (`tahoe.expressions.resolve`).
 * `Literal(value, type)` — a typed constant: `type` is a `tahoe.protocol.schema` type; `value` is
   the Python value of that type (int, float, Decimal, str, bool, bytes, date, datetime) or None
-  (SQL NULL; `type` is `void` for an untyped NULL).
+  (SQL NULL; `type` is `void` for an untyped NULL). A FLOAT literal's value is the Python float
+  of a float32 (`0.1F` is 0.10000000149011612).
 * `Not`, `And`, `Or`, `Comparison` (`=`, `<>`, `<`, `<=`, `>`, `>=`, `<=>`), `IsNull`, `In`,
   `Between`, `Like` (LIKE / ILIKE with an optional ESCAPE), `Arithmetic` (`+ - * / %` and `div`),
   `Negate`, `Case` (searched or simple), `Cast` (CAST / TRY_CAST), `Func` (a scalar function by
@@ -112,6 +113,10 @@ class Column(Expression):
 class Literal(Expression):
     value: Any
     type: DataType = field(default=VOID)
+    # True for a constant folded from an explicit CAST (`CAST(5 AS INT)`): Spark's analyzer sees a
+    # cast there, not a literal (it matters to the decimal precision of a comparison, see
+    # `tahoe.expressions.coercion` rule 4). Not part of equality.
+    folded: bool = field(default=False, compare=False, repr=False)
 
     def to_sql(self) -> str:
         return literal_sql(self.value, self.type)

@@ -21,7 +21,11 @@ written (`compute_stats`), the way delta-spark does:
   "NaN"/"Infinity"/"-Infinity"; float columns use the shortest text that round-trips in float32.
 
 Raw stats values stay exact: non-integer JSON numbers parse as `JsonNumber`, a float that keeps
-its source text, so `typed_value` can return exact Decimals for decimal columns.
+its source text, so `typed_value` can return exact Decimals for decimal columns (and FLOAT
+columns' bounds as float32 values). `FileStats.min_value` / `max_value` are bounds a reader may
+trust: where another writer rounded a DECIMAL or BIGINT through a double (delta-rs writes
+decimal(38,18) 12345678901234567890.123456789012345678 as `1.2345678901234567e+19`), they are
+widened by a few ulps of that double (`bound_value`).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
-from decimal import Context, Decimal, Inexact, InvalidOperation
+from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal, Inexact, InvalidOperation
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -42,7 +46,7 @@ from .properties import DEFAULT_NUM_INDEXED_COLS, DEFAULT_STRING_PREFIX_LENGTH
 from .schema import DataType, DecimalType, PrimitiveType, StructField, StructType
 
 __all__ = [
-    "FileStats", "JsonNumber", "parse_stats", "typed_value", "get_nested", "compute_stats",
+    "FileStats", "JsonNumber", "parse_stats", "typed_value", "bound_value", "get_nested", "compute_stats",
     "stats_columns", "truncate_min_string", "truncate_max_string", "stats_json",
     "format_float_stat", "eligible_for_stats", "DEFAULT_NUM_INDEXED_COLS", "DEFAULT_STRING_PREFIX_LENGTH",
 ]
@@ -80,11 +84,14 @@ class FileStats:
     tight_bounds: bool | None = None
 
     def min_value(self, path: str | Sequence[str], dt: DataType) -> Any:
-        """Typed minimum of the (physical) column at `path`, or None when not recorded."""
-        return typed_value(get_nested(self.min_values, path), dt)
+        """A lower bound of the (physical) column at `path` (its typed minimum, widened where the
+        JSON number may be a double's rounding of it, see `bound_value`), or None when not
+        recorded."""
+        return bound_value(get_nested(self.min_values, path), dt, upper=False)
 
     def max_value(self, path: str | Sequence[str], dt: DataType) -> Any:
-        return typed_value(get_nested(self.max_values, path), dt)
+        """An upper bound of the column at `path` (see `min_value`)."""
+        return bound_value(get_nested(self.max_values, path), dt, upper=True)
 
     def nulls(self, path: str | Sequence[str]) -> int | None:
         v = get_nested(self.null_count, path)
@@ -183,6 +190,9 @@ def typed_value(raw: Any, dt: DataType) -> Any:
         if name in ("float", "double"):
             if isinstance(raw, bool):
                 raise ValueError("boolean")
+            if name == "float":   # a FLOAT column's values are float32s: so is its bound
+                with np.errstate(over="ignore"):
+                    return float(np.float32(float(raw)))
             return float(raw)
         if name == "string":
             return raw if isinstance(raw, str) else str(raw)
@@ -202,6 +212,44 @@ def typed_value(raw: Any, dt: DataType) -> Any:
         return raw
     except (ValueError, TypeError, InvalidOperation) as e:
         raise CorruptLogError(f"statistics value {raw!r} is not a valid {dt.simple_string()}: {e}") from None
+
+
+def _rounded_through_double(raw: Any, dt: DataType) -> bool:
+    """Whether a stats number may be a double's rounding of the column's true value, rather than
+    the value itself: a JSON number with a fraction or exponent (`1.2345678901234567e+19`, as
+    delta-rs writes decimals) for a DECIMAL that can hold values a double cannot (more than 15
+    digits) or a BIGINT beyond 2^53 — unless its text has more digits than a double prints (18
+    or more, as delta-spark and tahoe write a decimal: every digit of its scale), or is so small
+    that every column value that size round-trips through a double (15 significant digits)."""
+    if not isinstance(raw, JsonNumber):
+        return False   # JSON integers and strings are read exactly
+    if isinstance(dt, DecimalType):
+        if dt.precision <= 15:
+            return False
+        d = Decimal(raw.text)
+        if not d.is_finite() or len(d.as_tuple().digits) >= 18:
+            return False
+        return abs(d) >= Decimal(1).scaleb(15 - dt.scale)
+    if isinstance(dt, PrimitiveType) and dt.name == "long":
+        return math.isfinite(raw) and abs(float(raw)) >= 2.0 ** 53
+    return False
+
+
+def bound_value(raw: Any, dt: DataType, upper: bool) -> Any:
+    """A stats min (`upper` False) or max as a typed bound (`typed_value`) that stays a true bound
+    when the writer rounded the value through a double (`_rounded_through_double`): moved 8 ulps
+    of that double outward (a round-to-nearest writer is off by half an ulp), to the column's
+    scale (floor for a min, ceiling for a max)."""
+    if not _rounded_through_double(raw, dt):
+        return typed_value(raw, dt)
+    d = float(raw)
+    step = Decimal(math.ulp(d)) * 8
+    exact = Decimal(d)
+    v = _DEC_CTX.add(exact, step) if upper else _DEC_CTX.subtract(exact, step)
+    if isinstance(dt, DecimalType):
+        q = Decimal(1).scaleb(-dt.scale)
+        return v.quantize(q, rounding=ROUND_CEILING if upper else ROUND_FLOOR, context=_DEC_CTX)
+    return int(v.to_integral_value(rounding=ROUND_CEILING if upper else ROUND_FLOOR))
 
 
 # --- string truncation (delta-spark's rules, lengths in UTF-16 code units like Java) ----------
