@@ -319,8 +319,8 @@ class _Files:
         if isinstance(self.raw_pvs, (pa.Array, pa.ChunkedArray)):
             field = StructField(fc.name, fc.type, metadata={column_mapping.PHYSICAL_NAME_KEY: fc.key[0]})
             mode = "none" if fc.key[0] == fc.name else "name"
-            return partition_values_to_arrow(self.raw_pvs, [field], mode)[fc.name].to_pylist()
-        return [parse_partition_value(self.partition_value(pv, fc), fc.type) for pv in self.pvs]
+            return partition_values_to_arrow(self.raw_pvs, [field], mode, time_zone=self.time_zone)[fc.name].to_pylist()
+        return [parse_partition_value(self.partition_value(pv, fc), fc.type, time_zone=self.time_zone) for pv in self.pvs]
 
     def _partition_column(self, fc: FileColumn) -> _Bounds:
         vals = self.typed_partition_values(fc)

@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import CorruptLogError, DeltaError, TableNotFoundError, VersionNotFoundError
 from ..protocol.filenames import LOG_DIR, LogFileKind
 from ..protocol.properties import bool_property, int_property
+from ..protocol.timestamps import instant_ms
 from ..storage import store_for
 from ..storage.base import LogStore
 from .segment import LogFile, list_log
@@ -39,24 +40,16 @@ class CommitEntry:
         return d
 
 
-def parse_timestamp(ts: str | int | float | datetime) -> int:
-    """A timestamp as ms since epoch: datetime (naive = UTC), epoch ms (int), or an ISO string
-    (`2024-01-01`, `2024-01-01 10:00:00`, `2024-01-01T10:00:00.123Z`, with offsets)."""
-    if isinstance(ts, datetime):
-        dt = ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
-        return int(dt.timestamp() * 1000)
-    if isinstance(ts, (int, float)):
-        return int(ts)
-    s = ts.strip()
-    if s.endswith("Z"):
-        s = s[:-1] + "+00:00"
+def parse_timestamp(ts: str | int | float | datetime, time_zone: str | None = None) -> int:
+    """A timestamp as ms since epoch: epoch ms (int), a datetime, or a string (`2024-01-01`,
+    `2024-01-01 10:00:00`, `2024-01-01T10:00:00.123Z`, with offsets). A zone-less string or a
+    naive datetime is wall-clock time in `time_zone` — the Spark session time zone on Spark, UTC
+    (`tahoe.protocol.timestamps.DEFAULT_TIME_ZONE`) when not given."""
     try:
-        dt = datetime.fromisoformat(s)
-    except ValueError:
-        raise ValueError(f"cannot parse timestamp {ts!r}: use ISO 8601, e.g. 2024-01-01T10:00:00Z") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return int(dt.timestamp() * 1000)
+        return instant_ms(ts, time_zone)
+    except TypeError:
+        raise ValueError(f"cannot parse timestamp {ts!r}: use epoch milliseconds, a datetime or ISO 8601 text, "
+                         f"e.g. 2024-01-01T10:00:00Z") from None
 
 
 class DeltaLog:
@@ -74,14 +67,15 @@ class DeltaLog:
 
     # --- snapshots ---------------------------------------------------------------------------
     def snapshot(self, version: int | None = None, timestamp: Any = None, *,
-                 from_checksum: bool = False) -> Snapshot:
-        """The latest snapshot, or the one at `version`, or the one as of `timestamp`.
+                 from_checksum: bool = False, time_zone: str | None = None) -> Snapshot:
+        """The latest snapshot, or the one at `version`, or the one as of `timestamp` (a zone-less
+        one in `time_zone`: see `parse_timestamp`).
         `from_checksum`: protocol and metaData from the version's `.crc` when it has them, the log
         replayed only on first need (`Snapshot.load`)."""
         if version is not None and timestamp is not None:
             raise ValueError("give either version or timestamp, not both")
         if timestamp is not None:
-            version = self.version_at_timestamp(timestamp)
+            version = self.version_at_timestamp(timestamp, time_zone=time_zone)
         return Snapshot.load(self.store, self.table_root, version, from_checksum=from_checksum)
 
     def exists(self) -> bool:
@@ -139,10 +133,10 @@ class DeltaLog:
             prev = ts
         return out
 
-    def version_at_or_after(self, timestamp: Any) -> int:
+    def version_at_or_after(self, timestamp: Any, time_zone: str | None = None) -> int:
         """The first version committed at or after `timestamp` (where a change-data range that
         starts at a timestamp begins); VersionNotFoundError when every commit is older."""
-        ts = parse_timestamp(timestamp)
+        ts = parse_timestamp(timestamp, time_zone)
         stamps = self.commit_timestamps()
         for v, t in stamps:
             if t >= ts:
@@ -150,10 +144,10 @@ class DeltaLog:
         raise VersionNotFoundError(f"there is no version at or after {_fmt(ts)} (the latest version "
                                    f"{stamps[-1][0]} was committed at {_fmt(stamps[-1][1])})")
 
-    def version_at_or_before(self, timestamp: Any) -> int:
+    def version_at_or_before(self, timestamp: Any, time_zone: str | None = None) -> int:
         """The newest version committed at or before `timestamp` (where a change-data range that
         ends at a timestamp ends); VersionNotFoundError when every commit is newer."""
-        ts = parse_timestamp(timestamp)
+        ts = parse_timestamp(timestamp, time_zone)
         best = None
         for v, t in self.commit_timestamps():
             if t <= ts:
@@ -162,12 +156,12 @@ class DeltaLog:
             raise VersionNotFoundError(f"there is no version at or before {_fmt(ts)}")
         return best
 
-    def version_at_timestamp(self, timestamp: Any) -> int:
+    def version_at_timestamp(self, timestamp: Any, time_zone: str | None = None) -> int:
         """The newest version committed at or before `timestamp`. On a table that enabled
         in-commit timestamps at version E (timestamp T_E), as delta-spark: a timestamp >= T_E is
         looked up among the in-commit timestamps of versions >= E, an earlier one among the file
         times of the versions before E."""
-        ts = parse_timestamp(timestamp)
+        ts = parse_timestamp(timestamp, time_zone)
         stamps = self.commit_timestamps()
         ict_from = self._ict_enablement_version()
         if ict_from is not None and stamps[0][0] < ict_from <= stamps[-1][0]:

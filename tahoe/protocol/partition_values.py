@@ -5,9 +5,15 @@ Owns: turning the strings of `add.partitionValues` into typed values — one at 
 reverse for writers (`serialize_partition_value`), and the `col=value/...` directory names with
 Hive's escaping (`escape_path_name`, `partition_path`).
 
-Null: a JSON null and the empty string both mean null, for every type. Timestamps written without
-a zone (`2021-09-08 11:11:11[.ffffff]`, the spec's form) are read as UTC; ISO-8601 values with a
-zone (`2021-09-08T11:11:11.123456Z`, written by delta-spark >= 3.3) are converted to UTC.
+Null: a JSON null and the empty string both mean null, for every type.
+
+Timestamp partition values (spec "Partition Value Serialization"; delta-spark's rule):
+  1. Written as delta-spark >= 3.3 writes them (its default `write.utcTimestampPartitionValues`):
+     the instant in UTC, ISO 8601 with microseconds and a `Z` — `2021-09-08T11:11:11.000000Z`.
+  2. Read both forms: a value with a zone (`...Z`, an offset) is that instant; a zone-less value
+     (`2021-09-08 11:11:11[.ffffff]`, the spec's original form, which older delta-spark wrote in
+     its session time zone) is wall-clock time in the reader's `time_zone` — the Spark session
+     time zone on Spark, UTC without Spark (`tahoe.protocol.timestamps`, the one rule).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import pyarrow.compute as pc
 
 from ..errors import CorruptLogError, SchemaError
 from .schema import DataType, DecimalType, PrimitiveType, to_arrow_type
+from .timestamps import localize, zone as tz_of
 
 __all__ = [
     "HIVE_DEFAULT_PARTITION", "parse_partition_value", "partition_column_to_arrow",
@@ -69,7 +76,7 @@ def _parse_offset(z: str) -> timedelta:
     return sign * timedelta(hours=h, minutes=m, seconds=s)
 
 
-def _parse_timestamp(text: str, dt: DataType, ntz: bool) -> datetime:
+def _parse_timestamp(text: str, dt: DataType, ntz: bool, time_zone: str | None = None) -> datetime:
     m = _TS_RE.match(text)
     if not m:
         raise _bad(text, dt)
@@ -83,9 +90,10 @@ def _parse_timestamp(text: str, dt: DataType, ntz: bool) -> datetime:
         if zone:
             raise _bad(text, dt, "timestamp_ntz values carry no time zone")
         return naive
-    offset = _parse_offset(zone) if zone else timedelta(0)
     try:
-        return (naive - offset).replace(tzinfo=timezone.utc)
+        if zone:
+            return (naive - _parse_offset(zone)).replace(tzinfo=timezone.utc)
+        return localize(naive, time_zone)   # zone-less: wall-clock time in the reader's zone
     except OverflowError:
         raise _bad(text, dt, "out of range") from None
 
@@ -119,13 +127,14 @@ def _parse_decimal(text: str, dt: DecimalType) -> Decimal:
     return q
 
 
-def parse_partition_value(text: str | None, dt: DataType) -> Any:
+def parse_partition_value(text: str | None, dt: DataType, *, time_zone: str | None = None) -> Any:
     """The typed Python value of one partition value string (None for null / empty string).
 
     string → str; byte/short/integer/long → int; float/double → float (NaN/Infinity/-Infinity
     accepted); boolean → bool; decimal → Decimal at the column's scale; date → date;
-    timestamp → timezone-aware datetime in UTC; timestamp_ntz → naive datetime; binary → the
-    string's UTF-8 bytes. A string that does not parse raises CorruptLogError."""
+    timestamp → timezone-aware datetime in UTC (a zone-less value read in `time_zone`, see the
+    module docstring); timestamp_ntz → naive datetime; binary → the string's UTF-8 bytes. A
+    string that does not parse raises CorruptLogError."""
     if text is None or text == "":
         return None
     if not isinstance(text, str):
@@ -161,7 +170,7 @@ def parse_partition_value(text: str | None, dt: DataType) -> Any:
     if name == "date":
         return _parse_date(text, dt)
     if name == "timestamp":
-        return _parse_timestamp(text, dt, ntz=False)
+        return _parse_timestamp(text, dt, ntz=False, time_zone=time_zone)
     if name == "timestamp_ntz":
         return _parse_timestamp(text, dt, ntz=True)
     if name == "binary":
@@ -199,10 +208,12 @@ def _per_unique(arr: pa.Array, target: pa.DataType, parse: Callable[[str], Any])
     return pc.take(parsed, enc.indices)
 
 
-def partition_column_to_arrow(values: list[str | None] | pa.Array | pa.ChunkedArray, dt: DataType) -> pa.Array:
+def partition_column_to_arrow(values: list[str | None] | pa.Array | pa.ChunkedArray, dt: DataType, *,
+                              time_zone: str | None = None) -> pa.Array:
     """A whole partition column at once: the serialized strings (list or Arrow string array) →
     an Arrow array of `to_arrow_type(dt)`. Simple types go through Arrow casts; timestamps that
-    need it and decimals parse each distinct value once."""
+    need it and decimals parse each distinct value once. Zone-less timestamps are wall-clock
+    time in `time_zone` (default UTC; see the module docstring)."""
     arr = _to_string_array(values)
     target = to_arrow_type(dt)
     if arr.null_count == len(arr):
@@ -235,14 +246,15 @@ def partition_column_to_arrow(values: list[str | None] | pa.Array | pa.ChunkedAr
         zoned = pc.match_substring_regex(arr, _ZONE_SUFFIX, ignore_case=True)
         n_zoned = pc.sum(zoned).as_py() or 0
         n_valid = len(arr) - arr.null_count
+        utc = tz_of(time_zone) is timezone.utc
         try:
-            if n_zoned == 0:  # the spec's zone-less form, read as UTC
+            if n_zoned == 0 and utc:  # the spec's zone-less form, read in UTC
                 return pc.cast(arr, pa.timestamp("us")).cast(target)
             if n_zoned == n_valid:  # ISO-8601 with a zone on every value
                 return pc.cast(arr, target)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass
-        return _per_unique(arr, target, lambda s: _parse_timestamp(s, dt, ntz=False))
+        return _per_unique(arr, target, lambda s: _parse_timestamp(s, dt, ntz=False, time_zone=time_zone))
     if name == "timestamp_ntz":
         try:
             return pc.cast(arr, target)
@@ -260,13 +272,13 @@ def _fmt_time(d: datetime) -> str:
     return s
 
 
-def _to_datetime(value: Any, dt: DataType) -> datetime:
+def _to_datetime(value: Any, dt: DataType, time_zone: str | None = None) -> datetime:
     if isinstance(value, datetime):
         return value
     if isinstance(value, date):
         return datetime(value.year, value.month, value.day)
     if isinstance(value, str):
-        return _parse_timestamp(value, dt, ntz=(dt.simple_string() == "timestamp_ntz"))
+        return _parse_timestamp(value, dt, ntz=(dt.simple_string() == "timestamp_ntz"), time_zone=time_zone)
     if isinstance(value, np.datetime64):
         return value.astype("datetime64[us]").astype(datetime)
     if hasattr(value, "to_pydatetime"):  # pandas scalars
@@ -274,7 +286,8 @@ def _to_datetime(value: Any, dt: DataType) -> datetime:
     raise SchemaError(f"cannot use {value!r} as a {dt.simple_string()} partition value")
 
 
-def serialize_partition_value(value: Any, dt: DataType, *, iso_timestamps: bool = False) -> str | None:
+def serialize_partition_value(value: Any, dt: DataType, *, iso_timestamps: bool = True,
+                              time_zone: str | None = None) -> str | None:
     """The partitionValues string for a typed value (None for null; an empty string is null too).
 
     Forms follow delta-spark: booleans `true`/`false`; integers and decimals as plain digits
@@ -336,9 +349,8 @@ def serialize_partition_value(value: Any, dt: DataType, *, iso_timestamps: bool 
             raise SchemaError(f"cannot use {value!r} as a date partition value")
         return f"{value.year:04d}-{value.month:02d}-{value.day:02d}"
     if name == "timestamp":
-        d = _to_datetime(value, dt)
-        if d.tzinfo is not None:
-            d = d.astimezone(timezone.utc).replace(tzinfo=None)
+        d = _to_datetime(value, dt, time_zone)
+        d = (d if d.tzinfo is not None else localize(d, time_zone)).astimezone(timezone.utc).replace(tzinfo=None)
         if iso_timestamps:
             return (f"{d.year:04d}-{d.month:02d}-{d.day:02d}T{d.hour:02d}:{d.minute:02d}:"
                     f"{d.second:02d}.{d.microsecond:06d}Z")
@@ -430,9 +442,11 @@ def parse_partition_path(path: str) -> dict[str, str | None]:
     return out
 
 
-def partition_values_to_arrow(partition_values: pa.Array | pa.ChunkedArray | list, fields: list, mode: str = "none") -> dict[str, pa.Array]:
+def partition_values_to_arrow(partition_values: pa.Array | pa.ChunkedArray | list, fields: list, mode: str = "none",
+                              *, time_zone: str | None = None) -> dict[str, pa.Array]:
     """Typed partition columns (logical name → Arrow array) from `add.partitionValues` of many
-    files (an Arrow map array, or a list of dicts / key-value lists / None).
+    files (an Arrow map array, or a list of dicts / key-value lists / None); zone-less timestamps
+    read in `time_zone` (default UTC, see the module docstring).
 
     The value of a column is found under its physical name (column mapping name/id mode), else its
     logical name, else a key equal to it ignoring case (old writers); absent → null."""
@@ -458,5 +472,5 @@ def partition_values_to_arrow(partition_values: pa.Array | pa.ChunkedArray | lis
                 if v is None:
                     vals[i] = next((x for k, x in as_dicts[i].items() if k.lower() in low), None)
             raw = pa.array(vals, pa.string())
-        out[f.name] = partition_column_to_arrow(raw, f.type)
+        out[f.name] = partition_column_to_arrow(raw, f.type, time_zone=time_zone)
     return out

@@ -77,8 +77,9 @@ class ArrowFileReader:
     """Reads logical files of one table version. Thread-safe; one per scan."""
 
     def __init__(self, store: LogStore, table_root: str, schema: StructType, partition_columns: list[str],
-                 mode: str = "none", columns: Iterable[str] | None = None):
+                 mode: str = "none", columns: Iterable[str] | None = None, *, time_zone: str | None = None):
         self.store = store
+        self.time_zone = time_zone   # zone-less timestamp partition values are read in it (default UTC)
         self.table_root = table_root
         self.schema = schema
         self.mode = mode
@@ -274,7 +275,8 @@ class ArrowFileReader:
         part_fields = [f for f in self.out_fields if f.name not in cols]
         if part_fields:
             try:
-                typed = partition_values_to_arrow([partition_values], part_fields, self.mode)
+                typed = partition_values_to_arrow([partition_values], part_fields, self.mode,
+                                                  time_zone=self.time_zone)
             except CorruptLogError as e:
                 raise CorruptLogError(f"invalid partition value in {path}: {e}") from None
             for f in part_fields:

@@ -193,12 +193,14 @@ def _after_latest(log, ts: int, latest: tuple[int, int]) -> VersionNotFoundError
 
 
 def starting_version_for_timestamp(log, timestamp: Any, can_exceed_latest: bool = False,
-                                   stamps: list[tuple[int, int]] | None = None) -> int:
+                                   stamps: list[tuple[int, int]] | None = None, *,
+                                   time_zone: str | None = None) -> int:
     """The first version committed at or after `timestamp` (the earliest version when it is
     older than the log) — delta-spark's `getStartingVersionFromTimestamp`, used by change feed
     reads and streaming sources. A timestamp after the latest commit is an error
-    (DELTA_TIMESTAMP_GREATER_THAN_COMMIT), or the latest version + 1 with `can_exceed_latest`."""
-    ts = parse_timestamp(timestamp)
+    (DELTA_TIMESTAMP_GREATER_THAN_COMMIT), or the latest version + 1 with `can_exceed_latest`.
+    A zone-less `timestamp` is wall-clock time in `time_zone` (the Spark session's; UTC by default)."""
+    ts = parse_timestamp(timestamp, time_zone)
     stamps = stamps if stamps is not None else log.commit_timestamps()
     for v, t in stamps:
         if t >= ts:
@@ -210,10 +212,11 @@ def starting_version_for_timestamp(log, timestamp: Any, can_exceed_latest: bool 
 
 def resolve_change_range(log, latest_version: int, starting_version: Any = None, ending_version: Any = None,
                          starting_timestamp: Any = None, ending_timestamp: Any = None,
-                         allow_out_of_range: bool = False) -> tuple[int, int] | None:
+                         allow_out_of_range: bool = False, *, time_zone: str | None = None) -> tuple[int, int] | None:
     """(start, end) versions, inclusive, of a change feed read on a table whose latest version (the
     read's snapshot) is `latest_version` — or None when the range holds no version and that is
-    not an error (see rule 5 of the module docstring)."""
+    not an error (see rule 5 of the module docstring). Zone-less timestamps are wall-clock time in
+    `time_zone` (the Spark session's, as delta-spark casts them; UTC by default)."""
     if starting_version is not None and starting_timestamp is not None:
         raise ChangeDataRangeError("Multiple starting arguments provided for CDC read. Please provide one of either "
                                    "startingTimestamp or startingVersion.", "DELTA_MULTIPLE_CDC_BOUNDARY")
@@ -225,7 +228,7 @@ def resolve_change_range(log, latest_version: int, starting_version: Any = None,
     if starting_version is not None:
         start = _version(starting_version, "startingVersion")
     elif starting_timestamp is not None:
-        start_ts = _timestamp(starting_timestamp, "startingTimestamp")
+        start_ts = _timestamp(starting_timestamp, "startingTimestamp", time_zone)
         stamps = log.commit_timestamps()
         start = starting_version_for_timestamp(log, start_ts, allow_out_of_range, stamps)
     else:
@@ -234,7 +237,7 @@ def resolve_change_range(log, latest_version: int, starting_version: Any = None,
     if ending_version is not None:
         end = _version(ending_version, "endingVersion")
     elif ending_timestamp is not None:
-        end_ts = _timestamp(ending_timestamp, "endingTimestamp")
+        end_ts = _timestamp(ending_timestamp, "endingTimestamp", time_zone)
         stamps = stamps if stamps is not None else log.commit_timestamps()
         if end_ts > stamps[-1][1]:
             if not allow_out_of_range:
@@ -289,9 +292,9 @@ def _version(v: Any, name: str) -> int:
     return n
 
 
-def _timestamp(v: Any, name: str) -> int:
+def _timestamp(v: Any, name: str, time_zone: str | None = None) -> int:
     try:
-        return parse_timestamp(v if not isinstance(v, str) else v.strip())
+        return parse_timestamp(v if not isinstance(v, str) else v.strip(), time_zone)
     except (ValueError, TypeError):
         raise ChangeDataRangeError(f"The provided timestamp ({v}) for option '{name}' cannot be converted to a "
                                    f"valid timestamp.", "DELTA_TIMESTAMP_INVALID") from None
@@ -496,30 +499,31 @@ def plan_changes(log, read_snapshot, start: int | None, end: int | None) -> Chan
 
 def plan_change_read(log, snapshot, starting_version: Any = None, ending_version: Any = None,
                      starting_timestamp: Any = None, ending_timestamp: Any = None,
-                     allow_out_of_range: bool = False) -> ChangePlan:
+                     allow_out_of_range: bool = False, *, time_zone: str | None = None) -> ChangePlan:
     """A batch change feed read on a table whose latest version is `snapshot`'s, planned: the range
     (`resolve_change_range`), the read schema (`change_read_snapshot`), the checks and units
     (`plan_changes`)."""
     rng = resolve_change_range(log, snapshot.version, starting_version, ending_version, starting_timestamp,
-                               ending_timestamp, allow_out_of_range)
+                               ending_timestamp, allow_out_of_range, time_zone=time_zone)
     start, end = rng or (None, None)
     read = change_read_snapshot(log, snapshot, start, end,
                                 ending_version is not None or ending_timestamp is not None)
     return plan_changes(log, read, start, end)
 
 
-def change_reader(plan: ChangePlan, columns: Iterable[str] | None = None):
-    """The ArrowFileReader for a plan's files (the read schema; `columns` of it, or all)."""
+def change_reader(plan: ChangePlan, columns: Iterable[str] | None = None, *, time_zone: str | None = None):
+    """The ArrowFileReader for a plan's files (the read schema; `columns` of it, or all; zone-less
+    timestamp partition values read in `time_zone`)."""
     from .arrow_reader import ArrowFileReader
 
     snap = plan.read
     return ArrowFileReader(snap.store, snap.table_root, snap.schema, snap.partition_columns,
-                           snap.column_mapping_mode, columns)
+                           snap.column_mapping_mode, columns, time_zone=time_zone)
 
 
 def read_changes_arrow(log, start_version: int | None = None, end_version: int | None = None, *,
                        starting_timestamp: Any = None, ending_timestamp: Any = None, read_snapshot=None,
-                       allow_out_of_range: bool = False, threads: int = 4) -> pa.Table:
+                       allow_out_of_range: bool = False, threads: int = 4, time_zone: str | None = None) -> pa.Table:
     """CDF rows of `start_version..end_version` (inclusive; or timestamps, see
     `resolve_change_range`) on the table as of `read_snapshot` (default: the latest version), in
     the schema rule 6 of the module docstring gives: the
@@ -530,8 +534,8 @@ def read_changes_arrow(log, start_version: int | None = None, end_version: int |
 
     snap = read_snapshot if read_snapshot is not None else log.snapshot()
     plan = plan_change_read(log, snap, start_version, end_version, starting_timestamp, ending_timestamp,
-                            allow_out_of_range)
-    reader = change_reader(plan)
+                            allow_out_of_range, time_zone=time_zone)
+    reader = change_reader(plan, time_zone=time_zone)
     schema = change_schema(reader.out_schema)
     files = StoreChangeFiles(reader)
     if threads > 1 and len(plan.units) > 1:

@@ -9,7 +9,9 @@
 show that no row can match are not opened (`plan_files`, `tahoe.expressions.file_mask`) — and row
 filtering — the rows read are kept where the filter is TRUE (SQL semantics: NULL does not match).
 Its columns need not be among `columns`. An unknown column is an AnalysisException before any
-file is read. `file_filter` is an extra function from the planned files table to a boolean mask
+file is read. `time_zone` is where zone-less timestamps are wall-clock time — literals in the
+filter and the zone-less form of timestamp partition values (`tahoe.protocol.timestamps`; the
+Spark session time zone on Spark, UTC by default). `file_filter` is an extra function from the planned files table to a boolean mask
 of files to keep (it must only drop a file that surely holds no matching row).
 """
 
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 import pyarrow as pa
 
 from ..log.snapshot import Snapshot
+from ..protocol.timestamps import normalize_zone_name
 
 if TYPE_CHECKING:
     from ..expressions import Expression
@@ -29,7 +32,7 @@ __all__ = ["Scan", "plan_files"]
 FileFilter = Callable[[pa.Table], pa.Array]
 
 
-def plan_files(snapshot: Snapshot, filter: Any = None, *, time_zone: str = "UTC",
+def plan_files(snapshot: Snapshot, filter: Any = None, *, time_zone: str | None = None,
                columns: Iterable[str] | None = None) -> pa.Table:
     """The snapshot's active files (the log's add columns, all or `columns`) that may hold a row
     matching `filter` (see the module docstring); all of them when there is no filter."""
@@ -45,7 +48,7 @@ def plan_files(snapshot: Snapshot, filter: Any = None, *, time_zone: str = "UTC"
     files = snapshot.files_table(need)
     if files.num_rows:
         mask = file_mask(expr, files, snapshot.schema, snapshot.partition_columns, snapshot.column_mapping_mode,
-                         time_zone=time_zone)
+                         time_zone=normalize_zone_name(time_zone))
         if not mask.all():
             files = files.filter(pa.array(mask))
     return files.select(wanted) if wanted is not None else files
@@ -54,12 +57,12 @@ def plan_files(snapshot: Snapshot, filter: Any = None, *, time_zone: str = "UTC"
 class Scan:
     def __init__(self, snapshot: Snapshot, columns: Iterable[str] | None = None,
                  file_filter: FileFilter | None = None, limit: int | None = None, filter: Any = None,
-                 time_zone: str = "UTC"):
+                 time_zone: str | None = None):
         self.snapshot = snapshot
         self.columns = list(columns) if columns is not None else None
         self.file_filter = file_filter
         self.limit = limit
-        self.time_zone = time_zone
+        self.time_zone = normalize_zone_name(time_zone)
         self.filter: Expression | None = None
         read_columns = self.columns
         if filter is not None:
@@ -74,7 +77,8 @@ class Scan:
         from .arrow_reader import ArrowFileReader   # here: planning alone (a file listing) never reads parquet
 
         self.reader = ArrowFileReader(snapshot.store, snapshot.table_root, snapshot.schema,
-                                      snapshot.partition_columns, snapshot.column_mapping_mode, read_columns)
+                                      snapshot.partition_columns, snapshot.column_mapping_mode, read_columns,
+                                      time_zone=self.time_zone)
         if self.columns is None:
             self._out = self.reader.out_schema
         else:

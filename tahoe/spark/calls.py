@@ -17,7 +17,9 @@ of what delta-spark users write reaches no data source, so tahoe carries it ther
      source so (`__tahoe_filterPushdown`: without it the source reads without pushed filters,
      since a reader that takes them fails in a session where pushdown is off), and passes
      delta-spark's `spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled` when the
-     session sets it, and whether the load is a batch or a streaming one (`__tahoe_readKind`: the
+     session sets it, the session time zone (`__tahoe_sessionTimeZone`: zone-less timestamps in
+     options, partition values and conditions are wall-clock time in it, as in delta-spark; the
+     save wrapper hands it over too), and whether the load is a batch or a streaming one (`__tahoe_readKind`: the
      source then refuses the other kind's options at `load`, when Spark asks its schema; without
      it, at the query's start). A batch `format("deltaSharing")` load gets the same filter
      pushdown treatment (its pushed filters become jsonPredicateHints); without it the
@@ -236,6 +238,7 @@ def _wrap_save(cls: Any) -> None:
             auto_compact = _session_auto_compact(_session(self))
             if auto_compact is not None:
                 self.option(SESSION_AUTO_COMPACT_OPTION, auto_compact)
+            _hand_over_time_zone(self, _session(self))
             _hand_over_partitioning(self, partitionBy)
             partitionBy = None
             if options:
@@ -397,6 +400,16 @@ def _wrap_option(cls: Any) -> None:
 _CDF_RANGE = ("startingVersion", "startingTimestamp", "endingVersion", "endingTimestamp")
 
 
+def _hand_over_time_zone(obj: Any, spark: Any) -> None:
+    """The session's spark.sql.session.timeZone as the source's SESSION_TIME_ZONE_OPTION (the
+    source runs in a Python worker that cannot read the session's confs; classic and Spark Connect
+    sessions alike answer `spark.conf.get`)."""
+    from .options import SESSION_TIME_ZONE_OPTION
+    from .session import session_time_zone
+
+    obj.option(SESSION_TIME_ZONE_OPTION, session_time_zone(spark))
+
+
 def _warn_ignored_range(given: dict) -> None:
     """A batch read with a change range but no readChangeFeed reads the snapshot (as delta-spark)."""
     import warnings
@@ -451,6 +464,7 @@ def _wrap_load(cls: Any, batch: bool) -> None:
                 out_of_range = None
             if out_of_range is not None:
                 self.option(CDF_OUT_OF_RANGE_OPTION, str(out_of_range).strip().lower())
+            _hand_over_time_zone(self, spark)
             if batch and schema is None:
                 native = _native_read(self, spark, path, options)
                 if native is not None:

@@ -64,6 +64,7 @@ class DeltaDataSource(DataSource):
             kind = str(self.options.get(READ_KIND_OPTION, "")).lower()
             opts = read_options(self.options, streaming={"batch": False, "stream": True}.get(kind))
             self._storage = opts["storage_options"]
+            self._time_zone = opts["time_zone"]
             log = DeltaLog.for_table(opts["path"], self._storage)
             self._snap = log.snapshot(version=opts.get("version"), timestamp=opts.get("timestamp"))
             self._cdf = opts["cdf"]
@@ -80,7 +81,7 @@ class DeltaDataSource(DataSource):
             log = DeltaLog.for_table(snap.table_root, opts["storage_options"])
             rng = resolve_change_range(log, snap.version, opts["starting_version"], opts["ending_version"],
                                        opts["starting_timestamp"], opts["ending_timestamp"],
-                                       opts["allow_out_of_range"])
+                                       opts["allow_out_of_range"], time_zone=opts["time_zone"])
             start, end = rng or (None, None)
             read = change_read_snapshot(log, snap, start, end, opts["ending_version"] is not None
                                         or opts["ending_timestamp"] is not None)
@@ -138,7 +139,9 @@ class DeltaDataSource(DataSource):
 class DeltaReader(DataSourceReader):
     def __init__(self, source: DeltaDataSource, schema):
         snap = source._snapshot()
-        self.files = TableFiles(snap, source._storage, schema, [f.name for f in schema.fields])
+        self.files = TableFiles(snap, source._storage, schema, [f.name for f in schema.fields],
+                                time_zone=source._time_zone)
+        self._time_zone = source._time_zone
         self._snap = snap
         self._filters: list = []
         try:   # the session's parallelism, handed over by tahoe's load wrapper (tahoe.spark.calls)
@@ -153,7 +156,7 @@ class DeltaReader(DataSourceReader):
     def partitions(self):
         from .skipping import plan_files
 
-        files = plan_files(self._snap, self._filters)
+        files = plan_files(self._snap, self._filters, self._time_zone)
         entries = [(p, dict(pv) if pv else {}, dict(dv) if dv else None, sz)
                    for p, pv, dv, sz in zip(files.column("path").to_pylist(),
                                             files.column("partitionValues").to_pylist(),
@@ -192,7 +195,7 @@ class DeltaChangesReader(DataSourceReader):
     def __init__(self, snap, units: list, opts: dict, schema):
         self._units = units
         data = [f.name for f in schema.fields if f.name not in ("_change_type", "_commit_version", "_commit_timestamp")]
-        self.files = TableFiles(snap, opts["storage_options"], schema, data)
+        self.files = TableFiles(snap, opts["storage_options"], schema, data, time_zone=opts["time_zone"])
 
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items() if k != "_units"}

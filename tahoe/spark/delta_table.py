@@ -431,12 +431,14 @@ _JOB_FIELDS = ("jobId", "jobName", "runId", "jobOwnerId", "triggerType")
 
 def read_delta(spark, path: str, version: int | None = None, timestamp: Any = None,
                filters: Iterable[Any] | str | None = None, storage_options: dict | None = None):
-    """A DataFrame of the table at `path` (latest, `version` or `timestamp`), with `filters`
-    (SQL strings or Columns) used to skip files and applied to the rows."""
+    """A DataFrame of the table at `path` (latest, `version` or `timestamp` — a zone-less one in the
+    session time zone, as delta-spark's timestampAsOf), with `filters` (SQL strings or Columns)
+    used to skip files and applied to the rows."""
     if filters is not None and not isinstance(filters, (list, tuple)):
         filters = [filters]
     log = DeltaLog.for_table(path, storage_options)
-    df = snapshot_frame(spark, log.snapshot(version=version, timestamp=timestamp), storage_options, filters)
+    ts = session_timestamp_ms(spark, timestamp) if timestamp is not None else None
+    df = snapshot_frame(spark, log.snapshot(version=version, timestamp=ts), storage_options, filters)
     for f in filters or ():
         df = df.filter(f)
     return df

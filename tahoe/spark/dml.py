@@ -59,6 +59,7 @@ from ..write.dml_plan import (
     Counts, DmlPlan, candidate_files, cdc_needed, record_reads, write_and_commit,
 )
 from .read import FILE_COLUMN, ROW_COLUMN, hadoop_uri, read_snapshot
+from .session import session_time_zone
 from .session import configure
 from .types import assign_by_name, col, from_spark_schema, to_spark_type
 from .write import write_dataframe, write_dataframes
@@ -310,8 +311,9 @@ class _SparkDml:
 
         plan, snap, spark = self.plan, self.snap, self.spark
         txn = Transaction(self.log, plan.operation, plan.parameters, snapshot=snap)
-        candidates = candidate_files(plan, snap)
-        record_reads(plan, txn, candidates)
+        tz = session_time_zone(spark)   # Spark evaluates the rows in it: prune files in it too
+        candidates = candidate_files(plan, snap, tz)
+        record_reads(plan, txn, candidates, tz)
         counts = Counts()
         t0 = time.perf_counter()
         source = None
@@ -519,7 +521,7 @@ class _SparkDml:
             else:
                 unmatched = source
         else:   # insert-only: one anti join against the candidate files (only the condition's columns are read)
-            candidates = candidate_files(plan, self.snap)
+            candidates = candidate_files(plan, self.snap, session_time_zone(self.spark))
             if candidates:
                 target = self._target(candidates, columns=plan.target_columns_read()).alias(plan.target_alias)
                 unmatched = source.join(target, on=to_spark_column(plan.condition), how="left_anti")

@@ -72,7 +72,8 @@ OPTIMIZED_WRITE_OPTION = "__tahoe_optimizedWrite"
 __all__ = ["read_options", "stream_read_options", "write_options", "table_path",
            "check_properties_apply", "READ_OPTIONS", "STREAM_READ_OPTIONS", "WRITE_OPTIONS", "STREAM_WRITE_OPTIONS",
            "CATALOG_MESSAGE", "CDF_OUT_OF_RANGE_OPTION", "PUSHDOWN_OPTION", "PARALLELISM_OPTION",
-           "READ_KIND_OPTION", "SAVE_MODE_OPTION", "SESSION_AUTO_COMPACT_OPTION", "SESSION_OVERWRITE_MODE_OPTION"]
+           "READ_KIND_OPTION", "SAVE_MODE_OPTION", "SESSION_AUTO_COMPACT_OPTION", "SESSION_OVERWRITE_MODE_OPTION",
+           "SESSION_TIME_ZONE_OPTION", "option_time_zone"]
 
 STORAGE_PREFIX = "storage."
 PROPERTY_PREFIX = "delta."
@@ -87,8 +88,13 @@ WRITE_OPTIONS = ("path", "partitionBy", "replaceWhere", "mergeSchema", "overwrit
 STREAM_WRITE_OPTIONS = ("checkpointLocation",)
 _BATCH_ONLY_WRITE = ("replaceWhere", "partitionOverwriteMode", "txnAppId", "txnVersion", SAVE_MODE_OPTION)
 _BATCH_ONLY_READ = ("versionAsOf", "timestampAsOf", "endingVersion", "endingTimestamp")
+# set by tahoe's load and save wrappers: the session's spark.sql.session.timeZone (a Python data
+# source cannot read the session's confs), where zone-less timestamps are wall-clock time —
+# timestampAsOf, startingTimestamp / endingTimestamp, timestamp partition values, replaceWhere
+# (tahoe.protocol.timestamps); without it (no wrapper in the driver) UTC
+SESSION_TIME_ZONE_OPTION = "__tahoe_sessionTimeZone"
 _INTERNAL_WRITE = ("__partition_columns", SESSION_OVERWRITE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION,
-                   OPTIMIZED_WRITE_OPTION)
+                   OPTIMIZED_WRITE_OPTION, SESSION_TIME_ZONE_OPTION)
 # set by tahoe's load wrapper from the session conf delta-spark reads
 # (spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled): a Python data source cannot
 # read the session's confs
@@ -102,7 +108,7 @@ READ_KIND_OPTION = "__tahoe_readKind"
 # read it), so that a small table is split into at least that many tasks, as Spark splits files
 PARALLELISM_OPTION = "__tahoe_parallelism"
 _INTERNAL_READ = (CDF_OUT_OF_RANGE_OPTION.lower(), PUSHDOWN_OPTION.lower(), READ_KIND_OPTION.lower(),
-                  PARALLELISM_OPTION.lower())
+                  PARALLELISM_OPTION.lower(), SESSION_TIME_ZONE_OPTION.lower())
 
 # delta-spark options whose one value tahoe's writer implements: {name: (accepted value, what it does)}
 _WRITE_DEFAULTS = {
@@ -221,6 +227,19 @@ def _flag_value(opts: dict, name: str, default: bool = False) -> bool:
     return s == "true"
 
 
+def option_time_zone(options: Mapping[str, Any]) -> str:
+    """The session time zone tahoe's wrappers handed the source (SESSION_TIME_ZONE_OPTION), else
+    UTC; an unknown zone is an InvalidOptionError naming it."""
+    from ..protocol.timestamps import normalize_zone_name, zone
+
+    tz = normalize_zone_name(_lower(options).get(SESSION_TIME_ZONE_OPTION.lower()))
+    try:
+        zone(tz)
+    except ValueError as e:
+        raise InvalidOptionError(f"spark.sql.session.timeZone: {e}") from None
+    return tz
+
+
 def _cdf_read(opts: dict) -> dict[str, Any]:
     cdf = _flag_value(opts, "readChangeFeed") or _flag_value(opts, "readChangeData")
     return {"cdf": cdf, "starting_version": opts.get("startingversion"),
@@ -234,7 +253,8 @@ def read_options(options: Mapping[str, Any], streaming: bool | None = False) -> 
     `streaming=None` the permissive union of batch and streaming options (the schema is asked
     before Spark says which it is); returns {"path", "version", "timestamp", "storage_options",
     "cdf", "starting_version", "starting_timestamp", "ending_version", "ending_timestamp",
-    "allow_out_of_range"}."""
+    "allow_out_of_range", "time_zone"} — `timestamp` as epoch ms, a zone-less `timestampAsOf`
+    read in the session time zone (`time_zone`, see SESSION_TIME_ZONE_OPTION)."""
     opts = _lower(options)
     path = table_path(options)
     if streaming:
@@ -252,15 +272,16 @@ def read_options(options: Mapping[str, Any], streaming: bool | None = False) -> 
             version = -1
         if version < 0:
             raise InvalidOptionError(f"option versionAsOf must be a non-negative integer, got {opts['versionasof']!r}")
+    time_zone = option_time_zone(options)
     if timestamp is not None:
         from ..log.delta_log import parse_timestamp
 
         try:
-            parse_timestamp(timestamp)
+            timestamp = parse_timestamp(str(timestamp), time_zone)
         except ValueError as e:
             raise InvalidOptionError(f"option timestampAsOf: {e}") from None
     out = {"path": path, "version": version, "timestamp": timestamp, "storage_options": _storage(options),
-           **_cdf_read(opts)}
+           **_cdf_read(opts), "time_zone": time_zone}
     if streaming is False:
         ranged = [n for n in ("startingVersion", "startingTimestamp", "endingVersion", "endingTimestamp")
                   if n.lower() in opts]
@@ -304,11 +325,13 @@ def stream_read_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """Check the options of a `spark.readStream.format("delta")` (rules 1, 3, 5, 6, 7); returns
     {"path", "storage_options", "cdf", "starting_version" (int | "latest" | None),
     "starting_timestamp", "max_files", "max_bytes", "ignore_deletes", "ignore_changes",
-    "skip_change_commits", "fail_on_data_loss", "exclude_regex", "allow_out_of_range"}."""
+    "skip_change_commits", "fail_on_data_loss", "exclude_regex", "allow_out_of_range", "time_zone"}
+    (a zone-less startingTimestamp is read in the session time zone, `time_zone`)."""
     opts = _lower(options)
     path = table_path(options)
     _check_read_names(options, READ_OPTIONS + STREAM_READ_OPTIONS, "stream")
-    out: dict[str, Any] = {"path": path, "storage_options": _storage(options), **_cdf_read(opts)}
+    out: dict[str, Any] = {"path": path, "storage_options": _storage(options), **_cdf_read(opts),
+                           "time_zone": option_time_zone(options)}
     sv, st = opts.get("startingversion"), opts.get("startingtimestamp")
     if sv is not None and st is not None:
         raise InvalidOptionError("Please either provide 'startingVersion' or 'startingTimestamp'")
@@ -327,7 +350,7 @@ def stream_read_options(options: Mapping[str, Any]) -> dict[str, Any]:
         from ..log.delta_log import parse_timestamp
 
         try:
-            parse_timestamp(str(st))
+            parse_timestamp(str(st), out["time_zone"])
         except ValueError:
             raise InvalidOptionError(f"The provided timestamp ({st}) cannot be converted to a valid timestamp "
                                      f"(option startingTimestamp)") from None

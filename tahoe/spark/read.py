@@ -150,8 +150,9 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
     data_fields = [f for f in out_fields if f.name.lower() not in pcs_lower]
     part_fields = [f for f in out_fields if f.name.lower() in pcs_lower]
     logical_spark = to_spark_schema(StructType(out_fields), strip_metadata=True) if out_fields else None
+    tz = session_time_zone(spark)
     if files is None:
-        files = plan_files(snap, filters, session_time_zone(spark), spark)
+        files = plan_files(snap, filters, tz, spark)
     else:
         files = files.select(["path", "partitionValues", "size", "stats", "deletionVector"])
     if files.num_rows and _ignore_missing_files(spark):
@@ -241,7 +242,7 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
         if has_dv:
             df = drop_on_scan(df, range(len(abs_paths)))
     elif (not has_dv or on_scan) and len(
-            groups := _partition_groups(files, part_fields, mode)) <= _MAX_UNION_GROUPS:
+            groups := _partition_groups(files, part_fields, mode, tz)) <= _MAX_UNION_GROUPS:
         # no join for partition values: one scan per partition with literal columns
         parts = []
         for values, idx in groups:
@@ -261,7 +262,7 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
             df = df.withColumn(_ROW, F.expr(row_sql if array is not None or not unfilled
                                             else f"coalesce({row_sql}, {unfilled})"))
         info = _file_info(spark, files, abs_paths, part_fields, mode,
-                          dv_keys=keys if array is not None else None)
+                          dv_keys=keys if array is not None else None, time_zone=tz)
         df = df.join(F.broadcast(info), on=_KEY, how="left")
         # a path that failed to match the log fails the query (a filter is never pruned away)
         df = df.filter(F.when(F.col(_FID).isNull(), F.raise_error(
@@ -330,7 +331,7 @@ def _only_field_ids(obj):
 
 
 def _file_info(spark, files: pa.Table, abs_paths: list[str], part_fields: list[StructField], mode: str,
-               dv_keys: list[int | None] | None = None):
+               dv_keys: list[int | None] | None = None, time_zone: str | None = None):
     """The (file URI → file id, partition values[, DV word-array key]) table of the join plan."""
     from pyspark.sql.types import IntegerType, LongType, StringType, StructField as SF, StructType as SparkStruct
 
@@ -338,7 +339,7 @@ def _file_info(spark, files: pa.Table, abs_paths: list[str], part_fields: list[S
     cols = {_KEY: pa.array([hadoop_uri(p) for p in abs_paths], pa.string()),
             _FID: pa.array(np.arange(n, dtype=np.int32))}
     fields = [SF(_KEY, StringType(), False), SF(_FID, IntegerType(), False)]
-    typed = partition_values_to_arrow(files.column("partitionValues"), part_fields, mode)
+    typed = partition_values_to_arrow(files.column("partitionValues"), part_fields, mode, time_zone=time_zone)
     for f in part_fields:
         cols[f.name] = typed[f.name]
         fields.append(SF(f.name, to_spark_type(f.type), True))
@@ -375,9 +376,10 @@ def _rows_below(files: pa.Table, limit: int) -> bool:
     return True
 
 
-def _partition_groups(files: pa.Table, part_fields: list[StructField], mode: str):
-    """[(typed partition values, [file indexes])] in first-seen order."""
-    typed = partition_values_to_arrow(files.column("partitionValues"), part_fields, mode)
+def _partition_groups(files: pa.Table, part_fields: list[StructField], mode: str, time_zone: str | None = None):
+    """[(typed partition values, [file indexes])] in first-seen order (zone-less timestamps read in
+    `time_zone`, the session's)."""
+    typed = partition_values_to_arrow(files.column("partitionValues"), part_fields, mode, time_zone=time_zone)
     cols = [typed[f.name].to_pylist() for f in part_fields]
     groups: dict = {}
     for i in range(files.num_rows):

@@ -87,8 +87,10 @@ class TableFiles:
     """What the executors need to read a table's files (picklable): the table, its schema,
     partitioning and column mapping, the columns to read and the Spark schema to hand back."""
 
-    def __init__(self, snap, storage_options: dict | None, spark_schema, columns: list[str] | None = None):
+    def __init__(self, snap, storage_options: dict | None, spark_schema, columns: list[str] | None = None, *,
+                 time_zone: str | None = None):
         self.table_root = snap.table_root
+        self.time_zone = time_zone   # the session's: zone-less timestamp partition values are read in it
         self.schema_json = snap.schema.to_json()
         self.partition_columns = list(snap.partition_columns)
         self.mode = snap.column_mapping_mode
@@ -103,7 +105,7 @@ class TableFiles:
 
         store, root = log_store_for(self.table_root, self.storage_options)
         return ArrowFileReader(store, root, StructType.from_json(self.schema_json), self.partition_columns,
-                               self.mode, self.columns)
+                               self.mode, self.columns, time_zone=getattr(self, "time_zone", None))
 
     def target(self):
         from pyspark.sql.pandas.types import to_arrow_schema

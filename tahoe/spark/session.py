@@ -140,11 +140,15 @@ def auto_compact_settings(spark: Any):
 
 
 def session_time_zone(spark: Any) -> str:
-    """The session's `spark.sql.session.timeZone` (UTC when unset or unreadable)."""
+    """The session's `spark.sql.session.timeZone` — where Spark, and delta-spark, read zone-less
+    timestamps (`tahoe.protocol.timestamps`) — on a classic or Spark Connect session alike (both
+    answer `spark.conf.get`); UTC when unset or unreadable."""
+    from ..protocol.timestamps import normalize_zone_name
+
     try:
-        return spark.conf.get("spark.sql.session.timeZone") or "UTC"
-    except Exception:
-        return "UTC"
+        return normalize_zone_name(spark.conf.get("spark.sql.session.timeZone", None))
+    except Exception:  # noqa: BLE001 - a stopped session or a server that does not answer confs
+        return normalize_zone_name(None)
 
 
 def session_overwrite_mode(spark: Any) -> str | None:
@@ -155,22 +159,13 @@ def session_overwrite_mode(spark: Any) -> str | None:
         return None
 
 
-def session_timestamp_ms(spark: Any, text: str) -> int:
-    """A timestamp string in the session time zone (as delta-spark parses RESTORE / CLONE
-    timestamps) → epoch ms; strings with their own offset keep it."""
-    import datetime as dt
-    from zoneinfo import ZoneInfo
-
+def session_timestamp_ms(spark: Any, text: Any) -> int:
+    """A timestamp (string, datetime or epoch ms) as epoch ms, a zone-less one read in the session
+    time zone — as delta-spark reads time travel, RESTORE and CLONE timestamps; strings with their
+    own zone keep it."""
     from ..log.delta_log import parse_timestamp
 
-    s = text.strip()
-    try:
-        parsed = dt.datetime.fromisoformat(s[:-1] + "+00:00" if s.endswith("Z") else s)
-    except ValueError:
-        return parse_timestamp(s)   # raises with the accepted forms
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=ZoneInfo(session_time_zone(spark)))
-    return int(parsed.timestamp() * 1000)
+    return parse_timestamp(text.strip() if isinstance(text, str) else text, session_time_zone(spark))
 
 
 def _log4j_file() -> str:

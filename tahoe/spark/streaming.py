@@ -136,7 +136,7 @@ class DeltaStreamReader(DataSourceStreamReader, _AvailableNow):
         self.table_id = snap.metadata.id
         data = [f.name for f in schema.fields if not (self.cdf and f.name in ("_change_type", "_commit_version",
                                                                               "_commit_timestamp"))]
-        self.files = TableFiles(snap, o["storage_options"], schema, data)
+        self.files = TableFiles(snap, o["storage_options"], schema, data, time_zone=o["time_zone"])
         self._exclude = re.compile(o["exclude_regex"]) if o["exclude_regex"] else None
         self._frozen: Optional[int] = None
         self._versions: dict[int, list[_Item]] = {}
@@ -175,7 +175,8 @@ class DeltaStreamReader(DataSourceStreamReader, _AvailableNow):
                     f"(option startingVersion of the stream on {self.log.table_root})")
             return source_offset(self.table_id, sv, -1, False)
         if o["starting_timestamp"] is not None:
-            v = starting_version_for_timestamp(self.log, o["starting_timestamp"], o["allow_out_of_range"])
+            v = starting_version_for_timestamp(self.log, o["starting_timestamp"], o["allow_out_of_range"],
+                                               time_zone=o["time_zone"])
             return source_offset(self.table_id, v, -1, False)
         return source_offset(self.table_id, self.read_snapshot.version, -1, True)
 

@@ -75,6 +75,7 @@ from ..protocol.schema import (
     is_numeric, merge_schemas,
 )
 from ..protocol.table_features import is_feature_supported
+from ..protocol.timestamps import normalize_zone_name
 from .commit import commit_new_files, delete_data_files
 from .deletion_vectors import stage_deleted_rows
 from .plan import WritePlan, is_identity, plan_rows
@@ -879,20 +880,23 @@ def _key_parts(name: str, target_alias: str | None, schema: StructType, source_s
 
 # --- what to read, what was read --------------------------------------------------------------------
 
-def candidate_files(plan: DmlPlan, snapshot: "Snapshot") -> list[AddFile]:
+def candidate_files(plan: DmlPlan, snapshot: "Snapshot", time_zone: str | None = None) -> list[AddFile]:
     """The active files that may hold a row the DML acts on: all of them when it has
     notMatchedBySource clauses or no condition, else those partition pruning and stats skipping
-    keep for the target-only predicate."""
+    keep for the target-only predicate — its zone-less timestamps (literals, the zone-less form of
+    timestamp partition values) read in `time_zone`, where the executor evaluates the rows (the
+    Spark session's; UTC for the Arrow executor), so that no file holding an affected row is
+    left out."""
     adds = snapshot.add_files()
     if plan.scan_all_files or plan.target_filter is None or not adds:
         return adds
     files = snapshot.files_table(["partitionValues", "stats"])
     keep = file_mask(plan.target_filter, files, snapshot.schema, snapshot.partition_columns,
-                     snapshot.column_mapping_mode)
+                     snapshot.column_mapping_mode, time_zone=normalize_zone_name(time_zone))
     return [a for a, k in zip(adds, keep) if k]
 
 
-def record_reads(plan: DmlPlan, txn: "Transaction", scanned: Iterable[AddFile]) -> None:
+def record_reads(plan: DmlPlan, txn: "Transaction", scanned: Iterable[AddFile], time_zone: str | None = None) -> None:
     """What the DML read, as delta-spark's `filterFiles` records it: the partition-column part of
     the target-only predicate (TRUE when there is none: every concurrently added file
     conflicts) and the files scanned (a concurrent removal of one conflicts)."""
@@ -908,7 +912,7 @@ def record_reads(plan: DmlPlan, txn: "Transaction", scanned: Iterable[AddFile]) 
         node = parts[0]
         for p in parts[1:]:
             node = And(node, p)
-        txn.read_predicate(partition_predicate(node, schema, plan.partition_columns))
+        txn.read_predicate(partition_predicate(node, schema, plan.partition_columns, time_zone))
     else:
         txn.read_predicate(lambda _values: True)
     txn.read_files(list(scanned))

@@ -26,6 +26,7 @@ from ..log.snapshot import Snapshot, add_files_from_table
 from ..protocol.actions import AddFile
 from ..protocol.partition_values import parse_partition_value, partition_values_to_arrow
 from ..protocol.schema import StructType, to_arrow_type
+from ..protocol.timestamps import normalize_zone_name
 from ..expressions import Expression, Scope, check_columns, file_mask, matches, parse
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -139,10 +140,12 @@ def stage_overwrite(txn: Transaction, snap: Snapshot, replace_node=None,
     return removes
 
 
-def partition_predicate(node: Expression, schema: StructType, partition_columns: list[str]):
+def partition_predicate(node: Expression, schema: StructType, partition_columns: list[str],
+                        time_zone: str | None = None):
     """A predicate on partition columns only (a replaceWhere predicate, the partition part of a
     DML's condition) as the Transaction's partition filter (logical column name → serialized
-    value), for conflict detection."""
+    value), for conflict detection; zone-less timestamps read in `time_zone` (default UTC)."""
+    tz = normalize_zone_name(time_zone)
     fields = {c: schema.field(c) for c in partition_columns}
 
     def selects(values: dict[str, str | None]) -> bool:
@@ -150,8 +153,8 @@ def partition_predicate(node: Expression, schema: StructType, partition_columns:
         cols = {}
         for c, f in fields.items():
             raw = values.get(c, lower.get(c.lower()))
-            cols[c] = pa.array([parse_partition_value(raw, f.type)], to_arrow_type(f.type))
-        return bool(matches(node, Scope.of(pa.table(cols)))[0].as_py())
+            cols[c] = pa.array([parse_partition_value(raw, f.type, time_zone=tz)], to_arrow_type(f.type))
+        return bool(matches(node, Scope.of(pa.table(cols)), time_zone=tz)[0].as_py())
 
     return selects
 

@@ -265,12 +265,19 @@ def test_serialize_forms():
     assert s(date(2021, 9, 8), DATE) == "2021-09-08"
     assert s(datetime(2021, 9, 8, 23, 0), DATE) == "2021-09-08"
     ts = datetime(2021, 9, 8, 11, 11, 11, tzinfo=UTC)
-    assert s(ts, TIMESTAMP) == "2021-09-08 11:11:11"
-    assert s(ts.replace(microsecond=1000), TIMESTAMP) == "2021-09-08 11:11:11.001"  # Spark trims zeros
-    assert s(ts.replace(microsecond=123456), TIMESTAMP) == "2021-09-08 11:11:11.123456"
-    assert s(ts.astimezone(timezone(timedelta(hours=-7))), TIMESTAMP) == "2021-09-08 11:11:11"
-    assert s(datetime(2021, 9, 8, 11, 11, 11), TIMESTAMP) == "2021-09-08 11:11:11"  # naive = UTC
-    assert s(ts, TIMESTAMP, iso_timestamps=True) == "2021-09-08T11:11:11.000000Z"
+    # delta-spark >= 3.3 (write.utcTimestampPartitionValues, on by default): the instant in UTC,
+    # ISO 8601 with microseconds and a Z (delta-kernel-rs's reference table of Spark's output too)
+    assert s(ts, TIMESTAMP) == "2021-09-08T11:11:11.000000Z"
+    assert s(ts.replace(microsecond=123456), TIMESTAMP) == "2021-09-08T11:11:11.123456Z"
+    assert s(ts.astimezone(timezone(timedelta(hours=-7))), TIMESTAMP) == "2021-09-08T11:11:11.000000Z"
+    assert s(datetime(2021, 9, 8, 11, 11, 11), TIMESTAMP) == "2021-09-08T11:11:11.000000Z"  # naive = UTC
+    # a naive value in a named zone: 04:11:11 in Los Angeles (PDT, UTC-7) is 11:11:11 UTC
+    assert s(datetime(2021, 9, 8, 4, 11, 11), TIMESTAMP, time_zone="America/Los_Angeles") == \
+        "2021-09-08T11:11:11.000000Z"
+    # the spec's zone-less form, on request (UTC, trailing zeros of the fraction dropped as Spark does)
+    assert s(ts, TIMESTAMP, iso_timestamps=False) == "2021-09-08 11:11:11"
+    assert s(ts.replace(microsecond=1000), TIMESTAMP, iso_timestamps=False) == "2021-09-08 11:11:11.001"
+    assert s(ts.replace(microsecond=123456), TIMESTAMP, iso_timestamps=False) == "2021-09-08 11:11:11.123456"
     assert s(datetime(2013, 7, 5, 17, 1, 0, 123456), TIMESTAMP_NTZ) == "2013-07-05 17:01:00.123456"
     with pytest.raises(SchemaError):
         s(ts, TIMESTAMP_NTZ)
@@ -302,7 +309,7 @@ def test_serialize_parse_round_trip():
             else:
                 assert back == v, (dt, v, text, back)
             if dt == TIMESTAMP:
-                assert parse_partition_value(serialize_partition_value(v, dt, iso_timestamps=True), dt) == v
+                assert parse_partition_value(serialize_partition_value(v, dt, iso_timestamps=False), dt) == v
 
 
 def test_partition_values_to_arrow_finds_physical_logical_and_case_insensitive_keys():
@@ -320,3 +327,39 @@ def test_partition_values_to_arrow_finds_physical_logical_and_case_insensitive_k
     assert out["Part"].to_pylist() == [1, None, 3, None]
     as_map = pa.array([{"Part": "7"}], pa.map_(pa.string(), pa.string()))
     assert partition_values_to_arrow(as_map, [plain])["Part"].to_pylist() == [7]
+
+
+def test_timestamp_partition_values_read_in_both_forms_zone_less_in_the_readers_zone():
+    """The rule of `tahoe.protocol.partition_values` (delta-spark's): a value with a zone is that
+    instant; a zone-less one is wall-clock time in the reader's zone (the Spark session's), UTC
+    by default. Expected instants derived by hand: Los Angeles is UTC-8 in January, Kolkata UTC+5:30."""
+    import pyarrow as pa
+
+    from tahoe.protocol.partition_values import partition_column_to_arrow, partition_values_to_arrow
+    from tahoe.protocol.schema import StructField
+
+    def utc(*a):
+        return datetime(*a, tzinfo=UTC)
+
+    zoneless, zoned = "2024-01-01 12:00:00", "2024-01-01T20:00:00.000000Z"
+    assert parse_partition_value(zoneless, TIMESTAMP) == utc(2024, 1, 1, 12)
+    assert parse_partition_value(zoneless, TIMESTAMP, time_zone="America/Los_Angeles") == utc(2024, 1, 1, 20)
+    assert parse_partition_value(zoneless, TIMESTAMP, time_zone="Asia/Kolkata") == utc(2024, 1, 1, 6, 30)
+    for tz in (None, "UTC", "America/Los_Angeles", "Asia/Kolkata"):
+        assert parse_partition_value(zoned, TIMESTAMP, time_zone=tz) == utc(2024, 1, 1, 20)
+        assert parse_partition_value("2024-01-01T12:00:00-08:00", TIMESTAMP, time_zone=tz) == utc(2024, 1, 1, 20)
+    # a whole column at once, the two forms mixed (values a delta-spark upgrade leaves side by side)
+    for tz, first in ((None, utc(2024, 1, 1, 12)), ("America/Los_Angeles", utc(2024, 1, 1, 20)),
+                      ("Asia/Kolkata", utc(2024, 1, 1, 6, 30))):
+        col = partition_column_to_arrow([zoneless, zoned, None], TIMESTAMP, time_zone=tz)
+        assert col.type == pa.timestamp("us", tz="UTC")
+        assert col.to_pylist() == [first, utc(2024, 1, 1, 20), None]
+        only = partition_column_to_arrow([zoneless, zoneless], TIMESTAMP, time_zone=tz)
+        assert only.to_pylist() == [first, first]
+        typed = partition_values_to_arrow([{"ts": zoneless}], [StructField("ts", TIMESTAMP)], time_zone=tz)
+        assert typed["ts"].to_pylist() == [first]
+    # a daylight-saving gap moves forward, a repeated hour takes the earlier offset (Java's rule)
+    assert parse_partition_value("2024-03-10 02:30:00", TIMESTAMP, time_zone="America/Los_Angeles") == \
+        utc(2024, 3, 10, 10, 30)   # 03:30 PDT
+    assert parse_partition_value("2024-11-03 01:30:00", TIMESTAMP, time_zone="America/Los_Angeles") == \
+        utc(2024, 11, 3, 8, 30)    # 01:30 PDT, the first of the two
