@@ -130,6 +130,22 @@ class ConstraintViolationError(DeltaError):
     column expression."""
 
 
+class ReplaceWhereMismatchError(ConstraintViolationError):
+    """Rows written with replaceWhere do not satisfy its predicate: delta-spark's
+    DELTA_REPLACE_WHERE_MISMATCH (its message word for word, then what tahoe found)."""
+
+    error_class = "DELTA_REPLACE_WHERE_MISMATCH"
+
+    def __init__(self, predicate: str, detail: str):
+        super().__init__(f"[DELTA_REPLACE_WHERE_MISMATCH] Written data does not conform to partial table overwrite "
+                         f"condition or constraint '{predicate}'.\n{detail}")
+        self.predicate = predicate
+        self.detail = detail
+
+    def __reduce__(self):
+        return (type(self), (self.predicate, self.detail))
+
+
 class ChangeDataFeedError(DeltaError):
     """A change data feed read that cannot be served, named as delta-spark names it
     (`error_class`, also the message's `[...]` prefix): the feed was not recorded over the range

@@ -239,6 +239,7 @@ def _wrap_save(cls: Any) -> None:
             if auto_compact is not None:
                 self.option(SESSION_AUTO_COMPACT_OPTION, auto_compact)
             _hand_over_time_zone(self, _session(self))
+            _hand_over_replace_where(self, _session(self))
             _hand_over_partitioning(self, partitionBy)
             partitionBy = None
             if options:
@@ -408,6 +409,16 @@ def _hand_over_time_zone(obj: Any, spark: Any) -> None:
     from .session import session_time_zone
 
     obj.option(SESSION_TIME_ZONE_OPTION, session_time_zone(spark))
+
+
+def _hand_over_replace_where(w: Any, spark: Any) -> None:
+    """delta-spark's replaceWhere confs of the session (constraint check, data columns) as the
+    writer's SESSION_REPLACE_WHERE_OPTION; a bad value is refused here, naming the conf."""
+    from .options import SESSION_REPLACE_WHERE_OPTION
+    from .session import replace_where_settings
+
+    check, data_columns = replace_where_settings(spark)
+    w.option(SESSION_REPLACE_WHERE_OPTION, f"{str(check).lower()},{str(data_columns).lower()}")
 
 
 def _warn_ignored_range(given: dict) -> None:

@@ -21,7 +21,10 @@ from ..write.plan import WritePlan, plan_rewrite, plan_write
 from ..write.writer import files_with_matches
 from .optimize import SparkBinExecutor
 from .optimized_write import optimize_write_enabled, optimized_write
-from .session import auto_compact_session_value, auto_compact_settings, configure, session_overwrite_mode
+from .session import (
+    auto_compact_session_value, auto_compact_settings, configure, replace_where_settings, session_overwrite_mode,
+    session_time_zone,
+)
 from .types import from_spark_schema
 from .write import schema_mode, table_schema_of, write_dataframe
 
@@ -34,8 +37,8 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
                 properties: dict | None = None, storage_options: dict | None = None,
                 partition_overwrite_mode: str | None = None, optimize_write: bool | None = None, *,
                 description: str | None = None, replace_table: bool = False, cluster_by: Iterable[str] | None = None,
-                operation: tuple[str, dict] | None = None, check_replace_where: bool = True,
-                replace_where_data_columns: bool = False) -> int:
+                operation: tuple[str, dict] | None = None, check_replace_where: bool | None = None,
+                replace_where_data_columns: bool | None = None) -> int:
     """Write DataFrame `df` to the Delta table at `path` (a path / URI or a `DeltaLog`; created
     when absent); returns the table version after the write (the current version when nothing
     was written: mode='ignore' on an existing table, or an already-recorded
@@ -60,12 +63,21 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
     SELECT (`tahoe.write.plan.plan_write`): the table's description, a new definition replacing
     the table's (mode='overwrite'), the new table's clustering columns, and the commitInfo
     (operation, parameters) instead of WRITE's. check_replace_where=False: rows that do not satisfy
-    replace_where are written too (delta-spark's replaceWhere.constraintCheck.enabled=false).
+    replace_where are written too (delta-spark's replaceWhere.constraintCheck.enabled=false);
+    otherwise they fail the write with DELTA_REPLACE_WHERE_MISMATCH (ReplaceWhereMismatchError).
     replace_where_data_columns: replace_where may read any column — the rows it matches are
     replaced: the files holding them are removed and their other rows written again, in the same
-    commit (delta-spark's replaceWhere.dataColumns.enabled, its default)."""
+    commit (delta-spark's replaceWhere.dataColumns.enabled, its default); False: a predicate on
+    other than partition columns is refused. Both default to the session's confs (delta-spark's
+    defaults: true). Zone-less timestamps in replace_where are wall-clock time in the session
+    time zone, as Spark evaluates the rows."""
     spark = df.sparkSession
     configure(spark)
+    session_check, session_data_columns = replace_where_settings(spark)
+    if check_replace_where is None:
+        check_replace_where = session_check
+    if replace_where_data_columns is None:
+        replace_where_data_columns = session_data_columns
     log = path if isinstance(path, DeltaLog) else DeltaLog.for_table(path, storage_options)
     plan, snap = plan_write(
         log, table_schema_of(from_spark_schema(df.schema)), mode=mode, partition_by=partition_by,
@@ -74,7 +86,7 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
         properties=properties, user_metadata=user_metadata, txn_app_id=txn_app_id, txn_version=txn_version,
         storage_options=storage_options, api="write_delta", description=description, replace_table=replace_table,
         cluster_by=cluster_by, operation=operation, check_replace_where=check_replace_where,
-        replace_where_data_columns=replace_where_data_columns)
+        replace_where_data_columns=replace_where_data_columns, time_zone=session_time_zone(spark))
     if plan.skip:
         return plan.read_version
     if optimize_write_enabled(spark, plan.configuration, optimize_write):
@@ -104,7 +116,7 @@ def _replace_rows(spark, log: DeltaLog, snap, plan: WritePlan) -> tuple[tuple[li
     from ..expressions import parse
     from .read import read_snapshot
 
-    files = files_with_matches(snap, parse(plan.replace_where))
+    files = files_with_matches(snap, parse(plan.replace_where), plan.time_zone)
     if not files:
         return ([], 0), []
     wanted = {a.path for a in files}

@@ -55,7 +55,7 @@ from ..write.optimize import (
     Bin, BinRewriter, OptimizePlan, OptimizeSettings, Progress, parse_size, plan_optimize, run_optimize,
 )
 from ..write.plan import WritePlan
-from .session import DELTA_CONF, default_parallelism, session_conf, spark_context
+from .session import DELTA_CONF, default_parallelism, session_conf, session_time_zone, spark_context
 from .types import local_dataframe, nested_col
 
 __all__ = ["SparkBinExecutor", "DeltaOptimizeBuilder", "DeltaReorgBuilder", "optimize_full", "optimize_settings",
@@ -414,7 +414,8 @@ class DeltaOptimizeBuilder:
 
     def _execute(self, zorder: list[str]):
         snap = self._log.snapshot()
-        plan = plan_optimize(snap, self._filters or None, zorder, settings=optimize_settings(self._spark))
+        plan = plan_optimize(snap, self._filters or None, zorder, settings=optimize_settings(self._spark),
+                             time_zone=session_time_zone(self._spark))
         metrics = _run(self._spark, self._log, plan, self._storage_options)
         return metrics_dataframe(self._spark, self._log.table_root, metrics)
 
@@ -447,7 +448,8 @@ class DeltaReorgBuilder:
     def executePurge(self):
         base = optimize_settings(self._spark)
         plan = plan_optimize(self._log.snapshot(), self._filters or None, reorg=True,
-                             settings=dataclasses.replace(base, min_file_size=0, max_deleted_rows_ratio=0.0))
+                             settings=dataclasses.replace(base, min_file_size=0, max_deleted_rows_ratio=0.0),
+                             time_zone=session_time_zone(self._spark))
         metrics = _run(self._spark, self._log, plan, self._storage_options)
         return metrics_dataframe(self._spark, self._log.table_root, metrics)
 

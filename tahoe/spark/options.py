@@ -73,7 +73,7 @@ __all__ = ["read_options", "stream_read_options", "write_options", "table_path",
            "check_properties_apply", "READ_OPTIONS", "STREAM_READ_OPTIONS", "WRITE_OPTIONS", "STREAM_WRITE_OPTIONS",
            "CATALOG_MESSAGE", "CDF_OUT_OF_RANGE_OPTION", "PUSHDOWN_OPTION", "PARALLELISM_OPTION",
            "READ_KIND_OPTION", "SAVE_MODE_OPTION", "SESSION_AUTO_COMPACT_OPTION", "SESSION_OVERWRITE_MODE_OPTION",
-           "SESSION_TIME_ZONE_OPTION", "option_time_zone"]
+           "SESSION_TIME_ZONE_OPTION", "SESSION_REPLACE_WHERE_OPTION", "option_time_zone"]
 
 STORAGE_PREFIX = "storage."
 PROPERTY_PREFIX = "delta."
@@ -93,8 +93,11 @@ _BATCH_ONLY_READ = ("versionAsOf", "timestampAsOf", "endingVersion", "endingTime
 # timestampAsOf, startingTimestamp / endingTimestamp, timestamp partition values, replaceWhere
 # (tahoe.protocol.timestamps); without it (no wrapper in the driver) UTC
 SESSION_TIME_ZONE_OPTION = "__tahoe_sessionTimeZone"
+# set by tahoe's save wrapper: delta-spark's replaceWhere confs of the session
+# (replaceWhere.constraintCheck.enabled, replaceWhere.dataColumns.enabled) as "true,false"
+SESSION_REPLACE_WHERE_OPTION = "__tahoe_sessionReplaceWhere"
 _INTERNAL_WRITE = ("__partition_columns", SESSION_OVERWRITE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION,
-                   OPTIMIZED_WRITE_OPTION, SESSION_TIME_ZONE_OPTION)
+                   OPTIMIZED_WRITE_OPTION, SESSION_TIME_ZONE_OPTION, SESSION_REPLACE_WHERE_OPTION)
 # set by tahoe's load wrapper from the session conf delta-spark reads
 # (spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled): a Python data source cannot
 # read the session's confs

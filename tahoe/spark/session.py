@@ -15,6 +15,7 @@ import tempfile
 from typing import Any
 
 __all__ = ["configure", "local_session", "session_conf", "spark_context", "default_parallelism", "session_overwrite_mode", "session_time_zone",
+           "replace_where_settings", "REPLACE_WHERE_CHECK", "REPLACE_WHERE_DATA_COLUMNS",
            "session_timestamp_ms", "registered", "mark_registered", "on_register", "run_register_hooks", "auto_compact_session_value",
            "auto_compact_settings", "DELTA_CONF", "RUNTIME_CONF", "STATIC_CONF"]
 
@@ -149,6 +150,26 @@ def session_time_zone(spark: Any) -> str:
         return normalize_zone_name(spark.conf.get("spark.sql.session.timeZone", None))
     except Exception:  # noqa: BLE001 - a stopped session or a server that does not answer confs
         return normalize_zone_name(None)
+
+
+REPLACE_WHERE_CHECK = "spark.databricks.delta.replaceWhere.constraintCheck.enabled"
+REPLACE_WHERE_DATA_COLUMNS = "spark.databricks.delta.replaceWhere.dataColumns.enabled"
+
+
+def replace_where_settings(spark: Any) -> tuple[bool, bool]:
+    """delta-spark's replaceWhere confs of the session: (the written rows must satisfy the
+    predicate — `replaceWhere.constraintCheck.enabled`, default true —, the predicate may read
+    data columns — `replaceWhere.dataColumns.enabled`, default true since delta-spark 1.1).
+    A value other than true / false is an InvalidOptionError naming the conf."""
+    from ..errors import InvalidOptionError
+
+    out = []
+    for key in (REPLACE_WHERE_CHECK, REPLACE_WHERE_DATA_COLUMNS):
+        v = session_conf(spark, key)
+        if v is not None and v.strip().lower() not in ("true", "false"):
+            raise InvalidOptionError(f"{key} must be true or false, got {v!r}")
+        out.append(v is None or v.strip().lower() == "true")
+    return out[0], out[1]
 
 
 def session_overwrite_mode(spark: Any) -> str | None:

@@ -58,7 +58,7 @@ from zoneinfo import ZoneInfo
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import WriterCommitMessage
 
-from ..errors import ConstraintViolationError, SchemaError
+from ..errors import ConstraintViolationError, ReplaceWhereMismatchError, SchemaError
 from ..expressions import parse, to_spark_column
 from ..log import DeltaLog
 from ..protocol import column_mapping
@@ -78,6 +78,7 @@ from ..write.plan import (
 )
 from .options import (
     OPTIMIZED_WRITE_OPTION, SAVE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION, SESSION_OVERWRITE_MODE_OPTION,
+    SESSION_REPLACE_WHERE_OPTION, option_time_zone,
 )
 from .session import session_time_zone
 from .types import col, from_spark_schema, to_spark_schema, to_spark_type
@@ -217,7 +218,7 @@ def _shape(df, plan: WritePlan, passthrough: list[str] = ()):
     for what, sql in plan.constraints:
         checks.append((_sql_column(sql), what))
     if plan.replace_where is not None and plan.check_replace_where:
-        checks.append((_sql_column(plan.replace_where), f"replaceWhere predicate ({plan.replace_where})"))
+        checks.append((_sql_column(plan.replace_where), f"{_RW_PREFIX}{plan.replace_where})"))
     if checks:
         conds = [_violation(c, what, names) for c, what in checks]
         shaped = shaped.withColumn(_CHECK, F.coalesce(*conds) if len(conds) > 1 else conds[0])
@@ -273,6 +274,21 @@ def _physical(df, schema: StructType, cm_mode: str, extras: dict[str, str] | Non
 
 # --- writing the files ---------------------------------------------------------------------------
 
+_RW_PREFIX = "replaceWhere predicate ("
+
+
+def constraint_error(msg: str) -> Exception:
+    """The error of a row check that failed inside a Spark job (`_violation`'s message): a
+    replaceWhere predicate's is delta-spark's DELTA_REPLACE_WHERE_MISMATCH, the others a
+    ConstraintViolationError."""
+    if msg.startswith(_RW_PREFIX):
+        end = msg.find(") violated by row with values: ")
+        if end > 0:
+            return ReplaceWhereMismatchError(msg[len(_RW_PREFIX):end],
+                                             "Row that does not match it: " + msg[end + len(") violated by row with values: "):])
+    return ConstraintViolationError(msg)
+
+
 def _violation_message(e: BaseException) -> str | None:
     text = str(e)
     i = text.find(_ERR)
@@ -307,7 +323,7 @@ def _write_native(spark, df, table_root: str, plan: WritePlan, extras: dict[str,
         shutil.rmtree(staging, ignore_errors=True)
         msg = _violation_message(e)
         if msg is not None:
-            raise ConstraintViolationError(msg) from None
+            raise constraint_error(msg) from None
         raise
     moved: list[str] = []
     try:
@@ -423,7 +439,7 @@ def _write_arrow(df, plan: WritePlan, extras: dict[str, str] | None = None, subd
     except Exception as e:  # noqa: BLE001
         msg = _violation_message(e)
         if msg is not None:
-            raise ConstraintViolationError(msg) from None
+            raise constraint_error(msg) from None
         raise
     adds = [AddFile.from_dict(json.loads(a)["add"]) for r in rows for a in json.loads(r.adds)]
     return adds, merge_identity_marks(plan.schema, [json.loads(r.marks) for r in rows])
@@ -507,6 +523,10 @@ def prepare_datasource_write(path: str, options: dict, spark_schema, overwrite: 
     if save_mode not in WRITE_MODES:
         raise ValueError(f"option {SAVE_MODE_OPTION} must be one of {WRITE_MODES}, got {save_mode!r}")
     properties = {k: v for k, v in options.items() if k.lower().startswith("delta.")}
+    # the session's replaceWhere confs and time zone, handed over by the save wrapper (else
+    # delta-spark's defaults: checked, data columns allowed; UTC)
+    rw = str(_option(options, SESSION_REPLACE_WHERE_OPTION) or "true,true").split(",")
+    check, data_columns = (rw + ["true", "true"])[0].strip() == "true", (rw + ["true", "true"])[1].strip() == "true"
     plan, _snap = plan_write(
         DeltaLog.for_table(path, so), table_schema_of(from_spark_schema(spark_schema)), mode=save_mode,
         partition_by=part_by, replace_where=_option(options, "replaceWhere"),
@@ -514,7 +534,8 @@ def prepare_datasource_write(path: str, options: dict, spark_schema, overwrite: 
         partition_overwrite_mode=_option(options, "partitionOverwriteMode"),
         session_overwrite_mode=_option(options, SESSION_OVERWRITE_MODE_OPTION), properties=properties,
         user_metadata=_option(options, "userMetadata"), txn_app_id=_option(options, "txnAppId"),
-        txn_version=_option(options, "txnVersion"), storage_options=so, api="datasource")
+        txn_version=_option(options, "txnVersion"), storage_options=so, api="datasource",
+        check_replace_where=check, replace_where_data_columns=data_columns, time_zone=option_time_zone(options))
     if _option(options, OPTIMIZED_WRITE_OPTION) is None and bool_property(
             plan.configuration, "delta.autoOptimize.optimizeWrite"):
         _logger.warning("table %s has delta.autoOptimize.optimizeWrite=true but this write was not shuffled for "
@@ -597,7 +618,15 @@ def datasource_commit(ds: _DSPlan, messages: list) -> int | None:
     marks = merge_identity_marks(plan.schema, [getattr(m, "marks", {}) for m in messages])
     ac = json.loads(ds.auto_compact or "{}")
     hook = auto_compact_hook(None, ac.get("enabled"), AutoCompactSettings(**ac.get("settings", {})))
-    return guarded_commit(ds, lambda: commit_write(plan, log, snap, adds, marks, post_commit=[hook]))
+    num_rows = replaced = None
+    if plan.replace_rows:   # a replaceWhere on data columns: the matching rows' files, their other rows again
+        from ..write.arrow import replace_rows
+
+        num_rows = sum(a.num_records or 0 for a in adds)
+        replaced, kept = replace_rows(log, snap, plan, adds)
+        adds = adds + kept
+    return guarded_commit(ds, lambda: commit_write(plan, log, snap, adds, marks, num_rows=num_rows,
+                                                   post_commit=[hook], replaced=replaced))
 
 
 def datasource_abort(ds: _DSPlan, messages: list, key: str = "") -> None:

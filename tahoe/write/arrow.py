@@ -38,7 +38,7 @@ from .files import DEFAULT_TARGET_FILE_ROWS, conform_to_schema, to_arrow_table, 
 from .plan import WritePlan, identity_values, plan_write
 from .writer import check_replace_where
 
-__all__ = ["write_table", "write_rows", "prepare_rows", "fill_columns"]
+__all__ = ["write_table", "write_rows", "prepare_rows", "fill_columns", "replace_rows"]
 
 
 def fill_columns(rows: pa.Table, plan: WritePlan, first_position: int = 0) -> tuple[pa.Table, dict[str, int]]:
@@ -107,7 +107,7 @@ def prepare_rows(data: pa.Table, plan: WritePlan, first_position: int = 0) -> tu
     rows, marks = fill_columns(rows, plan, first_position)
     check_constraints(rows, schema, plan.configuration)
     if plan.replace_where is not None and plan.check_replace_where:
-        check_replace_where(rows, parse(plan.replace_where), plan.replace_where)
+        check_replace_where(rows, parse(plan.replace_where), plan.replace_where, plan.time_zone)
     return rows, marks
 
 
@@ -121,8 +121,12 @@ def write_table(uri: str | DeltaLog, data: Any, mode: str = "append", partition_
     the Delta table at `uri` (a path / URI, or a `DeltaLog`); returns the table version after the
     write.
 
-    mode: "append"; "overwrite" (every current file removed — or, with `predicate`, the files of
-    the partitions matching it: replaceWhere, where every new row must match it; or, with
+    mode: "append"; "overwrite" (every current file removed — or, with `predicate`, replaceWhere:
+    the rows matching it are replaced — on partition columns, the files of the partitions matching
+    it are removed; on other columns too (delta-spark's default since 1.1), the files that may hold
+    a matching row are removed and their other rows written again in the same commit — and every
+    new row must match it (ReplaceWhereMismatchError, delta-spark's DELTA_REPLACE_WHERE_MISMATCH;
+    zone-less timestamps in it are UTC); or, with
     `partition_overwrite_mode="dynamic"` on a partitioned table, the files of the partitions the
     data writes to: the others stay); "error" (refuse an existing table); "ignore" (leave an
     existing table alone). `partition_overwrite_mode` follows delta-spark's partitionOverwriteMode
@@ -155,7 +159,49 @@ def write_table(uri: str | DeltaLog, data: Any, mode: str = "append", partition_
     if plan.skip:
         return plan.read_version
     adds, marks, num_rows = write_rows(log, table, plan, target_file_rows)
-    return commit_write(plan, log, snap, adds, marks, num_rows=num_rows, post_commit=[auto_compact_hook()])
+    replaced = None
+    if plan.replace_rows:
+        replaced, kept = replace_rows(log, snap, plan, adds, target_file_rows)
+        adds = adds + kept
+    return commit_write(plan, log, snap, adds, marks, num_rows=num_rows, post_commit=[auto_compact_hook()],
+                        replaced=replaced)
+
+
+def replace_rows(log: DeltaLog, snap: Any, plan: WritePlan, written: list[AddFile],
+                 target_file_rows: int = DEFAULT_TARGET_FILE_ROWS) -> tuple[tuple[list[AddFile], int], list[AddFile]]:
+    """A replaceWhere that reads data columns (`plan.replace_rows`), the Arrow way: the files that
+    may hold a row matching the predicate (partition values and stats) are read, their rows that
+    do not match it (FALSE or NULL) written again. Returns ((those files, the count of their
+    other rows), the files the other rows were written to) — what `commit_write(replaced=...)`
+    takes. On failure the files of `written` and of this step are deleted."""
+    from ..expressions import matches
+    from ..read.arrow_reader import ArrowFileReader
+    from .commit import delete_data_files
+    from .plan import plan_rewrite
+    from .writer import files_with_matches
+
+    kept_adds: list[AddFile] = []
+    try:
+        node = parse(plan.replace_where)
+        files = files_with_matches(snap, node, plan.time_zone)
+        if not files:
+            return ([], 0), []
+        reader = ArrowFileReader(snap.store, snap.table_root, snap.schema, snap.partition_columns,
+                                 snap.column_mapping_mode, time_zone=plan.time_zone)
+        parts = []
+        for f in files:
+            t = reader.read_file(f.path, f.partition_values, f.deletion_vector)
+            if t.num_rows:
+                hit = pc.fill_null(matches(node, Scope.of(t), time_zone=plan.time_zone or "UTC"), False)
+                parts.append(t.filter(pc.invert(hit)))
+        kept = pa.concat_tables(parts) if parts else None
+        if kept is not None and kept.num_rows:
+            rewrite = plan_rewrite(snap, "WRITE", storage_options=plan.storage_options)
+            kept_adds, _, _ = write_rows(log, kept, rewrite, target_file_rows)
+        return (files, kept.num_rows if kept is not None else 0), kept_adds
+    except BaseException:
+        delete_data_files(log.store, log.table_root, list(written) + kept_adds)
+        raise
 
 
 def write_rows(log: DeltaLog, data: pa.Table, plan: WritePlan, target_file_rows: int = DEFAULT_TARGET_FILE_ROWS,

@@ -138,7 +138,7 @@ def commit_write(plan: WritePlan, log: DeltaLog, snapshot: Snapshot | None, adds
         elif snapshot is not None and plan.mode == "overwrite":
             node = None if plan.replace_where is None else \
                 parse_replace_where(plan.replace_where, snapshot.schema, list(snapshot.partition_columns))
-            removes = stage_overwrite(txn, snapshot, node, adds if plan.dynamic else None)
+            removes = stage_overwrite(txn, snapshot, node, adds if plan.dynamic else None, plan.time_zone)
         txn.add_files(adds)
         for name, value in (identity_marks or {}).items():
             txn.update_identity_high_water_mark(name, value)

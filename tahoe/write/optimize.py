@@ -60,6 +60,7 @@ import pyarrow as pa
 
 from ..errors import AnalysisException, InvalidTableOperationError
 from ..expressions import Expression, as_expression, file_mask
+from ..protocol.timestamps import normalize_zone_name
 from ..log.delta_log import DeltaLog
 from ..log.snapshot import Snapshot
 from ..protocol.actions import AddFile
@@ -347,12 +348,16 @@ def _clustering_candidates(files: list[AddFile], columns: list[str], s: Optimize
 
 def plan_optimize(snapshot: Snapshot, where: Any = None, zorder_by: Sequence[str] | None = None, *,
                   partitions: Iterable[dict] | None = None, reorg: bool = False, auto: bool = False,
-                  settings: OptimizeSettings | None = None, full: bool = False) -> OptimizePlan:
+                  settings: OptimizeSettings | None = None, full: bool = False,
+                  time_zone: str | None = None) -> OptimizePlan:
     """Plan an OPTIMIZE (or, with `reorg`, a REORG TABLE ... APPLY (PURGE)) of `snapshot`; see
     the module docstring. `partitions`: the partition values (as in the log's add actions) the
     files must be in (auto compaction's touched partitions). Refusals come before anything is
     written. `full`: OPTIMIZE ... FULL, reclustering every file of a clustered table that is not
-    clustered by its current columns (other tables: refused, as in delta-spark)."""
+    clustered by its current columns (other tables: refused, as in delta-spark). `time_zone`: where
+    zone-less timestamps of `where` and of timestamp partition values are wall-clock time (the
+    Spark session's; UTC by default)."""
+    tz = normalize_zone_name(time_zone)
     s = (settings or OptimizeSettings()).resolved(snapshot.configuration)
     zorder_by = list(zorder_by or [])
     clustered = is_feature_supported(snapshot.protocol, CLUSTERING_FEATURE)
@@ -381,7 +386,8 @@ def plan_optimize(snapshot: Snapshot, where: Any = None, zorder_by: Sequence[str
                                   "deletionVector", "baseRowId", "defaultRowCommitVersion", "clusteringProvider"])
     if expr is not None and files.num_rows:
         files = files.filter(pa.array(file_mask(expr, files.select(["partitionValues"]), snapshot.schema,
-                                                snapshot.partition_columns, snapshot.column_mapping_mode)))
+                                                snapshot.partition_columns, snapshot.column_mapping_mode,
+                                                time_zone=tz)))
     from ..log.snapshot import add_files_from_table
 
     candidates = add_files_from_table(files)
@@ -391,7 +397,7 @@ def plan_optimize(snapshot: Snapshot, where: Any = None, zorder_by: Sequence[str
         candidates = [f for f in candidates if _pv_key(f.partition_values) in wanted]
         part_filter = lambda values: _pv_key(values) in wanted  # noqa: E731 - a predicate
     elif expr is not None:
-        part_filter = _partition_filter(expr, snapshot)
+        part_filter = _partition_filter(expr, snapshot, tz)
 
     if reorg:
         mode = "reorg"
@@ -450,7 +456,7 @@ def plan_optimize(snapshot: Snapshot, where: Any = None, zorder_by: Sequence[str
                         part_filter, auto, clustering_stats)
 
 
-def _partition_filter(expr: Expression, snapshot: Snapshot) -> Callable[[dict], bool]:
+def _partition_filter(expr: Expression, snapshot: Snapshot, time_zone: str = "UTC") -> Callable[[dict], bool]:
     """`expr` (on partition columns) as the transaction's partition filter (logical column name
     → serialized value)."""
     from ..expressions import matches, Scope
@@ -461,9 +467,10 @@ def _partition_filter(expr: Expression, snapshot: Snapshot) -> Callable[[dict], 
 
     def selects(values: dict) -> bool:
         lower = {k.lower(): v for k, v in values.items()}
-        cols = {c: pa.array([parse_partition_value(values.get(c, lower.get(c.lower())), f.type)], to_arrow_type(f.type))
+        cols = {c: pa.array([parse_partition_value(values.get(c, lower.get(c.lower())), f.type, time_zone=time_zone)],
+                            to_arrow_type(f.type))
                 for c, f in fields.items()}
-        return bool(matches(expr, Scope.of(pa.table(cols)))[0].as_py())
+        return bool(matches(expr, Scope.of(pa.table(cols)), time_zone=time_zone)[0].as_py())
 
     return selects
 

@@ -108,6 +108,7 @@ class WritePlan:
     replace_where: str | None = None
     check_replace_where: bool = True  # the written rows must satisfy replace_where (delta-spark's constraintCheck)
     replace_rows: bool = False       # replace_where reads data columns: the rows matching it are replaced
+    time_zone: str | None = None     # where zone-less timestamps of replace_where are wall-clock time (None: UTC)
     dynamic: bool = False            # dynamic partition overwrite
     tight_bounds: bool | None = None  # `tightBounds` for the new files' stats
     identity: dict = dataclasses.field(default_factory=dict)   # column → (first, step) generated here
@@ -350,7 +351,8 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
                replace_table: bool = False, cluster_by: Iterable[str] | None = None,
                operation: tuple[str, dict] | None = None,
                check_replace_where: bool = True,
-               replace_where_data_columns: bool = False) -> tuple[WritePlan, "Snapshot | None"]:
+               replace_where_data_columns: bool = True,
+               time_zone: str | None = None) -> tuple[WritePlan, "Snapshot | None"]:
     """Plan a write of data with schema `incoming` into the table of `log` (see the module
     docstring). `schema_mode`: None (enforce the table's schema), "merge" (mergeSchema) or
     "overwrite" (overwriteSchema, with mode="overwrite"). `api` names the caller (write_table,
@@ -363,11 +365,14 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
     columns of the new definition, and `operation` the (operation, parameters) to record
     instead of WRITE's. `check_replace_where=False` (delta-spark's
     spark.databricks.delta.replaceWhere.constraintCheck.enabled=false) writes rows that do not
-    satisfy replace_where too. `replace_where_data_columns` (an executor that replaces rows: the
-    Spark one) lets replace_where read any column: the plan then says `replace_rows` — the rows
-    matching it are replaced, the other rows of their files rewritten (delta-spark's default,
-    replaceWhere.dataColumns.enabled); a table with the change data feed on refuses it (tahoe
-    writes no change data for it)."""
+    satisfy replace_where too. `replace_where_data_columns` (delta-spark's
+    replaceWhere.dataColumns.enabled, on by default since delta-spark 1.1) lets replace_where read
+    any column: the plan then says `replace_rows` — the rows matching it are replaced, the other
+    rows of their files written again in the same commit (`tahoe.write.arrow.replace_rows`, or
+    the Spark executor's own); off, a predicate on other columns than the partition columns is
+    refused. A table with the change data feed on refuses it (tahoe writes no change data for it).
+    `time_zone`: where zone-less timestamps of replace_where are wall-clock time (the Spark
+    session's; UTC by default)."""
     how = API_SPELLING[api]
     if mode not in WRITE_MODES:
         raise ValueError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
@@ -399,7 +404,7 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
     base = dict(table_root=log.table_root, storage_options=_options_of(log.store, storage_options), mode=mode,
                 read_version=snap.version if snap is not None else -1, incoming_json=incoming.to_json(),
                 replace_where=replace_where, user_metadata=user_metadata, txn_app_id=txn_app_id,
-                txn_version=txn_version, check_replace_where=check_replace_where)
+                txn_version=txn_version, check_replace_where=check_replace_where, time_zone=time_zone)
     if snap is not None:
         check_writable(snap.protocol)
         done = snap.txn_version(txn_app_id) if txn_app_id is not None else None

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import ConstraintViolationError, UnsupportedFeatureError
+from ..errors import ReplaceWhereMismatchError, UnsupportedFeatureError
 from ..log.snapshot import Snapshot, add_files_from_table
 from ..protocol.actions import AddFile
 from ..protocol.partition_values import parse_partition_value, partition_values_to_arrow
@@ -38,9 +38,11 @@ __all__ = ["parse_replace_where", "check_replace_where", "files_to_replace", "st
 
 # --- replaceWhere ------------------------------------------------------------------------------
 
-def _typed_partitions(files: pa.Table, schema: StructType, partition_columns: list[str], mode: str) -> pa.Table:
+def _typed_partitions(files: pa.Table, schema: StructType, partition_columns: list[str], mode: str,
+                      time_zone: str | None = None) -> pa.Table:
     """The typed partition values of `files` (Arrow: logical names)."""
-    cols = partition_values_to_arrow(files.column("partitionValues"), [schema.field(n) for n in partition_columns], mode)
+    cols = partition_values_to_arrow(files.column("partitionValues"), [schema.field(n) for n in partition_columns], mode,
+                                     time_zone=time_zone)
     return pa.table(cols) if cols else pa.table({"_": pa.nulls(files.num_rows)}).drop(["_"])
 
 
@@ -69,72 +71,76 @@ def reads_data_columns(node: Expression, partition_columns: list[str]) -> bool:
     return any(len(c.parts) != 1 or c.parts[0].lower() not in lower for c in node.columns())
 
 
-def files_with_matches(snap: Snapshot, node: Expression) -> list[AddFile]:
-    """The active files that may hold a row matching `node` (partition values and stats)."""
+def files_with_matches(snap: Snapshot, node: Expression, time_zone: str | None = None) -> list[AddFile]:
+    """The active files that may hold a row matching `node` (partition values and stats; zone-less
+    timestamps in `time_zone`, default UTC)."""
     files = snap.files_table(["path", "partitionValues", "size", "modificationTime", "stats", "tags",
                               "deletionVector", "baseRowId", "defaultRowCommitVersion"])
     if not files.num_rows:
         return []
-    keep = file_mask(node, files, snap.schema, list(snap.partition_columns), snap.column_mapping_mode)
+    keep = file_mask(node, files, snap.schema, list(snap.partition_columns), snap.column_mapping_mode,
+                     time_zone=normalize_zone_name(time_zone))
     return add_files_from_table(files.filter(pa.array(keep, pa.bool_())))
 
 
-def check_replace_where(rows: pa.Table, node: Expression, predicate: str) -> None:
-    """Refuse (ConstraintViolationError naming a row) data written with replaceWhere that does not
-    satisfy the predicate. Shared by the Arrow writer and the data-source writer's tasks."""
+def check_replace_where(rows: pa.Table, node: Expression, predicate: str, time_zone: str | None = None) -> None:
+    """Refuse (ReplaceWhereMismatchError, delta-spark's DELTA_REPLACE_WHERE_MISMATCH, naming a
+    row) data written with replaceWhere that does not satisfy the predicate (zone-less timestamps
+    in `time_zone`, default UTC). Shared by the Arrow writer and the data-source writer's tasks."""
     if not rows.num_rows:
         return
-    bad = pc.invert(matches(node, Scope.of(rows)))
+    bad = pc.invert(matches(node, Scope.of(rows), time_zone=normalize_zone_name(time_zone)))
     if pc.any(bad).as_py():
         row = int(pc.index(bad, True).as_py())
-        raise ConstraintViolationError(
-            f"data written with replaceWhere does not match the predicate {predicate!r}: row "
-            f"{rows.slice(row, 1).to_pylist()[0]}")
+        raise ReplaceWhereMismatchError(predicate, f"Row that does not match it: {rows.slice(row, 1).to_pylist()[0]}")
 
 
-def _partition_keys(partition_values, snap: Snapshot) -> list[tuple]:
+def _partition_keys(partition_values, snap: Snapshot, time_zone: str | None = None) -> list[tuple]:
     """The typed partition values (one tuple per file, in the table's partition-column order) of
     `partition_values` (an Arrow map array or a list of dicts; physical or logical names): equal
     partitions give equal tuples whatever the spelling of their serialized values (timestamps in
     either format, `1` / `01`), and null equals null (delta-spark's null-tolerant matching)."""
     fields = [snap.schema.field(c) for c in snap.partition_columns]
-    typed = partition_values_to_arrow(partition_values, fields, snap.column_mapping_mode)
+    typed = partition_values_to_arrow(partition_values, fields, snap.column_mapping_mode, time_zone=time_zone)
     return list(zip(*[typed[f.name].to_pylist() for f in fields]))
 
 
-def files_to_replace(snap: Snapshot, replace_node=None, written: list[AddFile] | None = None) -> list[AddFile]:
+def files_to_replace(snap: Snapshot, replace_node=None, written: list[AddFile] | None = None,
+                     time_zone: str | None = None) -> list[AddFile]:
     """The active files an overwrite removes: all of them; (replaceWhere) those whose partition
     values satisfy the parsed predicate; or (dynamic partition overwrite, `written` = the write's
-    new AddFiles) those in a partition a new file is in. Shared by every writer (Arrow and Spark)."""
+    new AddFiles) those in a partition a new file is in. Shared by every writer (Arrow and Spark).
+    Zone-less timestamps (of the predicate, of partition values) are read in `time_zone`."""
+    tz = normalize_zone_name(time_zone)
     files = snap.files_table(["path", "partitionValues", "size", "modificationTime", "stats", "tags",
                               "deletionVector", "baseRowId", "defaultRowCommitVersion"])
     if written is not None and files.num_rows:
-        touched = set(_partition_keys([a.partition_values for a in written], snap))
-        keep = [k in touched for k in _partition_keys(files.column("partitionValues"), snap)]
+        touched = set(_partition_keys([a.partition_values for a in written], snap, tz))
+        keep = [k in touched for k in _partition_keys(files.column("partitionValues"), snap, tz)]
         files = files.filter(pa.array(keep, pa.bool_()))
     elif replace_node is not None and files.num_rows:
-        typed = _typed_partitions(files, snap.schema, list(snap.partition_columns), snap.column_mapping_mode)
-        files = files.filter(matches(replace_node, Scope.of(typed), num_rows=files.num_rows))
+        typed = _typed_partitions(files, snap.schema, list(snap.partition_columns), snap.column_mapping_mode, tz)
+        files = files.filter(matches(replace_node, Scope.of(typed), num_rows=files.num_rows, time_zone=tz))
     return add_files_from_table(files)
 
 
 def stage_overwrite(txn: Transaction, snap: Snapshot, replace_node=None,
-                    written: list[AddFile] | None = None) -> list[AddFile]:
+                    written: list[AddFile] | None = None, time_zone: str | None = None) -> list[AddFile]:
     """Stage an overwrite in `txn` (see `files_to_replace` for which files it removes) and return
     the removed files. What the transaction records as read, so that the conflict checker catches
     concurrent writers into the replaced data: the whole table and the files; the replaceWhere
     predicate and the files; or (dynamic) the replaced partitions as a partition predicate — the
     files are not recorded as read, as delta-spark's `filterFiles(partitions)` does not: a
     concurrent delete of one of them is a ConcurrentDeleteDeleteException, as there."""
-    removes = files_to_replace(snap, replace_node, written)
+    removes = files_to_replace(snap, replace_node, written, time_zone)
     if written is not None:
-        touched = set(_partition_keys([a.partition_values for a in written], snap))
-        txn.read_predicate(lambda values: _partition_keys([values], snap)[0] in touched)
+        touched = set(_partition_keys([a.partition_values for a in written], snap, time_zone))
+        txn.read_predicate(lambda values: _partition_keys([values], snap, time_zone)[0] in touched)
     elif replace_node is None:
         txn.read_whole_table()
         txn.read_files(removes)
     else:
-        txn.read_predicate(partition_predicate(replace_node, snap.schema, list(snap.partition_columns)))
+        txn.read_predicate(partition_predicate(replace_node, snap.schema, list(snap.partition_columns), time_zone))
         txn.read_files(removes)
     txn.remove_files(removes)
     return removes

@@ -280,11 +280,13 @@ def test_replace_where(tmp_path):
     with pytest.raises(ConstraintViolationError, match="does not match"):
         tahoe.write_table(path, pa.table({"id": [5], "p": [3]}), mode="overwrite", predicate="p = 1")
     assert data_files(path) == before and Table(path).version == 1
-    with pytest.raises(UnsupportedFeatureError, match="partition column"):
-        tahoe.write_table(path, pa.table({"id": [5], "p": [1]}), mode="overwrite", predicate="id > 3")
     with pytest.raises(InvalidTableOperationError):
         tahoe.write_table(path, pa.table({"id": [5], "p": [1]}), predicate="p = 1")
     read_back(path, tmp_path, pa.table({"id": [4, 10, 11], "p": [3, 1, 2]}))
+    # a predicate on a data column replaces the rows it matches (delta-spark >= 1.1; the other
+    # rows of their files stay): id 11 goes, 12 comes
+    tahoe.write_table(path, pa.table({"id": [12], "p": [1]}), mode="overwrite", predicate="id > 10")
+    read_back(path, tmp_path, pa.table({"id": [4, 10, 12], "p": [3, 1, 1]}))
 
 
 def test_merge_schema(tmp_path):

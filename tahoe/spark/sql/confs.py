@@ -32,8 +32,7 @@ TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 TXN_AUTO_RESET = "spark.databricks.delta.write.txnVersion.autoReset.enabled"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
-REPLACE_WHERE_CHECK = "spark.databricks.delta.replaceWhere.constraintCheck.enabled"
-REPLACE_WHERE_DATA_COLUMNS = "spark.databricks.delta.replaceWhere.dataColumns.enabled"
+from ..session import REPLACE_WHERE_CHECK, REPLACE_WHERE_DATA_COLUMNS  # noqa: E402,F401 - re-exported
 
 
 def conf(spark: Any, key: str) -> str | None:
@@ -89,5 +88,8 @@ def user_metadata(spark: Any) -> str | None:
 
 
 def replace_where_settings(spark: Any) -> tuple[bool, bool]:
-    """(constraint check on, data columns allowed) for INSERT ... REPLACE WHERE."""
-    return is_true(spark, REPLACE_WHERE_CHECK, True), is_true(spark, REPLACE_WHERE_DATA_COLUMNS, True)
+    """(constraint check on, data columns allowed) for INSERT ... REPLACE WHERE (the same confs
+    every replaceWhere honours: `tahoe.spark.session.replace_where_settings`)."""
+    from ..session import replace_where_settings as settings
+
+    return settings(spark)
