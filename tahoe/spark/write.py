@@ -285,7 +285,7 @@ def constraint_error(msg: str) -> Exception:
         end = msg.find(") violated by row with values: ")
         if end > 0:
             return ReplaceWhereMismatchError(msg[len(_RW_PREFIX):end],
-                                             "Row that does not match it: " + msg[end + len(") violated by row with values: "):])
+                                             "A row that does not match the replaceWhere predicate: " + msg[end + len(") violated by row with values: "):])
     return ConstraintViolationError(msg)
 
 

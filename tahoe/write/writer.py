@@ -92,7 +92,7 @@ def check_replace_where(rows: pa.Table, node: Expression, predicate: str, time_z
     bad = pc.invert(matches(node, Scope.of(rows), time_zone=normalize_zone_name(time_zone)))
     if pc.any(bad).as_py():
         row = int(pc.index(bad, True).as_py())
-        raise ReplaceWhereMismatchError(predicate, f"Row that does not match it: {rows.slice(row, 1).to_pylist()[0]}")
+        raise ReplaceWhereMismatchError(predicate, f"A row that does not match the replaceWhere predicate: {rows.slice(row, 1).to_pylist()[0]}")
 
 
 def _partition_keys(partition_values, snap: Snapshot, time_zone: str | None = None) -> list[tuple]:
