@@ -102,34 +102,32 @@ def _before_noon(kind: str, zone: str) -> set[int]:
 
 # --- DML: files pruned in the session zone -------------------------------------------------------
 
-@pytest.mark.parametrize("kind", ["plain", "part", "zoneless"])
-def test_dml_prunes_files_in_the_session_zone(tz_spark, zone, kind, tmp_path):
+def test_dml_prunes_files_in_the_session_zone(tz_spark, zone, tmp_path):
     """The issue's repro: DELETE / UPDATE / MERGE with a zone-less timestamp literal act on the
-    row Spark's evaluation selects (the planner used to prune files in UTC and miss it)."""
+    row Spark's evaluation selects (the planner used to prune files in UTC and miss it) — on
+    min/max stats (`plain`), on partition values written with a Z (`part`) and zone-less
+    (`zoneless`)."""
     from tahoe.spark import DeltaTable
 
     everything = {1, 2, 3, 4}
-    target = _at_noon(kind, zone)
-    p = _table(str(tmp_path / "del"), kind)
-    r = tz_spark.sql(f"DELETE FROM delta.`{p}` WHERE ts = timestamp'{NOON}'").collect()
-    assert r[0][0] == 1
-    assert _ids(tz_spark.read.format("delta").load(p)) == everything - {target}
+    for kind in ("plain", "part", "zoneless"):
+        target = _at_noon(kind, zone)
+        p = _table(str(tmp_path / f"del_{kind}"), kind)
+        r = tz_spark.sql(f"DELETE FROM delta.`{p}` WHERE ts = timestamp'{NOON}'").collect()
+        assert r[0][0] == 1, kind
+        assert _ids(tz_spark.read.format("delta").load(p)) == everything - {target}, kind
 
-    p = _table(str(tmp_path / "del_api"), kind)
-    DeltaTable.forPath(tz_spark, p).delete(f"ts = timestamp'{NOON}'")
-    assert _ids(DeltaTable.forPath(tz_spark, p).toDF()) == everything - {target}
-
-    p = _table(str(tmp_path / "upd"), kind)
+    p = _table(str(tmp_path / "upd"), "plain")
     DeltaTable.forPath(tz_spark, p).update(f"ts < timestamp'{NOON}'", {"id": "id + 100"})
-    before = _before_noon(kind, zone)
+    before = _before_noon("plain", zone)
     assert _ids(DeltaTable.forPath(tz_spark, p).toDF()) == (everything - before) | {i + 100 for i in before}
 
-    p = _table(str(tmp_path / "merge"), kind)
+    p = _table(str(tmp_path / "merge"), "part")
     src = tz_spark.createDataFrame([(i,) for i in everything], "id long")
     m = DeltaTable.forPath(tz_spark, p).alias("t").merge(src.alias("s"), f"t.id = s.id AND t.ts = timestamp'{NOON}'") \
         .whenMatchedDelete().execute().collect()
     assert m[0]["num_deleted_rows"] == 1
-    assert _ids(tz_spark.read.format("delta").load(p)) == everything - {target}
+    assert _ids(tz_spark.read.format("delta").load(p)) == everything - {AT_NOON[zone]}
 
 
 def test_spark_free_dml_reads_zone_less_timestamps_in_utc(tmp_path):
@@ -264,3 +262,60 @@ def test_optimize_where_and_replace_where_in_the_session_zone(tz_spark, zone, tm
     new = tz_spark.createDataFrame([(99, INSTANTS[AT_NOON[zone]])], "id long, ts timestamp")
     new.write.format("delta").mode("overwrite").option("replaceWhere", f"ts = timestamp'{NOON}'").save(q)
     assert _ids(DeltaTable.forPath(tz_spark, q).toDF()) == ({1, 2, 3, 4} - {AT_NOON[zone]}) | {99}
+
+
+# --- a DML differential: tahoe on Spark in a non-UTC zone vs delta-rs with its conditions in UTC ---------
+
+@pytest.mark.parametrize("zone_name", ["America/Los_Angeles", "Asia/Kolkata"])
+def test_dml_differential_against_delta_rs_in_a_non_utc_zone(tz_spark, zone_name, tmp_path):
+    """The same DELETE / UPDATE / MERGE sequence with timestamp conditions: tahoe on Spark in the
+    session zone (conditions zone-less, in the zone's wall-clock time) and delta-rs on its own
+    copy (the same instants written in UTC, `...Z`) end with the same rows. One row per file, so
+    a file pruned in the wrong zone shows."""
+    import shutil
+    import zoneinfo
+
+    import pyarrow.parquet as pq
+
+    from tests.fixtures.deltars import run_deltars, sorted_rows, source_file
+    from tests.spark.test_dml import run_spark
+
+    hours = (2, 8, 12, 16, 20, 23)
+    ts = [dt.datetime(2024, 1, 1, h, tzinfo=UTC) for h in hours]
+    mine, theirs = str(tmp_path / "tahoe"), str(tmp_path / "rs")
+    tahoe.write_table(mine, pa.table({"id": pa.array(range(6), pa.int64()), "v": pa.array([0] * 6, pa.int64()),
+                                      "ts": pa.array(ts, pa.timestamp("us", tz="UTC"))}), target_file_rows=1)
+    shutil.copytree(mine, theirs)
+    source = pa.table({"id": pa.array([1, 4, 9], pa.int64()), "v": pa.array([7, 7, 7], pa.int64()),
+                       "ts": pa.array([ts[0], ts[4], ts[5]], pa.timestamp("us", tz="UTC"))})
+    src = source_file(source, tmp_path / "work", "source")
+    local = zoneinfo.ZoneInfo(zone_name)
+
+    def ops(fmt):
+        """The sequence, each instant written by `fmt` (UTC text for delta-rs, zone-less local
+        wall-clock text for tahoe in the session zone)."""
+        at = lambda h: fmt(dt.datetime(2024, 1, 1, h, tzinfo=UTC))  # noqa: E731
+        return [{"op": "delete", "predicate": f"ts < {at(4)}"},
+                {"op": "update", "updates": {"v": "v + 1"}, "predicate": f"ts = {at(12)}"},
+                {"op": "update", "updates": {"v": "v + 10"}, "predicate": f"ts >= {at(16)}"},
+                {"op": "merge", "source": src, "predicate": f"t.id = s.id AND t.ts > {at(10)}", "source_alias": "s",
+                 "target_alias": "t", "clauses": [["when_matched_update", {"updates": {"v": "s.v"}}],
+                                                  ["when_not_matched_insert_all", {}]]}]
+
+    rs_ops = ops(lambda d: "'" + d.strftime("%Y-%m-%dT%H:%M:%SZ") + "'")
+    spark_ops = ops(lambda d: "timestamp'" + d.astimezone(local).strftime("%Y-%m-%d %H:%M:%S") + "'")
+    assert spark_ops[0]["predicate"] != rs_ops[0]["predicate"]
+    rs = run_deltars([{"path": theirs, "ops": rs_ops}], tmp_path / "work")[0]
+    assert rs["error"] is None, rs["error"]
+    key = "spark.sql.session.timeZone"
+    before = tz_spark.conf.get(key)
+    tz_spark.conf.set(key, zone_name)
+    try:
+        run_spark(tz_spark, mine, spark_ops, tz_spark.createDataFrame(pq.read_table(src).to_pandas()))
+    finally:
+        tz_spark.conf.set(key, before)
+    got = tahoe.Table(mine).to_arrow()
+    assert sorted_rows(got, ["id", "v", "ts"]) == sorted_rows(rs["rows"], ["id", "v", "ts"])
+    # and by hand: 02:00 deleted; 12:00 +1; 16:00, 20:00, 23:00 +10; MERGE: 4 (20:00 > 10:00) takes
+    # v 7, 1 (08:00 is not > 10:00) and 9 are inserted
+    assert sorted_rows(got, ["id", "v"]) == [(1, 0), (1, 7), (2, 1), (3, 10), (4, 7), (5, 10), (9, 7)]
