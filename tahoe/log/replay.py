@@ -39,7 +39,7 @@ from .file_actions import (
     ADD_SCHEMA, DV_TYPE, REMOVE_SCHEMA, STRING_MAP, canonical_key, dv_unique_id, file_keys, is_absolute_path, parse_commit,
     read_commit, root_uri,
 )
-from .segment import Checkpoint, LogSegment
+from .segment import Checkpoint, LogFile, LogSegment
 
 __all__ = [
     "ADD_SCHEMA", "REMOVE_SCHEMA", "DV_TYPE", "STRING_MAP", "ActiveFiles", "ReplayState",
@@ -527,7 +527,29 @@ SHARED_SOURCE_MAX_BYTES = 8 << 20
 
 def replay(store: LogStore, table_root: str, segment: LogSegment) -> ReplayState:
     """Reconstruct the state of `segment.version`. Commits of at least
-    `json_commits.VECTOR_MIN_BYTES` are replayed vectorised (see `tahoe.log.json_commits`)."""
+    `json_commits.VECTOR_MIN_BYTES` are replayed vectorised (see `tahoe.log.json_commits`). A log
+    compaction file that cannot be read (malformed JSON: a writer that died mid-file on a store
+    without atomic puts) is dropped and the segment replayed again from the commits it stands
+    for (`LogSegment.without_compaction`): compactions are an optimisation, never the only copy."""
+    while True:
+        try:
+            return _replay(store, table_root, segment)
+        except _BadCompaction as e:
+            import logging
+
+            logging.getLogger(__name__).warning("ignoring the log compaction file %s, which cannot be read (%s); "
+                                                "replaying the commits it stands for", e.file.path, e.cause)
+            segment = segment.without_compaction(e.file)
+
+
+class _BadCompaction(Exception):
+    def __init__(self, file: LogFile, cause: BaseException):
+        super().__init__(str(cause))
+        self.file = file
+        self.cause = cause
+
+
+def _replay(store: LogStore, table_root: str, segment: LogSegment) -> ReplayState:
     state = ReplayState()
     key_root = root_uri(table_root)
     sources: list[str] = []
@@ -546,9 +568,15 @@ def replay(store: LogStore, table_root: str, segment: LogSegment) -> ReplayState
     pieces: list = []
     for c in deltas:
         last = c is deltas[-1] and c.name.kind == LogFileKind.COMMIT
-        data = None
+        data = objs = None
+        if c.name.kind == LogFileKind.COMPACTION:
+            try:   # all of it must parse (a writer that died mid-file leaves a truncated line)
+                data = store.read(c.path)
+                objs = parse_commit(data, c.path)
+            except (CorruptLogError, ValueError, FileNotFoundError) as e:
+                raise _BadCompaction(c, e) from None
         if vectorise and c.status.size >= json_commits.VECTOR_MIN_BYTES:
-            data = store.read(c.path)
+            data = data if data is not None else store.read(c.path)
             try:
                 hint = list(state.metadata.partition_columns) if state.metadata is not None else None
                 piece = json_commits.JsonCommit(store, c.path, data, key_root, hint)
@@ -559,7 +587,8 @@ def replay(store: LogStore, table_root: str, segment: LogSegment) -> ReplayState
                     _apply_commit_action(state, obj, c.path, last)
                 pieces.append(piece)
                 continue
-        objs = parse_commit(data, c.path) if data is not None else read_commit(store, c.path)
+        if objs is None:
+            objs = parse_commit(data, c.path) if data is not None else read_commit(store, c.path)
         actions = commit_file_actions(state, objs, c.path, last, key_root)
         if vectorise:
             pieces.append(json_commits.DictPiece(actions))

@@ -13,12 +13,19 @@ Invariants, checked at construction (`LogSegment.for_version`):
   6. `deltas` are the files to replay after the checkpoint, in version order: `commits`, except
      that log compaction files (`x.y.compacted.json`, spec "Log Compaction Files") lying wholly
      within them replace the commits x..y they cover — the fewest files that cover the range
-     exactly. A compaction is used only where every commit it covers is listed too (it is an
-     optimisation over the commits, never a substitute for a missing one).
+     exactly, never two that overlap (overlapping compactions such as 6..10 and 6..15 are
+     alternatives: each version is replayed exactly once). A compaction is used only where every
+     commit it covers is listed too (it is an optimisation over the commits, never a substitute
+     for a missing one); an empty (0-byte) compaction file — what a crashed writer leaves on an
+     object store — is never used (delta-kernel-rs skips them the same way), and one that does
+     not parse is dropped at replay, which falls back to the commits it stands for
+     (`without_compaction`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -28,6 +35,8 @@ from ..storage.base import FileStatus, LogStore
 from .last_checkpoint import read_last_checkpoint
 
 __all__ = ["LogSegment", "LogFile", "Checkpoint", "list_log", "complete_checkpoints", "with_compactions"]
+
+_logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -59,10 +68,17 @@ class LogSegment:
     commits: tuple[LogFile, ...] = field(default_factory=tuple)
     version_commit: LogFile | None = None
     deltas: tuple[LogFile, ...] = ()   # commits, with compaction files in place of the ranges they cover
+    compactions: tuple[LogFile, ...] = ()   # the usable compaction files listed with the commits
 
     def __post_init__(self) -> None:
         if not self.deltas and self.commits:
             object.__setattr__(self, "deltas", tuple(self.commits))
+
+    def without_compaction(self, bad: LogFile) -> "LogSegment":
+        """This segment with the compaction file `bad` (one that cannot be read) left out: its
+        commits, or another compaction, replayed instead."""
+        rest = tuple(f for f in self.compactions if f.path != bad.path)
+        return dataclasses.replace(self, compactions=rest, deltas=with_compactions(self.commits, list(rest)))
 
     @property
     def checkpoint_version(self) -> int | None:
@@ -170,9 +186,17 @@ def _build(log_dir: str, files: list[LogFile], version: int | None, allow_retry:
             f"commit versions have a gap in {log_dir}: version {missing[0]} is missing "
             f"(needed to reconstruct version {version})")
     seg_commits = tuple(commits[v] for v in range(first, version + 1))
-    compactions = [f for f in files if f.name.kind == LogFileKind.COMPACTION]
+    compactions = []
+    for f in files:
+        if f.name.kind != LogFileKind.COMPACTION:
+            continue
+        if f.status.size == 0:   # a crashed writer's: the commits it would stand for are read instead
+            _logger.warning("ignoring the empty log compaction file %s", f.path)
+            continue
+        if first <= f.version and (f.name.end_version or 0) <= version:
+            compactions.append(f)
     return LogSegment(log_dir, version, cp, seg_commits, commits.get(version),
-                      with_compactions(seg_commits, compactions))
+                      with_compactions(seg_commits, compactions), tuple(compactions))
 
 
 def with_compactions(commits: tuple[LogFile, ...], compactions: list[LogFile]) -> tuple[LogFile, ...]:

@@ -192,3 +192,108 @@ def test_compact_log_errors_and_cli(tmp_path):
         "sizeInBytes": os.path.getsize(root / "_delta_log" / "00000000000000000000.00000000000000000002.compacted.json")}
     bad = subprocess.run([tahoe_cli, "compact-log", str(root), "--from", "2", "--to", "2"], capture_output=True, text=True)
     assert bad.returncode == 1 and bad.stderr.startswith("error: VersionNotFoundError") and not bad.stdout
+
+
+# --- overlapping compactions on a table with deletion vectors and change data (issue 35) -------------
+
+def _dv_cdf_table(path: str) -> None:
+    """35 rows in 7 files of 5 (v0), then 15 commits: deletes of a few rows per file (deletion
+    vectors), updates (a DV on the old file, the new rows in a new one, change data files) and
+    appends — the shape of delta-kernel-rs's compaction test tables."""
+    tahoe.write_table(path, pa.table({"id": pa.array(range(35), pa.int64())}), target_file_rows=5,
+                      properties={"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true",
+                                  "delta.checkpointInterval": "100"})
+    for i in range(1, 16):
+        if i % 3 == 1:
+            tahoe.delete(path, f"id % 7 = {i % 7}")
+        elif i % 3 == 2:
+            tahoe.update(path, {"id": "id + 1000"}, predicate=f"id % 5 = {i % 5}")
+        else:
+            tahoe.write_table(path, pa.table({"id": pa.array([2000 + i, 3000 + i], pa.int64())}), mode="append")
+    assert DeltaLog.for_table(path).snapshot().version == 15
+
+
+def _ids_at(path: str, v: int) -> list[int]:
+    return sorted(tahoe.Table(path, version=v).to_arrow().column("id").to_pylist())
+
+
+_RS_EVERY_VERSION = r"""
+import json, os, sys
+import pyarrow as pa
+from deltalake import DeltaTable, QueryBuilder
+p, n = sys.argv[1], int(sys.argv[2])
+out = {}
+for v in range(n):
+    dt = DeltaTable(p, version=v)
+    t = pa.table(QueryBuilder().register("t", dt).execute("select id from t").read_all())
+    out[v] = sorted(t.column("id").to_pylist())
+print(json.dumps(out))
+sys.stdout.flush()
+os._exit(0)
+"""
+
+
+def test_overlapping_compactions_with_dvs_and_cdf_read_like_the_commits_and_like_delta_rs(tmp_path):
+    """Compactions 0..5, 6..10 and 6..15 (overlapping: alternatives for 6..10), written by tahoe
+    and — on a copy — by delta-rs: every version reads the rows of the same table without the
+    compaction files, and the rows delta-rs reads at that version; the replay uses 0..5 + 6..15 at
+    version 15 and 0..5 + 6..10 + commits after it inside (never two overlapping files); the
+    change data feed (read from the commits) is the same."""
+    plain = str(tmp_path / "plain")
+    _dv_cdf_table(plain)
+    assert any(a.deletion_vector is not None for a in DeltaLog.for_table(plain).snapshot().add_files())
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    shutil.copytree(plain, ours)
+    shutil.copytree(plain, theirs)
+    for a, b in ((0, 5), (6, 10), (6, 15)):
+        compact_log(DeltaLog.for_table(ours), a, b)
+    script = r"""
+import os, sys
+from deltalake import DeltaTable
+for a, b in ((0, 5), (6, 10), (6, 15)):
+    DeltaTable(sys.argv[1]).compact_logs(a, b)
+sys.stdout.flush()
+os._exit(0)
+"""
+    subprocess.run([sys.executable, "-c", script, theirs], capture_output=True, text=True, timeout=120)
+    for t in (ours, theirs):
+        names = sorted(f for f in os.listdir(Path(t) / "_delta_log") if f.endswith(".compacted.json"))
+        assert names == [f"{a:020d}.{b:020d}.compacted.json" for a, b in ((0, 5), (6, 10), (6, 15))], t
+    seg = DeltaLog.for_table(ours).snapshot().segment
+    assert [(f.version, f.name.end_version) for f in seg.deltas] == [(0, 5), (6, 15)]
+    seg = DeltaLog.for_table(ours).snapshot(version=12).segment
+    assert [(f.version, f.name.end_version) for f in seg.deltas] == [(0, 5), (6, 10), (11, None), (12, None)]
+    want = {v: _ids_at(plain, v) for v in range(16)}
+    assert len(want[0]) == 35 and want[15] != want[0]
+    for t in (ours, theirs):
+        assert {v: _ids_at(t, v) for v in range(16)} == want, t
+        out = subprocess.run([sys.executable, "-c", _RS_EVERY_VERSION, t, "16"], capture_output=True, text=True,
+                             timeout=300)
+        rs = {int(k): v for k, v in json.loads(out.stdout.strip().splitlines()[-1]).items()}
+        assert rs == want, t
+    assert tahoe.Table(ours).changes(0, 15).sort_by([("_commit_version", "ascending"), ("id", "ascending")]) \
+        .select(["id", "_change_type", "_commit_version"]) == \
+        tahoe.Table(plain).changes(0, 15).sort_by([("_commit_version", "ascending"), ("id", "ascending")]) \
+        .select(["id", "_change_type", "_commit_version"])
+
+
+def test_an_empty_or_truncated_compaction_file_is_not_read_in_place_of_the_commits(tmp_path):
+    """A compaction a crashed writer left empty (0 bytes, as on an object store) or cut off
+    mid-line: the reader takes the commits it would stand for (delta-kernel-rs skips empty ones
+    the same way). Reading the empty 6..15 in place of its commits gave version 5's rows at
+    version 15."""
+    plain = str(tmp_path / "plain")
+    _dv_cdf_table(plain)
+    want = _ids_at(plain, 15)
+    for damage in ("empty", "truncated"):
+        t = str(tmp_path / damage)
+        shutil.copytree(plain, t)
+        for a, b in ((0, 5), (6, 10), (6, 15)):
+            compact_log(DeltaLog.for_table(t), a, b)
+        f = Path(t) / "_delta_log" / f"{6:020d}.{15:020d}.compacted.json"
+        f.write_bytes(b"" if damage == "empty" else f.read_bytes()[:-40])
+        assert _ids_at(t, 15) == want, damage
+        if damage == "empty":   # never listed as a candidate
+            assert [(x.version, x.name.end_version) for x in DeltaLog.for_table(t).snapshot().segment.deltas][:2] == \
+                [(0, 5), (6, 10)]
+        assert {v: _ids_at(t, v) for v in (5, 10, 12)} == {v: _ids_at(plain, v) for v in (5, 10, 12)}
