@@ -68,8 +68,19 @@ def encode_log_path(relative_path: str) -> str:
 
 def absolute_uri(table_root: str, path_in_log: str) -> str:
     """The `path` of an action of the table at `table_root` as an absolute URI another table's log
-    can name it by (percent-encoded as log paths are)."""
-    if "://" in path_in_log or path_in_log.startswith("file:"):
+    can name it by (percent-encoded as log paths are). Local files are named `file:///abs/path`,
+    the form every reader resolves (delta-rs takes Hadoop's `file:/abs/path` for a relative path
+    and looks for `<table root>/file:/abs/path`): a source path already in the `file:/` or
+    `file://localhost/` form is rewritten so."""
+    if path_in_log.startswith("file:"):
+        rest = path_in_log[len("file:"):]
+        if rest.startswith("//"):
+            authority, _, tail = rest[2:].partition("/")
+            if authority not in ("", "localhost"):
+                return path_in_log          # a file URI naming another host: as it is
+            return "file:///" + tail
+        return "file:///" + rest.lstrip("/")
+    if "://" in path_in_log:
         return path_in_log
     if path_in_log.startswith("/"):
         return "file://" + path_in_log

@@ -127,3 +127,54 @@ def test_clone_shallow_and_deep_at_a_version(tmp_path):
     shutil.rmtree(src)
     assert rows(tahoe.Table(deep).to_arrow(), ["id", "p"]) == sorted(expected[3], key=repr)
     assert rows(tahoe.Table(deep, version=0).to_arrow(), ["id", "p"]) == sorted(expected[2], key=repr)
+
+
+def _rewrite_paths(table: str, old: str, new: str) -> None:
+    """Rewrite the prefix `old` of every add path (and DV path) in the table's log to `new` (the
+    form another engine wrote), dropping the version checksums that would disagree."""
+    log = os.path.join(table, "_delta_log")
+    for name in os.listdir(log):
+        if name.endswith(".crc"):
+            os.remove(os.path.join(log, name))
+        if not name.endswith(".json"):
+            continue
+        out = []
+        for a in _commit(table, int(name.split(".")[0])):
+            if "add" in a:
+                a["add"]["path"] = a["add"]["path"].replace(old, new, 1)
+                dv = a["add"].get("deletionVector")
+                if dv and dv.get("storageType") == "p":
+                    dv["pathOrInlineDv"] = dv["pathOrInlineDv"].replace(old, new, 1)
+            out.append(json.dumps(a))
+        with open(os.path.join(log, name), "w") as f:
+            f.write("\n".join(out) + "\n")
+
+
+def test_shallow_clone_paths_are_file_uris_every_reader_resolves(tmp_path):
+    """A shallow clone names its source's files `file:///abs/path` — also when the source names
+    them `file:/abs/path` (Hadoop's form, as delta-spark writes a clone) or
+    `file://localhost/abs/path`, which tahoe used to copy as they were and delta-rs then looked
+    for under the clone's root. tahoe reads clones written in every form; delta-rs reads tahoe's."""
+    src = str(tmp_path / "src")
+    tahoe.write_table(src, pa.table({"id": [1, 2, 3], "p": ["a", "b", "b"]}), partition_by=["p"])
+    want = [(1, "a"), (2, "b"), (3, "b")]
+    first = str(tmp_path / "first")
+    clone(src, first, shallow=True)
+    assert all(a["add"]["path"].startswith(f"file://{src}/") for a in _commit(first, 0) if "add" in a)
+    forms = {}
+    for name, prefix in (("hadoop", f"file:{src}/"), ("localhost", f"file://localhost{src}/")):
+        t = str(tmp_path / name)
+        shutil.copytree(first, t)
+        _rewrite_paths(t, f"file://{src}/", prefix)
+        assert all(a["add"]["path"].startswith(prefix) for a in _commit(t, 0) if "add" in a)
+        assert rows(tahoe.Table(t).to_arrow(), ["id", "p"]) == want, name   # read in either form
+        forms[name] = t
+    again = {}
+    for name, t in forms.items():   # a clone of a clone written in the other forms
+        again[name] = str(tmp_path / f"again_{name}")
+        clone(t, again[name], shallow=True)
+        paths = [a["add"]["path"] for a in _commit(again[name], 0) if "add" in a]
+        assert paths and all(p.startswith(f"file://{src}/") for p in paths), paths
+        assert rows(tahoe.Table(again[name]).to_arrow(), ["id", "p"]) == want
+    theirs = delta_rs_read([(first, None), (again["hadoop"], None), (again["localhost"], None)], tmp_path)
+    assert [rows(t, ["id", "p"]) if not isinstance(t, str) else t for t in theirs] == [want] * 3
