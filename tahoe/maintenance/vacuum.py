@@ -230,6 +230,9 @@ def _valid_paths(snapshot: Snapshot, delete_before_ms: int, keep: Iterable[Snaps
 
 # --- the plan ------------------------------------------------------------------------------
 
+_LONG_MAX = (1 << 63) - 1
+
+
 def _retention(snapshot: Snapshot, retention_hours: float | None, enforce: bool,
                now_ms: int) -> tuple[int, int | None, int]:
     """(delete-before timestamp, specified retention ms or None, the table's retention ms)."""
@@ -241,7 +244,13 @@ def _retention(snapshot: Snapshot, retention_hours: float | None, enforce: bool,
             raise InvalidOptionError(f"retention hours must be a number, got {retention_hours!r}")
         if retention_hours < 0:
             raise InvalidOptionError("Retention for Vacuum can't be less than 0.")
-        specified = int(round(retention_hours)) * HOUR_MS      # delta-spark rounds to whole hours
+        if math.isinf(retention_hours):
+            raise InvalidOptionError(
+                f"retention hours must be a finite number of hours, got {retention_hours!r} (to keep every "
+                f"file, vacuum with a retention longer than the table's history, e.g. {24 * 365 * 100} hours)")
+        # delta-spark rounds to whole hours, and its Long arithmetic saturates: a retention beyond
+        # Long.MaxValue ms is Long.MaxValue ms (nothing is old enough to go)
+        specified = min(int(round(retention_hours)) * HOUR_MS, _LONG_MAX)
         if enforce and specified < default_ms:
             hours = -(-default_ms // HOUR_MS)
             raise RetentionTooShortError(

@@ -9,6 +9,7 @@ listed with os.walk / boto3."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import uuid
@@ -276,3 +277,30 @@ def test_lite_mode_with_many_tombstones_in_one_directory(tmp_path):
     assert r.num_deleted == len(want)
     assert tree(root) == (before - want) | _commit_files(2, 3)
     assert rows(tahoe.Table(root).to_arrow()) == [(-1,)]
+
+
+def test_infinite_and_huge_retentions(tmp_path):
+    """`vacuum(float("inf"))` is an InvalidOptionError naming the value (it was a bare
+    OverflowError); a huge finite retention saturates as delta-spark's Long arithmetic does
+    (math.round(hours) then HOURS.toMillis, capped at Long.MaxValue ms): nothing is old enough to
+    go, the commit records Long.MaxValue."""
+    import math
+
+    from tahoe.errors import InvalidOptionError
+    from tahoe.maintenance.vacuum import vacuum
+
+    path = str(tmp_path / "t")
+    tahoe.write_table(path, pa.table({"id": [1, 2]}))
+    tahoe.write_table(path, pa.table({"id": [3]}), mode="overwrite")
+    for bad in (float("inf"), math.inf):
+        with pytest.raises(InvalidOptionError, match="finite"):
+            vacuum(path, bad, dry_run=False)
+    with pytest.raises(InvalidOptionError, match="number"):
+        vacuum(path, float("nan"), dry_run=False)
+    before = sorted(os.listdir(path))
+    vacuum(path, 1e30, dry_run=False)
+    assert sorted(os.listdir(path)) == before
+    ci = [json.loads(line)["commitInfo"] for f in sorted(os.listdir(os.path.join(path, "_delta_log")))
+          if f.endswith(".json") for line in open(os.path.join(path, "_delta_log", f)) if "commitInfo" in line]
+    start = [c for c in ci if c["operation"] == "VACUUM START"][-1]
+    assert json.loads(start["operationParameters"]["specifiedRetentionMillis"]) == (1 << 63) - 1
