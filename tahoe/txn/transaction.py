@@ -185,6 +185,19 @@ def raise_protocol_versions(p: Protocol, reader: int | None, writer: int | None)
     return Protocol(r, 7, None, tuple(sorted(feats)))
 
 
+def _partition_keys(md: Metadata, other: Metadata) -> list[str]:
+    """The partition columns of `md` as compared with those of `other` (the metadata before or
+    after it): when both use column mapping, the physical names the files carry their partition
+    values under — renaming a partition column keeps them, and is no repartitioning (delta-spark
+    allows it on a table holding data) —, else their names (case-insensitive, as delta-spark
+    compares them)."""
+    mode = column_mapping.mode(md.configuration)
+    if mode == "none" or column_mapping.mode(other.configuration) == "none":
+        return [c.lower() for c in md.partition_columns]
+    phys = column_mapping.logical_to_physical_names(md.schema, mode)
+    return [phys.get(c, c) for c in md.partition_columns]
+
+
 def _check_no_downgrade(old: Protocol, new: Protocol, allowed: frozenset[str] = frozenset()) -> None:
     lost = protocol_features(old) - protocol_features(new)
     if lost - allowed:
@@ -560,8 +573,7 @@ class Transaction:
             conf[ROW_ID_COLUMN_PROP] = f"_row-id-col-{uuid.uuid4()}"
             conf[ROW_COMMIT_VERSION_COLUMN_PROP] = f"_row-commit-version-col-{uuid.uuid4()}"
             md = dataclasses.replace(md, configuration=conf)
-        if md is not None and read_md is not None and \
-                [c.lower() for c in md.partition_columns] != [c.lower() for c in read_md.partition_columns]:
+        if md is not None and read_md is not None and _partition_keys(md, read_md) != _partition_keys(read_md, md):
             self._check_all_files_removed("change the partition columns")
         if md is not None and read_md is not None and bool_property(md.configuration, "delta.enableRowTracking") \
                 and not bool_property(read_md.configuration, "delta.enableRowTracking"):

@@ -413,3 +413,40 @@ def test_rename_and_drop_need_name_mode(tmp_path):
         with pytest.raises(InvalidTableOperationError, match="mode 'name'.*'id'"):
             op()
     assert latest_version(t.table_root) == 0
+
+
+def test_rename_a_partition_column_under_column_mapping(tmp_path):
+    """delta-spark renames a partition column of a table holding data (the files keep their
+    partition values under the column's physical name); tahoe refused it as repartitioning. The
+    data stays reachable under the new name — filters and partition pruning included — new
+    writes use it, and delta-rs reads the table (QueryBuilder) with the new name."""
+    from tests.maintenance.helpers import delta_rs_read, rows
+
+    path = str(tmp_path / "t")
+    tahoe_write = __import__("tahoe").write_table
+    tahoe_write(path, pa.table({"id": [1, 2, 3], "day": ["mon", "tue", "mon"]}), partition_by=["day"],
+                properties={"delta.columnMapping.mode": "name"})
+    phys_before = [sorted(dict(r).keys()) for r in Table(path).files(["partitionValues"]).column("partitionValues").to_pylist()]
+    t = Table(path).rename_column("day", "weekday")
+    assert t.partition_columns == ["weekday"] and t.schema.names == ["id", "weekday"]
+    t = Table(path)
+    assert [sorted(dict(r).keys()) for r in t.files(["partitionValues"]).column("partitionValues").to_pylist()] == phys_before
+    assert sorted(r["id"] for r in t.to_arrow(filter="weekday = 'mon'").to_pylist()) == [1, 3]
+    assert t.files(filter="weekday = 'mon'").num_rows == 1           # pruned by the renamed column
+    ci = commit_info(path, 1)
+    assert ci["operation"] == "RENAME COLUMN" and ci["operationParameters"] == {"oldColumnPath": "day",
+                                                                                 "newColumnPath": "weekday"}
+    tahoe_write(path, pa.table({"id": [4], "weekday": ["wed"]}), mode="append")
+    want = [(1, "mon"), (2, "tue"), (3, "mon"), (4, "wed")]
+    assert rows(Table(path).to_arrow(), ["id", "weekday"]) == want
+    assert rows(delta_rs_read([(path, None)], tmp_path)[0], ["id", "weekday"]) == want
+    # a real repartitioning is still refused on a table holding data
+    from tahoe.txn import Transaction
+
+    snap = DeltaLog.for_table(path).snapshot()
+    txn = Transaction(DeltaLog.for_table(path), "WRITE", {}, snapshot=snap)
+    import dataclasses
+
+    txn.update_metadata(dataclasses.replace(snap.metadata, partition_columns=("id",)))
+    with pytest.raises(InvalidTableOperationError, match="partition columns"):
+        txn.commit()
