@@ -32,7 +32,7 @@ _UTC = _dt.timezone.utc
 _OFFSET_RE = re.compile(r"^(?:UTC|GMT|UT)?([+-])(\d{1,2})(?::?(\d{2}))?(?::?(\d{2}))?$", re.IGNORECASE)
 # date, optional time (fraction up to 9 digits), optional zone (Z, an offset, or a zone id after a space)
 _TEXT_RE = re.compile(
-    r"^\s*([+-]?\d{4,})-(\d{1,2})-(\d{1,2})"
+    r"^\s*([+-]?\d{4,})(?:-(\d{1,2})(?:-(\d{1,2}))?)?"
     r"(?:[T ](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{0,9}))?)?)?"
     r"\s*([A-Za-z][A-Za-z0-9_/+\-:]*|[+-]\d{1,2}(?::?\d{2}(?::?\d{2})?)?)?\s*$")
 
@@ -75,7 +75,7 @@ def localize(naive: _dt.datetime, time_zone: str | None = None) -> _dt.datetime:
 
 
 def parse_timestamp_text(text: str, time_zone: str | None = None) -> _dt.datetime:
-    """A timestamp string (`2024-01-01`, `2024-01-01 10:00[:00[.123456]]`, `T` between date and
+    """A timestamp string (`2024`, `2024-01`, `2024-01-01`, `2024-01-01 10:00[:00[.123456]]`, `T` between date and
     time, an optional zone: `Z`, `+05:30`, ` UTC`, ` America/Los_Angeles`) as an aware datetime in
     UTC; zone-less text is wall-clock time in `time_zone`. ValueError when it does not parse."""
     m = _TEXT_RE.match(text)
@@ -83,9 +83,12 @@ def parse_timestamp_text(text: str, time_zone: str | None = None) -> _dt.datetim
         raise ValueError(f"cannot parse timestamp {text!r}: use e.g. 2024-01-01 10:00:00, "
                          f"2024-01-01T10:00:00Z or 2024-01-01T10:00:00+05:30")
     year, month, day, hh, mi, ss, frac, zone_text = m.groups()
+    if hh is not None and day is None:
+        raise ValueError(f"cannot parse timestamp {text!r}: a time needs a full date before it")
     micros = int((frac or "0").ljust(6, "0")[:6])
     try:
-        naive = _dt.datetime(int(year), int(month), int(day), int(hh or 0), int(mi or 0), int(ss or 0), micros)
+        naive = _dt.datetime(int(year), int(month or 1), int(day or 1), int(hh or 0), int(mi or 0), int(ss or 0),
+                             micros)
     except ValueError as e:
         raise ValueError(f"cannot parse timestamp {text!r}: {e}") from None
     try:

@@ -453,6 +453,12 @@ def _wrap_load(cls: Any, batch: bool) -> None:
 
             configure(_session(self))
             self.option(PUSHDOWN_OPTION, "true")
+        try:
+            sharing_any = not ours and _is_sharing(self)
+        except Exception:  # noqa: BLE001
+            sharing_any = False
+        if sharing_any:   # its timestamp options are read in the session zone, as the official connector's
+            _hand_over_time_zone(self, _session(self))
         if ours:
             from ..read.changes import CDF_TIMESTAMP_OUT_OF_RANGE_CONF
             from .options import CDF_OUT_OF_RANGE_OPTION, PARALLELISM_OPTION, PUSHDOWN_OPTION, READ_KIND_OPTION

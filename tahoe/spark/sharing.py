@@ -46,7 +46,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from datetime import datetime, timezone
 from typing import Any, Iterator, Optional
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
@@ -56,7 +55,7 @@ from ..sharing.client import Request, parse_url
 from ..sharing.model import DeltaSharingProfile, Table
 from ..sharing.reader import RemoteFile, ScanReader, TableInfo, UrlBook, remote_files
 from ..sharing.rest import RestClient
-from .options import PUSHDOWN_OPTION as _PUSHDOWN_OPTION
+from .options import PUSHDOWN_OPTION as _PUSHDOWN_OPTION, SESSION_TIME_ZONE_OPTION as _TIME_ZONE_OPTION
 from .scan import pack_by_size
 
 __all__ = ["DeltaSharingDataSource", "DefaultSource", "register", "SharingOptionError"]
@@ -116,21 +115,18 @@ def _bytes(v: Any, name: str) -> int:
     return int(m.group(1)) * (1024 ** " kmgtp".index(m.group(2).lower() or " "))
 
 
-def _timestamp(v: Any, name: str) -> str:
+def _timestamp(v: Any, name: str, time_zone: str | None = None) -> str:
     """A timestamp option as the ISO-8601 UTC string the protocol takes (`2022`, `2022-01-01`,
-    `2022-01-01 00:00:00`, with or without an offset; without one it is UTC)."""
-    s = str(v).strip()
+    `2022-01-01 00:00:00`, with or without an offset; without one it is wall-clock time in the
+    session time zone, as the official connector casts it — `tahoe.protocol.timestamps`)."""
+    from ..protocol.timestamps import to_instant
+
     try:
-        if re.fullmatch(r"\d{4}", s):
-            d = datetime(int(s), 1, 1, tzinfo=timezone.utc)
-        else:
-            d = datetime.fromisoformat(s.replace("Z", "+00:00"))
-            if d.tzinfo is None:
-                d = d.replace(tzinfo=timezone.utc)
-    except ValueError:
+        d = to_instant(str(v).strip(), time_zone)
+    except (ValueError, TypeError):
         raise SharingOptionError(f"The provided timestamp ({v}) for option '{name}' cannot be converted to a valid "
                                  f"timestamp") from None
-    return d.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{d.microsecond // 1000:03d}Z"
+    return d.strftime("%Y-%m-%dT%H:%M:%S.") + f"{d.microsecond // 1000:03d}Z"
 
 
 class _Conf:
@@ -142,6 +138,8 @@ class _Conf:
         # set by tahoe's load wrapper where it turned the session's filter pushdown on
         # (tahoe.spark.calls): only then may the batch reader take pushed filters
         self.pushdown = str(opts.pop(_PUSHDOWN_OPTION.lower(), "")).strip().lower() == "true"
+        # set by tahoe's load wrapper: the session time zone, where zone-less timestamps are read
+        tz = opts.pop(_TIME_ZONE_OPTION.lower(), None)
         streaming = mode == "stream"
         allowed = _COMMON | _STREAM | _BATCH | _CDF if mode == "any" else \
             _COMMON | (_STREAM if streaming else _BATCH | _CDF)
@@ -166,18 +164,18 @@ class _Conf:
         self.cdf = _bool(opts.get("readchangefeed", "false"), "readChangeFeed") or \
             _bool(opts.get("readchangedata", "false"), "readChangeData")
         self.version_as_of = _nonneg(opts["versionasof"], "versionAsOf") if "versionasof" in opts else None
-        self.timestamp_as_of = _timestamp(opts["timestampasof"], "timestampAsOf") if "timestampasof" in opts else None
+        self.timestamp_as_of = _timestamp(opts["timestampasof"], "timestampAsOf", tz) if "timestampasof" in opts else None
         if self.version_as_of is not None and self.timestamp_as_of is not None:
             raise SharingOptionError("Please either provide 'versionAsOf' or 'timestampAsOf'.")
         sv = opts.get("startingversion")
         self.starting_latest = str(sv).strip().lower() == "latest" if sv is not None else False
         self.starting_version = None if sv is None or self.starting_latest else _nonneg(sv, "startingVersion")
-        self.starting_timestamp = _timestamp(opts["startingtimestamp"], "startingTimestamp") \
+        self.starting_timestamp = _timestamp(opts["startingtimestamp"], "startingTimestamp", tz) \
             if "startingtimestamp" in opts else None
         if sv is not None and self.starting_timestamp is not None:
             raise SharingOptionError("Please either provide 'startingVersion' or 'startingTimestamp'.")
         self.ending_version = _nonneg(opts["endingversion"], "endingVersion") if "endingversion" in opts else None
-        self.ending_timestamp = _timestamp(opts["endingtimestamp"], "endingTimestamp") \
+        self.ending_timestamp = _timestamp(opts["endingtimestamp"], "endingTimestamp", tz) \
             if "endingtimestamp" in opts else None
         if mode == "batch":
             if self.cdf and (self.version_as_of is not None or self.timestamp_as_of is not None):

@@ -50,6 +50,22 @@ def test_rows_equal_the_pandas_readers(spark, share_server, table):
     assert _spark_rows(df) == rows(ours), table
 
 
+@pytest.mark.parametrize("zone,wall_clock", [("America/Los_Angeles", "2023-12-31 18:30:00"),
+                                             ("Asia/Kolkata", "2024-01-01 08:00:00")])
+def test_timestamp_options_are_read_in_the_session_time_zone(spark, share_server, zone, wall_clock):
+    """As the official connector casts them (`Cast(.., TimestampType, sessionLocalTimeZone)`): a
+    zone-less timestampAsOf / startingTimestamp is wall-clock time in the session zone — here
+    02:30Z, between versions 2 (02:00Z) and 3 (03:00Z), written in the zone's wall-clock time."""
+    url = share_server.table_url("alice", "w", "cdf")
+    s = spark.newSession()
+    s.conf.set("spark.sql.session.timeZone", zone)
+    assert _spark_rows(s.read.format("deltaSharing").option("timestampAsOf", wall_clock).load(url)) == \
+        rows(tds.load_as_arrow(url, version=2))
+    by_ts = s.read.format("deltaSharing").option("readChangeFeed", "true") \
+        .option("startingTimestamp", wall_clock).option("endingTimestamp", "2024-01-01T04:30:00Z").load(url)
+    assert sorted({r["_commit_version"] for r in by_ts.collect()}) == [3, 4]
+
+
 def test_time_travel_change_feed_and_formats(spark, share_server):
     url = share_server.table_url("alice", "w", "cdf")
     r = spark.read.format("deltaSharing")
