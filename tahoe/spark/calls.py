@@ -518,7 +518,7 @@ def _native_read(reader: Any, spark: Any, path: Any, options: dict) -> Any:
         return None
     from ..log import DeltaLog
     from .options import read_options
-    from .read import jvm_reaches, read_snapshot
+    from .read import jvm_reaches
 
     given = {**getattr(reader, "_tahoe_options", {}), **{str(k).lower(): v for k, v in options.items()}}
     if path is not None:
@@ -532,7 +532,9 @@ def _native_read(reader: Any, spark: Any, path: Any, options: dict) -> Any:
         snap = DeltaLog.for_table(opts["path"]).snapshot(version=opts["version"], timestamp=opts["timestamp"])
     except Exception:  # noqa: BLE001 - bad options, no table, ...: the source fails with its error
         return None
-    return read_snapshot(spark, snap)
+    from .row_tracking import read_table
+
+    return read_table(spark, snap)   # `_metadata.row_id` / `row_commit_version` on row-tracking tables
 
 
 _TARGETS = (

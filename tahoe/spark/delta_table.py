@@ -448,7 +448,9 @@ def snapshot_frame(spark, snap, storage_options: dict | None, filters=None):
     """The native scan of `snap` (skipping files by `filters`), or the `delta` data source's
     read of it on a store the JVM cannot reach."""
     if jvm_reaches(snap.table_root):
-        return read_snapshot(spark, snap, filters)
+        from .row_tracking import read_table
+
+        return read_table(spark, snap, filters)   # with `_metadata.row_id` & co. on row-tracking tables
     from .datasource import read_via_datasource
 
     return read_via_datasource(spark, snap.table_root, snap.version, storage_options)

@@ -1,0 +1,123 @@
+"""`_metadata.row_id` and `_metadata.row_commit_version` on reads of row-tracking tables, as
+delta-spark exposes them (spec "Row Tracking"): a row's id is its materialized row id when the
+file holds one, else the file's `baseRowId` + the row's position in the file; its commit version
+the materialized one, else the file's `defaultRowCommitVersion`.
+
+Owns `with_row_metadata(spark, snap, files, df)`: the native scan `df` of `files` (read with
+`read_snapshot(..., file_row=True, extra_columns=<the materialized columns>)`) given a hidden
+`_metadata` struct — file_path, file_size, file_modification_time, row_index, row_id,
+row_commit_version, base_row_id, default_row_commit_version — that `df.select("_metadata.row_id")`
+and SQL on the DataFrame resolve but `*`, `df.columns` and `df.schema` do not show, as Spark's own
+file metadata column. How: the struct is computed in a projection below a Project that outputs the
+table's columns only and carries Catalyst's `Project.hiddenOutputTag` naming it — the mechanism
+Spark uses for a join's hidden columns; later projections and filters pass it on as metadata
+output. Built through the classic session's JVM; elsewhere (Spark Connect) `df` is returned as
+it is. Unused, the struct (and the per-file lookups, literal maps keyed by the file's URI) is
+pruned away by Spark's optimizer: a read that does not ask for it costs nothing more.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["row_tracking_columns", "with_row_metadata", "read_table", "METADATA"]
+
+METADATA = "_metadata"
+
+
+def row_tracking_columns(snap) -> tuple[str, str] | None:
+    """(materialized row id column, materialized row commit version column) of a table whose rows
+    have ids (the rowTracking feature supported, not suspended, the column names assigned); else
+    None."""
+    from ..protocol.properties import (
+        ROW_COMMIT_VERSION_COLUMN_PROP, ROW_ID_COLUMN_PROP, bool_property, text_property,
+    )
+    from ..protocol.table_features import is_feature_supported
+
+    conf = snap.configuration
+    names = (text_property(conf, ROW_ID_COLUMN_PROP), text_property(conf, ROW_COMMIT_VERSION_COLUMN_PROP))
+    if is_feature_supported(snap.protocol, "rowTracking") and not bool_property(conf, "delta.rowTrackingSuspended") \
+            and all(names):
+        return names[0], names[1]
+    return None
+
+
+def _hide(spark, df, visible: list[str]) -> Any:
+    """`df` (columns `visible` + METADATA) as a DataFrame of `visible` whose METADATA is hidden
+    metadata output (see the module docstring)."""
+    from pyspark.sql import DataFrame
+
+    jvm = spark._jvm
+    plan = df._jdf.queryExecution().analyzed()
+    out = plan.output()
+    shown, hidden = jvm.java.util.ArrayList(), jvm.java.util.ArrayList()
+    for i in range(out.size()):
+        a = out.apply(i)
+        (hidden if a.name() == METADATA else shown).add(a)
+    as_seq = jvm.scala.jdk.CollectionConverters.ListHasAsScala
+    logical = jvm.org.apache.spark.sql.catalyst.plans.logical
+    top = logical.Project(as_seq(shown).asScala().toList(), plan)
+    tag = getattr(getattr(logical, "Project$"), "MODULE$").hiddenOutputTag()
+    top.setTagValue(tag, as_seq(hidden).asScala().toList())
+    return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, top), spark)
+
+
+def with_row_metadata(spark, snap, files, df) -> Any:
+    """`df` — `read_snapshot(spark, snap, files=files, file_row=True, extra_columns=<the
+    materialized columns>)` — with the hidden `_metadata` struct of the module docstring and
+    without the helper columns; `files`: the files table it read (path, size, modificationTime,
+    baseRowId, defaultRowCommitVersion)."""
+    from pyspark.sql import functions as F
+
+    from ..storage import resolve_data_path
+    from .read import FILE_COLUMN, ROW_COLUMN, hadoop_uri
+    from .types import col
+
+    names = row_tracking_columns(snap)
+    helpers = {FILE_COLUMN, ROW_COLUMN, *(names or ())}
+    visible = [c for c in df.columns if c not in helpers]
+    if names is None or not hasattr(spark, "_jsparkSession") or FILE_COLUMN not in df.columns:
+        return df.select(*[col(c) for c in visible])
+    rid, rcv = names
+    uris = [hadoop_uri(resolve_data_path(snap.table_root, p)) for p in files.column("path").to_pylist()]
+
+    def per_file(values: list, typ: str):
+        return F.element_at(F.map_from_arrays(F.lit(uris).cast("array<string>"), F.lit(values).cast(f"array<{typ}>")),
+                            F.col(FILE_COLUMN))
+
+    base = per_file(files.column("baseRowId").to_pylist(), "bigint")
+    default_version = per_file(files.column("defaultRowCommitVersion").to_pylist(), "bigint")
+    meta = F.struct(
+        F.col(FILE_COLUMN).alias("file_path"),
+        per_file(files.column("size").to_pylist(), "bigint").alias("file_size"),
+        F.timestamp_millis(per_file(files.column("modificationTime").to_pylist(), "bigint")).alias("file_modification_time"),
+        F.col(ROW_COLUMN).alias("row_index"),
+        F.coalesce(col(rid), base + F.col(ROW_COLUMN)).alias("row_id"),
+        base.alias("base_row_id"),
+        F.coalesce(col(rcv), default_version).alias("row_commit_version"),
+        default_version.alias("default_row_commit_version"),
+    ).alias(METADATA, metadata={"__metadata_col": True})
+    return _hide(spark, df.select(*[col(c) for c in visible], meta), visible)
+
+
+def read_table(spark, snap, filters=None) -> Any:
+    """The native scan of `snap` (`read_snapshot`, files skipped by `filters`) — on a row-tracking
+    table of a classic session with the hidden `_metadata` struct of the module docstring."""
+    from pyspark.sql.types import LongType
+
+    from .read import read_snapshot
+    from .session import session_time_zone
+    from .skipping import plan_files
+
+    names = row_tracking_columns(snap)
+    if names is None or not hasattr(spark, "_jsparkSession"):
+        return read_snapshot(spark, snap, filters)
+    files = plan_files(snap, filters, session_time_zone(spark), spark)
+    info = snap.files_table(["path", "size", "modificationTime", "baseRowId", "defaultRowCommitVersion"])
+    wanted = set(files.column("path").to_pylist())
+    if len(wanted) != info.num_rows:
+        import pyarrow as pa
+
+        info = info.filter(pa.array([p in wanted for p in info.column("path").to_pylist()], pa.bool_()))
+    df = read_snapshot(spark, snap, files=files, file_row=True, extra_columns={n: LongType() for n in names})
+    return with_row_metadata(spark, snap, info, df)
