@@ -671,13 +671,15 @@ def _operation_metrics(adds: list[AddFile], removes: list[AddFile]) -> dict:
 
 
 def _finish_adds(plan: OptimizePlan, per_bin: list[list[AddFile]]) -> list[AddFile]:
-    """The new files as an OPTIMIZE commits them: dataChange=false; in clustering, one ZCube per
-    bin (tags) and clusteringProvider "liquid"."""
+    """The new files as an OPTIMIZE commits them: dataChange=false; the partition values of their
+    bin's files verbatim (a bin is one partition: a zone-less timestamp value, which every reader
+    reads in its own zone, must not come back as the writer's instant with a Z); in clustering,
+    one ZCube per bin (tags) and clusteringProvider "liquid"."""
     out = []
     for b, adds in zip(plan.bins, per_bin):
         tags = zcube_tags(plan.curve_columns, "hilbert") if plan.mode == "clustering" else None
         for a in adds:
-            changes: dict[str, Any] = {"data_change": False}
+            changes: dict[str, Any] = {"data_change": False, "partition_values": dict(b.partition_values)}
             if tags is not None:
                 changes["tags"] = {**(a.tags or {}), **tags}
                 changes["clustering_provider"] = CLUSTERING_PROVIDER

@@ -358,3 +358,31 @@ def test_compaction_picks_files_whose_deletion_vectors_pass_the_ratio(tmp_path):
     assert m["deletionVectorStats"] == {"numDeletionVectorsRemoved": 2, "numDeletionVectorRowsRemoved": 12}
     (new,) = tahoe.Table(str(path)).files(["path"]).column("path").to_pylist()
     assert sorted(pq.read_table(path / new).column("id").to_pylist()) == list(range(6, 100)) + list(range(106, 200))
+
+
+def test_compaction_keeps_zone_less_timestamp_partition_values_verbatim(tmp_path):
+    """A timestamp partition value of the zone-less form (delta-spark < 3.3 wrote them: wall-clock
+    time, each reader reads it in its own session zone) means another instant in every zone:
+    OPTIMIZE must commit it as the files it replaces held it, not as the UTC instant the
+    Spark-free reader took it for (`...T12:00:00.000000Z` is noon in London only)."""
+    path = str(tmp_path / "t")
+    ts = pa.array([1704110400000000] * 3 + [1704196800000000], pa.timestamp("us", tz="UTC"))   # 2024-01-01/02 12:00Z
+    write_table(path, pa.table({"id": pa.array([1, 2, 3, 4], pa.int64()), "ts": ts}), partition_by=["ts"],
+                target_file_rows=1)
+    log0 = tmp_path / "t" / "_delta_log" / f"{0:020d}.json"
+    lines = []
+    for line in log0.read_text().splitlines():       # rewritten as the old writers wrote them
+        a = json.loads(line)
+        if "add" in a:
+            a["add"]["partitionValues"]["ts"] = a["add"]["partitionValues"]["ts"][:19].replace("T", " ")
+        lines.append(json.dumps(a))
+    log0.write_text("\n".join(lines) + "\n")
+    for crc in (tmp_path / "t" / "_delta_log").glob("*.crc"):
+        crc.unlink()
+
+    metrics = tahoe.Table(path).optimize.compact()
+    assert metrics["numFilesRemoved"] == 3 and metrics["numFilesAdded"] == 1   # the single-file partition stays
+    files = tahoe.Table(path).files().to_pylist()
+    values = sorted(dict(f["partitionValues"])["ts"] for f in files)
+    assert values == ["2024-01-01 12:00:00", "2024-01-02 12:00:00"]
+    assert sorted(tahoe.Table(path).to_arrow().column("id").to_pylist()) == [1, 2, 3, 4]
