@@ -16,10 +16,11 @@
   `DELETE FROM`, `OPTIMIZE`, `DESCRIBE HISTORY`, time travel, ...) and tables by name
   (`DeltaTable.forName`, `saveAsTable`, `spark.table`) in the session (see `tahoe.spark.sql`).
 
-Importing `tahoe.spark` makes tahoe's errors surface (`tahoe.spark.surfacing`): an error tahoe
-raises inside the data source reaches `load()` / `save()` / `spark.sql()` as tahoe's error class and
-message (still an instance of Spark's exception class too), and `format("delta")` in a session
-without the source says to call `register`.
+Importing `tahoe.spark` installs tahoe's wrappers of PySpark's reader, writer and session calls
+(`tahoe.spark.patches`, the one list of what tahoe changes in PySpark): `format("delta")`'s save
+modes and `partitionBy`, Delta SQL in enabled sessions, and tahoe's errors surfacing — an error
+tahoe raises inside the data source reaches `load()` / `save()` / `spark.sql()` as tahoe's error
+class and message (still an instance of Spark's exception class too).
 
 Shipping tahoe to a cluster: executors need `tahoe` importable only for the data-source path
 (`format("delta")`), whose readers/writers run Python on executors. Either `pip install tahoe` on
@@ -39,13 +40,9 @@ from typing import Any
 __all__ = ["DeltaTable", "IdentityGenerator", "read_delta", "write_delta", "register", "local_session",
            "enable", "configure_spark_with_delta_pip"]
 
-from .calls import install as _install_calls
-from .sql.hooks import install as _install_sql
-from .surfacing import install as _install_surfacing
+from . import patches as _patches
 
-_install_surfacing()
-_install_calls()
-_install_sql()
+_patches.install()
 
 _LAZY = {
     "DeltaTable": ("tahoe.spark.delta_table", "DeltaTable"),

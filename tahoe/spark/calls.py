@@ -48,25 +48,24 @@ of what delta-spark users write reaches no data source, so tahoe carries it ther
      fail through the source, with its errors; the session conf `spark.tahoe.read.nativeScan=false`
      keeps every read on the source. Spark Connect reads keep the source.
 
-`install()` wraps these calls — classic and Spark Connect `DataFrameReader.format/option/options/load`,
-`DataFrameWriter.format/partitionBy/save`, `DataStreamReader.format/load`,
-`DataStreamWriter.format/partitionBy/start` — once; importing `tahoe.spark` runs it. The wrappers
-act only on `format("delta")` in a session where the `delta` source is tahoe's: a classic session
-whose JVM has delta-spark's classes is left to delta-spark. A process that never imports tahoe
-gets them too where tahoe is installed: its `tahoe-pyspark-hook.pth` shims these methods at
-PySpark's import and installs the wrappers at the first call (`_tahoe_pyspark_hook`). Only where
-the hook is off (`TAHOE_PYSPARK_HOOK=0`, or a Spark Connect client without tahoe installed) do
-`format("delta")` writes need `.mode("append"/"overwrite")` or the `saveMode` option and the
-`partitionBy` option — `writeStream.partitionBy` is then dropped by Spark itself.
+The wrappers of PySpark's `DataFrameReader.format/option/options/load`, `DataFrameWriter.format/
+option/options/partitionBy/save`, `DataStreamReader.format/option/options/load` and
+`DataStreamWriter.format/partitionBy/start` (classic and Spark Connect) call the functions below
+(`tahoe.spark.patches` lists and installs them). They act only on `format("delta")` in a session
+where the `delta` source is tahoe's: a classic session whose JVM has delta-spark's classes is left
+to delta-spark. Without them (`tahoe.spark.patches.disable()`, or a process that neither imports
+tahoe nor has its start-up hook) `format("delta")` writes need `.mode("append"/"overwrite")` and
+the `partitionBy` option — `writeStream.partitionBy` is then dropped by Spark itself.
 """
 
 from __future__ import annotations
 
 import json
-import sys
-from typing import Any, Iterable, Iterator
+from typing import Any
 
-__all__ = ["install", "tahoe_owns_delta", "writer_state", "partition_columns", "MAPPED_MODES", "NATIVE_READ_CONF"]
+from . import internals
+
+__all__ = ["tahoe_owns_delta", "writer_state", "partition_columns", "MAPPED_MODES", "NATIVE_READ_CONF"]
 
 PARTITION_COLUMNS_OPTION = "__partition_columns"
 MAPPED_MODES = {"errorifexists": "error", "error": "error", "default": "error", "ignore": "ignore"}
@@ -79,51 +78,30 @@ _owns: dict[int, bool] = {}
 def tahoe_owns_delta(spark: Any) -> bool:
     """Whether `format("delta")` in this session is tahoe's source (not delta-spark's, whose
     classes a classic session's JVM may have). Spark Connect: assumed (the server decides)."""
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:
+    if internals.is_connect(spark):
         return True
-    key = id(jvm)
+    key = id(spark)
     if key not in _owns:
-        try:
-            jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(_DELTA_SPARK_CLASS)
-            _owns[key] = False
-        except Exception:  # noqa: BLE001 - ClassNotFoundException: no delta-spark here
-            _owns[key] = True
+        _owns[key] = not internals.jvm_has_class(spark, _DELTA_SPARK_CLASS)
     return _owns[key]
-
-
-def _session(obj: Any) -> Any:
-    for name in ("_spark", "_session", "_client"):
-        s = getattr(obj, name, None)
-        if s is not None:
-            return s
-    return None
 
 
 def _format_of(obj: Any) -> str:
     """The format a reader/writer was given (recorded by the `format` wrapper; else asked of the
     object itself)."""
-    fmt = getattr(obj, "_tahoe_format", None)
-    if fmt is None:
-        try:
-            if hasattr(obj, "_jwrite"):
-                fmt = str(obj._jwrite.source())
-            elif hasattr(obj, "_write"):
-                fmt = str(obj._write.source or "")
-            elif hasattr(obj, "_write_proto"):
-                fmt = str(obj._write_proto.format or "")
-            elif hasattr(obj, "_format"):
-                fmt = str(obj._format or "")
-        except Exception:  # noqa: BLE001 - an unexpected PySpark layout: not ours to touch
-            fmt = ""
-    return (fmt or "").lower()
+    fmt = obj.__dict__.get("_tahoe_format")
+    if fmt is not None:
+        return fmt
+    name = internals._pyspark_class(obj).__name__
+    if name == "DataFrameWriter":
+        return internals.writer_format(obj)
+    if name == "DataStreamWriter":
+        return internals.stream_writer_format(obj)
+    return internals.reader_format(obj)
 
 
 def _is_delta(obj: Any) -> bool:
-    if _format_of(obj) != "delta":
-        return False
-    spark = _session(obj)
-    return spark is not None and tahoe_owns_delta(spark)
+    return _format_of(obj) == "delta" and tahoe_owns_delta(internals.session_of(obj))
 
 
 _SHARING_SPARK_CLASS = "io.delta.sharing.spark.DeltaSharingDataSource"
@@ -134,46 +112,12 @@ def _is_sharing(obj: Any) -> bool:
     whose classes a classic session's JVM may have)."""
     if _format_of(obj) != "deltasharing":
         return False
-    spark = _session(obj)
-    jvm = getattr(spark, "_jvm", None)
-    if spark is None:
-        return False
-    if jvm is None:
-        return True
-    try:
-        jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(_SHARING_SPARK_CLASS)
-        return False
-    except Exception:  # noqa: BLE001 - ClassNotFoundException: no official connector here
-        return True
+    return not internals.jvm_has_class(internals.session_of(obj), _SHARING_SPARK_CLASS)
 
 
 def writer_state(w: Any) -> tuple[str, str]:
-    """(format, save mode) of a DataFrameWriter, classic or Spark Connect (`source` / `curmode`
-    of the classic JVM writer are Spark-internal accessors; should they go away, the wrapper
-    stands aside and Spark's own UNSUPPORTED_DATA_SOURCE_SAVE_MODE error stands)."""
-    if hasattr(w, "_jwrite"):
-        return _format_of(w) or str(w._jwrite.source()), str(w._jwrite.curmode().toString())
-    return _format_of(w) or str(w._write.source or ""), str(w._write.mode or "errorifexists")
-
-
-def _mark(fn: Any, original: Any, flag: str) -> Any:
-    fn.__doc__ = original.__doc__
-    setattr(fn, flag, True)
-    fn._tahoe_surfacing = getattr(original, "_tahoe_surfacing", False)  # type: ignore[attr-defined]
-    return fn
-
-
-def _wrap_format(cls: Any) -> None:
-    original = cls.format
-    if getattr(original, "_tahoe_calls", False):
-        return
-
-    def format(self, source):
-        out = original(self, source)
-        self._tahoe_format = str(source).lower()
-        return out
-
-    cls.format = _mark(format, original, "_tahoe_calls")
+    """(format, save mode) of a DataFrameWriter, classic or Spark Connect."""
+    return _format_of(w), internals.writer_mode(w)
 
 
 def partition_columns(cols: Any) -> list[str]:
@@ -187,82 +131,83 @@ def partition_columns(cols: Any) -> list[str]:
     return [str(c) for c in cols]
 
 
-def _wrap_partition_by(cls: Any) -> None:
-    original = cls.partitionBy
-    if getattr(original, "_tahoe_calls", False):
-        return
+# --- the behaviours tahoe.spark.patches installs: function(original, self, *args, **kwargs) ---
 
-    def partitionBy(self, *cols):
-        out = original(self, *cols)
-        self._tahoe_partition_by = partition_columns(cols)
-        return out
+def remember_format(original: Any, self: Any, source: Any) -> Any:
+    out = original(self, source)
+    self.__dict__["_tahoe_format"] = str(source).lower()
+    return out
 
-    cls.partitionBy = _mark(partitionBy, original, "_tahoe_calls")
+
+def remember_partition_by(original: Any, self: Any, *cols: Any) -> Any:
+    out = original(self, *cols)
+    self.__dict__["_tahoe_partition_by"] = partition_columns(cols)
+    return out
+
+
+def remember_read_option(original: Any, self: Any, key: Any, value: Any) -> Any:
+    """A reader's options, recorded with lower-cased names (`_tahoe_options`)."""
+    out = original(self, key, value)
+    self.__dict__.setdefault("_tahoe_options", {})[str(key).lower()] = value
+    return out
+
+
+def remember_read_options(original: Any, self: Any, **opts: Any) -> Any:
+    out = original(self, **opts)
+    self.__dict__.setdefault("_tahoe_options", {}).update({str(k).lower(): v for k, v in opts.items()})
+    return out
+
+
+def remember_write_option(original: Any, self: Any, key: Any, value: Any) -> Any:
+    """A writer's options, recorded with names as given (`_tahoe_write_options`: delta.* keys)."""
+    out = original(self, key, value)
+    self.__dict__.setdefault("_tahoe_write_options", {})[str(key)] = value
+    return out
+
+
+def remember_write_options(original: Any, self: Any, **opts: Any) -> Any:
+    out = original(self, **opts)
+    self.__dict__.setdefault("_tahoe_write_options", {}).update({str(k): v for k, v in opts.items()})
+    return out
 
 
 def _hand_over_partitioning(w: Any, partition_by: Any) -> None:
     """`.partitionBy(...)` / `partitionBy=` of a delta write as the `__partition_columns` option,
     Spark's own partitioning cleared (rule 2 of the module docstring)."""
-    cols = partition_columns(partition_by) if partition_by is not None else getattr(w, "_tahoe_partition_by", None)
+    cols = partition_columns(partition_by) if partition_by is not None else w.__dict__.get("_tahoe_partition_by")
     if cols:
         w.option(PARTITION_COLUMNS_OPTION, json.dumps(cols))
         type(w).partitionBy(w)   # no columns: Spark's partitioning cleared
-        w._tahoe_partition_by = None
+        w.__dict__["_tahoe_partition_by"] = None
 
 
-def _wrap_save(cls: Any) -> None:
-    original = cls.save
-    if getattr(original, "_tahoe_calls", False):
-        return
-
-    def save(self, path=None, format=None, mode=None, partitionBy=None, **options):
-        from .session import session_overwrite_mode
-        from .options import SAVE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION, SESSION_OVERWRITE_MODE_OPTION
-
-        if format is not None:
-            self.format(format)
-        if mode is not None:
-            self.mode(mode)
-        try:
-            ours = _is_delta(self)
-            current = writer_state(self)[1] if ours else ""
-        except Exception:  # noqa: BLE001 - an unexpected writer: leave it to Spark
-            ours, current = False, ""
-        if ours:
-            mapped = MAPPED_MODES.get(current.lower())
-            if mapped is not None:
-                self.mode("append").option(SAVE_MODE_OPTION, mapped)
-            session_mode = session_overwrite_mode(_session(self))
-            if session_mode is not None:
-                self.option(SESSION_OVERWRITE_MODE_OPTION, session_mode)
-            auto_compact = _session_auto_compact(_session(self))
-            if auto_compact is not None:
-                self.option(SESSION_AUTO_COMPACT_OPTION, auto_compact)
-            _hand_over_time_zone(self, _session(self))
-            _hand_over_replace_where(self, _session(self))
-            _hand_over_partitioning(self, partitionBy)
-            partitionBy = None
-            if options:
-                self.options(**options)
-                options = {}
-            target = _optimized_write(self, path)
-            return original(target, path, None, None, None)
+def save(original: Any, self: Any, path=None, format=None, mode=None, partitionBy=None, **options):
+    if format is not None:
+        self.format(format)
+    if mode is not None:
+        self.mode(mode)
+    if not _is_delta(self):
         return original(self, path, None, None, partitionBy, **options)
+    from .options import SAVE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION, SESSION_OVERWRITE_MODE_OPTION
+    from .session import session_overwrite_mode
 
-    cls.save = _mark(save, original, "_tahoe_calls")
-
-
-def _writer_options(w: Any) -> dict[str, str]:
-    """The options given to a DataFrameWriter so far, names as given (classic: the JVM writer's
-    `extraOptions`, a Spark-internal accessor; Spark Connect: the write operation's options)."""
-    if hasattr(w, "_jwrite"):
-        m = w._jwrite.extraOptions().originalMap()
-        out, it = {}, m.iterator()
-        while it.hasNext():
-            e = it.next()
-            out[str(e._1())] = str(e._2())
-        return out
-    return {str(k): str(v) for k, v in w._write.options.items() if v is not None}
+    spark = internals.session_of(self)
+    mapped = MAPPED_MODES.get(internals.writer_mode(self).lower())
+    if mapped is not None:
+        self.mode("append").option(SAVE_MODE_OPTION, mapped)
+    session_mode = session_overwrite_mode(spark)
+    if session_mode is not None:
+        self.option(SESSION_OVERWRITE_MODE_OPTION, session_mode)
+    auto_compact = _session_auto_compact(spark)
+    if auto_compact is not None:
+        self.option(SESSION_AUTO_COMPACT_OPTION, auto_compact)
+    _hand_over_time_zone(self, spark)
+    _hand_over_replace_where(self, spark)
+    _hand_over_partitioning(self, partitionBy)
+    if options:
+        self.options(**options)
+    target = _optimized_write(self, path)
+    return original(target, path, None, None, None)
 
 
 def _target_metadata(path: str, opts: dict[str, str]) -> Any:
@@ -280,7 +225,7 @@ def _optimized_write(w: Any, path: str | None) -> Any:
     from .optimized_write import optimize_write_enabled, optimized_write
     from .options import OPTIMIZED_WRITE_OPTION
 
-    opts = _writer_options(w)
+    opts = internals.writer_options(w)
     low = {k.lower(): v for k, v in opts.items()}
     option: Any = low.get("optimizewrite")
     if option is not None:
@@ -306,7 +251,7 @@ def _optimized_write(w: Any, path: str | None) -> Any:
         except Exception:  # noqa: BLE001 - a bad property: the source refuses it by name
             return {}
 
-    enabled = optimize_write_enabled(_session(w), configuration, option)
+    enabled = optimize_write_enabled(internals.session_of(w), configuration, option)
     w.option(OPTIMIZED_WRITE_OPTION, "true" if enabled else "false")
     if not enabled:
         return w
@@ -316,15 +261,10 @@ def _optimized_write(w: Any, path: str | None) -> Any:
     else:
         md = metadata()
         cols = list(md.partition_columns) if md is not None else []
-    if hasattr(w, "_jwrite"):
-        df = w._df
-    else:
-        from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
-
-        df = ConnectDataFrame(w._df, w._spark)
+    df = internals.writer_dataframe(w)
     target = optimized_write(df, cols).write
     target.format("delta").mode(writer_state(w)[1])
-    for k, v in _writer_options(w).items():
+    for k, v in internals.writer_options(w).items():
         target.option(k, v)
     return target
 
@@ -345,57 +285,14 @@ def _session_auto_compact(spark: Any) -> str | None:
     return json.dumps({"enabled": enabled, "settings": dataclasses.asdict(settings)})
 
 
-def _wrap_start(cls: Any) -> None:
-    original = cls.start
-    if getattr(original, "_tahoe_calls", False):
-        return
-
-    def start(self, path=None, format=None, outputMode=None, partitionBy=None, queryName=None, **options):
-        if format is not None:
-            self.format(format)
-        try:
-            ours = _is_delta(self)
-        except Exception:  # noqa: BLE001
-            ours = False
-        if ours:
-            _hand_over_partitioning(self, partitionBy)
-            partitionBy = None
-        return original(self, path, None, outputMode, partitionBy, queryName, **options)
-
-    cls.start = _mark(start, original, "_tahoe_calls")
-
-
-def remember_options(cls: Any, attr: str, flag: str, lower: bool) -> None:
-    """Wrap `cls.option` / `cls.options` (a reader's or writer's) to record the options given on
-    the instance, in the dict `attr` (names lower-cased when `lower`); `flag` marks the wrappers
-    so that installing twice wraps once."""
-    original, original_many = cls.option, cls.options
-    if getattr(original, flag, False):
-        return
-
-    def name(key: Any) -> str:
-        return str(key).lower() if lower else str(key)
-
-    def option(self, key, value):
-        out = original(self, key, value)
-        self.__dict__.setdefault(attr, {})[name(key)] = value
-        return out
-
-    def options(self, **opts):
-        out = original_many(self, **opts)
-        self.__dict__.setdefault(attr, {}).update({name(k): v for k, v in opts.items()})
-        return out
-
-    for fn, orig in ((option, original), (options, original_many)):
-        for k, v in vars(orig).items():   # the other installers' marks stay visible (idempotence)
-            if k.startswith("_tahoe_"):
-                setattr(fn, k, v)
-        setattr(cls, fn.__name__, _mark(fn, orig, flag))
-
-
-def _wrap_option(cls: Any) -> None:
-    """Record a reader's options (lower-cased names) on it, for the load wrapper's checks."""
-    remember_options(cls, "_tahoe_options", "_tahoe_calls", lower=True)
+def stream_start(original: Any, self: Any, path=None, format=None, outputMode=None, partitionBy=None,
+                 queryName=None, **options):
+    if format is not None:
+        self.format(format)
+    if _is_delta(self):
+        _hand_over_partitioning(self, partitionBy)
+        partitionBy = None
+    return original(self, path, None, outputMode, partitionBy, queryName, **options)
 
 
 _CDF_RANGE = ("startingVersion", "startingTimestamp", "endingVersion", "endingTimestamp")
@@ -434,61 +331,52 @@ def _warn_ignored_range(given: dict) -> None:
                       f"to read an older version.", UserWarning, stacklevel=3)
 
 
-def _wrap_load(cls: Any, batch: bool) -> None:
-    original = cls.load
-    if getattr(original, "_tahoe_calls", False):
-        return
+def _load(original: Any, self: Any, batch: bool, path=None, format=None, schema=None, **options):
+    if format is not None:
+        self.format(format)
+    ours = _is_delta(self)
+    sharing = not ours and _is_sharing(self)
+    if sharing and batch:   # deltaSharing: filter pushdown on, and said (rule 3)
+        from .options import PUSHDOWN_OPTION
+        from .session import configure
 
-    def load(self, path=None, format=None, schema=None, **options):
-        if format is not None:
-            self.format(format)
-        try:
-            ours = _is_delta(self)
-            sharing = not ours and batch and _is_sharing(self)
-        except Exception:  # noqa: BLE001
-            ours = sharing = False
-        if sharing:   # deltaSharing: filter pushdown on, and said, as for delta (rule 3)
-            from .options import PUSHDOWN_OPTION
-            from .session import configure
+        configure(internals.session_of(self))
+        self.option(PUSHDOWN_OPTION, "true")
+    if sharing:   # its timestamp options are read in the session zone, as the official connector's
+        _hand_over_time_zone(self, internals.session_of(self))
+    if ours:
+        from ..read.changes import CDF_TIMESTAMP_OUT_OF_RANGE_CONF
+        from .options import CDF_OUT_OF_RANGE_OPTION, PARALLELISM_OPTION, PUSHDOWN_OPTION, READ_KIND_OPTION
+        from .session import configure, default_parallelism, session_conf
 
-            configure(_session(self))
+        spark = internals.session_of(self)
+        configure(spark)
+        if batch:
+            _warn_ignored_range({**self.__dict__.get("_tahoe_options", {}),
+                                 **{str(k).lower(): v for k, v in options.items()}})
+        self.option(READ_KIND_OPTION, "batch" if batch else "stream")
+        if batch:
             self.option(PUSHDOWN_OPTION, "true")
-        try:
-            sharing_any = not ours and _is_sharing(self)
-        except Exception:  # noqa: BLE001
-            sharing_any = False
-        if sharing_any:   # its timestamp options are read in the session zone, as the official connector's
-            _hand_over_time_zone(self, _session(self))
-        if ours:
-            from ..read.changes import CDF_TIMESTAMP_OUT_OF_RANGE_CONF
-            from .options import CDF_OUT_OF_RANGE_OPTION, PARALLELISM_OPTION, PUSHDOWN_OPTION, READ_KIND_OPTION
-            from .session import configure, default_parallelism
+            parallelism = default_parallelism(spark)
+            if parallelism:
+                self.option(PARALLELISM_OPTION, str(parallelism))
+        out_of_range = session_conf(spark, CDF_TIMESTAMP_OUT_OF_RANGE_CONF)
+        if out_of_range is not None:
+            self.option(CDF_OUT_OF_RANGE_OPTION, str(out_of_range).strip().lower())
+        _hand_over_time_zone(self, spark)
+        if batch and schema is None:
+            native = _native_read(self, spark, path, options)
+            if native is not None:
+                return native
+    return original(self, path, None, schema, **options)
 
-            spark = _session(self)
-            configure(spark)
-            if batch:
-                _warn_ignored_range({**getattr(self, "_tahoe_options", {}),
-                                     **{str(k).lower(): v for k, v in options.items()}})
-            self.option(READ_KIND_OPTION, "batch" if batch else "stream")
-            if batch:
-                self.option(PUSHDOWN_OPTION, "true")
-                parallelism = default_parallelism(spark)
-                if parallelism:
-                    self.option(PARALLELISM_OPTION, str(parallelism))
-            try:
-                out_of_range = spark.conf.get(CDF_TIMESTAMP_OUT_OF_RANGE_CONF, None)
-            except Exception:  # noqa: BLE001 - a server that does not answer confs
-                out_of_range = None
-            if out_of_range is not None:
-                self.option(CDF_OUT_OF_RANGE_OPTION, str(out_of_range).strip().lower())
-            _hand_over_time_zone(self, spark)
-            if batch and schema is None:
-                native = _native_read(self, spark, path, options)
-                if native is not None:
-                    return native
-        return original(self, path, None, schema, **options)
 
-    cls.load = _mark(load, original, "_tahoe_calls")
+def batch_load(original: Any, self: Any, path=None, format=None, schema=None, **options):
+    return _load(original, self, True, path, format, schema, **options)
+
+
+def stream_load(original: Any, self: Any, path=None, format=None, schema=None, **options):
+    return _load(original, self, False, path, format, schema, **options)
 
 
 def _native_read(reader: Any, spark: Any, path: Any, options: dict) -> Any:
@@ -497,7 +385,7 @@ def _native_read(reader: Any, spark: Any, path: Any, options: dict) -> Any:
     source reads it (Spark Connect, a schema given, several paths, the change data feed,
     `storage.*` options, a store the JVM cannot reach) — and where the options or the table
     are wrong, so that the source reports it as it always does."""
-    if not hasattr(spark, "_jsparkSession") or not hasattr(reader, "_jreader"):
+    if internals.is_connect(reader):
         return None
     if path is not None and not isinstance(path, str):
         return None
@@ -511,16 +399,13 @@ def _native_read(reader: Any, spark: Any, path: Any, options: dict) -> Any:
         raise InvalidOptionError(f"the session conf {NATIVE_READ_CONF} takes true or false, got {native!r}")
     if native == "false":
         return None
-    try:
-        if reader._jreader.userSpecifiedSchema().isDefined():
-            return None
-    except Exception:  # noqa: BLE001 - cannot tell: the source decides
+    if internals.reader_schema_given(reader):
         return None
     from ..log import DeltaLog
     from .options import read_options
     from .read import jvm_reaches
 
-    given = {**getattr(reader, "_tahoe_options", {}), **{str(k).lower(): v for k, v in options.items()}}
+    given = {**reader.__dict__.get("_tahoe_options", {}), **{str(k).lower(): v for k, v in options.items()}}
     if path is not None:
         given["path"] = path
     if not given.get("path"):
@@ -535,56 +420,3 @@ def _native_read(reader: Any, spark: Any, path: Any, options: dict) -> Any:
     from .row_tracking import read_table
 
     return read_table(spark, snap)   # `_metadata.row_id` / `row_commit_version` on row-tracking tables
-
-
-_TARGETS = (
-    ("pyspark.sql.readwriter", "DataFrameReader", ("format", "option", "load_batch")),
-    ("pyspark.sql.readwriter", "DataFrameWriter", ("format", "partitionBy", "save")),
-    ("pyspark.sql.streaming.readwriter", "DataStreamReader", ("format", "load_stream")),
-    ("pyspark.sql.streaming.readwriter", "DataStreamWriter", ("format", "partitionBy", "start")),
-    ("pyspark.sql.connect.readwriter", "DataFrameReader", ("format", "option", "load_batch")),
-    ("pyspark.sql.connect.readwriter", "DataFrameWriter", ("format", "partitionBy", "save")),
-    ("pyspark.sql.connect.streaming.readwriter", "DataStreamReader", ("format", "load_stream")),
-    ("pyspark.sql.connect.streaming.readwriter", "DataStreamWriter", ("format", "partitionBy", "start")),
-)
-
-
-def pyspark_classes(targets: Iterable[tuple[str, str, Any]]) -> Iterator[tuple[Any, Any]]:
-    """(class, what) for each (module, class name, what) of `targets` that can be wrapped now:
-    Spark Connect's classes only once something imported `pyspark.sql.connect.session`
-    (importing them costs seconds); a class an unexpected PySpark layout (or no Connect extras)
-    lacks is skipped."""
-    import importlib
-
-    for module, cls_name, what in targets:
-        if ".connect." in module and "pyspark.sql.connect.session" not in sys.modules:
-            continue
-        try:
-            cls = getattr(importlib.import_module(module), cls_name)
-        except Exception:  # noqa: BLE001 - an unexpected PySpark layout (or no Connect extras)
-            continue
-        yield cls, what
-
-
-def install() -> None:
-    """Wrap the calls of the module docstring (idempotent). Spark Connect's classes only once
-    something imported them (as `tahoe.spark.surfacing.install`)."""
-    hook = sys.modules.get("_tahoe_pyspark_hook")
-    if hook is not None:   # its shims off first: these wrappers wrap PySpark's own methods
-        hook.restore()
-    for cls, what in pyspark_classes(_TARGETS):
-        for w in what:
-            if w == "format":
-                _wrap_format(cls)
-            elif w == "option":
-                _wrap_option(cls)
-            elif w == "partitionBy":
-                _wrap_partition_by(cls)
-            elif w == "save":
-                _wrap_save(cls)
-            elif w == "start":
-                _wrap_start(cls)
-            elif w == "load_batch":
-                _wrap_load(cls, True)
-            elif w == "load_stream":
-                _wrap_load(cls, False)

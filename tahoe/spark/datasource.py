@@ -245,9 +245,8 @@ def register(spark) -> None:
     """Register the `delta` data source on `spark` (once per session) — and `deltaSharing`
     (`tahoe.spark.sharing`) —, apply tahoe's confs, map the error/ignore save modes and refuse tables by
     name (see the module docstring)."""
-    from .calls import install as install_calls
-    from .session import configure, mark_registered, registered, run_register_hooks
-    from .surfacing import install
+    from .patches import install
+    from .session import configure, mark_registered, registered
 
     configure(spark)
     if registered(spark):
@@ -258,29 +257,15 @@ def register(spark) -> None:
     _register_source(spark, DeltaSharingDataSource)
     mark_registered(spark)
     install()
-    install_calls()
-    run_register_hooks()   # e.g. tahoe.spark.sql's wrappers (tables by name), Connect classes included
 
 
 def _register_source(spark, source) -> None:
     """`spark.dataSource.register(source)`, with `spark` the JVM's active session while it
     runs: Spark checks the name against the *active* session's sources, so registering in a second
     session of one JVM (`spark.newSession()`) otherwise fails with DATA_SOURCE_ALREADY_EXISTS."""
-    jsession = getattr(spark, "_jsparkSession", None)
-    jvm = getattr(spark, "_jvm", None)
-    if jsession is None or jvm is None:  # Spark Connect: the server resolves sources per session
-        spark.dataSource.register(source)
-        return
-    sessions = getattr(jvm, "org.apache.spark.sql.SparkSession")
-    previous = sessions.getActiveSession()
-    sessions.setActiveSession(jsession)
-    try:
-        spark.dataSource.register(source)
-    finally:
-        if previous.isDefined():
-            sessions.setActiveSession(previous.get())
-        else:
-            sessions.clearActiveSession()
+    from .internals import with_active_session
+
+    with_active_session(spark, lambda: spark.dataSource.register(source))
 
 
 def read_via_datasource(spark, path: str, version: int | None = None, options: dict | None = None):

@@ -58,6 +58,7 @@ from ..write.dml_plan import (
     CHANGE_TYPE, CLAUSE, MULTIPLE_MATCHES_MESSAGE, ROW_COMMIT_VERSION, ROW_ID, SOURCE_PRESENT, TARGET_PRESENT,
     Counts, DmlPlan, candidate_files, cdc_needed, record_reads, write_and_commit,
 )
+from . import internals
 from .read import FILE_COLUMN, ROW_COLUMN, hadoop_uri, read_snapshot
 from .session import session_time_zone
 from .session import configure
@@ -74,33 +75,24 @@ CDC_DIR = "_change_data"
 # --- helpers for the API layer ------------------------------------------------------------------------
 
 def is_classic(df) -> bool:
-    return hasattr(df, "_jdf")
+    return not internals.is_connect(df)
 
 
 def column_sql(df, column) -> str:
-    """The Spark SQL text of a pyspark Column, resolved against `df` (Spark's analyzer: qualified
-    names, implicit casts made explicit) — how Column conditions and values reach the planner."""
-    if not is_classic(df):
-        raise UnsupportedFeatureError(
-            "on Spark Connect tahoe takes DML conditions and values as SQL strings, not Columns")
-    plan = df.select(column.alias("__tahoe_value"))._jdf.queryExecution().analyzed()
-    return plan.projectList().head().child().sql()
+    """The Spark SQL text of a pyspark Column, resolved against `df` — how Column conditions and
+    values reach the planner: classic Columns through Spark's analyzer (qualified names, implicit
+    casts explicit), Spark Connect Columns (expression trees built on the client) written out as
+    SQL (`tahoe.spark.connect_sql`)."""
+    if internals.is_connect(column):
+        from .connect_sql import column_sql as connect_column_sql
+
+        return connect_column_sql(column, df)
+    return internals.column_sql(df, column)
 
 
 def dataframe_alias(df) -> str | None:
     """The alias a DataFrame was given (`df.alias("s")`), when every column carries it."""
-    if is_classic(df):
-        try:
-            out = df._jdf.queryExecution().analyzed().output()
-            names = set()
-            for i in range(out.size()):
-                q = out.apply(i).qualifier()
-                names.add(q.last() if q.nonEmpty() else None)
-            return names.pop() if len(names) == 1 else None
-        except Exception:  # noqa: BLE001 - no alias we can tell
-            return None
-    plan = getattr(df, "_plan", None)
-    return getattr(plan, "_alias", None) if type(plan).__name__ == "SubqueryAlias" else None
+    return internals.dataframe_alias(df)
 
 
 def spark_typer(df, known: dict | None = None):
@@ -142,12 +134,7 @@ def spark_typer(df, known: dict | None = None):
 
 
 def _estimated_bytes(df) -> int | None:
-    if not is_classic(df):
-        return None
-    try:
-        return int(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
-    except Exception:  # noqa: BLE001
-        return None
+    return internals.plan_size_in_bytes(df)
 
 
 def _broadcast_threshold(spark) -> int:
@@ -301,10 +288,7 @@ class _SparkDml:
             return self._run()
         finally:
             for df in self.persisted:    # the checkpoint's blocks (else freed only by a JVM GC)
-                try:
-                    df._jdf.queryExecution().analyzed().rdd().unpersist(False)
-                except Exception:  # noqa: BLE001 - not a classic session's LogicalRDD: left to Spark's cleaner
-                    pass
+                internals.release_checkpoint(df)
 
     def _run(self) -> dict[str, Any]:
         from pyspark.sql import functions as F

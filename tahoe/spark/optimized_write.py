@@ -68,7 +68,6 @@ def optimized_write(df, partition_columns: list[str]):
 
 
 def _estimated_size(df) -> int | None:
-    try:
-        return int(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
-    except Exception:  # noqa: BLE001 - Spark Connect / no stats: unknown
-        return None
+    from .internals import plan_size_in_bytes
+
+    return plan_size_in_bytes(df)   # None on Spark Connect: unknown

@@ -16,7 +16,7 @@ from typing import Any
 
 __all__ = ["configure", "local_session", "session_conf", "spark_context", "default_parallelism", "session_overwrite_mode", "session_time_zone",
            "replace_where_settings", "REPLACE_WHERE_CHECK", "REPLACE_WHERE_DATA_COLUMNS",
-           "session_timestamp_ms", "registered", "mark_registered", "on_register", "run_register_hooks", "auto_compact_session_value",
+           "session_timestamp_ms", "registered", "mark_registered", "auto_compact_session_value",
            "auto_compact_settings", "DELTA_CONF", "RUNTIME_CONF", "STATIC_CONF"]
 
 DELTA_CONF = "spark.databricks.delta."   # delta-spark's session confs
@@ -52,22 +52,6 @@ def registered(spark: Any) -> bool:
 
 def mark_registered(spark: Any) -> None:
     _registered.add(id(spark))
-
-
-_register_hooks: list = []
-
-
-def on_register(install: Any) -> Any:
-    """Have `tahoe.spark.register` run `install()` (call wrappers that must also cover Spark
-    Connect's classes, which exist only once a Connect session was made)."""
-    if install not in _register_hooks:
-        _register_hooks.append(install)
-    return install
-
-
-def run_register_hooks() -> None:
-    for install in list(_register_hooks):
-        install()
 
 
 def configure(spark: Any) -> Any:

@@ -17,7 +17,7 @@ from typing import Any, Iterable
 import numpy as np
 import pyarrow as pa
 
-from ..errors import AnalysisException
+from ..errors import AnalysisException, DeltaError
 from ..expressions import (
     Column, Comparison, Expression, In, IsNull, Not, and_, file_mask as _expression_file_mask, lit, parse,
 )
@@ -34,7 +34,7 @@ def pushed_filter(f: Any) -> Expression | None:
     an aware datetime (an instant, `TIMESTAMP`), a TIMESTAMP_NTZ one naive (`TIMESTAMP_NTZ`)."""
     from pyspark.sql import datasource as ds
 
-    from ..errors import AnalysisException
+    from ..errors import AnalysisException, DeltaError
 
     comparisons = {ds.EqualTo: "=", ds.EqualNullSafe: "<=>", ds.GreaterThan: ">", ds.GreaterThanOrEqual: ">=",
                    ds.LessThan: "<", ds.LessThanOrEqual: "<="}
@@ -72,15 +72,23 @@ def filter_sql(f: Any, spark: Any = None, schema: Any = None) -> str | None:
     Spark Connect Column from its string form. None when it cannot be had."""
     if isinstance(f, str):
         return f
-    if spark is not None and schema is not None:
+    from . import internals
+
+    if internals.is_connect(f):
+        from .connect_sql import column_sql
+
         try:
-            plan = spark.createDataFrame([], schema).filter(f)._jdf.queryExecution().analyzed()
-            return plan.condition().sql()
-        except Exception:
-            pass
-    s = str(f)  # Spark Connect
-    if s.startswith("Column<'") and s.endswith("'>"):
-        return s[len("Column<'"):-2]
+            return column_sql(f)
+        except DeltaError:   # an expression with no SQL form (a UDF, ...): no skipping by it
+            return None
+    if spark is not None and schema is not None:
+        from pyspark.errors import AnalysisException as SparkAnalysisException
+
+        try:
+            filtered = spark.createDataFrame([], schema).filter(f)
+        except SparkAnalysisException:   # not over the table's columns: Spark's filter says so later
+            return None
+        return internals.filter_sql(filtered)
     return None
 
 

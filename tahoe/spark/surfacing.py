@@ -4,7 +4,7 @@ An error tahoe raises inside the `delta` data source runs in a Python worker; Sp
 the caller as an AnalysisException / PythonException / Py4JJavaError whose message starts with
 `[PYTHON_DATA_SOURCE_ERROR] Failed to ...: Traceback ...` and names tahoe's error only at the end.
 
-Owns `surfaced(exc)` and `install()`:
+Owns `surfaced(exc)` and `spark_facing(exc)`:
   * `surfaced(exc)` finds the tahoe error (`tahoe.<module>.<Class>: message`, the last one in the
     text) in a Spark exception and returns an exception that IS both: an instance of tahoe's class
     (`except tahoe.errors.TableNotFoundError` works) and of Spark's original class
@@ -14,24 +14,21 @@ Owns `surfaced(exc)` and `install()`:
     (printed below it) and kept as `.spark_error`. For Spark's `DATA_SOURCE_NOT_FOUND` on
     `delta` it returns the same Spark exception with a first line saying to register tahoe's
     source. Anything else: None (the exception stands as it is).
-  * `install()` wraps the calls where a data-source error reaches the caller — classic and Spark
-    Connect `DataFrameReader.load`, `DataFrameWriter.save/saveAsTable/insertInto`,
-    `DataFrameWriterV2`'s terminal methods and `SparkSession.sql` — so that what they raise is
-    `surfaced` when it can be; they behave exactly as before otherwise. Importing `tahoe.spark`
-    installs it. Errors raised later, when an action (collect, count, ...) runs a scan on the
-    executors, are not rewritten.
+  * The calls where a data-source error reaches the caller — classic and Spark Connect
+    `DataFrameReader.load`, `DataFrameWriter.save/saveAsTable/insertInto`, `DataFrameWriterV2`'s
+    terminal methods and `SparkSession.sql` — pass what they raise through `surfaced`
+    (`tahoe.spark.patches`, `surfaced=True`). Errors raised later, when an action (collect,
+    count, ...) runs a scan on the executors, are not rewritten.
 """
 
 from __future__ import annotations
 
-import functools
 import importlib
 import re
-from typing import Any, Callable
 
 from ..errors import DeltaError
 
-__all__ = ["surfaced", "install", "spark_facing", "REGISTER_HINT"]
+__all__ = ["surfaced", "spark_facing", "REGISTER_HINT"]
 
 REGISTER_HINT = ("the `delta` data source is not registered in this Spark session: tahoe provides "
                  "format('delta') as a Python data source, which Spark finds by itself where tahoe is "
@@ -146,56 +143,3 @@ def surfaced(exc: BaseException) -> BaseException | None:
         cls = type(type(exc).__name__, (type(exc),), {"__module__": type(exc).__module__, "__str__": __str__})
         return _copy_as(cls, exc, message, exc.args)
     return None
-
-
-def _surfacing(fn: Callable) -> Callable:
-    if getattr(fn, "_tahoe_surfacing", False):
-        return fn
-
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except Exception as e:  # noqa: BLE001 - rewritten only when it carries a tahoe error
-            new = surfaced(e)
-            if new is None:
-                raise
-            raise new from None
-
-    call._tahoe_surfacing = True  # type: ignore[attr-defined]
-    return call
-
-
-_TARGETS = {
-    "pyspark.sql.readwriter": {"DataFrameReader": ("load",),
-                               "DataFrameWriter": ("save", "saveAsTable", "insertInto"),
-                               "DataFrameWriterV2": ("create", "replace", "createOrReplace", "append",
-                                                     "overwrite", "overwritePartitions")},
-    "pyspark.sql.session": {"SparkSession": ("sql",)},
-    "pyspark.sql.connect.readwriter": {"DataFrameReader": ("load",),
-                                       "DataFrameWriter": ("save", "saveAsTable", "insertInto"),
-                                       "DataFrameWriterV2": ("create", "replace", "createOrReplace", "append",
-                                                             "overwrite", "overwritePartitions")},
-    "pyspark.sql.connect.session": {"SparkSession": ("sql",)},
-}
-
-
-def install() -> None:
-    """Wrap the calls listed in the module docstring (idempotent). Spark Connect's classes only
-    once something imported them (importing them costs seconds, and every Python worker that
-    imports tahoe.spark runs this): `register` calls it again for each session it registers."""
-    import sys
-
-    for module, classes in _TARGETS.items():
-        if ".connect." in module and module not in sys.modules:
-            continue
-        try:
-            mod = importlib.import_module(module)
-        except Exception:  # noqa: BLE001 - an unexpected PySpark layout: leave it alone
-            continue
-        for cls_name, methods in classes.items():
-            cls = getattr(mod, cls_name, None)
-            for name in methods if cls is not None else ():
-                fn = cls.__dict__.get(name)
-                if fn is not None:
-                    setattr(cls, name, _surfacing(fn))

@@ -44,13 +44,9 @@ _DELTA_SPARK_CONFS = {
 
 def enable(spark: Any) -> Any:
     """Turn on Delta's SQL and tables by name in `spark` (see the module docstring); returns it."""
-    from ..calls import install as install_calls
     from ..datasource import register
-    from ..surfacing import install as install_surfacing
-    from .hooks import install
+    from ..patches import install
 
-    install_surfacing()
-    install_calls()
     install()
     register(spark)
     mark(spark, True)

@@ -12,35 +12,30 @@
   * `DataStreamReader.table` and `DataStreamWriter.toTable` — a streaming read / write of the
     Delta table's path.
 
-Anything that is not a Delta table is passed to Spark untouched. `install()` wraps the methods
-once (idempotent); errors tahoe raises reach the caller as tahoe's error class that is also
-Spark's `AnalysisException` (`tahoe.spark.surfacing.spark_facing`).
+Anything that is not a Delta table is passed to Spark untouched. The functions below are the
+behaviours `tahoe.spark.patches` installs around those methods; errors tahoe raises reach the
+caller as tahoe's error class that is also Spark's `AnalysisException`
+(`tahoe.spark.surfacing.spark_facing`).
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable
 
 from typing import TYPE_CHECKING
 
 from ...errors import DeltaError, ParseException, UnsupportedFeatureError
+from .. import internals
 from .state import in_passthrough, is_enabled, passthrough
-
-from ..session import on_register as _on_register
 
 if TYPE_CHECKING:  # pragma: no cover
     from .grammar import TableName
 
-__all__ = ["install", "run_sql"]
+__all__ = ["run_sql"]
 
 
 def _session_of(obj: Any) -> Any:
-    for name in ("_spark", "_session", "_client", "sparkSession", "_sparkSession"):
-        s = getattr(obj, name, None)
-        if s is not None and not callable(s):
-            return s
-    return None
+    return internals.session_of(obj)
 
 
 def _enabled(spark: Any) -> bool:
@@ -114,24 +109,15 @@ def _refuse_by_name(spark: Any) -> bool:
     return registered(spark)
 
 
-def _wrap_sql(cls: Any) -> None:
-    original = cls.sql
-    if getattr(original, "_tahoe_sql", False):
-        return
-
-    @functools.wraps(original)
-    def sql(self, sqlQuery, args=None, **kwargs):
-        if not _enabled(self):
-            if not in_passthrough() and isinstance(sqlQuery, str) and _refuse_by_name(self) and \
-                    _creates_delta_table(sqlQuery):
-                raise _facing(UnsupportedFeatureError(_catalog_message()))
-            if args is None and not kwargs:
-                return original(self, sqlQuery)
-            return original(self, sqlQuery, args, **kwargs)
-        return run_sql(self, original, sqlQuery, args, kwargs)
-
-    sql._tahoe_sql = True  # type: ignore[attr-defined]
-    cls.sql = sql
+def session_sql(original: Callable, self: Any, sqlQuery: Any, args: Any = None, **kwargs: Any) -> Any:
+    if not _enabled(self):
+        if not in_passthrough() and isinstance(sqlQuery, str) and _refuse_by_name(self) and \
+                _creates_delta_table(sqlQuery):
+            raise _facing(UnsupportedFeatureError(_catalog_message()))
+        if args is None and not kwargs:
+            return original(self, sqlQuery)
+        return original(self, sqlQuery, args, **kwargs)
+    return run_sql(self, original, sqlQuery, args, kwargs)
 
 
 def _delta_entry(spark: Any, name: str):
@@ -171,81 +157,59 @@ def _read(spark: Any, path: str, options: dict):
 
 
 def _reader_options(reader: Any) -> dict:
-    opts = getattr(reader, "_tahoe_options", None)
-    return dict(opts) if opts else {}
+    return dict(reader.__dict__.get("_tahoe_options") or {})
 
 
-def _wrap_session_table(cls: Any) -> None:
-    original = cls.table
-    if getattr(original, "_tahoe_sql", False):
-        return
-
-    @functools.wraps(original)
-    def table(self, tableName):
-        if _enabled(self):
-            r = _delta_entry(self, tableName)
-            if r is not None:
-                try:
-                    return _read(self, r.path, {})
-                except DeltaError as e:
-                    raise _facing(e) from None
-            if _sql_view(self, tableName):
-                return self.sql(f"SELECT * FROM {tableName}")
-        return original(self, tableName)
-
-    table._tahoe_sql = True  # type: ignore[attr-defined]
-    cls.table = table
+def session_table(original: Callable, self: Any, tableName: str) -> Any:
+    if _enabled(self):
+        r = _delta_entry(self, tableName)
+        if r is not None:
+            try:
+                return _read(self, r.path, {})
+            except DeltaError as e:
+                raise _facing(e) from None
+        if _sql_view(self, tableName):
+            return self.sql(f"SELECT * FROM {tableName}")
+    return original(self, tableName)
 
 
-def _wrap_reader(cls: Any, streaming: bool) -> None:
-    """`option(s)` remembered (time travel options), `table(name)` of a Delta table by tahoe."""
-    from ..calls import remember_options
+def _table(original: Callable, self: Any, tableName: str, streaming: bool) -> Any:
+    """`table(name)` of a reader: a Delta table by tahoe (with the time travel options given)."""
+    spark = _session_of(self)
+    if _enabled(spark):
+        r = _delta_entry(spark, tableName)
+        if r is not None:
+            try:
+                if streaming:
+                    return self.format("delta").load(r.path)
+                return _read(spark, r.path, _reader_options(self))
+            except DeltaError as e:
+                raise _facing(e) from None
+        if not streaming and not _reader_options(self) and _sql_view(spark, tableName):
+            return spark.sql(f"SELECT * FROM {tableName}")
+    return original(self, tableName)
 
-    remember_options(cls, "_tahoe_options", "_tahoe_sql", lower=True)
-    original = cls.table
-    if getattr(original, "_tahoe_sql", False):
-        return
 
-    @functools.wraps(original)
-    def table(self, tableName):
-        spark = _session_of(self)
-        if _enabled(spark):
-            r = _delta_entry(spark, tableName)
-            if r is not None:
-                try:
-                    if streaming:
-                        return self.format("delta").load(r.path)
-                    return _read(spark, r.path, _reader_options(self))
-                except DeltaError as e:
-                    raise _facing(e) from None
-            if not streaming and not _reader_options(self) and _sql_view(spark, tableName):
-                return spark.sql(f"SELECT * FROM {tableName}")
-        return original(self, tableName)
+def reader_table(original: Callable, self: Any, tableName: str) -> Any:
+    return _table(original, self, tableName, False)
 
-    table._tahoe_sql = True  # type: ignore[attr-defined]
-    cls.table = table
+
+def stream_reader_table(original: Callable, self: Any, tableName: str) -> Any:
+    return _table(original, self, tableName, True)
 
 
 def _writer_format(w: Any) -> str:
     from ..calls import writer_state
 
-    try:
-        return writer_state(w)[0].lower()
-    except Exception:  # noqa: BLE001
-        return ""
+    return writer_state(w)[0].lower()
 
 
 def _writer_mode(w: Any) -> str:
-    from ..calls import writer_state
-
-    try:
-        return writer_state(w)[1].lower()
-    except Exception:  # noqa: BLE001
-        return "errorifexists"
+    return internals.writer_mode(w).lower()
 
 
 def _writer_options(w: Any) -> dict:
-    return dict(getattr(w, "_tahoe_write_options", {}) or {})
+    return dict(w.__dict__.get("_tahoe_write_options") or {})
 
 
 def _create_named(spark: Any, name: str, df: Any, partition_by: list, location: str | None,
@@ -266,67 +230,46 @@ def _create_named(spark: Any, name: str, df: Any, partition_by: list, location: 
         raise
 
 
-def _wrap_writer(cls: Any) -> None:
-    from ..calls import remember_options
+def save_as_table(original: Callable, self: Any, name: str, format=None, mode=None, partitionBy=None, **options):
+    spark = _session_of(self)
+    if format is not None:
+        self.format(format)
+    if mode is not None:
+        self.mode(mode)
+    if options:
+        self.options(**options)
+    fmt = _writer_format(self)
+    if fmt == "delta" and not _enabled(spark) and _refuse_by_name(spark):
+        raise _facing(UnsupportedFeatureError(_catalog_message()))
+    if _enabled(spark) and fmt in ("delta", "", "parquet"):
+        try:
+            done, result = _save_as_table(self, spark, name, fmt, partitionBy)
+        except DeltaError as e:
+            raise _facing(e) from None
+        if done:
+            return result
+    return original(self, name, None, None, partitionBy)
 
-    remember_options(cls, "_tahoe_write_options", "_tahoe_sql", lower=False)   # delta.* keys as given
 
-    original_save_as = cls.saveAsTable
-    if not getattr(original_save_as, "_tahoe_sql", False):
-        @functools.wraps(original_save_as)
-        def saveAsTable(self, name, format=None, mode=None, partitionBy=None, **options):
-            spark = _session_of(self)
-            if format is not None:
-                self.format(format)
-            if mode is not None:
-                self.mode(mode)
-            if options:
-                self.options(**options)
-            fmt = _writer_format(self)
-            if spark is not None and fmt == "delta" and not _enabled(spark) and _refuse_by_name(spark):
-                raise _facing(UnsupportedFeatureError(_catalog_message()))
-            if spark is not None and _enabled(spark) and fmt in ("delta", "", "parquet"):
-                try:
-                    done, result = _save_as_table(self, spark, name, fmt, partitionBy)
-                except DeltaError as e:
-                    raise _facing(e) from None
-                if done:
-                    return result
-            return original_save_as(self, name, None, None, partitionBy)
-
-        saveAsTable._tahoe_sql = True  # type: ignore[attr-defined]
-        cls.saveAsTable = saveAsTable
-
-    original_insert = cls.insertInto
-    if not getattr(original_insert, "_tahoe_sql", False):
-        @functools.wraps(original_insert)
-        def insertInto(self, tableName, overwrite=None):
-            spark = _session_of(self)
-            if spark is not None and _enabled(spark):
-                r = _delta_entry(spark, tableName)
-                if r is not None:
-                    try:
-                        return _insert_into(self, spark, r.path, bool(overwrite) or _writer_mode(self) == "overwrite")
-                    except DeltaError as e:
-                        raise _facing(e) from None
-            if overwrite is None:
-                return original_insert(self, tableName)
-            return original_insert(self, tableName, overwrite)
-
-        insertInto._tahoe_sql = True  # type: ignore[attr-defined]
-        cls.insertInto = insertInto
+def insert_into(original: Callable, self: Any, tableName: str, overwrite=None):
+    spark = _session_of(self)
+    if _enabled(spark):
+        r = _delta_entry(spark, tableName)
+        if r is not None:
+            try:
+                return _insert_into(self, spark, r.path, bool(overwrite) or _writer_mode(self) == "overwrite")
+            except DeltaError as e:
+                raise _facing(e) from None
+    if overwrite is None:
+        return original(self, tableName)
+    return original(self, tableName, overwrite)
 
 
 def _df_of(writer: Any) -> Any:
-    """The DataFrame a writer writes: classic writers hold it; Spark Connect's hold its plan."""
-    df = getattr(writer, "_df", None)
-    if df is None:
-        df = getattr(getattr(writer, "_write_stream", None), "_child", None)
-    if df is None or hasattr(df, "columns"):
-        return df
-    from pyspark.sql.connect.dataframe import DataFrame
-
-    return DataFrame(df, _session_of(writer))
+    """The DataFrame a writer writes (batch or streaming, classic or Connect)."""
+    if internals._pyspark_class(writer).__name__ == "DataStreamWriter":
+        return internals.stream_writer_dataframe(writer)
+    return internals.writer_dataframe(writer)
 
 
 def _save_as_table(w: Any, spark: Any, name: str, fmt: str, partition_by: Any) -> tuple[bool, Any]:
@@ -352,7 +295,7 @@ def _save_as_table(w: Any, spark: Any, name: str, fmt: str, partition_by: Any) -
                                     f"saveAsTable with format('delta') cannot write to it")
     mode = _writer_mode(w)
     opts = {str(k).lower(): v for k, v in _writer_options(w).items()}
-    cols = _partition_columns(partition_by) if partition_by is not None else (getattr(w, "_tahoe_partition_by", None) or [])
+    cols = _partition_columns(partition_by) if partition_by is not None else (w.__dict__.get("_tahoe_partition_by") or [])
     merge_schema = str(opts.get("mergeschema", "false")).lower() == "true"
     overwrite_schema = str(opts.get("overwriteschema", "false")).lower() == "true"
     replace_where = opts.get("replacewhere")
@@ -400,80 +343,87 @@ def _insert_into(w: Any, spark: Any, path: str, overwrite: bool) -> None:
     write_delta(df, path, mode="overwrite" if overwrite else "append")
 
 
-def _wrap_writer_v2(cls: Any) -> None:
-    """DataFrameWriterV2 keeps its settings in the JVM (classic) or a plan (Connect); tahoe
-    records them as they are set, and runs the terminal calls on Delta tables."""
-    def recorder(meth: str, store: Callable[[Any, tuple, dict], None]) -> None:
-        orig = getattr(cls, meth, None)
-        if orig is None or getattr(orig, "_tahoe_sql", False):
-            return
+def _v2_state(w: Any) -> dict:
+    """What a DataFrameWriterV2 was told (classic ones keep it in the JVM): recorded as it is set."""
+    return w.__dict__.setdefault("_tahoe_v2", {"props": {}, "options": {}})
 
-        @functools.wraps(orig)
-        def wrapper(self, *args, **kwargs):
-            out = orig(self, *args, **kwargs)
-            store(self, args, kwargs)
-            return out
 
-        wrapper._tahoe_sql = True  # type: ignore[attr-defined]
-        setattr(cls, meth, wrapper)
+def v2_init(original: Callable, self: Any, *args: Any, **kwargs: Any) -> None:
+    original(self, *args, **kwargs)
+    table = kwargs.get("table", args[-1] if args else None)
+    if isinstance(table, str):
+        self.__dict__["_tahoe_table"] = table
 
-    def st(self) -> dict:
-        return self.__dict__.setdefault("_tahoe_v2", {"props": {}, "options": {}})
 
-    init = cls.__init__
-    if not getattr(init, "_tahoe_sql", False):
-        @functools.wraps(init)
-        def __init__(self, *args, **kwargs):
-            init(self, *args, **kwargs)
-            table = kwargs.get("table", args[-1] if args else None)
-            if isinstance(table, str):
-                self._tahoe_table = table
+def v2_using(original: Callable, self: Any, provider: str) -> Any:
+    out = original(self, provider)
+    _v2_state(self)["provider"] = str(provider).lower()
+    return out
 
-        __init__._tahoe_sql = True  # type: ignore[attr-defined]
-        cls.__init__ = __init__
 
-    recorder("using", lambda s, a, k: st(s).__setitem__("provider", str(a[0] if a else k.get("provider")).lower()))
-    recorder("partitionedBy", lambda s, a, k: st(s).__setitem__("partition", [_col_name(c) for c in a]))
-    recorder("clusterBy", lambda s, a, k: st(s).__setitem__("cluster", [str(c) for c in a]))
-    recorder("tableProperty", lambda s, a, k: st(s)["props"].__setitem__(str(a[0]), str(a[1])))
-    recorder("option", lambda s, a, k: st(s)["options"].__setitem__(str(a[0]), a[1]))
-    recorder("options", lambda s, a, k: st(s)["options"].update(k))
+def v2_partitioned_by(original: Callable, self: Any, col: Any, *cols: Any) -> Any:
+    out = original(self, col, *cols)
+    _v2_state(self)["partition"] = [_col_name(c) for c in (col, *cols)]
+    return out
 
-    for terminal in ("create", "replace", "createOrReplace", "append", "overwrite", "overwritePartitions"):
-        orig = getattr(cls, terminal, None)
-        if orig is None or getattr(orig, "_tahoe_sql", False):
-            continue
 
-        def make(orig=orig, terminal=terminal):
-            @functools.wraps(orig)
-            def wrapper(self, *args, **kwargs):
-                spark = _session_of(self)
-                state = self.__dict__.get("_tahoe_v2", {"props": {}, "options": {}})
-                if spark is not None and state.get("provider") == "delta" and not _enabled(spark) and \
-                        _refuse_by_name(spark):
-                    raise _facing(UnsupportedFeatureError(_catalog_message()))
-                if spark is not None and _enabled(spark):
-                    try:
-                        done = _v2_terminal(self, spark, terminal, state, args, kwargs)
-                    except DeltaError as e:
-                        raise _facing(e) from None
-                    if done:
-                        return None
-                return orig(self, *args, **kwargs)
+def v2_cluster_by(original: Callable, self: Any, col: Any, *cols: Any) -> Any:
+    out = original(self, col, *cols)
+    _v2_state(self)["cluster"] = [str(c) for c in (col, *cols)]
+    return out
 
-            wrapper._tahoe_sql = True  # type: ignore[attr-defined]
-            return wrapper
 
-        setattr(cls, terminal, make())
+def v2_table_property(original: Callable, self: Any, property: str, value: str) -> Any:
+    out = original(self, property, value)
+    _v2_state(self)["props"][str(property)] = str(value)
+    return out
+
+
+def v2_option(original: Callable, self: Any, key: str, value: Any) -> Any:
+    out = original(self, key, value)
+    _v2_state(self)["options"][str(key)] = value
+    return out
+
+
+def v2_options(original: Callable, self: Any, **options: Any) -> Any:
+    out = original(self, **options)
+    _v2_state(self)["options"].update(options)
+    return out
+
+
+def _terminal(terminal: str) -> Callable:
+    def behaviour(original: Callable, self: Any, *args: Any, **kwargs: Any) -> Any:
+        spark = _session_of(self)
+        state = self.__dict__.get("_tahoe_v2", {"props": {}, "options": {}})
+        if state.get("provider") == "delta" and not _enabled(spark) and _refuse_by_name(spark):
+            raise _facing(UnsupportedFeatureError(_catalog_message()))
+        if _enabled(spark):
+            try:
+                done = _v2_terminal(self, spark, terminal, state, args, kwargs)
+            except DeltaError as e:
+                raise _facing(e) from None
+            if done:
+                return None
+        return original(self, *args, **kwargs)
+
+    behaviour.__name__ = f"v2_{terminal}"
+    return behaviour
+
+
+v2_create = _terminal("create")
+v2_replace = _terminal("replace")
+v2_create_or_replace = _terminal("createOrReplace")
+v2_append = _terminal("append")
+v2_overwrite = _terminal("overwrite")
+v2_overwrite_partitions = _terminal("overwritePartitions")
 
 
 def _col_name(c: Any) -> str:
     if isinstance(c, str):
         return c
-    name = getattr(c, "_jc", None)
-    if name is not None:
-        return str(name.toString())
-    return str(c).removeprefix("Column<'").removesuffix("'>")
+    if internals.is_connect(c):
+        return str(c).removeprefix("Column<'").removesuffix("'>")
+    return internals.column_name(c)
 
 
 def _v2_terminal(w: Any, spark: Any, terminal: str, state: dict, args: tuple, kwargs: dict) -> bool:
@@ -482,7 +432,7 @@ def _v2_terminal(w: Any, spark: Any, terminal: str, state: dict, args: tuple, kw
 
     from .catalog import qualified, resolve
 
-    name = getattr(w, "_table_name", None) or getattr(w, "_tahoe_table", None)
+    name = internals.v2_table_name(w)
     df = _df_of(w)
     if name is None or df is None:
         return False
@@ -534,45 +484,31 @@ def _v2_terminal(w: Any, spark: Any, terminal: str, state: dict, args: tuple, kw
     return True
 
 
-def _wrap_stream_writer(cls: Any) -> None:
-    original = cls.toTable
-    if getattr(original, "_tahoe_sql", False):
-        return
-
-    @functools.wraps(original)
-    def toTable(self, tableName, format=None, outputMode=None, partitionBy=None, queryName=None, **options):
-        spark = _session_of(self)
-        if format is not None:
-            self.format(format)
-        fmt = _writer_format_stream(self)
-        if spark is not None and fmt == "delta" and not _enabled(spark) and _refuse_by_name(spark):
-            raise _facing(UnsupportedFeatureError(_catalog_message()))
-        if spark is not None and _enabled(spark):
-            try:
-                r = _delta_entry(spark, tableName)
-                if r is None and fmt == "delta":
-                    r = _create_stream_table(self, spark, tableName, partitionBy)
-            except DeltaError as e:
-                raise _facing(e) from None
-            if r is not None:
-                return self.format("delta").start(r.path, outputMode=outputMode, partitionBy=partitionBy,
-                                                  queryName=queryName, **options)
-        return original(self, tableName, format, outputMode, partitionBy, queryName, **options)
-
-    toTable._tahoe_sql = True  # type: ignore[attr-defined]
-    cls.toTable = toTable
+def stream_to_table(original: Callable, self: Any, tableName: str, format=None, outputMode=None, partitionBy=None,
+                    queryName=None, **options):
+    spark = _session_of(self)
+    if format is not None:
+        self.format(format)
+    fmt = _writer_format_stream(self)
+    if fmt == "delta" and not _enabled(spark) and _refuse_by_name(spark):
+        raise _facing(UnsupportedFeatureError(_catalog_message()))
+    if _enabled(spark):
+        try:
+            r = _delta_entry(spark, tableName)
+            if r is None and fmt == "delta":
+                r = _create_stream_table(self, spark, tableName, partitionBy)
+        except DeltaError as e:
+            raise _facing(e) from None
+        if r is not None:
+            return self.format("delta").start(r.path, outputMode=outputMode, partitionBy=partitionBy,
+                                              queryName=queryName, **options)
+    return original(self, tableName, format, outputMode, partitionBy, queryName, **options)
 
 
 def _writer_format_stream(w: Any) -> str:
-    fmt = getattr(w, "_tahoe_format", None)
-    if fmt:
-        return str(fmt).lower()
-    try:
-        if hasattr(w, "_jwrite"):
-            return ""
-        return str(getattr(w._write_proto, "format", "") or "").lower()
-    except Exception:  # noqa: BLE001
-        return ""
+    from ..calls import _format_of
+
+    return _format_of(w)
 
 
 def _create_stream_table(w: Any, spark: Any, name: str, partition_by: Any):
@@ -587,7 +523,7 @@ def _create_stream_table(w: Any, spark: Any, name: str, partition_by: Any):
         return None
     table = _name(name)
     schema = from_spark_schema(df.schema)
-    cols = _partition_columns(partition_by) if partition_by is not None else (getattr(w, "_tahoe_partition_by", None) or [])
+    cols = _partition_columns(partition_by) if partition_by is not None else (w.__dict__.get("_tahoe_partition_by") or [])
     if table.is_path:
         create_table(table.path, schema, cols)
         return Resolved(table.path)   # type: ignore[arg-type]
@@ -598,43 +534,3 @@ def _create_stream_table(w: Any, spark: Any, name: str, partition_by: Any):
         drop_entry(spark, entry)
         raise
     return Resolved(entry.location, entry)   # type: ignore[arg-type]
-
-
-_TARGETS = (
-    ("pyspark.sql.session", "SparkSession", "session"),
-    ("pyspark.sql.readwriter", "DataFrameReader", "reader"),
-    ("pyspark.sql.readwriter", "DataFrameWriter", "writer"),
-    ("pyspark.sql.readwriter", "DataFrameWriterV2", "writer_v2"),
-    ("pyspark.sql.streaming.readwriter", "DataStreamReader", "stream_reader"),
-    ("pyspark.sql.streaming.readwriter", "DataStreamWriter", "stream_writer"),
-    ("pyspark.sql.connect.session", "SparkSession", "session"),
-    ("pyspark.sql.connect.readwriter", "DataFrameReader", "reader"),
-    ("pyspark.sql.connect.readwriter", "DataFrameWriter", "writer"),
-    ("pyspark.sql.connect.readwriter", "DataFrameWriterV2", "writer_v2"),
-    ("pyspark.sql.connect.streaming.readwriter", "DataStreamReader", "stream_reader"),
-    ("pyspark.sql.connect.streaming.readwriter", "DataStreamWriter", "stream_writer"),
-)
-
-
-def install() -> None:
-    """Wrap the calls of the module docstring (idempotent; Spark Connect's classes once they are
-    imported: `tahoe.spark.register` runs it again, see `tahoe.spark.session.on_register`)."""
-    from ..calls import pyspark_classes
-
-    for cls, kind in pyspark_classes(_TARGETS):
-        if kind == "session":
-            _wrap_sql(cls)
-            _wrap_session_table(cls)
-        elif kind == "reader":
-            _wrap_reader(cls, streaming=False)
-        elif kind == "stream_reader":
-            _wrap_reader(cls, streaming=True)
-        elif kind == "writer":
-            _wrap_writer(cls)
-        elif kind == "writer_v2":
-            _wrap_writer_v2(cls)
-        elif kind == "stream_writer":
-            _wrap_stream_writer(cls)
-
-
-_on_register(install)

@@ -1,0 +1,190 @@
+"""Spark Connect Columns as Spark SQL text.
+
+Over Spark Connect a `Column` is an unresolved expression tree built on the client; delta-spark's
+Connect client ships it to the server in its own plan messages. tahoe plans DML on the client, so
+it writes the tree out as Spark SQL (which `tahoe.expressions.parse` reads as it reads a condition
+given as a string). The tree is read in its wire form — the Spark Connect protocol's `Expression`
+message (`column.to_plan`), a public, versioned protocol — not PySpark's client-side classes.
+
+1. Column references keep the name as written (`t.id`, `` `a b` ``); a reference made from a
+   DataFrame (`df["id"]`, whose plan id names the DataFrame) takes that DataFrame's alias from
+   `aliases` (plan id -> alias) when given one.
+2. Operators (`==`, `and`, `not`, `isNull`, `in`, `like`, CASE WHEN, ...) become Spark SQL's
+   infix forms; other functions `name(args)`; `expr("...")` text is kept as written.
+3. Literals are typed as Spark types them: `1` INT, `1L`-style BIGINT, decimals, dates, timestamps
+   (an instant, written in UTC with its offset), binary, arrays, maps and structs.
+4. What has no SQL text — a Python UDF, a lambda over a variable, a subquery on a DataFrame —
+   raises `UnsupportedFeatureError` naming it (write that condition as a SQL string).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from ..errors import UnsupportedFeatureError
+
+__all__ = ["column_sql", "plan_id"]
+
+_INFIX = {"==": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "<=>": "<=>", "+": "+",
+          "-": "-", "*": "*", "/": "/", "%": "%", "&": "&", "|": "|", "^": "^", "and": "AND", "or": "OR",
+          "||": "||"}
+_EPOCH = dt.date(1970, 1, 1)
+_EPOCH_TS = dt.datetime(1970, 1, 1)
+
+
+def plan_id(df: Any) -> int | None:
+    """The plan id of a Spark Connect DataFrame (what `df["col"]` references carry)."""
+    plan = getattr(df, "_plan", None)
+    return getattr(plan, "_plan_id", None)
+
+
+def column_sql(column: Any, df: Any = None, aliases: dict[int, str] | None = None) -> str:
+    """The Spark SQL text of a Spark Connect Column (see the module docstring). `df`: the
+    DataFrame the column is over, whose own references need no qualifier."""
+    known = dict(aliases or {})
+    if df is not None:
+        pid = plan_id(df)
+        if pid is not None:
+            known.setdefault(pid, "")
+    return _sql(column.to_plan(None), known)
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _string(s: str) -> str:
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _sql(e: Any, aliases: dict[int, str]) -> str:
+    kind = e.WhichOneof("expr_type")
+    if kind == "unresolved_attribute":
+        a = e.unresolved_attribute
+        name = a.unparsed_identifier
+        if a.HasField("plan_id") and a.plan_id in aliases:
+            alias = aliases[a.plan_id]
+            return f"{_quote(alias)}.{name}" if alias else name
+        return name
+    if kind == "literal":
+        return _literal(e.literal, aliases)
+    if kind == "expression_string":
+        return f"({e.expression_string.expression})"
+    if kind == "unresolved_function":
+        f = e.unresolved_function
+        if f.is_user_defined_function:
+            raise UnsupportedFeatureError(f"a Column calling the user-defined function {f.function_name} has no SQL "
+                                          f"form tahoe can plan with: give this condition or value as a SQL string")
+        return _function(f.function_name, [_sql(a, aliases) for a in f.arguments], f.is_distinct)
+    if kind == "call_function":
+        f = e.call_function
+        return _function(f.function_name, [_sql(a, aliases) for a in f.arguments], False)
+    if kind == "alias":
+        return _sql(e.alias.expr, aliases)
+    if kind == "cast":
+        c = e.cast
+        target = c.type_str if c.WhichOneof("cast_to_type") == "type_str" else _type_sql(c.type)
+        mode = "TRY_CAST" if c.eval_mode == c.EvalMode.EVAL_MODE_TRY else "CAST"
+        return f"{mode}({_sql(c.expr, aliases)} AS {target})"
+    if kind == "unresolved_extract_value":
+        v = e.unresolved_extract_value
+        child = _sql(v.child, aliases)
+        x = v.extraction
+        if x.WhichOneof("expr_type") == "literal" and x.literal.WhichOneof("literal_type") == "string":
+            return f"{child}.{_quote(x.literal.string)}"
+        return f"{child}[{_sql(x, aliases)}]"
+    if kind == "unresolved_star":
+        target = e.unresolved_star.unparsed_target
+        return target if target else "*"
+    if kind == "update_fields":
+        u = e.update_fields
+        base = _sql(u.struct_expression, aliases)
+        if u.HasField("value_expression"):
+            raise UnsupportedFeatureError("Column.withField has no SQL form tahoe can plan with: give this value "
+                                          "as a SQL string (named_struct(...))")
+        raise UnsupportedFeatureError(f"Column.dropFields on {base} has no SQL form tahoe can plan with")
+    raise UnsupportedFeatureError(f"a Spark Connect Column holding a {kind} expression has no SQL form tahoe can "
+                                  f"plan with: give this condition or value as a SQL string")
+
+
+def _function(name: str, args: list[str], distinct: bool) -> str:
+    low = name.lower()
+    if name in _INFIX and len(args) == 2:
+        return f"({args[0]} {_INFIX[name]} {args[1]})"
+    if low == "and" or low == "or":
+        return "(" + f" {low.upper()} ".join(args) + ")"
+    if low in ("not", "!") and len(args) == 1:
+        return f"(NOT {args[0]})"
+    if low == "negative" and len(args) == 1:
+        return f"(- {args[0]})"
+    if low == "isnull" and len(args) == 1:
+        return f"({args[0]} IS NULL)"
+    if low == "isnotnull" and len(args) == 1:
+        return f"({args[0]} IS NOT NULL)"
+    if low == "in" and args:
+        return f"({args[0]} IN ({', '.join(args[1:])}))"
+    if low in ("like", "ilike", "rlike") and len(args) == 2:
+        return f"({args[0]} {low.upper()} {args[1]})"
+    if low == "when":
+        parts = ["CASE"]
+        for i in range(0, len(args) - 1, 2):
+            parts.append(f"WHEN {args[i]} THEN {args[i + 1]}")
+        if len(args) % 2:
+            parts.append(f"ELSE {args[-1]}")
+        return " ".join(parts + ["END"])
+    fn = name if name.replace("_", "").isalnum() else _quote(name)
+    return f"{fn}({'DISTINCT ' if distinct else ''}{', '.join(args)})"
+
+
+def _literal(lit: Any, aliases: dict[int, str]) -> str:
+    kind = lit.WhichOneof("literal_type")
+    if kind == "null":
+        return "NULL"
+    if kind == "boolean":
+        return "TRUE" if lit.boolean else "FALSE"
+    if kind == "byte":
+        return f"{lit.byte}Y"
+    if kind == "short":
+        return f"{lit.short}S"
+    if kind == "integer":
+        return str(lit.integer)
+    if kind == "long":
+        return f"{lit.long}L"
+    if kind in ("float", "double"):
+        v = getattr(lit, kind)
+        t = "FLOAT" if kind == "float" else "DOUBLE"
+        if v != v or v in (float("inf"), float("-inf")):
+            return f"CAST('{'NaN' if v != v else ('Infinity' if v > 0 else '-Infinity')}' AS {t})"
+        return f"CAST({v!r} AS {t})"
+    if kind == "decimal":
+        return f"{lit.decimal.value}BD"   # typed by its digits, as Spark types lit(Decimal(...))
+    if kind == "string":
+        return _string(lit.string)
+    if kind == "binary":
+        return f"X'{lit.binary.hex().upper()}'"
+    if kind == "date":
+        return f"DATE'{(_EPOCH + dt.timedelta(days=lit.date)).isoformat()}'"
+    if kind == "timestamp":
+        ts = _EPOCH_TS + dt.timedelta(microseconds=lit.timestamp)
+        return f"TIMESTAMP'{ts.isoformat(sep=' ')}+00:00'"
+    if kind == "timestamp_ntz":
+        ts = _EPOCH_TS + dt.timedelta(microseconds=lit.timestamp_ntz)
+        return f"TIMESTAMP_NTZ'{ts.isoformat(sep=' ')}'"
+    if kind == "array":
+        return f"array({', '.join(_literal(x, aliases) for x in lit.array.elements)})"
+    if kind == "map":
+        kv = [s for k, v in zip(lit.map.keys, lit.map.values) for s in (_literal(k, aliases), _literal(v, aliases))]
+        return f"map({', '.join(kv)})"
+    if kind == "struct":
+        names = [f.name for f in lit.struct.struct_type.struct.fields]
+        values = [_literal(x, aliases) for x in lit.struct.elements]
+        return f"named_struct({', '.join(s for n, v in zip(names, values) for s in (_string(n), v))})"
+    raise UnsupportedFeatureError(f"a Spark Connect literal of kind {kind} has no SQL form tahoe can plan with: "
+                                  f"give this condition or value as a SQL string")
+
+
+def _type_sql(t: Any) -> str:
+    from pyspark.sql.connect.types import proto_schema_to_pyspark_data_type
+
+    return proto_schema_to_pyspark_data_type(t).simpleString()

@@ -1,0 +1,266 @@
+"""Every reach into PySpark's private attributes, in one place, each failing loudly.
+
+tahoe needs a few things PySpark has no public API for: a writer's format, save mode and options,
+the DataFrame behind a writer, the session behind a reader or writer, a classic Column's analyzed
+SQL text, a DataFrame's alias. Each is one function here, for classic PySpark (the JVM objects
+behind `_jwrite`, `_jreader`, `_jdf`) and Spark Connect (the client-side plan objects). Where
+PySpark no longer has what a function reads, it raises `PySparkInternalsError` naming the
+attribute and the PySpark version — never a silent fallback. tests/spark/test_internals.py calls
+every function against the installed PySpark, classic and Connect.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import DeltaError
+
+__all__ = ["PySparkInternalsError", "is_connect", "session_of", "writer_format", "writer_mode", "writer_options",
+           "writer_dataframe", "stream_writer_format", "stream_writer_dataframe", "reader_format",
+           "reader_schema_given", "v2_table_name", "column_sql", "column_name", "dataframe_alias",
+           "plan_size_in_bytes", "release_checkpoint", "jvm_has_class", "with_active_session",
+           "connect_dataframe"]
+
+
+class PySparkInternalsError(DeltaError):
+    """PySpark lacks a private attribute tahoe reads (a PySpark version tahoe was not built for)."""
+
+
+def _missing(what: str, cause: BaseException) -> PySparkInternalsError:
+    try:
+        import pyspark
+
+        version = pyspark.__version__
+    except Exception:  # noqa: BLE001 - no version to name
+        version = "?"
+    return PySparkInternalsError(f"tahoe reads PySpark's private {what}, which PySpark {version} does not have "
+                                 f"({type(cause).__name__}: {cause}); tahoe supports PySpark 4.0-4.3")
+
+
+def _attr(obj: Any, name: str) -> Any:
+    try:
+        return getattr(obj, name)
+    except AttributeError as e:
+        raise _missing(f"{type(obj).__module__}.{type(obj).__name__}.{name}", e) from None
+
+
+def _jcall(what: str, fn: Any) -> Any:
+    """A call into the JVM through py4j: a missing method fails with a Py4JError at the call."""
+    from py4j.protocol import Py4JError
+
+    try:
+        return fn()
+    except Py4JError as e:
+        raise _missing(what, e) from None
+
+
+def _pyspark_class(obj: Any) -> type:
+    for cls in type(obj).__mro__:
+        if cls.__module__.startswith("pyspark."):
+            return cls
+    return type(obj)
+
+
+def is_connect(obj: Any) -> bool:
+    """Whether `obj` (a session, DataFrame, reader, writer, Column) is Spark Connect's."""
+    return _pyspark_class(obj).__module__.startswith("pyspark.sql.connect.")
+
+
+# the attribute that holds the session, per PySpark class (classic, Spark Connect)
+_SESSION_ATTR = {
+    "DataFrameReader": ("_spark", "_client"),
+    "DataFrameWriter": ("_spark", "_spark"),
+    "DataFrameWriterV2": ("_spark", "_spark"),
+    "DataStreamReader": ("_spark", "_client"),
+    "DataStreamWriter": ("_spark", "_session"),
+}
+
+
+def session_of(obj: Any) -> Any:
+    """The SparkSession of a reader or writer (classic or Connect); a session is its own."""
+    cls = _pyspark_class(obj)
+    if cls.__name__ == "SparkSession":
+        return obj
+    attrs = _SESSION_ATTR.get(cls.__name__)
+    if attrs is None:
+        raise PySparkInternalsError(f"tahoe does not know where PySpark's {cls.__name__} keeps its session")
+    return _attr(obj, attrs[1] if is_connect(obj) else attrs[0])
+
+
+def writer_format(w: Any) -> str:
+    """A DataFrameWriter's format as set (lower case; "" when none was set)."""
+    if is_connect(w):
+        fmt = _attr(_attr(w, "_write"), "source")
+    else:
+        jwrite = _attr(w, "_jwrite")
+        fmt = _jcall("DataFrameWriter.source() of the JVM writer", lambda: jwrite.source())
+    return str(fmt or "").lower()
+
+
+def writer_mode(w: Any) -> str:
+    """A DataFrameWriter's save mode, as Spark names it (`errorifexists` by default)."""
+    if is_connect(w):
+        return str(_attr(_attr(w, "_write"), "mode") or "errorifexists")
+    jwrite = _attr(w, "_jwrite")
+    return str(_jcall("DataFrameWriter.curmode() of the JVM writer", lambda: jwrite.curmode().toString()))
+
+
+def writer_options(w: Any) -> dict[str, str]:
+    """The options given to a DataFrameWriter so far, names as given."""
+    if is_connect(w):
+        return {str(k): str(v) for k, v in _attr(_attr(w, "_write"), "options").items() if v is not None}
+    jwrite = _attr(w, "_jwrite")
+
+    def read() -> dict[str, str]:
+        it = jwrite.extraOptions().originalMap().iterator()
+        out = {}
+        while it.hasNext():
+            e = it.next()
+            out[str(e._1())] = str(e._2())
+        return out
+
+    return _jcall("DataFrameWriter.extraOptions() of the JVM writer", read)
+
+
+def connect_dataframe(plan: Any, session: Any) -> Any:
+    """A Spark Connect DataFrame of a client-side logical plan."""
+    from pyspark.sql.connect.dataframe import DataFrame
+
+    return DataFrame(plan, session)
+
+
+def writer_dataframe(w: Any) -> Any:
+    """The DataFrame a DataFrameWriter (or DataFrameWriterV2) writes."""
+    if is_connect(w):
+        return connect_dataframe(_attr(w, "_df"), _attr(w, "_spark"))
+    return _attr(w, "_df")
+
+
+def stream_writer_format(w: Any) -> str:
+    """A Spark Connect DataStreamWriter's format (classic ones keep it in the JVM: tahoe records
+    it as `format()` is called; "" here)."""
+    if is_connect(w):
+        return str(_attr(_attr(w, "_write_proto"), "format") or "").lower()
+    return ""
+
+
+def stream_writer_dataframe(w: Any) -> Any:
+    """The streaming DataFrame a DataStreamWriter writes."""
+    if is_connect(w):
+        return connect_dataframe(_attr(_attr(w, "_write_stream"), "_child"), _attr(w, "_session"))
+    return _attr(w, "_df")
+
+
+def reader_format(r: Any) -> str:
+    """A Spark Connect reader's format ("" for classic readers: tahoe records it as `format()` is
+    called)."""
+    if is_connect(r):
+        return str(_attr(r, "_format") or "").lower()
+    return ""
+
+
+def reader_schema_given(r: Any) -> bool:
+    """Whether `schema(...)` was given to a DataFrameReader."""
+    if is_connect(r):
+        return bool(_attr(r, "_schema"))
+    jreader = _attr(r, "_jreader")
+    return bool(_jcall("DataFrameReader.userSpecifiedSchema() of the JVM reader",
+                       lambda: jreader.userSpecifiedSchema().isDefined()))
+
+
+def v2_table_name(w: Any) -> str | None:
+    """The table name of a DataFrameWriterV2 (`df.writeTo(name)`): Spark Connect keeps it; for
+    classic ones tahoe records it when the writer is made (`__init__` is patched)."""
+    if is_connect(w):
+        return _attr(w, "_table_name")
+    return w.__dict__.get("_tahoe_table")
+
+
+def column_sql(df: Any, column: Any) -> str:
+    """The Spark SQL text of a classic Column resolved against `df` (Spark's analyzer: qualified
+    names, implicit casts explicit)."""
+    selected = df.select(column.alias("__tahoe_value"))
+    jdf = _attr(selected, "_jdf")
+    return str(_jcall("QueryExecution.analyzed of a DataFrame",
+                      lambda: jdf.queryExecution().analyzed().projectList().head().child().sql()))
+
+
+def filter_sql(df: Any) -> str:
+    """The SQL text of the condition of a classic `df.filter(...)` (its analyzed Filter node)."""
+    jdf = _attr(df, "_jdf")
+    return str(_jcall("QueryExecution.analyzed of a filtered DataFrame",
+                      lambda: jdf.queryExecution().analyzed().condition().sql()))
+
+
+def column_name(c: Any) -> str:
+    """A classic Column's text (a bare column in `partitionedBy(col("p"))`)."""
+    jc = _attr(c, "_jc")
+    return str(_jcall("Column.toString of the JVM column", lambda: jc.toString()))
+
+
+def dataframe_alias(df: Any) -> str | None:
+    """The alias a DataFrame was given (`df.alias("s")`), when every column carries it."""
+    if is_connect(df):
+        plan = _attr(df, "_plan")
+        return getattr(plan, "_alias", None) if type(plan).__name__ == "SubqueryAlias" else None
+    jdf = _attr(df, "_jdf")
+
+    def read() -> str | None:
+        out = jdf.queryExecution().analyzed().output()
+        names = set()
+        for i in range(out.size()):
+            q = out.apply(i).qualifier()
+            names.add(q.last() if q.nonEmpty() else None)
+        return names.pop() if len(names) == 1 else None
+
+    return _jcall("the qualifiers of a DataFrame's analyzed output", read)
+
+
+def plan_size_in_bytes(df: Any) -> int | None:
+    """Spark's estimate of a classic DataFrame's size (its optimized plan's stats); None on Spark
+    Connect, which does not say."""
+    if is_connect(df):
+        return None
+    jdf = _attr(df, "_jdf")
+    return int(str(_jcall("the optimized plan's stats of a DataFrame",
+                          lambda: jdf.queryExecution().optimizedPlan().stats().sizeInBytes())))
+
+
+def release_checkpoint(df: Any) -> None:
+    """Unpersist the blocks of a classic `localCheckpoint` (else freed only by a JVM GC); Spark
+    Connect releases them with the plan."""
+    if is_connect(df):
+        return
+    jdf = _attr(df, "_jdf")
+    _jcall("the RDD of a checkpointed DataFrame", lambda: jdf.queryExecution().analyzed().rdd().unpersist(False))
+
+
+def jvm_has_class(spark: Any, name: str) -> bool | None:
+    """Whether a classic session's JVM can load class `name` (None on Spark Connect: no JVM here)."""
+    if is_connect(spark):
+        return None
+    from py4j.protocol import Py4JJavaError
+
+    jvm = _attr(spark, "_jvm")
+    try:
+        jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(name)
+        return True
+    except Py4JJavaError:   # ClassNotFoundException
+        return False
+
+
+def with_active_session(spark: Any, fn: Any) -> Any:
+    """Run `fn()` with `spark` the JVM's active session (classic; Spark Connect: just `fn()`)."""
+    if is_connect(spark):
+        return fn()
+    jsession = _attr(spark, "_jsparkSession")
+    sessions = getattr(_attr(spark, "_jvm"), "org.apache.spark.sql.SparkSession")
+    previous = _jcall("SparkSession.getActiveSession", lambda: sessions.getActiveSession())
+    sessions.setActiveSession(jsession)
+    try:
+        return fn()
+    finally:
+        if previous.isDefined():
+            sessions.setActiveSession(previous.get())
+        else:
+            sessions.clearActiveSession()
