@@ -33,19 +33,50 @@ from ..errors import DeltaError, TableNotFoundError
 from ..log import DeltaLog
 from .read import jvm_reaches, read_snapshot
 from .session import session_timestamp_ms
+from .internals import is_connect
 from .types import local_dataframe
 
 __all__ = ["DeltaTable", "DeltaTableBuilder", "DeltaMergeBuilder", "IdentityGenerator", "delete_where", "update_where",
            "read_delta"]
 
 
+def _active_session(spark):
+    """`spark`, or the active session (classic or Spark Connect) when None, as delta-spark."""
+    if spark is not None:
+        return spark
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    assert active is not None, "no active SparkSession: pass one (DeltaTable.create(spark))"
+    return active
+
+
+def _analysis_error(error_class: str, message: str) -> BaseException:
+    """An AnalysisException (tahoe's and PySpark's) carrying delta-spark's error class."""
+    from ..errors import AnalysisException
+    from .surfacing import spark_facing
+
+    e = AnalysisException(f"[{error_class}] {message}")
+    e.error_class = error_class
+    return spark_facing(e)
+
+
+def _type_error(msg: str, *objs) -> TypeError:
+    """delta-spark's DeltaTableBuilder TypeError text."""
+    for obj in objs:
+        msg += " Found %s with type %s" % (str(obj), str(type(obj)))
+    return TypeError(msg)
+
+
 class DeltaTable:
-    def __init__(self, spark, path: str, alias: str | None = None, storage_options: dict | None = None):
+    def __init__(self, spark, path: str, alias: str | None = None, storage_options: dict | None = None,
+                 _frames: list | None = None):
         self._spark = spark
         self._path = path
         self._alias = alias
         self._storage_options = storage_options
         self._log = DeltaLog.for_table(path, storage_options)
+        self._frames = _frames if _frames is not None else []   # Spark Connect plan ids of toDF()'s frames
 
     # --- opening ----------------------------------------------------------------------------
     @classmethod
@@ -109,10 +140,15 @@ class DeltaTable:
     # --- reading ----------------------------------------------------------------------------
     def toDF(self):
         df = snapshot_frame(self._spark, self._log.snapshot(), self._storage_options)
-        return df.alias(self._alias) if self._alias else df
+        df = df.alias(self._alias) if self._alias else df
+        if is_connect(df):
+            from .connect_sql import plan_id
+
+            self._frames.append(plan_id(df))
+        return df
 
     def alias(self, aliasName: str) -> "DeltaTable":
-        return DeltaTable(self._spark, self._path, aliasName, self._storage_options)
+        return DeltaTable(self._spark, self._path, aliasName, self._storage_options, self._frames)
 
     def history(self, limit: int | None = None):
         from pyspark.sql.types import (
@@ -197,6 +233,8 @@ class DeltaTable:
         check = self._conf(RETENTION_CHECK_CONF, "true").lower() != "false"
         logging_on = self._conf("spark.databricks.delta.vacuum.logging.enabled", "true").lower() != "false"
         vacuum(self._log, hours, dry_run=False, enforce_retention_duration=check, full=True, log_commits=logging_on)
+        if is_connect(self._spark):
+            return None   # delta-spark's Spark Connect client returns None
         return self._spark.createDataFrame([], SparkStructType([]))
 
     def _restore(self, version: int | None, timestamp: str | None):
@@ -206,7 +244,11 @@ class DeltaTable:
 
         ts: Any = timestamp
         if timestamp is not None:
-            ts = session_timestamp_ms(self._spark, timestamp)
+            try:
+                ts = session_timestamp_ms(self._spark, timestamp)
+            except ValueError:
+                raise _analysis_error("DELTA_TIMESTAMP_INVALID", f"The provided timestamp ('{timestamp}') cannot be "
+                                      f"converted to a valid timestamp. SQLSTATE: 42816") from None
         m = restore(self._log, version=version, timestamp=ts,
                     ignore_missing_files=self._conf("spark.sql.files.ignoreMissingFiles", "false").lower() == "true",
                     protocol_downgrade_allowed=self._conf(
@@ -326,8 +368,15 @@ class DeltaTable:
         """Add a table feature to the protocol (upgrading it to table features if needed)."""
         from ..txn import add_feature
 
+        from ..protocol.table_features import FEATURES, canonical_feature_name
+
         if not isinstance(featureName, str):
             raise ValueError("featureName needs to be a string but got '%s'." % type(featureName))
+        if canonical_feature_name(featureName) not in FEATURES:
+            raise _analysis_error("DELTA_UNSUPPORTED_FEATURES_IN_CONFIG",
+                                  "Table features configured in the following Spark configs or Delta table properties "
+                                  f"are not recognized by this version of Delta Lake: delta.feature.{featureName}. "
+                                  "SQLSTATE: 56038")
         add_feature(self._log, featureName)
 
     def dropFeatureSupport(self, featureName: str, truncateHistory: bool | None = None) -> None:
@@ -362,8 +411,14 @@ class DeltaTable:
         string or a Column) is TRUE — all rows when None. Deletion vectors when the table has
         `delta.enableDeletionVectors`, else copy-on-write; one commit. Returns None, as
         delta-spark does; the counts are in the commit's operationMetrics (`history(1)`:
-        numDeletedRows, ...)."""
-        delete_where(self, condition)
+        numDeletedRows, ...). Over Spark Connect, delta-spark's client returns the command's result
+        instead: a DataFrame of `num_affected_rows`."""
+        metrics = delete_where(self, condition)
+        if is_connect(self._spark):
+            from .sql.commands import _affected
+
+            return _affected(self._spark, metrics.get("numDeletedRows"))
+        return None
 
     def update(self, condition=None, set=None):
         """delta-spark's `update(condition=None, set=None)`: `set` maps columns to new values (SQL
@@ -374,7 +429,12 @@ class DeltaTable:
             raise ValueError("'set' cannot be None")
         if type(set) is not dict:
             raise TypeError(f"'set' must be a dict, found to be {type(set)}")
-        update_where(self, condition, set)
+        metrics = update_where(self, condition, set)
+        if is_connect(self._spark):   # delta-spark's Spark Connect client: the command's result
+            from .sql.commands import _affected
+
+            return _affected(self._spark, metrics.get("numUpdatedRows"))
+        return None
 
     def merge(self, source, condition) -> "DeltaMergeBuilder":
         """delta-spark's `merge(source, condition)`: a `DeltaMergeBuilder` for MERGE INTO this
@@ -406,19 +466,19 @@ class DeltaTable:
     # --- builders ---------------------------------------------------------------------------
     @classmethod
     def create(cls, sparkSession=None) -> "DeltaTableBuilder":
-        return DeltaTableBuilder(sparkSession, "error")
+        return DeltaTableBuilder(_active_session(sparkSession), "error")
 
     @classmethod
     def createIfNotExists(cls, sparkSession=None) -> "DeltaTableBuilder":
-        return DeltaTableBuilder(sparkSession, "ignore")
+        return DeltaTableBuilder(_active_session(sparkSession), "ignore")
 
     @classmethod
     def createOrReplace(cls, sparkSession=None) -> "DeltaTableBuilder":
-        return DeltaTableBuilder(sparkSession, "overwrite")
+        return DeltaTableBuilder(_active_session(sparkSession), "overwrite")
 
     @classmethod
     def replace(cls, sparkSession=None) -> "DeltaTableBuilder":
-        return DeltaTableBuilder(sparkSession, "replace")
+        return DeltaTableBuilder(_active_session(sparkSession), "replace")
 
     def __repr__(self) -> str:
         return f"DeltaTable({self._log.table_root!r})"
@@ -509,9 +569,8 @@ def _condition(table: "DeltaTable", condition, source=None, argname: str = "'con
     if condition is None or isinstance(condition, str):
         return condition
     from ..expressions import parse
-    from .dml import column_sql
 
-    return parse(column_sql(_resolution_frame(table, source), condition))
+    return parse(_column_sql(table, condition, source))
 
 
 def _assignments(table: "DeltaTable", mapping, argname: str, source=None) -> dict:
@@ -530,13 +589,31 @@ def _assignments(table: "DeltaTable", mapping, argname: str, source=None) -> dic
             out[k] = v
         elif isinstance(v, Column):
             from ..expressions import parse
-            from .dml import column_sql
 
-            out[k] = parse(column_sql(_resolution_frame(table, source), v))
+            out[k] = parse(_column_sql(table, v, source))
         else:
             raise TypeError(f"Values of dict in {argname} must contain only Spark SQL Columns or strings "
                             f"(expressions in SQL syntax) as values, found '{v}' of type '{type(v)}'")
     return out
+
+
+def _column_sql(table: "DeltaTable", column, source=None) -> str:
+    """A Column argument as SQL text: classic Columns resolved by Spark's analyzer against the
+    target (and source); Spark Connect Columns written out on the client, references made from the
+    source DataFrame or the table's `toDF()` frames (`df["id"]`) qualified by their aliases."""
+    if is_connect(column):
+        from ..write.dml_plan import DEFAULT_SOURCE_ALIAS, DEFAULT_TARGET_ALIAS
+        from .connect_sql import column_sql, plan_id
+        from .dml import dataframe_alias
+
+        target = table._alias or (DEFAULT_TARGET_ALIAS if source is not None else "")
+        aliases = {pid: target for pid in table._frames if pid is not None}
+        if source is not None and plan_id(source) is not None:
+            aliases[plan_id(source)] = dataframe_alias(source) or DEFAULT_SOURCE_ALIAS
+        return column_sql(column, aliases=aliases)
+    from .dml import column_sql as classic_column_sql
+
+    return classic_column_sql(_resolution_frame(table, source), column)
 
 
 def _resolution_frame(table: "DeltaTable", source=None):
@@ -574,9 +651,18 @@ class DeltaMergeBuilder:
         self._schema_evolution = False
 
     def _add(self, kind: str, action: str, condition, values=None, argname: str = "") -> "DeltaMergeBuilder":
+        from pyspark.sql import Column
+
         _check_condition_type(condition)
         if values is not None and type(values) is not dict:
             raise TypeError(f"{argname} must be a dict, found to be {type(values)}")
+        for k, v in (values or {}).items():   # checked as the clause is added, as delta-spark
+            if type(k) is not str:
+                raise TypeError(f"Keys of dict in {argname} must contain only strings with column names, "
+                                f"found '{k}' of type '{type(k)}")
+            if not isinstance(v, (str, Column)):
+                raise TypeError(f"Values of dict in {argname} must contain only Spark SQL Columns or strings "
+                                f"(expressions in SQL syntax) as values, found '{v}' of type '{type(v)}'")
         self._clauses.append((kind, action, condition, values, argname))
         return self
 
@@ -671,24 +757,36 @@ class DeltaTableBuilder:
         self._name: str | None = None
 
     def tableName(self, identifier: str) -> "DeltaTableBuilder":
+        if type(identifier) is not str:
+            raise _type_error("Identifier must be str.", identifier)
         self._name = identifier
         return self
 
     def location(self, location: str) -> "DeltaTableBuilder":
+        if type(location) is not str:
+            raise _type_error("Location must be str.", location)
         self._location = location
         return self
 
     def comment(self, comment: str) -> "DeltaTableBuilder":
+        if type(comment) is not str:
+            raise _type_error("Table comment must be str.", comment)
         self._comment = comment
         return self
 
     def property(self, key: str, value: str) -> "DeltaTableBuilder":
+        if type(key) is not str or type(value) is not str:
+            raise _type_error("Key and value of property must be string.", key, value)
         self._props[key] = value
         return self
 
     def partitionedBy(self, *cols) -> "DeltaTableBuilder":
+        if len(cols) == 1 and isinstance(cols[0], (list, tuple)):
+            cols = tuple(cols[0])
         for c in cols:
-            self._partition.extend([c] if isinstance(c, str) else list(c))
+            if type(c) is not str:
+                raise _type_error("Partitioning column must be str.", c)
+        self._partition.extend(cols)
         return self
 
     def clusterBy(self, *cols) -> "DeltaTableBuilder":
@@ -717,19 +815,22 @@ class DeltaTableBuilder:
         from .types import from_spark_schema
 
         if type(colName) is not str:
-            raise TypeError(f"Column name must be str. Found {colName!r} with type {type(colName)}")
+            raise _type_error("Column name must be str.", colName)
+        if not isinstance(dataType, str):
+            from pyspark.sql.types import DataType
+
+            if not isinstance(dataType, DataType):
+                raise _type_error("Column data type must be str or DataType.", dataType)
         if type(nullable) is not bool:
-            raise TypeError(f"Column nullable must be bool. Found {nullable!r} with type {type(nullable)}")
+            raise _type_error("Column nullable must be bool.", nullable)
         if generatedAlwaysAs is not None and generatedByDefaultAs is not None:
             raise ValueError("generatedByDefaultAs and generatedAlwaysAs cannot both be set.")
         if generatedAlwaysAs is not None and not isinstance(generatedAlwaysAs, (str, IdentityGenerator)):
-            raise TypeError("Generated always as expression must be str or IdentityGenerator. "
-                            f"Found {generatedAlwaysAs!r} with type {type(generatedAlwaysAs)}")
+            raise _type_error("Generated always as expression must be str or IdentityGenerator.", generatedAlwaysAs)
         if generatedByDefaultAs is not None and not isinstance(generatedByDefaultAs, IdentityGenerator):
-            raise TypeError("Generated by default expression must be IdentityGenerator. "
-                            f"Found {generatedByDefaultAs!r} with type {type(generatedByDefaultAs)}")
+            raise _type_error("Generated by default expression must be IdentityGenerator.", generatedByDefaultAs)
         if comment is not None and type(comment) is not str:
-            raise TypeError(f"Comment must be str or None. Found {comment!r} with type {type(comment)}")
+            raise _type_error("Column comment must be str.", comment)
         if isinstance(dataType, str):
             dt = parse_ddl(f"`{colName.replace('`', '``')}` {dataType}").fields[0].type
         else:
@@ -751,8 +852,18 @@ class DeltaTableBuilder:
         return self
 
     def addColumns(self, cols) -> "DeltaTableBuilder":
+        """delta-spark's `addColumns`: a StructType, or a list of StructFields."""
+        from pyspark.sql.types import StructField as SparkField, StructType as SparkStruct
+
         from .types import from_spark_schema
 
+        if type(cols) is list:
+            for c in cols:
+                if type(c) is not SparkField:
+                    raise _type_error("Column in existing schema must be StructField.", c)
+            cols = SparkStruct(cols)
+        if type(cols) is not SparkStruct:
+            raise _type_error("Schema must be StructType or a list of StructField.", cols)
         for f in from_spark_schema(cols).fields:
             self._fields.append(f)
         return self
@@ -784,7 +895,9 @@ class DeltaTableBuilder:
                 raise spark_facing(e) from None
             return DeltaTable.forName(self._spark, self._name)
         if mode == "replace" and not DeltaTable.isDeltaTable(self._spark, self._location):
-            raise TableNotFoundError(f"no Delta table at {self._location} to replace")
+            raise _analysis_error("TABLE_OR_VIEW_NOT_FOUND", f"Table delta.`{self._location}` cannot be replaced as it "
+                                  f"did not exist: the table or view cannot be found. Use DeltaTable.createOrReplace "
+                                  f"to create it. SQLSTATE: 42P01")
         create_table(self._location, schema, self._partition, self._props,
                      name=self._name, description=self._comment, mode=mode, cluster_by=self._cluster)
         return DeltaTable.forPath(self._spark, self._location) if self._spark is not None else \

@@ -46,7 +46,7 @@ from ..protocol.schema import PrimitiveType, StructField, StructType, is_void
 from ..storage import resolve_data_path
 from .session import configure, session_conf, session_time_zone
 from .skipping import plan_files
-from .types import col, to_spark_schema, to_spark_type
+from .types import col, to_spark_schema, to_spark_type, user_metadata
 
 __all__ = ["read_snapshot", "hadoop_uri", "glob_escape", "jvm_reaches", "FILE_COLUMN", "ROW_COLUMN"]
 
@@ -160,7 +160,8 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
     extras = dict(extra_columns or {})
     if files.num_rows == 0:
         from pyspark.sql.types import LongType, StringType, StructField as SF, StructType as SparkStruct
-        fields = list((logical_spark or SparkStruct([])).fields)
+        fields = [SF(sf.name, sf.dataType, sf.nullable, user_metadata(f.metadata))
+                  for sf, f in zip((logical_spark or SparkStruct([])).fields, out_fields)]
         if file_row:
             fields += [SF(FILE_COLUMN, StringType(), True), SF(ROW_COLUMN, LongType(), True)]
         fields += [SF(n, t, True) for n, t in extras.items()]
@@ -282,15 +283,16 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
     spark_phys_by_name = {f.name: f for f in spark_phys.fields}
     for f in out_fields:
         lf = logical_by_name[f.name]
+        shown = user_metadata(f.metadata)   # a comment, as delta-spark's DataFrames keep it
         if f.name.lower() in pcs_lower:
-            sel.append(col(f.name))
+            sel.append(col(f.name).alias(f.name, metadata=shown) if shown else col(f.name))
             continue
         pname = phys_by_name[f.name].name
         c = col(pname)
         pf = spark_phys_by_name[pname]
         if not _same_names(pf.dataType, lf.dataType):
             c = c.cast(lf.dataType)
-        sel.append(c.alias(f.name))
+        sel.append(c.alias(f.name, metadata=shown) if shown else c.alias(f.name))
     if file_row:
         sel += [col(FILE_COLUMN), col(ROW_COLUMN)]
     sel += [col(n) for n in extras]

@@ -58,6 +58,16 @@ def _rewrite_field(f: dict, strip: bool, nullable: bool | None) -> dict:
     return out
 
 
+_INTERNAL_METADATA = ("delta.", "parquet.field.", "CURRENT_DEFAULT", "EXISTS_DEFAULT")
+
+
+def user_metadata(metadata: dict | None) -> dict:
+    """A column's metadata as delta-spark's DataFrames show it: the user's (a `comment`), without
+    Delta's own keys — generation expressions, identity, column mapping ids and physical names,
+    invariants — nor parquet field ids or column defaults."""
+    return {k: v for k, v in (metadata or {}).items() if not str(k).startswith(_INTERNAL_METADATA)}
+
+
 def from_spark_schema(schema: Any) -> StructType:
     return StructType.from_json(json.dumps(schema.jsonValue()))
 

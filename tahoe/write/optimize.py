@@ -58,6 +58,7 @@ from typing import Any, Callable, Iterable, Protocol as TypingProtocol, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ..expressions.catalyst import catalyst_string
 from ..errors import AnalysisException, InvalidTableOperationError
 from ..expressions import Expression, as_expression, file_mask
 from ..protocol.timestamps import normalize_zone_name
@@ -204,7 +205,8 @@ def _partition_only(expr: Expression, snapshot: Snapshot, text: str) -> None:
 
 def _where_expression(where: Any, snapshot: Snapshot) -> tuple[Expression | None, list[str]]:
     """`where` (SQL text, a list of SQL texts — ANDed —, DNF tuples or an expression) as one
-    expression on partition columns, and the predicate texts for the commitInfo."""
+    expression on partition columns, and the predicate texts for the commitInfo (Catalyst's
+    unresolved form, `tahoe.expressions.catalyst`)."""
     if where is None:
         return None, []
     items: list[Any]
@@ -220,7 +222,7 @@ def _where_expression(where: Any, snapshot: Snapshot) -> tuple[Expression | None
         text = w if isinstance(w, str) else e.to_sql()
         _partition_only(e, snapshot, text)
         exprs.append(e)
-        texts.append(text)
+        texts.append(catalyst_string(e))   # as delta-spark 4 records it: ('key = a)
     if not exprs:
         return None, []
     from ..expressions import and_

@@ -26,3 +26,6 @@ def datasource_reads(spark):
     spark.conf.set(NATIVE_READ_CONF, "false")
     yield spark
     spark.conf.unset(NATIVE_READ_CONF)
+
+
+from tests.fixtures.connect import connect, connect_server  # noqa: E402,F401 - a shared Spark Connect server

@@ -1,0 +1,279 @@
+"""delta-spark's Python API behaviours (issue 33), each on classic Spark and over Spark Connect.
+
+Every expectation is delta-spark's: its documented results, and its own Python tests
+(python/delta/tests/test_deltatable.py of delta-io/delta, `DeltaTableTestsMixin`, which
+delta-spark runs on classic and on Connect alike) — messages, exception classes, error classes,
+history parameters. Rows are derived by hand. The Connect session is a client of the shared
+Spark Connect server (tests/fixtures/connect.py); the only tahoe line is `import tahoe.spark`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from multiprocessing.pool import ThreadPool
+
+import pytest
+
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
+
+
+@pytest.fixture(params=["classic", "connect"])
+def session(request):
+    return request.getfixturevalue("spark" if request.param == "classic" else "connect")
+
+
+def _rows(df, *cols):
+    return sorted(tuple(r[c] for c in cols) for r in df.collect())
+
+
+def _write(session, path, rows, schema="key STRING, value BIGINT", partition_by=None, mode=None):
+    w = session.createDataFrame(rows, schema).repartition(1).write.format("delta")
+    if partition_by:
+        w = w.partitionBy(partition_by)
+    if mode:
+        w = w.mode(mode)
+    w.save(path)
+
+
+def test_format_delta_writes_keep_save_mode_and_partition_by(session, tmp_path):
+    """Only `import tahoe.spark`: the default save mode (ErrorIfExists) and .partitionBy() work."""
+    path = str(tmp_path / "t")
+    _write(session, path, [("a", 1), ("b", 2)], partition_by="key")
+    _write(session, path, [("a", 3)], partition_by="key", mode="append")
+    with pytest.raises(Exception, match="already exists"):
+        _write(session, path, [("c", 9)])
+    _write(session, path, [("c", 9)], mode="ignore")
+    from tahoe.log import DeltaLog
+
+    assert list(DeltaLog.for_table(path).snapshot().metadata.partition_columns) == ["key"]
+    assert _rows(session.read.format("delta").load(path), "key", "value") == [("a", 1), ("a", 3), ("b", 2)]
+
+
+def test_dml_accepts_columns_and_returns_what_delta_spark_returns(session, tmp_path):
+    from pyspark.sql.functions import col, expr, lit
+
+    from tahoe.spark import DeltaTable
+
+    path = str(tmp_path / "t")
+    _write(session, path, [("a", 1), ("b", 2), ("c", 3), ("d", 4)])
+    dt = DeltaTable.forPath(session, path)
+    out = dt.delete(col("key") == lit("b"))
+    out2 = dt.update(expr("key = 'a' or key = 'c'"), {"value": col("value") * 10})
+    if session is not None and "connect" in type(session).__module__:
+        assert [tuple(r) for r in out.collect()] == [(1,)]      # delta-spark's Connect client: a DataFrame
+        assert [tuple(r) for r in out2.collect()] == [(2,)]
+    else:
+        assert out is None and out2 is None                     # classic delta-spark: None
+    assert _rows(dt.toDF(), "key", "value") == [("a", 10), ("c", 30), ("d", 4)]
+    source = session.createDataFrame([("a", -1), ("e", -5)], "k STRING, v BIGINT")
+    res = dt.merge(source, col("key") == col("k")) \
+        .whenMatchedUpdate(condition=col("k") == "a", set={"value": col("v") + 0}) \
+        .whenNotMatchedInsert(values={"key": col("k"), "value": col("v")}) \
+        .whenNotMatchedBySourceDelete(condition=col("key") == "d").execute()
+    assert [r.asDict() for r in res.collect()] == [
+        {"num_affected_rows": 3, "num_updated_rows": 1, "num_deleted_rows": 1, "num_inserted_rows": 1}]
+    assert _rows(dt.toDF(), "key", "value") == [("a", -1), ("c", 30), ("e", -5)]
+    # references made from the DataFrames themselves (df["col"]), aliases as given
+    src = session.createDataFrame([("c", 7)], "key STRING, value BIGINT").alias("s")
+    dt.alias("t").merge(src, "t.key = s.key").whenMatchedUpdate(set={"value": col("s.value")}).execute()
+    assert _rows(dt.toDF(), "key", "value") == [("a", -1), ("c", 7), ("e", -5)]
+
+
+def test_argument_checks_raise_as_delta_spark(session, tmp_path):
+    from pyspark.sql.types import IntegerType, StructField
+
+    from tahoe.spark import DeltaTable
+
+    path = str(tmp_path / "t")
+    _write(session, path, [("a", 1)])
+    dt = DeltaTable.forPath(session, path)
+    source = session.createDataFrame([("a", -1)], "k STRING, v BIGINT")
+    with pytest.raises(TypeError, match="Values of dict in .* must contain only"):
+        dt.update(set={"value": 1})
+    with pytest.raises(TypeError, match="Keys of dict in .* must contain only"):
+        dt.update(set={1: ""})
+    with pytest.raises(TypeError, match="must be a Spark SQL Column or a string"):
+        dt.update(1, {})
+    with pytest.raises(ValueError, match="cannot be None"):
+        dt.update(condition="a")
+    with pytest.raises(TypeError):
+        dt.delete(condition=1)
+    with pytest.raises(TypeError, match="must be DataFrame"):
+        dt.merge(1, "key = k")
+    with pytest.raises(TypeError, match="Values of dict in .* must contain only"):
+        dt.merge(source, "key = k").whenMatchedUpdate(set={"value": 1})
+    with pytest.raises(TypeError, match="Values of dict in .* must contain only"):
+        dt.merge(source, "key = k").whenNotMatchedInsert(values={"value": 1})
+    with pytest.raises(TypeError, match="Keys of dict in .* must contain only"):
+        dt.merge(source, "key = k").whenNotMatchedInsert(values={1: "value"})
+    builder = DeltaTable.create(session).location(str(tmp_path / "b"))
+    for bad in (lambda: builder.tableName(1), lambda: builder.location(1), lambda: builder.comment(1),
+                lambda: builder.addColumn(1, "int"), lambda: builder.addColumn("a", 1),
+                lambda: builder.addColumn("a", "int", comment=1), lambda: builder.addColumn("a", "int", generatedAlwaysAs=1),
+                lambda: builder.addColumn("a", "int", nullable=1), lambda: builder.addColumns(1),
+                lambda: builder.addColumns([StructField("1", IntegerType()), 1]), lambda: builder.partitionedBy(1),
+                lambda: builder.partitionedBy(1, "1"), lambda: builder.partitionedBy([1]),
+                lambda: builder.property(1, "1"), lambda: builder.property("1", 1)):
+        with pytest.raises(TypeError):
+            bad()
+    with pytest.raises(TypeError, match="^Column name must be str. Found 1 with type <class 'int'>$"):
+        builder.addColumn(1, "int")
+    with pytest.raises(ValueError, match="readerVersion"):
+        dt.upgradeTableProtocol("abc", 3)
+    with pytest.raises(ValueError, match="writerVersion"):
+        dt.upgradeTableProtocol(1, [3])
+    with pytest.raises(ValueError, match="timestamp needs to be a string but got '<class 'int'>'"):
+        dt.restoreToTimestamp(12342323232)
+    with pytest.raises(ValueError, match="version needs to be an int but got '<class 'str'>'"):
+        dt.restoreToVersion("0")
+
+
+def test_add_columns_takes_struct_fields_and_a_struct_type(session, tmp_path):
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+    from tahoe.spark import DeltaTable
+
+    schema = StructType([StructField("key", StringType()), StructField("value", LongType())])
+    for i, cols in enumerate((schema, schema.fields)):
+        dt = DeltaTable.create(session).location(str(tmp_path / f"t{i}")).addColumns(cols) \
+            .addColumn("value2", dataType="int").partitionedBy("value2", "value").execute()
+        assert dt.toDF().schema == StructType([StructField("key", StringType()), StructField("value", LongType()),
+                                               StructField("value2", IntegerType())])
+        assert dt.detail().collect()[0].partitionColumns == ["value2", "value"]
+
+
+def test_to_df_schema_keeps_only_user_metadata(session, tmp_path):
+    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+
+    from tahoe.spark import DeltaTable, IdentityGenerator
+
+    dt = DeltaTable.create(session).location(str(tmp_path / "t")) \
+        .addColumn("col1", "int", comment="foo", nullable=False) \
+        .addColumn("col2", IntegerType(), generatedAlwaysAs="col1 + 10") \
+        .addColumn("id", "BIGINT", generatedAlwaysAs=IdentityGenerator()) \
+        .property("delta.columnMapping.mode", "name").execute()
+    assert dt.toDF().schema == StructType([StructField("col1", IntegerType(), False, {"comment": "foo"}),
+                                           StructField("col2", IntegerType(), True),
+                                           StructField("id", LongType(), True)])
+    assert [f.metadata for f in dt.toDF().schema.fields] == [{"comment": "foo"}, {}, {}]
+    assert [f.metadata for f in session.read.format("delta").load(str(tmp_path / "t")).schema.fields] == \
+        [{"comment": "foo"}, {}, {}]
+
+
+def test_create_and_replace_without_a_session_use_the_active_one(session, tmp_path):
+    from pyspark.sql.types import IntegerType, StructField, StructType
+
+    from tahoe.spark import DeltaTable
+
+    path = str(tmp_path / "t")
+    dt = DeltaTable.create().location(path).addColumn("value", dataType="int").execute()
+    assert dt.toDF().schema == StructType([StructField("value", IntegerType())])
+    dt = DeltaTable.createIfNotExists().location(path).addColumn("value2", dataType="int").execute()
+    assert dt.toDF().schema == StructType([StructField("value", IntegerType())])
+    dt = DeltaTable.replace().location(path).addColumn("key", dataType="int").execute()
+    assert dt.toDF().schema == StructType([StructField("key", IntegerType())])
+    dt = DeltaTable.createOrReplace().location(path).addColumn("col1", dataType="int").execute()
+    assert dt.toDF().schema == StructType([StructField("col1", IntegerType())])
+
+
+def test_replacing_a_missing_table_fails_as_delta_spark(session, tmp_path):
+    from pyspark.errors import AnalysisException
+
+    from tahoe.spark import DeltaTable
+
+    path = str(tmp_path / "missing")
+    with pytest.raises(AnalysisException) as e:
+        DeltaTable.replace(session).location(path).addColumn("c", "int").execute()
+    msg = str(e.value)
+    assert path in msg and ("did not exist" in msg or "cannot be found" in msg)
+
+
+def test_protocol_of_new_tables_and_upgrades(session, tmp_path):
+    from tahoe.log import DeltaLog
+    from tahoe.spark import DeltaTable, IdentityGenerator
+
+    def proto(p):
+        pr = DeltaLog.for_table(p).snapshot().protocol
+        return pr.min_reader_version, pr.min_writer_version
+
+    _write(session, str(tmp_path / "plain"), [("a", 1)])
+    assert proto(str(tmp_path / "plain")) == (1, 2)          # delta-spark's default for a new table
+    DeltaTable.create(session).location(str(tmp_path / "gen")).addColumn("a", "int") \
+        .addColumn("b", "int", generatedAlwaysAs="a + 1").execute()
+    assert proto(str(tmp_path / "gen")) == (1, 4)            # generated columns: writer 4
+    DeltaTable.create(session).location(str(tmp_path / "ident")).addColumn("a", "bigint",
+                                                                          generatedAlwaysAs=IdentityGenerator()).execute()
+    assert proto(str(tmp_path / "ident")) == (1, 6)          # identity columns: writer 6
+    DeltaTable.create(session).location(str(tmp_path / "cdf")).addColumn("a", "int") \
+        .property("delta.enableChangeDataFeed", "true").execute()
+    assert proto(str(tmp_path / "cdf")) == (1, 4)            # change data feed: writer 4
+    DeltaTable.create(session).location(str(tmp_path / "cm")).addColumn("a", "int") \
+        .property("delta.columnMapping.mode", "name").execute()
+    assert proto(str(tmp_path / "cm")) == (2, 5)             # column mapping: (2, 5)
+    dt = DeltaTable.forPath(session, str(tmp_path / "plain"))
+    dt.upgradeTableProtocol(1, 3)
+    assert proto(str(tmp_path / "plain")) == (1, 3)
+    # delta-spark's own test (test_protocolUpgrade): "cannot downgrade once upgraded"
+    with pytest.raises(Exception):
+        dt.upgradeTableProtocol(1, 2)
+    assert proto(str(tmp_path / "plain")) == (1, 3)
+
+
+def test_add_feature_support_of_an_unknown_feature_names_the_error_class(session, tmp_path):
+    from pyspark.errors import AnalysisException
+
+    from tahoe.spark import DeltaTable
+
+    _write(session, str(tmp_path / "t"), [("a", 1)])
+    dt = DeltaTable.forPath(session, str(tmp_path / "t"))
+    with pytest.raises(AnalysisException, match="DELTA_UNSUPPORTED_FEATURES_IN_CONFIG") as e:
+        dt.addFeatureSupport("abc")
+    assert e.value.getErrorClass() == "DELTA_UNSUPPORTED_FEATURES_IN_CONFIG"
+    dt.addFeatureSupport("deletionVectors")
+    assert "deletionVectors" in dt.detail().collect()[0].tableFeatures
+
+
+def test_restore_to_an_unparsable_timestamp(session, tmp_path):
+    from tahoe.spark import DeltaTable
+
+    _write(session, str(tmp_path / "t"), [("a", 1)])
+    with pytest.raises(Exception, match=r"The provided timestamp \('05/04/1999'\) cannot be converted to a valid "
+                                        r"timestamp"):
+        DeltaTable.forPath(session, str(tmp_path / "t")).restoreToTimestamp("05/04/1999")
+
+
+def test_optimize_history_and_errors_as_delta_spark(session, tmp_path):
+    from tahoe.spark import DeltaTable
+
+    path = str(tmp_path / "t")
+    for rows, mode in (([("a", 1), ("a", 2)], None), ([("a", 3), ("a", 4)], "append"), ([("b", 1), ("b", 2)], "append")):
+        _write(session, path, rows, partition_by="key", mode=mode)
+    dt = DeltaTable.forPath(session, path)
+    res = dt.optimize().where("key = 'a'").executeCompaction()
+    m = res.first().metrics
+    assert (m.numFilesAdded, m.numFilesRemoved) == (1, 2)
+    assert dt.history().first().operationParameters["predicate"] == '''["('key = a)"]'''
+    with pytest.raises(Exception, match=r"Predicate references non-partition column 'value'. Only the partition "
+                                        r"columns may be referenced: \[key\]"):
+        dt.optimize().where("value = 1").executeCompaction()
+    dt.optimize().executeCompaction()
+    assert dt.history().first().operationParameters["predicate"] == "[]"
+
+
+def test_format_delta_writes_and_merge_from_worker_threads(session, tmp_path):
+    """Pipelines that ingest several tables at once (multiprocessing.pool.ThreadPool)."""
+    from tahoe.spark import DeltaTable
+
+    def ingest(i):
+        path = str(tmp_path / f"t{i}")
+        _write(session, path, [(f"k{i}", i)])
+        src = session.createDataFrame([(f"k{i}", i * 10), ("new", 0)], "key STRING, value BIGINT")
+        DeltaTable.forPath(session, path).alias("t").merge(src.alias("s"), "t.key = s.key") \
+            .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+        return _rows(session.read.format("delta").load(path), "key", "value")
+
+    with ThreadPool(2) as pool:
+        results = pool.map(ingest, range(3))
+    assert results == [sorted([(f"k{i}", i * 10), ("new", 0)]) for i in range(3)]
+    assert threading.active_count() >= 1
