@@ -1,0 +1,74 @@
+"""Every reach into PySpark's private attributes (`tahoe.spark.internals`), called against the
+installed PySpark — classic and Spark Connect — on real readers, writers, DataFrames and Columns.
+Oracles: what the test itself set on those objects (format, mode, options, schema, alias, table
+name), Spark's analyzer for the SQL text. A PySpark without one of them fails here by name
+(`PySparkInternalsError`), not later inside a wrapper."""
+
+from __future__ import annotations
+
+import pytest
+
+from tahoe.spark import internals
+
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
+
+
+@pytest.fixture(params=["classic", "connect"])
+def session(request):
+    return request.getfixturevalue("spark" if request.param == "classic" else "connect")
+
+
+def test_writer_and_reader_accessors(session, tmp_path):
+    df = session.createDataFrame([(1, "a")], "id BIGINT, p STRING")
+    w = df.write.format("DeLtA").mode("overwrite").option("k", "v").option("userMetadata", "x")
+    assert internals.writer_format(w) == "delta"
+    assert internals.writer_mode(w).lower() == "overwrite"
+    assert internals.writer_options(w) == {"k": "v", "userMetadata": "x"}
+    assert internals.writer_mode(df.write).lower() == "errorifexists"
+    assert internals.writer_format(df.write) in ("", "parquet")   # classic: spark.sql.sources.default
+    assert internals.writer_dataframe(w).collect() == df.collect()
+    assert internals.session_of(w) is session
+    r = session.read.format("delta")
+    assert internals.session_of(r) is session
+    assert internals.reader_schema_given(r) is False
+    assert internals.reader_schema_given(session.read.schema("id BIGINT")) is True
+    if internals.is_connect(session):
+        assert internals.reader_format(r) == "delta"
+    v2 = df.writeTo("some_table")
+    assert internals.session_of(v2) is session
+    assert internals.v2_table_name(v2) == "some_table"
+    sw = session.readStream.format("rate").load().writeStream.format("delta")
+    assert internals.session_of(sw) is session
+    assert internals.stream_writer_dataframe(sw).isStreaming
+    assert internals.session_of(session.readStream) is session
+    if internals.is_connect(session):
+        assert internals.stream_writer_format(sw) == "delta"
+
+
+def test_dataframe_and_column_accessors(session):
+    from pyspark.sql import functions as F
+
+    df = session.createDataFrame([(1, "a")], "id BIGINT, p STRING")
+    assert internals.dataframe_alias(df.alias("s")) == "s"
+    assert internals.dataframe_alias(df) is None
+    if internals.is_connect(session):
+        assert internals.plan_size_in_bytes(df) is None
+        assert internals.jvm_has_class(session, "java.lang.String") is None
+        internals.release_checkpoint(df)
+        return
+    assert internals.column_sql(df, F.col("id") + 1) == "(id + CAST(1 AS BIGINT))"
+    assert internals.filter_sql(df.filter(F.col("p") == "a")) == "(p = 'a')"
+    assert internals.column_name(F.col("p")) == "p"
+    assert internals.plan_size_in_bytes(df) > 0
+    assert internals.jvm_has_class(session, "java.lang.String") is True
+    assert internals.jvm_has_class(session, "org.apache.spark.sql.delta.sources.DeltaDataSource") is False
+    kept = df.localCheckpoint(eager=True)
+    internals.release_checkpoint(kept)
+    assert internals.with_active_session(session, lambda: 42) == 42
+
+
+def test_a_missing_attribute_fails_by_name(spark):
+    w = spark.createDataFrame([(1,)], "id BIGINT").write
+    del w._jwrite
+    with pytest.raises(internals.PySparkInternalsError, match=r"DataFrameWriter\._jwrite.*PySpark 4"):
+        internals.writer_format(w)
