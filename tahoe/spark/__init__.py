@@ -38,13 +38,14 @@ from importlib import import_module
 from typing import Any
 
 __all__ = ["DeltaTable", "IdentityGenerator", "read_delta", "write_delta", "register", "local_session",
-           "enable", "configure_spark_with_delta_pip"]
+           "enable", "configure_spark_with_delta_pip", "__version__"]
 
 from . import patches as _patches
 
 _patches.install()
 
 _LAZY = {
+    "__version__": ("tahoe", "__version__"),
     "DeltaTable": ("tahoe.spark.delta_table", "DeltaTable"),
     "IdentityGenerator": ("tahoe.spark.delta_table", "IdentityGenerator"),
     "read_delta": ("tahoe.spark.delta_table", "read_delta"),

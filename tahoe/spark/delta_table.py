@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ..errors import DeltaError, TableNotFoundError
 from ..log import DeltaLog
@@ -35,6 +35,11 @@ from .read import jvm_reaches, read_snapshot
 from .session import session_timestamp_ms
 from .internals import is_connect
 from .types import local_dataframe
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
+
+    from .optimize import DeltaOptimizeBuilder
 
 __all__ = ["DeltaTable", "DeltaTableBuilder", "DeltaMergeBuilder", "IdentityGenerator", "delete_where", "update_where",
            "read_delta"]
@@ -80,7 +85,7 @@ class DeltaTable:
 
     # --- opening ----------------------------------------------------------------------------
     @classmethod
-    def forPath(cls, sparkSession, path: str, hadoopConf: dict | None = None) -> "DeltaTable":
+    def forPath(cls, sparkSession, path: str, hadoopConf: dict = {}) -> "DeltaTable":  # noqa: B006 - delta-spark's default
         from .datasource import register
 
         t = cls(sparkSession, path, storage_options=hadoopConf or None)
@@ -138,7 +143,7 @@ class DeltaTable:
             return False
 
     # --- reading ----------------------------------------------------------------------------
-    def toDF(self):
+    def toDF(self) -> "DataFrame":
         df = snapshot_frame(self._spark, self._log.snapshot(), self._storage_options)
         df = df.alias(self._alias) if self._alias else df
         if is_connect(df):
@@ -150,7 +155,7 @@ class DeltaTable:
     def alias(self, aliasName: str) -> "DeltaTable":
         return DeltaTable(self._spark, self._path, aliasName, self._storage_options, self._frames)
 
-    def history(self, limit: int | None = None):
+    def history(self, limit: int | None = None) -> "DataFrame":
         from pyspark.sql.types import (
             BooleanType, LongType, MapType, StringType, StructField, StructType, TimestampType,
         )
@@ -183,7 +188,7 @@ class DeltaTable:
         ])
         return self._spark.createDataFrame(rows, schema)
 
-    def detail(self):
+    def detail(self) -> "DataFrame":
         from pyspark.sql.types import (
             ArrayType, IntegerType, LongType, MapType, StringType, StructField, StructType, TimestampType,
         )
@@ -220,7 +225,7 @@ class DeltaTable:
             v = None
         return default if v is None else str(v)
 
-    def vacuum(self, retentionHours: float | None = None):
+    def vacuum(self, retentionHours: float | None = None) -> "DataFrame | None":
         """VACUUM: delete the files no version inside the retention window needs (delta-spark's
         `DeltaTable.vacuum`; returns an empty DataFrame). `retentionHours` shorter than the
         table's `delta.deletedFileRetentionDuration` is refused while
@@ -259,13 +264,13 @@ class DeltaTable:
                 "removedFilesSize", "restoredFilesSize"]
         return local_dataframe(self._spark, [tuple(int(m[k]) for k in keys)], ST([SF(c, LongType()) for c in cols]))
 
-    def restoreToVersion(self, version: int):
+    def restoreToVersion(self, version: int) -> "DataFrame":
         """RESTORE the table to `version` in one commit; a DataFrame of delta-spark's metrics."""
         if not isinstance(version, int) or version is None:
             raise ValueError("version needs to be an int but got '%s'." % type(version))
         return self._restore(version, None)
 
-    def restoreToTimestamp(self, timestamp: str):
+    def restoreToTimestamp(self, timestamp: str) -> "DataFrame":
         """RESTORE the table to the version as of `timestamp` (`yyyy-MM-dd` or
         `yyyy-MM-dd HH:mm:ss`, in the session time zone)."""
         if not isinstance(timestamp, str):
@@ -390,7 +395,7 @@ class DeltaTable:
             raise ValueError("truncateHistory needs to be a bool but got '%s'." % type(truncateHistory))
         drop_feature(self._log, featureName, bool(truncateHistory))
     # --- maintenance --------------------------------------------------------------------------
-    def optimize(self):
+    def optimize(self) -> "DeltaOptimizeBuilder":
         """delta-spark's `DeltaTable.optimize()`: a DeltaOptimizeBuilder (`where(partitionFilter)`,
         `executeCompaction()`, `executeZOrderBy(*cols)`), run as Spark jobs."""
         from .optimize import DeltaOptimizeBuilder
@@ -406,7 +411,7 @@ class DeltaTable:
 
     # --- not yet --------------------------------------------------------------------------
     # --- DML ------------------------------------------------------------------------------------
-    def delete(self, condition=None):
+    def delete(self, condition=None) -> "DataFrame | None":
         """delta-spark's `delete(condition=None)`: delete the rows where `condition` (a SQL
         string or a Column) is TRUE — all rows when None. Deletion vectors when the table has
         `delta.enableDeletionVectors`, else copy-on-write; one commit. Returns None, as
@@ -420,7 +425,7 @@ class DeltaTable:
             return _affected(self._spark, metrics.get("numDeletedRows"))
         return None
 
-    def update(self, condition=None, set=None):
+    def update(self, condition=None, set=None) -> "DataFrame | None":
         """delta-spark's `update(condition=None, set=None)`: `set` maps columns to new values (SQL
         strings or Columns) for the rows where `condition` is TRUE (all rows when None). Returns
         None, as delta-spark does; the counts are in the commit's operationMetrics (`history(1)`:
@@ -697,7 +702,7 @@ class DeltaMergeBuilder:
         self._schema_evolution = True
         return self
 
-    def execute(self):
+    def execute(self) -> "DataFrame":
         from ..write.dml_plan import DEFAULT_SOURCE_ALIAS, DEFAULT_TARGET_ALIAS, MergeClause, plan_merge
         from .dml import dataframe_alias, run_dml, spark_typer
         from .types import from_spark_schema

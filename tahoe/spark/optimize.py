@@ -398,11 +398,11 @@ class DeltaOptimizeBuilder:
         self._filters.append(partitionFilter)
         return self
 
-    def executeCompaction(self):
+    def executeCompaction(self) -> "DataFrame":
         """Compact the small files in selected partitions; a DataFrame (path, metrics)."""
         return self._execute([])
 
-    def executeZOrderBy(self, *cols: Any):
+    def executeZOrderBy(self, *cols: Any) -> "DataFrame":
         """Z-Order the data in selected partitions using the given columns; a DataFrame
         (path, metrics)."""
         if len(cols) == 1 and isinstance(cols[0], (list, tuple)):

@@ -277,3 +277,28 @@ def test_format_delta_writes_and_merge_from_worker_threads(session, tmp_path):
         results = pool.map(ingest, range(3))
     assert results == [sorted([(f"k{i}", i * 10), ("new", 0)]) for i in range(3)]
     assert threading.active_count() >= 1
+
+
+def test_delta_sql_after_the_one_line_setup(session, tmp_path):
+    """`enable(spark)` (or configure_spark_with_delta_pip's builder) on classic and Connect alike."""
+    from tahoe.spark import enable
+
+    enable(session)
+    name = f"sql_{'connect' if 'connect' in type(session).__module__ else 'classic'}"
+    path = str(tmp_path / "sales")
+    session.sql(f"CREATE TABLE {name} (id BIGINT, qty INT) USING delta LOCATION '{path}'")
+    try:
+        session.sql(f"INSERT INTO {name} VALUES (1, 3), (2, 5)")
+        res = session.sql(f"MERGE INTO {name} t USING (SELECT 2 AS id, 6 AS qty) s ON t.id = s.id "
+                          f"WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *").collect()
+        assert [tuple(r) for r in res] == [(1, 1, 0, 0)]
+        assert [tuple(r) for r in session.sql(f"DELETE FROM {name} WHERE qty > 5").collect()] == [(1,)]
+        assert sorted(tuple(r) for r in session.sql(f"SELECT * FROM {name} VERSION AS OF 2").collect()) == \
+            [(1, 3), (2, 6)]
+        ops = [r.operation for r in session.sql(f"DESCRIBE HISTORY {name}").collect()]
+        assert ops == ["DELETE", "MERGE", "WRITE", "CREATE TABLE"]
+    finally:
+        from tahoe.spark.sql import disable
+
+        session.sql(f"DROP TABLE IF EXISTS {name}")
+        disable(session)   # the shared sessions go on without Delta SQL, as the other tests expect

@@ -59,7 +59,7 @@ def disable(spark: Any) -> Any:
     return spark
 
 
-def configure_spark_with_delta_pip(spark_session_builder: Any, extra_packages: list | None = None) -> Any:
+def configure_spark_with_delta_pip(spark_session_builder: Any, extra_packages: list | None = None) -> "SparkSession.Builder":
     """delta-spark's `configure_spark_with_delta_pip`: the builder, set up so that the session it
     builds has Delta's SQL and tables by name (tahoe's, in Python: no Delta jars are added)."""
     from ..session import RUNTIME_CONF
