@@ -86,7 +86,7 @@ def tahoe_owns_delta(spark: Any) -> bool:
     return _owns[key]
 
 
-def _format_of(obj: Any) -> str:
+def format_of(obj: Any) -> str:
     """The format a reader/writer was given (recorded by the `format` wrapper; else asked of the
     object itself)."""
     fmt = obj.__dict__.get("_tahoe_format")
@@ -101,7 +101,7 @@ def _format_of(obj: Any) -> str:
 
 
 def _is_delta(obj: Any) -> bool:
-    return _format_of(obj) == "delta" and tahoe_owns_delta(internals.session_of(obj))
+    return format_of(obj) == "delta" and tahoe_owns_delta(internals.session_of(obj))
 
 
 _SHARING_SPARK_CLASS = "io.delta.sharing.spark.DeltaSharingDataSource"
@@ -110,14 +110,14 @@ _SHARING_SPARK_CLASS = "io.delta.sharing.spark.DeltaSharingDataSource"
 def _is_sharing(obj: Any) -> bool:
     """A `format("deltaSharing")` read whose source is tahoe's (not the official Spark connector,
     whose classes a classic session's JVM may have)."""
-    if _format_of(obj) != "deltasharing":
+    if format_of(obj) != "deltasharing":
         return False
     return not internals.jvm_has_class(internals.session_of(obj), _SHARING_SPARK_CLASS)
 
 
 def writer_state(w: Any) -> tuple[str, str]:
     """(format, save mode) of a DataFrameWriter, classic or Spark Connect."""
-    return _format_of(w), internals.writer_mode(w)
+    return format_of(w), internals.writer_mode(w)
 
 
 def partition_columns(cols: Any) -> list[str]:

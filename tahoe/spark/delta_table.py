@@ -66,6 +66,14 @@ def _analysis_error(error_class: str, message: str) -> BaseException:
     return spark_facing(e)
 
 
+def affected_rows(spark, n) -> "DataFrame":
+    """delta-spark's result of DELETE / UPDATE: one row, `num_affected_rows` (a nullable long)."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    return local_dataframe(spark, [(None if n is None else int(n),)],
+                           StructType([StructField("num_affected_rows", LongType(), True)]))
+
+
 def _type_error(msg: str, *objs) -> TypeError:
     """delta-spark's DeltaTableBuilder TypeError text."""
     for obj in objs:
@@ -420,9 +428,7 @@ class DeltaTable:
         instead: a DataFrame of `num_affected_rows`."""
         metrics = delete_where(self, condition)
         if is_connect(self._spark):
-            from .sql.commands import _affected
-
-            return _affected(self._spark, metrics.get("numDeletedRows"))
+            return affected_rows(self._spark, metrics.get("numDeletedRows"))
         return None
 
     def update(self, condition=None, set=None) -> "DataFrame | None":
@@ -436,9 +442,7 @@ class DeltaTable:
             raise TypeError(f"'set' must be a dict, found to be {type(set)}")
         metrics = update_where(self, condition, set)
         if is_connect(self._spark):   # delta-spark's Spark Connect client: the command's result
-            from .sql.commands import _affected
-
-            return _affected(self._spark, metrics.get("numUpdatedRows"))
+            return affected_rows(self._spark, metrics.get("numUpdatedRows"))
         return None
 
     def merge(self, source, condition) -> "DeltaMergeBuilder":

@@ -222,7 +222,7 @@ def _where_expression(where: Any, snapshot: Snapshot) -> tuple[Expression | None
         text = w if isinstance(w, str) else e.to_sql()
         _partition_only(e, snapshot, text)
         exprs.append(e)
-        texts.append(catalyst_string(e))   # as delta-spark 4 records it: ('key = a)
+        texts.append(catalyst_string(e) if isinstance(w, str) else text)   # a user's where as delta-spark 4: ('key = a)
     if not exprs:
         return None, []
     from ..expressions import and_

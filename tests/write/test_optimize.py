@@ -280,7 +280,7 @@ def test_auto_compaction_after_writes(tmp_path):
     assert len(commits) == 2
     info = next(a["commitInfo"] for a in commits[1] if "commitInfo" in a)
     assert info["operation"] == "OPTIMIZE" and info["operationParameters"]["auto"] == "true"
-    assert json.loads(info["operationParameters"]["predicate"]) == ["('day <=> b)"]
+    assert json.loads(info["operationParameters"]["predicate"]) == ["(`day` <=> 'b')"]
     by_day: dict[str, int] = {}
     for p in _active_paths(path):
         by_day[p.parent.name] = by_day.get(p.parent.name, 0) + 1

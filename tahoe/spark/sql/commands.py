@@ -696,10 +696,9 @@ def _truncate(spark: Any, s: g.Truncate):
 
 def _affected(spark: Any, n: Any):
     """delta-spark's result of DELETE / UPDATE: one row, `num_affected_rows` (a nullable long)."""
-    from pyspark.sql.types import LongType, StructField, StructType
+    from ..delta_table import affected_rows
 
-    return local_dataframe(spark, [(None if n is None else int(n),)],
-                                 StructType([StructField("num_affected_rows", LongType(), True)]))
+    return affected_rows(spark, n)
 
 
 def _insert(spark: Any, s: g.Insert):

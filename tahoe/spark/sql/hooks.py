@@ -506,9 +506,9 @@ def stream_to_table(original: Callable, self: Any, tableName: str, format=None, 
 
 
 def _writer_format_stream(w: Any) -> str:
-    from ..calls import _format_of
+    from ..calls import format_of
 
-    return _format_of(w)
+    return format_of(w)
 
 
 def _create_stream_table(w: Any, spark: Any, name: str, partition_by: Any):
