@@ -177,7 +177,7 @@ class DeltaTable:
             rows.append((
                 e.version, dt.datetime.fromtimestamp(e.timestamp / 1000, tz=dt.timezone.utc),
                 ci.get("userId"), ci.get("userName"), ci.get("operation"),
-                {str(k): (v if isinstance(v, str) else json.dumps(v)) for k, v in params.items()},
+                {str(k): (v if v is None or isinstance(v, str) else json.dumps(v)) for k, v in params.items()},
                 _job(ci.get("job")), _notebook(ci.get("notebook")),
                 ci.get("clusterId"), ci.get("readVersion"), ci.get("isolationLevel"), ci.get("isBlindAppend"),
                 {str(k): str(v) for k, v in metrics.items()}, ci.get("userMetadata"), ci.get("engineInfo"),

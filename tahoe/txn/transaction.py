@@ -840,7 +840,11 @@ class Transaction:
             ci["inCommitTimestamp"] = ict
         ci["timestamp"] = ict if ict is not None else now
         ci["operation"] = self.operation
-        ci["operationParameters"] = {k: _param(v) for k, v in self.operation_parameters.items() if v is not None}
+        # None leaves a parameter out — except CREATE / REPLACE TABLE's `description`, which
+        # delta-spark always writes (`"description":null` when the table has none)
+        ci["operationParameters"] = {k: (None if v is None else _param(v))
+                                     for k, v in self.operation_parameters.items()
+                                     if v is not None or (k == "description" and "TABLE" in self.operation)}
         if self.read_version >= 0:
             ci["readVersion"] = self.read_version
         ci["isolationLevel"] = level

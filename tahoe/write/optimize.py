@@ -666,9 +666,7 @@ def _operation_metrics(adds: list[AddFile], removes: list[AddFile]) -> dict:
                   "p75FileSize": sizes[n * 3 // 4], "maxFileSize": sizes[-1]})
     m.update({"numAddedFiles": n, "numRemovedFiles": len(removes), "numAddedBytes": sum(sizes),
               "numRemovedBytes": sum(r.size for r in removes),
-              "numDeletionVectorsRemoved": len(dvs),
-              "numDeletionVectorRowsRemoved": sum(d.cardinality for d in dvs),
-              "numDeletionVectorBytesRemoved": sum(d.size_in_bytes for d in dvs)})
+              "numDeletionVectorsRemoved": len(dvs)})   # delta-spark's DeltaOperationMetrics.OPTIMIZE: no more
     return m
 
 

@@ -302,3 +302,89 @@ def test_delta_sql_after_the_one_line_setup(session, tmp_path):
 
         session.sql(f"DROP TABLE IF EXISTS {name}")
         disable(session)   # the shared sessions go on without Delta SQL, as the other tests expect
+
+
+# delta-spark 4.4's DeltaOperationMetrics (DeltaOperations.scala): the metric names each operation
+# may record, and the parameter names of the operations whose case classes name them there
+_METRICS = {
+    "WRITE": {"numFiles", "numOutputBytes", "numOutputRows"},
+    "WRITE_REPLACE_WHERE": {"numFiles", "numOutputBytes", "numOutputRows", "numRemovedFiles", "numAddedChangeFiles",
+                            "numDeletedRows", "numCopiedRows", "numRemovedBytes"},
+    "DELETE": {"numAddedFiles", "numRemovedFiles", "numDeletionVectorsAdded", "numDeletionVectorsRemoved",
+               "numDeletionVectorsUpdated", "numAddedChangeFiles", "numDeletedRows", "numCopiedRows",
+               "executionTimeMs", "scanTimeMs", "rewriteTimeMs", "numRemovedBytes", "numAddedBytes"},
+    "UPDATE": {"numAddedFiles", "numRemovedFiles", "numAddedChangeFiles", "numDeletionVectorsAdded",
+               "numDeletionVectorsRemoved", "numDeletionVectorsUpdated", "numUpdatedRows", "numCopiedRows",
+               "executionTimeMs", "scanTimeMs", "rewriteTimeMs", "numRemovedBytes", "numAddedBytes"},
+    "MERGE": {"numSourceRows", "numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsMatchedUpdated",
+              "numTargetRowsNotMatchedBySourceUpdated", "numTargetRowsDeleted", "numTargetRowsMatchedDeleted",
+              "numTargetRowsNotMatchedBySourceDeleted", "numTargetRowsCopied", "numTargetBytesAdded",
+              "numTargetBytesRemoved", "numOutputRows", "numTargetFilesAdded", "numTargetFilesRemoved",
+              "numTargetChangeFilesAdded", "executionTimeMs", "materializeSourceTimeMs", "scanTimeMs",
+              "rewriteTimeMs", "numTargetDeletionVectorsAdded", "numTargetDeletionVectorsRemoved",
+              "numTargetDeletionVectorsUpdated"},
+    "OPTIMIZE": {"numAddedFiles", "numRemovedFiles", "numAddedBytes", "numRemovedBytes", "minFileSize", "p25FileSize",
+                 "p50FileSize", "p75FileSize", "maxFileSize", "numDeletionVectorsRemoved"},
+    "RESTORE": {"tableSizeAfterRestore", "numOfFilesAfterRestore", "numRemovedFiles", "numRestoredFiles",
+                "removedFilesSize", "restoredFilesSize"},
+    "CLONE": {"sourceTableSize", "sourceNumOfFiles", "numRemovedFiles", "numCopiedFiles", "removedFilesSize",
+              "copiedFilesSize"},
+    "VACUUM START": {"numFilesToDelete", "sizeOfDataToDelete"},
+    "VACUUM END": {"numDeletedFiles", "numVacuumedDirectories"},
+    "CONVERT": {"numConvertedFiles"},
+    "CREATE TABLE": set(),
+}
+_PARAMETERS = {
+    "WRITE": ({"mode"}, {"mode", "partitionBy", "predicate"}),
+    "DELETE": ({"predicate"}, {"predicate"}),
+    "UPDATE": ({"predicate"}, {"predicate"}),
+    "MERGE": ({"predicate", "matchedPredicates", "notMatchedPredicates", "notMatchedBySourcePredicates"},
+              {"predicate", "matchedPredicates", "notMatchedPredicates", "notMatchedBySourcePredicates",
+               "updatePredicate", "deletePredicate", "insertPredicate"}),
+    "CONVERT": ({"numFiles", "partitionedBy", "collectStats"},
+                {"numFiles", "partitionedBy", "collectStats", "catalogTable", "sourceFormat"}),
+    "CREATE TABLE": ({"isManaged", "description", "partitionBy", "clusterBy", "properties"},
+                     {"isManaged", "description", "partitionBy", "clusterBy", "properties"}),
+}
+
+
+def test_history_parameter_and_metric_names_are_delta_sparks(session, tmp_path):
+    from pyspark.sql.functions import col
+
+    from tahoe.spark import DeltaTable
+
+    path = str(tmp_path / "t")
+    _write(session, path, [("a", 1), ("b", 2)], partition_by="key")
+    _write(session, path, [("c", 3)], partition_by="key", mode="append")
+    session.createDataFrame([("a", 9)], "key STRING, value BIGINT").write.format("delta").mode("overwrite") \
+        .option("replaceWhere", "key = 'a'").save(path)
+    dt = DeltaTable.forPath(session, path)
+    dt.delete(col("key") == "b")
+    dt.update(col("key") == "c", {"value": col("value") + 1})
+    dt.alias("t").merge(session.createDataFrame([("c", 0), ("d", 4)], "key STRING, value BIGINT").alias("s"),
+                        "t.key = s.key").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    _write(session, path, [("c", 5)], partition_by="key", mode="append")   # partition c: two files to compact
+    dt.optimize().executeCompaction()
+    dt.restoreToVersion(1)
+    session.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    try:
+        dt.vacuum(0)
+    finally:
+        session.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
+    dt.clone(str(tmp_path / "clone"))
+    session.createDataFrame([(1,)], "id INT").write.parquet(str(tmp_path / "pq"))
+    DeltaTable.convertToDelta(session, f"parquet.`{tmp_path / 'pq'}`")
+    DeltaTable.create(session).location(str(tmp_path / "new")).addColumn("id", "int").execute()
+
+    seen = set()
+    for p in (path, str(tmp_path / "clone"), str(tmp_path / "pq"), str(tmp_path / "new")):
+        for r in DeltaTable.forPath(session, p).history().collect():
+            op, params, metrics = r.operation, set(r.operationParameters), set(r.operationMetrics or {})
+            kind = "WRITE_REPLACE_WHERE" if op == "WRITE" and "predicate" in params else op
+            assert metrics <= _METRICS[kind], (op, metrics - _METRICS[kind])
+            if op in _PARAMETERS:
+                required, allowed = _PARAMETERS[op]
+                assert required <= params <= allowed, (op, params)
+            seen.add(op)
+    assert seen >= {"WRITE", "DELETE", "UPDATE", "MERGE", "OPTIMIZE", "RESTORE", "VACUUM START", "VACUUM END",
+                    "CLONE", "CONVERT", "CREATE TABLE"}
