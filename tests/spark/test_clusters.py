@@ -161,7 +161,7 @@ def test_standalone_cluster(tmp_path):
                 os.killpg(p.pid, signal.SIGKILL)
 
 
-def test_spark_connect(tmp_path):
+def test_spark_connect(connect_server, tmp_path):
     """Both read paths over Spark Connect, on a table with column mapping (name mode), partitions and
     deletion vectors, against rows derived by hand (the rows written minus the rows deleted)."""
     import pyarrow as pa
@@ -184,10 +184,7 @@ def test_spark_connect(tmp_path):
     expected = sorted((i, f"n{i}", i % 2) for i in range(40) if i not in deleted)
     code = _NO_REGISTER + textwrap.dedent(f"""
         import os
-        spark = (SparkSession.builder.remote("local[2]")
-                 .config("spark.connect.grpc.binding.address", "127.0.0.1")
-                 .config("spark.ui.enabled", "false")
-                 .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+        spark = SparkSession.builder.remote({connect_server!r}).getOrCreate()   # the test session's server
         no_register_round_trip(spark, {str(tmp_path / "plain")!r})
         from tahoe.spark import read_delta, register
         expected = {expected!r}

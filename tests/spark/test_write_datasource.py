@@ -219,8 +219,9 @@ def test_not_null_identity_and_generated_columns_may_be_omitted(spark, tmp_path)
     assert ids == sorted(ids) and len(set(ids)) == 3 and ids[0] == 1
 
 
-def test_save_modes_over_spark_connect(tmp_path):
-    """The same mode mapping — and optimized writes — for Spark Connect's DataFrameWriter (its own class)."""
+def test_save_modes_over_spark_connect(connect_server, tmp_path):
+    """The same mode mapping — and optimized writes — for Spark Connect's DataFrameWriter (its own
+    class), in a driver process of its own on the test session's Connect server."""
     import textwrap
 
     from tests.spark.test_clusters import _run_driver, connect_env
@@ -231,10 +232,7 @@ def test_save_modes_over_spark_connect(tmp_path):
         from pyspark.sql import SparkSession
         from tahoe import Table
         from tahoe.spark import register
-        spark = (SparkSession.builder.remote("local[2]")
-                 .config("spark.connect.grpc.binding.address", "127.0.0.1")
-                 .config("spark.ui.enabled", "false")
-                 .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+        spark = SparkSession.builder.remote({connect_server!r}).getOrCreate()
         register(spark)
         spark.range(3).write.format("delta").save({path!r})
         try:
