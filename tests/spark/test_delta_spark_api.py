@@ -187,6 +187,18 @@ def test_replacing_a_missing_table_fails_as_delta_spark(session, tmp_path):
         DeltaTable.replace(session).location(path).addColumn("c", "int").execute()
     msg = str(e.value)
     assert path in msg and ("did not exist" in msg or "cannot be found" in msg)
+    # by name (delta-spark's test_replace_table_behavior), in a session with Delta SQL on
+    from tahoe.spark import enable
+    from tahoe.spark.sql import disable
+
+    enable(session)
+    try:
+        with pytest.raises(AnalysisException) as e:
+            DeltaTable.replace(session).tableName("testTable").addColumn("c", "int").execute()
+        msg = str(e.value)
+        assert "testTable" in msg and ("did not exist" in msg or "cannot be found" in msg), msg
+    finally:
+        disable(session)
 
 
 def test_protocol_of_new_tables_and_upgrades(session, tmp_path):

@@ -248,8 +248,7 @@ def with_table(spark: Any, table: TableName, mode: str, location: str | None, co
         if exists and mode == "ignore":
             return None
         if not exists and mode == "replace":
-            raise TableNotFoundError(f"[TABLE_OR_VIEW_NOT_FOUND] Table {table.text} cannot be replaced as it does "
-                                     f"not exist. SQLSTATE: 42P01")
+            raise TableNotFoundError(_missing_replaced(table.text))
         return make(path, exists)
     entry = lookup(spark, table.parts)
     if entry is not None and not entry.temporary:
@@ -266,8 +265,7 @@ def with_table(spark: Any, table: TableName, mode: str, location: str | None, co
                                              f"({location}; the table is at {entry.location})")
         return make(entry.location, DeltaLog.for_table(entry.location).exists())
     if mode == "replace":
-        raise TableNotFoundError(f"[TABLE_OR_VIEW_NOT_FOUND] Table {table.text} cannot be replaced as it does not "
-                                 f"exist. Use CREATE OR REPLACE TABLE to create the table. SQLSTATE: 42P01")
+        raise TableNotFoundError(_missing_replaced(table.text))
     existing = location is not None and DeltaLog.for_table(location).exists()
     schema = schema_of()
     new_entry = create_entry(spark, table.parts, spark_ddl(schema), list(partition_columns()), location, comment)
@@ -288,3 +286,9 @@ def table_name(text: str) -> TableName:
 
 def _norm(path: str) -> str:
     return path.rstrip("/")
+
+
+def _missing_replaced(name: str) -> str:
+    """Spark 4's error for REPLACE of a table that does not exist (CannotReplaceMissingTableException)."""
+    return (f"[TABLE_OR_VIEW_NOT_FOUND] The table or view `{name}` cannot be found: it did not exist, so it cannot be "
+            f"replaced. Use CREATE OR REPLACE TABLE to create the table. SQLSTATE: 42P01")

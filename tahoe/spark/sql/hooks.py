@@ -468,7 +468,8 @@ def _v2_terminal(w: Any, spark: Any, terminal: str, state: dict, args: tuple, kw
                     cluster_by=cluster, operation=(operation, params))
         return True
     if terminal == "replace":
-        raise TableNotFoundError(f"[TABLE_OR_VIEW_NOT_FOUND] Table {name} cannot be replaced as it does not exist. "
+        raise TableNotFoundError(f"[TABLE_OR_VIEW_NOT_FOUND] The table or view `{name}` cannot be found: it cannot "
+                                 f"be replaced as it did not exist (Spark's message; createOrReplace creates it). "
                                  f"SQLSTATE: 42P01")
     if not table.is_path and qualified(spark, table.parts) is None:
         raise AnalysisException(f"tahoe keeps Delta tables in the session catalog: {name} names another catalog")
