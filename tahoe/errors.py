@@ -193,25 +193,37 @@ class ConcurrentModificationException(DeltaError):
 class ConcurrentAppendException(ConcurrentModificationException):
     """Files were added to data this transaction read."""
 
+    error_class = "DELTA_CONCURRENT_APPEND"   # delta-spark's
+
 
 class ConcurrentDeleteReadException(ConcurrentModificationException):
     """A file this transaction read was removed by another writer."""
+
+    error_class = "DELTA_CONCURRENT_DELETE_READ"   # delta-spark's
 
 
 class ConcurrentDeleteDeleteException(ConcurrentModificationException):
     """A file this transaction removes was removed by another writer too."""
 
+    error_class = "DELTA_CONCURRENT_DELETE_DELETE"   # delta-spark's
+
 
 class MetadataChangedException(ConcurrentModificationException):
     """Another writer changed the table's metadata."""
+
+    error_class = "DELTA_METADATA_CHANGED"   # delta-spark's
 
 
 class ProtocolChangedException(ConcurrentModificationException):
     """Another writer changed the table's protocol."""
 
+    error_class = "DELTA_PROTOCOL_CHANGED"   # delta-spark's
+
 
 class ConcurrentTransactionException(ConcurrentModificationException):
     """Another writer committed the same application transaction id (txn appId)."""
+
+    error_class = "DELTA_CONCURRENT_TRANSACTION"   # delta-spark's
 
 
 class CommitFailedException(DeltaError):

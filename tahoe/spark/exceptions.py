@@ -14,6 +14,8 @@ from ..errors import (
 class ConcurrentWriteException(DeltaConcurrentModificationException):
     """A concurrent transaction wrote data after this one read the table (delta-spark's name)."""
 
+    error_class = "DELTA_CONCURRENT_WRITE"
+
 
 __all__ = ["DeltaConcurrentModificationException", "ConcurrentWriteException", "MetadataChangedException",
            "ProtocolChangedException", "ConcurrentAppendException", "ConcurrentDeleteReadException",

@@ -156,3 +156,18 @@ def test_every_difference_is_in_the_readme():
     for (cls, method), (what, detail) in DIFFERENCES.items():
         line = next((ln for ln in section.splitlines() if f"`{method}`" in ln), "")
         assert line and (detail in line or what == "returns"), (cls, method, what, detail)
+
+
+def test_conflict_exceptions_carry_delta_sparks_error_classes():
+    """delta-spark's DeltaThrowable error classes of its conflict exceptions (getErrorClass)."""
+    import tahoe.spark.exceptions as exceptions
+
+    assert {n: getattr(exceptions, n).error_class for n in MODULES["delta.exceptions"][1:]} == {
+        "ConcurrentWriteException": "DELTA_CONCURRENT_WRITE",
+        "MetadataChangedException": "DELTA_METADATA_CHANGED",
+        "ProtocolChangedException": "DELTA_PROTOCOL_CHANGED",
+        "ConcurrentAppendException": "DELTA_CONCURRENT_APPEND",
+        "ConcurrentDeleteReadException": "DELTA_CONCURRENT_DELETE_READ",
+        "ConcurrentDeleteDeleteException": "DELTA_CONCURRENT_DELETE_DELETE",
+        "ConcurrentTransactionException": "DELTA_CONCURRENT_TRANSACTION",
+    }
