@@ -35,8 +35,9 @@ _EPOCH_TS = dt.datetime(1970, 1, 1)
 
 def plan_id(df: Any) -> int | None:
     """The plan id of a Spark Connect DataFrame (what `df["col"]` references carry)."""
-    plan = getattr(df, "_plan", None)
-    return getattr(plan, "_plan_id", None)
+    from .internals import connect_plan_id
+
+    return connect_plan_id(df)
 
 
 def column_sql(column: Any, df: Any = None, aliases: dict[int, str] | None = None) -> str:

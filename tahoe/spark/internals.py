@@ -19,7 +19,7 @@ __all__ = ["PySparkInternalsError", "is_connect", "session_of", "writer_format",
            "writer_dataframe", "stream_writer_format", "stream_writer_dataframe", "reader_format",
            "reader_schema_given", "v2_table_name", "column_sql", "column_name", "dataframe_alias",
            "plan_size_in_bytes", "release_checkpoint", "jvm_has_class", "with_active_session",
-           "connect_dataframe"]
+           "connect_dataframe", "connect_plan_id"]
 
 
 class PySparkInternalsError(DeltaError):
@@ -127,6 +127,11 @@ def connect_dataframe(plan: Any, session: Any) -> Any:
     from pyspark.sql.connect.dataframe import DataFrame
 
     return DataFrame(plan, session)
+
+
+def connect_plan_id(df: Any) -> int:
+    """The plan id of a Spark Connect DataFrame: what references made from it (`df["id"]`) carry."""
+    return _attr(_attr(df, "_plan"), "_plan_id")
 
 
 def writer_dataframe(w: Any) -> Any:

@@ -52,6 +52,8 @@ def test_dataframe_and_column_accessors(session):
     assert internals.dataframe_alias(df.alias("s")) == "s"
     assert internals.dataframe_alias(df) is None
     if internals.is_connect(session):
+        pid = internals.connect_plan_id(df)
+        assert isinstance(pid, int) and df["id"].to_plan(None).unresolved_attribute.plan_id == pid
         assert internals.plan_size_in_bytes(df) is None
         assert internals.jvm_has_class(session, "java.lang.String") is None
         internals.release_checkpoint(df)
