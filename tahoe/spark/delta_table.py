@@ -46,22 +46,22 @@ __all__ = ["DeltaTable", "DeltaTableBuilder", "DeltaMergeBuilder", "IdentityGene
 
 
 def _active_session(spark):
-    """`spark`, or the active session (classic or Spark Connect) when None, as delta-spark."""
+    """`spark`, or the active session (classic or Spark Connect) when None, as delta-spark. With no
+    session at all a builder still creates a table at a `location()` (tahoe needs no Spark for that)."""
     if spark is not None:
         return spark
     from pyspark.sql import SparkSession
 
-    active = SparkSession.getActiveSession()
-    assert active is not None, "no active SparkSession: pass one (DeltaTable.create(spark))"
-    return active
+    return SparkSession.getActiveSession()
 
 
-def _analysis_error(error_class: str, message: str) -> BaseException:
-    """An AnalysisException (tahoe's and PySpark's) carrying delta-spark's error class."""
+def _analysis_error(error_class: str, message: str, cls: type | None = None) -> BaseException:
+    """An error of tahoe's class `cls` (AnalysisException by default) that is also PySpark's
+    AnalysisException, carrying delta-spark's error class."""
     from ..errors import AnalysisException
     from .surfacing import spark_facing
 
-    e = AnalysisException(f"[{error_class}] {message}")
+    e = (cls or AnalysisException)(f"[{error_class}] {message}")
     e.error_class = error_class
     return spark_facing(e)
 
@@ -904,9 +904,9 @@ class DeltaTableBuilder:
                 raise spark_facing(e) from None
             return DeltaTable.forName(self._spark, self._name)
         if mode == "replace" and not DeltaTable.isDeltaTable(self._spark, self._location):
-            raise _analysis_error("TABLE_OR_VIEW_NOT_FOUND", f"Table delta.`{self._location}` cannot be replaced as it "
-                                  f"did not exist: the table or view cannot be found. Use DeltaTable.createOrReplace "
-                                  f"to create it. SQLSTATE: 42P01")
+            raise _analysis_error("TABLE_OR_VIEW_NOT_FOUND", f"The table or view delta.`{self._location}` cannot be "
+                                  f"found: it did not exist, so it cannot be replaced. Use DeltaTable.createOrReplace "
+                                  f"to create it. SQLSTATE: 42P01", TableNotFoundError)
         create_table(self._location, schema, self._partition, self._props,
                      name=self._name, description=self._comment, mode=mode, cluster_by=self._cluster)
         return DeltaTable.forPath(self._spark, self._location) if self._spark is not None else \

@@ -41,7 +41,7 @@ def test_identity_and_generated_columns_in_delta_spark_form(tmp_path):
     (dict(generatedAlwaysAs=5), TypeError, "str or IdentityGenerator"),
     (dict(generatedByDefaultAs="x + 1"), TypeError, "must be IdentityGenerator"),
     (dict(nullable="no"), TypeError, "nullable must be bool"),
-    (dict(comment=3), TypeError, "Comment must be str"),
+    (dict(comment=3), TypeError, "Column comment must be str"),
 ])
 def test_add_column_refuses_what_delta_spark_refuses(tmp_path, kwargs, exc, match):
     with pytest.raises(exc, match=match):
