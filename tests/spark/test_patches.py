@@ -179,3 +179,19 @@ def test_disable_hands_every_call_to_pyspark(spark, tmp_path):
         patches.enable()
     df.write.format("delta").save(str(tmp_path / "on"))
     assert [tuple(r) for r in spark.read.format("delta").load(str(tmp_path / "on")).collect()] == [(1,)]
+
+
+def test_the_readme_lists_exactly_what_is_patched():
+    import re
+
+    from tahoe.spark import patches
+
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("### What tahoe changes in PySpark"):readme.index("### From delta-spark")]
+    listed = {}
+    for cls, methods in re.findall(r"^\| `(\w+)` \| (.+) \|$", section, re.M):
+        listed[cls] = re.findall(r"`(\w+)`", methods)
+    want: dict[str, list[str]] = {}
+    for p in patches.PATCHES:
+        want.setdefault(p.cls, []).append(p.method)
+    assert listed == want
