@@ -67,15 +67,18 @@ def pack_by_size(pieces: list[tuple[Any, int]], limit: int = PARTITION_BYTES) ->
 
 def spark_read_schema(snap, cdf: bool = False):
     """The Spark schema `format("delta")` reads a snapshot with (void columns left out, all
-    nullable, no metadata) — with the change data feed's three columns when `cdf`."""
+    nullable, only the user's metadata) — with the change data feed's three columns when `cdf`."""
     from pyspark.sql.types import LongType, StringType, StructField as SparkField, StructType as SparkStruct, \
         TimestampType
 
     from ..protocol.schema import StructType, is_void
-    from .types import to_spark_schema
+    from .types import to_spark_schema, user_metadata
 
     fields = [f for f in snap.schema.fields if not is_void(f.type)]
     s = to_spark_schema(StructType(fields), strip_metadata=True, nullable=True)
+    # the user's column metadata (a comment) kept, as in delta-spark's DataFrames
+    s = SparkStruct([SparkField(sf.name, sf.dataType, sf.nullable, user_metadata(f.metadata))
+                     for sf, f in zip(s.fields, fields)])
     if cdf:
         s = SparkStruct(list(s.fields) + [SparkField("_change_type", StringType(), True),
                                           SparkField("_commit_version", LongType(), True),

@@ -259,7 +259,8 @@ def test_optimize_history_and_errors_as_delta_spark(session, tmp_path):
     from tahoe.spark import DeltaTable
 
     path = str(tmp_path / "t")
-    for rows, mode in (([("a", 1), ("a", 2)], None), ([("a", 3), ("a", 4)], "append"), ([("b", 1), ("b", 2)], "append")):
+    for rows, mode in (([("a", 1), ("a", 2)], None), ([("a", 3), ("a", 4)], "append"), ([("b", 1), ("b", 2)], "append"),
+                       ([("b", 3)], "append")):
         _write(session, path, rows, partition_by="key", mode=mode)
     dt = DeltaTable.forPath(session, path)
     res = dt.optimize().where("key = 'a'").executeCompaction()
