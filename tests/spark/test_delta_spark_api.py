@@ -287,7 +287,8 @@ def test_format_delta_writes_and_merge_from_worker_threads(session, tmp_path):
         return _rows(session.read.format("delta").load(path), "key", "value")
 
     with ThreadPool(2) as pool:
-        results = pool.map(ingest, range(3))
+        # bounded: a hang (seen once over Spark Connect, not reproduced since) fails the test, not the suite
+        results = pool.map_async(ingest, range(3)).get(timeout=300)
     assert results == [sorted([(f"k{i}", i * 10), ("new", 0)]) for i in range(3)]
     assert threading.active_count() >= 1
 
