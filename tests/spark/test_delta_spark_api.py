@@ -241,7 +241,7 @@ def test_add_feature_support_of_an_unknown_feature_names_the_error_class(session
     dt = DeltaTable.forPath(session, str(tmp_path / "t"))
     with pytest.raises(AnalysisException, match="DELTA_UNSUPPORTED_FEATURES_IN_CONFIG") as e:
         dt.addFeatureSupport("abc")
-    assert e.value.getErrorClass() == "DELTA_UNSUPPORTED_FEATURES_IN_CONFIG"
+    assert e.value.getCondition() == "DELTA_UNSUPPORTED_FEATURES_IN_CONFIG"
     dt.addFeatureSupport("deletionVectors")
     assert "deletionVectors" in dt.detail().collect()[0].tableFeatures
 
