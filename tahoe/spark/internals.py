@@ -19,7 +19,7 @@ __all__ = ["PySparkInternalsError", "is_connect", "session_of", "writer_format",
            "writer_dataframe", "stream_writer_format", "stream_writer_dataframe", "reader_format",
            "reader_schema_given", "v2_table_name", "column_sql", "column_name", "dataframe_alias",
            "plan_size_in_bytes", "release_checkpoint", "jvm_has_class", "with_active_session",
-           "connect_dataframe", "connect_plan_id"]
+           "connect_dataframe", "connect_plan_id", "with_hidden_output"]
 
 
 class PySparkInternalsError(DeltaError):
@@ -269,3 +269,29 @@ def with_active_session(spark: Any, fn: Any) -> Any:
             sessions.setActiveSession(previous.get())
         else:
             sessions.clearActiveSession()
+
+
+def with_hidden_output(spark: Any, df: Any, hidden: str) -> Any:
+    """`df` without its column `hidden`, which stays selectable by name as hidden metadata output
+    (Catalyst's `Project.hiddenOutputTag`, as a file source's `_metadata`): classic sessions only."""
+    from pyspark.sql import DataFrame
+
+    jvm = _attr(spark, "_jvm")
+    jdf = _attr(df, "_jdf")
+    jsession = _attr(spark, "_jsparkSession")
+
+    def build() -> Any:
+        plan = jdf.queryExecution().analyzed()
+        out = plan.output()
+        shown, kept = jvm.java.util.ArrayList(), jvm.java.util.ArrayList()
+        for i in range(out.size()):
+            a = out.apply(i)
+            (kept if a.name() == hidden else shown).add(a)
+        as_seq = jvm.scala.jdk.CollectionConverters.ListHasAsScala
+        logical = jvm.org.apache.spark.sql.catalyst.plans.logical
+        top = logical.Project(as_seq(shown).asScala().toList(), plan)
+        tag = getattr(getattr(logical, "Project$"), "MODULE$").hiddenOutputTag()
+        top.setTagValue(tag, as_seq(kept).asScala().toList())
+        return jvm.org.apache.spark.sql.classic.Dataset.ofRows(jsession, top)
+
+    return DataFrame(_jcall("Catalyst's Project.hiddenOutputTag", build), spark)

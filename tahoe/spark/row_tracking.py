@@ -44,22 +44,11 @@ def row_tracking_columns(snap) -> tuple[str, str] | None:
 
 def _hide(spark, df, visible: list[str]) -> Any:
     """`df` (columns `visible` + METADATA) as a DataFrame of `visible` whose METADATA is hidden
-    metadata output (see the module docstring)."""
-    from pyspark.sql import DataFrame
+    metadata output (see the module docstring; Catalyst's hidden-output tag, through
+    `tahoe.spark.internals`)."""
+    from .internals import with_hidden_output
 
-    jvm = spark._jvm
-    plan = df._jdf.queryExecution().analyzed()
-    out = plan.output()
-    shown, hidden = jvm.java.util.ArrayList(), jvm.java.util.ArrayList()
-    for i in range(out.size()):
-        a = out.apply(i)
-        (hidden if a.name() == METADATA else shown).add(a)
-    as_seq = jvm.scala.jdk.CollectionConverters.ListHasAsScala
-    logical = jvm.org.apache.spark.sql.catalyst.plans.logical
-    top = logical.Project(as_seq(shown).asScala().toList(), plan)
-    tag = getattr(getattr(logical, "Project$"), "MODULE$").hiddenOutputTag()
-    top.setTagValue(tag, as_seq(hidden).asScala().toList())
-    return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, top), spark)
+    return with_hidden_output(spark, df, METADATA)
 
 
 def with_row_metadata(spark, snap, files, df) -> Any:

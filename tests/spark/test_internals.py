@@ -67,6 +67,8 @@ def test_dataframe_and_column_accessors(session):
     kept = df.localCheckpoint(eager=True)
     internals.release_checkpoint(kept)
     assert internals.with_active_session(session, lambda: 42) == 42
+    hidden = internals.with_hidden_output(session, df.withColumn("_meta", F.lit(7)), "_meta")
+    assert hidden.columns == ["id", "p"] and hidden.select("_meta").collect()[0][0] == 7
 
 
 def test_a_missing_attribute_fails_by_name(spark):
