@@ -323,20 +323,19 @@ def _commit_protocol(log: DeltaLog, snap: Snapshot, operation: str, params: dict
 def upgrade_protocol(log: DeltaLog | str, reader_version: int | None = None, writer_version: int | None = None,
                      storage_options: dict | None = None) -> Snapshot:
     """Raise the protocol to at least (reader_version, writer_version); the table keeps every
-    feature it has (going to writer 7 lists them explicitly). Lower versions than the table's
-    are an InvalidTableOperationError."""
+    feature it has (going to writer 7 lists them explicitly). As delta-spark 3+ (its
+    `upgradeTableProtocol` sets the versions as table properties, merged with the table's
+    protocol): versions the table's protocol already covers — lower ones included — change
+    nothing and commit nothing (delta-spark's "downgradeIgnored")."""
     log = _log(log, storage_options)
     snap = log.snapshot()
     p = snap.protocol
-    if (reader_version is not None and reader_version < p.min_reader_version) or \
-            (writer_version is not None and writer_version < p.min_writer_version):
-        raise InvalidTableOperationError(
-            f"cannot downgrade the protocol from ({p.min_reader_version}, {p.min_writer_version}) to "
-            f"({reader_version}, {writer_version})")
     for v, lo, hi, what in ((reader_version, 1, 3, "reader"), (writer_version, 1, 7, "writer")):
         if v is not None and not lo <= v <= hi:
             raise InvalidTableOperationError(f"{what} version must be between {lo} and {hi}, got {v}")
     proto = raise_protocol_versions(p, reader_version, writer_version)
+    if proto == p:
+        return snap
     return _commit_protocol(log, snap, "UPGRADE PROTOCOL",
                             {"newProtocol": proto.to_dict()}, proto)
 

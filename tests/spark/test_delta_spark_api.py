@@ -226,10 +226,12 @@ def test_protocol_of_new_tables_and_upgrades(session, tmp_path):
     dt = DeltaTable.forPath(session, str(tmp_path / "plain"))
     dt.upgradeTableProtocol(1, 3)
     assert proto(str(tmp_path / "plain")) == (1, 3)
-    # delta-spark's own test (test_protocolUpgrade): "cannot downgrade once upgraded"
-    with pytest.raises(Exception):
-        dt.upgradeTableProtocol(1, 2)
-    assert proto(str(tmp_path / "plain")) == (1, 3)
+    # delta-spark 3+ (upgradeTableProtocol sets the versions as table properties, merged with the
+    # table's protocol: OptimisticTransaction's "delta.protocol.downgradeIgnored"): a lower version
+    # is a no-op — no error, no commit
+    before = dt.history().count()
+    dt.upgradeTableProtocol(1, 2)
+    assert proto(str(tmp_path / "plain")) == (1, 3) and dt.history().count() == before
 
 
 def test_add_feature_support_of_an_unknown_feature_names_the_error_class(session, tmp_path):

@@ -191,7 +191,6 @@ def t(tmp_path) -> Table:
     (lambda t: t.update_schema("id BIGINT, v DOUBLE", merge=False), SchemaError, "partition column"),
     (lambda t: t.rename_column("v", "w"), InvalidTableOperationError, "column mapping"),
     (lambda t: t.drop_column("v"), InvalidTableOperationError, "column mapping"),
-    (lambda t: t.upgrade_protocol(1, 1), InvalidTableOperationError, "downgrade"),
     (lambda t: t.upgrade_protocol(3, 5), InvalidTableOperationError, "writer version 7"),
     (lambda t: t.set_properties({"delta.minWriterVersion": "9"}), InvalidTableOperationError, "minWriterVersion"),
 ])
@@ -259,6 +258,9 @@ def test_enable_column_mapping_on_existing_table(t):
 def test_upgrade_protocol_and_add_feature(t):
     t.upgrade_protocol(writer_version=4)
     assert (t.protocol.min_reader_version, t.protocol.min_writer_version) == (1, 4)
+    v = t.version
+    t.upgrade_protocol(1, 1)      # lower than the table's: a no-op, as delta-spark 3+ ("downgradeIgnored")
+    assert t.version == v and (t.protocol.min_reader_version, t.protocol.min_writer_version) == (1, 4)
     t.upgrade_protocol(3, 7)
     p = t.protocol
     assert (p.min_reader_version, p.min_writer_version) == (3, 7) and p.reader_features == ()
