@@ -245,6 +245,7 @@ def _wrap_save(cls: Any) -> None:
             if options:
                 self.options(**options)
                 options = {}
+            _hand_over_storage(self, _session(self), path, _writer_options(self))
             target = _optimized_write(self, path)
             return original(target, path, None, None, None)
         return original(self, path, None, None, partitionBy, **options)
@@ -269,8 +270,9 @@ def _target_metadata(path: str, opts: dict[str, str]) -> Any:
     """The metaData of the table a write goes to, or None when it does not exist yet."""
     from ..log import DeltaLog
 
-    storage = {k[len("storage."):]: v for k, v in opts.items() if k.lower().startswith("storage.")} or None
-    log = DeltaLog.for_table(path, storage)
+    from .options import storage_options_of
+
+    log = DeltaLog.for_table(path, storage_options_of({**opts, "path": path}))
     return log.snapshot().metadata if log.exists() else None
 
 
@@ -329,6 +331,17 @@ def _optimized_write(w: Any, path: str | None) -> Any:
     return target
 
 
+def _hand_over_storage(rw: Any, spark: Any, path: Any, given: dict) -> None:
+    """The session's Hadoop file-system confs as `storage.<key>` options of a delta read or write
+    (`tahoe.spark.storage.hand_over`); an unexpected session or layout hands nothing over."""
+    from .storage import hand_over
+
+    try:
+        hand_over(rw, spark, str(path) if path else None, given)
+    except Exception:  # noqa: BLE001 - the source refuses bad options by name itself
+        pass
+
+
 def _session_auto_compact(spark: Any) -> str | None:
     """The session's auto compaction confs as JSON for the data source's commit (None: none set;
     a Python data source cannot read the session's confs itself)."""
@@ -360,6 +373,12 @@ def _wrap_start(cls: Any) -> None:
         if ours:
             _hand_over_partitioning(self, partitionBy)
             partitionBy = None
+            try:
+                given = _writer_options(self)
+            except Exception:  # noqa: BLE001 - an unexpected writer layout: the session's options stay out
+                given = None
+            if given is not None:
+                _hand_over_storage(self, _session(self), path or given.get("path"), {**given, **options})
         return original(self, path, None, outputMode, partitionBy, queryName, **options)
 
     cls.start = _mark(start, original, "_tahoe_calls")
@@ -486,6 +505,8 @@ def _wrap_load(cls: Any, batch: bool) -> None:
                 native = _native_read(self, spark, path, options)
                 if native is not None:
                     return native
+            given = {**getattr(self, "_tahoe_options", {}), **{str(k).lower(): v for k, v in options.items()}}
+            _hand_over_storage(self, spark, path if isinstance(path, str) else given.get("path"), given)
         return original(self, path, None, schema, **options)
 
     cls.load = _mark(load, original, "_tahoe_calls")
@@ -527,9 +548,10 @@ def _native_read(reader: Any, spark: Any, path: Any, options: dict) -> Any:
         return None
     try:
         opts = read_options(given)
-        if opts["cdf"] or opts["storage_options"] or not jvm_reaches(str(opts["path"])):
+        if opts["cdf"] or not jvm_reaches(str(opts["path"]), spark):
             return None
-        snap = DeltaLog.for_table(opts["path"]).snapshot(version=opts["version"], timestamp=opts["timestamp"])
+        snap = DeltaLog.for_table(opts["path"], opts["storage_options"]).snapshot(
+            version=opts["version"], timestamp=opts["timestamp"])
     except Exception:  # noqa: BLE001 - bad options, no table, ...: the source fails with its error
         return None
     from .row_tracking import read_table

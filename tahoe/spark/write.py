@@ -514,7 +514,9 @@ def prepare_datasource_write(path: str, options: dict, spark_schema, overwrite: 
     (else the session's, passed by the save wrapper), userMetadata, txnAppId/txnVersion, `delta.*`
     table properties for a table the write creates (as delta-spark's DataFrameWriter),
     `storage.<key>` storage options."""
-    so = {k[len("storage."):]: v for k, v in options.items() if k.lower().startswith("storage.")} or None
+    from .options import storage_options_of
+
+    so = storage_options_of({**options, "path": path})
     pb = _option(options, "partitionBy") or _option(options, "__partition_columns")
     part_by = (json.loads(pb) if pb.startswith("[") else [c.strip() for c in pb.split(",") if c.strip()]) if pb else None
     save_mode = str(_option(options, SAVE_MODE_OPTION) or ("overwrite" if overwrite else "append")).lower()
