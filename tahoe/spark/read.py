@@ -90,6 +90,7 @@ def hadoop_uri(local_path: str) -> str:
     `_metadata.file_path` (measured: space → %20, % → %25, [ ] { } # → quoted, é kept); an
     object-store path (`hadoop_location`'s spelling) keeps its scheme and authority, its path
     quoted the same way."""
+    local_path = hadoop_location(local_path) or local_path   # s3:// -> s3a://, as the connector names it
     m = re.match(r"^([A-Za-z][A-Za-z0-9+.\-]*://[^/]*)(/.*)?$", local_path)
     if m and len(m.group(1).split(":", 1)[0]) > 1:
         return m.group(1) + _quote_path(m.group(2) or "")
