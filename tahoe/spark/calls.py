@@ -562,11 +562,11 @@ def _native_read(reader: Any, spark: Any, path: Any, options: dict) -> Any:
 _TARGETS = (
     ("pyspark.sql.readwriter", "DataFrameReader", ("format", "option", "load_batch")),
     ("pyspark.sql.readwriter", "DataFrameWriter", ("format", "partitionBy", "save")),
-    ("pyspark.sql.streaming.readwriter", "DataStreamReader", ("format", "load_stream")),
+    ("pyspark.sql.streaming.readwriter", "DataStreamReader", ("format", "option", "load_stream")),
     ("pyspark.sql.streaming.readwriter", "DataStreamWriter", ("format", "partitionBy", "start")),
     ("pyspark.sql.connect.readwriter", "DataFrameReader", ("format", "option", "load_batch")),
     ("pyspark.sql.connect.readwriter", "DataFrameWriter", ("format", "partitionBy", "save")),
-    ("pyspark.sql.connect.streaming.readwriter", "DataStreamReader", ("format", "load_stream")),
+    ("pyspark.sql.connect.streaming.readwriter", "DataStreamReader", ("format", "option", "load_stream")),
     ("pyspark.sql.connect.streaming.readwriter", "DataStreamWriter", ("format", "partitionBy", "start")),
 )
 

@@ -165,3 +165,39 @@ def test_hadoop_keys_refused_by_name(spark, emulators):
     with pytest.raises(Exception, match="fs.s3a.assumed.role.arn") as e:
         spark.read.format("delta").options(**storage_keys(em)).option("fs.s3a.assumed.role.arn", "x").load(uri)
     assert isinstance(e.value, InvalidOptionError) or "InvalidOptionError" in str(e.value)
+
+
+def test_session_hadoop_confs_and_explicit_options(spark, emulators):
+    """delta-spark's session confs (`spark.hadoop.fs.s3a.*`) reach the source's tasks with no
+    option given — batch and streaming reads; an explicit `storage.<key>` option wins over them."""
+    em = emulators.get("s3")
+    uri = em.uri(new_bucket(em), "t")
+    spark.range(4).write.format("delta").options(**storage_keys(em)).save(uri)
+    confs = {f"spark.hadoop.{k}": v for k, v in hadoop_keys(em).items()}
+    try:
+        for k, v in confs.items():
+            spark.conf.set(k, v)
+        assert rows(spark.read.format("delta").load(uri), "id") == [(i,) for i in range(4)]
+        assert rows(DeltaTable_for(spark, uri).toDF(), "id") == [(i,) for i in range(4)]
+        # the session's endpoint made wrong (moto checks no signature, so a wrong key would pass)
+        from tests.fixtures.emulators import free_port
+
+        spark.conf.set("spark.hadoop.fs.s3a.endpoint", f"127.0.0.1:{free_port()}")
+        with pytest.raises(Exception, match="cannot be reached"):
+            spark.read.format("delta").option("storage.max_retries", "0").load(uri).collect()
+        ok = spark.read.format("delta").option("storage.aws_endpoint_url", em.options["AWS_ENDPOINT_URL"])
+        assert rows(ok.load(uri), "id") == [(i,) for i in range(4)]
+        stream = (spark.readStream.format("delta")
+                  .option("storage.aws_endpoint_url", em.options["AWS_ENDPOINT_URL"]).load(uri))
+        q = stream.writeStream.format("memory").queryName("tahoe_session_confs").trigger(availableNow=True).start()
+        q.awaitTermination(120)
+        assert rows(spark.table("tahoe_session_confs"), "id") == [(i,) for i in range(4)]
+    finally:
+        for k in confs:
+            spark.conf.unset(k)
+
+
+def DeltaTable_for(spark, uri):
+    from tahoe.spark import DeltaTable
+
+    return DeltaTable.forPath(spark, uri)
