@@ -7,7 +7,7 @@ Owns:
    `version` (the `Delta-Table-Version` answered) and the request's `startingVersion`,
    `endingVersion`, `timestamp`, `predicateHints`, `jsonPredicateHints`, `limitHint`, `files`
    (file lines answered), `bytes` (response body bytes sent: for a file URL, the file's bytes),
-   `redirected` (an s3:// file answered with a redirect), `status`, `latencyMs`, `client`,
+   `redirected` (a file of an object-store table answered with a redirect), `status`, `latencyMs`, `client`,
    `userAgent`, `authFailure` / `refused` (why a request was refused). Tokens, signatures and
    file URLs are never part of it (paths are logged without their query strings).
 2. Where records go (`audit.path` in the config): a file — written by a background thread in

@@ -13,7 +13,14 @@ recipients and shared state live: `sqlite:///PATH` — default `sharing.db` besi
 `postgresql://...`), `recipientsFile` (recipients in a JSON file instead), `replicas` (how many
 replicas serve this config: more than one needs a shared signing key), `replicaId`, `audit`,
 `metrics`, `openApiDocs`, `limits`, `trustedProxies`, `asyncQueryTtlSeconds`,
-`temporaryCredentials`. Recipients themselves are in `recipients`.
+`temporaryCredentials`, `fileUrls` (`server`, the default: file URLs are the server's own, checked
+on every download and redirected to the store; `store`: the store's own signed URLs go into the
+responses, as the reference server hands them out — more throughput, no revocation until they
+expire). Recipients themselves are in `recipients`.
+
+A table whose location tahoe cannot serve — a scheme no store takes, storage options its store
+refuses, directory access on a store tahoe vends no credentials for — is a problem of the config,
+named with the table, so the server refuses to start rather than fail at query time.
 
 Authentication fails closed: without `authorization.bearerToken` and without recipients every
 request is refused; anonymous access needs an explicit `allowAnonymous: true`.
@@ -98,6 +105,10 @@ class CredentialsConfig:
     region: str | None = None
     duration_seconds: int = 3600
     external_id: str | None = None
+    # Azure tables: the SAS's scope — "directory" (a directory SAS of the table's prefix; needs a
+    # hierarchical namespace, ADLS Gen2) or "container" (a container SAS: every blob of the
+    # container, for flat-namespace accounts; only for containers holding nothing else to protect)
+    azure_scope: str = "directory"
 
 
 @dataclass
@@ -154,6 +165,7 @@ class ServerConfig:
     docs: str = "auth"
     limits: "LimitsConfig" = field(default_factory=lambda: LimitsConfig())
     trusted_proxies: list = field(default_factory=list)
+    file_urls: str = "server"
     warnings: list[str] = field(default_factory=list)
 
     def share(self, name: str) -> ShareConfig | None:
@@ -180,12 +192,13 @@ _SERVER_KEYS = {"version", "shares", "host", "port", "endpoint", "preSignedUrlTi
                 "temporaryCredentialValiditySeconds",
                 "authorization", "allowAnonymous", "publicUrl", "recipientsFile", "signingKey", "signingKeyFile",
                 "asyncQueryTtlSeconds", "temporaryCredentials", "store", "replicas", "replicaId", "audit", "metrics",
-                "openApiDocs", "limits", "trustedProxies"}
+                "openApiDocs", "limits", "trustedProxies", "fileUrls"}
 _SHARE_KEYS = {"name", "id", "schemas"}
 _SCHEMA_KEYS = {"name", "tables"}
 _TABLE_KEYS = {"name", "location", "id", "historyShared", "cdfEnabled", "startVersion", "storageOptions",
                "accessModes"}
-_CREDENTIALS_KEYS = {"roleArn", "stsEndpoint", "region", "durationSeconds", "externalId"}
+_CREDENTIALS_KEYS = {"roleArn", "stsEndpoint", "region", "durationSeconds", "externalId", "azureScope"}
+FILE_URL_MODES = ("server", "store")
 _AUDIT_KEYS = {"enabled", "path", "maxBytes", "backupCount"}
 _METRICS_KEYS = {"enabled", "bearerToken"}
 _LIMITS_KEYS = {"requestsPerMinute", "bytesPerDay", "maxConcurrentStreams", "tokenRequestsPerMinute"}
@@ -344,15 +357,52 @@ def _table(t: Any, share: str, schema: str, probs: _Problems) -> TableConfig | N
         name=t.get("name"), location=str(t.get("location") or ""), share=share, schema=schema,
         id=str(t.get("id") or uuid.uuid5(uuid.NAMESPACE_URL, "tahoe-sharing:" + full.lower())),
         history_shared=hist, start_version=start, storage_options=dict(opts), access_modes=modes)
+    kind = _check_location(cfg, where, probs) if cfg.location else None
     if "dir" in cfg.access_modes:
         # directory access hands out the whole table directory: its log (all of its history) too
-        if not re.match(r"(?i)^s3[an]?://", cfg.location):
-            probs.add(f"{where}: accessModes dir needs an s3:// location (temporary credentials are "
-                      f"STS credentials scoped to the table's S3 prefix)")
+        if kind == "gcs":
+            probs.add(f"{where}: accessModes dir on gs:// is not supported: its temporary credential would be a "
+                      f"downscoped OAuth token (Google's Security Token Service with a credential access "
+                      f"boundary), which tahoe does not vend; share the table with accessModes [url]")
+        elif kind not in ("s3", "azure", None):
+            probs.add(f"{where}: accessModes dir needs a table on S3 (STS credentials scoped to its prefix) or "
+                      f"Azure (a SAS); {cfg.location!r} is {kind or 'not on an object store'}")
+        elif kind == "azure" and not _azure_key_of(cfg):
+            probs.add(f"{where}: accessModes dir on Azure needs the storage account's key (storageOptions "
+                      f"azure_storage_account_key, or AZURE_STORAGE_ACCOUNT_KEY): the server signs the SAS it "
+                      f"hands out with it")
         if not cfg.history_shared or cfg.start_version:
             probs.add(f"{where}: accessModes dir gives direct access to the table's log, so it needs "
                       f"historyShared: true and no startVersion")
     return cfg if len(probs.items) == n else None
+
+
+def _check_location(cfg: TableConfig, where: str, probs: _Problems) -> str | None:
+    """The store kind of the table's location ("local", "s3", "azure", "gcs"); a location tahoe
+    cannot serve (a scheme no store takes, no bucket, storage options its store refuses) is a
+    problem naming the table."""
+    from ..errors import DeltaError
+    from ..storage.options import parse_location, store_config
+
+    try:
+        loc = parse_location(cfg.location)
+        if loc.kind != "local":
+            store_config(loc.kind, cfg.storage_options)
+        return loc.kind
+    except DeltaError as e:
+        probs.add(f"{where}: tahoe cannot serve its location {cfg.location!r}: {e}")
+        return None
+
+
+def _azure_key_of(cfg: TableConfig) -> str | None:
+    from ..storage.options import store_config
+
+    try:
+        c = store_config("azure", cfg.storage_options)
+    except Exception:  # noqa: BLE001 - reported by _check_location
+        return None
+    return c.get("azure_storage_account_key", "azure_storage_access_key", "azure_storage_master_key",
+                 "access_key", "account_key", "master_key")
 
 
 def _access_modes(v: Any, where: str) -> tuple[str, ...]:
@@ -387,8 +437,22 @@ def _credentials_config(raw: Any, validity: Any, probs: _Problems) -> Credential
                          default=default)
     if duration > 43200:
         probs.add("temporaryCredentials.durationSeconds must be at most 43200 (12 hours, STS's limit)")
+    scope = str(c.get("azureScope") or "directory").strip().lower()
+    if scope not in ("directory", "container"):
+        probs.add(f"temporaryCredentials.azureScope must be directory or container, got {c.get('azureScope')!r}")
+        scope = "directory"
     return CredentialsConfig(role_arn=c.get("roleArn"), sts_endpoint=c.get("stsEndpoint"), region=c.get("region"),
-                             duration_seconds=duration, external_id=c.get("externalId"))
+                             duration_seconds=duration, external_id=c.get("externalId"), azure_scope=scope)
+
+
+def _file_urls(v: Any) -> str:
+    if v is None:
+        return "server"
+    mode = str(v).strip().lower()
+    if mode not in FILE_URL_MODES:
+        raise ConfigError(f"fileUrls must be server (the server's own URLs, checked on every download) or store "
+                          f"(the store's own signed URLs, as the reference server), got {v!r}")
+    return mode
 
 
 def _store_url(v: Any, config_path: str | None, probs: _Problems) -> str:
@@ -566,6 +630,7 @@ def parse_config(raw: Any, config_path: str | None = None) -> ServerConfig:
         docs=docs,
         limits=_limits(raw.get("limits"), probs),
         trusted_proxies=_networks(raw.get("trustedProxies"), "trustedProxies", probs),
+        file_urls=probs.run(_file_urls, raw.get("fileUrls"), default="server"),
         warnings=probs.warnings,
     )
     if probs.items:

@@ -56,7 +56,8 @@ class ServerContext:
         self.recipients = open_recipients(config, self.store)
         self.auth = Authenticator(config, self.recipients, self.signer, SeenAssertions(self.store))
         self.metrics = Metrics(config.metrics_enabled)
-        self.tables = {key: SharedTable(t, config.presigned_url_timeout_seconds, self.metrics)
+        self.tables = {key: SharedTable(t, config.presigned_url_timeout_seconds, self.metrics,
+                                        store_urls=config.file_urls == "store")
                        for key, t in config.tables_by_key().items()}
         self.queries = AsyncQueries(self.signer, config.async_query_ttl_seconds, self.store, config.replica_id)
         self.vendor = CredentialVendor(config.temporary_credentials)

@@ -6,9 +6,9 @@ reader (`tahoe.read.Scan`, `tahoe.read.changes`) — so time travel, data skippi
 vectors, column mapping and change data work exactly as on a table of one's own.
 
 Owns: checking that the table offers `dir` (its metaData's `accessModes`; else
-`AccessModeError`), turning the vended `awsTempCredentials` into S3 store options (the caller's
-`storage_options` — an endpoint, a region — added; the credentials always win), and the reads.
-Only AWS credentials are supported (an Azure SAS or a GCP token is refused by name). The
+`AccessModeError`), turning the vended `awsTempCredentials` into S3 store options and an
+`azureUserDelegationSas` into Azure ones (the caller's `storage_options` — an endpoint, a region —
+added; the credentials always win), and the reads. A GCP token is refused by name. The
 credentials are obtained once per read; a read longer than their lifetime fails when they expire
 (the server's `durationSeconds`, an hour by default).
 """
@@ -49,13 +49,18 @@ def open_table_log(rest: RestClient, table: Table, storage_options: Optional[dic
                               f"{', '.join(modes)}): read it with access_mode='url'")
     creds = rest.temporary_credentials(table)
     aws = creds.get("awsTempCredentials")
-    if not isinstance(aws, dict):
-        kind = next((k for k in ("azureUserDelegationSas", "gcpOauthToken") if k in creds), "unknown")
-        raise UnsupportedFeatureError(f"table {name}: the server vended {kind} credentials; tahoe's client reads "
-                                      f"directly only with AWS (s3://) credentials — use access_mode='url'")
+    sas = creds.get("azureUserDelegationSas")
     opts: dict[str, Any] = dict(storage_options or {})
-    opts.update({"aws_access_key_id": aws["accessKeyId"], "aws_secret_access_key": aws["secretAccessKey"],
-                 "aws_session_token": aws.get("sessionToken")})
+    if isinstance(aws, dict):
+        opts.update({"aws_access_key_id": aws["accessKeyId"], "aws_secret_access_key": aws["secretAccessKey"],
+                     "aws_session_token": aws.get("sessionToken")})
+    elif isinstance(sas, dict) and sas.get("sasToken"):
+        opts = {k: v for k, v in opts.items() if "key" not in str(k).lower() and "secret" not in str(k).lower()}
+        opts["azure_storage_sas_key"] = sas["sasToken"]
+    else:
+        kind = next((k for k in ("gcpOauthToken",) if k in creds), "unknown")
+        raise UnsupportedFeatureError(f"table {name}: the server vended {kind} credentials; tahoe's client reads "
+                                      f"directly with AWS (s3://) and Azure (SAS) credentials — use access_mode='url'")
     return DeltaLog.for_table(creds["location"], opts)
 
 

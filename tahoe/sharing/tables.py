@@ -4,10 +4,11 @@ response formats (spec "API Response Format in Parquet" / "... in Delta").
 
 Owns: format negotiation from the `delta-sharing-capabilities` header, file URL minting (the
 server's own signed URLs, bound to the requesting holder, for every table — see `signing`; for
-s3:// tables the server answers such a URL with a redirect to a short-lived S3 pre-signed URL,
-`routes.files`, so revoking a recipient ends its downloads too), rewriting deletion vectors to
-`storageType: "p"` with their own signed URL, and refusing file paths that point outside the
-table.
+tables on an object store (S3, Azure, GCS) the server answers such a URL with a redirect to a
+short-lived URL the store signed, `routes.files`, so revoking a recipient ends its downloads too;
+with the config's `fileUrls: store`, the store's own signed URLs go into the response directly,
+as the reference server does), rewriting deletion vectors to `storageType: "p"` with their own
+signed URL, and refusing file paths that point outside the table.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from ..protocol.table_features import reader_features_of
 from ..storage import resolve_data_path
 from .config import TableConfig
 from .errors import SharingError
-from .signing import FILE_ID_HASHES, FileUrls, b64e, file_id
+from .signing import FILE_ID_HASHES, FileUrls, b64d, b64e, file_id
 
 __all__ = ["Capabilities", "SharedTable", "dumps", "iter_file_rows", "now_s", "rel_ok"]
 
@@ -128,8 +129,10 @@ class SharedTable:
     """A configured table; thread-safe; snapshots cached per version (latest re-checked by listing
     the log from the cached version on)."""
 
-    def __init__(self, cfg: TableConfig, url_ttl: int, metrics=None):
+    def __init__(self, cfg: TableConfig, url_ttl: int, metrics=None, store_urls: bool = False):
         self.cfg = cfg
+        # `fileUrls: store`: the store's own signed URLs in responses (object stores only)
+        self.store_urls = store_urls
         self.metrics = metrics          # metrics.Metrics: snapshot cache lookups and load times
         self.key = cfg.key
         self._root: str | None = None
@@ -159,8 +162,22 @@ class SharedTable:
         return self._root
 
     @property
-    def is_s3(self) -> bool:
-        return self.root.startswith("s3://")
+    def is_object_store(self) -> bool:
+        from ..storage.options import kind_of
+
+        return kind_of(self.root) in ("s3", "azure", "gcs")
+
+    is_s3 = is_object_store   # the name before Azure and GCS tables were served
+
+    @property
+    def direct(self) -> bool:
+        """Whether file URLs of this table are the store's own signed URLs (`fileUrls: store`)."""
+        return self.store_urls and self.is_object_store
+
+    def store_url(self, rel: str, expires: int, method: str = "GET") -> str:
+        """The store's signed URL of the file at `rel` (within the table), valid until `expires`
+        (epoch seconds)."""
+        return self.log.store.sign(self.root.rstrip("/") + "/" + rel, method, max(1, expires - now_s()))
 
     def latest_version(self) -> int:
         log = self.log
@@ -283,6 +300,9 @@ class SharedTable:
         """The `file` lines of a whole snapshot in parquet format (no filter, no time travel);
         with `limit`, files stop once their summed numRecords reach it."""
         static = self._static_parquet(snap, scheme)
+        if self.direct:
+            yield from self._direct_parquet_lines(static, urls, limit)
+            return
         head = '{"file":{"url":"' + _enc(urls.prefix(self.key))[1:-1]
         q = _enc(urls.query)[1:-1]
         end = f"{urls.expires * 1000}}}}}"
@@ -294,6 +314,17 @@ class SharedTable:
                     return
                 total += n or 0
             yield "".join((head, b64, q, sign(b64), tail, end))
+
+    def _direct_parquet_lines(self, static, urls: FileUrls, limit: int | None) -> Iterator[str]:
+        end = f"{urls.expires * 1000}}}}}"
+        total = 0
+        for b64, tail, n in static:
+            if limit is not None:
+                if total >= limit:
+                    return
+                total += n or 0
+            url = self.store_url(b64d(b64).decode("utf-8"), urls.expires)
+            yield "".join(('{"file":{"url":"', _enc(url)[1:-1], tail, end))
 
     def _static_delta(self, snap, scheme: str) -> list[tuple]:
         """Per active file of a snapshot, the request-independent parts of its
@@ -335,6 +366,12 @@ class SharedTable:
         q = _enc(urls.query)[1:-1]
         exp = f',"expirationTimestamp":{urls.expires * 1000},"deltaSingleAction":{{"add":{{"path":"'
         sign = urls.signer(self.key)
+        if self.direct:
+            def url_of(b64: str) -> str:
+                return _enc(self.store_url(b64d(b64).decode("utf-8"), urls.expires))[1:-1]
+        else:
+            def url_of(b64: str) -> str:
+                return "".join((url_head, b64, q, sign(b64)))
         total = 0
         for b64, fid, dv, rest, n in static:
             if limit is not None:
@@ -344,10 +381,9 @@ class SharedTable:
             parts = ['{"file":{"id":"', fid, '"']
             if dv is not None:
                 parts += [',"deletionVectorFileId":"', dv[1], '"']
-            parts += [exp, url_head, b64, q, sign(b64), '"']
+            parts += [exp, url_of(b64), '"']
             if dv is not None:
-                parts += [',"deletionVector":{"storageType":"p","pathOrInlineDv":"', url_head, dv[0], q,
-                          sign(dv[0]), '"', dv[2]]
+                parts += [',"deletionVector":{"storageType":"p","pathOrInlineDv":"', url_of(dv[0]), '"', dv[2]]
             if rest:
                 parts += [",", rest]
             parts.append("}}}}")
@@ -420,7 +456,15 @@ class SharedTable:
     @property
     def dir_location(self) -> str:
         """The table's root as recipients with directory access see it: its configured s3://
-        location, without a trailing slash."""
+        location, without a trailing slash; an Azure table as `abfss://container@account.dfs.
+        core.windows.net/path` (the URI that names its storage account)."""
+        from ..storage.options import parse_location
+
+        loc = parse_location(self.cfg.location)
+        if loc.kind == "azure":
+            acct = self.log.store.azure_account(loc)
+            key = loc.key.strip("/")
+            return f"abfss://{loc.bucket}@{acct}.dfs.core.windows.net" + (f"/{key}" if key else "")
         return re.sub(r"(?i)^s3[an]?://", "s3://", self.cfg.location).rstrip("/")
 
     def metadata_line(self, fmt: str, snap, metadata=None, version: int | None = None,
@@ -452,7 +496,7 @@ class SharedTable:
             rel = unquote(path) if "%" in path else path
         else:
             full = resolve_data_path(root, path)
-            if self.is_s3:
+            if self.is_object_store:
                 prefix = root.rstrip("/") + "/"
                 if not full.startswith(prefix):
                     raise SharingError(400, "UNSUPPORTED_OPERATION",
@@ -475,6 +519,8 @@ class SharedTable:
         return out
 
     def url_for(self, urls: FileUrls, path: str) -> str:
+        if self.direct:
+            return self.store_url(self._rel_path(path), urls.expires)
         return urls.url(self.key, self._rel_path(path))
 
     def dv_for(self, urls: FileUrls, dv: dict | None, scheme: str = "delta") -> tuple[dict | None, str | None]:

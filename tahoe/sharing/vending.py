@@ -1,6 +1,7 @@
 """Temporary table credentials for directory-based access (spec "Access Modes" and "Generate
-Temporary Table Credential"): short-lived AWS STS credentials that let a recipient read one shared
-s3:// table's directory — its log and its data files — and nothing else.
+Temporary Table Credential"): short-lived credentials that let a recipient read one shared
+table's directory — its log and its data files — and nothing else: AWS STS credentials for s3://
+tables, a SAS for Azure tables (`azureUserDelegationSas`).
 
 Owns: the session policy (`session_policy`: `s3:GetObject` on `arn:aws:s3:::<bucket>/<prefix>/*`
 and `s3:ListBucket` on the bucket only for keys under `<prefix>/`, as the reference server and
@@ -10,8 +11,19 @@ when no role is configured — the session policy intersects what the role or us
 credentials can never reach beyond the table's prefix. The server calls STS with the table's
 storage credentials (its `storageOptions`, else the AWS environment).
 
+Azure (`vend_azure`): a read + list SAS signed with the storage account's key by Microsoft's
+libraries — a directory SAS of the table's prefix (`sr=d`, depth `sdd`; azure-storage-file-datalake's
+`generate_directory_sas`), which Azure honours on accounts with a hierarchical namespace (ADLS
+Gen2); a container SAS (`sr=c`, azure-storage-blob's `generate_container_sas`) when the table is
+the container's root, or when `temporaryCredentials.azureScope: container` asks for it on a
+flat-namespace account (then it reaches every blob of the container). The protocol names the
+member `azureUserDelegationSas` whichever key signed it; its `location` is the table's
+`abfss://container@account.dfs.core.windows.net/...` URI. GCS tables get no directory access
+(refused in the config: see `config`).
+
 The answer is `{"credentials": {"location", "awsTempCredentials": {"accessKeyId",
-"secretAccessKey", "sessionToken"}, "expirationTime"}}` (epoch milliseconds). Unlike file URLs
+"secretAccessKey", "sessionToken"}, "expirationTime"}}` (epoch milliseconds), or with
+`"azureUserDelegationSas": {"sasToken"}`. Unlike file URLs
 (which the server checks on every download, `routes.files`), vended credentials are checked by
 AWS alone and stay valid until they expire even if the recipient is revoked meanwhile: keep
 `durationSeconds` short.
@@ -62,7 +74,43 @@ class CredentialVendor:
     def __init__(self, cfg: CredentialsConfig):
         self.cfg = cfg
 
-    def vend(self, store: S3LogStore, location: str) -> dict:
+    def vend(self, store, location: str) -> dict:
+        """The credentials for reading `location` (see the module docstring), signed or asked with
+        `store`'s credentials. SharingError 500 (logged) when the cloud refuses."""
+        if getattr(store, "kind", "s3") == "azure":
+            return self.vend_azure(store, location)
+        return self.vend_s3(store, location)
+
+    def vend_azure(self, store, location: str) -> dict:
+        """`{"location", "azureUserDelegationSas": {"sasToken"}, "expirationTime"}`: a read + list
+        SAS of the table's prefix (see the module docstring)."""
+        from datetime import datetime, timedelta, timezone
+
+        from ..storage.options import parse_location
+
+        loc = parse_location(location)
+        prefix = loc.key.strip("/")
+        account = store.azure_account(loc)
+        key = store._azure_key()
+        expiry = datetime.now(timezone.utc) + timedelta(seconds=self.cfg.duration_seconds)
+        try:
+            if not prefix or self.cfg.azure_scope == "container":
+                from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+
+                sas = generate_container_sas(account, loc.bucket, account_key=key,
+                                             permission=ContainerSasPermissions(read=True, list=True), expiry=expiry)
+            else:
+                from azure.storage.filedatalake import DirectorySasPermissions, generate_directory_sas
+
+                sas = generate_directory_sas(account, loc.bucket, prefix, key,
+                                             permission=DirectorySasPermissions(read=True, list=True), expiry=expiry)
+        except Exception:
+            log.exception("cannot sign a SAS for a shared table")
+            raise SharingError(500, "INTERNAL_ERROR", "") from None
+        return {"location": location, "azureUserDelegationSas": {"sasToken": sas},
+                "expirationTime": int(expiry.timestamp() * 1000)}
+
+    def vend_s3(self, store: S3LogStore, location: str) -> dict:
         """`{"location", "awsTempCredentials", "expirationTime"}` for reading `location`, STS
         called with `store`'s credentials. SharingError 500 (logged) when STS refuses."""
         cfg = self.cfg

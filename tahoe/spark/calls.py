@@ -206,6 +206,7 @@ def save(original: Any, self: Any, path=None, format=None, mode=None, partitionB
     _hand_over_partitioning(self, partitionBy)
     if options:
         self.options(**options)
+    _hand_over_storage(self, spark, path, internals.writer_options(self))
     target = _optimized_write(self, path)
     return original(target, path, None, None, None)
 
@@ -214,8 +215,9 @@ def _target_metadata(path: str, opts: dict[str, str]) -> Any:
     """The metaData of the table a write goes to, or None when it does not exist yet."""
     from ..log import DeltaLog
 
-    storage = {k[len("storage."):]: v for k, v in opts.items() if k.lower().startswith("storage.")} or None
-    log = DeltaLog.for_table(path, storage)
+    from .options import storage_options_of
+
+    log = DeltaLog.for_table(path, storage_options_of({**opts, "path": path}))
     return log.snapshot().metadata if log.exists() else None
 
 
@@ -285,6 +287,14 @@ def _session_auto_compact(spark: Any) -> str | None:
     return json.dumps({"enabled": enabled, "settings": dataclasses.asdict(settings)})
 
 
+def _hand_over_storage(rw: Any, spark: Any, path: Any, given: dict) -> None:
+    """The session's Hadoop file-system confs as `storage.<key>` options of a delta read or write
+    (`tahoe.spark.storage.hand_over`: options the caller gave win)."""
+    from .storage import hand_over
+
+    hand_over(rw, spark, str(path) if path else None, given)
+
+
 def stream_start(original: Any, self: Any, path=None, format=None, outputMode=None, partitionBy=None,
                  queryName=None, **options):
     if format is not None:
@@ -292,6 +302,8 @@ def stream_start(original: Any, self: Any, path=None, format=None, outputMode=No
     if _is_delta(self):
         _hand_over_partitioning(self, partitionBy)
         partitionBy = None
+        given = {**self.__dict__.get("_tahoe_write_options", {}), **options}
+        _hand_over_storage(self, internals.session_of(self), path or given.get("path"), given)
     return original(self, path, None, outputMode, partitionBy, queryName, **options)
 
 
@@ -368,6 +380,8 @@ def _load(original: Any, self: Any, batch: bool, path=None, format=None, schema=
             native = _native_read(self, spark, path, options)
             if native is not None:
                 return native
+        given = {**self.__dict__.get("_tahoe_options", {}), **{str(k).lower(): v for k, v in options.items()}}
+        _hand_over_storage(self, spark, path if isinstance(path, str) else given.get("path"), given)
     return original(self, path, None, schema, **options)
 
 
@@ -412,9 +426,10 @@ def _native_read(reader: Any, spark: Any, path: Any, options: dict) -> Any:
         return None
     try:
         opts = read_options(given)
-        if opts["cdf"] or opts["storage_options"] or not jvm_reaches(str(opts["path"])):
+        if opts["cdf"] or not jvm_reaches(str(opts["path"]), spark):
             return None
-        snap = DeltaLog.for_table(opts["path"]).snapshot(version=opts["version"], timestamp=opts["timestamp"])
+        snap = DeltaLog.for_table(opts["path"], opts["storage_options"]).snapshot(
+            version=opts["version"], timestamp=opts["timestamp"])
     except Exception:  # noqa: BLE001 - bad options, no table, ...: the source fails with its error
         return None
     from .row_tracking import read_table

@@ -84,16 +84,22 @@ def _type_error(msg: str, *objs) -> TypeError:
 class DeltaTable:
     def __init__(self, spark, path: str, alias: str | None = None, storage_options: dict | None = None,
                  _frames: list | None = None):
+        from .storage import merged_storage_options
+
         self._spark = spark
         self._path = path
         self._alias = alias
-        self._storage_options = storage_options
-        self._log = DeltaLog.for_table(path, storage_options)
+        # the session's Hadoop file-system confs, under the caller's (storage options or Hadoop keys)
+        self._storage_options = merged_storage_options(spark, str(path), storage_options)
+        self._log = DeltaLog.for_table(path, self._storage_options)
         self._frames = _frames if _frames is not None else []   # Spark Connect plan ids of toDF()'s frames
 
     # --- opening ----------------------------------------------------------------------------
     @classmethod
     def forPath(cls, sparkSession, path: str, hadoopConf: dict = {}) -> "DeltaTable":  # noqa: B006 - delta-spark's default
+        """`hadoopConf`: Hadoop file-system keys, as delta-spark takes them (`fs.s3a.access.key`,
+        `fs.azure.account.key.<account>.dfs.core.windows.net`, ...: `tahoe.storage.hadoop`), and / or
+        tahoe's storage options (delta-rs's keys)."""
         from .datasource import register
 
         t = cls(sparkSession, path, storage_options=hadoopConf or None)
@@ -505,6 +511,9 @@ def read_delta(spark, path: str, version: int | None = None, timestamp: Any = No
     used to skip files and applied to the rows."""
     if filters is not None and not isinstance(filters, (list, tuple)):
         filters = [filters]
+    from .storage import merged_storage_options
+
+    storage_options = merged_storage_options(spark, str(path), storage_options)
     log = DeltaLog.for_table(path, storage_options)
     ts = session_timestamp_ms(spark, timestamp) if timestamp is not None else None
     df = snapshot_frame(spark, log.snapshot(version=version, timestamp=ts), storage_options, filters)
@@ -516,7 +525,7 @@ def read_delta(spark, path: str, version: int | None = None, timestamp: Any = No
 def snapshot_frame(spark, snap, storage_options: dict | None, filters=None):
     """The native scan of `snap` (skipping files by `filters`), or the `delta` data source's
     read of it on a store the JVM cannot reach."""
-    if jvm_reaches(snap.table_root):
+    if jvm_reaches(snap.table_root, spark):
         from .row_tracking import read_table
 
         return read_table(spark, snap, filters)   # with `_metadata.row_id` & co. on row-tracking tables

@@ -154,11 +154,6 @@ def _broadcast_threshold(spark) -> int:
 def run_dml(spark, log: DeltaLog, snap, plan: DmlPlan, source=None) -> dict[str, Any]:
     """Run a planned DML on Spark and commit it; delta-spark's metrics and `version`."""
     configure(spark)
-    if "://" in snap.table_root and not snap.table_root.startswith("file:"):
-        raise UnsupportedFeatureError(
-            f"DELETE / UPDATE / MERGE on Spark need a table the JVM can read ({snap.table_root} is on an "
-            f"object store, which plain PySpark cannot scan natively); use tahoe.delete / tahoe.update / "
-            f"tahoe.merge (Spark-free) for it")
     return _SparkDml(spark, log, snap, plan, source).run()
 
 

@@ -78,6 +78,10 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
         check_replace_where = session_check
     if replace_where_data_columns is None:
         replace_where_data_columns = session_data_columns
+    if not isinstance(path, DeltaLog):
+        from .storage import merged_storage_options
+
+        storage_options = merged_storage_options(spark, str(path), storage_options)
     log = path if isinstance(path, DeltaLog) else DeltaLog.for_table(path, storage_options)
     plan, snap = plan_write(
         log, table_schema_of(from_spark_schema(df.schema)), mode=mode, partition_by=partition_by,

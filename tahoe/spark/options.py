@@ -54,6 +54,7 @@ import json
 import re
 from typing import Any, Mapping
 
+from ..storage.hadoop import is_hadoop_key, storage_options_from_hadoop
 from ..errors import InvalidOptionError, UnsupportedFeatureError
 
 # how a write's save mode reaches the data-source writer (see tahoe.spark.datasource)
@@ -197,7 +198,8 @@ def _boolean(opts: dict, name: str) -> None:
 def _check_read_names(options: Mapping[str, Any], accepted: tuple[str, ...], what: str) -> None:
     for original in options:
         key = str(original).lower()
-        if key.startswith(STORAGE_PREFIX) or key in (n.lower() for n in accepted) or key in _INTERNAL_READ:
+        if key.startswith(STORAGE_PREFIX) or is_hadoop_key(key) or key in (n.lower() for n in accepted) \
+                or key in _INTERNAL_READ:
             continue
         name = _CANON.get(key, str(original))
         if key.startswith(PROPERTY_PREFIX):
@@ -303,9 +305,20 @@ def read_options(options: Mapping[str, Any], streaming: bool | None = False) -> 
     return out
 
 
-def _storage(options: Mapping[str, Any]) -> dict | None:
+def storage_options_of(options: Mapping[str, Any]) -> dict | None:
+    """The storage options of a read or write: its `storage.<key>` options, over the Hadoop
+    file-system keys delta-spark users give as options (`fs.s3a.access.key`,
+    `fs.azure.account.key.<account>.dfs.core.windows.net`, ...: `tahoe.storage.hadoop`; a key
+    that cannot be mapped is refused by name)."""
     storage = {k[len(STORAGE_PREFIX):]: v for k, v in options.items() if str(k).lower().startswith(STORAGE_PREFIX)}
+    hadoop = {k: v for k, v in options.items() if is_hadoop_key(str(k))}
+    if hadoop:
+        path = _lower(options).get("path")
+        storage = {**storage_options_from_hadoop(hadoop, str(path) if path else None), **storage}
     return storage or None
+
+
+_storage = storage_options_of
 
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgtp]?)b?\s*$", re.I)
@@ -395,7 +408,7 @@ def write_options(options: Mapping[str, Any], streaming: bool = False) -> None:
         (*(n for n in WRITE_OPTIONS if n not in _BATCH_ONLY_WRITE), *STREAM_WRITE_OPTIONS, *_INTERNAL_WRITE)
     for original, value in options.items():
         key = str(original).lower()
-        if key.startswith(STORAGE_PREFIX) or key in (n.lower() for n in accepted):
+        if key.startswith(STORAGE_PREFIX) or is_hadoop_key(key) or key in (n.lower() for n in accepted):
             continue
         name = _CANON.get(key, str(original))
         if key.startswith(PROPERTY_PREFIX):

@@ -89,6 +89,8 @@ PATCHES: tuple[Patch, ...] = (
     Patch("DataStreamReader", "load", _C + "stream_load", False),
     Patch("DataStreamReader", "table", _H + "stream_reader_table", False),
     Patch("DataStreamWriter", "format", _C + "remember_format", False),
+    Patch("DataStreamWriter", "option", _C + "remember_write_option", False),
+    Patch("DataStreamWriter", "options", _C + "remember_write_options", False),
     Patch("DataStreamWriter", "partitionBy", _C + "remember_partition_by", False),
     Patch("DataStreamWriter", "start", _C + "stream_start", False),
     Patch("DataStreamWriter", "toTable", _H + "stream_to_table", False),

@@ -25,8 +25,10 @@ Owns `read_snapshot(spark, snapshot, filters=None)` (behind `tahoe.spark.read_de
    ship with every task) the words go into a broadcast left join keyed by (file, word) instead;
 4. columns are renamed/cast to the logical schema (nested physical names too).
 
-Tables on stores the JVM cannot reach (s3:// without hadoop-aws) go through the Python data
-source (`tahoe.spark.datasource`) instead.
+Tables on stores the JVM cannot reach (object stores without a Hadoop connector on the classpath:
+`jvm_reaches`) go through the Python data source (`tahoe.spark.datasource`) instead; with a
+connector, data files are named by its URIs (`hadoop_location`: `s3a://` for `s3://`) and file
+sizes and existence asked of the table's store.
 """
 
 from __future__ import annotations
@@ -65,11 +67,9 @@ _WORD_BITS = 26  # row index >> 6 of a row index below 2^32
 _URI_SAFE = set("_-!.~'()*,;:$&+=/@")
 
 
-def hadoop_uri(local_path: str) -> str:
-    """`new Path(p).toUri().toString()` of a local absolute path as Spark reports it in
-    `_metadata.file_path` (measured: space → %20, % → %25, [ ] { } # → quoted, é kept)."""
+def _quote_path(path: str) -> str:
     out = []
-    for ch in os.path.normpath(local_path):
+    for ch in path:
         o = ord(ch)
         if o < 128:
             if ch.isalnum() or ch in _URI_SAFE:
@@ -82,7 +82,19 @@ def hadoop_uri(local_path: str) -> str:
                 out.append("".join("%%%02X" % b for b in ch.encode("utf-8")))
             else:
                 out.append(ch)
-    return "file:" + "".join(out)
+    return "".join(out)
+
+
+def hadoop_uri(local_path: str) -> str:
+    """`new Path(p).toUri().toString()` of a local absolute path as Spark reports it in
+    `_metadata.file_path` (measured: space → %20, % → %25, [ ] { } # → quoted, é kept); an
+    object-store path (`hadoop_location`'s spelling) keeps its scheme and authority, its path
+    quoted the same way."""
+    local_path = hadoop_location(local_path) or local_path   # s3:// -> s3a://, as the connector names it
+    m = re.match(r"^([A-Za-z][A-Za-z0-9+.\-]*://[^/]*)(/.*)?$", local_path)
+    if m and len(m.group(1).split(":", 1)[0]) > 1:
+        return m.group(1) + _quote_path(m.group(2) or "")
+    return "file:" + _quote_path(os.path.normpath(local_path))
 
 
 def glob_escape(path: str) -> str:
@@ -91,15 +103,62 @@ def glob_escape(path: str) -> str:
     return re.sub(r"([\[\]{}*?\\])", r"\\\1", path)
 
 
-def _jvm_unreachable(root: str) -> bool:
-    """Tables the fast path cannot scan: object stores (plain PySpark ships no s3a jars)."""
-    return "://" in root and not root.startswith("file:")
+# tahoe's object-store schemes → the scheme of the Hadoop connector that reaches the same objects
+_HADOOP_SCHEMES = {"s3": "s3a", "s3a": "s3a", "s3n": "s3a", "abfs": "abfs", "abfss": "abfss", "gs": "gs"}
 
 
-def jvm_reaches(root: str) -> bool:
-    """Whether Spark's own (JVM) readers and writers reach the table root (local paths: yes;
-    s3:// without a Hadoop connector: no)."""
-    return not _jvm_unreachable(root)
+def hadoop_location(uri: str) -> str | None:
+    """`uri` as a Hadoop connector names it (`s3://b/k` → `s3a://b/k`; `abfss://` and `gs://` as
+    they are); None for a local path (no translation needed) and for URIs no connector addresses
+    (`az://container/...` names no storage account)."""
+    from ..storage.options import kind_of, scheme_of
+
+    if kind_of(uri) == "local":
+        return None
+    scheme = scheme_of(uri) or ""
+    target = _HADOOP_SCHEMES.get(scheme)
+    if target is None or (scheme in ("abfs", "abfss") and "@" not in uri.split("/", 3)[2]):
+        return None
+    return target + uri[len(scheme):]
+
+
+_REACHES: dict[tuple, bool] = {}
+
+
+def jvm_reaches(root: str, spark=None) -> bool:
+    """Whether Spark's own (JVM) readers reach the table root: local paths always; an object
+    store when the session's JVM has a Hadoop file system for its scheme (a connector such as
+    hadoop-aws's S3A, hadoop-azure's ABFS or the GCS connector on the classpath: asked of Hadoop's
+    `FileSystem.getFileSystemClass`, once per session and scheme). Plain PySpark ships none, so
+    object-store tables are read by the `delta` data source there; so are they without `spark`,
+    over Spark Connect, and for URIs no connector addresses (`hadoop_location`)."""
+    from ..storage.options import kind_of
+
+    if kind_of(root) == "local":
+        return True
+    loc = hadoop_location(root)
+    jvm = getattr(spark, "_jvm", None) if spark is not None else None
+    if loc is None or jvm is None:
+        return False
+    scheme = loc.split(":", 1)[0]
+    key = (id(jvm), scheme)
+    if key not in _REACHES:
+        try:
+            conf = spark._jsc.hadoopConfiguration()
+            jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, conf)
+            _REACHES[key] = True
+        except Exception:  # noqa: BLE001 - UnsupportedFileSystemException: no connector for the scheme
+            _REACHES[key] = False
+    return _REACHES[key]
+
+
+def _jvm_unreachable(root: str, spark=None) -> bool:
+    return not jvm_reaches(root, spark)
+
+
+def _scan_path(path: str) -> str:
+    """A resolved data-file path as Spark's readers take it (object stores: the connector's URI)."""
+    return hadoop_location(path) or path
 
 
 def _same_names(a, b) -> bool:
@@ -114,12 +173,11 @@ def _ignore_missing_files(spark) -> bool:
     return str(session_conf(spark, "spark.sql.files.ignoreMissingFiles") or "false").lower() == "true"
 
 
-def _existing_files(root: str, files):
-    """`files` without the local files that are gone (spark.sql.files.ignoreMissingFiles=true:
-    Spark skips missing files, but refuses explicit paths that do not exist)."""
-    if "://" in root and not root.startswith("file:"):
-        return files
-    there = [os.path.exists(resolve_data_path(root, p)) for p in files.column("path").to_pylist()]
+def _existing_files(snap, files):
+    """`files` without the files that are gone (spark.sql.files.ignoreMissingFiles=true: Spark
+    skips missing files, but refuses explicit paths that do not exist), asked of the table's store."""
+    root, store = snap.table_root, snap.store
+    there = [store.exists(resolve_data_path(root, p)) for p in files.column("path").to_pylist()]
     return files if all(there) else files.filter(pa.array(there, pa.bool_()))
 
 
@@ -139,10 +197,9 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
     from pyspark.sql import functions as F
 
     root = snap.table_root
-    if _jvm_unreachable(root):
-        raise ValueError(f"a native scan of {root} needs a store the JVM reaches (local paths); the `delta` "
-                         f"data source reads the others (tahoe.spark.read_delta)")
     schema = schema if schema is not None else snap.schema
+    if _jvm_unreachable(root, spark):
+        return _arrow_scan(spark, snap, filters, files, file_row, extra_columns, schema, columns)
     mode = snap.column_mapping_mode
     pcs = snap.partition_columns
     pcs_lower = {p.lower() for p in pcs}
@@ -156,7 +213,7 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
     else:
         files = files.select(["path", "partitionValues", "size", "stats", "deletionVector"])
     if files.num_rows and _ignore_missing_files(spark):
-        files = _existing_files(root, files)
+        files = _existing_files(snap, files)
     extras = dict(extra_columns or {})
     if files.num_rows == 0:
         from pyspark.sql.types import LongType, StringType, StructField as SF, StructType as SparkStruct
@@ -182,7 +239,7 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
         spark_phys = SparkStruct(list(spark_phys.fields) + [SF(n, t, True) for n, t in extras.items()])
 
     paths = files.column("path").to_pylist()
-    abs_paths = [resolve_data_path(root, p) for p in paths]
+    abs_paths = [_scan_path(resolve_data_path(root, p)) for p in paths]
     dvs = files.column("deletionVector").to_pylist()
     loaded = _load_dv_words(snap, dvs) if any(dvs) else []
     has_dv = bool(loaded)
@@ -202,7 +259,7 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
     # too many to ship — a broadcast join keyed by the file's on-disk size (when the sizes are
     # pairwise distinct: `_metadata.file_size` is a per-file constant) or by the file id
     array = _word_array(spark, loaded, files) if has_dv else None
-    sizes = _unique_sizes(abs_paths) if has_dv else None
+    sizes = _unique_sizes(snap, files) if has_dv else None
     packed = array is None and _packable(files, sizes)
     if array is not None:
         keys, words = array
@@ -299,6 +356,78 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
     return df.select(*sel)
 
 
+def _arrow_scan(spark, snap, filters, files, file_row: bool, extra_columns: dict | None, schema: StructType,
+                columns: list[str] | None):
+    """`read_snapshot` of a table on a store the JVM cannot reach: one Spark job whose tasks read
+    the files with tahoe's Arrow reader through the table's store (`mapInArrow` over one row per
+    file: classic sessions and Spark Connect alike), deletion vectors applied, each row tagged
+    with its file's URI (`hadoop_uri`, as the native scan's `_metadata.file_path`) and physical
+    position when `file_row`. The store travels with the tasks as its kind and storage options."""
+    from pyspark.sql.types import LongType, StringType, StructField as SF, StructType as SparkStruct
+
+    out_fields = [f for f in schema.fields if not is_void(f.type) and (columns is None or f.name in columns)]
+    spark_fields = list(to_spark_schema(StructType(out_fields), strip_metadata=True, nullable=True).fields) \
+        if out_fields else []
+    if file_row:
+        spark_fields += [SF(FILE_COLUMN, StringType(), True), SF(ROW_COLUMN, LongType(), True)]
+    extras = dict(extra_columns or {})
+    spark_fields += [SF(n, t, True) for n, t in extras.items()]
+    out_schema = SparkStruct(spark_fields)
+    if files is None:
+        files = plan_files(snap, filters, session_time_zone(spark), spark)
+    if files.num_rows and _ignore_missing_files(spark):
+        files = _existing_files(snap, files)
+    if files.num_rows == 0:
+        return spark.createDataFrame([], out_schema)
+    entries = [(p, dict(pv or ()), dict(dv) if dv else None, size)
+               for p, pv, dv, size in zip(files.column("path").to_pylist(), files.column("partitionValues").to_pylist(),
+                                          files.column("deletionVector").to_pylist(), files.column("size").to_pylist())]
+    task = _ArrowScanTask(snap, schema, [f.name for f in out_fields], out_schema, entries, file_row, extras)
+    parallelism = max(1, int(getattr(getattr(spark, "sparkContext", None), "defaultParallelism", 2) or 2)) \
+        if hasattr(spark, "_jsc") else 2
+    return spark.range(0, len(entries), 1, min(len(entries), parallelism * 4)).mapInArrow(task, out_schema)
+
+
+class _ArrowScanTask:
+    """The picklable task function of `_arrow_scan`: file ids in, the files' rows out."""
+
+    def __init__(self, snap, schema: StructType, columns: list[str], out_schema, entries: list, file_row: bool,
+                 extras: dict):
+        self.table_root = snap.table_root
+        self.store = snap.store
+        self.schema_json = schema.to_json()
+        self.partition_columns = list(snap.partition_columns)
+        self.mode = snap.column_mapping_mode
+        self.columns = columns
+        self.out_schema_json = out_schema.json()
+        self.entries = entries
+        self.file_row = file_row
+        self.extras = {n: t.json() for n, t in extras.items()}
+
+    def __call__(self, batches):
+        import json as _json
+
+        from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
+        from pyspark.sql.types import StructType as SparkStruct, _parse_datatype_json_string
+
+        from ..read.arrow_reader import ArrowFileReader
+
+        target = to_arrow_schema(SparkStruct.fromJson(_json.loads(self.out_schema_json)), timezone="UTC")
+        reader = ArrowFileReader(self.store, self.table_root, StructType.from_json(self.schema_json),
+                                 self.partition_columns, self.mode, self.columns)
+        extras = {n: to_arrow_type(_parse_datatype_json_string(t)) for n, t in self.extras.items()} or None
+        for batch in batches:
+            for i in batch.column(0).to_pylist():
+                path, pv, dv, size = self.entries[i]
+                t = reader.read_file(path, pv, dv, row_index=ROW_COLUMN if self.file_row else None,
+                                     extra_columns=extras, size=size)
+                if self.file_row:
+                    uri = hadoop_uri(resolve_data_path(self.table_root, path))
+                    t = t.append_column(FILE_COLUMN, pa.array([uri] * t.num_rows, pa.string()))
+                t = t.select(target.names).cast(target)
+                yield from t.to_batches(max_chunksize=65536)
+
+
 # Spark's parquet readers (3.4 and later) fill a requested column of this name with each row's
 # index in its file — the column behind `_metadata.row_index`, and how delta-spark applies DVs.
 # Asked for directly it costs nothing per row, where `_metadata.row_index` builds a struct per row.
@@ -355,13 +484,19 @@ def _file_info(spark, files: pa.Table, abs_paths: list[str], part_fields: list[S
 _MAX_UNION_GROUPS = 32
 
 
-def _unique_sizes(abs_paths: list[str]) -> list[int] | None:
-    """On-disk sizes of the files (what Spark reports as `_metadata.file_size`) when they are
-    pairwise distinct — then a size identifies a file — else None."""
-    try:
-        sizes = [os.stat(p).st_size for p in abs_paths]
-    except OSError:
-        return None
+def _unique_sizes(snap, files: pa.Table) -> list[int] | None:
+    """The files' sizes as the store has them (what Spark reports as `_metadata.file_size`), when
+    they are pairwise distinct — then a size identifies a file — else None."""
+    store, root = snap.store, snap.table_root
+    sizes = []
+    for p in files.column("path").to_pylist():
+        try:
+            st = store.status(resolve_data_path(root, p))
+        except OSError:
+            return None
+        if st is None:
+            return None
+        sizes.append(int(st.size))
     return sizes if len(set(sizes)) == len(sizes) else None
 
 
@@ -398,7 +533,7 @@ _DIRECTORY_TYPES = frozenset({"string", "byte", "short", "integer", "long", "boo
 
 
 def _os_root(root: str) -> str:
-    return os.path.dirname(resolve_data_path(root, "x"))
+    return _scan_path(os.path.dirname(resolve_data_path(root, "x")))
 
 
 def _hive_layout(root: str, abs_paths: list[str], files: pa.Table, pcs: list[str],

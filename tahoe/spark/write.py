@@ -48,7 +48,6 @@ import datetime as _dt
 import json
 import logging
 import os
-import shutil
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 import logging
@@ -122,8 +121,8 @@ def write_dataframes(parts: list[tuple[Any, WritePlan]], log: DeltaLog, *, extra
         one = _checked(_shape(df, plan, list(extras)))
         shaped = one if shaped is None else shaped.unionByName(one)
     df, plan = parts[0]
-    if _is_local(log.table_root):
-        return _write_native(df.sparkSession, shaped, log.table_root, plan, extras, subdir, file_prefix)
+    if _is_local(log.table_root, df.sparkSession):
+        return _write_native(df.sparkSession, shaped, log, plan, extras, subdir, file_prefix)
     return _write_arrow(shaped, plan, extras, subdir, file_prefix)
 
 
@@ -133,8 +132,12 @@ def schema_mode(merge_schema: bool, overwrite_schema: bool) -> str | None:
     return "overwrite" if overwrite_schema else ("merge" if merge_schema else None)
 
 
-def _is_local(table_root: str) -> bool:
-    return "://" not in table_root or table_root.startswith("file:")
+def _is_local(table_root: str, spark=None) -> bool:
+    """Whether Spark's own parquet writer reaches the table (local paths; an object store with a
+    Hadoop connector in the session's JVM: `tahoe.spark.read.jvm_reaches`)."""
+    from .read import jvm_reaches
+
+    return jvm_reaches(table_root, spark)
 
 
 def table_schema_of(s: StructType) -> StructType:
@@ -299,12 +302,17 @@ def _violation_message(e: BaseException) -> str | None:
     return (rest if end < 0 else rest[:end]).strip().rstrip(".").rstrip("'\"")
 
 
-def _write_native(spark, df, table_root: str, plan: WritePlan, extras: dict[str, str] | None = None,
+def _write_native(spark, df, log: DeltaLog, plan: WritePlan, extras: dict[str, str] | None = None,
                   subdir: str = "", file_prefix: str = "part") -> tuple[list[AddFile], dict[str, int]]:
-    """Local tables: Spark's own parquet writer into a staging directory under the table root,
-    partition values parsed from the directory names (a value that does not parse fails the
-    write before any file is moved), files moved into place, stats from their footers.
+    """Tables Spark's JVM reaches: Spark's own parquet writer into a staging directory under the
+    table root, partition values parsed from the directory names (a value that does not parse
+    fails the write before any file is moved), files moved into place, stats from their footers —
+    the staging directory listed, its files moved, sized and their footers read through the
+    table's store (a rename on local disk; a copy and a delete on an object store).
     (AddFiles, identity high-water marks)."""
+    from .read import hadoop_location
+
+    store, table_root = log.store, log.table_root
     schema = plan.schema
     pcols = plan.partition_columns
     cm_mode = plan.column_mapping_mode
@@ -313,14 +321,20 @@ def _write_native(spark, df, table_root: str, plan: WritePlan, extras: dict[str,
     part_phys = [column_mapping.physical_name(f) if mapped else f.name for f in part_fields]
     df = _physical(_checked(df), schema, cm_mode, extras)
     staging_rel = f"_tahoe_staging_{uuid.uuid4().hex}"
-    staging = os.path.join(table_root, staging_rel)
+    staging = store.join(table_root, staging_rel)
     w = df.write.mode("overwrite").options(**parquet_write_options(plan.configuration).spark_options())
     if part_phys:
         w = w.partitionBy(*part_phys)
+
+    def drop_staging() -> None:
+        try:
+            store.delete_tree(staging)
+        except OSError:
+            pass
     try:
-        w.parquet(staging)
+        w.parquet(hadoop_location(staging) or staging)
     except Exception as e:  # noqa: BLE001
-        shutil.rmtree(staging, ignore_errors=True)
+        drop_staging()
         msg = _violation_message(e)
         if msg is not None:
             raise constraint_error(msg) from None
@@ -328,10 +342,13 @@ def _write_native(spark, df, table_root: str, plan: WritePlan, extras: dict[str,
     moved: list[str] = []
     try:
         files = []
-        for dirpath, _dirs, names in os.walk(staging):
-            for n in names:
-                if n.endswith(".parquet") and not n.startswith((".", "_")):
-                    files.append(os.path.relpath(os.path.join(dirpath, n), staging))
+        prefix = staging.rstrip("/").rstrip(os.sep) + ("/" if "://" in staging else os.sep)
+        for st in store.walk(staging):
+            rel = st.path[len(prefix):] if st.path.startswith(prefix) else os.path.relpath(st.path, staging)
+            n = st.name
+            if n.endswith(".parquet") and not n.startswith((".", "_")) and \
+                    not any(part.startswith((".", "_")) and "=" not in part for part in rel.split("/")[:-1]):
+                files.append(rel.replace(os.sep, "/"))
         tz = session_time_zone(spark)
         values = {rel: _partition_values(rel, part_fields, part_phys, tz) for rel in files}
         skipping = data_skipping_settings(plan.configuration)
@@ -339,35 +356,35 @@ def _write_native(spark, df, table_root: str, plan: WritePlan, extras: dict[str,
         identity_cols = list(plan.identity)
 
         def one(rel: str):
-            src = os.path.join(staging, rel)
-            name = os.path.basename(rel)
+            src = store.join(staging, *rel.split("/"))
+            name = rel.rsplit("/", 1)[-1]
             if file_prefix != "part" and name.startswith("part-"):
                 name = file_prefix + name[len("part"):]
-            out_rel = os.path.join(subdir, os.path.dirname(rel), name) if subdir else os.path.join(os.path.dirname(rel), name)
-            dst = os.path.join(table_root, out_rel)
-            os.makedirs(os.path.dirname(dst), exist_ok=True)
-            os.replace(src, dst)
+            parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
+            out_rel = "/".join(p for p in (subdir, parent, name) if p)
+            dst = store.join(table_root, *out_rel.split("/"))
+            store.rename_data(src, dst)
             moved.append(dst)
-            st = os.stat(dst)
-            md = pq.ParquetFile(dst).metadata
+            st = store.status(dst)
+            with store.open_input_file(dst, st.size) as f:
+                md = pq.ParquetFile(f).metadata
             stats, maxes = footer_stats(md, stats_schema, mapped, skipping.string_prefix_length, identity_cols,
                                         schema)
             from ..write.files import encode_log_path
-            add = AddFile(path=encode_log_path(out_rel.replace(os.sep, "/")), partition_values=values[rel],
-                          size=st.st_size, modification_time=int(st.st_mtime * 1000), data_change=True, stats=stats)
+            add = AddFile(path=encode_log_path(out_rel), partition_values=values[rel],
+                          size=st.size, modification_time=st.modification_time, data_change=True, stats=stats)
             return add, maxes
 
         with ThreadPoolExecutor(max_workers=8) as ex:
             results = list(ex.map(one, files))
     except BaseException:
-        for dst in moved:   # nothing was committed: the moved files are garbage
-            try:
-                os.remove(dst)
-            except OSError:
-                pass
+        try:   # nothing was committed: the moved files are garbage
+            store.delete_many(moved)
+        except OSError:
+            pass
         raise
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        drop_staging()
     return [a for a, _ in results], merge_identity_marks(schema, [m for _, m in results])
 
 
@@ -514,7 +531,9 @@ def prepare_datasource_write(path: str, options: dict, spark_schema, overwrite: 
     (else the session's, passed by the save wrapper), userMetadata, txnAppId/txnVersion, `delta.*`
     table properties for a table the write creates (as delta-spark's DataFrameWriter),
     `storage.<key>` storage options."""
-    so = {k[len("storage."):]: v for k, v in options.items() if k.lower().startswith("storage.")} or None
+    from .options import storage_options_of
+
+    so = storage_options_of({**options, "path": path})
     pb = _option(options, "partitionBy") or _option(options, "__partition_columns")
     part_by = (json.loads(pb) if pb.startswith("[") else [c.strip() for c in pb.split(",") if c.strip()]) if pb else None
     save_mode = str(_option(options, SAVE_MODE_OPTION) or ("overwrite" if overwrite else "append")).lower()

@@ -274,6 +274,20 @@ class LogStore(ABC):
         other = self._foreign(src)
         self.write_data(dst, (other or self).read_buffer(src))
 
+    def rename_data(self, src: str, dst: str) -> None:
+        """Move a data file within this store (a staged file into its table): by default a copy,
+        then a delete of `src`; a local file system renames. `dst` is replaced if it exists."""
+        self.copy(src, dst)
+        self.delete(src)
+
+    def delete_tree(self, dir_path: str) -> None:
+        """Delete every file under `dir_path` (a staging directory); a missing one is fine."""
+        try:
+            paths = [st.path for st in self.walk(dir_path)]
+        except FileNotFoundError:
+            return
+        self.delete_many(paths)
+
     def sign(self, path: str, method: str = "GET", expires: float = 3600) -> str:
         """A URL that lets its holder `method` the file until `expires` (seconds, or a
         timedelta) pass, without credentials (S3 pre-signed, Azure SAS, GCS V4 signed).

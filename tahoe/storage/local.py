@@ -477,6 +477,17 @@ class LocalLogStore(LogStore):
         self.mkdirs(os.path.dirname(self._p(dst)) or ".")
         super().copy(src, dst)
 
+    def rename_data(self, src: str, dst: str) -> None:
+        """A rename (the staging directory is under the table root: one file system)."""
+        d = self._p(dst)
+        os.makedirs(os.path.dirname(d) or ".", exist_ok=True)
+        os.replace(self._p(src), d)
+
+    def delete_tree(self, dir_path: str) -> None:
+        import shutil
+
+        shutil.rmtree(self._p(dir_path), ignore_errors=True)
+
     @property
     def filesystem(self) -> pyarrow.fs.FileSystem:
         if self._fs is None:

@@ -596,9 +596,94 @@ class ObjectStoreLogStore(LogStore):
         if method not in ("GET", "HEAD", "PUT", "DELETE"):
             raise ValueError(f"cannot sign a {method!r} request")
         loc = self._loc(path)
-        st = self._store(loc)
         ttl = expires if isinstance(expires, timedelta) else timedelta(seconds=float(expires))
+        if self.kind == "azure" and method in ("GET", "HEAD") and self._azure_key() is not None:
+            return self._call("sign a URL for", path, loc, lambda: self._azure_sas_url(loc, ttl))
+        if self.kind == "gcs" and self._gcs_signer() is not None:
+            return self._call("sign a URL for", path, loc, lambda: self._gcs_signed_url(loc, method, ttl))
+        st = self._store(loc)
         return self._call("sign a URL for", path, loc, lambda: obstore.sign(st, method, loc.key, ttl))
+
+    # Azure and GCS URLs are signed with the clouds' own libraries where the key is at hand:
+    # object_store signs a name that needs escaping (a space, `%`, non-ASCII: partition values
+    # hold them) unescaped, and Azurite and GCS then refuse the URL.
+
+    def _azure_key(self) -> str | None:
+        return self.cfg.get("azure_storage_account_key", "azure_storage_access_key", "azure_storage_master_key",
+                            "access_key", "account_key", "master_key")
+
+    def azure_account(self, loc: Location | None = None) -> str:
+        acct = (loc.account if loc is not None else None) or self.cfg.get(
+            "azure_storage_account_name", "account_name", "azure_account_name")
+        if not acct:
+            raise StorageConfigError("Azure: no storage account named (AZURE_STORAGE_ACCOUNT_NAME, or an "
+                                     "abfss://container@account.dfs.core.windows.net URI)", store="Azure Blob Storage")
+        return acct
+
+    def azure_blob_url(self, container: str, key: str = "", loc: Location | None = None) -> str:
+        """The Blob service URL of `container`/`key` (the endpoint option's — an emulator's, whose
+        URL holds the account — else the account's public one), the name percent-encoded."""
+        from urllib.parse import quote
+
+        ep = self.endpoint
+        base = ep.rstrip("/") if ep else f"https://{self.azure_account(loc)}.blob.core.windows.net"
+        return f"{base}/{container}" + (f"/{quote(key, safe='/~')}" if key else "")
+
+    def _azure_sas_url(self, loc: Location, ttl: timedelta) -> str:
+        """A read-only service SAS of one blob (azure-storage-blob's `generate_blob_sas`)."""
+        from datetime import datetime, timezone
+
+        from azure.storage.blob import BlobSasPermissions, generate_blob_sas
+
+        sas = generate_blob_sas(self.azure_account(loc), loc.bucket, loc.key, account_key=self._azure_key(),
+                                permission=BlobSasPermissions(read=True),
+                                expiry=datetime.now(timezone.utc) + ttl)
+        return f"{self.azure_blob_url(loc.bucket, loc.key, loc)}?{sas}"
+
+    def _gcs_signer(self):
+        """(service-account credentials, the API endpoint) when the options or the environment
+        give a service-account key, else None (object_store then signs through IAM signBlob)."""
+        cached = self.__dict__.get("_gcs_signing", False)
+        if cached is not False:
+            return cached
+        import json
+        import os
+
+        info = None
+        key = self.cfg.get("google_service_account_key", "service_account_key")
+        path = self.cfg.get("google_service_account", "google_service_account_path", "service_account",
+                            "service_account_path", "google_application_credentials")
+        path = path or os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+        try:
+            if key:
+                info = json.loads(key)
+            elif path:
+                with open(path) as f:
+                    info = json.load(f)
+        except (OSError, ValueError):
+            info = None
+        out = None
+        if isinstance(info, dict) and info.get("type") == "service_account" and info.get("private_key"):
+            from google.oauth2 import service_account
+
+            info = dict(info)
+            info.setdefault("token_uri", "https://oauth2.googleapis.com/token")
+            endpoint = self.cfg.get("google_base_url", "base_url") or info.get("gcs_base_url") or \
+                "https://storage.googleapis.com"
+            out = (service_account.Credentials.from_service_account_info(info), endpoint.rstrip("/"))
+        self.__dict__["_gcs_signing"] = out
+        return out
+
+    def _gcs_signed_url(self, loc: Location, method: str, ttl: timedelta) -> str:
+        """A V4 signed URL (google-cloud-storage's `Blob.generate_signed_url`, signed locally with
+        the service account's key)."""
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import storage
+
+        creds, endpoint = self._gcs_signer()
+        blob = storage.Client(project="-", credentials=AnonymousCredentials()).bucket(loc.bucket).blob(loc.key)
+        return blob.generate_signed_url(version="v4", expiration=ttl, method=method, credentials=creds,
+                                        api_access_endpoint=endpoint)
 
     # --- paths ---------------------------------------------------------------------------------
 

@@ -177,7 +177,7 @@ def test_official_client_still_reads_by_url(dir_server, official):
 
 def test_dir_configuration_is_checked():
     base = {"name": "t", "historyShared": True, "accessModes": ["url", "dir"]}
-    for table, words in (({**base, "location": "/data/t"}, "needs an s3:// location"),
+    for table, words in (({**base, "location": "/data/t"}, "needs a table on S3"),
                          ({**base, "location": "s3://b/t", "historyShared": False}, "historyShared"),
                          ({**base, "location": "s3://b/t", "accessModes": ["dir"]}, "must include url"),
                          ({**base, "location": "s3://b/t", "accessModes": ["url", "ftp"]}, "unknown access mode")):

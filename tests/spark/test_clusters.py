@@ -100,6 +100,48 @@ def _run_driver(code: str, env: dict, timeout: int = 600) -> str:
 
 
 def test_standalone_cluster(tmp_path):
+    from tests.storage.conftest import Emulators, new_bucket
+
+    ems = Emulators()
+    try:
+        stores = {}
+        for kind in ("s3", "azure", "gcs"):
+            em = ems.get(kind)
+            stores[kind] = (em.uri(new_bucket(em), "t"), em.options)
+        _standalone_cluster(tmp_path, stores)
+    finally:
+        ems.stop()
+
+
+# tables on object stores from the cluster's executors (their own processes; no store's
+# credentials in any environment): S3's as session Hadoop confs (spark.hadoop.fs.s3a.*, handed
+# to the source by tahoe), Azure's and GCS's as storage.<key> options; a write, a read and a
+# DELETE (an Arrow scan job, then a write job) each, rows by hand
+_OBJECT_STORES = """
+def object_store_round_trips(spark, stores):
+    from tahoe.spark import DeltaTable
+    for kind, (uri, options) in sorted(stores.items()):
+        opts = {} if kind == "s3" else {f"storage.{k}": v for k, v in options.items()}
+        df = spark.sql("select id, cast(id % 2 as string) as p from range(20)")
+        df.write.format("delta").options(**opts).save(uri)
+        got = sorted(r.id for r in spark.read.format("delta").options(**opts).load(uri).collect())
+        assert got == list(range(20)), (kind, got)
+        dt = DeltaTable.forPath(spark, uri, None if kind == "s3" else options)
+        dt.delete("id >= 15")
+        got = sorted(r.id for r in dt.toDF().collect())
+        assert got == list(range(15)), (kind, got)
+"""
+
+
+def _s3_hadoop_confs(options: dict) -> dict:
+    return {"spark.hadoop.fs.s3a.access.key": options["AWS_ACCESS_KEY_ID"],
+            "spark.hadoop.fs.s3a.secret.key": options["AWS_SECRET_ACCESS_KEY"],
+            "spark.hadoop.fs.s3a.endpoint": options["AWS_ENDPOINT_URL"],
+            "spark.hadoop.fs.s3a.endpoint.region": options["AWS_REGION"],
+            "spark.hadoop.fs.s3a.path.style.access": "true"}
+
+
+def _standalone_cluster(tmp_path, stores: dict):
     env = _env(tmp_path)
     spark_class = os.path.join(_spark_home(), "bin", "spark-class")
     port = _free_port()
@@ -117,7 +159,8 @@ def test_standalone_cluster(tmp_path):
         zip_base = str(tmp_path / "tahoe_pkg")
         shutil.make_archive(zip_base, "zip", root_dir=str(REPO), base_dir="tahoe")
         table = str(tmp_path / "t")
-        code = _NO_REGISTER + textwrap.dedent(f"""
+        extra = {"spark.executor.memory": "512m", "spark.cores.max": "1", **_s3_hadoop_confs(stores["s3"][1])}
+        code = _NO_REGISTER + _OBJECT_STORES + textwrap.dedent(f"""
             import os
             spark = (SparkSession.builder.master("spark://127.0.0.1:{port}").appName("tahoe-no-register")
                      .config("spark.executor.memory", "512m").config("spark.cores.max", "1")
@@ -129,8 +172,7 @@ def test_standalone_cluster(tmp_path):
             spark.stop()
 
             from tahoe.spark import local_session, read_delta, write_delta, register
-            spark = local_session("spark://127.0.0.1:{port}", "tahoe-cluster-test",
-                                  extra={{"spark.executor.memory": "512m", "spark.cores.max": "1"}}, quick_start=True)
+            spark = local_session("spark://127.0.0.1:{port}", "tahoe-cluster-test", extra={extra!r}, quick_start=True)
             spark.sparkContext.addPyFile({zip_base + '.zip'!r})   # ship tahoe to the executors
             register(spark)
             df = spark.sql("select id, cast(id % 3 as string) as p from range(1000)")
@@ -144,6 +186,7 @@ def test_standalone_cluster(tmp_path):
                 [(i, "2") for i in range(1000) if i % 3 == 2]
             pids = spark.sparkContext.parallelize(range(2), 2).map(lambda _: os.getpid()).collect()
             assert os.getpid() not in pids
+            object_store_round_trips(spark, {stores!r})
             print("TAHOE-OK")
             spark.stop()
         """)
@@ -163,7 +206,19 @@ def test_standalone_cluster(tmp_path):
 
 def test_spark_connect(connect_server, tmp_path):
     """Both read paths over Spark Connect, on a table with column mapping (name mode), partitions and
-    deletion vectors, against rows derived by hand (the rows written minus the rows deleted)."""
+    deletion vectors, against rows derived by hand (the rows written minus the rows deleted); then
+    a write, a read and a DELETE of a table on S3 (moto) through the Connect server."""
+    from tests.storage.conftest import Emulators, new_bucket
+
+    ems = Emulators()
+    try:
+        em = ems.get("s3")
+        _spark_connect(tmp_path, (em.uri(new_bucket(em), "t"), em.options))
+    finally:
+        ems.stop()
+
+
+def _spark_connect(tmp_path, s3):
     import pyarrow as pa
 
     import tahoe
@@ -195,6 +250,13 @@ def test_spark_connect(connect_server, tmp_path):
         register(spark)
         ds = spark.read.format("delta").load({table!r}).toArrow()
         assert rows(ds) == expected, rows(ds)
+        from tahoe.spark import DeltaTable
+        uri, options = {s3!r}
+        opts = {{f"storage.{{k}}": v for k, v in options.items()}}
+        spark.sql("select id from range(10)").write.format("delta").options(**opts).save(uri)
+        assert sorted(r.id for r in spark.read.format("delta").options(**opts).load(uri).collect()) == list(range(10))
+        DeltaTable.forPath(spark, uri, options).delete("id < 3")
+        assert sorted(r.id for r in spark.read.format("delta").options(**opts).load(uri).collect()) == list(range(3, 10))
         print("TAHOE-OK")
         os._exit(0)
     """)

@@ -175,7 +175,7 @@ def _force_plan(monkeypatch, plan: str) -> None:
         monkeypatch.setattr(R, "_MAX_DV_WORDS", 0)
     if plan in ("join", "words-join-by-id"):
         monkeypatch.setattr(R, "_MAX_UNION_GROUPS", 0)
-        monkeypatch.setattr(R, "_unique_sizes", lambda paths: None)
+        monkeypatch.setattr(R, "_unique_sizes", lambda *a: None)
     if plan == "unpacked":
         monkeypatch.setattr(R, "_packable", lambda files, sizes: False)
 

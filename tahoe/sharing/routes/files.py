@@ -2,11 +2,11 @@
 is honoured only while its signature verifies, it has not expired, and its holder may still read
 the table (a revoked, rotated, expired or deleted recipient's URLs answer 403). Local tables:
 paths are resolved inside the table root (symlinks too); nothing outside it is ever served.
-s3:// tables: once those checks pass, the answer is `302 Found` to an S3 pre-signed URL of the
-object (GET, or HEAD for a HEAD) that expires after `S3_REDIRECT_SECONDS` — clients follow it
-with their Range header, the bytes come from S3, and a recipient revoked meanwhile can no longer
-get one. (S3 checks a pre-signed URL's expiry when a request starts, so a download under way
-finishes.)"""
+Tables on object stores (S3, Azure Blob, GCS): once those checks pass, the answer is `302 Found`
+to a URL of the object the store signed (S3 pre-signed, Azure SAS, GCS V4 signed; GET, or HEAD
+for a HEAD) that expires after `REDIRECT_SECONDS` — clients follow it with their Range header,
+the bytes come from the store, and a recipient revoked meanwhile can no longer get one. (Stores
+check a signed URL's expiry when a request starts, so a download under way finishes.)"""
 
 from __future__ import annotations
 
@@ -20,15 +20,16 @@ from ..context import AUDIT_KEY, ServerContext, admit, get_context
 from ..signing import BadToken
 from ..tables import rel_ok
 
-__all__ = ["router", "FILE_CHUNK", "S3_REDIRECT_SECONDS"]
+__all__ = ["router", "FILE_CHUNK", "REDIRECT_SECONDS", "S3_REDIRECT_SECONDS"]
 
 router = APIRouter(tags=["files"])
 
 FILE_CHUNK = 1 << 20
 FILE = "/files/{table_key}/{rel_b64}"
-# lifetime of the S3 pre-signed URL a verified file URL of an s3:// table redirects to: long
+# lifetime of the store-signed URL a verified file URL of an object-store table redirects to: long
 # enough for the client to follow the redirect, short enough that it is not worth keeping
-S3_REDIRECT_SECONDS = 60
+REDIRECT_SECONDS = 60
+S3_REDIRECT_SECONDS = REDIRECT_SECONDS
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
@@ -93,9 +94,9 @@ def _serve_file(ctx: ServerContext, table_key: str, rel_b64: str, request: Reque
         admit(ctx, request, r)
         if rec is not None:
             rec["recipientName"] = name     # the middleware counts the bytes sent against its quota
-    if st.is_s3:
+    if st.is_object_store:
         target = st.root.rstrip("/") + "/" + rel
-        location = st.log.store.presign(target, S3_REDIRECT_SECONDS, "HEAD" if request.method == "HEAD" else "GET")
+        location = st.log.store.sign(target, "HEAD" if request.method == "HEAD" else "GET", REDIRECT_SECONDS)
         if rec is not None:
             rec["redirected"] = True
         return Response(status_code=302, headers={"Location": location, "Cache-Control": "no-store"})
