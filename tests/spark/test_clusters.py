@@ -213,12 +213,12 @@ def test_spark_connect(connect_server, tmp_path):
     ems = Emulators()
     try:
         em = ems.get("s3")
-        _spark_connect(tmp_path, (em.uri(new_bucket(em), "t"), em.options))
+        _spark_connect(tmp_path, connect_server, (em.uri(new_bucket(em), "t"), em.options))
     finally:
         ems.stop()
 
 
-def _spark_connect(tmp_path, s3):
+def _spark_connect(tmp_path, connect_server, s3):
     import pyarrow as pa
 
     import tahoe
