@@ -149,8 +149,8 @@ class StoreBackend:
         self.store = store
         self.where = f"the state store ({store.kind})"
 
-    def changed(self) -> bool:
-        return self.store.changed()
+    def changed(self, miss: bool = False) -> bool:
+        return self.store.changed(miss)
 
     def load(self) -> list[Recipient]:
         return [Recipient.from_dict(d) for d in self.store.load_recipients()]
@@ -190,7 +190,7 @@ class FileBackend:
         except (FileNotFoundError, TypeError):
             return None
 
-    def changed(self) -> bool:
+    def changed(self, miss: bool = False) -> bool:
         stamp = self._file_stamp()
         if stamp == self._stamp:
             return False
@@ -287,9 +287,9 @@ class Recipients:
         self._dirty = True
         self.last_error: str | None = None
 
-    def _refresh(self) -> None:
+    def _refresh(self, miss: bool = False) -> None:
         with self._lock:
-            if not self.backend.changed() and not self._dirty:
+            if not self.backend.changed(miss) and not self._dirty:
                 return
             self._dirty = False
             try:
@@ -328,6 +328,9 @@ class Recipients:
         self._refresh()
         r = self._by_hash.get(h)
         if r is None:
+            self._refresh(miss=True)   # perhaps added a moment ago (through another replica)
+            r = self._by_hash.get(h)
+        if r is None:
             return None
         if r.token_sha256 == h:
             return r
@@ -336,7 +339,11 @@ class Recipients:
 
     def by_client_id(self, client_id: str) -> Recipient | None:
         self._refresh()
-        return self._by_client.get(client_id)
+        r = self._by_client.get(client_id)
+        if r is None:
+            self._refresh(miss=True)
+            r = self._by_client.get(client_id)
+        return r
 
     def problems(self) -> list[str]:
         return self.backend.problems()

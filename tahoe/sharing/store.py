@@ -8,7 +8,8 @@ Owns, per table:
    allow-list, limits, comment, properties), and `meta.generation`, bumped by every change, so
    that a process re-reads the recipients only when they changed (SQLite tells each connection
    at no cost whether another one wrote: `PRAGMA data_version`; PostgreSQL is asked at most every
-   `POLL_SECONDS`).
+   `POLL_SECONDS`, and at once — at most every `MISS_POLL_SECONDS` — when a token matched no
+   recipient).
 2. `recipient_usage` — last-used times (written in batches by `flush_usage`, never per request).
 3. `seen_assertions` — the (client id, jti) of JWT assertions accepted, until they expire: a
    unique key, so exactly one replica accepts an assertion.
@@ -31,6 +32,7 @@ from typing import Any, Callable, Iterable
 __all__ = ["StateStore", "open_store", "StoreError", "POLL_SECONDS", "describe_url"]
 
 POLL_SECONDS = 0.5
+MISS_POLL_SECONDS = 0.05   # a token no recipient has: the generation re-read at most this often
 
 _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v BIGINT NOT NULL)",
@@ -163,9 +165,11 @@ class StateStore:
         return self._transaction(lambda run: run(sql, args).fetchall())
 
     # --- recipients -----------------------------------------------------------------------------------
-    def changed(self) -> bool:
+    def changed(self, miss: bool = False) -> bool:
         """True when the recipients may have changed since the last call (cheap: see the module
-        docstring)."""
+        docstring). `miss`: a token matched no recipient — PostgreSQL's generation is re-read at
+        once (at most every `MISS_POLL_SECONDS`), so a recipient just added on another replica
+        is known at its first request."""
         with self._lock:
             if self.kind == "sqlite":
                 dv = self._conn.execute("PRAGMA data_version").fetchone()[0]
@@ -174,7 +178,8 @@ class StateStore:
                 self._data_version = dv
             else:
                 now = time.monotonic()
-                if now - self._checked < POLL_SECONDS and self._generation is not None:
+                wait = MISS_POLL_SECONDS if miss else POLL_SECONDS
+                if now - self._checked < wait and self._generation is not None:
                     return False
                 self._checked = now
             gen = self.query("SELECT v FROM meta WHERE k = 'generation'")[0][0]

@@ -104,7 +104,8 @@ def glob_escape(path: str) -> str:
 
 
 # tahoe's object-store schemes → the scheme of the Hadoop connector that reaches the same objects
-_HADOOP_SCHEMES = {"s3": "s3a", "s3a": "s3a", "s3n": "s3a", "abfs": "abfs", "abfss": "abfss", "gs": "gs"}
+_HADOOP_SCHEMES = {"s3": "s3a", "s3a": "s3a", "s3n": "s3a", "abfs": "abfs", "abfss": "abfss", "wasb": "wasb",
+                   "wasbs": "wasbs", "gs": "gs"}
 
 
 def hadoop_location(uri: str) -> str | None:
@@ -117,7 +118,7 @@ def hadoop_location(uri: str) -> str | None:
         return None
     scheme = scheme_of(uri) or ""
     target = _HADOOP_SCHEMES.get(scheme)
-    if target is None or (scheme in ("abfs", "abfss") and "@" not in uri.split("/", 3)[2]):
+    if target is None or (scheme in ("abfs", "abfss", "wasb", "wasbs") and "@" not in uri.split("/", 3)[2]):
         return None
     return target + uri[len(scheme):]
 

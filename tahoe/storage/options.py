@@ -4,7 +4,9 @@
 1. `parse_location(uri)` — the store kind (`local`, `s3`, `azure`, `gcs`) and, for object stores,
    the bucket / container (+ account) and the key. Schemes, as delta-rs takes them: `s3://`,
    `s3a://` (and `s3n://`); `az://`, `azure://`, `adl://`, `abfs://`, `abfss://`
-   (`container@account.dfs.core.windows.net`); `gs://`; `file:` and plain paths.
+   (`container@account.dfs.core.windows.net`), and Hadoop's `wasb://` / `wasbs://`
+   (`container@account.blob.core.windows.net`, as the Delta Sharing reference server's config
+   template writes them); `gs://`; `file:` and plain paths.
 2. `store_config(kind, options)` — the options for one store kind. Keys are matched without
    regard to case, the way delta-rs does: every key the Rust `object_store` crate takes for that
    store (asked of obstore itself, so its whole list and its aliases apply: `AWS_ENDPOINT_URL`,
@@ -34,7 +36,7 @@ __all__ = ["Location", "StoreConfig", "parse_location", "store_config", "redact"
            "AZURE_SCHEMES", "GCS_SCHEMES", "OBJECT_SCHEMES"]
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
-AZURE_SCHEMES = ("az", "azure", "adl", "abfs", "abfss")
+AZURE_SCHEMES = ("az", "azure", "adl", "abfs", "abfss", "wasb", "wasbs")
 GCS_SCHEMES = ("gs",)
 OBJECT_SCHEMES = S3_SCHEMES + AZURE_SCHEMES + GCS_SCHEMES
 _KIND = {**{s: "s3" for s in S3_SCHEMES}, **{s: "azure" for s in AZURE_SCHEMES}, **{s: "gcs" for s in GCS_SCHEMES}}
@@ -100,7 +102,8 @@ def parse_location(uri: str) -> Location:
     if kind is None:
         raise UnsupportedStorageError(
             f"unsupported URI scheme {scheme!r} in {uri!r}: tahoe reads and writes local paths, file:, "
-            f"s3:// (s3a://), az:// (azure://, adl://, abfs[s]://container@account.dfs.core.windows.net) and gs://",
+            f"s3:// (s3a://), az:// (azure://, adl://, abfs[s]://container@account.dfs.core.windows.net, "
+            f"wasb[s]://container@account.blob.core.windows.net) and gs://",
             store=scheme, path=uri)
     m = _URI.match(uri)
     if not m or not m.group(2):

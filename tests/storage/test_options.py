@@ -68,6 +68,8 @@ def test_http_endpoints():
 def test_locations():
     assert parse_location("abfss://c@acct.dfs.core.windows.net/a/b").account == "acct"
     assert parse_location("az://c/a").bucket == "c" and parse_location("az://c/a").account is None
+    w = parse_location("wasbs://c@acct.blob.core.windows.net/a/b")
+    assert (w.kind, w.bucket, w.account, w.key) == ("azure", "c", "acct", "a/b")
     assert parse_location("s3a://b/k/").root == "s3://b/k"
     with pytest.raises(StorageConfigError, match="names no bucket"):
         parse_location("s3:///k")

@@ -313,6 +313,21 @@ def test_deltars_and_tahoe_read_each_other(em, tmp_path):
     assert rows(got[1]["rows"], "id", "p") == [(1, "x"), (2, "y")]
 
 
+def test_wasbs_names_the_same_blobs_as_az(emulators, tmp_path):
+    """Hadoop's `wasbs://container@account.blob.core.windows.net/...` (the scheme the Delta Sharing
+    reference server's template uses) reaches the same blobs as `az://container/...`: a table
+    written through one URI reads through the other, and delta-rs reads it by its `az://` name."""
+    em = emulators.get("azure")
+    b = new_bucket(em)
+    o = {k: v for k, v in em.options.items() if k != "AZURE_STORAGE_ACCOUNT_NAME"}   # the URI names it
+    wasbs = f"wasbs://{b}@{em.options['AZURE_STORAGE_ACCOUNT_NAME']}.blob.core.windows.net/t"
+    tahoe.write_table(wasbs, pa.table({"id": [1, 2]}), storage_options=o)
+    tahoe.write_table(em.uri(b, "t"), pa.table({"id": [3]}), mode="append", storage_options=em.options)
+    assert ids(tahoe.Table(wasbs, storage_options=o).to_arrow()) == [1, 2, 3]
+    got = run_deltars([{"path": em.uri(b, "t"), "storage_options": em.options}], tmp_path / "deltars")
+    assert ids(got[0]["rows"]) == [1, 2, 3]
+
+
 # --- concurrent writers ----------------------------------------------------------------------------
 
 def _appender(uri: str, options: dict, writer: int, n: int, barrier, queue) -> None:
