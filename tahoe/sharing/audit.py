@@ -6,7 +6,8 @@ Owns:
    `schema`, `table`, `operation` (the route: list_shares, query_table, get_file, token, ...),
    `version` (the `Delta-Table-Version` answered) and the request's `startingVersion`,
    `endingVersion`, `timestamp`, `predicateHints`, `jsonPredicateHints`, `limitHint`, `files`
-   (file lines answered), `bytes` (response body bytes sent: for a file URL, the file's bytes),
+   (file lines answered), `bytes` (response body bytes sent: for a file URL, the file's bytes; for
+   a redirect to the store, the bytes it grants when the recipient has a byte quota),
    `redirected` (a file of an object-store table answered with a redirect), `status`, `latencyMs`, `client`,
    `userAgent`, `authFailure` / `refused` (why a request was refused). Tokens, signatures and
    file URLs are never part of it (paths are logged without their query strings).

@@ -133,6 +133,8 @@ class OpsMiddleware:
         status = state["status"]
         is_file = operation in ("get_file", "head_file")
         file_bytes = state["bytes"] if is_file and status in (200, 206) else 0
+        if is_file and status == 302 and rec.get("grantedBytes"):
+            file_bytes = state["bytes"] = rec["grantedBytes"]   # served by the store through the redirect
         if file_bytes and rec.get("recipientName"):
             ctx.limiter.add_bytes(rec.pop("recipientName"), file_bytes)
         rec.pop("recipientName", None)

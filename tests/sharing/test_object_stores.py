@@ -6,7 +6,7 @@ recipient is the official `delta-sharing` client in its own environment.
   with a deletion vector), partition values holding a space, `%` and non-ASCII characters — in the
   default mode (the server's own URLs, redirected to a short-lived URL the store signed) and with
   `fileUrls: store` (the store's signed URLs in the response, as the reference server);
-- a revoked recipient's URLs answer 403 on every store;
+- a revoked recipient's URLs answer 403 on every store; redirects count against byte quotas;
 - directory access on Azure: the vended SAS (`azureUserDelegationSas`) reads the table with tahoe's
   log core; a directory SAS of a prefix is what Azure honours on ADLS Gen2 accounts only, which
   Azurite refuses — shown;
@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -153,6 +154,30 @@ def test_revoked_recipient_gets_no_bytes_from_any_store(stores):
     for u in urls:
         r = httpx.get(u)
         assert r.status_code == 403 and "location" not in r.headers
+
+
+@pytest.mark.parametrize("kind", ["s3", "azure"])
+def test_redirects_count_against_the_byte_quota(stores, kind):
+    """The store serves a redirected file's bytes, so the redirect counts what it grants: a
+    range naming both ends by its length, an open range or a whole file by the object's size.
+    Oracle: the sizes the store itself reports for the objects."""
+    srv = stores["servers"]["server"]
+    name = f"quota_{kind}"
+    token = json.loads(cli(srv["config"], "recipient", "add", name, "--share", "lake").stdout)["bearerToken"]
+    cli(srv["config"], "recipient", "set", name, "--bytes-per-day", "250")
+    lines = _query({**srv, "token": token}, f"{kind}_plain")
+    files = [ln["file"] for ln in lines if "file" in ln]
+    size = files[0]["size"]
+    assert size > 250   # a parquet file: one whole file uses the quota up
+    for _ in range(2):    # 2 × 100 bytes: 200 < 250, still allowed
+        r = httpx.get(files[0]["url"], headers={"Range": "bytes=0-99"}, follow_redirects=True)
+        assert r.status_code == 206 and len(r.content) == 100
+    time.sleep(0.3)       # the count is taken when the response ends
+    r = httpx.get(files[1]["url"], follow_redirects=False)
+    assert r.status_code == 302                         # 200 used of 250: the whole file granted
+    time.sleep(0.3)
+    r = httpx.get(files[2]["url"], headers={"Range": "bytes=0-9"}, follow_redirects=False)
+    assert r.status_code == 429 and r.json()["errorCode"] == "RESOURCE_EXHAUSTED", r.text
 
 
 def test_azure_directory_access(stores):

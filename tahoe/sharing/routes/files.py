@@ -6,7 +6,9 @@ Tables on object stores (S3, Azure Blob, GCS): once those checks pass, the answe
 to a URL of the object the store signed (S3 pre-signed, Azure SAS, GCS V4 signed; GET, or HEAD
 for a HEAD) that expires after `REDIRECT_SECONDS` — clients follow it with their Range header,
 the bytes come from the store, and a recipient revoked meanwhile can no longer get one. (Stores
-check a signed URL's expiry when a request starts, so a download under way finishes.)"""
+check a signed URL's expiry when a request starts, so a download under way finishes.) For a
+recipient with a byte quota, a redirect counts the bytes it grants (the range, else the object's
+size) against the quota, and the audit record's `bytes` says so."""
 
 from __future__ import annotations
 
@@ -62,6 +64,23 @@ def parse_range(h: str, size: int) -> tuple[int, int] | None:
     return start, min(end, size - 1)
 
 
+def _granted_bytes(st, target: str, range_header: Optional[str]) -> Optional[int]:
+    """The bytes a redirect to `target` lets the client read — the range asked for when it names
+    both ends, else the object's size (one HEAD to the store) from the range's start; None when
+    the object is gone. Asked only for recipients with a byte quota: the store serves the bytes,
+    so the quota counts what the redirect grants."""
+    if range_header:
+        h = range_header.strip().lower()
+        a, _, b = h[6:].partition("-") if h.startswith("bytes=") and "," not in h else ("", "", "")
+        if a.strip().isdigit() and b.strip().isdigit() and int(b) >= int(a):
+            return int(b) - int(a) + 1
+    status = st.log.store.status(target)
+    if status is None:
+        return None
+    rng = parse_range(range_header, status.size) if range_header else None
+    return (rng[1] - rng[0] + 1) if rng else status.size
+
+
 def _serve_file(ctx: ServerContext, table_key: str, rel_b64: str, request: Request, credential: Optional[str],
                 expires: Optional[str], signature: Optional[str], range_header: Optional[str]) -> Response:
     if len(table_key) > 64 or len(rel_b64) > 8192:
@@ -96,9 +115,16 @@ def _serve_file(ctx: ServerContext, table_key: str, rel_b64: str, request: Reque
             rec["recipientName"] = name     # the middleware counts the bytes sent against its quota
     if st.is_object_store:
         target = st.root.rstrip("/") + "/" + rel
+        granted = None
+        if request.method == "GET" and r is not None and ctx.limiter.limit(r, "bytesPerDay"):
+            granted = _granted_bytes(st, target, range_header)
+            if granted is None:
+                return _error(404, "RESOURCE_DOES_NOT_EXIST", "the file no longer exists")
         location = st.log.store.sign(target, "HEAD" if request.method == "HEAD" else "GET", REDIRECT_SECONDS)
         if rec is not None:
             rec["redirected"] = True
+            if granted is not None:
+                rec["grantedBytes"] = granted   # counted against the byte quota by the middleware
         return Response(status_code=302, headers={"Location": location, "Cache-Control": "no-store"})
     root = st.log.table_root
     real_root = os.path.realpath(root)
