@@ -11,6 +11,7 @@ every function against the installed PySpark, classic and Connect.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from ..errors import DeltaError
@@ -18,7 +19,7 @@ from ..errors import DeltaError
 __all__ = ["PySparkInternalsError", "is_connect", "session_of", "writer_format", "writer_mode", "writer_options",
            "writer_dataframe", "stream_writer_format", "stream_writer_dataframe", "reader_format",
            "reader_schema_given", "v2_table_name", "column_sql", "column_name", "dataframe_alias",
-           "plan_size_in_bytes", "release_checkpoint", "jvm_has_class", "with_active_session",
+           "plan_size_in_bytes", "release_checkpoint", "jvm_has_class", "with_active_session", "ensure_thread_session",
            "connect_dataframe", "connect_plan_id", "with_hidden_output"]
 
 
@@ -269,6 +270,28 @@ def with_active_session(spark: Any, fn: Any) -> Any:
             sessions.setActiveSession(previous.get())
         else:
             sessions.clearActiveSession()
+
+
+_thread = threading.local()
+
+
+def ensure_thread_session(obj: Any) -> None:
+    """Classic PySpark: make the session of `obj` (a session, reader or writer) the JVM's active
+    session of the calling thread when that thread has none. Spark looks Python data sources
+    (`format("delta")`) up in the thread's active session, which PySpark sets only on the thread
+    that built the session: in a worker thread (a `ThreadPool` ingesting several tables) a delta
+    read or write failed with DATA_SOURCE_NOT_FOUND. A session already active is left as it is;
+    one JVM call per thread and session (PySpark pins a Python thread to one JVM thread)."""
+    if is_connect(obj):
+        return
+    spark = session_of(obj)
+    if getattr(_thread, "session", None) == id(spark):
+        return
+    sessions = getattr(_attr(spark, "_jvm"), "org.apache.spark.sql.SparkSession")
+    active = _jcall("SparkSession.getActiveSession", lambda: sessions.getActiveSession())
+    if not active.isDefined():
+        sessions.setActiveSession(_attr(spark, "_jsparkSession"))
+    _thread.session = id(spark)
 
 
 def with_hidden_output(spark: Any, df: Any, hidden: str) -> Any:

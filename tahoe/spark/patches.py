@@ -16,6 +16,8 @@ same list applies to classic PySpark (`pyspark.sql.*`) and to Spark Connect (`py
 4. The wrapped behaviour is imported at the first call (`module:function`), so installing imports
    nothing beyond this module (standard library only).
 5. `disable()` makes every wrapper call straight through to what it replaced; `enable()` undoes it.
+6. At the calls where Spark looks a data source up (`LOOKUPS`), a classic thread with no active
+   session gets the caller's (a worker thread would not find `delta` otherwise).
 
 The start-up hook: tahoe's `tahoe-pyspark-hook.pth` makes every Python process of the environment
 import `_tahoe_pyspark_hook`, which waits for the first `import pyspark` and then runs `install()`:
@@ -32,7 +34,7 @@ import threading
 import warnings
 from typing import Any, Callable, NamedTuple
 
-__all__ = ["PATCHES", "MODULES", "Patch", "install", "installed", "missing", "disable", "enable", "enabled"]
+__all__ = ["PATCHES", "MODULES", "LOOKUPS", "Patch", "install", "installed", "missing", "disable", "enable", "enabled"]
 
 
 class Patch(NamedTuple):
@@ -136,8 +138,21 @@ def _behaviour(name: str) -> Callable:
     return fn
 
 
-def _wrapper(original: Callable, behaviour: str, surfaced: bool) -> Callable:
-    if surfaced:
+# the calls at which Spark looks a data source up: the calling thread gets an active session first
+# (`tahoe.spark.internals.ensure_thread_session`: worker threads have none)
+LOOKUPS = frozenset({"sql", "table", "load", "save", "saveAsTable", "insertInto", "start", "toTable", "create",
+                     "replace", "createOrReplace", "append", "overwrite", "overwritePartitions"})
+
+
+def _wrapper(original: Callable, behaviour: str, surfaced: bool, lookup: bool = False) -> Callable:
+    if lookup:
+        inner = _wrapper(original, behaviour, surfaced)
+
+        def method(self, *args, **kwargs):
+            if _on:
+                _behaviour("tahoe.spark.internals:ensure_thread_session")(self)
+            return inner(self, *args, **kwargs)
+    elif surfaced:
         def method(self, *args, **kwargs):
             if not _on:
                 return original(self, *args, **kwargs)
@@ -183,7 +198,7 @@ def _patch_module(module: Any) -> None:
                 continue
             if (cls, p.method) in _installed:
                 continue
-            wrapper = _wrapper(original, p.behaviour, p.surfaced)
+            wrapper = _wrapper(original, p.behaviour, p.surfaced, p.method in LOOKUPS)
             _installed[(cls, p.method)] = wrapper
             setattr(cls, p.method, wrapper)
 

@@ -42,6 +42,23 @@ _STOP = re.compile(r"^(\s*$| SQLSTATE|\s+at |JVM stacktrace|Caused by|Driver sta
 _classes: dict[tuple[type, type], type] = {}
 
 
+def _worker_python_hint() -> str:
+    """When Spark's Python workers may run another interpreter than this one (PySpark's default:
+    `python3` from PATH, unless PYSPARK_PYTHON says otherwise), the words that say so — Spark
+    discovers `delta` by importing pyspark_tahoe_delta in a worker."""
+    import os
+    import shutil
+    import sys
+
+    if os.environ.get("PYSPARK_PYTHON"):
+        return ""
+    worker = shutil.which("python3")
+    if worker is None or os.path.abspath(worker) == os.path.abspath(sys.executable):
+        return ""
+    return (f"; Spark's Python workers run {worker} (PySpark's default: python3 from PATH), not this "
+            f"interpreter ({sys.executable}): if tahoe is not installed there, set PYSPARK_PYTHON={sys.executable}")
+
+
 def _tahoe_error_in(text: str) -> tuple[type, str] | None:
     found = None
     for m in _ERROR_LINE.finditer(text):
@@ -135,7 +152,7 @@ def surfaced(exc: BaseException) -> BaseException | None:
         new.add_note("Spark's report of it (the data source's traceback included):\n" + text)
         return new
     if _NOT_FOUND.search(text):
-        message = REGISTER_HINT + "\n" + text
+        message = REGISTER_HINT + _worker_python_hint() + "\n" + text
 
         def __str__(self) -> str:
             return self._tahoe_message

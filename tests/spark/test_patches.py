@@ -181,6 +181,26 @@ def test_disable_hands_every_call_to_pyspark(spark, tmp_path):
     assert [tuple(r) for r in spark.read.format("delta").load(str(tmp_path / "on")).collect()] == [(1,)]
 
 
+def test_delta_reads_writes_and_merges_from_worker_threads(spark, tmp_path):
+    """Pipelines that ingest several tables at once (`multiprocessing.pool.ThreadPool`): each
+    worker thread writes with format("delta"), MERGEs and reads back — Spark looks `delta` up in
+    the thread's active session, which a worker thread does not have (DATA_SOURCE_NOT_FOUND before).
+    Oracle: rows derived by hand (0..4 merged with 3..7, matches deleted: 0, 1, 2, 5, 6, 7)."""
+    from multiprocessing.pool import ThreadPool
+
+    from tahoe.spark import DeltaTable
+
+    def job(i: int) -> list[int]:
+        path = str(tmp_path / f"t{i}")
+        spark.range(5).write.format("delta").save(path)
+        DeltaTable.forPath(spark, path).alias("t").merge(spark.range(3, 8).alias("s"), "t.id = s.id") \
+            .whenMatchedDelete().whenNotMatchedInsertAll().execute()
+        return sorted(r.id for r in spark.read.format("delta").load(path).collect())
+
+    with ThreadPool(3) as pool:
+        assert pool.map(job, range(3)) == [[0, 1, 2, 5, 6, 7]] * 3
+
+
 def test_the_readme_lists_exactly_what_is_patched():
     import re
 
