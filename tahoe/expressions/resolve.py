@@ -24,7 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import AnalysisException
-from .tree import Column, Expression, quote_identifier
+from ..protocol.column_paths import quote_identifier
+from .tree import Column, Expression
 
 __all__ = ["Scope", "Binding", "check_columns", "unresolved_column"]
 

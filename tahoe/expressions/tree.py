@@ -35,6 +35,7 @@ from decimal import Decimal
 from typing import Any, Iterable, Iterator, Sequence
 
 from ..errors import AnalysisException
+from ..protocol.column_paths import quote_identifier
 from ..protocol.schema import (
     BINARY, BOOLEAN, DATE, DOUBLE, INTEGER, LONG, STRING, TIMESTAMP, TIMESTAMP_NTZ, VOID,
     DataType, DecimalType, PrimitiveType,
@@ -43,7 +44,7 @@ from ..protocol.schema import (
 __all__ = [
     "Expression", "Column", "Literal", "Not", "And", "Or", "Comparison", "IsNull", "In", "Between",
     "Like", "Arithmetic", "Negate", "Case", "Cast", "Func", "Opaque",
-    "col", "lit", "and_", "or_", "conjuncts", "disjuncts", "transform", "unqualify", "quote_identifier", "type_sql",
+    "col", "lit", "and_", "or_", "conjuncts", "disjuncts", "transform", "unqualify", "type_sql",
     "COMPARISON_OPS", "ARITHMETIC_OPS",
 ]
 
@@ -86,10 +87,6 @@ def _p(e: Expression) -> str:
     """`e` as an operand: atoms bare, anything else in parentheses."""
     s = e.to_sql()
     return s if isinstance(e, (Column, Literal, Func, Cast, Case)) else f"({s})"
-
-
-def quote_identifier(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from typing import Iterable, Mapping
 from ..errors import AnalysisException, InvalidTableOperationError, SchemaError
 from . import column_mapping
 from .actions import DomainMetadata
+from .column_paths import quote_if_needed, split_column_path
 from .schema import StructType
 from .stats import eligible_for_stats
 
@@ -86,34 +87,10 @@ def clustering_paths(domains: Mapping[str, DomainMetadata]) -> list[list[str]]:
 
 def split_column_name(name: str) -> list[str]:
     """`a.b` → ["a", "b"]; backticks quote a part holding dots (`` `a.b`.c ``)."""
-    parts, cur, quoted, i = [], [], False, 0
-    while i < len(name):
-        c = name[i]
-        if quoted:
-            if c == "`":
-                if i + 1 < len(name) and name[i + 1] == "`":
-                    cur.append("`")
-                    i += 1
-                else:
-                    quoted = False
-            else:
-                cur.append(c)
-        elif c == "`":
-            quoted = True
-        elif c == ".":
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(c)
-        i += 1
-    parts.append("".join(cur))
-    if quoted or any(not p for p in parts):
+    parts = split_column_path(name)
+    if parts is None:
         raise AnalysisException(f"invalid column name {name!r}")
     return parts
-
-
-def _quote(part: str) -> str:
-    return f"`{part.replace('`', '``')}`" if ("." in part or "`" in part) else part
 
 
 def _resolve(schema: StructType, parts: list[str], name: str):
@@ -159,7 +136,7 @@ def logical_name(schema: StructType, path: list[str], mode: str = "none") -> str
                 f"clustering column {'.'.join(path)} of the {CLUSTERING_DOMAIN} domain is not in the table's schema")
         out.append(match.name)
         current = match.type
-    return ".".join(_quote(p) for p in out)
+    return ".".join(quote_if_needed(p) for p in out)
 
 
 def clustering_columns(schema: StructType, domains: Mapping[str, DomainMetadata], mode: str = "none") -> list[str]:
@@ -188,7 +165,7 @@ def check_clustering_columns(schema: StructType, columns: Iterable[str], partiti
         if not isinstance(c, str) or not c.strip():
             raise InvalidTableOperationError(f"a clustering column must be a column name, got {c!r}")
         fields = _resolve(schema, split_column_name(c), c)
-        name = ".".join(_quote(f.name) for f in fields)
+        name = ".".join(quote_if_needed(f.name) for f in fields)
         if name.lower() in seen:
             raise InvalidTableOperationError(f"clustering column '{name}' is given twice")
         seen.add(name.lower())

@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import CorruptLogError, SchemaError
+from .column_paths import split_column_path
 from .properties import DEFAULT_NUM_INDEXED_COLS, DEFAULT_STRING_PREFIX_LENGTH
 from .schema import DataType, DecimalType, PrimitiveType, StructField, StructType
 
@@ -314,32 +315,10 @@ def truncate_max_string(s: str | None, prefix_len: int) -> str | None:
 # --- computing ---------------------------------------------------------------------------------
 
 def _parse_column_path(text: str) -> list[str]:
-    """`a.b.c` or with backticks `` `a.b`.c `` → parts."""
-    parts: list[str] = []
-    cur = []
-    i, n = 0, len(text)
-    quoted = False
-    while i < n:
-        c = text[i]
-        if quoted:
-            if c == "`":
-                if i + 1 < n and text[i + 1] == "`":
-                    cur.append("`")
-                    i += 1
-                else:
-                    quoted = False
-            else:
-                cur.append(c)
-        elif c == "`":
-            quoted = True
-        elif c == ".":
-            parts.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(c)
-        i += 1
-    parts.append("".join(cur).strip())
-    if quoted or any(p == "" for p in parts):
+    """`a.b.c` or with backticks `` `a.b`.c `` → parts (each stripped of surrounding spaces)."""
+    parts = split_column_path(text)
+    parts = [p.strip() for p in parts] if parts is not None else None
+    if parts is None or any(p == "" for p in parts):
         raise SchemaError(f"invalid column name in the stats columns list: {text!r}")
     return parts
 

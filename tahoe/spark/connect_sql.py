@@ -23,6 +23,7 @@ import datetime as dt
 from typing import Any
 
 from ..errors import UnsupportedFeatureError
+from ..protocol.column_paths import quote_identifier
 
 __all__ = ["column_sql", "plan_id"]
 
@@ -51,10 +52,6 @@ def column_sql(column: Any, df: Any = None, aliases: dict[int, str] | None = Non
     return _sql(column.to_plan(None), known)
 
 
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def _string(s: str) -> str:
     return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
@@ -66,7 +63,7 @@ def _sql(e: Any, aliases: dict[int, str]) -> str:
         name = a.unparsed_identifier
         if a.HasField("plan_id") and a.plan_id in aliases:
             alias = aliases[a.plan_id]
-            return f"{_quote(alias)}.{name}" if alias else name
+            return f"{quote_identifier(alias)}.{name}" if alias else name
         return name
     if kind == "literal":
         return _literal(e.literal, aliases)
@@ -93,7 +90,7 @@ def _sql(e: Any, aliases: dict[int, str]) -> str:
         child = _sql(v.child, aliases)
         x = v.extraction
         if x.WhichOneof("expr_type") == "literal" and x.literal.WhichOneof("literal_type") == "string":
-            return f"{child}.{_quote(x.literal.string)}"
+            return f"{child}.{quote_identifier(x.literal.string)}"
         return f"{child}[{_sql(x, aliases)}]"
     if kind == "unresolved_star":
         target = e.unresolved_star.unparsed_target
@@ -134,7 +131,7 @@ def _function(name: str, args: list[str], distinct: bool) -> str:
         if len(args) % 2:
             parts.append(f"ELSE {args[-1]}")
         return " ".join(parts + ["END"])
-    fn = name if name.replace("_", "").isalnum() else _quote(name)
+    fn = name if name.replace("_", "").isalnum() else quote_identifier(name)
     return f"{fn}({'DISTINCT ' if distinct else ''}{', '.join(args)})"
 
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from ..errors import DeltaError, TableNotFoundError
 from ..log import DeltaLog
+from ..protocol.column_paths import quote_identifier
 from .read import jvm_reaches, read_snapshot
 from .session import session_timestamp_ms
 from .internals import is_connect
@@ -850,7 +851,7 @@ class DeltaTableBuilder:
         if comment is not None and type(comment) is not str:
             raise _type_error("Column comment must be str.", comment)
         if isinstance(dataType, str):
-            dt = parse_ddl(f"`{colName.replace('`', '``')}` {dataType}").fields[0].type
+            dt = parse_ddl(f"{quote_identifier(colName)} {dataType}").fields[0].type
         else:
             from pyspark.sql.types import DataType, StructField as SF, StructType as SS
             if not isinstance(dataType, DataType):

@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..protocol.column_paths import quote_identifier
 from ..protocol.schema import DataType, StructType
 
-__all__ = ["to_spark_type", "to_spark_schema", "from_spark_schema", "col", "quote", "assign_by_name",
+__all__ = ["to_spark_type", "to_spark_schema", "from_spark_schema", "col", "assign_by_name",
            "local_dataframe"]
 
 
@@ -86,14 +87,10 @@ def local_dataframe(spark: Any, rows: list, schema: Any) -> Any:
     return spark.createDataFrame(pa.Table.from_pylist(dicts, schema=to_arrow_schema(schema)), schema)
 
 
-def quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def col(name: str) -> Any:
     from pyspark.sql import functions as F
 
-    return F.col(quote(name))
+    return F.col(quote_identifier(name))
 
 
 def nested_col(name: str) -> Any:
@@ -103,7 +100,7 @@ def nested_col(name: str) -> Any:
 
     from ..protocol.clustering import split_column_name
 
-    return F.col(".".join(quote(p) for p in split_column_name(name)))
+    return F.col(".".join(quote_identifier(p) for p in split_column_name(name)))
 
 
 def assign_by_name(value: Any, source: Any, target: Any) -> Any:

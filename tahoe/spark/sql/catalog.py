@@ -14,7 +14,7 @@ this module sends runs on Spark directly (`raw_sql`), not through tahoe's SQL la
 
 Owns: `CatalogEntry`, `lookup`, `resolve` (a statement's table → a Delta table path),
 `create_entry` / `drop_entry`, `with_table` (create or replace a table with its catalog entry,
-nothing half-done), `table_name`, `raw_sql`, `quote`.
+nothing half-done), `table_name`, `raw_sql`.
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ from ...errors import (
     UnsupportedFeatureError,
 )
 from ...log import DeltaLog
+from ...protocol.column_paths import quote_identifier
 from .grammar import TableName, TokenParser
 from .state import in_passthrough, passthrough
 
-__all__ = ["CatalogEntry", "lookup", "resolve", "Resolved", "create_entry", "drop_entry", "raw_sql", "quote",
+__all__ = ["CatalogEntry", "lookup", "resolve", "Resolved", "create_entry", "drop_entry", "raw_sql",
            "qualified", "SESSION_CATALOG", "with_table", "table_name"]
 
 SESSION_CATALOG = "spark_catalog"
@@ -40,10 +41,6 @@ def raw_sql(spark: Any, text: str) -> Any:
     """`spark.sql(text)` run by Spark itself."""
     with passthrough():
         return spark.sql(text)
-
-
-def quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def sql_string(text: str) -> str:
@@ -67,7 +64,7 @@ class CatalogEntry:
 
     @property
     def qualified(self) -> str:
-        return f"{SESSION_CATALOG}.{quote(self.database)}.{quote(self.name)}"
+        return f"{SESSION_CATALOG}.{quote_identifier(self.database)}.{quote_identifier(self.name)}"
 
 
 def _local(location: str) -> str:
@@ -110,7 +107,7 @@ def lookup(spark: Any, parts: tuple[str, ...]) -> CatalogEntry | None:
         except Exception:  # noqa: BLE001 - a catalog that cannot say: ask it below
             pass
     try:
-        rows = raw_sql(spark, f"SHOW TABLE EXTENDED IN {quote(db)} LIKE {sql_string(name)}").collect()
+        rows = raw_sql(spark, f"SHOW TABLE EXTENDED IN {quote_identifier(db)} LIKE {sql_string(name)}").collect()
     except Exception:  # noqa: BLE001 - no such database: no such table
         return None
     for row in rows:
@@ -188,7 +185,7 @@ def resolve(spark: Any, table: TableName, must_exist: bool = True) -> Resolved |
 
 def table_not_found(table: TableName) -> TableNotFoundError:
     return TableNotFoundError(
-        f"[TABLE_OR_VIEW_NOT_FOUND] The table or view {'.'.join(quote(p) for p in table.parts)} cannot be found. "
+        f"[TABLE_OR_VIEW_NOT_FOUND] The table or view {'.'.join(quote_identifier(p) for p in table.parts)} cannot be found. "
         f"Verify the spelling and correctness of the schema and catalog. SQLSTATE: 42P01")
 
 
@@ -201,9 +198,9 @@ def create_entry(spark: Any, parts: tuple[str, ...], schema_ddl: str, partition_
         raise AnalysisException(f"tahoe keeps Delta tables in the session catalog ({SESSION_CATALOG}); "
                                 f"{'.'.join(parts)} names another catalog")
     db, name = q
-    text = f"CREATE TABLE {quote(db)}.{quote(name)} ({schema_ddl}) USING delta"
+    text = f"CREATE TABLE {quote_identifier(db)}.{quote_identifier(name)} ({schema_ddl}) USING delta"
     if partition_columns:
-        text += " PARTITIONED BY (" + ", ".join(quote(c) for c in partition_columns) + ")"
+        text += " PARTITIONED BY (" + ", ".join(quote_identifier(c) for c in partition_columns) + ")"
     if location is not None:
         text += " LOCATION " + sql_string(location)
     if comment:
@@ -217,7 +214,7 @@ def create_entry(spark: Any, parts: tuple[str, ...], schema_ddl: str, partition_
 
 def drop_entry(spark: Any, entry: CatalogEntry) -> None:
     """Remove the entry (Spark deletes a managed table's directory with it)."""
-    raw_sql(spark, f"DROP TABLE IF EXISTS {quote(entry.database)}.{quote(entry.name)}")
+    raw_sql(spark, f"DROP TABLE IF EXISTS {quote_identifier(entry.database)}.{quote_identifier(entry.name)}")
 
 
 def spark_ddl(schema: Any) -> str:
@@ -226,7 +223,7 @@ def spark_ddl(schema: Any) -> str:
 
     fields = []
     for f in to_spark_schema(schema).fields:
-        col = f"{quote(f.name)} {f.dataType.simpleString()}"
+        col = f"{quote_identifier(f.name)} {f.dataType.simpleString()}"
         if not f.nullable:
             col += " NOT NULL"
         fields.append(col)

@@ -26,11 +26,12 @@ from typing import Any
 
 from ...errors import AnalysisException, UnsupportedFeatureError
 from ...log import DeltaLog
+from ...protocol.column_paths import quote_identifier
 from ..types import local_dataframe
 from . import confs
 from . import grammar as g
 from .catalog import (
-    SESSION_CATALOG, CatalogEntry, Resolved, create_entry, drop_entry, lookup, quote, raw_sql, resolve, spark_ddl,
+    SESSION_CATALOG, CatalogEntry, Resolved, create_entry, drop_entry, lookup, raw_sql, resolve, spark_ddl,
     table_not_found, with_table,
 )
 from .relations import read_table, run_query
@@ -122,7 +123,7 @@ def _inventory(spark: Any, s: g.Vacuum) -> list[tuple]:
         raise AnalysisException(f"[DELTA_INVALID_INVENTORY_SCHEMA] The schema for the specified INVENTORY does not "
                                 f"contain all of the required fields ({', '.join(bad)}); it has {df.dtypes}")
     names = {n.lower(): n for n in df.columns}
-    cols = [quote(names[n.lower()]) for n, _ in _INVENTORY_SCHEMA]
+    cols = [quote_identifier(names[n.lower()]) for n, _ in _INVENTORY_SCHEMA]
     return [tuple(row) for row in df.selectExpr(*cols).collect()]
 
 
@@ -286,7 +287,7 @@ def _schema_from_columns(columns: tuple[g.ColumnDef, ...]):
 
     fields = []
     for c in columns:
-        dtype = parse_ddl(f"{quote(c.name)} {c.type_sql}").fields[0].type
+        dtype = parse_ddl(f"{quote_identifier(c.name)} {c.type_sql}").fields[0].type
         md: dict[str, Any] = {}
         if c.comment is not None:
             md["comment"] = c.comment
@@ -533,7 +534,7 @@ def _alter_table(spark: Any, s: g.AlterTable):
             raise UnsupportedFeatureError("ALTER COLUMN ... SET / DROP DEFAULT is not supported by tahoe")
 
         def nulls(column: str) -> int:
-            return _delta_table(spark, r).toDF().where(f"{quote(column)} IS NULL").count()
+            return _delta_table(spark, r).toDF().where(f"{quote_identifier(column)} IS NULL").count()
 
         alter_column(log, name, check_no_nulls=nulls, **kw)
     elif kind == "set_properties":
@@ -575,7 +576,7 @@ def _sync_identity(spark: Any, r: Resolved, log: DeltaLog, column: str) -> None:
                                 f"IDENTITY cannot be called on a non IDENTITY column ({f.name})")
     start, step = int(f.metadata[IDENTITY_START]), int(f.metadata[IDENTITY_STEP])
     agg = F.max if step > 0 else F.min
-    edge = _delta_table(spark, r).toDF().agg(agg(F.col(quote(f.name)))).collect()[0][0]
+    edge = _delta_table(spark, r).toDF().agg(agg(F.col(quote_identifier(f.name)))).collect()[0][0]
     if edge is None:
         return
     n = max(0, -((start - int(edge)) // step)) if step > 0 else max(0, -((int(edge) - start) // -step))
@@ -731,9 +732,9 @@ def _insert(spark: Any, s: g.Insert):
         if f is None:
             if not evolve:
                 raise AnalysisException(f"[UNRESOLVED_COLUMN] {s.table.text} has no column {want!r}")
-            cols.append(F.col(quote(have)).alias(want))    # a new column (schema evolution)
+            cols.append(F.col(quote_identifier(have)).alias(want))    # a new column (schema evolution)
             continue
-        cols.append(F.col(quote(have)).cast(to_spark_type(f.type)).alias(f.name))
+        cols.append(F.col(quote_identifier(have)).cast(to_spark_type(f.type)).alias(f.name))
     for name, value in static.items():
         f = schema.get(name, case_insensitive=True)
         if f is None:
@@ -742,7 +743,7 @@ def _insert(spark: Any, s: g.Insert):
     df = df.select(*cols)
     replace_where = s.replace_where
     if s.overwrite and static and replace_where is None:
-        replace_where = " AND ".join(f"{quote(schema.get(k, case_insensitive=True).name)} = "  # type: ignore[union-attr]
+        replace_where = " AND ".join(f"{quote_identifier(schema.get(k, case_insensitive=True).name)} = "  # type: ignore[union-attr]
                                      f"CAST({_sql_literal(v)} AS {schema.get(k, case_insensitive=True).type.simple_string()})"  # type: ignore[union-attr]
                                      for k, v in static.items())
     mode = "overwrite" if s.overwrite or replace_where is not None else "append"

@@ -25,6 +25,7 @@ from typing import Any, Callable
 from typing import TYPE_CHECKING
 
 from ...errors import DeltaError, ParseException, UnsupportedFeatureError
+from ...protocol.column_paths import quote_identifier
 from .. import internals
 from .state import in_passthrough, is_enabled, passthrough
 
@@ -332,14 +333,13 @@ def _insert_into(w: Any, spark: Any, path: str, overwrite: bool) -> None:
     from ...log import DeltaLog
     from ..types import to_spark_type
     from ..fast_write import write_delta
-    from .catalog import quote
 
     df = _df_of(w)
     schema = DeltaLog.for_table(path).snapshot().schema
     if len(df.columns) != len(schema.fields):
         raise AnalysisException(f"[INSERT_COLUMN_ARITY_MISMATCH] insertInto: the table has {len(schema.fields)} "
                                 f"columns, the data {len(df.columns)}")
-    df = df.select(*[F.col(quote(c)).cast(to_spark_type(f.type)).alias(f.name) for c, f in zip(df.columns, schema.fields)])
+    df = df.select(*[F.col(quote_identifier(c)).cast(to_spark_type(f.type)).alias(f.name) for c, f in zip(df.columns, schema.fields)])
     write_delta(df, path, mode="overwrite" if overwrite else "append")
 
 

@@ -37,7 +37,8 @@ from typing import Any
 
 from ...errors import AnalysisException
 from ...expressions.parse import Token, tokenize
-from .catalog import lookup, quote, raw_sql
+from ...protocol.column_paths import quote_identifier
+from .catalog import lookup, raw_sql
 from .grammar import Temporal, TokenParser, syntax_error
 from .state import passthrough
 
@@ -332,7 +333,7 @@ def _reference(spark: Any, sql: str, toks: list[Token], i: int, ctes: set[str],
     if p.alias_follows():
         text += " "
     else:
-        text += " AS " + quote(parts[-1])
+        text += " AS " + quote_identifier(parts[-1])
     return p.i, (start, end, text)
 
 
@@ -366,7 +367,7 @@ def _view_reference(spark: Any, sql: str, p: TokenParser, parts: tuple[str, ...]
         return p.i, None
     frames.update(inner_frames)
     text = "(" + inner + ")"
-    text += " " if p.alias_follows() else " AS " + quote(parts[-1])
+    text += " " if p.alias_follows() else " AS " + quote_identifier(parts[-1])
     return p.i, (start, name_end, text)
 
 
@@ -407,5 +408,5 @@ def _table_changes(spark: Any, sql: str, p: TokenParser, start: int, resolver: _
     frames[name] = changes_frame(spark, path, args[1], args[2] if len(args) > 2 else None)
     text = "{" + name + "}"
     if not p.alias_follows():
-        text += " AS " + quote("table_changes")
+        text += " AS " + quote_identifier("table_changes")
     return p.i, (start, p.toks[p.i - 1].end, text)
