@@ -45,7 +45,6 @@ import json
 import logging
 import math
 import threading
-import time
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -55,7 +54,7 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from ..errors import CorruptLogError, InvalidTableOperationError, VersionNotFoundError
-from ..protocol import column_mapping
+from ..protocol import column_mapping, timestamps
 from ..protocol.filenames import (
     SIDECAR_DIR, LogFileKind, checkpoint_file_name, commit_file_name, multipart_checkpoint_file_names,
     parse_log_file_name, sidecar_file_name, v2_checkpoint_file_name,
@@ -84,10 +83,6 @@ __all__ = [
     "build_checkpoint", "checkpoint_part_of", "spark_string_hash", "cleanup_unreferenced_sidecars",
     "V2_SIDECAR_PART_SIZE",
 ]
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 # --- schema ------------------------------------------------------------------------------------
@@ -449,7 +444,7 @@ def _build(snapshot: Snapshot, now_ms: int | None) -> tuple[pa.Table, int, int, 
     adds = snapshot.files_table(_ADD_COLUMNS)   # one read of the add columns for everything below
     layout = _Layout(snapshot, adds)
     schema = layout.schema
-    now_ms = _now_ms() if now_ms is None else now_ms
+    now_ms = timestamps.now_ms() if now_ms is None else now_ms
     retention = interval_property_ms(snapshot.configuration, "delta.deletedFileRetentionDuration")
     batches = [_non_file_batch(snapshot, layout)]
     n_non_file = batches[0].num_rows
@@ -777,7 +772,7 @@ def _write_v2(log: Any, snapshot: Snapshot, table: pa.Table, n_non_file: int, n_
     path = store.join(log.log_dir, name)
     store.write(path, data, overwrite=False)
     top_status = next((st for st in store.list_from(path) if st.name == name), None)
-    mtime = top_status.modification_time if top_status is not None else _now_ms()
+    mtime = top_status.modification_time if top_status is not None else timestamps.now_ms()
     embedded_actions = [*non_file, {"checkpointMetadata": cp_meta}]
     v2_info: dict[str, Any] = {"path": name, "sizeInBytes": len(data), "modificationTime": mtime}
     if len(embedded_actions) <= _LAST_CHECKPOINT_V2_THRESHOLD:
@@ -910,7 +905,7 @@ def cleanup_expired_logs(log: Any, now_ms: int | None = None, configuration: dic
     `delta.requireCheckpointProtectionBeforeVersion`, nothing is deleted — the log is cleaned up
     to that version in one go or not at all, and no checkpoint before it goes. `configuration`:
     the table's, when the caller has it (saves loading the snapshot when nothing is old enough)."""
-    now_ms = _now_ms() if now_ms is None else now_ms
+    now_ms = timestamps.now_ms() if now_ms is None else now_ms
     store = log.store
 
     def cutoff_of(conf: dict) -> int:
@@ -1013,7 +1008,7 @@ def cleanup_unreferenced_sidecars(log: Any, now_ms: int | None = None,
     delta-spark does, and never within the last day (a checkpoint being written has its sidecars
     before it is itself visible). Returns the deleted paths. Fails closed: a checkpoint that
     cannot be read means the referenced set is unknown, and nothing is deleted."""
-    now_ms = _now_ms() if now_ms is None else now_ms
+    now_ms = timestamps.now_ms() if now_ms is None else now_ms
     store = log.store
     sidecar_dir = store.join(log.log_dir, SIDECAR_DIR)
     try:

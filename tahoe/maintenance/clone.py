@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
@@ -49,6 +48,7 @@ from ..protocol.actions import AddFile
 from ..protocol.deletion_vectors import DeletionVectorDescriptor, new_dv_path_component
 from ..protocol.properties import normalize_properties
 from ..protocol.table_features import merge_protocols, reader_features_of, writer_features_of
+from ..protocol.timestamps import now_ms
 from ..storage import resolve_data_path
 from ..storage.base import LogStore
 from ..txn import Transaction
@@ -103,7 +103,7 @@ def _cloned_metadata(source: Snapshot, target: Snapshot | None, properties: dict
         md, id=target.metadata.id if target is not None else str(uuid.uuid4()),
         name=target.metadata.name if target is not None else None,
         description=target.metadata.description if target is not None else None,
-        configuration=conf, created_time=int(time.time() * 1000))
+        configuration=conf, created_time=now_ms())
 
 
 def _target(tgt_log: DeltaLog, source_root: str, replace: bool) -> Snapshot | None:
@@ -188,7 +188,7 @@ def clone(source: str | DeltaLog, target: str, *, version: int | None = None, ti
                     dv_map[src_dv] = fresh
                 dv = dataclasses.replace(dv, storage_type="u", path_or_inline_dv=dv_map[src_dv].path_or_inline_dv)
             adds.append(dataclasses.replace(a, path=rel, deletion_vector=dv, data_change=True,
-                                            modification_time=int(time.time() * 1000),
+                                            modification_time=now_ms(),
                                             base_row_id=None, default_row_commit_version=None))
     removed = existing.add_files() if existing is not None else []
     if existing is not None and shallow:   # files both tables name (a re-clone) stay as they are
@@ -257,7 +257,7 @@ def clone_parquet(source: str, target: str, *, replace: bool = False, properties
                   schema_string=scan.schema.to_json(), partition_columns=tuple(scan.partition_columns),
                   configuration=conf, name=existing.metadata.name if existing is not None else None,
                   description=existing.metadata.description if existing is not None else None,
-                  created_time=int(time.time() * 1000))
+                  created_time=now_ms())
     adds = [dataclasses.replace(a, path=absolute_uri(scan.root, a.path)) for a in scan.adds]
     removed = existing.add_files() if existing is not None else []
     metrics = {"sourceTableSize": sum(a.size for a in adds), "sourceNumOfFiles": len(adds),

@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
@@ -51,6 +50,7 @@ from ..protocol.schema import (
     TIMESTAMP, ArrayType, DataType, MapType, StructField, StructType, from_arrow_type,
 )
 from ..protocol.stats import stats_columns
+from ..protocol.timestamps import now_ms
 from ..storage import DirStatus
 from ..txn import Transaction
 from ..write.files import encode_log_path
@@ -196,7 +196,7 @@ def convert_to_delta(path: str, partition_by: Any = None, *, collect_stats: bool
     adds, part_names = scan.adds, scan.partition_columns
     md = Metadata(id=str(uuid.uuid4()), schema_string=scan.schema.to_json(), partition_columns=tuple(part_names),
                   configuration=scan.configuration, name=name, description=description,
-                  created_time=int(time.time() * 1000))
+                  created_time=now_ms())
     params = {"numFiles": len(adds), "partitionedBy": json.dumps(part_names), "collectStats": collect_stats,
               "sourceFormat": "parquet"}
     txn = Transaction(log, "CONVERT", params, new_table=True)

@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -73,6 +72,7 @@ from ..protocol.schema import ArrayType, MapType, StructField, StructType, to_ar
 from ..protocol.table_features import (
     FEATURES, canonical_feature_name, protocol_for_features, reader_features_of, writer_features_of,
 )
+from ..protocol import timestamps
 from ..read.arrow_reader import ArrowFileReader
 from ..storage import resolve_data_path
 from ..txn import Transaction, set_properties, unset_properties
@@ -134,7 +134,7 @@ def _rewrite(log: DeltaLog, snap: Snapshot, files: list[AddFile], operation: str
     out_mode = mode or snap.column_mapping_mode
     conf = configuration if configuration is not None else snap.configuration
     adds: list[AddFile] = []
-    now = int(time.time() * 1000)
+    now = timestamps.now_ms()
     for i, f in enumerate(files):
         rows = reader.read_file(f.path, f.partition_values, f.deletion_vector)
         if rows.num_rows:
@@ -318,7 +318,7 @@ def _dv_tombstones(log: DeltaLog) -> int | None:
             paths.append(p)
     if not paths:
         return None
-    now = int(time.time() * 1000)
+    now = timestamps.now_ms()
     txn = Transaction(log, "Deletion Vector Tombstones", {}, snapshot=snap)
     txn.remove_files([RemoveFile(path=p, deletion_timestamp=now, data_change=False) for p in paths])
     return txn.commit(operation_metrics={"dvTombstonesWithinRetentionPeriod": len(paths)})
@@ -470,7 +470,7 @@ def _truncate_before_protection(log: DeltaLog) -> None:
 def _cleanup_at_minute(log: DeltaLog, retention_ms: int) -> list[str]:
     """Log cleanup with the truncation retention, its cutoff truncated to the minute (as
     delta-spark's TRUNCATE HISTORY)."""
-    now = int(time.time() * 1000)
+    now = timestamps.now_ms()
     return cleanup_expired_logs(log, now_ms=now - (now - retention_ms) % 60_000, retention_ms=retention_ms)
 
 

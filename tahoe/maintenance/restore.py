@@ -42,6 +42,7 @@ from ..protocol.properties import (
     IDENTITY_HIGH_WATER_MARK, advance_identity_high_water_mark, identity_columns, int_property,
 )
 from ..protocol.table_features import is_feature_supported, merge_protocols, reader_features_of, writer_features_of
+from ..protocol.timestamps import now_ms
 from ..storage import resolve_data_path
 from ..txn import Transaction
 from ..txn.transaction import CHECKPOINT_PROTECTION_KEY
@@ -136,7 +137,7 @@ def restore(table: str | DeltaLog, version: int | None = None, timestamp: Any = 
                 f"--ignore-missing-files)")
     if progress is not None:
         progress("checking files", len(adds), len(adds))
-    now = int(time.time() * 1000)
+    now = now_ms()
     removes = [a.remove(now) for a in add_files_from_table(to_remove)]
 
     ts_param = None

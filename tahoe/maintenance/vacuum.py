@@ -65,6 +65,7 @@ from ..protocol.deletion_vectors import DeletionVectorDescriptor
 from ..protocol.iceberg_compat import uniform_iceberg_enabled
 from ..protocol.properties import interval_property_ms
 from ..protocol.table_features import check_writable
+from ..protocol import timestamps
 from ..storage import DirStatus, FileStatus, resolve_data_path
 from ..txn import Transaction
 
@@ -274,7 +275,7 @@ def plan_vacuum(snapshot: Snapshot, retention_hours: float | None = None, *,
     """What VACUUM of `snapshot` would delete (nothing is deleted here); `inventory` replaces
     the listing (see the module docstring)."""
     check_writable(snapshot.protocol)
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    now_ms = timestamps.now_ms() if now_ms is None else now_ms
     delete_before, specified, default_ms = _retention(snapshot, retention_hours, enforce_retention_duration, now_ms)
     keep: list[Snapshot] = []
     for v in keep_versions or ():

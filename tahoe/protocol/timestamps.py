@@ -12,6 +12,8 @@ session time zone, `spark.sql.session.timeZone`):
      repeats takes the earlier offset — what Java's `LocalDateTime.atZone` (Spark) does.
   4. Epoch numbers are milliseconds (tahoe's time-travel arguments), already instants.
 
+`now_ms()` is the clock every writer stamps its actions with (epoch milliseconds).
+
 Zone names: IANA region ids (`America/Los_Angeles`), `UTC` / `GMT` / `Z`, and fixed offsets
 (`+08:00`, `-0530`, `UTC+8`, `GMT-03:30`) as Spark accepts them.
 """
@@ -21,12 +23,19 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import re
+import time
 from typing import Any
 
 __all__ = ["DEFAULT_TIME_ZONE", "zone", "parse_timestamp_text", "localize", "to_instant", "instant_ms",
-           "instant_micros", "normalize_zone_name"]
+           "instant_micros", "normalize_zone_name", "now_ms"]
 
 DEFAULT_TIME_ZONE = "UTC"
+
+
+def now_ms() -> int:
+    """Now, in epoch milliseconds."""
+    return int(time.time() * 1000)
+
 
 _UTC = _dt.timezone.utc
 _OFFSET_RE = re.compile(r"^(?:UTC|GMT|UT)?([+-])(\d{1,2})(?::?(\d{2}))?(?::?(\d{2}))?$", re.IGNORECASE)

@@ -50,7 +50,8 @@ from ..protocol.properties import (
     CONSTRAINT_PREFIX, FEATURE_PREFIX, advance_identity_high_water_mark, check_identity_columns, constraint_key,
     constraints_of, bool_property, normalize_properties,
 )
-from .transaction import Transaction, now_ms, raise_protocol_versions, same_protocol
+from ..protocol.timestamps import now_ms
+from .transaction import Transaction, raise_protocol_versions, same_protocol
 
 __all__ = [
     "create_table", "set_properties", "unset_properties", "upgrade_protocol", "add_feature",

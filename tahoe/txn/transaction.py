@@ -103,6 +103,7 @@ from ..protocol.clustering import (
 from ..protocol.stats import stats_columns
 from ..protocol.filenames import LogFileKind, commit_file_name, parse_log_file_name
 from ..protocol.schema import VARIANT
+from ..protocol.timestamps import now_ms
 from ..protocol.table_features import (
     MAX_READER_VERSION, MAX_WRITER_VERSION, check_writable, is_feature_supported,
     merge_protocols, protocol_for_features, reader_features_of, writer_features_of,
@@ -117,7 +118,7 @@ from ..protocol.properties import (
     normalize_property, split_protocol_properties,
 )
 
-__all__ = ["Transaction", "CommitOutcome", "now_ms", "protocol_features", "same_protocol", "raise_protocol_versions",
+__all__ = ["Transaction", "CommitOutcome", "protocol_features", "same_protocol", "raise_protocol_versions",
            "check_clustered_table", "SYSTEM_DOMAINS"]
 
 log = logging.getLogger(__name__)
@@ -142,10 +143,6 @@ ICT_VERSION_KEY = "delta.inCommitTimestampEnablementVersion"
 ICT_TIMESTAMP_KEY = "delta.inCommitTimestampEnablementTimestamp"
 CHECKPOINT_PROTECTION_KEY = "delta.requireCheckpointProtectionBeforeVersion"
 SYMLINK_MANIFEST_KEY = "delta.compatibility.symlinkFormatManifest.enabled"
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def protocol_features(p: Protocol) -> set[str]:

@@ -51,6 +51,7 @@ from ..protocol.filenames import commit_file_name
 from ..protocol.iceberg_compat import uniform_iceberg_enabled
 from ..protocol.partition_values import parse_partition_value
 from ..protocol.schema import ArrayType, DataType, DecimalType, MapType, PrimitiveType, StructField, StructType
+from ..protocol.timestamps import now_ms
 from ..storage import resolve_data_path
 
 __all__ = ["METADATA_DIR", "DELTA_VERSION_PROPERTY", "DELTA_TIMESTAMP_PROPERTY", "convert_after_commit",
@@ -374,7 +375,7 @@ def _convert_from(conv: _Converter, state: tuple[int, dict] | None, target: int)
     snap: Snapshot = conv.dlog.snapshot(target)
     if not uniform_iceberg_enabled(snap.metadata.configuration):
         return None
-    now = int(time.time() * 1000)
+    now = now_ms()
     metadata = snap.metadata
     schema, pcols, part_types, part_fields = _layout(metadata)
     n, md = (state if state is not None else (0, None))

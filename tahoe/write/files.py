@@ -27,7 +27,6 @@ Invariants of every file written by `write_data_files`:
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from typing import Any, Callable, Iterable
 from urllib.parse import quote
@@ -46,6 +45,7 @@ from ..protocol.schema import ArrayType, DataType, MapType, StructField, StructT
 from ..protocol.parquet_format import ParquetWriteOptions
 from ..protocol.properties import data_skipping_settings, parquet_write_options
 from ..protocol.stats import compute_stats
+from ..protocol.timestamps import now_ms
 from ..storage import resolve_data_path
 from ..storage.base import LogStore
 
@@ -493,7 +493,7 @@ def _encode_files(table, part_fields, data_names, pv_key, snapshot_schema, physi
                 path=log_path,
                 partition_values=dict(pvs),
                 size=body.size,
-                modification_time=int(time.time() * 1000),
+                modification_time=now_ms(),
                 data_change=True,
                 stats=stats,
             ))

@@ -36,7 +36,6 @@ exactly when the write creates the table; every refusal that needs no data has h
 from __future__ import annotations
 
 import dataclasses
-import time
 import uuid
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -57,6 +56,7 @@ from ..protocol.schema import (
     StructField, StructType, check_write_compatible, merge_schemas, record_type_changes,
 )
 from ..protocol.table_features import check_writable, is_feature_supported
+from ..protocol.timestamps import now_ms
 from .constraints import constraint_expressions
 from .writer import parse_replace_where, reads_data_columns
 
@@ -429,7 +429,7 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
         new_md = Metadata(id=snap.metadata.id if snap is not None else str(uuid.uuid4()),
                           schema_string=schema.to_json(), partition_columns=tuple(pcols),
                           configuration=conf, name=name, description=description,
-                          created_time=int(time.time() * 1000))
+                          created_time=now_ms())
     else:
         if clustering is not None:
             raise InvalidTableOperationError("clustering columns are given when a table is created or replaced")
