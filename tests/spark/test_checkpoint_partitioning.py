@@ -11,7 +11,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-from tahoe.log.checkpoints import checkpoint_part_of
+from tahoe.log.checkpoint_parts import checkpoint_part_of
 
 
 def _paths() -> list[str | None]:
