@@ -215,7 +215,7 @@ def _build_checkpointed(path: Path, n: int) -> None:
     """Commit 0 (protocol + metaData), checkpoint 0 with n adds written straight from Arrow in the
     checkpoint schema, commit 1 with one more add."""
     from tahoe.log import DeltaLog
-    from tahoe.log.checkpoints import checkpoint_schema
+    from tahoe.log.checkpoint_schema import checkpoint_schema
     from tahoe.log.last_checkpoint import LastCheckpoint, write_last_checkpoint
     from tahoe.protocol.actions import AddFile, actions_to_json_lines
     from tahoe.protocol.filenames import checkpoint_file_name, commit_file_name
