@@ -109,7 +109,7 @@ import pyarrow as pa
 pa.array(["warm"])   # pyarrow imports pandas on its first conversion: an import, not timed
 if lib == "tahoe":
     from tahoe.maintenance.vacuum import vacuum
-    import tahoe.log.checkpoints, tahoe.log.crc     # imported by the commits: imports, not timed
+    import tahoe.log.checkpoint_policy, tahoe.log.crc     # imported by the commits: imports, not timed
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     r = vacuum(path, 0, dry_run=False, enforce_retention_duration=False, full=full)

@@ -1,42 +1,21 @@
-"""Writing checkpoints (spec "Checkpoints", "Checkpoint Format", "Checkpoint Schema", "Last
-Checkpoint File") and cleaning up expired log files (delta-spark's metadata cleanup / log
-retention).
-
-Owns: the checkpoint parquet schema (delta-spark's: top-level struct columns `txn`, `add`,
-`remove`, `metaData`, `protocol`, `domainMetadata`, plus `checkpointMetadata`/`sidecar` for
-v2Checkpoint tables), building it column-wise from a snapshot's Arrow file tables (never one
-Python object per file), writing it as one file, as a multi-part set, or — on
-`delta.checkpointPolicy=v2` tables — as a UUID-named V2 checkpoint with sidecar files,
-`_last_checkpoint`, the post-commit hook `checkpoint_if_needed`, `cleanup_expired_logs`, and
-`cleanup_unreferenced_sidecars` (the V2 part of metadata cleanup).
+"""Writing checkpoints (spec "Checkpoints", "Checkpoint Format", "Last Checkpoint File"): a classic
+checkpoint as one file or a multi-part set, or — on `delta.checkpointPolicy=v2` tables — a
+UUID-named V2 checkpoint with sidecar files; then `_last_checkpoint`.
 
 Invariants of a written checkpoint:
-  1. it is the state of a committed version: `write_checkpoint` loads that snapshot, so a version
-     the log cannot reconstruct raises VersionNotFoundError;
-  2. one action per row; adds and removes carry `dataChange = false`; only tombstones younger than
-     `delta.deletedFileRetentionDuration` are kept;
-  3. each file appears whole or not at all (put-if-absent through the log store: temp file + link
-     locally, one PUT on S3); an existing checkpoint file of the same name is kept as it is;
-  4. a multi-part set is hash-partitioned by file path exactly as delta-spark partitions it
-     (`checkpoint_part_of`): a file's part depends on its path and the number of parts only, so
-     the parts of two writers of the same version (a retry, two checkpointers, tahoe and
-     delta-spark) are interchangeable — any mix of them holds every active file exactly once,
-     whichever tombstones each writer's clock kept; `_last_checkpoint` is written only after
-     every part exists;
-  5. a table with the v2Checkpoint feature never gets a multi-part checkpoint; a V2 checkpoint's
-     sidecars are all written before its top-level file, which is written before
-     `_last_checkpoint` (a reader sees the checkpoint complete or not at all).
+  1. it is the state of a committed version (`tahoe.log.checkpoint_schema` builds it from that
+     snapshot): a version the log cannot reconstruct raises VersionNotFoundError;
+  2. each file appears whole or not at all (put-if-absent through the log store); an existing
+     checkpoint file of the same name is kept as it is;
+  3. a multi-part set is hash-partitioned by path as delta-spark partitions it
+     (`tahoe.log.checkpoint_parts`), so the parts of two writers of one version are
+     interchangeable; `_last_checkpoint` is written only after every part exists;
+  4. a table with the v2Checkpoint feature never gets a multi-part checkpoint; a V2 checkpoint's
+     sidecars are written before its top-level file, which is written before `_last_checkpoint`.
 
-Table properties honoured (delta-spark names and defaults): `delta.checkpointInterval` (10),
-`delta.checkpoint.writeStatsAsJson` (true), `delta.checkpoint.writeStatsAsStruct` (unset: only
-`partitionValues_parsed`, like delta-spark; true: also `stats_parsed`; false: neither),
-`delta.checkpoint.partSize` (file actions per part, as delta-spark counts them; default 1,000,000 — the table-property form of
-delta-spark's `spark.databricks.delta.checkpoint.partSize`), `delta.deletedFileRetentionDuration`
-(`interval 1 week`), `delta.logRetentionDuration` (`interval 30 days`),
-`delta.enableExpiredLogCleanup` (true), `delta.checkpointPolicy` (classic; v2: V2 checkpoints);
-and tahoe's own `tahoe.checkpoint.jsonSizeThreshold` (32mb; 0: off): a commit after which the JSON
-commits since the newest checkpoint hold at least that many bytes is checkpointed too, so a table
-written in a few large commits does not leave its readers parsing hundreds of MB of JSON.
+When a commit is followed by a checkpoint: `tahoe.log.checkpoint_policy`; deleting expired log
+files: `tahoe.log.metadata_cleanup`. Properties honoured here: `delta.checkpoint.partSize` (file
+actions per part, default 1,000,000; 50,000 per V2 sidecar) and `delta.checkpointPolicy`.
 """
 
 from __future__ import annotations
@@ -44,42 +23,33 @@ from __future__ import annotations
 import json
 import logging
 import math
-import threading
-from typing import Any, Callable
+import uuid
+from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import CorruptLogError, InvalidTableOperationError, VersionNotFoundError
 from ..protocol import timestamps
 from ..protocol.filenames import (
-    SIDECAR_DIR, LogFileKind, checkpoint_file_name, commit_file_name, multipart_checkpoint_file_names,
-    parse_log_file_name, sidecar_file_name, v2_checkpoint_file_name,
+    SIDECAR_DIR, LogFileKind, checkpoint_file_name, multipart_checkpoint_file_names, parse_log_file_name,
+    sidecar_file_name, v2_checkpoint_file_name,
 )
-from ..protocol.properties import (
-    CHECKPOINT_JSON_SIZE_THRESHOLD, bool_property, enum_property, int_property,
-    interval_property_ms, raw_property, size_property,
-)
+from ..protocol.properties import enum_property, int_property, raw_property
 from ..protocol.schema import from_arrow_schema
 from ..protocol.table_features import check_writable, is_feature_supported
-from .checkpoint_schema import CheckpointLayout, build_checkpoint_with_layout, non_file_batch, sidecar_schema
 from .checkpoint_parts import partition_file_actions, split_parts
+from .checkpoint_schema import CheckpointLayout, build_checkpoint_with_layout, non_file_batch, sidecar_schema
+from .crc import validate_snapshot
 from .last_checkpoint import LastCheckpoint, read_last_checkpoint, write_last_checkpoint
-from .replay import SHARED_SOURCE_MAX_BYTES, read_commit, replay_checkpoint_table
-from .segment import Checkpoint, LogFile, LogSegment, complete_checkpoints, list_log
+from .replay import SHARED_SOURCE_MAX_BYTES, replay_checkpoint_table
+from .segment import Checkpoint, LogFile, LogSegment
 from .snapshot import Snapshot
 
 _logger = logging.getLogger(__name__)
 
-__all__ = [
-    "write_checkpoint", "checkpoint_if_needed", "checkpoint_due", "json_tail_bytes", "cleanup_expired_logs",
-    "cleanup_unreferenced_sidecars",
-    "V2_SIDECAR_PART_SIZE",
-]
+__all__ = ["write_checkpoint", "write_checkpoint_and_snapshot", "V2_SIDECAR_PART_SIZE"]
 
-
-# --- writing -----------------------------------------------------------------------------------
 
 def _parquet_bytes(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
@@ -125,10 +95,10 @@ def write_checkpoint(log: Any, version: int | None = None, parts: int | None = N
         raise ValueError(f"parts must be >= 1, got {parts}")
     if v2_format is not None and v2_format not in ("json", "parquet"):
         raise ValueError(f"v2_format must be 'json' or 'parquet', got {v2_format!r}")
-    return _write_checkpoint(log, version, parts, now_ms, v2_format, snapshot)[0]
+    return write_checkpoint_and_snapshot(log, version, parts, now_ms, v2_format, snapshot)[0]
 
 
-def _write_checkpoint(log: Any, version: int | None, parts: int | None, now_ms: int | None,
+def write_checkpoint_and_snapshot(log: Any, version: int | None, parts: int | None, now_ms: int | None,
                       v2_format: str | None, snapshot: Snapshot | None) -> tuple[LastCheckpoint, Snapshot | None]:
     """`write_checkpoint`; also the snapshot a fresh load of the version now builds — from the
     checkpoint just written and no commit after it — when that is a classic one-file checkpoint
@@ -177,8 +147,6 @@ def _rebased(log: Any, snapshot: Snapshot, table: pa.Table) -> Snapshot | None:
 def _validate_version_checksum(snapshot: Snapshot) -> None:
     """As delta-spark before writing a checkpoint: the state must agree with the version's `.crc`
     file when there is one; a disagreement is logged (the checkpoint is still the log's state)."""
-    from .crc import validate_snapshot
-
     try:
         validate_snapshot(snapshot, strict=False)
     except Exception as e:  # noqa: BLE001 - validation never stops a checkpoint
@@ -235,8 +203,6 @@ _LAST_CHECKPOINT_V2_THRESHOLD = 30
 
 def _write_v2(log: Any, snapshot: Snapshot, table: pa.Table, n_non_file: int, n_adds: int,
               layout: CheckpointLayout, parts: int | None, fmt: str) -> LastCheckpoint:
-    import uuid
-
     store = log.store
     v = snapshot.version
     sc_schema = sidecar_schema(layout)
@@ -302,251 +268,3 @@ def _non_file_actions(snapshot: Snapshot) -> list[dict]:
     domains = snapshot.domain_metadata
     out.extend(domains[d].to_action_dict() for d in sorted(domains))
     return out
-
-
-# --- post-commit hook --------------------------------------------------------------------------
-
-_conf_cache: dict[tuple[int, str], tuple[int, dict]] = {}
-_conf_lock = threading.Lock()
-
-
-def _configuration_at(log: Any, version: int) -> dict:
-    """The table configuration at `version`, cheaply: the cached configuration of an earlier
-    version brought forward by the metaData actions of the commits in between (usually one small
-    file); a full snapshot load only the first time or when a commit is missing."""
-    key = (id(log.store), log.table_root)
-    with _conf_lock:
-        cached = _conf_cache.get(key)
-    conf = None
-    if cached is not None and cached[0] <= version and version - cached[0] <= 100:
-        conf = dict(cached[1])
-        try:
-            for v in range(cached[0] + 1, version + 1):
-                for obj in read_commit(log.store, log.store.join(log.log_dir, commit_file_name(v))):
-                    md = obj.get("metaData")
-                    if isinstance(md, dict):
-                        conf = {k: x for k, x in (md.get("configuration") or {}).items() if x is not None}
-        except (FileNotFoundError, CorruptLogError):
-            conf = None
-    if conf is None:
-        conf = log.snapshot(version=version).configuration
-    with _conf_lock:
-        _conf_cache[key] = (version, conf)
-        if len(_conf_cache) > 1024:
-            _conf_cache.pop(next(iter(_conf_cache)))
-    return conf
-
-
-def json_tail_bytes(log: Any, version: int) -> int:
-    """Bytes of JSON a reader of `version` replays after its newest checkpoint: the commits (or
-    log compaction files standing for them) of its log segment."""
-    from .segment import LogSegment
-
-    return sum(f.status.size for f in LogSegment.for_version(log.store, log.table_root, version).deltas)
-
-
-def checkpoint_due(conf: dict, version: int, tail_bytes: "int | Callable[[], int]") -> bool:
-    """Whether a commit of `version` is followed by a checkpoint: `version` > 0 and a multiple of
-    `delta.checkpointInterval` (as delta-spark), or — tahoe's own rule, the table property
-    `tahoe.checkpoint.jsonSizeThreshold` (default 32mb, 0: off) — the JSON a reader replays after
-    the newest checkpoint (`tail_bytes`, or a callable computing it) has reached the threshold."""
-    if version <= 0:
-        return False
-    if version % int_property(conf, "delta.checkpointInterval") == 0:
-        return True
-    threshold = size_property(conf, CHECKPOINT_JSON_SIZE_THRESHOLD)
-    if not threshold:
-        return False
-    return (tail_bytes() if callable(tail_bytes) else tail_bytes) >= threshold
-
-
-def checkpoint_if_needed(log: Any, version: int, configuration: dict | None = None,
-                         tail_bytes: int | None = None, snapshot: Snapshot | None = None) -> LastCheckpoint | None:
-    """Post-commit hook: when `checkpoint_due` (every `delta.checkpointInterval` commits, or once
-    the JSON since the last checkpoint reaches `tahoe.checkpoint.jsonSizeThreshold`), write the
-    checkpoint of `version`, then (if `delta.enableExpiredLogCleanup`) clean up expired log files.
-    Returns the checkpoint written, or None. Never raises — the commit already succeeded — but
-    logs a warning. `configuration`: the table configuration at `version` when the caller knows it
-    (saves a read); `tail_bytes`: the JSON bytes after the newest checkpoint up to `version` when
-    the caller knows them (else the log is listed, only when the interval alone does not decide);
-    `snapshot`: the snapshot of `version` when the caller has it (saves loading it)."""
-    try:
-        conf = configuration if configuration is not None else _configuration_at(log, version)
-        if not checkpoint_due(conf, version, tail_bytes if tail_bytes is not None
-                              else (lambda: json_tail_bytes(log, version))):
-            return None
-        given = snapshot if snapshot is not None and snapshot.version == version else None
-        lc, rebased = _write_checkpoint(log, version, None, None, None, given)
-        if given is not None and rebased is not None:
-            # the writer's kept snapshot, rebased on the checkpoint as a fresh load would be
-            from .snapshot_cache import remember
-
-            rebased.known_checksum(given.version_checksum)
-            remember(rebased)
-    except Exception as e:  # noqa: BLE001 - a failed checkpoint never fails the commit
-        _logger.warning("checkpoint of %s at version %s failed: %s: %s",
-                        getattr(log, "table_root", "?"), version, type(e).__name__, e)
-        return None
-    try:
-        if bool_property(conf, "delta.enableExpiredLogCleanup"):
-            cleanup_expired_logs(log, configuration=conf)
-            cleanup_unreferenced_sidecars(log, configuration=conf)
-    except Exception as e:  # noqa: BLE001
-        _logger.warning("log cleanup of %s after version %s failed: %s: %s",
-                        getattr(log, "table_root", "?"), version, type(e).__name__, e)
-    return lc
-
-
-# --- metadata cleanup --------------------------------------------------------------------------
-
-def cleanup_expired_logs(log: Any, now_ms: int | None = None, configuration: dict | None = None, *,
-                         retention_ms: int | None = None) -> list[str]:
-    """Delete the log files (commits, checkpoints, version checksums, compactions) that no version
-    within `delta.logRetentionDuration` (or `retention_ms`: DROP FEATURE ... TRUNCATE HISTORY's
-    shorter one) needs, and return their paths.
-
-    Let B be the first version whose commit is younger than the retention boundary (the latest
-    version if none is) and C the newest complete checkpoint at or before B. Every version >= B is
-    rebuilt from C and the commits after it, so exactly the files of versions < C whose
-    modification time is older than the boundary are deleted — commit files first, then the
-    checkpoints and the rest (spec, Checkpoint Protection (d): commits go before the checkpoints
-    that stand for them). Without such a checkpoint nothing is deleted. Checkpoint protection
-    (the `checkpointProtection` writer feature): when C is below
-    `delta.requireCheckpointProtectionBeforeVersion`, nothing is deleted — the log is cleaned up
-    to that version in one go or not at all, and no checkpoint before it goes. `configuration`:
-    the table's, when the caller has it (saves loading the snapshot when nothing is old enough)."""
-    now_ms = timestamps.now_ms() if now_ms is None else now_ms
-    store = log.store
-
-    def cutoff_of(conf: dict) -> int:
-        return now_ms - (interval_property_ms(conf, "delta.logRetentionDuration") if retention_ms is None
-                         else retention_ms)
-
-    if configuration is not None and _nothing_expired(store, log.log_dir, cutoff_of(configuration)):
-        return []
-    files = list_log(store, log.log_dir, 0)
-    commits = sorted((f for f in files if f.name.kind == LogFileKind.COMMIT), key=lambda f: f.version)
-    if not commits:
-        return []
-    snapshot = None
-    if configuration is None:
-        snapshot = log.snapshot()
-        configuration = snapshot.configuration
-    conf = configuration
-    cutoff = cutoff_of(conf)
-    if min(f.status.modification_time for f in files) > cutoff:
-        return []   # nothing is old enough
-    boundary = next((c.version for c in commits if c.status.modification_time > cutoff), commits[-1].version)
-    checkpoints = [v for v in complete_checkpoints(files) if v <= boundary]
-    if not checkpoints:
-        return []
-    keep_from = max(checkpoints)
-    protected_before = int_property(conf, "delta.requireCheckpointProtectionBeforeVersion")
-    if protected_before > 0:
-        protocol = (snapshot or log.snapshot()).protocol
-        # Spec, Checkpoint Protection: clean up to the protected version in one go, or not at all
-        # (never in chunks that would leave the protected checkpoints' history half gone).
-        if is_feature_supported(protocol, "checkpointProtection") and keep_from < protected_before:
-            return []
-    local = type(store).__name__ == "LocalLogStore"
-    deleted: list[str] = []
-    order = sorted(files, key=lambda f: (f.name.kind != LogFileKind.COMMIT, f.version, f.name.name))
-    for f in order:
-        last_version = f.name.end_version if f.name.kind == LogFileKind.COMPACTION else f.version
-        if last_version is None or last_version >= keep_from:
-            continue
-        if f.status.modification_time > cutoff:
-            continue
-        store.delete(f.path)
-        deleted.append(f.path)
-        if local:  # Hadoop's side checksum file, if a JVM writer left one
-            d, _, name = f.path.rpartition("/")
-            store.delete(store.join(d, f".{name}.crc"))
-    return deleted
-
-
-def _nothing_expired(store: Any, log_dir: str, cutoff: int) -> bool:
-    """A cheap sufficient condition for `cleanup_expired_logs` to delete nothing, without the
-    status of every log file: the earliest commit C is younger than `cutoff` and no log file
-    belongs to a version before C. (Then the retention boundary is C, the checkpoint kept is at
-    or before C, and only files of versions before C could go.) One listing of names and one
-    status; False whenever that does not settle it (the full rule then decides)."""
-    try:
-        names = store.list_names(log_dir)
-    except (FileNotFoundError, NotADirectoryError):
-        return True
-    first_commit = None
-    before: list[int] = []
-    for n in names:   # sorted by name: by version first (the 20-digit prefix)
-        parsed = parse_log_file_name(n)
-        if parsed is None:
-            continue
-        if parsed.kind == LogFileKind.COMMIT:
-            first_commit = parsed
-            break
-        before.append(parsed.version)
-    if first_commit is None or any(v < first_commit.version for v in before):
-        return False
-    st = store.status(store.join(log_dir, first_commit.name))
-    return st is not None and st.modification_time > cutoff
-
-
-# --- sidecar cleanup (v2 checkpoints) ------------------------------------------------------------
-
-_DAY_MS = 24 * 3600 * 1000
-
-
-def _sidecar_refs(store: Any, path: str, ext: str) -> set[str]:
-    """The file names of the sidecars a checkpoint file references."""
-    if ext == "json":
-        return {str(o["sidecar"]["path"]).rsplit("/", 1)[-1] for o in read_commit(store, path)
-                if isinstance(o.get("sidecar"), dict) and o["sidecar"].get("path")}
-    with store.open_input_file(path) as f:
-        pf = pq.ParquetFile(f)
-        if "sidecar" not in pf.schema_arrow.names:
-            return set()
-        col = pf.read(columns=["sidecar.path"]).column("sidecar")
-    paths = pc.struct_field(col.combine_chunks(), "path").drop_null().to_pylist()
-    return {p.rsplit("/", 1)[-1] for p in paths}
-
-
-def cleanup_unreferenced_sidecars(log: Any, now_ms: int | None = None,
-                                  configuration: dict | None = None) -> list[str]:
-    """Spec "Metadata Cleanup" steps 4-5 for V2 checkpoints: delete the files in
-    `_delta_log/_sidecars/` that no checkpoint left in the log references and that are older than
-    the cleanup boundary — `delta.logRetentionDuration` before now, truncated to midnight UTC as
-    delta-spark does, and never within the last day (a checkpoint being written has its sidecars
-    before it is itself visible). Returns the deleted paths. Fails closed: a checkpoint that
-    cannot be read means the referenced set is unknown, and nothing is deleted."""
-    now_ms = timestamps.now_ms() if now_ms is None else now_ms
-    store = log.store
-    sidecar_dir = store.join(log.log_dir, SIDECAR_DIR)
-    try:
-        sidecars = list(store.list_dir(sidecar_dir))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    if not sidecars:
-        return []
-    conf = configuration if configuration is not None else log.snapshot().configuration
-    boundary = now_ms - interval_property_ms(conf, "delta.logRetentionDuration")
-    cutoff = min(boundary - boundary % _DAY_MS, now_ms - now_ms % _DAY_MS - _DAY_MS)
-    candidates = [st for st in sidecars if st.modification_time < cutoff]
-    if not candidates:
-        return []
-    referenced: set[str] = set()
-    for f in list_log(store, log.log_dir, 0):
-        if f.name.kind in (LogFileKind.V2_CHECKPOINT, LogFileKind.CHECKPOINT):
-            try:
-                referenced |= _sidecar_refs(store, f.path, f.name.ext)
-            except FileNotFoundError:
-                continue   # deleted meanwhile (another cleanup): it references nothing any more
-            except Exception as e:  # noqa: BLE001 - fail closed
-                _logger.warning("sidecar cleanup of %s skipped: cannot read checkpoint %s: %s: %s",
-                                log.table_root, f.path, type(e).__name__, e)
-                return []
-    deleted = []
-    for st in candidates:
-        if st.name not in referenced:
-            store.delete(st.path)
-            deleted.append(st.path)
-    return deleted

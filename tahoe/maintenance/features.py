@@ -39,7 +39,7 @@ delta-spark 4 does: a checkpoint of the version before the downgrade, the downgr
 the `checkpointProtection` writer feature and sets `delta.requireCheckpointProtectionBeforeVersion`
 to its own version, and a checkpoint of the downgrade version — a reader that does not know the
 dropped feature starts from it and never replays a commit that used the feature, and log cleanup
-removes the history before it only all at once (`tahoe.log.checkpoints.cleanup_expired_logs`).
+removes the history before it only all at once (`tahoe.log.metadata_cleanup.cleanup_expired_logs`).
 With `truncate_history` (delta-spark's legacy TRUNCATE HISTORY path) the log before the drop is
 cleaned up with the 24-hour retention; if commits that used the feature remain, the drop is
 refused (`DELTA_FEATURE_DROP_HISTORICAL_VERSIONS_EXIST`) and can be retried once they expire.
@@ -58,7 +58,8 @@ import pyarrow.parquet as pq
 
 from ..errors import DropFeatureError
 from ..log import DeltaLog, Snapshot
-from ..log.checkpoints import cleanup_expired_logs, write_checkpoint
+from ..log.checkpoints import write_checkpoint
+from ..log.metadata_cleanup import cleanup_expired_logs
 from ..log.replay import read_commit
 from ..log.segment import complete_checkpoints, list_log
 from ..protocol import column_mapping

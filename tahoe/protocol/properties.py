@@ -202,7 +202,7 @@ _KNOWN: tuple[TableProperty, ...] = (
     _prop("delta.enableTypeWidening", "bool", "false"),
     _prop("delta.enableExpiredLogCleanup", "bool", "true"),
     _prop("delta.checkpoint.writeStatsAsJson", "bool", "true"),
-    # unset differs from both values: partitionValues_parsed only (see tahoe.log.checkpoints)
+    # unset differs from both values: partitionValues_parsed only (see tahoe.log.checkpoint_schema)
     _prop("delta.checkpoint.writeStatsAsStruct", "bool", None),
     _prop("delta.compatibility.symlinkFormatManifest.enabled", "bool", "false"),
     _prop("delta.randomizeFilePrefixes", "bool", "false"),
@@ -246,7 +246,7 @@ _KNOWN: tuple[TableProperty, ...] = (
     # tahoe's own (no delta-spark equivalent; ignored by other engines): after a commit, write a
     # checkpoint when the JSON commits since the last checkpoint hold at least this many bytes,
     # whatever delta.checkpointInterval says — a few large commits otherwise leave readers
-    # parsing hundreds of MB of JSON until the Nth commit (tahoe.log.checkpoints). 0: off.
+    # parsing hundreds of MB of JSON until the Nth commit (tahoe.log.checkpoint_policy). 0: off.
     _prop(CHECKPOINT_JSON_SIZE_THRESHOLD, "size", "32mb", _size_or_zero),
 )
 TABLE_PROPERTIES: dict[str, TableProperty] = {p.key: p for p in _KNOWN}

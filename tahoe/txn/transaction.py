@@ -52,8 +52,7 @@ checks and retry, as usual); absent → the same put-if-absent is sent again, wh
 still in flight can no longer land once the version exists). Only when that fails too does
 commit() raise CommitOutcomeUnknownError with outcome UNKNOWN.
 
-After a successful commit `tahoe.log.checkpoints.checkpoint_if_needed(log, version)` runs when
-that module exists; a failing checkpoint is logged and never fails the commit. On UniForm tables
+After a successful commit `tahoe.log.checkpoint_policy.checkpoint_if_needed(log, version)` runs; a failing checkpoint is logged and never fails the commit. On UniForm tables
 (`delta.universalFormat.enabledFormats=iceberg`) the Iceberg metadata of the new version is then
 generated (`tahoe.uniform.convert_after_commit`); a failure there is logged and kept in
 `post_commit_errors`, never fails the commit, and the next commit converts what was missed. With
@@ -88,6 +87,7 @@ from ..errors import (
 )
 from ..errors import (BucketNotFoundError, StorageAccessDeniedError, StorageConfigError, StorageCredentialsError,
                       StorageThrottledError, UnsupportedStorageError)
+from ..log import checkpoint_policy
 from ..log.delta_log import DeltaLog
 from ..log.replay import canonical_key, read_commit, root_uri
 from ..log.segment import LogFile, list_log
@@ -1150,13 +1150,6 @@ class Transaction:
                         version, self.log.table_root, type(e).__name__, e)
 
     def _post_commit_checkpoint(self, version: int, configuration: dict | None) -> None:
-        try:
-            from ..log import checkpoints  # type: ignore[attr-defined]
-        except ImportError:
-            return
-        hook = getattr(checkpoints, "checkpoint_if_needed", None)
-        if hook is None:
-            return
         # the JSON a reader replays after the newest checkpoint: known without a listing when this
         # commit directly follows the snapshot it read (its segment + this commit)
         snap = self.read_snapshot
@@ -1164,8 +1157,9 @@ class Transaction:
         if snap is not None and snap.version == version - 1:
             tail = sum(f.status.size for f in snap.segment.deltas) + self._committed_bytes
         try:
-            hook(self.log, version, configuration=dict(configuration) if configuration is not None else None,
-                 tail_bytes=tail, snapshot=self.committed_snapshot)
+            checkpoint_policy.checkpoint_if_needed(
+                self.log, version, configuration=dict(configuration) if configuration is not None else None,
+                tail_bytes=tail, snapshot=self.committed_snapshot)
         except Exception as e:  # a checkpoint is an optimization: never fail the commit for it
             log.warning("checkpoint after version %s of %s failed: %s: %s",
                         version, self.log.table_root, type(e).__name__, e)

@@ -25,7 +25,9 @@ from tahoe import DeltaLog, Table
 from tahoe.errors import InvalidTableOperationError, VersionNotFoundError
 from tahoe.protocol.intervals import parse_interval_ms
 from tahoe.log.checkpoint_schema import checkpoint_schema
-from tahoe.log.checkpoints import checkpoint_if_needed, cleanup_expired_logs, write_checkpoint
+from tahoe.log.checkpoint_policy import checkpoint_if_needed
+from tahoe.log.checkpoints import write_checkpoint
+from tahoe.log.metadata_cleanup import cleanup_expired_logs
 from tahoe.log.last_checkpoint import read_last_checkpoint
 from tahoe.protocol import checksum
 from tests.conftest import GOLDEN, assert_rows_equal, manifest_entry, read_expected

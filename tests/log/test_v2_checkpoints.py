@@ -21,7 +21,8 @@ import pytest
 import tahoe
 from tahoe.errors import CorruptLogError
 from tahoe.log import DeltaLog
-from tahoe.log.checkpoints import cleanup_unreferenced_sidecars, write_checkpoint
+from tahoe.log.checkpoints import write_checkpoint
+from tahoe.log.metadata_cleanup import cleanup_unreferenced_sidecars
 from tahoe.protocol.filenames import LogFileKind, parse_log_file_name
 
 DAY_MS = 24 * 3600 * 1000

@@ -1,5 +1,5 @@
 """DROP FEATURE (tahoe.maintenance.features, `Table.drop_feature`) and checkpoint protection in log
-cleanup (tahoe.log.checkpoints.cleanup_expired_logs).
+cleanup (tahoe.log.metadata_cleanup.cleanup_expired_logs).
 
 Oracles: the commits' JSON and the checkpoint parquet files read with pyarrow (what an older
 reader would see), the rows written (hand-derived), delta-rs reading the table after the drop,
@@ -18,7 +18,8 @@ import pytest
 
 import tahoe
 from tahoe.errors import DropFeatureError
-from tahoe.log.checkpoints import cleanup_expired_logs, write_checkpoint
+from tahoe.log.checkpoints import write_checkpoint
+from tahoe.log.metadata_cleanup import cleanup_expired_logs
 from tahoe.write import delete_rows
 from tests.maintenance.helpers import delta_rs_read, rows
 

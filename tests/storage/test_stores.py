@@ -189,7 +189,8 @@ def test_every_operation(em, tmp_path):
     assert ids(early[0]["rows"]) == [1, 2, 3, 4, 5, 6] and rows(early[1]["rows"], "id", "day") == expected
 
     # checkpoint + log cleanup
-    from tahoe.log.checkpoints import cleanup_expired_logs, write_checkpoint
+    from tahoe.log.checkpoints import write_checkpoint
+    from tahoe.log.metadata_cleanup import cleanup_expired_logs
 
     write_checkpoint(t.log)
     store = t.log.store

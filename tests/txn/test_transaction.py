@@ -471,7 +471,7 @@ def test_checkpoint_written_every_interval(log, table):
 
 
 def test_failing_checkpoint_never_fails_the_commit(log, table, monkeypatch, caplog):
-    import tahoe.log.checkpoints as cp
+    import tahoe.log.checkpoint_policy as cp
 
     def boom(*a, **k):
         raise RuntimeError("disk on fire")
