@@ -13,7 +13,7 @@ calls where a PySpark user reaches them:
     DeltaTable.forName(spark, "events"); spark.table("events"); df.write.saveAsTable("events")
 
 In an enabled session `SparkSession.sql` first parses the statement with Delta's grammar
-(`grammar`): Delta's statements — and Spark's DML / DDL on Delta tables — run with tahoe's
+(`parser`): Delta's statements — and Spark's DML / DDL on Delta tables — run with tahoe's
 operations (`commands`); every other statement goes to Spark, its Delta table references first
 pointed at tahoe's reads (`relations`: time travel, `delta.`/path``, `table_changes`). Tables by
 name live in Spark's session catalog (`catalog`: in memory, or the Hive metastore with

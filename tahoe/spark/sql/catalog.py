@@ -29,8 +29,9 @@ from ...errors import (
 )
 from ...log import DeltaLog
 from ...protocol.column_paths import quote_identifier
-from .grammar import TableName, TokenParser
+from .parser import TokenParser
 from .state import in_passthrough, passthrough
+from .statements import TableName
 
 __all__ = ["CatalogEntry", "lookup", "resolve", "Resolved", "create_entry", "drop_entry", "raw_sql",
            "qualified", "SESSION_CATALOG", "with_table", "table_name"]

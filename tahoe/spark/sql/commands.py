@@ -1,6 +1,6 @@
 """Running Delta's SQL statements with tahoe's operations.
 
-`execute(spark, statement)` takes a statement of `tahoe.spark.sql.grammar` and returns the
+`execute(spark, statement)` takes a statement of `tahoe.spark.sql.statements` and returns the
 DataFrame delta-spark returns for it — or None when the statement is not about a Delta table
 (another provider, a view, a name in another catalog), which then goes to Spark as written.
 Each statement is one operation of tahoe's (one commit where it writes), through the same code
@@ -29,11 +29,12 @@ from ...log import DeltaLog
 from ...protocol.column_paths import quote_identifier
 from ..types import local_dataframe
 from . import confs
-from . import grammar as g
+from . import statements as st
 from .catalog import (
     SESSION_CATALOG, CatalogEntry, Resolved, create_entry, drop_entry, lookup, raw_sql, resolve, spark_ddl,
     table_not_found, with_table,
 )
+from .parser import TokenParser
 from .relations import read_table, run_query
 
 __all__ = ["execute"]
@@ -53,7 +54,7 @@ def _conf(spark: Any, key: str, default: str) -> str:
     return default if v is None else str(v)
 
 
-def _delta(spark: Any, table: g.TableName) -> Resolved:
+def _delta(spark: Any, table: st.TableName) -> Resolved:
     """The Delta table a Delta-only statement names (anything else is an error, as in
     delta-spark)."""
     r = resolve(spark, table)
@@ -82,7 +83,7 @@ def execute(spark: Any, stmt: Any) -> Any:
 
 # --- Delta's own statements ----------------------------------------------------------------------
 
-def _vacuum(spark: Any, s: g.Vacuum):
+def _vacuum(spark: Any, s: st.Vacuum):
     from pyspark.sql.types import StringType, StructField, StructType
 
     from ...maintenance.vacuum import RETENTION_CHECK_CONF, vacuum
@@ -108,7 +109,7 @@ _INVENTORY_SCHEMA = (("path", ("string",)), ("length", ("bigint", "int")), ("isD
                      ("modificationTime", ("bigint", "int")))
 
 
-def _inventory(spark: Any, s: g.Vacuum) -> list[tuple]:
+def _inventory(spark: Any, s: st.Vacuum) -> list[tuple]:
     """VACUUM ... USING INVENTORY: the rows of the inventory (a table or a query) with
     delta-spark's schema (path string, length bigint, isDir boolean, modificationTime bigint)."""
     if s.inventory_table is not None:
@@ -127,7 +128,7 @@ def _inventory(spark: Any, s: g.Vacuum) -> list[tuple]:
     return [tuple(row) for row in df.selectExpr(*cols).collect()]
 
 
-def _describe_detail(spark: Any, s: g.DescribeDetail):
+def _describe_detail(spark: Any, s: st.DescribeDetail):
     from pyspark.sql import functions as F
 
     r = _delta(spark, s.table)
@@ -139,16 +140,16 @@ def _describe_detail(spark: Any, s: g.DescribeDetail):
     return detail.withColumn("name", F.lit(name))
 
 
-def _describe_history(spark: Any, s: g.DescribeHistory):
+def _describe_history(spark: Any, s: st.DescribeHistory):
     return _delta_table(spark, _delta(spark, s.table)).history(s.limit)
 
 
-def _generate(spark: Any, s: g.Generate):
+def _generate(spark: Any, s: st.Generate):
     _delta_table(spark, _delta(spark, s.table)).generate(s.mode)
     return _empty(spark)
 
 
-def _convert(spark: Any, s: g.Convert):
+def _convert(spark: Any, s: st.Convert):
     from ...maintenance.convert import convert_to_delta
 
     if s.table.is_path:
@@ -180,14 +181,14 @@ def _convert(spark: Any, s: g.Convert):
     return _empty(spark)
 
 
-def _restore(spark: Any, s: g.Restore):
+def _restore(spark: Any, s: st.Restore):
     t = _delta_table(spark, _delta(spark, s.table))
     if s.temporal.version is not None:
         return t.restoreToVersion(s.temporal.version)
     return t.restoreToTimestamp(_timestamp_text(spark, s.temporal))
 
 
-def _timestamp_text(spark: Any, temporal: g.Temporal) -> str:
+def _timestamp_text(spark: Any, temporal: st.Temporal) -> str:
     """A temporal clause's timestamp as text RESTORE / CLONE take (an expression evaluated)."""
     if temporal.timestamp is not None:
         return temporal.timestamp
@@ -197,7 +198,7 @@ def _timestamp_text(spark: Any, temporal: g.Temporal) -> str:
     return dt.datetime.fromtimestamp(row["ms"] / 1000, tz=dt.timezone.utc).isoformat()
 
 
-def _optimize(spark: Any, s: g.Optimize):
+def _optimize(spark: Any, s: st.Optimize):
     if s.full:
         from ..optimize import optimize_full
 
@@ -209,7 +210,7 @@ def _optimize(spark: Any, s: g.Optimize):
     return b.executeZOrderBy(*s.zorder) if s.zorder else b.executeCompaction()
 
 
-def _reorg(spark: Any, s: g.Reorg):
+def _reorg(spark: Any, s: st.Reorg):
     b = _delta_table(spark, _delta(spark, s.table)).reorg()
     if s.where:
         b = b.where(s.where)
@@ -221,7 +222,7 @@ _ICEBERG = ("{what} {table}: Iceberg tables are not supported by tahoe (delta-sp
             "CONVERT TO DELTA parquet.`path` instead")
 
 
-def _clone(spark: Any, s: g.Clone):
+def _clone(spark: Any, s: st.Clone):
     from ...maintenance.clone import clone
     from ..session import session_timestamp_ms
 
@@ -246,7 +247,7 @@ def _clone(spark: Any, s: g.Clone):
     return _clone_result(spark, metrics)
 
 
-def _clone_parquet(spark: Any, s: g.Clone):
+def _clone_parquet(spark: Any, s: st.Clone):
     """CREATE [OR REPLACE] TABLE t SHALLOW CLONE parquet.`/path`: a Delta table naming the
     parquet files where they are."""
     from ...maintenance.clone import clone_parquet
@@ -278,7 +279,7 @@ def _clone_result(spark: Any, metrics: dict | None):
 
 # --- CREATE TABLE ----------------------------------------------------------------------------------
 
-def _schema_from_columns(columns: tuple[g.ColumnDef, ...]):
+def _schema_from_columns(columns: tuple[st.ColumnDef, ...]):
     from ...protocol.properties import (
         COLUMN_DEFAULT, GENERATION_EXPRESSION, IDENTITY_ALLOW_EXPLICIT_INSERT, IDENTITY_START, IDENTITY_STEP,
     )
@@ -350,7 +351,7 @@ def _no_nested_not_null(dtype: Any, name: str, inside: str | None) -> None:
         _no_nested_not_null(dtype.value_type, name, "map")
 
 
-def _properties(s: g.CreateTable) -> dict[str, str]:
+def _properties(s: st.CreateTable) -> dict[str, str]:
     props = {k: v for k, v in s.properties}
     for k, v in s.options:
         if k.lower() == "path":
@@ -363,7 +364,7 @@ def _properties(s: g.CreateTable) -> dict[str, str]:
     return props
 
 
-def _create_table(spark: Any, s: g.CreateTable):
+def _create_table(spark: Any, s: st.CreateTable):
     from ...txn.table_ops import create_table
 
     provider = s.provider
@@ -440,7 +441,7 @@ def _plain(schema: Any) -> Any:
     return StructType([StructField(f.name.lower(), f.type, f.nullable) for f in schema.fields])
 
 
-def _create_table_as_select(spark: Any, s: g.CreateTable, location: str | None, props: dict):
+def _create_table_as_select(spark: Any, s: st.CreateTable, location: str | None, props: dict):
     from ..fast_write import write_delta
 
     df = _query(spark, s.query)   # type: ignore[arg-type]
@@ -469,7 +470,7 @@ def _create_table_as_select(spark: Any, s: g.CreateTable, location: str | None, 
 
 # --- ALTER TABLE -----------------------------------------------------------------------------------
 
-def _alter_table(spark: Any, s: g.AlterTable):
+def _alter_table(spark: Any, s: st.AlterTable):
     from ... import txn
     from ...txn.table_ops import add_columns, alter_column
 
@@ -523,7 +524,7 @@ def _alter_table(spark: Any, s: g.AlterTable):
             # CHANGE COLUMN's Hive form names the column again, with its type
             name = _change_column_name(log, name, changes["new_name"])
         if "type" in changes:
-            kw["data_type"] = _schema_from_columns((g.ColumnDef("x", changes["type"]),)).fields[0].type
+            kw["data_type"] = _schema_from_columns((st.ColumnDef("x", changes["type"]),)).fields[0].type
         if "nullable" in changes:
             kw["nullable"] = changes["nullable"]
         if "comment" in changes:
@@ -585,7 +586,7 @@ def _sync_identity(spark: Any, r: Resolved, log: DeltaLog, column: str) -> None:
 
 # --- DML -------------------------------------------------------------------------------------------
 
-def _target_alias(table: g.TableName, alias: str | None) -> str | None:
+def _target_alias(table: st.TableName, alias: str | None) -> str | None:
     if alias is not None:
         return alias
     return table.parts[-1] if table.parts else None
@@ -597,7 +598,7 @@ def _strip_alias(column: str, alias: str | None) -> str:
     return column
 
 
-def _view_target(spark: Any, table: g.TableName) -> Resolved | None:
+def _view_target(spark: Any, table: st.TableName) -> Resolved | None:
     """The Delta table a view over it stands for as a DML target — a view defined exactly as
     `SELECT * FROM delta_table` (delta-spark: "You can apply a SQL MERGE operation on a SQL VIEW
     only if the view has been defined as CREATE VIEW viewName AS SELECT * FROM deltaTable")."""
@@ -606,7 +607,7 @@ def _view_target(spark: Any, table: g.TableName) -> Resolved | None:
     entry = lookup(spark, table.parts)
     if entry is None or entry.view_text is None:
         return None
-    p = g.TokenParser(entry.view_text)
+    p = TokenParser(entry.view_text)
     try:
         p.expect("SELECT")
         p.expect_op("*")
@@ -617,11 +618,11 @@ def _view_target(spark: Any, table: g.TableName) -> Resolved | None:
     except AnalysisException:
         return None
     if not inner.is_path and len(inner.parts) == 1 and not entry.temporary and entry.view_database:
-        inner = g.TableName(parts=(entry.view_database,) + inner.parts, text=inner.text)
+        inner = st.TableName(parts=(entry.view_database,) + inner.parts, text=inner.text)
     return resolve(spark, inner, must_exist=False)
 
 
-def _merge(spark: Any, s: g.Merge):
+def _merge(spark: Any, s: st.Merge):
     r = resolve(spark, s.target)
     if r is None:
         r = _view_target(spark, s.target)
@@ -663,7 +664,7 @@ def _merge(spark: Any, s: g.Merge):
     return b.execute()
 
 
-def _update(spark: Any, s: g.Update):
+def _update(spark: Any, s: st.Update):
     from ..delta_table import update_where
 
     r = resolve(spark, s.table)
@@ -675,7 +676,7 @@ def _update(spark: Any, s: g.Update):
     return _affected(spark, metrics.get("numUpdatedRows"))
 
 
-def _delete(spark: Any, s: g.Delete):
+def _delete(spark: Any, s: st.Delete):
     from ..delta_table import delete_where
 
     r = resolve(spark, s.table)
@@ -685,7 +686,7 @@ def _delete(spark: Any, s: g.Delete):
     return _affected(spark, metrics.get("numDeletedRows"))
 
 
-def _truncate(spark: Any, s: g.Truncate):
+def _truncate(spark: Any, s: st.Truncate):
     from ..delta_table import delete_where
 
     r = resolve(spark, s.table)
@@ -702,7 +703,7 @@ def _affected(spark: Any, n: Any):
     return affected_rows(spark, n)
 
 
-def _insert(spark: Any, s: g.Insert):
+def _insert(spark: Any, s: st.Insert):
     from pyspark.sql import functions as F
 
     from ..types import to_spark_type
@@ -786,7 +787,7 @@ def _insert_columns(schema: Any, n: int, static: set[str], name: str, evolving: 
 
 # --- catalog views of Delta tables -----------------------------------------------------------------
 
-def _describe_table(spark: Any, s: g.DescribeTable):
+def _describe_table(spark: Any, s: st.DescribeTable):
     from pyspark.sql.types import StringType, StructField, StructType
 
     from ..types import to_spark_type
@@ -826,7 +827,7 @@ def _describe_table(spark: Any, s: g.DescribeTable):
                                                    StructField("comment", StringType())]))
 
 
-def _show_tblproperties(spark: Any, s: g.ShowTblProperties):
+def _show_tblproperties(spark: Any, s: st.ShowTblProperties):
     from pyspark.sql.types import StringType, StructField, StructType
 
     r = resolve(spark, s.table, must_exist=False)
@@ -848,7 +849,7 @@ def _show_tblproperties(spark: Any, s: g.ShowTblProperties):
     return local_dataframe(spark, items, StructType([StructField("key", StringType()), StructField("value", StringType())]))
 
 
-def _show_columns(spark: Any, s: g.ShowColumns):
+def _show_columns(spark: Any, s: st.ShowColumns):
     """SHOW COLUMNS of a Delta table: the columns of its schema now (the catalog entry's may be
     older)."""
     from pyspark.sql.types import StringType, StructField, StructType
@@ -862,9 +863,9 @@ def _show_columns(spark: Any, s: g.ShowColumns):
 
 
 _HANDLERS = {
-    g.Vacuum: _vacuum, g.DescribeDetail: _describe_detail, g.DescribeHistory: _describe_history,
-    g.Generate: _generate, g.Convert: _convert, g.Restore: _restore, g.Optimize: _optimize, g.Reorg: _reorg,
-    g.Clone: _clone, g.CreateTable: _create_table, g.AlterTable: _alter_table, g.Merge: _merge, g.Update: _update,
-    g.Delete: _delete, g.Insert: _insert, g.Truncate: _truncate, g.DescribeTable: _describe_table,
-    g.ShowTblProperties: _show_tblproperties, g.ShowColumns: _show_columns,
+    st.Vacuum: _vacuum, st.DescribeDetail: _describe_detail, st.DescribeHistory: _describe_history,
+    st.Generate: _generate, st.Convert: _convert, st.Restore: _restore, st.Optimize: _optimize, st.Reorg: _reorg,
+    st.Clone: _clone, st.CreateTable: _create_table, st.AlterTable: _alter_table, st.Merge: _merge, st.Update: _update,
+    st.Delete: _delete, st.Insert: _insert, st.Truncate: _truncate, st.DescribeTable: _describe_table,
+    st.ShowTblProperties: _show_tblproperties, st.ShowColumns: _show_columns,
 }

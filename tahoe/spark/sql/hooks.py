@@ -30,7 +30,7 @@ from .. import internals
 from .state import in_passthrough, is_enabled, passthrough
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .grammar import TableName
+    from .statements import TableName
 
 __all__ = ["run_sql"]
 
@@ -60,7 +60,7 @@ def run_sql(spark: Any, original: Callable, text: str, args: Any, kwargs: dict) 
     from ...expressions.parse import creates_table_using
     from .catalog import resolve
     from .commands import execute
-    from .grammar import parse_statement
+    from .parser import parse_statement
     from .relations import rewrite
 
     try:

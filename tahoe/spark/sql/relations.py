@@ -39,8 +39,9 @@ from ...errors import AnalysisException
 from ...expressions.parse import Token, tokenize
 from ...protocol.column_paths import quote_identifier
 from .catalog import lookup, raw_sql
-from .grammar import Temporal, TokenParser, syntax_error
+from .parser import TokenParser, syntax_error
 from .state import passthrough
+from .statements import Temporal
 
 __all__ = ["rewrite", "read_table", "changes_frame", "run_query"]
 

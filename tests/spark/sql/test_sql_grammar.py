@@ -1,4 +1,4 @@
-"""The grammar of Delta's SQL statements (tahoe.spark.sql.grammar), without Spark: each statement
+"""The grammar of Delta's SQL statements (tahoe.spark.sql.parser, tahoe.spark.sql.statements), without Spark: each statement
 of delta-spark's grammar (DeltaSqlBase.g4) and the Spark statements tahoe runs on Delta tables,
 parsed into the parts written by hand below; statements that are not Delta's give None; broken
 ones a ParseException at the token Spark would point at."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from tahoe.errors import ParseException
-from tahoe.spark.sql import grammar as g
-from tahoe.spark.sql.grammar import parse_statement
+from tahoe.spark.sql import statements as g
+from tahoe.spark.sql.parser import parse_statement
 
 
 def name(*parts):
