@@ -18,7 +18,7 @@ from ..protocol.actions import AddFile
 from ..write.auto_compact import auto_compact_hook
 from ..write.commit import commit_write, delete_data_files
 from ..write.plan import WritePlan, plan_rewrite, plan_write
-from ..write.writer import files_with_matches
+from ..write.replace_where import files_with_matches
 from .optimize import SparkBinExecutor
 from .optimized_write import optimize_write_enabled, optimized_write
 from .session import (

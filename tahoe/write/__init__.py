@@ -1,7 +1,7 @@
 """Writing Delta tables without Spark, and the write machinery every writer shares: the planner
 (`plan`), the Arrow executor (`arrow`: `write_table` appends, overwrites or replaces-where Arrow
 data in a Delta table, creating it when absent — in the spirit of delta-rs's `write_deltalake`),
-the commit step (`commit`), what an overwrite replaces (`writer`);
+the commit step (`commit`), what an overwrite replaces (`replace_where`);
 `write_data_files` is the file-writing half used by other operations; `delete_rows` /
 `stage_deleted_rows` mark rows deleted with deletion vectors."""
 

@@ -36,7 +36,7 @@ from ..expressions import Scope, evaluate, parse
 from .constraints import check_constraints
 from .files import DEFAULT_TARGET_FILE_ROWS, conform_to_schema, to_arrow_table, write_data_files
 from .plan import WritePlan, identity_values, plan_write
-from .writer import check_replace_where
+from .replace_where import check_replace_where
 
 __all__ = ["write_table", "write_rows", "prepare_rows", "fill_columns", "replace_rows"]
 
@@ -178,7 +178,7 @@ def replace_rows(log: DeltaLog, snap: Any, plan: WritePlan, written: list[AddFil
     from ..read.arrow_reader import ArrowFileReader
     from .commit import delete_data_files
     from .plan import plan_rewrite
-    from .writer import files_with_matches
+    from .replace_where import files_with_matches
 
     kept_adds: list[AddFile] = []
     try:

@@ -14,7 +14,7 @@ CommitOutcomeUnknownError) — VACUUM collects true orphans.
 
 `commit_write` is the WRITE's use of it: the plan's metadata change (a new table commits with
 `Transaction(new_table=True)`: another writer's table is never overwritten), the overwrite's
-removes (`tahoe.write.writer.stage_overwrite`), identity high-water marks, the application
+removes (`tahoe.write.replace_where.stage_overwrite`), identity high-water marks, the application
 transaction id and delta-spark's WRITE metrics (`write_metrics`). Both take post-commit hooks
 (auto compaction, `tahoe.write.auto_compact`) that run once the commit landed and never fail it.
 
@@ -35,7 +35,7 @@ from ..protocol.actions import AddCDCFile, AddFile
 from ..protocol.clustering import clustering_domain, clustering_paths, physical_path
 from ..storage import resolve_data_path
 from ..txn.transaction import CommitOutcome, Transaction
-from .writer import parse_replace_where, stage_overwrite
+from .replace_where import parse_replace_where, stage_overwrite
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..log.delta_log import DeltaLog

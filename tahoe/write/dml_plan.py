@@ -79,7 +79,7 @@ from ..protocol.timestamps import normalize_zone_name
 from .commit import commit_new_files, delete_data_files
 from .deletion_vectors import stage_deleted_rows
 from .plan import WritePlan, is_identity, plan_rows
-from .writer import partition_predicate
+from .replace_where import partition_predicate
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..log.snapshot import Snapshot

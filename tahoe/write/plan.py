@@ -58,7 +58,7 @@ from ..protocol.schema import (
 from ..protocol.table_features import check_writable, is_feature_supported
 from ..protocol.timestamps import now_ms
 from .constraints import constraint_expressions
-from .writer import parse_replace_where, reads_data_columns
+from .replace_where import parse_replace_where, reads_data_columns
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..log.snapshot import Snapshot
