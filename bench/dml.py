@@ -245,7 +245,7 @@ def main() -> None:
     repeat = max(1, args.repeat)
 
     import tahoe
-    from tahoe.write.arrow import write_table
+    from tahoe.write.writer import write_table
 
     print(f"load average at start: {_load()}", flush=True)
     work = tempfile.mkdtemp(prefix="tahoe-bench-dml-")

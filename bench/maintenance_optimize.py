@@ -134,7 +134,7 @@ def build(path: str, files: int, rows_per_file: int) -> None:
     import numpy as np
     import pyarrow as pa
 
-    from tahoe.write.arrow import write_table
+    from tahoe.write.writer import write_table
 
     n = files * rows_per_file
     rng = np.random.default_rng(42)

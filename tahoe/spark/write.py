@@ -37,7 +37,7 @@ commit goes through the shared commit step (`tahoe.write.commit.commit_write`):
 The data-source writer (`prepare_datasource_write` on the driver, `datasource_write_task` on
 executors, `datasource_commit` / `datasource_abort` in Spark's Python workers) maps its options
 onto the same planner (`delta.*` options become the properties of a table it creates), does the
-Arrow row work of `tahoe.write.arrow.prepare_rows` in its tasks (identity positions
+Arrow row work of `tahoe.write.writer.prepare_rows` in its tasks (identity positions
 `partitionId << 33 + row`, as monotonically_increasing_id) and commits through `commit_write`.
 """
 
@@ -565,13 +565,13 @@ def prepare_datasource_write(path: str, options: dict, spark_schema, overwrite: 
 
 def datasource_write_task(ds: _DSPlan, batches) -> Any:
     """Executor side: the task's rows prepared as every Arrow-side writer prepares them
-    (`tahoe.write.arrow.prepare_rows`: cast, identity positions `partitionId << 33 + row` as
+    (`tahoe.write.writer.prepare_rows`: cast, identity positions `partitionId << 33 + row` as
     monotonically_increasing_id, defaults and generated columns, constraints, the replaceWhere
     predicate), files written (`_write_rows`)."""
     import pyarrow as pa
     from pyspark import TaskContext
 
-    from ..write.arrow import prepare_rows
+    from ..write.writer import prepare_rows
 
     if ds.plan.skip:
         for _ in batches:  # drain: Spark streams the rows to this worker either way
@@ -639,7 +639,7 @@ def datasource_commit(ds: _DSPlan, messages: list) -> int | None:
     hook = auto_compact_hook(None, ac.get("enabled"), AutoCompactSettings(**ac.get("settings", {})))
     num_rows = replaced = None
     if plan.replace_rows:   # a replaceWhere on data columns: the matching rows' files, their other rows again
-        from ..write.arrow import replace_rows
+        from ..write.writer import replace_rows
 
         num_rows = sum(a.num_records or 0 for a in adds)
         replaced, kept = replace_rows(log, snap, plan, adds)

@@ -55,7 +55,7 @@ from ..protocol.actions import AddCDCFile, AddFile
 from ..protocol.schema import StructType, from_arrow_schema, from_arrow_type, to_arrow_schema
 from ..read.arrow_reader import ArrowFileReader, logical_arrow_schema
 from ..txn import Transaction
-from .arrow import prepare_rows
+from .writer import prepare_rows
 from .dml_plan import (
     CHANGE_TYPE, DEFAULT_SOURCE_ALIAS, DEFAULT_TARGET_ALIAS, MULTIPLE_MATCHES_MESSAGE, ROW_COMMIT_VERSION, ROW_ID, CompiledClause, Counts, DmlPlan,
     MergeClause, candidate_files, cdc_needed, plan_delete, plan_merge, plan_update, record_reads, write_and_commit,

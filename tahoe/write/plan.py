@@ -1,5 +1,5 @@
 """The write planner: every decision a write into a Delta table makes before any row is touched,
-in one place for every writer — the Arrow executor (`tahoe.write.arrow`), the Spark executors
+in one place for every writer — the Arrow executor (`tahoe.write.writer`), the Spark executors
 (`tahoe.spark.fast_write.write_delta` and `format("delta")`, `tahoe.spark.write`) and, through its parts, DML.
 
 `plan_write(log, incoming_schema, mode=..., ...)` reads the table once and returns a picklable
@@ -368,7 +368,7 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
     satisfy replace_where too. `replace_where_data_columns` (delta-spark's
     replaceWhere.dataColumns.enabled, on by default since delta-spark 1.1) lets replace_where read
     any column: the plan then says `replace_rows` — the rows matching it are replaced, the other
-    rows of their files written again in the same commit (`tahoe.write.arrow.replace_rows`, or
+    rows of their files written again in the same commit (`tahoe.write.writer.replace_rows`, or
     the Spark executor's own); off, a predicate on other columns than the partition columns is
     refused. A table with the change data feed on refuses it (tahoe writes no change data for it).
     `time_zone`: where zone-less timestamps of replace_where are wall-clock time (the Spark
@@ -497,7 +497,7 @@ def plan_rows(snapshot: "Snapshot", incoming: StructType, operation: str, parame
     """A plan for writing rows of schema `incoming` into the existing table of `snapshot` without
     changing its partitioning — the rows an UPDATE rewrites or a MERGE inserts: the same column
     rules (identity values for columns the rows omit, defaults, generated columns, constraints)
-    and file settings as a WRITE's, for the same executors (`tahoe.write.arrow.write_rows`,
+    and file settings as a WRITE's, for the same executors (`tahoe.write.writer.write_rows`,
     `tahoe.spark.write.write_dataframe`). The operation stages its own removes and commits with
     `tahoe.write.commit.commit_new_files` on a transaction opened on `snapshot`.
 

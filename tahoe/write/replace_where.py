@@ -1,5 +1,5 @@
 """What an overwrite replaces: replaceWhere predicates and the file selection of overwrites,
-shared by every writer (the Arrow executor `tahoe.write.arrow`, the Spark executors
+shared by every writer (the Arrow executor `tahoe.write.writer`, the Spark executors
 `tahoe.spark.write`, the commit step `tahoe.write.commit`).
 
 Owns: `parse_replace_where` (a replaceWhere predicate, refused unless it names partition
@@ -11,7 +11,7 @@ matching the predicate, or those of the partitions the new files are in) and `st
 catches concurrent writers into the replaced data).
 
 The WRITE operation itself (`tahoe.write_table`) is planned by `tahoe.write.plan` and executed by
-`tahoe.write.arrow`.
+`tahoe.write.writer`.
 """
 
 from __future__ import annotations

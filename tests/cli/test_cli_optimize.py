@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from typer.testing import CliRunner
 
 from tahoe.cli import app
-from tahoe.write.arrow import write_table
+from tahoe.write.writer import write_table
 from tahoe.write.deletion_vectors import delete_rows
 
 runner = CliRunner()

@@ -357,7 +357,7 @@ def test_missing_data_file_is_named(table):
 
 
 def test_null_struct_with_not_null_child(tmp_path):
-    from tahoe.write.arrow import write_table
+    from tahoe.write.writer import write_table
 
     st = pa.struct([pa.field("a", pa.int64(), nullable=False), pa.field("b", pa.string())])
     write_table(str(tmp_path), pa.table({"id": pa.array([1, 2], pa.int64()),
@@ -368,7 +368,7 @@ def test_null_struct_with_not_null_child(tmp_path):
 
 def test_checkpoint_without_the_requested_columns_keeps_row_count(tmp_path):
     from tahoe.log.checkpoints import write_checkpoint
-    from tahoe.write.arrow import write_table
+    from tahoe.write.writer import write_table
 
     write_table(str(tmp_path), pa.table({"id": pa.array([1], pa.int64())}),
                 properties={"delta.checkpoint.writeStatsAsJson": "false"})

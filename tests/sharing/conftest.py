@@ -27,7 +27,7 @@ from tahoe.sharing.official_client import OfficialClient, ensure_env
 from tahoe import Table
 from tahoe.write.deletion_vectors import delete_rows
 from tahoe.write.dml import delete
-from tahoe.write.arrow import write_table
+from tahoe.write.writer import write_table
 from tests.conftest import GOLDEN, HAVE_GOLDEN, manifest_entry
 from tests.sharing.tablegen import TableBuilder
 

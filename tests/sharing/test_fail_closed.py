@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from tahoe.write.deletion_vectors import delete_rows
-from tahoe.write.arrow import write_table
+from tahoe.write.writer import write_table
 from tests.sharing.conftest import REPO, free_port, start_server, stop_server
 from tests.sharing.tablegen import TableBuilder
 

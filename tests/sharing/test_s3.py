@@ -39,7 +39,7 @@ def _upload(client, bucket: str, local: Path, prefix: str) -> None:
 def _dv_table(path: Path) -> pa.Table:
     """A table with a deletion vector, written by tahoe: rows 0..9 with 2 and 5 deleted."""
     from tahoe import Table
-    from tahoe.write.arrow import write_table
+    from tahoe.write.writer import write_table
     from tahoe.write.deletion_vectors import delete_rows
 
     write_table(str(path), pa.table({"id": list(range(10))}), properties={"delta.enableDeletionVectors": "true"})

@@ -306,7 +306,7 @@ def test_row_tracking_on_spark(spark, tmp_path):
     import pyarrow.parquet as pq
 
     from tahoe.spark import DeltaTable
-    from tahoe.write.arrow import write_table
+    from tahoe.write.writer import write_table
 
     path = str(tmp_path / "t")
     write_table(path, pa.table({"id": pa.array([1, 2, 3, 4], pa.int64()), "v": pa.array([10, 20, 30, 40], pa.int64())}),
@@ -379,7 +379,7 @@ class SparkQueries:
 def _partitioned_table(spark, path: str, dv: bool) -> None:
     """ids 0..39, p = a/b/c/d for ids 0-9 / 10-19 / 20-29 / 30-39, two files of 5 ids each per
     partition (8 files, id ranges 0-4, 5-9, 10-14, ...)."""
-    from tahoe.write.arrow import write_table
+    from tahoe.write.writer import write_table
 
     write_table(path, pa.table({"id": pa.array(range(40), pa.int64()), "p": [["a", "b", "c", "d"][i // 10] for i in range(40)],
                                 "v": pa.array(range(40), pa.int64())}),
@@ -424,7 +424,7 @@ def test_small_merge_source_is_broadcast(spark, tmp_path):
     import pyarrow.parquet as pq
 
     from tahoe.spark import DeltaTable
-    from tahoe.write.arrow import write_table
+    from tahoe.write.writer import write_table
 
     path = str(tmp_path / "t")
     write_table(path, pa.table({"id": pa.array(range(2000), pa.int64()), "v": [f"value-{i:06d}" for i in range(2000)]}),
@@ -566,7 +566,7 @@ def test_merge_stores_structs_inside_arrays_by_name_on_spark(spark, tmp_path):
     no number fails at run time ([CAST_INVALID_INPUT]); nothing is committed by a failure."""
     from tahoe.errors import AnalysisException
     from tahoe.spark import DeltaTable
-    from tahoe.write.arrow import write_table
+    from tahoe.write.writer import write_table
     from tests.write.test_dml_rules import (
         ARR_BAD_VALUE, ARR_EVOLVED, ARR_MERGED, ARR_NEW_FIELD, ARR_SOURCE, ARR_TARGET,
     )
@@ -599,7 +599,7 @@ def test_merge_stores_structs_inside_arrays_by_name_on_spark(spark, tmp_path):
 def _table_by_k(spark, tmp_path, data, name: str = "t"):
     """(path, DeltaTable, rows sorted by k as dicts) of a new table holding `data`."""
     from tahoe.spark import DeltaTable
-    from tahoe.write.arrow import write_table
+    from tahoe.write.writer import write_table
 
     path = str(tmp_path / name)
     write_table(path, data)
@@ -679,7 +679,7 @@ def test_booleans_and_numbers_convert_on_spark(spark, tmp_path):
     """The Spark executor on the Spark-free test's cases (rows derived by hand there): booleans
     stored into numbers and numbers into booleans by UPDATE and MERGE (an ANSI CAST)."""
     from tahoe.spark import DeltaTable
-    from tahoe.write.arrow import write_table
+    from tahoe.write.writer import write_table
     from tests.write.test_dml_rules import (
         BOOL_MERGE, BOOL_MERGED, BOOL_SOURCE, BOOL_TARGET, BOOL_UPDATE, BOOL_UPDATED,
     )

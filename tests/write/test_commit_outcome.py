@@ -287,7 +287,7 @@ def test_many_writers_creating_the_same_table_in_threads(tmp_path):
     file; the table is the winner's."""
     import threading
 
-    import tahoe.write.arrow as arrow
+    import tahoe.write.writer as arrow
 
     path = str(tmp_path / "t")
     barrier = threading.Barrier(4)

@@ -13,7 +13,7 @@ import pytest
 import tahoe
 from tahoe.errors import InvalidTableOperationError
 from tahoe.write.dml import delete
-from tahoe.write.arrow import write_table
+from tahoe.write.writer import write_table
 
 
 def _table(path, **props):

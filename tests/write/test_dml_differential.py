@@ -17,7 +17,7 @@ import pytest
 import tahoe
 from tahoe.log import DeltaLog
 from tahoe.read.changes import read_changes_arrow
-from tahoe.write.arrow import write_table
+from tahoe.write.writer import write_table
 from tests.fixtures.deltars import run_deltars, sorted_rows, source_file
 
 COLS = ["id", "day", "v", "s"]

@@ -33,7 +33,7 @@ import pytest
 
 import tahoe
 from tahoe.errors import DeltaUnsupportedOperationException
-from tahoe.write.arrow import write_table
+from tahoe.write.writer import write_table
 from tests.fixtures.delta_log import latest_version
 from tests.fixtures.deltars import run_deltars, sorted_rows
 

@@ -32,7 +32,7 @@ from tahoe.errors import (
 )
 from tahoe.protocol.schema import LONG, STRING, StructField, StructType
 from tahoe.txn import create_table
-from tahoe.write.arrow import write_table
+from tahoe.write.writer import write_table
 from tests.fixtures.delta_log import latest_version, log_actions
 
 

@@ -31,7 +31,7 @@ import pytest
 
 import tahoe
 from tahoe.errors import AnalysisException, ConcurrentDeleteReadException, DeltaError, InvalidTableOperationError
-from tahoe.write.arrow import write_table
+from tahoe.write.writer import write_table
 from tahoe.write.optimize import ArrowBinExecutor, plan_optimize, run_optimize
 from tests.write.test_writer import delta_rs_rows, same_rows
 
@@ -308,7 +308,7 @@ def test_concurrent_append_commits_and_concurrent_delete_conflicts(tmp_path):
     # another process appends 3 times between the OPTIMIZE's snapshot and its commit
     plan = plan_optimize(log.snapshot())
     extra = [_points(10 + i, n=50) for i in range(3)]
-    script = ("import sys, pyarrow.parquet as pq\nfrom tahoe.write.arrow import write_table\n"
+    script = ("import sys, pyarrow.parquet as pq\nfrom tahoe.write.writer import write_table\n"
               "for f in sys.argv[2:]:\n    write_table(sys.argv[1], pq.read_table(f), mode='append')\n")
     srcs = []
     for i, e in enumerate(extra):

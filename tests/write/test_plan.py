@@ -128,7 +128,7 @@ def _names(path: Path) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("executor", ["tahoe/write/arrow.py", "tahoe/spark/write.py"])
+@pytest.mark.parametrize("executor", ["tahoe/write/writer.py", "tahoe/spark/write.py"])
 def test_executors_plan_and_commit_through_the_shared_modules(executor):
     """Both executors take every decision from `tahoe.write.plan` and commit through
     `tahoe.write.commit`: none of them touches schema merging, properties, overwrite rules,
@@ -145,7 +145,7 @@ def test_plan_rows_and_the_commit_step_for_an_operation_of_its_own(tmp_path):
     operation's own (`commit_new_files`), which here also removes a file."""
     from tahoe.protocol.schema import StructField as F
     from tahoe.txn import Transaction
-    from tahoe.write.arrow import write_rows
+    from tahoe.write.writer import write_rows
     from tahoe.write.commit import commit_new_files
     from tahoe.write.plan import plan_rows
 

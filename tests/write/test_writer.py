@@ -550,7 +550,7 @@ def test_dynamic_partition_overwrite_rules_like_delta_spark(tmp_path):
 def _with_concurrent_commit(monkeypatch, concurrent):
     """Run `concurrent()` once, after the writer read the table and wrote its files, before it
     commits."""
-    import tahoe.write.arrow as writer_mod
+    import tahoe.write.writer as writer_mod
 
     original = writer_mod.write_data_files
     state = {"done": False}

@@ -19,7 +19,7 @@ PER_FILE = 5000
 
 @pytest.fixture(scope="module")
 def table(tmp_path_factory):
-    from tahoe.write.arrow import write_table
+    from tahoe.write.writer import write_table
 
     path = str(tmp_path_factory.mktemp("skipping") / "t")
     for k in range(FILES):
@@ -89,7 +89,7 @@ def test_a_qualifier_that_is_also_a_struct_column_is_not_read_as_the_field(sql_s
     """`FROM x AS t WHERE t.id < 100` on a table with a struct column t whose field id is 10**6 in
     every row: Spark reads `t.id` as the column id of the alias t — 100 rows; skipping by the
     field t.id would drop every file."""
-    from tahoe.write.arrow import write_table
+    from tahoe.write.writer import write_table
 
     path = str(tmp_path / "x")
     for k in range(4):
