@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ..protocol import checksum
+from ..protocol import last_checkpoint_checksum as checksum
 from ..protocol.filenames import LAST_CHECKPOINT
 from ..storage.base import LogStore
 

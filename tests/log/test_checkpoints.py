@@ -29,7 +29,7 @@ from tahoe.log.checkpoint_policy import checkpoint_if_needed
 from tahoe.log.checkpoints import write_checkpoint
 from tahoe.log.metadata_cleanup import cleanup_expired_logs
 from tahoe.log.last_checkpoint import read_last_checkpoint
-from tahoe.protocol import checksum
+from tahoe.protocol import last_checkpoint_checksum as checksum
 from tests.conftest import GOLDEN, assert_rows_equal, manifest_entry, read_expected
 
 DAY_MS = 86_400_000

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from tahoe.errors import CorruptLogError
-from tahoe.protocol.checksum import canonicalize, canonicalize_text, checksum_of, verify, with_checksum
+from tahoe.protocol.last_checkpoint_checksum import canonicalize, canonicalize_text, checksum_of, verify, with_checksum
 
 
 
