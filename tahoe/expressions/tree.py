@@ -17,7 +17,7 @@ is what the rest of tahoe works on once a SQL string has been parsed (`tahoe.exp
   its lower-case Spark name: `coalesce`, `if`, `lower`, `substring`, `year`, ...).
 * `Opaque(sql, refs, what)` — a sub-expression tahoe does not model (lambdas, subscripts, struct
   constructors, intervals, subqueries, functions it has no typed node for): its Spark SQL text and
-  the columns it reads. Spark evaluates it (`to_spark_column`); tahoe's Arrow evaluator refuses it
+  the columns it reads. Spark evaluates it (`tahoe.spark.columns`); tahoe's Arrow evaluator refuses it
   with an error naming it; data skipping treats it as unknown (the file is kept).
 
 Invariants: nodes are immutable; `Literal.value` is None or of the Python type that goes with

@@ -47,7 +47,8 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import DeltaUnsupportedOperationException, UnsupportedFeatureError
-from ..expressions import Column as ColumnRef, Expression, to_spark_column
+from ..expressions import Column as ColumnRef, Expression
+from .columns import to_spark_column
 from ..log import DeltaLog
 from ..protocol.actions import AddCDCFile, AddFile
 from ..protocol.deletion_vectors import inline_dv, load_deletion_vector

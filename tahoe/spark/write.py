@@ -58,7 +58,8 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import WriterCommitMessage
 
 from ..errors import ConstraintViolationError, ReplaceWhereMismatchError, SchemaError
-from ..expressions import parse, to_spark_column
+from ..expressions import parse
+from .columns import to_spark_column
 from ..log import DeltaLog
 from ..protocol import column_mapping
 from ..protocol.actions import AddFile

@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from tahoe.expressions import Scope, evaluate, parse, to_spark_column
+from tahoe.expressions import Scope, evaluate, parse
+from tahoe.spark.columns import to_spark_column
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .tree import (
+from ..expressions.tree import (
     And, Arithmetic, Between, Case, Cast, Column, Comparison, Expression, Func, In, IsNull, Like, Literal,
     Negate, Not, Opaque, Or, type_sql,
 )
