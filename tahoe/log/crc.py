@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Protocol as Structural
 
 from ..errors import CorruptLogError, VersionChecksumMismatchError
 from ..protocol.actions import (
@@ -41,8 +41,9 @@ from ..storage.base import LogStore
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
+    import pyarrow as pa
 
-    from .snapshot import Snapshot
+    from .segment import LogSegment
 
 # numpy, pyarrow and the Arrow file-action helpers are imported where the file list is computed
 # on: reading a `.crc` (a snapshot's size and file count) needs none of them.
@@ -53,6 +54,24 @@ __all__ = ["read_version_checksum", "write_version_checksum", "compute_checksum"
            "checksum_after_commit", "validate_snapshot", "validation_mode", "VALIDATION_ENV"]
 
 VALIDATION_ENV = "TAHOE_VALIDATE_CHECKSUMS"
+
+
+class SnapshotState(Structural):
+    """What a checksum is computed from and checked against: a replayed table state — a
+    `tahoe.log.snapshot.Snapshot`, which reads `.crc` files through this module (so this module
+    names what it needs instead of importing it)."""
+    store: LogStore
+    table_root: str
+    segment: "LogSegment"
+    version: int
+    metadata: Metadata
+    protocol: Protocol
+    timestamp: int
+    set_transactions: dict[str, SetTransaction]
+    domain_metadata: dict[str, DomainMetadata]
+    version_checksum: VersionChecksum | None
+
+    def files_table(self, columns: Any = None) -> "pa.Table": ...
 
 
 def validation_mode() -> str | None:
@@ -113,7 +132,7 @@ def _histogram(sizes: np.ndarray) -> FileSizeHistogram:
     return FileSizeHistogram(FILE_SIZE_BINS, [int(x) for x in counts], [int(x) for x in total])
 
 
-def compute_checksum(snapshot: "Snapshot") -> VersionChecksum:
+def compute_checksum(snapshot: "SnapshotState") -> VersionChecksum:
     """The checksum of `snapshot`'s replayed state (what its `.crc` should say)."""
     import numpy as np
     import pyarrow as pa
@@ -151,7 +170,7 @@ def compute_checksum(snapshot: "Snapshot") -> VersionChecksum:
         deleted_record_counts_histogram=dhist)
 
 
-def _previous_files(snapshot: "Snapshot", keys: set[str]) -> dict[str, tuple[int, int | None]]:
+def _previous_files(snapshot: "SnapshotState", keys: set[str]) -> dict[str, tuple[int, int | None]]:
     """key → (size, DV cardinality) of those of `keys` that are active in `snapshot`."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -178,7 +197,7 @@ def _dv_card(a: AddFile | RemoveFile) -> int | None:
 
 
 def checksum_after_commit(store: LogStore, log_dir: str, table_root: str, version: int,
-                          actions: Iterable[Action], read_snapshot: "Snapshot | None") -> VersionChecksum | None:
+                          actions: Iterable[Action], read_snapshot: "SnapshotState | None") -> VersionChecksum | None:
     """The checksum of `version` from its commit's `actions` (see the module docstring), or None
     when it cannot be derived without a replay."""
     from .file_actions import canonical_key, root_uri
@@ -246,7 +265,7 @@ def checksum_after_commit(store: LogStore, log_dir: str, table_root: str, versio
         dv_metrics=writable or readable, txn_retention_set=_txn_retention_set(md))
 
 
-def validate_snapshot(snapshot: "Snapshot", strict: bool = True,
+def validate_snapshot(snapshot: "SnapshotState", strict: bool = True,
                       checksum: VersionChecksum | None = None) -> dict[str, str]:
     """Compare `snapshot` with its version's `.crc` (or `checksum`): field → message for each
     disagreement (empty when they agree or there is no `.crc`). `strict`: a disagreement, or an

@@ -22,6 +22,7 @@ from ..storage import store_for
 from ..storage.base import LogStore
 from .segment import LogFile, list_log
 from .snapshot import Snapshot
+from .snapshot_cache import recall
 
 __all__ = ["DeltaLog", "CommitEntry", "parse_timestamp"]
 
@@ -76,6 +77,9 @@ class DeltaLog:
             raise ValueError("give either version or timestamp, not both")
         if timestamp is not None:
             version = self.version_at_timestamp(timestamp, time_zone=time_zone)
+        kept = recall(self.store, self.table_root, version)   # this process's own last commit
+        if kept is not None:
+            return kept
         return Snapshot.load(self.store, self.table_root, version, from_checksum=from_checksum)
 
     def exists(self) -> bool:

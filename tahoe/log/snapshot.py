@@ -111,11 +111,6 @@ class Snapshot:
         """The snapshot at `version` (latest when None). `from_checksum`: when the version's
         `.crc` holds protocol and metaData, take them from it and replay the log only on first
         need (see the module docstring)."""
-        from .snapshot_cache import recall
-
-        kept = recall(store, table_root, version)
-        if kept is not None:
-            return kept
         segment = LogSegment.for_version(store, table_root, version)
         snap = None
         if from_checksum:

@@ -3,7 +3,7 @@ from them instead of listing and replaying the log again (a writer committing in
 
 A transaction that commits version v on top of the snapshot it read (version v-1) derives the
 snapshot of v from it and the actions it wrote (`Snapshot.after_commit`) and hands it to
-`remember`. `recall` gives it back to a later `Snapshot.load` of the same table — of the latest
+`remember`. `recall` gives it back to a later load of the same table (`DeltaLog.snapshot`) — of the latest
 version, or of exactly v — only when the log still looks the way it did, checked with a few
 `LogStore.status` calls, no listing:
   1. every file the snapshot was built from (its checkpoint parts, the commits after it, and its
@@ -26,14 +26,12 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ..protocol.filenames import LAST_CHECKPOINT, commit_file_name, crc_file_name, parse_log_file_name
 from ..storage.base import LogStore
+from .crc import validation_mode
 from .segment import LogFile
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .snapshot import Snapshot
+from .snapshot import Snapshot
 
 __all__ = ["remember", "recall", "forget", "MAX_TABLES", "MAX_CACHED_LOG_BYTES", "MAX_CATCH_UP"]
 
@@ -44,7 +42,7 @@ MAX_CATCH_UP = 16                 # newer commits replayed onto a kept snapshot 
 
 @dataclass
 class _Entry:
-    snapshot: "Snapshot"
+    snapshot: Snapshot
     files: tuple[tuple[str, int, int], ...]       # (path, size, mtime) of each file it was built from
     last_checkpoint: tuple[int, int] | None       # (size, mtime) of `_last_checkpoint`, None: absent
     validated: bool                               # checked against its `.crc` (TAHOE_VALIDATE_CHECKSUMS)
@@ -64,7 +62,7 @@ def _last_checkpoint_stamp(store: LogStore, log_dir: str) -> tuple[int, int] | N
     return None if st is None else (st.size, st.modification_time)
 
 
-def _files_of(snapshot: "Snapshot") -> tuple[tuple[str, int, int], ...]:
+def _files_of(snapshot: Snapshot) -> tuple[tuple[str, int, int], ...]:
     seg = snapshot.segment
     files = list(seg.checkpoint.files) if seg.checkpoint is not None else []
     files += list(seg.deltas)
@@ -78,7 +76,7 @@ def _files_of(snapshot: "Snapshot") -> tuple[tuple[str, int, int], ...]:
     return tuple(out)
 
 
-def remember(snapshot: "Snapshot", validated: bool = False) -> bool:
+def remember(snapshot: Snapshot, validated: bool = False) -> bool:
     """Keep `snapshot` (just committed by this process) for `recall`; False when it is not kept
     (a store without a namespace, a large log). `validated`: it was checked against its `.crc`
     (else `recall` checks it when TAHOE_VALIDATE_CHECKSUMS asks for it, as a load would)."""
@@ -113,7 +111,7 @@ def _unchanged(store: LogStore, files: tuple[tuple[str, int, int], ...]) -> bool
     return True
 
 
-def recall(store: LogStore, table_root: str, version: int | None = None) -> "Snapshot | None":
+def recall(store: LogStore, table_root: str, version: int | None = None) -> Snapshot | None:
     """The kept snapshot of the table at `version` (None: the latest), when the log still holds
     exactly the files it was built from (see the module docstring); else None."""
     key = _key(store, table_root)
@@ -158,11 +156,9 @@ def recall(store: LogStore, table_root: str, version: int | None = None) -> "Sna
     return _validated(_entries.get(key) or _Entry(caught_up, (), None, False))
 
 
-def _validated(entry: _Entry) -> "Snapshot":
+def _validated(entry: _Entry) -> Snapshot:
     """The entry's snapshot, checked against its `.crc` first when TAHOE_VALIDATE_CHECKSUMS asks
     for it and it was not yet (a disagreement raises in strict mode, as a load's would)."""
-    from .crc import validation_mode
-
     mode = validation_mode()
     if mode is not None and not entry.validated:
         entry.snapshot.validate_checksum(strict=mode == "strict")
