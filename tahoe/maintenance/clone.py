@@ -53,7 +53,7 @@ from ..storage import resolve_data_path
 from ..storage.base import LogStore
 from ..txn import Transaction
 from ..write.commit import commit_new_files
-from ..write.files import absolute_uri, encode_log_path
+from ..storage import absolute_uri, encode_log_path
 
 __all__ = ["clone", "clone_parquet", "CLONE_METRICS"]
 

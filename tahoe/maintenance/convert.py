@@ -53,7 +53,7 @@ from ..protocol.stats import stats_columns
 from ..protocol.timestamps import now_ms
 from ..storage import DirStatus
 from ..txn import Transaction
-from ..write.files import encode_log_path
+from ..storage import encode_log_path
 from ..write.footer_stats import footer_stats
 from .vacuum import is_hidden
 

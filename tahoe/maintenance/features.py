@@ -79,7 +79,8 @@ from ..storage import resolve_data_path
 from ..txn import Transaction, set_properties, unset_properties
 from ..txn.transaction import CHECKPOINT_PROTECTION_KEY
 from ..write.commit import commit_new_files
-from ..write.files import encode_log_path, write_data_files
+from ..storage import encode_log_path
+from ..write.files import write_data_files
 
 __all__ = ["drop_feature", "REMOVABLE_FEATURES", "purge_deletion_vectors", "protocol_without"]
 

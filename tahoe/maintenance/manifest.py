@@ -22,7 +22,7 @@ from ..errors import InvalidOptionError, InvalidTableOperationError
 from ..log import DeltaLog, Snapshot
 from ..protocol.partition_values import partition_path
 from ..protocol.properties import ENABLE_DELETION_VECTORS, bool_property
-from ..write.files import absolute_uri
+from ..storage import absolute_uri
 
 __all__ = ["generate", "generate_symlink_manifest", "MANIFEST_DIR", "MODES"]
 

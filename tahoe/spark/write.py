@@ -371,7 +371,7 @@ def _write_native(spark, df, log: DeltaLog, plan: WritePlan, extras: dict[str, s
                 md = pq.ParquetFile(f).metadata
             stats, maxes = footer_stats(md, stats_schema, mapped, skipping.string_prefix_length, identity_cols,
                                         schema)
-            from ..write.files import encode_log_path
+            from ..storage import encode_log_path
             add = AddFile(path=encode_log_path(out_rel), partition_values=values[rel],
                           size=st.size, modification_time=st.modification_time, data_change=True, stats=stats)
             return add, maxes

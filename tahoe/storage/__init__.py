@@ -1,5 +1,6 @@
 """The storage boundary: the one place a table's store is made from its location and options
-(`store_for`), and turning the `path` of a log action into a location the store can reach.
+(`store_for`), and the `path` of a log action: turned into a location the store can reach
+(`resolve_data_path`), and written for a file (`encode_log_path`, `absolute_uri`).
 
     store, root = store_for("s3://bucket/tables/t", {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000"})
     store.list_from(store.join(root, "_delta_log", "00000000000000000000.json"))
@@ -15,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from tahoe.storage.base import DirStatus, FileStatus, LogStore
 from tahoe.storage.local import LocalLogStore, file_uri_to_path
@@ -26,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tahoe.storage.s3 import S3LogStore
 
 __all__ = ["DirStatus", "FileStatus", "LogStore", "LocalLogStore", "ObjectStoreLogStore", "S3LogStore",
-           "store_for", "store_for_path", "log_store_for", "resolve_data_path"]
+           "store_for", "store_for_path", "log_store_for", "resolve_data_path", "encode_log_path", "absolute_uri"]
 
 # Schemes that mark an action path as an absolute URI even without "//" after the colon.
 _KNOWN_SCHEMES = frozenset({"file", "s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "wasb", "az", "azure",
@@ -124,3 +125,41 @@ def resolve_data_path(table_root: str, path_in_log: str) -> str:
         return decoded
     root = table_root.rstrip("/\\") or table_root[:1]
     return os.path.join(root, *decoded.split("/"))
+
+
+# Characters a URI path keeps as they are (RFC 2396 pchar + "/"); everything else, "%" included,
+# is percent-encoded — so a Hive-escaped directory `p=a%3Ab` is `p=a%253Ab` in the log, as
+# delta-spark writes it.
+_URI_PATH_SAFE = "/!$&'()*+,;=:@~-._"
+
+
+def encode_log_path(relative_path: str) -> str:
+    """The `add.path` of a file at `relative_path` (as on storage) under the table root."""
+    return quote(relative_path, safe=_URI_PATH_SAFE)
+
+
+def absolute_uri(table_root: str, path_in_log: str) -> str:
+    """The `path` of an action of the table at `table_root` as an absolute URI another table's log
+    can name it by (percent-encoded as log paths are). Local files are named `file:///abs/path`,
+    the form every reader resolves (delta-rs takes Hadoop's `file:/abs/path` for a relative path
+    and looks for `<table root>/file:/abs/path`): a source path already in the `file:/` or
+    `file://localhost/` form is rewritten so."""
+    if path_in_log.startswith("file:"):
+        rest = path_in_log[len("file:"):]
+        if rest.startswith("//"):
+            authority, _, tail = rest[2:].partition("/")
+            if authority not in ("", "localhost"):
+                return path_in_log          # a file URI naming another host: as it is
+            return "file:///" + tail
+        return "file:///" + rest.lstrip("/")
+    if "://" in path_in_log:
+        return path_in_log
+    if path_in_log.startswith("/"):
+        return "file://" + path_in_log
+    if "://" in table_root:
+        scheme, rest = table_root.split("://", 1)
+        bucket, _, key = rest.partition("/")
+        base = f"{scheme}://{bucket}" + ("/" + encode_log_path(key.strip("/")) if key.strip("/") else "")
+    else:
+        base = "file://" + encode_log_path(table_root.replace("\\", "/").rstrip("/"))
+    return f"{base}/{path_in_log}"

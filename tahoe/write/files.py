@@ -29,7 +29,6 @@ from __future__ import annotations
 import os
 import uuid
 from typing import Any, Callable, Iterable
-from urllib.parse import quote
 
 import numpy as np
 import pyarrow as pa
@@ -47,51 +46,14 @@ from ..protocol.properties import data_skipping_settings, parquet_write_options
 from ..protocol.stats import compute_stats
 from ..protocol.timestamps import now_ms
 from ..storage import resolve_data_path
+from ..storage import encode_log_path
 from ..storage.base import LogStore
 
-__all__ = ["write_data_files", "conform_to_schema", "to_arrow_table", "encode_log_path", "absolute_uri", "parquet_bytes",
+__all__ = ["write_data_files", "conform_to_schema", "to_arrow_table", "parquet_bytes",
            "nullable_type", "DEFAULT_TARGET_FILE_ROWS"]
 
 DEFAULT_TARGET_FILE_ROWS = 1_000_000
 ROW_GROUP_ROWS = 1 << 20  # rows per parquet row group
-
-# Characters a URI path keeps as they are (RFC 2396 pchar + "/"); everything else, "%" included,
-# is percent-encoded — so a Hive-escaped directory `p=a%3Ab` is `p=a%253Ab` in the log, as
-# delta-spark writes it.
-_URI_PATH_SAFE = "/!$&'()*+,;=:@~-._"
-
-
-def encode_log_path(relative_path: str) -> str:
-    """The `add.path` of a file at `relative_path` (as on storage) under the table root."""
-    return quote(relative_path, safe=_URI_PATH_SAFE)
-
-
-def absolute_uri(table_root: str, path_in_log: str) -> str:
-    """The `path` of an action of the table at `table_root` as an absolute URI another table's log
-    can name it by (percent-encoded as log paths are). Local files are named `file:///abs/path`,
-    the form every reader resolves (delta-rs takes Hadoop's `file:/abs/path` for a relative path
-    and looks for `<table root>/file:/abs/path`): a source path already in the `file:/` or
-    `file://localhost/` form is rewritten so."""
-    if path_in_log.startswith("file:"):
-        rest = path_in_log[len("file:"):]
-        if rest.startswith("//"):
-            authority, _, tail = rest[2:].partition("/")
-            if authority not in ("", "localhost"):
-                return path_in_log          # a file URI naming another host: as it is
-            return "file:///" + tail
-        return "file:///" + rest.lstrip("/")
-    if "://" in path_in_log:
-        return path_in_log
-    if path_in_log.startswith("/"):
-        return "file://" + path_in_log
-    if "://" in table_root:
-        scheme, rest = table_root.split("://", 1)
-        bucket, _, key = rest.partition("/")
-        base = f"{scheme}://{bucket}" + ("/" + encode_log_path(key.strip("/")) if key.strip("/") else "")
-    else:
-        base = "file://" + encode_log_path(table_root.replace("\\", "/").rstrip("/"))
-    return f"{base}/{path_in_log}"
-
 
 # --- input -------------------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from tahoe.protocol.partition_values import unescape_path_name
 from tahoe.protocol.schema import StructField, StructType, LONG, STRING, INTEGER
 from tahoe.storage import resolve_data_path
 from tahoe.write import conform_to_schema, write_data_files
-from tahoe.write.files import encode_log_path
+from tahoe.storage import encode_log_path
 from tests.conftest import normalized_rows
 
 UTC = dt.timezone.utc
