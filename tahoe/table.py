@@ -337,8 +337,8 @@ class Table:
 
     def generate(self, mode: str) -> dict:
         """delta-spark's `generate("symlink_format_manifest")`: manifests under
-        `_symlink_format_manifest/` (see `tahoe.maintenance.manifest`)."""
-        from .maintenance.manifest import generate
+        `_symlink_format_manifest/` (see `tahoe.uniform.symlink_manifest`)."""
+        from .uniform.symlink_manifest import generate
 
         return generate(self.log, mode)
 

@@ -370,7 +370,7 @@ class DeltaTable:
 
     def generate(self, mode: str) -> None:
         """Generate manifests: mode "symlink_format_manifest" (`_symlink_format_manifest/`)."""
-        from ..maintenance.manifest import generate
+        from ..uniform.symlink_manifest import generate
 
         generate(self._log, mode)
 

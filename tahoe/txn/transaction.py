@@ -57,7 +57,7 @@ After a successful commit `tahoe.log.checkpoint_policy.checkpoint_if_needed(log,
 generated (`tahoe.uniform.convert_after_commit`); a failure there is logged and kept in
 `post_commit_errors`, never fails the commit, and the next commit converts what was missed. With
 `delta.compatibility.symlinkFormatManifest.enabled=true` the symlink manifests are regenerated
-(`tahoe.maintenance.manifest`), failures handled the same way. The
+(`tahoe.uniform.symlink_manifest`), failures handled the same way. The
 Iceberg compatibility rules (`tahoe.protocol.iceberg_compat`) are checked with the other writer
 rules, before anything is written. Hooks the caller added (`add_post_commit_hook`, e.g. auto
 compaction after a write) run last, under the same rule: logged and kept, never failing the commit.
@@ -1068,7 +1068,7 @@ class Transaction:
         if configuration and bool_property(configuration, SYMLINK_MANIFEST_KEY):
             # delta-spark's GenerateSymlinkManifest hook: the manifests follow every commit; a
             # failure is logged and kept, never fails the committed write.
-            from ..maintenance.manifest import generate_symlink_manifest
+            from ..uniform.symlink_manifest import generate_symlink_manifest
 
             try:
                 generate_symlink_manifest(self.log, version)
