@@ -17,7 +17,7 @@ submodule) stays cheap.
 from importlib import import_module
 from typing import Any
 
-__version__ = "0.1.0"
+from .version import __version__
 
 _LAZY = {
     "DeltaLog": ("tahoe.log", "DeltaLog"),

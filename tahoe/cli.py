@@ -41,7 +41,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
 
-from . import __version__
+from .version import __version__
 from .cli_help import Command, typer_app
 from .errors import DeltaError
 

@@ -68,7 +68,7 @@ def _user_agent() -> str:
 
     import pyarrow
 
-    from .. import __version__
+    from ..version import __version__
 
     return f"tahoe-sharing/{__version__} PyArrow/{pyarrow.__version__} Python/{platform.python_version()}"
 

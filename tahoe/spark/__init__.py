@@ -45,7 +45,7 @@ from . import patches as _patches
 _patches.install()
 
 _LAZY = {
-    "__version__": ("tahoe", "__version__"),
+    "__version__": ("tahoe.version", "__version__"),
     "DeltaTable": ("tahoe.spark.delta_table", "DeltaTable"),
     "IdentityGenerator": ("tahoe.spark.delta_table", "IdentityGenerator"),
     "read_delta": ("tahoe.spark.delta_table", "read_delta"),

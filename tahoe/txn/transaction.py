@@ -104,6 +104,7 @@ from ..protocol.stats import stats_columns
 from ..protocol.filenames import LogFileKind, commit_file_name, parse_log_file_name
 from ..protocol.schema import VARIANT
 from ..protocol.timestamps import now_ms
+from ..version import __version__
 from ..protocol.table_features import (
     MAX_READER_VERSION, MAX_WRITER_VERSION, check_writable, is_feature_supported,
     merge_protocols, protocol_for_features, reader_features_of, writer_features_of,
@@ -825,8 +826,6 @@ class Transaction:
         enables_row_tracking = out_metadata is not None and \
             bool_property(out_metadata.configuration, ENABLE_ROW_TRACKING) and \
             not bool_property(read_conf, ENABLE_ROW_TRACKING)
-
-        from .. import __version__
 
         engine = f"tahoe/{__version__}"
         if self.engine_info:
