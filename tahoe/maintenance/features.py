@@ -77,7 +77,7 @@ from ..protocol import timestamps
 from ..read.arrow_reader import ArrowFileReader
 from ..storage import resolve_data_path
 from ..txn import Transaction, set_properties, unset_properties
-from ..txn.transaction import CHECKPOINT_PROTECTION_KEY
+from ..txn.checkpoint_protection import CHECKPOINT_PROTECTION_KEY
 from ..write.commit import commit_new_files
 from ..storage import encode_log_path
 from ..write.files import write_data_files

@@ -45,7 +45,7 @@ from ..protocol.table_features import is_feature_supported, merge_protocols, rea
 from ..protocol.timestamps import now_ms
 from ..storage import resolve_data_path
 from ..txn import Transaction
-from ..txn.transaction import CHECKPOINT_PROTECTION_KEY
+from ..txn.checkpoint_protection import CHECKPOINT_PROTECTION_KEY
 
 __all__ = ["restore", "RESTORE_METRICS", "restore_target_version"]
 

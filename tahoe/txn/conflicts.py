@@ -69,14 +69,11 @@ from ..protocol.properties import (
 from ..protocol.table_features import (
     check_writable, is_feature_supported, reader_features_of, writer_features_of,
 )
+from .identity_columns import IDENTITY_UPDATE_TAG
+from .row_tracking import ROW_TRACKING_DOMAIN
 
 __all__ = ["TransactionSummary", "WinningCommit", "Resolution", "check_conflicts",
-           "isolation_level_for_commit", "ROW_TRACKING_DOMAIN", "IDENTITY_UPDATE_TAG",
-           "ROW_TRACKING_PRESERVED_TAG", "DATA_CHANGING_OPERATIONS"]
-
-ROW_TRACKING_DOMAIN = "delta.rowTracking"
-IDENTITY_UPDATE_TAG = "delta.identity.schemaUpdate"
-ROW_TRACKING_PRESERVED_TAG = "delta.rowTracking.preserved"
+           "isolation_level_for_commit", "DATA_CHANGING_OPERATIONS"]
 
 # delta-spark's operations whose `changesData` is true (DeltaOperations): at WriteSerializable a
 # commit of one of these is never downgraded to SnapshotIsolation, even without data changes.

@@ -1,78 +1,41 @@
-"""Transactions: one atomic commit to a table's log with optimistic concurrency control
-(spec "Requirements for Writers"; delta-spark's OptimisticTransaction).
+"""Transactions: one atomic commit to a table's log with optimistic concurrency control (spec
+"Requirements for Writers"; delta-spark's OptimisticTransaction).
 
 A `Transaction` is opened on a snapshot (the read version), collects what it read (files,
 partition predicates, application transaction ids) and what it writes (metaData, protocol, add,
-remove, cdc, txn, domainMetadata), and `commit()` writes version read_version+1 with put-if-absent.
-When another writer got there first it reads the winning commits, asks `conflicts.check_conflicts`
-whether it can go on top of them — raising the specific ConcurrentModificationException if not —
-and otherwise rebases (row ids, row commit versions and the in-commit timestamp are recomputed for
-the new version) and tries the next version, with jittered exponential backoff, at most
-`max_retries` times.
+remove, cdc, txn, domainMetadata); `commit()`:
+  1. plans once: the metaData and protocol to write — a new protocol never drops a feature or
+     lowers a version (except for DROP FEATURE, `allow_feature_removal`), a metaData that needs
+     features upgrades it in the same commit, column mapping ids and physical names are assigned,
+     the clustered-table and Iceberg compatibility rules hold — and the file actions (at most one
+     add and one remove per path, partition values naming exactly the partition columns);
+  2. per attempt at a version, applies `WRITER_RULES` in order (each in a module named after its
+     spec section) and writes `commitInfo` first (`tahoe.txn.commit_info`);
+  3. puts the commit file if absent; when another writer got there first, asks
+     `tahoe.txn.conflicts` whether it can go on top of the winners — raising the specific
+     ConcurrentModificationException if not — and tries the next version (row ids and the
+     in-commit timestamp recomputed), with jittered exponential backoff, at most `max_retries` times;
+  4. runs the post-commit hooks (`tahoe.txn.post_commit`: checksum, kept snapshot, checkpoint,
+     symlink manifest, UniForm, then the caller's), none of which can fail the commit.
 
-Writer rules enforced at commit, before anything is written:
-  1. the table's protocol (and a new one) is writable by this client (UnsupportedFeatureError);
-  2. at most one metaData and one protocol; a new protocol never drops a feature or lowers a
-     version (except for the features DROP FEATURE removes, `allow_feature_removal`); a
-     metaData that needs features (column mapping, CDF, deletion vectors, row tracking,
-     timestamp_ntz, identity/generated columns, CHECK constraints, ...) upgrades the protocol in
-     the same commit; column mapping ids/physical names are assigned to new fields and
-     `delta.columnMapping.maxColumnId` only grows;
-  3. at most one add and one remove per path (whatever the deletion vector); partition values name
-     exactly the partition columns (physical names under column mapping); removes carry a
-     deletionTimestamp and extendedFileMetadata when they hold partitionValues and size;
-  4. append-only tables (`delta.appendOnly=true`) accept no removal with dataChange=true
-     (InvalidTableOperationError);
-  5. row tracking (feature `rowTracking`): every new add gets a fresh `baseRowId` from the
-     `delta.rowTracking` domain's high-water mark (numRecords from its stats is required) and a
-     `defaultRowCommitVersion`; the domain records the new high-water mark; removes carry their
-     add's baseRowId;
-  6. the first line is `commitInfo` (timestamp, operation, operationParameters, readVersion,
-     isolationLevel, isBlindAppend, operationMetrics, engineInfo, txnId, userMetadata, and the
-     strictly increasing `inCommitTimestamp` when `delta.enableInCommitTimestamps` is on).
+Creating a table: a transaction opened with `new_table=True`, or on a path where no table
+existed, commits version 0 only; if another writer created the table meanwhile the commit fails
+with ProtocolChangedException, as delta-spark's does. It never commits its create-metadata on top
+of the other writer's table.
 
-Creating a table (one rule for every writer): a transaction opened with `new_table=True` (the
-caller planned on the table not existing) or on a path where no table existed commits version 0
-only; if the table appeared meanwhile — another writer created it — the commit fails with
-ProtocolChangedException, as delta-spark's does ("... multiple writers are writing to an empty
-directory ..."). It never commits its create-metadata on top of the other writer's table.
-
-The outcome of `commit()` (`Transaction.outcome`, a `CommitOutcome`), for callers that must know
-whether the files they wrote are referenced by the log:
-  * NOT_COMMITTED — surely not in the log: nothing was sent (an error before the put, a refused
-    protocol, a conflict exception), or every put lost the race (put-if-absent refused: the
-    version holds another writer's commit);
+The outcome of `commit()` (`Transaction.outcome`, a `CommitOutcome`):
+  * NOT_COMMITTED — surely not in the log: nothing was sent, or every put lost the race;
   * COMMITTED — the version holds this transaction's commit (`committed_version`);
-  * UNKNOWN — the store failed after a put was sent (a timeout, a dropped connection, an
-    interrupt) and reading the version back could not tell: the caller must keep its files.
-When the store fails after the put was sent the transaction finds out before giving up: it reads
-the version back and compares it with the bytes it sent (as the S3 store's own-write check does);
-found → committed (commit() returns normally); another writer's bytes → a lost race (conflict
-checks and retry, as usual); absent → the same put-if-absent is sent again, which decides (a put
-still in flight can no longer land once the version exists). Only when that fails too does
-commit() raise CommitOutcomeUnknownError with outcome UNKNOWN.
-
-After a successful commit `tahoe.log.checkpoint_policy.checkpoint_if_needed(log, version)` runs; a failing checkpoint is logged and never fails the commit. On UniForm tables
-(`delta.universalFormat.enabledFormats=iceberg`) the Iceberg metadata of the new version is then
-generated (`tahoe.uniform.convert_after_commit`); a failure there is logged and kept in
-`post_commit_errors`, never fails the commit, and the next commit converts what was missed. With
-`delta.compatibility.symlinkFormatManifest.enabled=true` the symlink manifests are regenerated
-(`tahoe.uniform.symlink_manifest`), failures handled the same way. The
-Iceberg compatibility rules (`tahoe.protocol.iceberg_compat`) are checked with the other writer
-rules, before anything is written. Hooks the caller added (`add_post_commit_hook`, e.g. auto
-compaction after a write) run last, under the same rule: logged and kept, never failing the commit.
-
-Clustered tables (spec "Clustered Table"): the `delta.clustering` domain is set through
-`set_system_domain_metadata`; a commit that sets clustering columns adds the `clustering` feature,
-and every commit that changes the metadata or the clustering columns of a clustered table checks
-its writer rules (`check_clustered_table`).
+  * UNKNOWN — the store failed after a put was sent and reading the version back could not tell:
+    the caller must keep its files (CommitOutcomeUnknownError).
+Before giving up on a failed put the transaction reads the version back: its own bytes mean it
+landed, another writer's a lost race; an absent version is put again, which decides.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import json
 import logging
 import random
 import time
@@ -82,52 +45,59 @@ from typing import Any, Callable, Iterable
 import pyarrow as pa
 
 from ..errors import (
-    CommitFailedException, CommitOutcomeUnknownError, InvalidTableOperationError,
-    ProtocolChangedException, SchemaError, TableNotFoundError, UnsupportedFeatureError,
+    BucketNotFoundError, CommitFailedException, CommitOutcomeUnknownError, InvalidTableOperationError,
+    ProtocolChangedException, SchemaError, StorageAccessDeniedError, StorageConfigError, StorageCredentialsError,
+    StorageThrottledError, TableNotFoundError, UnsupportedFeatureError, UnsupportedStorageError,
 )
-from ..errors import (BucketNotFoundError, StorageAccessDeniedError, StorageConfigError, StorageCredentialsError,
-                      StorageThrottledError, UnsupportedStorageError)
-from ..log import checkpoint_policy
 from ..log.delta_log import DeltaLog
 from ..log.replay import canonical_key, read_commit, root_uri
 from ..log.segment import LogFile, list_log
 from ..log.snapshot import Snapshot
 from ..protocol import column_mapping, iceberg_compat
 from ..protocol.actions import (
-    Action, AddCDCFile, AddFile, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile,
-    SetTransaction, actions_to_json_lines,
+    Action, AddCDCFile, AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, SetTransaction,
+    actions_to_json_lines,
 )
 from ..protocol.clustering import (
     CLUSTERING_DOMAIN, CLUSTERING_FEATURE, check_clustering_columns, clustering_paths, logical_name,
 )
-from ..protocol.stats import stats_columns
 from ..protocol.filenames import LogFileKind, commit_file_name, parse_log_file_name
-from ..protocol.schema import VARIANT
-from ..protocol.timestamps import now_ms
-from ..version import __version__
-from ..protocol.table_features import (
-    MAX_READER_VERSION, MAX_WRITER_VERSION, check_writable, is_feature_supported,
-    merge_protocols, protocol_for_features, reader_features_of, writer_features_of,
-)
-from .conflicts import (
-    IDENTITY_UPDATE_TAG, ROW_TRACKING_DOMAIN, ROW_TRACKING_PRESERVED_TAG, TransactionSummary,
-    WinningCommit, check_conflicts, isolation_level_for_commit,
-)
 from ..protocol.properties import (
-    ENABLE_ROW_TRACKING, ISOLATION_LEVELS, ROW_COMMIT_VERSION_COLUMN_PROP, ROW_ID_COLUMN_PROP,
-    advance_identity_high_water_mark, data_skipping_settings, features_for_metadata, bool_property, isolation_level, raw_property,
-    normalize_property, split_protocol_properties,
+    ENABLE_ROW_TRACKING, ISOLATION_LEVELS, bool_property, data_skipping_settings, features_for_metadata,
+    isolation_level, normalize_property, split_protocol_properties,
 )
+from ..protocol.schema import VARIANT
+from ..protocol.stats import stats_columns
+from ..protocol.table_features import (
+    FEATURES, MAX_READER_VERSION, MAX_WRITER_VERSION, canonical_feature_name, check_writable,
+    is_feature_supported, merge_protocols, protocol_for_features, reader_features_of, writer_features_of,
+)
+from ..protocol.timestamps import now_ms
+from . import (
+    append_only, checkpoint_protection, deletion_vectors, domain_metadata, identity_columns, in_commit_timestamps,
+    row_tracking,
+)
+from .attempt import Attempt
+from .commit_info import commit_info
+from .conflicts import TransactionSummary, WinningCommit, check_conflicts, isolation_level_for_commit
+from .post_commit import POST_COMMIT_HOOKS, Committed, PostCommitHook, run_post_commit_hooks
 
-__all__ = ["Transaction", "CommitOutcome", "protocol_features", "same_protocol", "raise_protocol_versions",
-           "check_clustered_table", "SYSTEM_DOMAINS"]
+__all__ = ["Transaction", "CommitOutcome", "WRITER_RULES", "protocol_features", "same_protocol",
+           "raise_protocol_versions", "check_clustered_table"]
 
 log = logging.getLogger(__name__)
 
-ICT_KEY = "delta.enableInCommitTimestamps"
-
-# delta.* domains tahoe's own operations may set (`Transaction.set_system_domain_metadata`)
-SYSTEM_DOMAINS = frozenset({CLUSTERING_DOMAIN})
+# The writer requirements of the spec that each attempt at a version must meet, in the order they
+# are applied: each completes the attempt's actions (`Attempt`) or refuses the commit.
+WRITER_RULES = (
+    identity_columns.advance_high_water_marks,      # "Identity Columns"
+    checkpoint_protection.protect_history,          # "Checkpoint Protection"
+    append_only.refuse_data_removal,                # "Append-only Tables"
+    deletion_vectors.check_adds,                    # "Deletion Vectors"
+    domain_metadata.check_supported,                # "Domain Metadata"
+    in_commit_timestamps.assign_timestamp,          # "In-Commit Timestamps"
+    row_tracking.assign_row_ids,                    # "Row Tracking"
+)
 
 
 def check_clustered_table(metadata: Metadata, paths: list[list[str]]) -> None:
@@ -140,10 +110,6 @@ def check_clustered_table(metadata: Metadata, paths: list[list[str]]) -> None:
     stats = stats_columns(metadata.schema, skipping.num_indexed_cols, skipping.stats_columns,
                           metadata.partition_columns)
     check_clustering_columns(metadata.schema, names, metadata.partition_columns, stats)
-ICT_VERSION_KEY = "delta.inCommitTimestampEnablementVersion"
-ICT_TIMESTAMP_KEY = "delta.inCommitTimestampEnablementTimestamp"
-CHECKPOINT_PROTECTION_KEY = "delta.requireCheckpointProtectionBeforeVersion"
-SYMLINK_MANIFEST_KEY = "delta.compatibility.symlinkFormatManifest.enabled"
 
 
 def protocol_features(p: Protocol) -> set[str]:
@@ -175,8 +141,6 @@ def raise_protocol_versions(p: Protocol, reader: int | None, writer: int | None)
     feats = protocol_features(p)
     if w < 7:
         return Protocol(r, w)
-    from ..protocol.table_features import FEATURES
-
     rw = sorted(f for f in feats if f in FEATURES and FEATURES[f].reader_writer)
     if r >= 3:
         return Protocol(r, 7, tuple(rw), tuple(sorted(feats)))
@@ -210,19 +174,6 @@ def _check_no_downgrade(old: Protocol, new: Protocol, allowed: frozenset[str] = 
             f"table's ({old.min_reader_version}, {old.min_writer_version})")
 
 
-def _param(v: Any) -> str:
-    """operationParameters values as delta-spark writes them: strings as is, the rest as JSON."""
-    if isinstance(v, str):
-        return v
-    return json.dumps(v, separators=(",", ":"), default=str)
-
-
-def _metric(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return str(v)
-
-
 class CommitOutcome(enum.Enum):
     """What a transaction's commit did to the log (see the module docstring)."""
     NOT_COMMITTED = "not committed"
@@ -252,11 +203,9 @@ class _TableState:
         hwm = w.row_id_high_water_mark
         if hwm is not None:
             self.row_id_high_water_mark = max(self.row_id_high_water_mark, hwm)
-        ts = w.in_commit_timestamp
-        if ts is None or not (self.metadata and bool_property(self.metadata.configuration, ICT_KEY)):
-            ts = w.file_timestamp if w.file_timestamp is not None else ts
+        ts = in_commit_timestamps.commit_timestamp(w, self.metadata)
         if ts is not None:
-            self.last_timestamp = int(ts)
+            self.last_timestamp = ts
         self.version = w.version
 
 
@@ -377,6 +326,10 @@ class Transaction:
         self._read_whole_table = True
 
     # --- what the transaction writes -----------------------------------------------------------
+    def _path_key(self, path: str) -> str:
+        """`path` as the log compares paths (decoded, relative to the table root)."""
+        return canonical_key(path, None, self._root_uri)
+
     def _check_open(self) -> None:
         if self.committed_version is not None:
             raise InvalidTableOperationError(
@@ -434,10 +387,7 @@ class Transaction:
         the protocol's own features and refused. The latest action per domain wins on replay; a
         concurrent commit that sets the same domain is a conflict (ConcurrentTransactionException)."""
         self._check_open()
-        if dm.domain.lower().startswith("delta."):
-            raise InvalidTableOperationError(
-                f"metadata domain '{dm.domain}' is reserved: domains named 'delta.*' belong to the Delta "
-                f"protocol's features and cannot be set by users")
+        domain_metadata.check_user_domain(dm.domain)
         if dm.domain in self._domains:
             raise InvalidTableOperationError(f"metadata domain '{dm.domain}' is set twice")
         self._domains[dm.domain] = dm
@@ -449,9 +399,7 @@ class Transaction:
         clustered-table writer rules (no partition columns, clustering columns in the schema and
         in the stats columns)."""
         self._check_open()
-        if dm.domain not in SYSTEM_DOMAINS:
-            raise InvalidTableOperationError(
-                f"'{dm.domain}' is not a system domain tahoe maintains (those are {sorted(SYSTEM_DOMAINS)})")
+        domain_metadata.check_system_domain(dm.domain)
         if dm.domain in self._domains:
             raise InvalidTableOperationError(f"metadata domain '{dm.domain}' is set twice")
         self._domains[dm.domain] = dm
@@ -482,10 +430,7 @@ class Transaction:
         current = snap.domain_metadata.get(domain) if snap is not None else None
         if current is None:
             return
-        owner = {ROW_TRACKING_DOMAIN: "rowTracking", "delta.clustering": "clustering"}.get(domain)
-        if owner is None or is_feature_supported(snap.protocol, owner):
-            raise InvalidTableOperationError(
-                f"metadata domain '{domain}' belongs to a feature the table still supports; drop the feature first")
+        domain_metadata.check_feature_domain_removable(domain, snap.protocol)
         self._domains[domain] = DomainMetadata(domain, current.configuration, removed=True)
 
     def update_identity_high_water_mark(self, column: str, value: int) -> None:
@@ -518,8 +463,6 @@ class Transaction:
         the commit also sets `delta.requireCheckpointProtectionBeforeVersion` to its own version
         (recomputed when it is rebased), so the checkpoints before it are protected (the new
         protocol must have `checkpointProtection`)."""
-        from ..protocol.table_features import canonical_feature_name
-
         self._check_open()
         self._droppable = frozenset(canonical_feature_name(f) for f in features)
         self._protect_history = protect_history
@@ -565,17 +508,13 @@ class Transaction:
             for candidate in (self._new_protocol, proto):
                 if candidate is not None:
                     _check_no_downgrade(read_proto, candidate, self._droppable)
-        if md is not None and is_feature_supported(proto, "rowTracking") and \
-                raw_property(md.configuration, ROW_ID_COLUMN_PROP) is None:
-            conf = dict(md.configuration)
-            conf[ROW_ID_COLUMN_PROP] = f"_row-id-col-{uuid.uuid4()}"
-            conf[ROW_COMMIT_VERSION_COLUMN_PROP] = f"_row-commit-version-col-{uuid.uuid4()}"
-            md = dataclasses.replace(md, configuration=conf)
+        if md is not None:
+            md = row_tracking.name_materialized_columns(md, proto)
         if md is not None and read_md is not None and _partition_keys(md, read_md) != _partition_keys(read_md, md):
             self._check_all_files_removed("change the partition columns")
         if md is not None and read_md is not None and bool_property(md.configuration, "delta.enableRowTracking") \
                 and not bool_property(read_md.configuration, "delta.enableRowTracking"):
-            self._check_row_ids_backfilled()
+            row_tracking.check_backfilled(self.read_snapshot, self._adds, self._removes, self._path_key)
         new_proto = None if read_proto is not None and same_protocol(proto, read_proto) else proto
         return md, new_proto
 
@@ -629,22 +568,6 @@ class Transaction:
                     f"cannot {what} of {self.log.table_root} while it holds data: the same commit "
                     f"must remove every file (overwrite the table)")
 
-    def _check_row_ids_backfilled(self) -> None:
-        """Enabling row tracking needs a baseRowId on every file (spec "Row IDs")."""
-        snap = self.read_snapshot
-        assert snap is not None
-        t = snap.files_table(["path", "baseRowId"])
-        readded = {canonical_key(a.path, None, self._root_uri) for a in self._adds if a.base_row_id is None}
-        removed = {canonical_key(r.path, None, self._root_uri) for r in self._removes}
-        for path, brid in zip(t.column("path").to_pylist(), t.column("baseRowId").to_pylist()):
-            if brid is None:
-                k = canonical_key(path, None, self._root_uri)
-                if k not in readded and k not in removed:
-                    raise InvalidTableOperationError(
-                        f"cannot enable row tracking: file {path} has no baseRowId; re-add every "
-                        f"file with row ids assigned in the same commit (table_ops.set_properties "
-                        f"does this)")
-
     def _check_files(self, md: Metadata) -> None:
         seen: dict[str, AddFile] = {}
         for a in self._adds:
@@ -685,26 +608,6 @@ class Transaction:
             out.append(dataclasses.replace(r, **changes) if changes else r)
         return out
 
-    def _fill_remove_row_ids(self, removes: list[RemoveFile]) -> list[RemoveFile]:
-        missing = [r for r in removes if r.base_row_id is None]
-        if not missing or self.read_snapshot is None:
-            return removes
-        t = self.read_snapshot.files_table(["path", "baseRowId", "defaultRowCommitVersion"])
-        by_key = {}
-        for p, b, d in zip(t.column("path").to_pylist(), t.column("baseRowId").to_pylist(),
-                           t.column("defaultRowCommitVersion").to_pylist()):
-            if b is not None:
-                by_key[canonical_key(p, None, self._root_uri)] = (b, d)
-        out = []
-        for r in removes:
-            hit = by_key.get(canonical_key(r.path, None, self._root_uri)) if r.base_row_id is None else None
-            if hit is not None:
-                r = dataclasses.replace(r, base_row_id=hit[0],
-                                        default_row_commit_version=r.default_row_commit_version
-                                        if r.default_row_commit_version is not None else hit[1])
-            out.append(r)
-        return out
-
     # --- per attempt -----------------------------------------------------------------------------
     def _actions_for(self, version: int, state: _TableState, plan: "_Plan",
                      operation_metrics: dict | None, user_metadata: str | None) -> tuple[list[Action], TransactionSummary]:
@@ -712,159 +615,38 @@ class Transaction:
         metadata = plan.metadata if plan.metadata is not None else state.metadata
         assert protocol is not None and metadata is not None
         check_writable(protocol)
-        out_metadata = plan.metadata
-        tags = dict(self._tags)
+        a = Attempt(self.log.table_root, self.operation, version, protocol, metadata, plan.metadata,
+                    state.version, state.metadata, state.last_timestamp, state.row_id_high_water_mark,
+                    plan.read_row_id_high_water_mark, list(self._adds), plan.removes, plan.removes_with_row_ids,
+                    self._domains, self._identity_updates, self._protect_history, dict(self._tags))
+        for rule in WRITER_RULES:
+            rule(a)
 
-        # identity high-water marks
-        if self._identity_updates:
-            schema = metadata.schema
-            changed = False
-            for col, value in self._identity_updates.items():
-                new_schema = advance_identity_high_water_mark(schema, col, value)
-                if new_schema is not None:
-                    schema, changed = new_schema, True
-            if changed:
-                if out_metadata is None:
-                    tags[IDENTITY_UPDATE_TAG] = "true"
-                out_metadata = dataclasses.replace(metadata, schema_string=schema.to_json())
-                metadata = out_metadata
-
-        if self._protect_history:
-            if not is_feature_supported(protocol, "checkpointProtection"):
-                raise InvalidTableOperationError(
-                    "protecting the history of a feature drop needs the 'checkpointProtection' feature")
-            base_md = out_metadata if out_metadata is not None else metadata
-            c = dict(base_md.configuration)
-            c[CHECKPOINT_PROTECTION_KEY] = str(version)
-            out_metadata = metadata = dataclasses.replace(base_md, configuration=c)
-
-        conf = metadata.configuration
-        # append-only
-        if any(r.data_change for r in plan.removes) and bool_property(conf, "delta.appendOnly") and \
-                is_feature_supported(protocol, "appendOnly"):
-            raise InvalidTableOperationError(
-                f"table {self.log.table_root} is append-only (delta.appendOnly=true): "
-                f"{self.operation} may not remove or change data")
-        # deletion vectors
-        dv_adds = [a for a in self._adds if a.deletion_vector is not None]
-        if dv_adds and not is_feature_supported(protocol, "deletionVectors"):
-            raise InvalidTableOperationError(
-                f"add {dv_adds[0].path} has a deletion vector but the table does not support the "
-                f"'deletionVectors' feature")
-        for a in dv_adds:
-            if a.num_records is None:
-                raise InvalidTableOperationError(
-                    f"add {a.path} has a deletion vector but no numRecords in its stats")
-        # domain metadata
-        if self._domains and not is_feature_supported(protocol, "domainMetadata"):
-            raise InvalidTableOperationError(
-                "domain metadata needs the table feature 'domainMetadata' (add it first)")
-
-        # in-commit timestamps
-        # (spec "In-Commit Timestamps"; delta-spark's InCommitTimestampUtils): strictly after the
-        # previous commit's timestamp — its inCommitTimestamp, or its file time when this commit
-        # enables the feature; the enabling commit of a table with earlier versions records its
-        # version and timestamp; a commit that keeps the feature on but replaces the metadata
-        # (REPLACE, CLONE) keeps the enablement it had.
-        ict = None
-        if bool_property(conf, ICT_KEY):
-            ict = max(now_ms(), state.last_timestamp + 1)
-            prior = state.metadata.configuration if state.metadata is not None else {}
-            was_on = state.metadata is not None and state.version >= 0 and bool_property(prior, ICT_KEY)
-            if out_metadata is not None and not was_on and version > 0:
-                c = dict(out_metadata.configuration)
-                c[ICT_VERSION_KEY] = str(version)
-                c[ICT_TIMESTAMP_KEY] = str(ict)
-                out_metadata = dataclasses.replace(out_metadata, configuration=c)
-            elif out_metadata is not None and was_on and raw_property(prior, ICT_VERSION_KEY) is not None and \
-                    raw_property(out_metadata.configuration, ICT_VERSION_KEY) is None:
-                c = dict(out_metadata.configuration)
-                for k in (ICT_VERSION_KEY, ICT_TIMESTAMP_KEY):
-                    if raw_property(prior, k) is not None:
-                        c[k] = raw_property(prior, k)
-                out_metadata = dataclasses.replace(out_metadata, configuration=c)
-
-        # row tracking
-        adds = self._adds
-        removes = plan.removes
-        row_domain = None
-        if is_feature_supported(protocol, "rowTracking") and not bool_property(conf, "delta.rowTrackingSuspended"):
-            if ROW_TRACKING_DOMAIN in self._domains:
-                raise InvalidTableOperationError(
-                    f"the '{ROW_TRACKING_DOMAIN}' domain is maintained by the transaction itself")
-            hwm = state.row_id_high_water_mark
-            assigned = False
-            new_adds = []
-            for a in adds:
-                changes: dict[str, Any] = {}
-                if a.base_row_id is None or a.base_row_id > plan.read_row_id_high_water_mark:
-                    n = a.num_records
-                    if n is None:
-                        raise InvalidTableOperationError(
-                            f"add {a.path}: row tracking needs numRecords in the file's stats to "
-                            f"assign row ids")
-                    changes["base_row_id"] = hwm + 1
-                    hwm += int(n)
-                    assigned = True
-                if a.default_row_commit_version is None:
-                    changes["default_row_commit_version"] = version
-                new_adds.append(dataclasses.replace(a, **changes) if changes else a)
-            adds = new_adds
-            if assigned:
-                row_domain = DomainMetadata(ROW_TRACKING_DOMAIN,
-                                            json.dumps({"rowIdHighWaterMark": hwm}, separators=(",", ":")))
-            removes = plan.removes_with_row_ids
-
-        data_changed = any(a.data_change for a in adds) or any(r.data_change for r in removes)
-        only_file_actions = (plan.protocol is None and out_metadata is None and not self._txns
+        data_changed = any(f.data_change for f in a.adds) or any(r.data_change for r in a.removes)
+        only_file_actions = (plan.protocol is None and a.new_metadata is None and not self._txns
                              and not self._domains)
-        level = isolation_level_for_commit(data_changed, self.isolation_level, isolation_level(conf),
+        level = isolation_level_for_commit(data_changed, self.isolation_level, isolation_level(a.configuration),
                                            only_file_actions=only_file_actions, operation=self.operation)
         reads = bool(self._read_paths or self._read_predicates or self._read_whole_table)
-        blind = not reads and not removes and not self._cdcs
+        blind = not reads and not a.removes and not self._cdcs
         read_conf = self.read_snapshot.metadata.configuration if self.read_snapshot is not None else {}
-        enables_row_tracking = out_metadata is not None and \
-            bool_property(out_metadata.configuration, ENABLE_ROW_TRACKING) and \
+        enables_row_tracking = a.new_metadata is not None and \
+            bool_property(a.new_metadata.configuration, ENABLE_ROW_TRACKING) and \
             not bool_property(read_conf, ENABLE_ROW_TRACKING)
 
-        engine = f"tahoe/{__version__}"
-        if self.engine_info:
-            engine = f"{self.engine_info} {engine}"
-        now = now_ms()
-        ci: dict[str, Any] = {}
-        if ict is not None:
-            ci["inCommitTimestamp"] = ict
-        ci["timestamp"] = ict if ict is not None else now
-        ci["operation"] = self.operation
-        # None leaves a parameter out — except CREATE / REPLACE TABLE's `description`, which
-        # delta-spark always writes (`"description":null` when the table has none)
-        ci["operationParameters"] = {k: (None if v is None else _param(v))
-                                     for k, v in self.operation_parameters.items()
-                                     if v is not None or (k == "description" and "TABLE" in self.operation)}
-        if self.read_version >= 0:
-            ci["readVersion"] = self.read_version
-        ci["isolationLevel"] = level
-        ci["isBlindAppend"] = blind
-        if operation_metrics:
-            ci["operationMetrics"] = {k: _metric(v) for k, v in operation_metrics.items() if v is not None}
-        if user_metadata is not None:
-            ci["userMetadata"] = user_metadata
-        if tags:
-            ci["tags"] = tags
-        ci["engineInfo"] = engine
-        ci["txnId"] = self.txn_id
-
-        actions: list[Action] = [CommitInfo(ci)]
+        info = commit_info(a, operation_parameters=self.operation_parameters, read_version=self.read_version,
+                           isolation_level=level, blind_append=blind, operation_metrics=operation_metrics,
+                           user_metadata=user_metadata, engine_info=self.engine_info, txn_id=self.txn_id)
+        actions: list[Action] = [info]
         if plan.protocol is not None:
             actions.append(plan.protocol)
-        if out_metadata is not None:
-            actions.append(out_metadata)
-        if row_domain is not None:
-            actions.append(row_domain)
+        if a.new_metadata is not None:
+            actions.append(a.new_metadata)
+        actions.extend(a.rule_domains)
         actions.extend(self._txns.values())
         actions.extend(self._domains.values())
-        actions.extend(adds)
-        actions.extend(removes)
+        actions.extend(a.adds)
+        actions.extend(a.removes)
         actions.extend(self._cdcs)
 
         summary = TransactionSummary(
@@ -877,9 +659,9 @@ class Transaction:
             partition_columns=plan.read_partition_columns,
             physical_to_logical=plan.physical_to_logical,
             is_blind_append=blind,
-            metadata_changed=out_metadata is not None,
+            metadata_changed=a.new_metadata is not None,
             protocol_changed=plan.protocol is not None,
-            removed_paths=frozenset(canonical_key(r.path, None, self._root_uri) for r in removes),
+            removed_paths=frozenset(canonical_key(r.path, None, self._root_uri) for r in a.removes),
             domains=frozenset(self._domains),
             enables_row_tracking=enables_row_tracking,
             path_key=lambda p: canonical_key(p, None, self._root_uri),
@@ -927,7 +709,7 @@ class Transaction:
                     summary, w, current_metadata=state.metadata,
                     current_protocol=plan.protocol if plan.protocol is not None else state.protocol)
                 if resolution.row_tracking_enabled:
-                    self._tags[ROW_TRACKING_PRESERVED_TAG] = "false"
+                    self._tags[row_tracking.ROW_TRACKING_PRESERVED_TAG] = "false"
                 state.apply(w)
             version = (winners[-1].version if winners else version) + 1
             self._backoff(attempt)
@@ -1060,40 +842,14 @@ class Transaction:
         time.sleep(random.uniform(0, cap))
 
     def _post_commit(self, version: int, configuration: dict | None) -> None:
+        """The post-commit hooks (`tahoe.txn.post_commit`), then the caller's."""
         self.committed_snapshot = self._derive_snapshot(version)
-        self._post_commit_checksum(version)
-        self._keep_snapshot()
-        self._post_commit_checkpoint(version, configuration)
-        if configuration and bool_property(configuration, SYMLINK_MANIFEST_KEY):
-            # delta-spark's GenerateSymlinkManifest hook: the manifests follow every commit; a
-            # failure is logged and kept, never fails the committed write.
-            from ..uniform.symlink_manifest import generate_symlink_manifest
-
-            try:
-                generate_symlink_manifest(self.log, version)
-            except Exception as e:  # noqa: BLE001
-                self.post_commit_errors.append(e)
-                log.warning("symlink manifest of version %s of %s failed: %s: %s",
-                            version, self.log.table_root, type(e).__name__, e)
-        if iceberg_compat.uniform_iceberg_enabled(configuration):
-            # UniForm: Iceberg metadata for this version. A failure never fails the committed
-            # write: it is logged, kept in `post_commit_errors`, and the next commit (or
-            # tahoe.uniform.sync_iceberg) converts every version it missed.
-            from ..uniform import convert_after_commit
-
-            try:
-                convert_after_commit(self.log, version)
-            except Exception as e:  # noqa: BLE001
-                self.post_commit_errors.append(e)
-                log.warning("UniForm: Iceberg metadata for version %s of %s failed (the next commit "
-                            "retries): %s: %s", version, self.log.table_root, type(e).__name__, e)
-        for hook in self._post_commit_hooks:
-            try:
-                hook(self, version)
-            except Exception as e:  # noqa: BLE001 - a post-commit hook never fails the committed write
-                self.post_commit_errors.append(e)
-                log.warning("post-commit hook %s after version %s of %s failed: %s: %s",
-                            getattr(hook, "__name__", hook), version, self.log.table_root, type(e).__name__, e)
+        assert self.committed_actions is not None
+        committed = Committed(self.log, version, self.committed_actions, self._committed_bytes, configuration,
+                              self.read_snapshot, self.committed_snapshot)
+        added = [PostCommitHook(getattr(h, "__name__", repr(h)), lambda c, h=h: h(self, c.version))
+                 for h in self._post_commit_hooks]
+        run_post_commit_hooks(committed, (*POST_COMMIT_HOOKS, *added), self.post_commit_errors)
 
     def _derive_snapshot(self, version: int) -> Snapshot | None:
         """The snapshot of the version just committed, from the read snapshot and the bytes this
@@ -1114,55 +870,6 @@ class Transaction:
                         version, self.log.table_root, type(e).__name__, e)
             return None
 
-    def _keep_snapshot(self) -> None:
-        """Keep the committed snapshot for this process's next load of the table
-        (`tahoe.log.snapshot_cache`) — after checking it against its `.crc` when
-        TAHOE_VALIDATE_CHECKSUMS asks for it, as a load would (strict: a disagreement raises)."""
-        from ..log.crc import validation_mode
-        from ..log.snapshot_cache import forget, remember
-
-        post = self.committed_snapshot
-        if post is None:
-            forget(self.log.store, self.log.table_root)
-            return
-        mode = validation_mode()
-        if mode is not None:
-            post.validate_checksum(strict=mode == "strict")
-        remember(post, validated=mode is not None)
-
-    def _post_commit_checksum(self, version: int) -> None:
-        """The version checksum file (`<version>.crc`, spec "Version Checksum File"), derived from
-        the previous version's and this commit's actions (`tahoe.log.crc`). Never fails the
-        commit: a version whose checksum cannot be derived without a replay gets none."""
-        from ..log.crc import checksum_after_commit, write_version_checksum
-
-        try:
-            assert self.committed_actions is not None
-            crc = checksum_after_commit(self.log.store, self.log.log_dir, self.log.table_root, version,
-                                        self.committed_actions, self.read_snapshot)
-            if crc is not None and write_version_checksum(self.log.store, self.log.log_dir, version, crc) \
-                    and self.committed_snapshot is not None:
-                self.committed_snapshot.known_checksum(crc)
-        except Exception as e:  # noqa: BLE001 - the commit already succeeded
-            self.post_commit_errors.append(e)
-            log.warning("version checksum of version %s of %s failed: %s: %s",
-                        version, self.log.table_root, type(e).__name__, e)
-
-    def _post_commit_checkpoint(self, version: int, configuration: dict | None) -> None:
-        # the JSON a reader replays after the newest checkpoint: known without a listing when this
-        # commit directly follows the snapshot it read (its segment + this commit)
-        snap = self.read_snapshot
-        tail = None
-        if snap is not None and snap.version == version - 1:
-            tail = sum(f.status.size for f in snap.segment.deltas) + self._committed_bytes
-        try:
-            checkpoint_policy.checkpoint_if_needed(
-                self.log, version, configuration=dict(configuration) if configuration is not None else None,
-                tail_bytes=tail, snapshot=self.committed_snapshot)
-        except Exception as e:  # a checkpoint is an optimization: never fail the commit for it
-            log.warning("checkpoint after version %s of %s failed: %s: %s",
-                        version, self.log.table_root, type(e).__name__, e)
-
     def _plan(self) -> "_Plan":
         md, proto = self._finalize_metadata()
         effective_md = md or (self.read_snapshot.metadata if self.read_snapshot is not None else None)
@@ -1172,7 +879,7 @@ class Transaction:
         final_proto = proto or (self.read_snapshot.protocol if self.read_snapshot is not None else None)
         removes_rt = removes
         if final_proto is not None and is_feature_supported(final_proto, "rowTracking"):
-            removes_rt = self._fill_remove_row_ids(removes)
+            removes_rt = row_tracking.fill_remove_row_ids(self.read_snapshot, removes, self._path_key)
         read_md = self.read_snapshot.metadata if self.read_snapshot is not None else effective_md
         pcols = tuple(read_md.partition_columns)
         mode = column_mapping.mode(read_md.configuration)

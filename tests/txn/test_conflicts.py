@@ -14,10 +14,8 @@ from tahoe.errors import (
     UnsupportedFeatureError,
 )
 from tahoe.protocol.actions import Protocol
-from tahoe.txn.conflicts import (
-    IDENTITY_UPDATE_TAG, TransactionSummary, WinningCommit, check_conflicts,
-    isolation_level_for_commit,
-)
+from tahoe.txn.conflicts import TransactionSummary, WinningCommit, check_conflicts, isolation_level_for_commit
+from tahoe.txn.identity_columns import IDENTITY_UPDATE_TAG
 
 
 def commit_info(op="WRITE", blind=False, **extra):

@@ -20,7 +20,7 @@ from tahoe.log import DeltaLog
 from tahoe.protocol.actions import DomainMetadata, Protocol, RemoveFile
 from tahoe.protocol.deletion_vectors import DeletionVectorDescriptor
 from tahoe.txn import Transaction, create_table, set_properties
-from tahoe.txn import transaction as txn_module
+from tahoe.txn import in_commit_timestamps
 from tests.txn._helpers import commit_actions, commit_info, fake_add, latest_version
 
 
@@ -410,7 +410,7 @@ def test_in_commit_timestamps_are_monotonic(tmp_path, monkeypatch):
     create_table(path, "id BIGINT", properties={"delta.enableInCommitTimestamps": "true"})
     log = DeltaLog.for_table(path)
     t0 = commit_info(path, 0)["inCommitTimestamp"]
-    monkeypatch.setattr(txn_module, "now_ms", lambda: 1000)  # the clock went backwards
+    monkeypatch.setattr(in_commit_timestamps, "now_ms", lambda: 1000)  # the clock went backwards
     t1, t2 = Transaction(log, "WRITE"), Transaction(log, "WRITE")
     t1.add_files([fake_add("1.parquet")])
     t2.add_files([fake_add("2.parquet")])
