@@ -1,6 +1,10 @@
-"""Module boundaries the project's rules fix, checked on the source: no private (`_name`) imports
-across modules, and one reader of table properties (tahoe.protocol.properties) for every layer
-that reads a table's configuration.
+"""Module boundaries the project's rules fix, checked on the source:
+  1. no private (`_name`) imports across modules;
+  2. one reader of table properties (tahoe.protocol.properties) for every layer that reads a
+     table's configuration;
+  3. no import cycle — counting imports inside functions and under `if TYPE_CHECKING:` — and no
+     import that runs up the layers (`LAYERS`);
+  4. the layout: each concept in the module named for it, written once, Spark only in the Spark wing.
 
 The oracle is the source text itself (Python's own parser), not tahoe code."""
 
@@ -155,14 +159,10 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement that can run — at module level or inside a function — but not those
-    under `if TYPE_CHECKING:` (annotations only, never executed)."""
-    skip: set[int] = set()
-    for n in ast.walk(tree):
-        if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test):
-            skip.update(id(x) for b in n.body for x in ast.walk(b))
-    return [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in skip]
+def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement — at module level, inside a function, or under `if TYPE_CHECKING:`
+    (annotations only: never executed, but a dependency a reader follows all the same)."""
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
 
 
 def import_graph() -> dict[str, dict[str, int]]:
@@ -173,7 +173,7 @@ def import_graph() -> dict[str, dict[str, int]]:
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
         edges: dict[str, int] = {}
-        for node in _runtime_imports(ast.parse(path.read_text(), str(path))):
+        for node in _imports(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             else:
@@ -228,7 +228,8 @@ def import_cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
 
 def test_no_import_cycles_among_tahoe_modules():
     """No two tahoe modules import each other, directly or through others — counting imports
-    inside functions (a lazy import hides a cycle from Python, not from a reader)."""
+    inside functions and for type checking only (a lazy import hides a cycle from Python, not
+    from a reader)."""
     graph = import_graph()
     cycles = import_cycles(graph)
     detail = "\n".join(
@@ -239,11 +240,174 @@ def test_no_import_cycles_among_tahoe_modules():
 
 
 def test_the_cycle_finder_finds_a_lazy_cycle():
-    """The finder itself, on a hand-made graph: a lazy import closing a loop is a cycle."""
+    """The finder itself, on a hand-made graph: a lazy import closing a loop is a cycle, and so is
+    one for type checking only."""
     tree = ast.parse("from .b import x\ndef f():\n    from .a import y\nif TYPE_CHECKING:\n    from .c import z\n")
-    assert [type(n).__name__ for n in _runtime_imports(tree)] == ["ImportFrom", "ImportFrom"]
+    assert [n.module for n in _imports(tree)] == ["b", "a", "c"]
     assert import_cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 3}, "d": {"a": 1}}) == [["a", "b", "c"]]
     assert import_cycles({"a": {"b": 1}, "b": {}}) == []
+
+
+# --- layers ----------------------------------------------------------------------------------
+
+# Each top-level package (or module) of tahoe on its floor: an import between two of them runs to
+# a strictly lower floor. The Spark-free core sits below the facade and the two wings; the
+# sharing wing is below the Spark wing, which it never imports.
+LAYERS = {
+    "tahoe.errors": 0, "tahoe.version": 0, "tahoe.cli_help": 0,
+    "tahoe.protocol": 1, "tahoe.storage": 1,
+    "tahoe.log": 2, "tahoe.expressions": 2,
+    "tahoe.read": 3, "tahoe.uniform": 3,
+    "tahoe.txn": 4,
+    "tahoe.write": 5,
+    "tahoe.maintenance": 6,
+    "tahoe.table": 7, "tahoe.sharing": 7,
+    "tahoe.spark": 8,
+    "tahoe.demo": 9, "tahoe": 9,
+    "tahoe.cli": 10,
+    "tahoe.__main__": 11,
+}
+
+
+def _layer_of(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else module
+
+
+def upward_imports(graph: dict[str, dict[str, int]], layers: dict[str, int]) -> list[str]:
+    """Every edge between two layers that does not run to a strictly lower one."""
+    out = []
+    for a, edges in sorted(graph.items()):
+        la = _layer_of(a)
+        for b, line in sorted(edges.items()):
+            lb = _layer_of(b)
+            if la != lb and layers[lb] >= layers[la]:
+                out.append(f"{a} -> {b} (line {line}): floor {layers[la]} imports floor {layers[lb]}")
+    return out
+
+
+def test_every_module_has_a_floor():
+    missing = sorted({_layer_of(m) for m in import_graph()} - set(LAYERS))
+    assert missing == [], f"add these to LAYERS: {missing}"
+
+
+def test_no_import_runs_up_the_layers():
+    hits = upward_imports(import_graph(), LAYERS)
+    assert hits == [], "imports that run up (or sideways):\n" + "\n".join(hits)
+
+
+def test_the_layer_check_finds_an_upward_import():
+    graph = {"tahoe.txn.transaction": {"tahoe.maintenance.manifest": 7, "tahoe.log.snapshot": 3},
+             "tahoe.log.snapshot": {"tahoe.protocol.actions": 1}}
+    hits = upward_imports(graph, LAYERS)
+    assert len(hits) == 1 and hits[0].startswith("tahoe.txn.transaction -> tahoe.maintenance.manifest")
+
+
+# --- the layout: a concept in the module named for it, written once ------------------------------
+
+# module -> names it defines (spec section or concept -> module)
+LAYOUT = {
+    "log/checkpoint_schema.py": ["CheckpointLayout", "checkpoint_schema", "build_checkpoint"],
+    "log/checkpoint_parts.py": ["spark_string_hash", "checkpoint_part_of"],
+    "log/checkpoints.py": ["write_checkpoint"],
+    "log/checkpoint_policy.py": ["checkpoint_due", "checkpoint_if_needed"],
+    "log/metadata_cleanup.py": ["cleanup_expired_logs", "cleanup_unreferenced_sidecars"],
+    "protocol/last_checkpoint_checksum.py": ["checksum_of", "verify", "with_checksum"],
+    "protocol/column_paths.py": ["quote_identifier", "split_column_path"],
+    "protocol/timestamps.py": ["now_ms"],
+    "storage/__init__.py": ["resolve_data_path", "encode_log_path", "absolute_uri"],
+    "txn/attempt.py": ["Attempt"],
+    "txn/identity_columns.py": ["advance_high_water_marks"],
+    "txn/checkpoint_protection.py": ["protect_history"],
+    "txn/append_only.py": ["refuse_data_removal"],
+    "txn/deletion_vectors.py": ["check_adds"],
+    "txn/domain_metadata.py": ["check_supported", "check_user_domain"],
+    "txn/in_commit_timestamps.py": ["assign_timestamp", "commit_timestamp"],
+    "txn/row_tracking.py": ["assign_row_ids", "fill_remove_row_ids"],
+    "txn/commit_info.py": ["commit_info"],
+    "txn/post_commit.py": ["POST_COMMIT_HOOKS", "run_post_commit_hooks"],
+    "uniform/symlink_manifest.py": ["generate_symlink_manifest"],
+    "write/writer.py": ["write_table", "prepare_rows"],
+    "write/replace_where.py": ["parse_replace_where", "files_to_replace"],
+    "spark/columns.py": ["to_spark_column"],
+    "spark/sql/statements.py": ["Merge", "CreateTable", "TableName"],
+    "spark/sql/parser.py": ["parse_statement", "TokenParser"],
+}
+GONE = ["log/checkpoint.py", "spark/sql/grammar.py", "write/arrow.py", "protocol/checksum.py", "expressions/spark.py",
+        "maintenance/manifest.py"]
+
+
+def _defined(path: Path) -> set[str]:
+    out = set()
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.Assign):
+            out.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return out
+
+
+@pytest.mark.parametrize("module", sorted(LAYOUT))
+def test_each_concept_lives_in_its_module(module):
+    path = TAHOE / module
+    assert path.exists(), module
+    missing = sorted(set(LAYOUT[module]) - _defined(path))
+    assert missing == [], f"{module} no longer defines {missing}"
+
+
+def test_old_module_names_are_gone():
+    assert [m for m in GONE if (TAHOE / m).exists()] == []
+
+
+def test_helpers_written_once():
+    """Identifier quoting and the writer clock are defined in one module each; no other module
+    writes a backtick-doubling quote or `int(time.time() * 1000)` clock by hand."""
+    defs: dict[str, list[str]] = {}
+    by_hand: list[str] = []
+    for f in sorted(TAHOE.rglob("*.py")):
+        rel = str(f.relative_to(TAHOE))
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(node, ast.FunctionDef) and node.name.lstrip("_") in ("now_ms", "quote", "quote_identifier"):
+                defs.setdefault(node.name.lstrip("_"), []).append(rel)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "replace" \
+                    and [ast.unparse(a) for a in node.args] in (["'`'", "'``'"], ['"`"', '"``"']):
+                by_hand.append(f"{rel}:{node.lineno}")
+    assert defs == {"now_ms": ["protocol/timestamps.py"], "quote_identifier": ["protocol/column_paths.py"]}
+    assert {h.split(":")[0] for h in by_hand} == {"protocol/column_paths.py"}, by_hand
+
+
+SPARK_FREE = ["errors.py", "protocol", "storage", "log", "expressions", "read", "uniform", "txn", "write",
+              "maintenance", "table.py", "__init__.py"]
+
+
+def test_the_core_is_spark_free():
+    """No module of the core or the facade imports pyspark, lazily or not: Spark code lives in
+    tahoe/spark (the sharing wing's `load_as_spark` takes the user's own session, as the official
+    client's does)."""
+    hits = []
+    for f in sorted(TAHOE.rglob("*.py")):
+        rel = f.relative_to(TAHOE)
+        if rel.parts[0] not in SPARK_FREE:
+            continue
+        for node in _imports(ast.parse(f.read_text(), str(f))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if any(n == "pyspark" or n.startswith("pyspark.") for n in names):
+                hits.append(f"{rel}:{node.lineno}")
+    assert hits == []
+
+
+def test_writer_rules_and_post_commit_hooks_in_their_order():
+    """The transaction applies the spec's writer requirements in one visible order, each from the
+    module named after its section; post-commit work runs through one list."""
+    from tahoe.txn.post_commit import POST_COMMIT_HOOKS
+    from tahoe.txn.transaction import WRITER_RULES
+
+    assert [f"{r.__module__.rsplit('.', 1)[-1]}.{r.__name__}" for r in WRITER_RULES] == [
+        "identity_columns.advance_high_water_marks", "checkpoint_protection.protect_history",
+        "append_only.refuse_data_removal", "deletion_vectors.check_adds", "domain_metadata.check_supported",
+        "in_commit_timestamps.assign_timestamp", "row_tracking.assign_row_ids"]
+    assert [h.name for h in POST_COMMIT_HOOKS] == [
+        "version checksum", "kept snapshot", "checkpoint", "symlink manifest", "UniForm Iceberg metadata"]
 
 
 # --- the readers: delta-spark's defaults (DeltaConfigs) and refusal of invalid values ---------
