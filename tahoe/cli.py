@@ -281,17 +281,10 @@ def files(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
                   str(r["size"]), "" if r["numRecords"] is None else str(r["numRecords"]),
                   "" if r["deletionVectorCardinality"] is None else str(r["deletionVectorCardinality"]))
                  for r in rows]
-        header = ("path", "partitionValues", "size", "numRecords", "deletedRows")
-        if wide or not out.is_terminal:
-            sys.stdout.write("\n".join("\t".join(c) for c in [header, *cells]) + "\n")
-            return
-        rt = RichTable(title=f"version {t.version}: {len(rows)} files")
-        rt.add_column("path", overflow="fold")   # whole, folded over lines when too long
-        for c in ("partition values", "size", "records", "deleted"):
-            rt.add_column(c)
-        for c in cells:
-            rt.add_row(*c)
-        out.print(rt)
+        _print_rows(("path", "partitionValues", "size", "numRecords", "deletedRows"), cells, plain=wide,
+                    title=f"version {t.version}: {len(rows)} files",
+                    # the path whole, folded over lines when too long
+                    columns=[("path", {"overflow": "fold"}), "partition values", "size", "records", "deleted"])
     _run(go)
 
 
@@ -378,15 +371,7 @@ def changes(path: str = typer.Argument(..., metavar="PATH", help=PATH_HELP),
         header = rows.column_names
         cells = [["" if r[c] is None else (_ts(int(r[c].timestamp() * 1000)) if c == "_commit_timestamp" else str(r[c]))
                   for c in header] for r in records]
-        if not out.is_terminal:
-            sys.stdout.write("\n".join("\t".join(c) for c in [header, *cells]) + "\n")
-            return
-        rt = RichTable(title=f"{len(records)} change rows")
-        for c in header:
-            rt.add_column(c)
-        for c in cells:
-            rt.add_row(*c)
-        out.print(rt)
+        _print_rows(header, cells, title=f"{len(records)} change rows")
     _run(go)
 
 
@@ -708,6 +693,21 @@ def _size(n: int | None) -> str:
             return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)
+
+
+def _print_rows(header: Any, cells: list, *, title: str, columns: list | None = None, plain: bool = False) -> None:
+    """Rows as a rich table on a terminal (`columns`: names, or (name, options) pairs; default the
+    header), else — or with `plain` — tab-separated, under a header line."""
+    if plain or not out.is_terminal:
+        sys.stdout.write("\n".join("\t".join(c) for c in [header, *cells]) + "\n")
+        return
+    rt = RichTable(title=title)
+    for c in columns or header:
+        name, options = (c, {}) if isinstance(c, str) else c
+        rt.add_column(name, **options)
+    for c in cells:
+        rt.add_row(*c)
+    out.print(rt)
 
 
 def _summary(title: str, rows: list[tuple[str, int | None, int | None]]) -> None:

@@ -410,6 +410,42 @@ def test_writer_rules_and_post_commit_hooks_in_their_order():
         "version checksum", "kept snapshot", "checkpoint", "symlink manifest", "UniForm Iceberg metadata"]
 
 
+def repeated_blocks(files: list[Path], size: int = 6) -> list[list[str]]:
+    """Every run of `size` identical lines (white space folded; blank lines, comments, lone
+    punctuation and imports passed over) that stands in more than one place: its places."""
+    places: dict[str, list[str]] = {}
+    for f in files:
+        kept = []
+        for i, line in enumerate(f.read_text().split("\n"), 1):
+            t = " ".join(line.split())
+            if not t or t.startswith(("#", "import ", "from ")) or not t.strip("()[]{},:"):
+                continue
+            kept.append((i, t))
+        for k in range(len(kept) - size + 1):
+            key = "\n".join(t for _, t in kept[k:k + size])
+            places.setdefault(key, []).append(f"{f.relative_to(TAHOE.parent)}:{kept[k][0]}")
+    return [p for p in places.values() if len(p) > 1]
+
+
+def test_no_block_of_six_identical_lines_twice():
+    """A piece of logic is written once: no six identical lines stand twice in tahoe/."""
+    hits = repeated_blocks(sorted(TAHOE.rglob("*.py")))
+    assert hits == [], "blocks written twice:\n" + "\n".join(" ~ ".join(h) for h in hits)
+
+
+def test_the_block_finder_finds_a_copy(tmp_path):
+    body = "".join(f"    x{i} = f({i})\n" for i in range(6))
+    (tmp_path / "a.py").write_text("def a():\n" + body)
+    (tmp_path / "b.py").write_text("import os\n\ndef b():\n    # a copy\n" + body)
+    global TAHOE
+    saved, TAHOE = TAHOE, tmp_path / "pkg"
+    try:
+        hits = repeated_blocks([tmp_path / "a.py", tmp_path / "b.py"])
+    finally:
+        TAHOE = saved
+    assert hits == [["a.py:2", "b.py:5"]]
+
+
 # --- the readers: delta-spark's defaults (DeltaConfigs) and refusal of invalid values ---------
 
 @pytest.mark.parametrize("key, expected", [

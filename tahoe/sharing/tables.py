@@ -118,6 +118,18 @@ def _file_id_hash(v: str) -> str:
 _GATED = {"deletionVectors": "deletionvectors", "columnMapping": "columnmapping"}
 
 
+def _up_to_limit(static: list[tuple], limit: int | None) -> Iterator[tuple]:
+    """The (b64 path, tail, numRecords) entries of a snapshot's files until their summed numRecords
+    reach `limit` (None: all of them), as the protocol's `limitHint` asks."""
+    total = 0
+    for entry in static:
+        if limit is not None:
+            if total >= limit:
+                return
+            total += entry[2] or 0
+        yield entry
+
+
 def _table_features(snap) -> set[str]:
     feats = set(reader_features_of(snap.protocol))
     if snap.column_mapping_mode != "none":
@@ -307,22 +319,12 @@ class SharedTable:
         q = _enc(urls.query)[1:-1]
         end = f"{urls.expires * 1000}}}}}"
         sign = urls.signer(self.key)
-        total = 0
-        for b64, tail, n in static:
-            if limit is not None:
-                if total >= limit:
-                    return
-                total += n or 0
+        for b64, tail, _ in _up_to_limit(static, limit):
             yield "".join((head, b64, q, sign(b64), tail, end))
 
     def _direct_parquet_lines(self, static, urls: FileUrls, limit: int | None) -> Iterator[str]:
         end = f"{urls.expires * 1000}}}}}"
-        total = 0
-        for b64, tail, n in static:
-            if limit is not None:
-                if total >= limit:
-                    return
-                total += n or 0
+        for b64, tail, _ in _up_to_limit(static, limit):
             url = self.store_url(b64d(b64).decode("utf-8"), urls.expires)
             yield "".join(('{"file":{"url":"', _enc(url)[1:-1], tail, end))
 
