@@ -171,7 +171,7 @@ class DeltaReader(DataSourceReader):
 class DeltaFilteringReader(DeltaReader):
     """A DeltaReader that takes Spark's pushed filters for file skipping — only where the session
     has filter pushdown on (Spark refuses a reader with `pushFilters` otherwise), which tahoe's
-    `load` wrapper sees to and tells the source (`tahoe.spark.calls.PUSHDOWN_OPTION`)."""
+    `load` wrapper sees to and tells the source (`tahoe.spark.options.PUSHDOWN_OPTION`)."""
 
     def pushFilters(self, filters):
         # Spark re-applies every filter; tahoe uses the supported ones for file skipping only.
