@@ -165,6 +165,16 @@ def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
     return [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
 
 
+def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """The import statements that can run (tests/test_dependencies.py): `_imports` less those under
+    `if TYPE_CHECKING:`."""
+    skip: set[int] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test):
+            skip.update(id(x) for b in n.body for x in ast.walk(b))
+    return [n for n in _imports(tree) if id(n) not in skip]
+
+
 def import_graph() -> dict[str, dict[str, int]]:
     """tahoe module -> {tahoe module it imports: line}. `from x import y` is an edge to module
     x.y when that is a module, else to x (a package's __init__ when x is a package)."""
