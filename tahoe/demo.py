@@ -33,6 +33,13 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
+from . import sharing as own
+from .log import DeltaLog
+from .read.changes import read_changes_arrow
+from .sharing.official_client import OfficialClient
+from .spark import DeltaTable, register
+from .spark.session import local_session
+from .table import Table
 
 console = Console()
 
@@ -57,8 +64,6 @@ def _orders(start: int, n: int, countries: list[str]) -> pa.Table:
 
 
 def _show_versions(path: str) -> None:
-    from .table import Table
-
     latest = Table(path)
     rt = RichTable(title="time travel")
     for c in ("version", "operation", "rows", "files"):
@@ -92,8 +97,6 @@ def _read_as_recipient(profile: Path, table_url_suffix: str, version_to_read: in
     else through tahoe's own client."""
     url = f"{profile}#{table_url_suffix}"
     if recipient_python:
-        from .sharing.official_client import OfficialClient
-
         with OfficialClient(recipient_python, stderr=log_file) as client:
             tables = [f"{t['share']}.{t['schema']}.{t['name']}" for t in client.client(str(profile), "list_all_tables")]
             latest = client.load_as_pandas(url)
@@ -103,7 +106,6 @@ def _read_as_recipient(profile: Path, table_url_suffix: str, version_to_read: in
             changes = client.load_table_changes_as_pandas(url, starting_version=1, use_delta_format=True)
             who = f"official delta-sharing {client.versions['delta-sharing']} client, own environment"
         return who, tables, latest, at_version, changes
-    from . import sharing as own   # tahoe's client: the official client's functions, plus Arrow
 
     c = own.SharingClient(str(profile))
     tables = [f"{t.share}.{t.schema}.{t.name}" for t in c.list_all_tables()]
@@ -115,8 +117,6 @@ def _read_as_recipient(profile: Path, table_url_suffix: str, version_to_read: in
 
 def _spark_pipeline(spark, path: str) -> None:
     """Steps 1 and 2: ingest with Spark, then MERGE / UPDATE / DELETE with delta-spark's API."""
-    from .spark import DeltaTable
-
     def frame(t: pa.Table):
         return spark.createDataFrame(t.to_pandas(), "order_id long, country string, amount double, ts timestamp")
 
@@ -160,12 +160,6 @@ def _spark_pipeline(spark, path: str) -> None:
 
 
 def run_demo(directory: str = "demo-output", recipient_python: str | None = None) -> None:
-    from .read.changes import read_changes_arrow
-    from .log import DeltaLog
-    from .spark import register
-    from .spark.session import local_session
-    from .table import Table
-
     root = Path(directory).resolve()
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)

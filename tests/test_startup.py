@@ -1,6 +1,18 @@
 """What a fresh process imports: `import tahoe` stays light, and `tahoe describe` of a table that
 keeps version checksums answers from the `.crc` without the Arrow stack (issue 18, "Import").
 
+tahoe imports at module top, except where these checks need an import inside a function:
+  1. `import tahoe`, `import tahoe.cli`: the package facade and the command line (`cli.py`,
+     `sharing/cli.py`) import each command's modules when it runs;
+  2. `tahoe describe`: the log core reads a `.crc` without Arrow (`log/snapshot.py`, `log/crc.py`,
+     `protocol/schema.py`'s variant types, `storage/__init__.py`'s object stores);
+  3. PySpark's discovery of the `delta` source and the first wrapped PySpark call, which every Spark
+     session of the environment makes (`spark/datasource.py`, `spark/options.py`, `spark/scan.py`,
+     `spark/session.py`, the patch layer's `spark/calls.py`, `spark/surfacing.py`, `spark/sql/`):
+     no Arrow, no log core;
+  4. a transaction or a write loads Avro only for UniForm tables (`uniform/__init__.py`,
+     `txn/post_commit.py`).
+
 A behavioural guard, not a timing: each check runs in its own interpreter and reads that
 interpreter's `sys.modules`. The oracle for describe's figures is the table directory itself (its
 parquet files counted and sized with `os`), for its schema the schema that was written.
@@ -86,3 +98,21 @@ def test_describe_without_a_checksum_replays_the_log(tmp_path):
     assert d["version"] == 1
     assert d["numFiles"] == len(data) == 2
     assert d["sizeInBytes"] == sum(os.path.getsize(p) for p in data)
+
+
+def test_spark_discovery_and_the_patch_layer_import_no_arrow():
+    """Rule 3: what every Spark session loads — the `delta` source's discovery module and the
+    behaviours behind tahoe's wrappers of PySpark's calls — stays free of Arrow and the log core."""
+    code = ("import pyspark_tahoe_delta, tahoe.spark.calls, tahoe.spark.surfacing, tahoe.spark.sql.hooks, "
+            "tahoe.spark.session")
+    assert _loaded(code) - {"pyspark"} == set()
+    out = _python(code + "\nimport sys\nprint(sorted(m for m in sys.modules if m.startswith('tahoe.log')))")
+    assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_transactions_and_writes_load_avro_only_for_uniform():
+    """Rule 4."""
+    out = _python("import sys, tahoe.txn, tahoe.write\nprint('fastavro' in sys.modules)\n"
+                  "from tahoe.uniform import sync_iceberg\nprint('fastavro' in sys.modules)")
+    assert out.split() == ["False", "True"]
+

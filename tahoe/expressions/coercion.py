@@ -49,7 +49,7 @@ from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 from typing import Any, Sequence
 
 from ..protocol.schema import DOUBLE, FLOAT, LONG, STRING, DataType, DecimalType, PrimitiveType
-from .tree import Expression, Literal
+from .tree import Expression, Literal, Cast
 
 __all__ = [
     "comparison_type", "comparison_types", "in_type", "wider_type", "integral_as_decimal", "int_literal",
@@ -225,8 +225,6 @@ def float_cast_operand(e: Expression) -> Expression | None:
     cast of an integer that is cast on to DOUBLE — explicitly, or by a comparison that meets a
     DOUBLE — so `CAST(i AS FLOAT) = 2147483647` compares i as a DOUBLE (TRUE for i = 2147483647,
     though the FLOAT is 2147483648). The caller checks that `x` is an integer."""
-    from .tree import Cast
-
     if isinstance(e, Cast) and _name(e.type) == "float":
         return e.child
     return None

@@ -47,7 +47,7 @@ from ..protocol.schema import DOUBLE, STRING, VOID, from_arrow_type, to_arrow_ty
 from .coercion import (
     cast_array, comparison_type, float_cast_operand, in_type, int_literal, reduced_comparison, wider_type,
 )
-from .resolve import Scope
+from .resolve import Scope, unresolved_column
 from .tree import (
     And, Arithmetic, Between, Case, Cast, Column, Comparison, Expression, Func, In, IsNull, Like, Literal,
     Negate, Not, Opaque, Or, type_sql,
@@ -213,7 +213,6 @@ class _Evaluator:
 
     def ev_Column(self, n: Column) -> Value:
         if self.scope is None:
-            from .resolve import unresolved_column
             raise unresolved_column(n, [])
         return self.scope.array(n)
 

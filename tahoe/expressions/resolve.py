@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from ..errors import AnalysisException
 from ..protocol.column_paths import quote_identifier
 from .tree import Column, Expression
+from ..protocol.schema import StructType, to_arrow_schema
 
 __all__ = ["Scope", "Binding", "check_columns", "unresolved_column"]
 
@@ -44,7 +45,6 @@ class Binding:
 def _as_arrow_schema(schema: Any) -> pa.Schema:
     if isinstance(schema, pa.Schema):
         return schema
-    from ..protocol.schema import StructType, to_arrow_schema
 
     if isinstance(schema, StructType):
         return to_arrow_schema(schema)

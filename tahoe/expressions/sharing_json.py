@@ -30,6 +30,7 @@ from ..protocol.schema import (
 from .tree import (
     And, Between, Cast, Column, Comparison, Expression, In, IsNull, Literal, Not, Or, conjuncts,
 )
+from .evaluate import constant_value
 
 __all__ = ["from_sharing_json", "to_sharing_json", "json_column_types", "VALUE_TYPES"]
 
@@ -49,8 +50,6 @@ def _bad(msg: str) -> AnalysisException:
 def _value(raw: Any, vt: str) -> Any:
     """A literal's value (a string, or a JSON scalar) as the Python value of its valueType: the
     string cast to the type as Spark casts it (a timestamp without an offset is UTC)."""
-    from .evaluate import constant_value
-
     if raw is None:
         return None
     if isinstance(raw, (dict, list)):
@@ -182,8 +181,6 @@ def to_sharing_json(expr: Expression, types: StructType | Mapping[str, DataType]
 
     def literal(e: Expression, vt: str) -> dict:
         """A constant read as the column's type (as Spark casts a literal compared with it)."""
-        from .evaluate import constant_value
-
         if e.columns():
             raise AnalysisException(f"{e.to_sql()} is neither a column nor a constant")
         target = VALUE_TYPES[vt]

@@ -56,6 +56,8 @@ from .coercion import cast_number, comparison_types, in_type, int_literal, reduc
 from .tree import (
     And, Between, Cast, Column, Comparison, Expression, Func, In, IsNull, Like, Literal, Not, Or,
 )
+from .evaluate import constant_value, evaluate
+from .resolve import Scope
 
 __all__ = ["FileColumn", "Binder", "schema_binder", "may_match", "file_mask"]
 
@@ -365,8 +367,6 @@ class _Files:
 
     # --- value expressions ---------------------------------------------------------------------
     def constant(self, e: Expression) -> _Bounds | None:
-        from .evaluate import constant_value
-
         try:
             v, t = constant_value(e, time_zone=self.time_zone)
             dt = from_arrow_type(t)
@@ -404,9 +404,6 @@ class _Files:
 
     def exact(self, e: Expression) -> pa.Array | None:
         """`e` (reading partition columns only) evaluated over the typed partition values."""
-        from .evaluate import evaluate
-        from .resolve import Scope
-
         cols: dict[str, pa.Array] = {}
         for c in self.columns(e):
             fc = self.binding(c)
@@ -498,8 +495,6 @@ class _Files:
     def convert_exact(self, b: _Bounds, to: DataType) -> _Bounds | None:
         """Exact values (constants, partition values) read as type `to`, as Spark casts the
         string side of a comparison; None when one does not convert."""
-        from .evaluate import constant_value
-
         done: dict[Any, Any] = {}
         out = []
         for v in b.lo:

@@ -37,8 +37,8 @@ from typing import Any, Iterable, Iterator, Sequence
 from ..errors import AnalysisException
 from ..protocol.column_paths import quote_identifier
 from ..protocol.schema import (
-    BINARY, BOOLEAN, DATE, DOUBLE, INTEGER, LONG, STRING, TIMESTAMP, TIMESTAMP_NTZ, VOID,
-    DataType, DecimalType, PrimitiveType,
+    BINARY, BOOLEAN, DATE, DOUBLE, INTEGER, LONG, STRING, TIMESTAMP, TIMESTAMP_NTZ, VOID, DataType, DecimalType,
+    PrimitiveType, ArrayType, MapType, StructType,
 )
 
 __all__ = [
@@ -437,8 +437,6 @@ _TYPE_SQL = {"long": "BIGINT", "integer": "INT", "short": "SMALLINT", "byte": "T
 
 def type_sql(t: DataType) -> str:
     """Spark SQL's name of a type (`BIGINT`, `DECIMAL(10,2)`, `ARRAY<INT>`, ...)."""
-    from ..protocol.schema import ArrayType, MapType, StructType
-
     if isinstance(t, PrimitiveType) and t.name in _TYPE_SQL:
         return _TYPE_SQL[t.name]
     if isinstance(t, DecimalType):

@@ -44,7 +44,7 @@ from ..errors import InvalidOptionError, InvalidTableOperationError, TableAlread
 from ..log import DeltaLog, Snapshot
 from ..log.replay import canonical_key, root_uri
 from ..protocol import column_mapping
-from ..protocol.actions import AddFile
+from ..protocol.actions import AddFile, Metadata
 from ..protocol.deletion_vectors import DeletionVectorDescriptor, new_dv_path_component
 from ..protocol.properties import normalize_properties
 from ..protocol.table_features import merge_protocols, reader_features_of, writer_features_of
@@ -54,6 +54,7 @@ from ..storage.base import LogStore
 from ..txn import Transaction
 from ..write.commit import commit_new_files
 from ..storage import absolute_uri, encode_log_path
+from .convert import scan_parquet
 
 __all__ = ["clone", "clone_parquet", "CLONE_METRICS"]
 
@@ -243,9 +244,6 @@ def clone_parquet(source: str, target: str, *, replace: bool = False, properties
                   storage_options: dict | None = None, max_workers: int = 8) -> dict[str, Any]:
     """A shallow CLONE of the parquet table (directory of parquet files) at `source` to the Delta
     table `target` (see the module docstring); delta-spark's metrics plus `version`."""
-    from ..protocol.actions import Metadata
-    from .convert import scan_parquet
-
     scan = scan_parquet(source, None, storage_options=storage_options, max_workers=max_workers)
     tgt_log = DeltaLog.for_table(target, storage_options)
     existing = _target(tgt_log, scan.root, replace)

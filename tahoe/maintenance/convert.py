@@ -52,7 +52,7 @@ from ..protocol.schema import (
 from ..protocol.stats import stats_columns
 from ..protocol.timestamps import now_ms
 from ..storage import DirStatus
-from ..txn import Transaction
+from ..txn import Transaction, parse_ddl
 from ..storage import encode_log_path
 from ..write.footer_stats import footer_stats
 from .vacuum import is_hidden
@@ -74,7 +74,6 @@ def parse_partition_schema(partition_by: Any) -> StructType | None:
     if isinstance(partition_by, str):
         if not partition_by.strip():
             return None
-        from ..txn import parse_ddl
 
         return parse_ddl(partition_by)
     raise InvalidOptionError(

@@ -81,6 +81,8 @@ from ..txn.checkpoint_protection import CHECKPOINT_PROTECTION_KEY
 from ..write.commit import commit_new_files
 from ..storage import encode_log_path
 from ..write.files import write_data_files
+from ..log.snapshot import add_files_from_table
+from ..protocol.deletion_vectors import DeletionVectorDescriptor
 
 __all__ = ["drop_feature", "REMOVABLE_FEATURES", "purge_deletion_vectors", "protocol_without"]
 
@@ -173,7 +175,6 @@ def purge_deletion_vectors(table: str | DeltaLog, storage_options: dict | None =
     snap = log.snapshot()
     t = snap.files_table()
     with_dv = t.filter(pc.is_valid(t.column("deletionVector")))
-    from ..log.snapshot import add_files_from_table
 
     return _rewrite(log, snap, add_files_from_table(with_dv), "REORG",
                     {"predicate": "[]", "applyPurge": True}, progress=progress)
@@ -303,7 +304,6 @@ def _dv_tombstones(log: DeltaLog) -> int | None:
     tomb = snap.tombstones_table(["path", "deletionVector"])
     if not tomb.num_rows:
         return None
-    from ..protocol.deletion_vectors import DeletionVectorDescriptor
 
     named = set(tomb.filter(pc.is_null(tomb.column("deletionVector"))).column("path").to_pylist())
     paths: list[str] = []
@@ -377,7 +377,6 @@ def _unbackfill_row_ids(log: DeltaLog) -> None:
     with_ids = t.filter(pc.is_valid(t.column("baseRowId")))
     if not with_ids.num_rows:
         return
-    from ..log.snapshot import add_files_from_table
 
     adds = [dataclasses.replace(a, data_change=False, base_row_id=None, default_row_commit_version=None)
             for a in add_files_from_table(with_ids)]

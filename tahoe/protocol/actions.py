@@ -19,6 +19,7 @@ from typing import Any, Iterable, Iterator
 
 from ..errors import CorruptLogError
 from .deletion_vectors import DeletionVectorDescriptor
+from .schema import StructType
 
 __all__ = [
     "Action", "Protocol", "Format", "Metadata", "AddFile", "RemoveFile", "AddCDCFile",
@@ -171,8 +172,6 @@ class Metadata(Action):
         """The table's logical schema (a `tahoe.protocol.schema.StructType`), parsed once."""
         cached = self.__dict__.get("_schema")
         if cached is None:
-            from .schema import StructType
-
             if self.schema_string is None:
                 raise CorruptLogError(f"the table's metaData (id {self.id}) has no schemaString")
             cached = StructType.from_json(self.schema_string)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Iterable
 from ..errors import InvalidTableOperationError, SchemaError
 from .properties import enum_property, int_property
 from .schema import ArrayType, DataType, MapType, StructField, StructType, to_arrow_type
+from .iceberg_compat import creating_defaults
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -295,8 +296,6 @@ def assign_ids_for_table(schema: StructType, configuration: dict) -> tuple[Struc
     otherwise). What every writer does before it commits a new or evolved schema. A table with
     Iceberg compatibility but no mode set gets mode `name` here (delta-spark auto-sets it when
     such a table is created; an existing compat table has a mode already)."""
-    from .iceberg_compat import creating_defaults
-
     configuration = creating_defaults(configuration)
     if mode(configuration) == "none":
         return schema, configuration

@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 from ..errors import CorruptLogError, SchemaError
 from .schema import DataType, DecimalType, PrimitiveType, to_arrow_type
 from .timestamps import localize, zone as tz_of
+from . import column_mapping
 
 __all__ = [
     "HIVE_DEFAULT_PARTITION", "parse_partition_value", "partition_column_to_arrow",
@@ -450,8 +451,6 @@ def partition_values_to_arrow(partition_values: pa.Array | pa.ChunkedArray | lis
 
     The value of a column is found under its physical name (column mapping name/id mode), else its
     logical name, else a key equal to it ignoring case (old writers); absent → null."""
-    from . import column_mapping
-
     if not isinstance(partition_values, (pa.Array, pa.ChunkedArray)):
         partition_values = pa.array([dict(x) if x else {} for x in partition_values], pa.map_(pa.string(), pa.string()))
     pv = partition_values.combine_chunks() if isinstance(partition_values, pa.ChunkedArray) else partition_values

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, NamedTuple
 
-from ..errors import InvalidTableOperationError, SchemaError
+from ..errors import InvalidTableOperationError, SchemaError, UnsupportedFeatureError
 from .intervals import parse_interval_ms
 from .parquet_format import DEFAULT_CODEC, FORMAT_VERSIONS, ParquetWriteOptions, resolve_format_version
 from .schema import TYPE_CHANGES, ArrayType, DataType, MapType, PrimitiveType, StructField, StructType
@@ -328,8 +328,6 @@ def split_protocol_properties(conf: dict[str, str]) -> tuple[dict[str, str], set
         if low.startswith(FEATURE_PREFIX.lower()):
             name = canonical_feature_name(k[len(FEATURE_PREFIX):])
             if name not in FEATURES:
-                from ..errors import UnsupportedFeatureError
-
                 raise UnsupportedFeatureError(
                     f"unknown table feature '{k[len(FEATURE_PREFIX):]}' in property '{k}'; known "
                     f"features: {', '.join(sorted(FEATURES))}")

@@ -61,6 +61,11 @@ from ..protocol.filenames import LogFileKind
 from ..protocol.properties import bool_property
 from ..protocol.schema import StructType, is_read_compatible
 from ..log.delta_log import parse_timestamp
+from ..log.replay import read_commit
+from ..log.segment import list_log
+from ..protocol.deletion_vectors import DeletionVectorDescriptor, deleted_mask, load_deletion_vector
+from ..storage import resolve_data_path
+from .arrow_reader import ArrowFileReader
 
 __all__ = ["VersionChanges", "CdfNotEnabledError", "table_changes", "cdf_enabled_at",
            "check_cdf_enabled", "read_changes_arrow", "CDF_COLUMNS", "ChangeFiles", "version_change_rows",
@@ -98,8 +103,6 @@ class VersionChanges:
 
 
 def _commits_in_range(log, start_version: int, end_version: int | None):
-    from ..log.segment import list_log   # here: readers of shared tables' change data need no log
-
     if start_version < 0:
         raise ValueError(f"start version must be >= 0, got {start_version}")
     stamps = dict(log.commit_timestamps())
@@ -137,7 +140,6 @@ def table_changes(log, start_version: int, end_version: int | None = None) -> It
     """The commits `start_version..end_version` (inclusive; None: up to the latest), in order."""
     if end_version is not None and end_version < start_version:
         raise ValueError(f"start version {start_version} is after end version {end_version}")
-    from ..log.replay import read_commit
 
     files, stamps = _commits_in_range(log, start_version, end_version)
     for f in files:
@@ -369,16 +371,12 @@ class StoreChangeFiles:
     def change_types(self, action: dict) -> pa.Array:
         import pyarrow.parquet as pq
 
-        from ..storage import resolve_data_path
-
         r = self.reader
         full = resolve_data_path(r.table_root, action["path"])
         pf = pq.ParquetFile(r.store.open_input_file(full))
         return pf.read(columns=["_change_type"]).column("_change_type").cast(pa.string())
 
     def keep(self, action: dict, num_rows: int) -> np.ndarray:
-        from ..protocol.deletion_vectors import DeletionVectorDescriptor, deleted_mask, load_deletion_vector
-
         dv = action.get("deletionVector")
         if not dv:
             return np.ones(num_rows, dtype=bool)
@@ -514,8 +512,6 @@ def plan_change_read(log, snapshot, starting_version: Any = None, ending_version
 def change_reader(plan: ChangePlan, columns: Iterable[str] | None = None, *, time_zone: str | None = None):
     """The ArrowFileReader for a plan's files (the read schema; `columns` of it, or all; zone-less
     timestamp partition values read in `time_zone`)."""
-    from .arrow_reader import ArrowFileReader
-
     snap = plan.read
     return ArrowFileReader(snap.store, snap.table_root, snap.schema, snap.partition_columns,
                            snap.column_mapping_mode, columns, time_zone=time_zone)

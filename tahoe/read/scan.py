@@ -23,6 +23,8 @@ import pyarrow as pa
 
 from ..log.snapshot import Snapshot
 from ..protocol.timestamps import normalize_zone_name
+from ..expressions import as_expression, file_mask, check_columns, Scope, matches
+from .arrow_reader import ArrowFileReader
 
 if TYPE_CHECKING:
     from ..expressions import Expression
@@ -39,7 +41,6 @@ def plan_files(snapshot: Snapshot, filter: Any = None, *, time_zone: str | None 
     wanted = list(columns) if columns is not None else None
     if filter is None:   # the expression engine (sqlglot and all) is imported only for a filter
         return snapshot.files_table(wanted)
-    from ..expressions import as_expression, file_mask
 
     expr = as_expression(filter)
     if expr is None:
@@ -66,15 +67,12 @@ class Scan:
         self.filter: Expression | None = None
         read_columns = self.columns
         if filter is not None:
-            from ..expressions import as_expression, check_columns
-
             self.filter = as_expression(filter)
         if self.filter is not None:
             bindings = check_columns(self.filter, snapshot.schema)
             if read_columns is not None:
                 extra = [b.names[0] for b in bindings]
                 read_columns = list(dict.fromkeys(read_columns + extra))
-        from .arrow_reader import ArrowFileReader   # here: planning alone (a file listing) never reads parquet
 
         self.reader = ArrowFileReader(snapshot.store, snapshot.table_root, snapshot.schema,
                                       snapshot.partition_columns, snapshot.column_mapping_mode, read_columns,
@@ -97,8 +95,6 @@ class Scan:
 
     def _rows(self, t: pa.Table) -> pa.Table:
         if self.filter is not None and t.num_rows:
-            from ..expressions import Scope, matches
-
             t = t.filter(matches(self.filter, Scope.of(t), time_zone=self.time_zone))
         if t.schema.names != self._out.names:
             t = t.select(self._out.names)

@@ -29,6 +29,7 @@ from .config import ServerConfig, hash_token
 from .errors import SharingError
 from .recipients import OAUTH_TOKEN_TTL, Recipient, Recipients
 from .signing import BadToken, Holder, Signer
+from .jws import JwtError, unverified_claims, verify_assertion
 
 __all__ = ["Principal", "Authenticator", "SeenAssertions", "OAuthError", "MAX_ASSERTION_SECONDS"]
 
@@ -137,8 +138,6 @@ class Authenticator:
         `jws`); OAuthError `invalid_client` (unknown or revoked client) or `invalid_grant` (the
         assertion is malformed, badly signed, of another algorithm or key type, for another
         audience, expired, not yet valid, too long-lived or replayed)."""
-        from .jws import JwtError, unverified_claims, verify_assertion
-
         if self.signer is None:
             raise OAuthError(400, "unsupported_grant_type", "this server issues no OAuth tokens")
         try:

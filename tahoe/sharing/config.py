@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import yaml
+from ..errors import DeltaError
+from ..storage.options import parse_location, store_config
 
 __all__ = ["TableConfig", "SchemaConfig", "ShareConfig", "ServerConfig", "CredentialsConfig", "AuditConfig",
            "LimitsConfig", "ACCESS_MODES", "DOCS_MODES", "ConfigError", "valid_name", "hash_token", "load_config",
@@ -381,9 +383,6 @@ def _check_location(cfg: TableConfig, where: str, probs: _Problems) -> str | Non
     """The store kind of the table's location ("local", "s3", "azure", "gcs"); a location tahoe
     cannot serve (a scheme no store takes, no bucket, storage options its store refuses) is a
     problem naming the table."""
-    from ..errors import DeltaError
-    from ..storage.options import parse_location, store_config
-
     try:
         loc = parse_location(cfg.location)
         if loc.kind != "local":
@@ -395,8 +394,6 @@ def _check_location(cfg: TableConfig, where: str, probs: _Problems) -> str | Non
 
 
 def _azure_key_of(cfg: TableConfig) -> str | None:
-    from ..storage.options import store_config
-
     try:
         c = store_config("azure", cfg.storage_options)
     except Exception:  # noqa: BLE001 - reported by _check_location

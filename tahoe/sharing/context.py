@@ -26,6 +26,11 @@ from .queries import AsyncQueries
 from .signing import BadToken, FileUrls, Signer
 from .tables import SharedTable, now_s
 from .vending import CredentialVendor
+from .audit import AuditLog
+from .limits import Limiter
+from .metrics import Metrics
+from .recipients import open_recipients
+from .store import open_store
 
 __all__ = ["ServerContext", "get_context", "current_principal", "admit", "MAX_LIST", "AUDIT_KEY", "CLIENT_KEY",
            "STREAM_KEY"]
@@ -43,12 +48,6 @@ class ServerContext:
         """`workers`: how many processes serve the config on this host. Whatever processes and
         replicas must share lives in the state store (`store`): recipients (unless in a JSON
         `recipientsFile`), the JWT assertions seen, asynchronous queries, usage."""
-        from .audit import AuditLog
-        from .limits import Limiter
-        from .metrics import Metrics
-        from .recipients import open_recipients
-        from .store import open_store
-
         self.config = config
         self.workers = workers
         self.signer = Signer(config.signing_key)

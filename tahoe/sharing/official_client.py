@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 from typing import Any
+from .locks import exclusive_lock
 
 __all__ = ["REQUIREMENT", "OfficialClient", "OfficialClientError", "ensure_env", "env_python"]
 
@@ -62,8 +63,6 @@ def ensure_env(path: str, base_python: str | None = None, quiet: bool = True) ->
     missing or made for another requirement; returns its interpreter. Concurrent callers wait for
     the one that creates it (a lock on `<path>.lock`)."""
     import shutil
-
-    from .locks import exclusive_lock
 
     path = os.path.abspath(path)
     if _ready(path):

@@ -34,7 +34,7 @@ from fastapi import Depends, Request
 from fastapi.responses import JSONResponse, Response
 
 from .audit import now_iso
-from .context import AUDIT_KEY, CLIENT_KEY, STREAM_KEY, ServerContext
+from .context import AUDIT_KEY, CLIENT_KEY, STREAM_KEY, ServerContext, current_principal
 from .limits import client_address
 
 __all__ = ["OpsMiddleware", "add_ops_routes", "RedactQueries", "install_log_redaction", "OPS_PATHS"]
@@ -175,8 +175,6 @@ def audit_fields(request, **fields) -> None:
 
 
 def add_ops_routes(app, ctx: ServerContext) -> None:
-    from .context import current_principal
-
     @app.get("/healthz", include_in_schema=False)
     def healthz():
         return {"status": "ok"}

@@ -32,6 +32,8 @@ from typing import Any, Callable
 
 from .config import ConfigError, ServerConfig, hash_token, valid_name
 from .locks import exclusive_lock
+from .jws import algorithm_for_key, load_public_key, JwtError
+from .store import open_store
 
 __all__ = ["Recipient", "Recipients", "FileBackend", "StoreBackend", "profile_for", "OAUTH_TOKEN_TTL",
            "OAUTH_TOKEN_PATH", "PRIVATE_KEY_PLACEHOLDER", "LIMIT_KEYS", "open_recipients", "parse_networks"]
@@ -266,8 +268,6 @@ def open_recipients(config: ServerConfig, store=None) -> "Recipients":
     if config.recipients_file:
         return Recipients(FileBackend(config.recipients_file))
     if store is None:
-        from .store import open_store
-
         store = open_store(config.store_url)
     return Recipients(StoreBackend(store))
 
@@ -363,8 +363,6 @@ class Recipients:
         if not valid_name(name):
             raise ConfigError(f"invalid recipient name {name!r}")
         if public_key is not None:
-            from .jws import JwtError, load_public_key
-
             try:
                 load_public_key(public_key)
             except JwtError as e:
@@ -488,8 +486,6 @@ def profile_for(config: ServerConfig, token: str, expires_at: int | None, recipi
     2 `oauth_jwt_bearer_private_key_jwt` (issuer: the token endpoint, audience: the sharing
     endpoint; the recipient puts the path of its private key in `privateKeyFile`)."""
     if recipient is not None and recipient.public_key is not None:
-        from .jws import algorithm_for_key, load_public_key
-
         endpoint = config.profile_endpoint()
         key: dict[str, Any] = {"privateKeyFile": PRIVATE_KEY_PLACEHOLDER,
                                "algorithm": algorithm_for_key(load_public_key(recipient.public_key))}

@@ -46,6 +46,7 @@ from ..errors import DeltaError
 from .credentials import credentials_for
 from .model import DeltaSharingProfile, Schema, Share, Table
 from .retry import DEFAULT_RETRIES, backoff_sleep, retryable_status
+from ..version import __version__
 
 try:  # the official connector raises requests' HTTPError: be catchable as one where requests exists
     from requests.exceptions import HTTPError as _CompatHTTPError
@@ -67,8 +68,6 @@ def _user_agent() -> str:
     import platform
 
     import pyarrow
-
-    from ..version import __version__
 
     return f"tahoe-sharing/{__version__} PyArrow/{pyarrow.__version__} Python/{platform.python_version()}"
 

@@ -29,12 +29,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .config import ServerConfig
+from .config import ServerConfig, load_config
 from .context import ServerContext
 from .errors import SharingError, public_message
 from .routes import credentials, files, listing, oauth, table
 from .ops import OpsMiddleware, add_ops_routes, install_log_redaction
 from .routes.files import FILE_CHUNK
+from .metrics import MULTIPROC_ENV
 
 __all__ = ["create_app", "serve", "FILE_CHUNK"]
 
@@ -128,8 +129,6 @@ WORKERS_ENV = "TAHOE_SHARING_WORKERS"
 def app_from_env() -> FastAPI:
     """The app of one worker process of `serve(..., workers=N)`: the config file named by
     $TAHOE_SHARING_CONFIG, loaded in the worker."""
-    from .config import load_config
-
     return create_app(load_config(os.environ[CONFIG_ENV]), int(os.environ.get(WORKERS_ENV, "1")))
 
 
@@ -144,8 +143,6 @@ def serve(config: ServerConfig, host: str | None = None, port: int | None = None
     import tempfile
 
     import uvicorn
-
-    from .metrics import MULTIPROC_ENV
 
     for w in config.warnings:
         sys.stderr.write(f"warning: {w}\n")

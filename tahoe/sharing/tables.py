@@ -34,6 +34,8 @@ from ..storage import resolve_data_path
 from .config import TableConfig
 from .errors import SharingError
 from .signing import FILE_ID_HASHES, FileUrls, b64d, b64e, file_id
+from ..protocol.deletion_vectors import DeletionVectorDescriptor
+from ..storage.options import kind_of, parse_location
 
 __all__ = ["Capabilities", "SharedTable", "dumps", "iter_file_rows", "now_s", "rel_ok"]
 
@@ -175,8 +177,6 @@ class SharedTable:
 
     @property
     def is_object_store(self) -> bool:
-        from ..storage.options import kind_of
-
         return kind_of(self.root) in ("s3", "azure", "gcs")
 
     is_s3 = is_object_store   # the name before Azure and GCS tables were served
@@ -336,8 +336,6 @@ class SharedTable:
         return self._per_version(snap, "delta:" + scheme, lambda: self._build_static_delta(snap, scheme))
 
     def _build_static_delta(self, snap, scheme: str) -> list[tuple]:
-        from ..protocol.deletion_vectors import DeletionVectorDescriptor
-
         got = []
         for r in iter_file_rows(snap, "delta"):
             path = r["path"]
@@ -460,8 +458,6 @@ class SharedTable:
         """The table's root as recipients with directory access see it: its configured s3://
         location, without a trailing slash; an Azure table as `abfss://container@account.dfs.
         core.windows.net/path` (the URI that names its storage account)."""
-        from ..storage.options import parse_location
-
         loc = parse_location(self.cfg.location)
         if loc.kind == "azure":
             acct = self.log.store.azure_account(loc)
@@ -531,7 +527,6 @@ class SharedTable:
             return None, None
         if dv.get("storageType") == "i":
             return dv, None
-        from ..protocol.deletion_vectors import DeletionVectorDescriptor
 
         d = DeletionVectorDescriptor.from_dict(dv)
         if d.storage_type == "u":

@@ -37,6 +37,7 @@ import logging
 from ..storage.s3 import S3LogStore, split_s3_path
 from .config import CredentialsConfig
 from .errors import SharingError
+from ..storage.options import parse_location
 
 __all__ = ["CredentialVendor", "session_policy", "SESSION_NAME"]
 
@@ -85,8 +86,6 @@ class CredentialVendor:
         """`{"location", "azureUserDelegationSas": {"sasToken"}, "expirationTime"}`: a read + list
         SAS of the table's prefix (see the module docstring)."""
         from datetime import datetime, timedelta, timezone
-
-        from ..storage.options import parse_location
 
         loc = parse_location(location)
         prefix = loc.key.strip("/")

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..errors import UnsupportedFeatureError
 from ..protocol.column_paths import quote_identifier
+from .internals import connect_plan_id
 
 __all__ = ["column_sql", "plan_id"]
 
@@ -36,8 +37,6 @@ _EPOCH_TS = dt.datetime(1970, 1, 1)
 
 def plan_id(df: Any) -> int | None:
     """The plan id of a Spark Connect DataFrame (what `df["col"]` references carry)."""
-    from .internals import connect_plan_id
-
     return connect_plan_id(df)
 
 

@@ -29,18 +29,41 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, Any, Iterable
 
-from ..errors import DeltaError, TableNotFoundError
+from ..errors import DeltaError, TableNotFoundError, AnalysisException, UnsupportedFeatureError
 from ..log import DeltaLog
 from ..protocol.column_paths import quote_identifier
 from .read import jvm_reaches, read_snapshot
 from .session import session_timestamp_ms
 from .internals import is_connect
-from .types import local_dataframe
+from .types import local_dataframe, from_spark_schema
+from ..expressions import parse
+from ..maintenance.clone import clone
+from ..maintenance.convert import convert_to_delta
+from ..maintenance.features import drop_feature
+from ..maintenance.restore import restore
+from ..maintenance.vacuum import RETENTION_CHECK_CONF, vacuum
+from ..protocol.properties import GENERATION_EXPRESSION, IDENTITY_ALLOW_EXPLICIT_INSERT, IDENTITY_START, IDENTITY_STEP
+from ..protocol.schema import StructField, StructType
+from ..protocol.table_features import reader_features_of, writer_features_of, FEATURES, canonical_feature_name
+from ..txn import table_clustering_columns, upgrade_protocol, add_feature
+from ..txn.ddl import parse_ddl
+from ..txn.table_ops import create_table
+from ..uniform.symlink_manifest import generate
+from ..write.dml_plan import (
+    plan_delete, plan_update, DEFAULT_SOURCE_ALIAS, DEFAULT_TARGET_ALIAS, operation_result, MergeClause,
+    plan_merge,
+)
+from .connect_sql import column_sql, plan_id
+from .datasource import read_via_datasource, register
+from .dml import run_dml, spark_typer, column_sql as classic_column_sql, dataframe_alias
+from .optimize import DeltaOptimizeBuilder, DeltaReorgBuilder
+from .row_tracking import read_table
+from .sql.catalog import lookup, resolve, table_name, with_table
+from .storage import merged_storage_options
+from .surfacing import spark_facing
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
-
-    from .optimize import DeltaOptimizeBuilder
 
 __all__ = ["DeltaTable", "DeltaTableBuilder", "DeltaMergeBuilder", "IdentityGenerator", "delete_where", "update_where",
            "read_delta"]
@@ -59,9 +82,6 @@ def _active_session(spark):
 def _analysis_error(error_class: str, message: str, cls: type | None = None) -> BaseException:
     """An error of tahoe's class `cls` (AnalysisException by default) that is also PySpark's
     AnalysisException, carrying delta-spark's error class."""
-    from ..errors import AnalysisException
-    from .surfacing import spark_facing
-
     e = (cls or AnalysisException)(f"[{error_class}] {message}")
     e.error_class = error_class
     return spark_facing(e)
@@ -85,8 +105,6 @@ def _type_error(msg: str, *objs) -> TypeError:
 class DeltaTable:
     def __init__(self, spark, path: str, alias: str | None = None, storage_options: dict | None = None,
                  _frames: list | None = None):
-        from .storage import merged_storage_options
-
         self._spark = spark
         self._path = path
         self._alias = alias
@@ -101,8 +119,6 @@ class DeltaTable:
         """`hadoopConf`: Hadoop file-system keys, as delta-spark takes them (`fs.s3a.access.key`,
         `fs.azure.account.key.<account>.dfs.core.windows.net`, ...: `tahoe.storage.hadoop`), and / or
         tahoe's storage options (delta-rs's keys)."""
-        from .datasource import register
-
         t = cls(sparkSession, path, storage_options=hadoopConf or None)
         t._log.snapshot()  # fails now (TableNotFoundError) when there is no table
         register(sparkSession)  # only once the table is there: a failed forPath changes nothing
@@ -113,10 +129,6 @@ class DeltaTable:
         """The Delta table of a catalog name (`db.t`, or `delta.`/path``); delta-spark's errors for
         an unknown name (TABLE_OR_VIEW_NOT_FOUND) and for a table that is not Delta
         (DELTA_MISSING_DELTA_TABLE). See `tahoe.spark.sql.catalog`."""
-        from ..errors import AnalysisException
-        from .sql.catalog import lookup, resolve, table_name
-        from .surfacing import spark_facing
-
         try:
             name = table_name(tableOrViewName)
             r = resolve(sparkSession, name)
@@ -128,7 +140,6 @@ class DeltaTable:
             t._log.snapshot()
         except DeltaError as e:
             raise spark_facing(e) from None
-        from .datasource import register
 
         register(sparkSession)
         return t
@@ -150,7 +161,6 @@ class DeltaTable:
 
         if sparkSession is None or os.path.exists(identifier):
             return False
-        from .sql.catalog import resolve, table_name
 
         try:
             return resolve(sparkSession, table_name(identifier), must_exist=False) is not None
@@ -162,8 +172,6 @@ class DeltaTable:
         df = snapshot_frame(self._spark, self._log.snapshot(), self._storage_options)
         df = df.alias(self._alias) if self._alias else df
         if is_connect(df):
-            from .connect_sql import plan_id
-
             self._frames.append(plan_id(df))
         return df
 
@@ -209,9 +217,6 @@ class DeltaTable:
         )
         import datetime as dt
 
-        from ..protocol.table_features import reader_features_of, writer_features_of
-        from ..txn import table_clustering_columns
-
         snap = self._log.snapshot()
         md = snap.metadata
         created = dt.datetime.fromtimestamp(md.created_time / 1000, tz=dt.timezone.utc) if md.created_time else None
@@ -247,8 +252,6 @@ class DeltaTable:
         `spark.databricks.delta.retentionDurationCheck.enabled` is true."""
         from pyspark.sql.types import StructType as SparkStructType
 
-        from ..maintenance.vacuum import RETENTION_CHECK_CONF, vacuum
-
         hours = None if retentionHours is None else float(retentionHours)
         check = self._conf(RETENTION_CHECK_CONF, "true").lower() != "false"
         logging_on = self._conf("spark.databricks.delta.vacuum.logging.enabled", "true").lower() != "false"
@@ -259,8 +262,6 @@ class DeltaTable:
 
     def _restore(self, version: int | None, timestamp: str | None):
         from pyspark.sql.types import LongType, StructField as SF, StructType as ST
-
-        from ..maintenance.restore import restore
 
         ts: Any = timestamp
         if timestamp is not None:
@@ -294,8 +295,6 @@ class DeltaTable:
 
     def _clone(self, target: str, isShallow: bool, replace: bool, properties: dict | None,
                version: int | None = None, timestamp: str | None = None) -> "DeltaTable":
-        from ..maintenance.clone import clone
-
         if not isinstance(target, str):
             raise TypeError(f"target needs to be a string but got {type(target)}")
         if not isinstance(isShallow, bool):
@@ -341,9 +340,6 @@ class DeltaTable:
         which)."""
         import re
 
-        from ..errors import UnsupportedFeatureError
-        from ..maintenance.convert import convert_to_delta
-
         m = re.match(r"^\s*([A-Za-z]+)\.`(.+)`\s*$", identifier or "")
         if m is None:
             raise UnsupportedFeatureError(
@@ -357,8 +353,6 @@ class DeltaTable:
             return cls.forPath(sparkSession, path)
         part = partitionSchema
         if part is not None and not isinstance(part, str):
-            from .types import from_spark_schema
-
             part = from_spark_schema(part)
         try:
             stats_conf = sparkSession.conf.get("spark.databricks.delta.stats.collect", None)
@@ -370,14 +364,10 @@ class DeltaTable:
 
     def generate(self, mode: str) -> None:
         """Generate manifests: mode "symlink_format_manifest" (`_symlink_format_manifest/`)."""
-        from ..uniform.symlink_manifest import generate
-
         generate(self._log, mode)
 
     def upgradeTableProtocol(self, readerVersion: int, writerVersion: int) -> None:
         """Raise the protocol to (readerVersion, writerVersion); never downgrades."""
-        from ..txn import upgrade_protocol
-
         if not isinstance(readerVersion, int):
             raise ValueError("The readerVersion needs to be an integer but got '%s'." % type(readerVersion))
         if not isinstance(writerVersion, int):
@@ -386,10 +376,6 @@ class DeltaTable:
 
     def addFeatureSupport(self, featureName: str) -> None:
         """Add a table feature to the protocol (upgrading it to table features if needed)."""
-        from ..txn import add_feature
-
-        from ..protocol.table_features import FEATURES, canonical_feature_name
-
         if not isinstance(featureName, str):
             raise ValueError("featureName needs to be a string but got '%s'." % type(featureName))
         if canonical_feature_name(featureName) not in FEATURES:
@@ -402,8 +388,6 @@ class DeltaTable:
     def dropFeatureSupport(self, featureName: str, truncateHistory: bool | None = None) -> None:
         """DROP FEATURE as current delta-spark (history protected by checkpointProtection unless
         `truncateHistory`); see `tahoe.maintenance.features`."""
-        from ..maintenance.features import drop_feature
-
         if not isinstance(featureName, str):
             raise ValueError("featureName needs to be a string but got '%s'." % type(featureName))
         if truncateHistory is not None and not isinstance(truncateHistory, bool):
@@ -413,15 +397,11 @@ class DeltaTable:
     def optimize(self) -> "DeltaOptimizeBuilder":
         """delta-spark's `DeltaTable.optimize()`: a DeltaOptimizeBuilder (`where(partitionFilter)`,
         `executeCompaction()`, `executeZOrderBy(*cols)`), run as Spark jobs."""
-        from .optimize import DeltaOptimizeBuilder
-
         return DeltaOptimizeBuilder(self._spark, self._log, self._storage_options)
 
     def reorg(self):
         """REORG TABLE ... [WHERE ...] APPLY (PURGE) (delta-spark: SQL only): a builder with
         `where(partitionFilter)` and `executePurge()`."""
-        from .optimize import DeltaReorgBuilder
-
         return DeltaReorgBuilder(self._spark, self._log, self._storage_options)
 
     # --- not yet --------------------------------------------------------------------------
@@ -473,8 +453,6 @@ class DeltaTable:
         operation's metrics."""
         from pyspark.sql.types import LongType, StructField, StructType
 
-        from ..write.dml_plan import operation_result
-
         row = operation_result(metrics)
         schema = StructType([StructField(k, LongType(), True) for k in row])
         return local_dataframe(self._spark, [tuple(row.values())], schema)
@@ -512,7 +490,6 @@ def read_delta(spark, path: str, version: int | None = None, timestamp: Any = No
     used to skip files and applied to the rows."""
     if filters is not None and not isinstance(filters, (list, tuple)):
         filters = [filters]
-    from .storage import merged_storage_options
 
     storage_options = merged_storage_options(spark, str(path), storage_options)
     log = DeltaLog.for_table(path, storage_options)
@@ -527,10 +504,7 @@ def snapshot_frame(spark, snap, storage_options: dict | None, filters=None):
     """The native scan of `snap` (skipping files by `filters`), or the `delta` data source's
     read of it on a store the JVM cannot reach."""
     if jvm_reaches(snap.table_root, spark):
-        from .row_tracking import read_table
-
         return read_table(spark, snap, filters)   # with `_metadata.row_id` & co. on row-tracking tables
-    from .datasource import read_via_datasource
 
     return read_via_datasource(spark, snap.table_root, snap.version, storage_options)
 
@@ -550,9 +524,6 @@ def _notebook(notebook: Any) -> tuple | None:
 def delete_where(table: DeltaTable, condition=None) -> dict:
     """DELETE on `table` (see `DeltaTable.delete`); the operation's metrics (the SQL statement's
     result: `tahoe.spark.sql`)."""
-    from ..write.dml_plan import plan_delete
-    from .dml import run_dml
-
     cond = _condition(table, condition)
     snap = table._log.snapshot()
     plan = plan_delete(snap, cond, table._alias, storage_options=table._storage_options)
@@ -561,9 +532,6 @@ def delete_where(table: DeltaTable, condition=None) -> dict:
 
 def update_where(table: DeltaTable, condition, values: dict) -> dict:
     """UPDATE on `table` (see `DeltaTable.update`); the operation's metrics."""
-    from ..write.dml_plan import plan_update
-    from .dml import run_dml, spark_typer
-
     cond = _condition(table, condition)
     assignments = _assignments(table, values, "'set'")
     snap = table._log.snapshot()
@@ -587,7 +555,6 @@ def _condition(table: "DeltaTable", condition, source=None, argname: str = "'con
     _check_condition_type(condition, argname)
     if condition is None or isinstance(condition, str):
         return condition
-    from ..expressions import parse
 
     return parse(_column_sql(table, condition, source))
 
@@ -607,8 +574,6 @@ def _assignments(table: "DeltaTable", mapping, argname: str, source=None) -> dic
         if isinstance(v, str):
             out[k] = v
         elif isinstance(v, Column):
-            from ..expressions import parse
-
             out[k] = parse(_column_sql(table, v, source))
         else:
             raise TypeError(f"Values of dict in {argname} must contain only Spark SQL Columns or strings "
@@ -621,16 +586,11 @@ def _column_sql(table: "DeltaTable", column, source=None) -> str:
     target (and source); Spark Connect Columns written out on the client, references made from the
     source DataFrame or the table's `toDF()` frames (`df["id"]`) qualified by their aliases."""
     if is_connect(column):
-        from ..write.dml_plan import DEFAULT_SOURCE_ALIAS, DEFAULT_TARGET_ALIAS
-        from .connect_sql import column_sql, plan_id
-        from .dml import dataframe_alias
-
         target = table._alias or (DEFAULT_TARGET_ALIAS if source is not None else "")
         aliases = {pid: target for pid in table._frames if pid is not None}
         if source is not None and plan_id(source) is not None:
             aliases[plan_id(source)] = dataframe_alias(source) or DEFAULT_SOURCE_ALIAS
         return column_sql(column, aliases=aliases)
-    from .dml import column_sql as classic_column_sql
 
     return classic_column_sql(_resolution_frame(table, source), column)
 
@@ -638,9 +598,6 @@ def _column_sql(table: "DeltaTable", column, source=None) -> str:
 def _resolution_frame(table: "DeltaTable", source=None):
     """What Column arguments are resolved against: the target (its alias, or the planner's
     default one), joined with the source for a MERGE (no rows are read)."""
-    from ..write.dml_plan import DEFAULT_SOURCE_ALIAS, DEFAULT_TARGET_ALIAS
-    from .dml import dataframe_alias
-
     target = table.toDF()
     if source is None:
         return target
@@ -717,10 +674,6 @@ class DeltaMergeBuilder:
         return self
 
     def execute(self) -> "DataFrame":
-        from ..write.dml_plan import DEFAULT_SOURCE_ALIAS, DEFAULT_TARGET_ALIAS, MergeClause, plan_merge
-        from .dml import dataframe_alias, run_dml, spark_typer
-        from .types import from_spark_schema
-
         t = self._table
         source = self._source
         sa = dataframe_alias(source)
@@ -826,13 +779,6 @@ class DeltaTableBuilder:
         """delta-spark's `addColumn`: `generatedAlwaysAs` is a generation expression (SQL) or an
         `IdentityGenerator` (an identity column whose values are always generated);
         `generatedByDefaultAs` an `IdentityGenerator` (explicit values allowed)."""
-        from ..protocol.schema import StructField
-        from ..txn.ddl import parse_ddl
-        from ..protocol.properties import (
-            GENERATION_EXPRESSION, IDENTITY_ALLOW_EXPLICIT_INSERT, IDENTITY_START, IDENTITY_STEP,
-        )
-        from .types import from_spark_schema
-
         if type(colName) is not str:
             raise _type_error("Column name must be str.", colName)
         if not isinstance(dataType, str):
@@ -874,8 +820,6 @@ class DeltaTableBuilder:
         """delta-spark's `addColumns`: a StructType, or a list of StructFields."""
         from pyspark.sql.types import StructField as SparkField, StructType as SparkStruct
 
-        from .types import from_spark_schema
-
         if type(cols) is list:
             for c in cols:
                 if type(c) is not SparkField:
@@ -888,9 +832,6 @@ class DeltaTableBuilder:
         return self
 
     def execute(self) -> DeltaTable:
-        from ..protocol.schema import StructType
-        from ..txn.table_ops import create_table
-
         if not self._location and not self._name:
             raise ValueError("give the table a tableName() (a catalog table) or a location()")
         mode = self._mode
@@ -901,9 +842,6 @@ class DeltaTableBuilder:
                          cluster_by=self._cluster)
 
         if self._name:
-            from .sql.catalog import table_name, with_table
-            from .surfacing import spark_facing
-
             if self._spark is None:
                 raise ValueError("a table by name needs the SparkSession: DeltaTable.create(spark)")
             try:

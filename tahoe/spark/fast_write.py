@@ -27,6 +27,9 @@ from .session import (
 )
 from .types import from_spark_schema
 from .write import schema_mode, table_schema_of, write_dataframe
+from ..expressions import parse
+from .read import read_snapshot
+from .storage import merged_storage_options
 
 __all__ = ["write_delta"]
 
@@ -79,8 +82,6 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
     if replace_where_data_columns is None:
         replace_where_data_columns = session_data_columns
     if not isinstance(path, DeltaLog):
-        from .storage import merged_storage_options
-
         storage_options = merged_storage_options(spark, str(path), storage_options)
     log = path if isinstance(path, DeltaLog) else DeltaLog.for_table(path, storage_options)
     plan, snap = plan_write(
@@ -116,9 +117,6 @@ def _replace_rows(spark, log: DeltaLog, snap, plan: WritePlan) -> tuple[tuple[li
     count of their other rows), the files those other rows were written to again)."""
     import pyarrow as pa
     from pyspark.sql import functions as F
-
-    from ..expressions import parse
-    from .read import read_snapshot
 
     files = files_with_matches(snap, parse(plan.replace_where), plan.time_zone)
     if not files:

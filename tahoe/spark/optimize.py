@@ -57,6 +57,9 @@ from ..write.optimize import (
 from ..write.plan import WritePlan
 from .session import DELTA_CONF, default_parallelism, session_conf, session_time_zone, spark_context
 from .types import local_dataframe, nested_col
+from ..storage import resolve_data_path
+from .read import jvm_reaches, read_snapshot, FILE_COLUMN, ROW_COLUMN, hadoop_uri
+from .write import write_dataframe
 
 __all__ = ["SparkBinExecutor", "DeltaOptimizeBuilder", "DeltaReorgBuilder", "optimize_full", "optimize_settings",
            "metrics_schema", "metrics_dataframe", "hash_partition_keys"]
@@ -109,8 +112,6 @@ class SparkBinExecutor:
 
     def __call__(self, plan: OptimizePlan, write_plan: WritePlan, log: DeltaLog,
                  progress: Progress | None = None) -> list[list[AddFile]]:
-        from .read import jvm_reaches
-
         n = len(plan.bins)
         reachable = jvm_reaches(log.table_root)
         small = [i for i, b in enumerate(plan.bins) if not reachable or b.size <= self.arrow_task_max_bin]
@@ -192,9 +193,6 @@ class SparkBinExecutor:
         `_clustered`), bins in parallel driver threads."""
         import pyarrow.compute as pc
 
-        from .read import read_snapshot
-        from .write import write_dataframe
-
         snap = plan.snapshot
         paths = files.column("path")
 
@@ -229,10 +227,6 @@ class SparkBinExecutor:
 
         import pyarrow.compute as pc
         from pyspark.sql import functions as F
-
-        from ..storage import resolve_data_path
-        from .read import FILE_COLUMN, ROW_COLUMN, hadoop_uri, read_snapshot
-        from .write import write_dataframe
 
         snap = plan.snapshot
         n = len(idx)

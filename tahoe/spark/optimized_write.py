@@ -16,6 +16,8 @@ from ..protocol.properties import bool_property
 from ..write.optimize import parse_size
 from .session import DELTA_CONF, session_conf
 from .types import nested_col
+from ..errors import InvalidOptionError
+from .internals import plan_size_in_bytes
 
 __all__ = ["optimize_write_enabled", "optimized_write"]
 
@@ -34,8 +36,6 @@ def optimize_write_enabled(spark, configuration: "dict | Callable[[], dict | Non
     if v is not None:
         low = v.strip().lower()
         if low not in ("true", "false"):
-            from ..errors import InvalidOptionError
-
             raise InvalidOptionError(f"{_CONF}optimizeWrite.enabled must be true or false, got {v!r}")
         return low == "true"
     if callable(configuration):
@@ -68,6 +68,4 @@ def optimized_write(df, partition_columns: list[str]):
 
 
 def _estimated_size(df) -> int | None:
-    from .internals import plan_size_in_bytes
-
     return plan_size_in_bytes(df)   # None on Spark Connect: unknown

@@ -49,6 +49,9 @@ from ..storage import resolve_data_path
 from .session import configure, session_conf, session_time_zone
 from .skipping import plan_files
 from .types import col, to_spark_schema, to_spark_type, user_metadata
+from ..protocol.stats import parse_stats
+from ..read.arrow_reader import ArrowFileReader
+from ..storage.options import kind_of, scheme_of
 
 __all__ = ["read_snapshot", "hadoop_uri", "glob_escape", "jvm_reaches", "FILE_COLUMN", "ROW_COLUMN"]
 
@@ -112,8 +115,6 @@ def hadoop_location(uri: str) -> str | None:
     """`uri` as a Hadoop connector names it (`s3://b/k` → `s3a://b/k`; `abfss://` and `gs://` as
     they are); None for a local path (no translation needed) and for URIs no connector addresses
     (`az://container/...` names no storage account)."""
-    from ..storage.options import kind_of, scheme_of
-
     if kind_of(uri) == "local":
         return None
     scheme = scheme_of(uri) or ""
@@ -133,8 +134,6 @@ def jvm_reaches(root: str, spark=None) -> bool:
     `FileSystem.getFileSystemClass`, once per session and scheme). Plain PySpark ships none, so
     object-store tables are read by the `delta` data source there; so are they without `spark`,
     over Spark Connect, and for URIs no connector addresses (`hadoop_location`)."""
-    from ..storage.options import kind_of
-
     if kind_of(root) == "local":
         return True
     loc = hadoop_location(root)
@@ -411,8 +410,6 @@ class _ArrowScanTask:
         from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
         from pyspark.sql.types import StructType as SparkStruct, _parse_datatype_json_string
 
-        from ..read.arrow_reader import ArrowFileReader
-
         target = to_arrow_schema(SparkStruct.fromJson(_json.loads(self.out_schema_json)), timezone="UTC")
         reader = ArrowFileReader(self.store, self.table_root, StructType.from_json(self.schema_json),
                                  self.partition_columns, self.mode, self.columns)
@@ -502,8 +499,6 @@ def _unique_sizes(snap, files: pa.Table) -> list[int] | None:
 
 
 def _rows_below(files: pa.Table, limit: int) -> bool:
-    from ..protocol.stats import parse_stats
-
     for text in files.column("stats").to_pylist():
         try:
             st = parse_stats(text)
@@ -622,8 +617,6 @@ def _word_array(spark, loaded: list, files: pa.Table):
     no deleted rows. None — the caller joins the words instead — when the runs exceed
     `_MAX_DV_WORDS`, a DV'd file has no numRecords, or the session has no scalar subqueries."""
     from pyspark.sql.types import ArrayType, LongType, StructField as SF, StructType as SparkStruct
-
-    from ..protocol.stats import parse_stats
 
     stats = files.column("stats").to_pylist()
     runs = []

@@ -19,6 +19,14 @@ pruned away by Spark's optimizer: a read that does not ask for it costs nothing 
 from __future__ import annotations
 
 from typing import Any
+from ..protocol.properties import ROW_COMMIT_VERSION_COLUMN_PROP, ROW_ID_COLUMN_PROP, bool_property, text_property
+from ..protocol.table_features import is_feature_supported
+from ..storage import resolve_data_path
+from .internals import with_hidden_output
+from .read import FILE_COLUMN, ROW_COLUMN, hadoop_uri, read_snapshot
+from .session import session_time_zone
+from .skipping import plan_files
+from .types import col
 
 __all__ = ["row_tracking_columns", "with_row_metadata", "read_table", "METADATA"]
 
@@ -29,11 +37,6 @@ def row_tracking_columns(snap) -> tuple[str, str] | None:
     """(materialized row id column, materialized row commit version column) of a table whose rows
     have ids (the rowTracking feature supported, not suspended, the column names assigned); else
     None."""
-    from ..protocol.properties import (
-        ROW_COMMIT_VERSION_COLUMN_PROP, ROW_ID_COLUMN_PROP, bool_property, text_property,
-    )
-    from ..protocol.table_features import is_feature_supported
-
     conf = snap.configuration
     names = (text_property(conf, ROW_ID_COLUMN_PROP), text_property(conf, ROW_COMMIT_VERSION_COLUMN_PROP))
     if is_feature_supported(snap.protocol, "rowTracking") and not bool_property(conf, "delta.rowTrackingSuspended") \
@@ -46,8 +49,6 @@ def _hide(spark, df, visible: list[str]) -> Any:
     """`df` (columns `visible` + METADATA) as a DataFrame of `visible` whose METADATA is hidden
     metadata output (see the module docstring; Catalyst's hidden-output tag, through
     `tahoe.spark.internals`)."""
-    from .internals import with_hidden_output
-
     return with_hidden_output(spark, df, METADATA)
 
 
@@ -57,10 +58,6 @@ def with_row_metadata(spark, snap, files, df) -> Any:
     without the helper columns; `files`: the files table it read (path, size, modificationTime,
     baseRowId, defaultRowCommitVersion)."""
     from pyspark.sql import functions as F
-
-    from ..storage import resolve_data_path
-    from .read import FILE_COLUMN, ROW_COLUMN, hadoop_uri
-    from .types import col
 
     names = row_tracking_columns(snap)
     helpers = {FILE_COLUMN, ROW_COLUMN, *(names or ())}
@@ -93,10 +90,6 @@ def read_table(spark, snap, filters=None) -> Any:
     """The native scan of `snap` (`read_snapshot`, files skipped by `filters`) — on a row-tracking
     table of a classic session with the hidden `_metadata` struct of the module docstring."""
     from pyspark.sql.types import LongType
-
-    from .read import read_snapshot
-    from .session import session_time_zone
-    from .skipping import plan_files
 
     names = row_tracking_columns(snap)
     if names is None or not hasattr(spark, "_jsparkSession"):

@@ -22,6 +22,10 @@ from ..expressions import (
     Column, Comparison, Expression, In, IsNull, Not, and_, file_mask as _expression_file_mask, lit, parse,
 )
 from ..protocol.schema import StructType
+from . import internals
+from ..read.scan import plan_files as plan
+from .connect_sql import column_sql
+from .types import to_spark_schema
 
 __all__ = ["filter_sql", "parse_filters", "pushed_filter", "file_mask", "plan_files"]
 
@@ -33,8 +37,6 @@ def pushed_filter(f: Any) -> Expression | None:
     or unrepresentable value). Values are typed as Spark hands them over: a TIMESTAMP value is
     an aware datetime (an instant, `TIMESTAMP`), a TIMESTAMP_NTZ one naive (`TIMESTAMP_NTZ`)."""
     from pyspark.sql import datasource as ds
-
-    from ..errors import AnalysisException, DeltaError
 
     comparisons = {ds.EqualTo: "=", ds.EqualNullSafe: "<=>", ds.GreaterThan: ">", ds.GreaterThanOrEqual: ">=",
                    ds.LessThan: "<", ds.LessThanOrEqual: "<="}
@@ -72,11 +74,8 @@ def filter_sql(f: Any, spark: Any = None, schema: Any = None) -> str | None:
     Spark Connect Column from its string form. None when it cannot be had."""
     if isinstance(f, str):
         return f
-    from . import internals
 
     if internals.is_connect(f):
-        from .connect_sql import column_sql
-
         try:
             return column_sql(f)
         except DeltaError:   # an expression with no SQL form (a UDF, ...): no skipping by it
@@ -114,7 +113,6 @@ def _filters_expression(filters: Iterable[Any], table_schema: StructType, spark:
     filters = list(filters)
     spark_schema = None
     if spark is not None and any(not isinstance(f, (str, Expression)) for f in filters):
-        from .types import to_spark_schema
         spark_schema = to_spark_schema(table_schema, strip_metadata=True)
     exprs = parse_filters(filters, spark, spark_schema)
     return and_(*exprs) if exprs else None
@@ -131,8 +129,6 @@ def file_mask(files: pa.Table, filters: Iterable[Any], schema: StructType, parti
 def plan_files(snapshot, filters: Iterable[Any] | None = None, session_tz: str = "UTC", spark: Any = None) -> pa.Table:
     """The snapshot's active files (path, partitionValues, size, stats, deletionVector) that may
     hold rows matching `filters`."""
-    from ..read.scan import plan_files as plan
-
     expr = _filters_expression(filters or (), snapshot.schema, spark) if filters else None
     return plan(snapshot, expr, time_zone=session_tz,
                 columns=["path", "partitionValues", "size", "stats", "deletionVector"])

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..protocol.column_paths import quote_identifier
 from ..protocol.schema import DataType, StructType
+from ..protocol.clustering import split_column_name
 
 __all__ = ["to_spark_type", "to_spark_schema", "from_spark_schema", "col", "assign_by_name",
            "local_dataframe"]
@@ -97,8 +98,6 @@ def nested_col(name: str) -> Any:
     """The column of a possibly nested name (`a.b`, with backquotes as
     `tahoe.protocol.clustering.split_column_name` reads them)."""
     from pyspark.sql import functions as F
-
-    from ..protocol.clustering import split_column_name
 
     return F.col(".".join(quote_identifier(p) for p in split_column_name(name)))
 

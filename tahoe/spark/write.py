@@ -78,10 +78,14 @@ from ..write.plan import (
 )
 from .options import (
     OPTIMIZED_WRITE_OPTION, SAVE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION, SESSION_OVERWRITE_MODE_OPTION,
-    SESSION_REPLACE_WHERE_OPTION, option_time_zone,
+    SESSION_REPLACE_WHERE_OPTION, option_time_zone, storage_options_of,
 )
 from .session import session_time_zone
 from .types import col, from_spark_schema, to_spark_schema, to_spark_type
+from ..storage import log_store_for
+from ..write.files import conform_to_schema, write_data_files, DEFAULT_TARGET_FILE_ROWS
+from ..write.writer import prepare_rows, replace_rows
+from .read import jvm_reaches, hadoop_location
 
 __all__ = ["write_dataframe", "write_dataframes", "prepare_datasource_write", "datasource_write_task", "datasource_commit",
            "datasource_abort", "guarded_commit", "schema_mode", "table_schema_of", "footer_stats"]
@@ -136,8 +140,6 @@ def schema_mode(merge_schema: bool, overwrite_schema: bool) -> str | None:
 def _is_local(table_root: str, spark=None) -> bool:
     """Whether Spark's own parquet writer reaches the table (local paths; an object store with a
     Hadoop connector in the session's JVM: `tahoe.spark.read.jvm_reaches`)."""
-    from .read import jvm_reaches
-
     return jvm_reaches(table_root, spark)
 
 
@@ -311,8 +313,6 @@ def _write_native(spark, df, log: DeltaLog, plan: WritePlan, extras: dict[str, s
     the staging directory listed, its files moved, sized and their footers read through the
     table's store (a rename on local disk; a copy and a delete on an object store).
     (AddFiles, identity high-water marks)."""
-    from .read import hadoop_location
-
     store, table_root = log.store, log.table_root
     schema = plan.schema
     pcols = plan.partition_columns
@@ -396,9 +396,6 @@ def _write_rows(plan: WritePlan, rows, extras: dict[str, str] | None = None, sub
     rows)."""
     import pyarrow.compute as pc
 
-    from ..storage import log_store_for
-    from ..write.files import conform_to_schema, write_data_files
-
     schema = plan.schema
     extras = dict(extras or {})
     tail = {n: rows.column(n) for n in extras}
@@ -422,8 +419,6 @@ def _arrow_task(plan: WritePlan, extras: dict[str, str] | None = None, subdir: s
     and yielding one row per flush: its AddFiles and identity marks, as JSON."""
     def task(batches):
         import pyarrow as pa
-
-        from ..write.files import DEFAULT_TARGET_FILE_ROWS
 
         pending: list = []
         count = 0
@@ -532,8 +527,6 @@ def prepare_datasource_write(path: str, options: dict, spark_schema, overwrite: 
     (else the session's, passed by the save wrapper), userMetadata, txnAppId/txnVersion, `delta.*`
     table properties for a table the write creates (as delta-spark's DataFrameWriter),
     `storage.<key>` storage options."""
-    from .options import storage_options_of
-
     so = storage_options_of({**options, "path": path})
     pb = _option(options, "partitionBy") or _option(options, "__partition_columns")
     part_by = (json.loads(pb) if pb.startswith("[") else [c.strip() for c in pb.split(",") if c.strip()]) if pb else None
@@ -572,8 +565,6 @@ def datasource_write_task(ds: _DSPlan, batches) -> Any:
     import pyarrow as pa
     from pyspark import TaskContext
 
-    from ..write.writer import prepare_rows
-
     if ds.plan.skip:
         for _ in batches:  # drain: Spark streams the rows to this worker either way
             pass
@@ -600,8 +591,6 @@ def _attempt_marker(ds: _DSPlan, key: str = "") -> tuple[Any, str]:
     """(store, path) of the marker a commit leaves in the table root before it sends anything
     (`guarded_commit`): while it is there, the files of the write may be referenced by a version.
     `key` tells apart the commits of one plan (a stream's batches)."""
-    from ..storage import log_store_for
-
     store, root = log_store_for(ds.plan.table_root, ds.plan.storage_options)
     return store, store.join(root, f"_tahoe_commit_attempt_{ds.write_id}{'_' + key if key else ''}")
 
@@ -640,7 +629,6 @@ def datasource_commit(ds: _DSPlan, messages: list) -> int | None:
     hook = auto_compact_hook(None, ac.get("enabled"), AutoCompactSettings(**ac.get("settings", {})))
     num_rows = replaced = None
     if plan.replace_rows:   # a replaceWhere on data columns: the matching rows' files, their other rows again
-        from ..write.writer import replace_rows
 
         num_rows = sum(a.num_records or 0 for a in adds)
         replaced, kept = replace_rows(log, snap, plan, adds)

@@ -24,6 +24,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..errors import UnsupportedStorageError
+from .options import parse_location
+
 if TYPE_CHECKING:  # pragma: no cover - typing only; keeps `import tahoe.storage` light
     import pyarrow.fs
 
@@ -230,7 +233,6 @@ class LogStore(ABC):
         """The store for `path` when it is not this store's (None when it is)."""
         if self.owns(path):
             return None
-        from .options import parse_location
 
         kind = parse_location(path).kind
         cache = self.__dict__.setdefault("_foreign_stores", {})
@@ -292,8 +294,6 @@ class LogStore(ABC):
         """A URL that lets its holder `method` the file until `expires` (seconds, or a
         timedelta) pass, without credentials (S3 pre-signed, Azure SAS, GCS V4 signed).
         UnsupportedStorageError where the store has no such URLs (a local file system)."""
-        from ..errors import UnsupportedStorageError
-
         raise UnsupportedStorageError(f"{self.describe()} cannot sign URLs", store=self.describe(), path=path)
 
     def presign(self, path: str, expires_seconds: float = 3600, method: str = "GET") -> str:

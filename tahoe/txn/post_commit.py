@@ -97,7 +97,7 @@ def symlink_manifest(c: Committed) -> None:
 def uniform_iceberg(c: Committed) -> None:
     """Step 5. The next commit (or `tahoe.uniform.sync_iceberg`) converts every version missed."""
     if iceberg_compat.uniform_iceberg_enabled(c.configuration):
-        from ..uniform import convert_after_commit   # fastavro, for UniForm tables only (tests/test_startup.py)
+        from ..uniform.iceberg import convert_after_commit   # Avro for UniForm tables only (tests/test_startup.py)
 
         convert_after_commit(c.log, c.version)
 

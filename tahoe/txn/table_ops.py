@@ -52,6 +52,7 @@ from ..protocol.properties import (
 )
 from ..protocol.timestamps import now_ms
 from .transaction import Transaction, raise_protocol_versions, same_protocol
+from .ddl import parse_schema
 
 __all__ = [
     "create_table", "set_properties", "unset_properties", "upgrade_protocol", "add_feature",
@@ -73,8 +74,6 @@ def _as_schema(schema: StructType | pa.Schema | str) -> StructType:
     if isinstance(schema, pa.Schema):
         return from_arrow_schema(schema)
     if isinstance(schema, str):
-        from .ddl import parse_schema
-
         return parse_schema(schema)
     raise SchemaError(f"expected a StructType, a pyarrow schema or a schema string, got {type(schema).__name__}")
 

@@ -34,6 +34,8 @@ from ..protocol.actions import AddFile
 from ..protocol.properties import enum_property
 from ..txn.transaction import Transaction
 from .optimize import ArrowBinExecutor, BinExecutor, OptimizeSettings, plan_optimize, run_optimize
+from ..errors import InvalidOptionError
+from ..protocol import column_mapping
 
 __all__ = ["AutoCompactSettings", "auto_compact_enabled", "partitions_to_compact", "auto_compact",
            "auto_compact_hook", "SESSION_CONF"]
@@ -64,7 +66,6 @@ def _parse_flag(value: Any, what: str) -> bool | None:
         return True
     if low == "false":
         return False
-    from ..errors import InvalidOptionError
 
     raise InvalidOptionError(f"{what} must be one of (true,false), got {value!r}")
 
@@ -117,8 +118,6 @@ def auto_compact(log: DeltaLog, touched: list[dict], executor: BinExecutor,
 
 def _partition_sql(pv: dict, snap: Snapshot) -> str:
     """The predicate delta-spark records for an auto-compacted partition (`col <=> value`)."""
-    from ..protocol import column_mapping
-
     mode = snap.column_mapping_mode
     phys = {column_mapping.physical_name(f) if mode != "none" else f.name: f.name
             for f in snap.schema.fields if f.name in snap.partition_columns}

@@ -36,6 +36,7 @@ from ..protocol.clustering import clustering_domain, clustering_paths, physical_
 from ..storage import resolve_data_path
 from ..txn.transaction import CommitOutcome, Transaction
 from .replace_where import parse_replace_where, stage_overwrite
+from ..errors import SchemaError, TableNotFoundError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..log.delta_log import DeltaLog
@@ -155,8 +156,6 @@ def commit_micro_batch(plan: WritePlan, log: DeltaLog, adds: list[AddFile], iden
     None when the table already records batch `batch_id` of `query_id`. `output_mode` is
     "Append" or "Complete" (the plan's mode is then overwrite)."""
     import dataclasses
-
-    from ..errors import SchemaError, TableNotFoundError
 
     try:
         snap = log.snapshot()

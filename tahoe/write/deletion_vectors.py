@@ -32,6 +32,7 @@ from ..protocol.deletion_vectors import (
 )
 from ..protocol.stats import parse_stats
 from ..protocol.table_features import is_feature_supported
+from ..txn import Transaction
 
 __all__ = ["stage_deleted_rows", "delete_rows"]
 
@@ -109,8 +110,6 @@ def delete_rows(table: str | DeltaLog, rows_by_path: Mapping[str, Iterable[int]]
                 predicate: str | None = None, storage_options: dict | None = None) -> int | None:
     """Mark rows deleted with deletion vectors in one DELETE commit (the table must have
     `delta.enableDeletionVectors`); returns the version, or None when nothing was new."""
-    from ..txn import Transaction
-
     log = table if isinstance(table, DeltaLog) else DeltaLog.for_table(table, storage_options)
     snap = log.snapshot()
     old, new = stage_deleted_rows(snap, rows_by_path)

@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any, Iterable
 
 from ..protocol import column_mapping
-from ..protocol.schema import VARIANT, DecimalType, PrimitiveType, StructField, StructType
+from ..protocol.schema import VARIANT, DecimalType, PrimitiveType, StructField, StructType, ArrayType, MapType
 from ..protocol.stats import (
     DEFAULT_STRING_PREFIX_LENGTH, format_float_stat, stats_json, truncate_max_string, truncate_min_string,
 )
@@ -26,7 +26,6 @@ __all__ = ["footer_stats", "nan_ordering_writer", "float_bounds"]
 
 
 def _leaf_paths(st: StructType, mapped: bool, prefix=()):
-    from ..protocol.schema import ArrayType, MapType
     for f in st.fields:
         key = column_mapping.physical_name(f) if mapped else f.name
         if isinstance(f.type, StructType):

@@ -31,12 +31,13 @@ from ..log.delta_log import DeltaLog
 from ..protocol.actions import AddFile
 from ..protocol.schema import StructType, from_arrow_schema, to_arrow_type
 from .auto_compact import auto_compact_hook
-from .commit import commit_write
-from ..expressions import Scope, evaluate, parse
+from .commit import commit_write, delete_data_files
+from ..expressions import Scope, evaluate, parse, matches
 from .constraints import check_constraints
 from .files import DEFAULT_TARGET_FILE_ROWS, conform_to_schema, to_arrow_table, write_data_files
-from .plan import WritePlan, identity_values, plan_write
-from .replace_where import check_replace_where
+from .plan import WritePlan, identity_values, plan_write, plan_rewrite
+from .replace_where import check_replace_where, files_with_matches
+from ..read.arrow_reader import ArrowFileReader
 
 __all__ = ["write_table", "write_rows", "prepare_rows", "fill_columns", "replace_rows"]
 
@@ -174,12 +175,6 @@ def replace_rows(log: DeltaLog, snap: Any, plan: WritePlan, written: list[AddFil
     do not match it (FALSE or NULL) written again. Returns ((those files, the count of their
     other rows), the files the other rows were written to) — what `commit_write(replaced=...)`
     takes. On failure the files of `written` and of this step are deleted."""
-    from ..expressions import matches
-    from ..read.arrow_reader import ArrowFileReader
-    from .commit import delete_data_files
-    from .plan import plan_rewrite
-    from .replace_where import files_with_matches
-
     kept_adds: list[AddFile] = []
     try:
         node = parse(plan.replace_where)

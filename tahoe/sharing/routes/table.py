@@ -34,6 +34,7 @@ from ..predicates import FileContext, parse_json_predicate, parse_sql_predicates
 from ..queries import PENDING, body_digest
 from ..signing import BadToken, FileUrls
 from ..tables import Capabilities, SharedTable, dumps, iter_file_rows, now_s
+from ...protocol import column_mapping
 
 __all__ = ["router", "QueryBody", "QueryInfoBody"]
 
@@ -251,7 +252,6 @@ def _file_filter(ctx: ServerContext, snap, body: QueryBody) -> Optional[Callable
             preds.append(ps)
     if not preds:
         return None
-    from ...protocol import column_mapping
 
     try:
         physical = {k.lower(): v for k, v in

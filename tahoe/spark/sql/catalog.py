@@ -32,6 +32,7 @@ from ...protocol.column_paths import quote_identifier
 from .parser import TokenParser
 from .state import in_passthrough, passthrough
 from .statements import TableName
+from ..types import to_spark_schema
 
 __all__ = ["CatalogEntry", "lookup", "resolve", "Resolved", "create_entry", "drop_entry", "raw_sql",
            "qualified", "SESSION_CATALOG", "with_table", "table_name"]
@@ -220,8 +221,6 @@ def drop_entry(spark: Any, entry: CatalogEntry) -> None:
 
 def spark_ddl(schema: Any) -> str:
     """A tahoe StructType as the column list of a Spark CREATE TABLE."""
-    from ..types import to_spark_schema
-
     fields = []
     for f in to_spark_schema(schema).fields:
         col = f"{quote_identifier(f.name)} {f.dataType.simpleString()}"

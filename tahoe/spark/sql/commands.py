@@ -27,7 +27,7 @@ from typing import Any
 from ...errors import AnalysisException, UnsupportedFeatureError
 from ...log import DeltaLog
 from ...protocol.column_paths import quote_identifier
-from ..types import local_dataframe
+from ..types import local_dataframe, to_spark_type, from_spark_schema
 from . import confs
 from . import statements as st
 from .catalog import (
@@ -36,6 +36,21 @@ from .catalog import (
 )
 from .parser import TokenParser
 from .relations import read_table, run_query
+from ... import txn
+from ...maintenance.clone import clone, clone_parquet
+from ...maintenance.convert import convert_to_delta, scan_parquet
+from ...maintenance.vacuum import RETENTION_CHECK_CONF, vacuum
+from ...protocol import column_mapping
+from ...protocol.properties import (
+    COLUMN_DEFAULT, GENERATION_EXPRESSION, IDENTITY_ALLOW_EXPLICIT_INSERT, IDENTITY_START, IDENTITY_STEP,
+)
+from ...protocol.schema import StructField, StructType, ArrayType, MapType
+from ...txn.ddl import parse_ddl
+from ...txn.table_ops import create_table, add_columns, alter_column
+from ..delta_table import DeltaTable, update_where, delete_where, affected_rows
+from ..fast_write import write_delta
+from ..optimize import optimize_full
+from ..session import session_timestamp_ms
 
 __all__ = ["execute"]
 
@@ -64,8 +79,6 @@ def _delta(spark: Any, table: st.TableName) -> Resolved:
 
 
 def _delta_table(spark: Any, r: Resolved, alias: str | None = None):
-    from ..delta_table import DeltaTable
-
     t = DeltaTable.forPath(spark, r.path)
     return t.alias(alias) if alias else t
 
@@ -85,8 +98,6 @@ def execute(spark: Any, stmt: Any) -> Any:
 
 def _vacuum(spark: Any, s: st.Vacuum):
     from pyspark.sql.types import StringType, StructField, StructType
-
-    from ...maintenance.vacuum import RETENTION_CHECK_CONF, vacuum
 
     r = _delta(spark, s.table)
     log = DeltaLog.for_table(r.path)
@@ -150,8 +161,6 @@ def _generate(spark: Any, s: st.Generate):
 
 
 def _convert(spark: Any, s: st.Convert):
-    from ...maintenance.convert import convert_to_delta
-
     if s.table.is_path:
         if s.table.format == "delta":
             raise AnalysisException(f"CONVERT TO DELTA: {s.table.text} is already a Delta table")
@@ -200,8 +209,6 @@ def _timestamp_text(spark: Any, temporal: st.Temporal) -> str:
 
 def _optimize(spark: Any, s: st.Optimize):
     if s.full:
-        from ..optimize import optimize_full
-
         r = _delta(spark, s.table)
         return optimize_full(spark, DeltaLog.for_table(r.path))
     b = _delta_table(spark, _delta(spark, s.table)).optimize()
@@ -223,9 +230,6 @@ _ICEBERG = ("{what} {table}: Iceberg tables are not supported by tahoe (delta-sp
 
 
 def _clone(spark: Any, s: st.Clone):
-    from ...maintenance.clone import clone
-    from ..session import session_timestamp_ms
-
     if s.source.is_path and s.source.format == "iceberg":
         raise UnsupportedFeatureError(_ICEBERG.format(what="SHALLOW CLONE", table=s.source.text))
     if s.source.is_path and s.source.format == "parquet":
@@ -250,9 +254,6 @@ def _clone(spark: Any, s: st.Clone):
 def _clone_parquet(spark: Any, s: st.Clone):
     """CREATE [OR REPLACE] TABLE t SHALLOW CLONE parquet.`/path`: a Delta table naming the
     parquet files where they are."""
-    from ...maintenance.clone import clone_parquet
-    from ...maintenance.convert import scan_parquet
-
     if not s.shallow:
         raise UnsupportedFeatureError("DEEP CLONE of a parquet table is not supported: use SHALLOW CLONE")
     if s.temporal is not None:
@@ -280,12 +281,6 @@ def _clone_result(spark: Any, metrics: dict | None):
 # --- CREATE TABLE ----------------------------------------------------------------------------------
 
 def _schema_from_columns(columns: tuple[st.ColumnDef, ...]):
-    from ...protocol.properties import (
-        COLUMN_DEFAULT, GENERATION_EXPRESSION, IDENTITY_ALLOW_EXPLICIT_INSERT, IDENTITY_START, IDENTITY_STEP,
-    )
-    from ...protocol.schema import StructField, StructType
-    from ...txn.ddl import parse_ddl
-
     fields = []
     for c in columns:
         dtype = parse_ddl(f"{quote_identifier(c.name)} {c.type_sql}").fields[0].type
@@ -309,9 +304,6 @@ _INVALID_CHARS = " ,;{}()\n\t="
 def _check_column_names(schema: Any, configuration: dict) -> None:
     """delta-spark's DELTA_INVALID_CHARACTERS_IN_COLUMN_NAMES: without column mapping, no column
     name (nested ones included) holds one of ` ,;{}()\\n\\t=`."""
-    from ...protocol import column_mapping
-    from ...protocol.schema import ArrayType, MapType, StructType
-
     if column_mapping.mode(configuration) != "none":
         return
 
@@ -335,8 +327,6 @@ def _check_column_names(schema: Any, configuration: dict) -> None:
 def _no_nested_not_null(dtype: Any, name: str, inside: str | None) -> None:
     """delta-spark's DELTA_NESTED_NOT_NULL_CONSTRAINT: no NOT NULL inside an array or a map (it
     could not be enforced)."""
-    from ...protocol.schema import ArrayType, MapType, StructType
-
     if isinstance(dtype, StructType):
         for f in dtype.fields:
             if inside is not None and not f.nullable:
@@ -365,8 +355,6 @@ def _properties(s: st.CreateTable) -> dict[str, str]:
 
 
 def _create_table(spark: Any, s: st.CreateTable):
-    from ...txn.table_ops import create_table
-
     provider = s.provider
     if provider is None and not s.table.is_path:
         if _conf(spark, "spark.sql.sources.default", "parquet").lower() != "delta":
@@ -436,14 +424,10 @@ def _create_table(spark: Any, s: st.CreateTable):
 
 def _plain(schema: Any) -> Any:
     """A schema without field metadata (comments, column mapping ids) for comparing definitions."""
-    from ...protocol.schema import StructField, StructType
-
     return StructType([StructField(f.name.lower(), f.type, f.nullable) for f in schema.fields])
 
 
 def _create_table_as_select(spark: Any, s: st.CreateTable, location: str | None, props: dict):
-    from ..fast_write import write_delta
-
     df = _query(spark, s.query)   # type: ignore[arg-type]
     operation = {"error": "CREATE TABLE AS SELECT", "ignore": "CREATE TABLE AS SELECT",
                  "overwrite": "CREATE OR REPLACE TABLE AS SELECT", "replace": "REPLACE TABLE AS SELECT"}[s.mode]
@@ -460,8 +444,6 @@ def _create_table_as_select(spark: Any, s: st.CreateTable, location: str | None,
                     cluster_by=list(s.cluster_by) if s.cluster_by is not None else None, operation=(operation, params))
 
     def schema_of():
-        from ..types import from_spark_schema
-
         return from_spark_schema(df.schema)
 
     with_table(spark, s.table, s.mode, location, s.comment, make, schema_of, lambda: list(s.partition_by))
@@ -471,9 +453,6 @@ def _create_table_as_select(spark: Any, s: st.CreateTable, location: str | None,
 # --- ALTER TABLE -----------------------------------------------------------------------------------
 
 def _alter_table(spark: Any, s: st.AlterTable):
-    from ... import txn
-    from ...txn.table_ops import add_columns, alter_column
-
     kind = s.action[0]
     if kind in ("add_constraint", "drop_constraint", "drop_feature", "cluster_by"):
         r = _delta(spark, s.table)
@@ -550,8 +529,6 @@ def _alter_table(spark: Any, s: st.AlterTable):
 def _change_column_name(log: DeltaLog, name: str, new_name: str) -> str:
     """CHANGE COLUMN a b ...: the column renamed first when `b` differs from `a` (which needs
     column mapping, as RENAME COLUMN); the name the other changes then apply to."""
-    from ... import txn
-
     path = name.split(".")
     if new_name.lower() == path[-1].lower():
         return name
@@ -565,9 +542,6 @@ def _sync_identity(spark: Any, r: Resolved, log: DeltaLog, column: str) -> None:
     `start + n * step >= max(c)` (`<= min(c)` for a negative step), so that the next value
     generated is past every value written (delta-spark's; the mark never moves back)."""
     from pyspark.sql import functions as F
-
-    from ... import txn
-    from ...protocol.properties import IDENTITY_START, IDENTITY_STEP
 
     f = log.snapshot().schema.get(column, case_insensitive=True)
     if f is None:
@@ -665,8 +639,6 @@ def _merge(spark: Any, s: st.Merge):
 
 
 def _update(spark: Any, s: st.Update):
-    from ..delta_table import update_where
-
     r = resolve(spark, s.table)
     if r is None:
         return None
@@ -677,8 +649,6 @@ def _update(spark: Any, s: st.Update):
 
 
 def _delete(spark: Any, s: st.Delete):
-    from ..delta_table import delete_where
-
     r = resolve(spark, s.table)
     if r is None:
         return None
@@ -687,8 +657,6 @@ def _delete(spark: Any, s: st.Delete):
 
 
 def _truncate(spark: Any, s: st.Truncate):
-    from ..delta_table import delete_where
-
     r = resolve(spark, s.table)
     if r is None:
         return None
@@ -698,16 +666,11 @@ def _truncate(spark: Any, s: st.Truncate):
 
 def _affected(spark: Any, n: Any):
     """delta-spark's result of DELETE / UPDATE: one row, `num_affected_rows` (a nullable long)."""
-    from ..delta_table import affected_rows
-
     return affected_rows(spark, n)
 
 
 def _insert(spark: Any, s: st.Insert):
     from pyspark.sql import functions as F
-
-    from ..types import to_spark_type
-    from ..fast_write import write_delta
 
     r = resolve(spark, s.table)
     if r is None:
@@ -767,8 +730,6 @@ def _insert_columns(schema: Any, n: int, static: set[str], name: str, evolving: 
     identity columns (the table computes those). With schema evolution (`evolving`: the query's
     column names), values past the table's columns are new columns named as the query names
     them."""
-    from ...protocol.properties import GENERATION_EXPRESSION, IDENTITY_START
-
     every = [f.name for f in schema.fields if f.name.lower() not in static]
     if n == len(every):
         return every
@@ -789,8 +750,6 @@ def _insert_columns(schema: Any, n: int, static: set[str], name: str, evolving: 
 
 def _describe_table(spark: Any, s: st.DescribeTable):
     from pyspark.sql.types import StringType, StructField, StructType
-
-    from ..types import to_spark_type
 
     r = resolve(spark, s.table, must_exist=False)
     if r is None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import InvalidOptionError
+from ..session import session_conf, replace_where_settings as settings
 
 __all__ = ["conf", "is_true", "default_properties", "auto_merge", "idempotent_write", "after_write", "user_metadata",
            "replace_where_settings", "DEFAULTS_PREFIX", "AUTO_MERGE"]
@@ -37,8 +38,6 @@ from ..session import REPLACE_WHERE_CHECK, REPLACE_WHERE_DATA_COLUMNS  # noqa: E
 
 def conf(spark: Any, key: str) -> str | None:
     """The session's value of `key` (None when unset or unreadable)."""
-    from ..session import session_conf
-
     return session_conf(spark, key)
 
 
@@ -90,6 +89,4 @@ def user_metadata(spark: Any) -> str | None:
 def replace_where_settings(spark: Any) -> tuple[bool, bool]:
     """(constraint check on, data columns allowed) for INSERT ... REPLACE WHERE (the same confs
     every replaceWhere honours: `tahoe.spark.session.replace_where_settings`)."""
-    from ..session import replace_where_settings as settings
-
     return settings(spark)

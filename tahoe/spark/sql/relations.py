@@ -42,6 +42,11 @@ from .catalog import lookup, raw_sql
 from .parser import TokenParser, syntax_error
 from .state import passthrough
 from .statements import Temporal
+from ...expressions import and_, conjuncts, parse
+from ...expressions.tree import unqualify
+from ...log import DeltaLog
+from ..delta_table import snapshot_frame
+from ..session import session_timestamp_ms
 
 __all__ = ["rewrite", "read_table", "changes_frame", "run_query"]
 
@@ -69,10 +74,6 @@ def read_table(spark: Any, path: str, temporal: Temporal | None = None, where: s
     condition of a query reading this table alone (`qualifier`: the name its columns may be
     qualified by): its conjuncts on the table's columns skip files (partition values and stats);
     Spark still applies the whole condition to the rows."""
-    from ...log import DeltaLog
-    from ..delta_table import snapshot_frame
-    from ..session import session_timestamp_ms
-
     version = timestamp = None
     if temporal is not None:
         version = temporal.version
@@ -91,9 +92,6 @@ def _skipping_condition(where: str, qualifier: str | None, schema: Any) -> Any:
     are none, or the text does not parse. A conjunct naming anything else (another table's
     column, an outer query's, a name that is both the qualifier and a column) is left out:
     leaving a conjunct out only keeps files."""
-    from ...expressions import and_, conjuncts, parse
-    from ...expressions.tree import unqualify
-
     try:
         node = parse(where)
     except Exception:  # noqa: BLE001 - Spark reports a bad condition; skipping just does not happen
