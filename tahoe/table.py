@@ -42,6 +42,7 @@ from .log import DeltaLog, Snapshot
 
 if TYPE_CHECKING:
     from .read import Scan
+    from .write.dml import TableMerger
 
 __all__ = ["Table"]
 
@@ -209,6 +210,40 @@ class Table:
 
         return self._evolved(cluster_by(self.log, columns))
 
+    # --- DML (tahoe.write.dml), each one commit -------------------------------------------------
+    def delete(self, predicate: str | None = None) -> dict:
+        """DELETE the rows where `predicate` (Spark SQL) is TRUE, all rows when None; delta-spark's
+        DELETE metrics and `version`. The table moves to the new version."""
+        from .write import dml
+
+        return self._after(dml.delete(self.log, predicate))
+
+    def update(self, updates: dict[str, str] | None = None, new_values: dict[str, Any] | None = None,
+               predicate: str | None = None) -> dict:
+        """UPDATE: `updates` column -> SQL expression, or `new_values` column -> Python value, on
+        the rows where `predicate` is TRUE (all when None); delta-spark's metrics and `version`."""
+        from .write import dml
+
+        return self._after(dml.update(self.log, updates, new_values, predicate))
+
+    def merge(self, source: Any, predicate: str, source_alias: str | None = None,
+              target_alias: str | None = None, merge_schema: bool = False) -> "TableMerger":
+        """MERGE `source` (Arrow or pandas) ON `predicate`: add deltalake's clauses
+        (`when_matched_update`, `when_matched_update_all`, `when_matched_delete`,
+        `when_not_matched_insert[_all]`, `when_not_matched_by_source_update/_delete`), then
+        `execute()` (delta-spark's MERGE metrics and `version`; the table moves to it)."""
+        from .write.dml import TableMerger
+        from .write.files import to_arrow_table
+
+        merger = TableMerger(self.log, to_arrow_table(source), predicate, source_alias, target_alias,
+                             merge_schema, None)
+        merger.on_commit = self.refresh
+        return merger
+
+    def _after(self, metrics: dict) -> dict:
+        self.refresh()
+        return metrics
+
     # --- maintenance (tahoe.write.optimize) -----------------------------------------------------
     @property
     def optimize(self) -> "TableOptimizer":
@@ -323,7 +358,7 @@ class Table:
         from .maintenance.clone import clone
 
         opts = target_storage_options if target_storage_options is not None else self.storage_options
-        metrics = clone(self.log, target, version=self.version, shallow=shallow, replace=replace,
+        metrics = clone(self.log, target, version=self.snapshot.version, shallow=shallow, replace=replace,
                         properties=properties, target_storage_options=opts)
         log = DeltaLog.for_table(target, opts)
         return Table._from_snapshot(log, log.snapshot(version=metrics["version"]))
@@ -378,7 +413,7 @@ class Table:
         }
 
     def __repr__(self) -> str:
-        return f"Table({self.table_root!r}, version={self.version})"
+        return f"Table({self.table_root!r}, version={self.snapshot.version})"
 
 
 _DELTA_RS_REFUSED = ("max_spill_size", "max_temp_directory_size", "min_commit_interval", "writer_properties",

@@ -272,7 +272,7 @@ LAYERS = {
     "tahoe.write": 5,
     "tahoe.maintenance": 6,
     "tahoe.table": 7, "tahoe.sharing": 7,
-    "tahoe.spark": 8,
+    "tahoe.spark": 8, "tahoe.delta_rs": 8,
     "tahoe.demo": 9, "tahoe": 9,
     "tahoe.cli": 10,
     "tahoe.__main__": 11,
@@ -342,6 +342,7 @@ LAYOUT = {
     "spark/columns.py": ["to_spark_column"],
     "spark/sql/statements.py": ["Merge", "CreateTable", "TableName"],
     "spark/sql/parser.py": ["parse_statement", "TokenParser"],
+    "delta_rs.py": ["DeltaTable", "TableMerger", "TableAlterer", "write_deltalake"],
 }
 GONE = ["log/checkpoint.py", "spark/sql/grammar.py", "write/arrow.py", "protocol/checksum.py", "expressions/spark.py",
         "maintenance/manifest.py"]
@@ -367,6 +368,14 @@ def test_each_concept_lives_in_its_module(module):
 
 def test_old_module_names_are_gone():
     assert [m for m in GONE if (TAHOE / m).exists()] == []
+
+
+def test_one_spark_free_facade():
+    """`tahoe.DeltaTable` is deltalake's Spark-free class; delta-spark's is only in `tahoe.spark`."""
+    init = (TAHOE / "__init__.py").read_text()
+    assert '"DeltaTable": ("tahoe.delta_rs", "DeltaTable")' in init
+    assert "tahoe.spark" not in {m for m, _ in ast.literal_eval(
+        init[init.index("_LAZY = ") + len("_LAZY = "):init.index("}", init.index("_LAZY = ")) + 1]).values()}
 
 
 def test_helpers_written_once():

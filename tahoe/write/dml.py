@@ -42,7 +42,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -131,6 +131,7 @@ class TableMerger:
         self._merge_schema = merge_schema
         self._storage_options = storage_options
         self._clauses: list[MergeClause] = []
+        self.on_commit: Callable[[], Any] | None = None   # the facade's table moves to the new version
 
     def _add(self, clause: MergeClause) -> "TableMerger":
         self._clauses.append(clause)
@@ -172,7 +173,10 @@ class TableMerger:
         plan = plan_merge(snap, source_schema, self._predicate, self._clauses, self._target_alias,
                           self._source_alias, schema_evolution=self._merge_schema, typer=typer,
                           storage_options=self._storage_options)
-        return execute_plan(log, snap, plan, self._source)
+        metrics = execute_plan(log, snap, plan, self._source)
+        if self.on_commit is not None:
+            self.on_commit()
+        return metrics
 
 
 def _mapping(m: Any, what: str) -> dict:
