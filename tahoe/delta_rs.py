@@ -374,6 +374,20 @@ class DeltaTable(Table):
                             protocol_downgrade_allowed=protocol_downgrade_allowed)
         return {"numRemovedFile": m["numRemovedFiles"], "numRestoredFile": m["numRestoredFiles"]}
 
+    def vacuum(self, retention_hours: int | None = None, dry_run: bool = True,  # type: ignore[override]
+               enforce_retention_duration: bool = True, *, commit_properties: Any = None,
+               post_commithook_properties: Any = None, full: bool = False,
+               keep_versions: list[int] | None = None) -> list[str]:
+        """VACUUM: the files (relative paths) deleted, or with `dry_run` the files it would delete."""
+        _refuse(commit_properties=commit_properties, post_commithook_properties=post_commithook_properties)
+        return super().vacuum(retention_hours, dry_run, enforce_retention_duration, full=full,
+                              keep_versions=keep_versions)
+
+    def count(self) -> int:
+        """The number of rows of this version (deletion vectors applied)."""
+        first = self.snapshot.schema.names[:1]
+        return self.to_arrow(first).num_rows
+
     def create_checkpoint(self) -> None:
         write_checkpoint(self.log, self.snapshot.version)
 

@@ -59,6 +59,7 @@ def script(dl: types.ModuleType, path: str) -> dict:
                                       "num_target_rows_deleted", "num_target_rows_copied", "num_output_rows")}
     out["version_after_merge"] = dt.version()
     out["v5"] = _rows(dt.to_pyarrow_table())
+    out["count"] = dt.count()
 
     c = dt.optimize.compact()                                                              # v6
     out["compact_keys"] = {"numFilesAdded", "numFilesRemoved", "partitionsOptimized", "totalConsideredFiles"} <= set(c)
