@@ -64,6 +64,29 @@ def _as_array(values) -> pa.Array:
     return values
 
 
+def _numpy_view(arr: pa.Array) -> np.ndarray | None:
+    """The values of `arr` as a numpy array that sorts and compares as Arrow orders them —
+    integers, dates, times, timestamps, durations (their integer storage) and floats — or None
+    for other types. Slots under nulls hold whatever the buffer holds (a view, no copy)."""
+    t = arr.type
+    if pa.types.is_integer(t) or pa.types.is_floating(t) and not pa.types.is_float16(t):
+        dtype = t.to_pandas_dtype()
+    elif pa.types.is_temporal(t) and not pa.types.is_interval(t) and t.bit_width in (32, 64):
+        dtype = np.int32 if t.bit_width == 32 else np.int64
+    else:
+        return None
+    buf = arr.buffers()[1]
+    if buf is None:
+        return None
+    return np.frombuffer(buf, dtype=dtype, count=arr.offset + len(arr))[arr.offset:]
+
+
+def _signed_zeros(values: np.ndarray) -> bool:
+    """True when float `values` hold a -0.0 (Arrow's stable sort and hash keep -0.0 and 0.0
+    apart where numpy's do not: such columns take the Arrow path, to give the same bounds)."""
+    return values.dtype.kind == "f" and bool(np.any(np.signbit(values) & (values == 0)))
+
+
 def range_bounds(values, num_ranges: int = NUM_RANGE_IDS) -> pa.Array:
     """The range bounds of `values` (ascending, distinct, at most `num_ranges - 1`): the value at
     each 1/num_ranges quantile of the non-null values, a value never split between two ranges."""
@@ -72,10 +95,18 @@ def range_bounds(values, num_ranges: int = NUM_RANGE_IDS) -> pa.Array:
     n = len(arr)
     if n == 0 or num_ranges < 2:
         return arr.slice(0, 0)
-    ordered = arr.take(pc.sort_indices(arr))
     # the first position where the running count reaches m * n / num_ranges
     pos = np.ceil(np.arange(1, num_ranges) * (n / num_ranges)).astype(np.int64) - 1
     pos = np.unique(np.clip(pos, 0, n - 1))
+    view = _numpy_view(arr)
+    if view is not None and not _signed_zeros(view):
+        # numbers and times: numpy's sort of the values themselves (a vectorised sort, no
+        # indirection) picks the same values; NaN sorts last in both
+        picked = np.sort(view)[pos]
+        picked = picked[np.concatenate(([True], (picked[1:] != picked[:-1]) & ~(np.isnan(picked[1:]) & np.isnan(picked[:-1]))))] \
+            if picked.dtype.kind == "f" else np.unique(picked)
+        return pa.Array.from_buffers(arr.type, len(picked), [None, pa.py_buffer(np.ascontiguousarray(picked))])
+    ordered = arr.take(pc.sort_indices(arr))
     picked = ordered.take(pa.array(pos))
     return pc.unique(picked)   # sorted input: first occurrences keep the order
 
@@ -92,10 +123,15 @@ def range_ids(values, bounds: pa.Array) -> np.ndarray:
     b = _as_array(bounds)
     if b.type != arr.type:
         b = b.cast(arr.type)
-    both = pa.concat_arrays([b, arr])
-    ranks = pc.rank(both, sort_keys="ascending", tiebreaker="dense").to_numpy(zero_copy_only=False)
-    rb, rv = ranks[:len(b)], ranks[len(b):]
-    ids = np.searchsorted(rb, rv, side="left").astype(np.int64)
+    view, bview = _numpy_view(arr), _numpy_view(b)
+    if view is not None and bview is not None and not b.null_count:
+        # a binary search of each value among the bounds (NaN above every number, as in Arrow)
+        ids = np.searchsorted(bview, view, side="left").astype(np.int64)
+    else:
+        both = pa.concat_arrays([b, arr])
+        ranks = pc.rank(both, sort_keys="ascending", tiebreaker="dense").to_numpy(zero_copy_only=False)
+        rb, rv = ranks[:len(b)], ranks[len(b):]
+        ids = np.searchsorted(rb, rv, side="left").astype(np.int64)
     if arr.null_count:
         ids[np.asarray(pc.is_null(arr))] = 0
     return ids
@@ -122,6 +158,17 @@ def _finish(words: np.ndarray) -> np.ndarray:
     return words[:, 0] if words.shape[1] == 1 else words
 
 
+@functools.lru_cache(maxsize=None)
+def _spread_table(bits: int, n: int) -> np.ndarray:
+    """Every `bits`-bit id with its bits spread `n` apart: bit b (from the most significant)
+    moved to bit n * (bits - 1 - b) — one column's share of an interleaved key."""
+    v = np.arange(1 << bits, dtype=np.uint64)
+    out = np.zeros(1 << bits, dtype=np.uint64)
+    for b in range(bits):
+        out |= ((v >> np.uint64(b)) & np.uint64(1)) << np.uint64(n * b)
+    return out
+
+
 def zorder_keys(ids: list[np.ndarray], bits: int = bits_for(NUM_RANGE_IDS)) -> np.ndarray:
     """Z-order keys: bits of the ids interleaved, from the most significant bit down, column 0
     first at each bit (delta-spark's `interleave_bits`). A uint64 array when the key fits in 64
@@ -131,8 +178,15 @@ def zorder_keys(ids: list[np.ndarray], bits: int = bits_for(NUM_RANGE_IDS)) -> n
     n = len(ids)
     rows = len(ids[0])
     total = n * bits
-    words = np.zeros((rows, _words(total)), dtype=np.uint64)
     cols = [np.asarray(i, dtype=np.uint64) for i in ids]
+    if total <= 64 and bits <= 16:
+        # one lookup per column: its ids with their bits spread n apart, shifted to its place
+        spread = _spread_table(bits, n)
+        key = np.zeros(rows, dtype=np.uint64)
+        for j, c in enumerate(cols):
+            key |= spread[c.astype(np.intp)] << np.uint64(n - 1 - j)
+        return key
+    words = np.zeros((rows, _words(total)), dtype=np.uint64)
     for b in range(bits):
         shift = np.uint64(bits - 1 - b)
         for j, c in enumerate(cols):
@@ -267,6 +321,15 @@ def curve_keys(ids: list[np.ndarray], curve: str, bits: int = bits_for(NUM_RANGE
 def key_order(keys: np.ndarray) -> np.ndarray:
     """The stable ascending order of `keys` (one uint64 per row, or rows × words)."""
     if keys.ndim == 1:
+        n = len(keys)
+        index_bits = max(1, int(n - 1).bit_length())
+        key_bits = int(keys.max()).bit_length() if n else 0
+        if n and keys.dtype.kind in "ui" and keys.min() >= 0 and key_bits + index_bits <= 64:
+            # each key with its row number below it: all distinct, so a plain (vectorised) sort
+            # gives the stable order, and the row numbers are read back from the low bits
+            both = (keys.astype(np.uint64) << np.uint64(index_bits)) | np.arange(n, dtype=np.uint64)
+            both.sort()
+            return (both & np.uint64((1 << index_bits) - 1)).astype(np.int64)
         return np.argsort(keys, kind="stable")
     return np.lexsort(keys.T[::-1])
 

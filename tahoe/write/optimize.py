@@ -494,6 +494,8 @@ def curve_key_array(columns: Sequence[pa.Array | pa.ChunkedArray], curve: str, n
     computed from the values themselves unless given), then Z-order or Hilbert keys."""
     ids = []
     for i, c in enumerate(columns):
+        if isinstance(c, pa.ChunkedArray):     # combined once for both the bounds and the ids
+            c = c.combine_chunks() if c.num_chunks != 1 else c.chunk(0)
         b = bounds[i] if bounds is not None else range_bounds(c, num_range_ids)
         ids.append(range_ids(c, b))
     return curve_keys(ids, curve, bits_for(num_range_ids))
@@ -557,20 +559,26 @@ class BinRewriter:
 
         parts = list(pool.map(read, b.files)) if parallel_reads else [read(f) for f in b.files]
         rows = pa.concat_tables(parts) if parts else reader.out_schema.empty_table()
+        order = None
         if self.curve is not None and rows.num_rows:
+            # one chunk per column (a bin of many small files is as many chunks): the keys and
+            # the reordering below each walk a column once, not once per file
+            rows = rows.combine_chunks()
             keys = curve_key_array([_column(rows, c) for c in self.curve_columns], self.curve, self.num_range_ids)
-            rows = rows.take(pa.array(key_order(keys)))
+            order = key_order(keys)
         per_file = max(1, math.ceil(rows.num_rows / max(1, b.num_files)))
 
-        def write(chunk: pa.Table) -> list[AddFile]:
+        def write(at: int) -> list[AddFile]:
+            # the rows of the file starting at row `at` of the bin's order: each file's rows are
+            # gathered by the thread that writes it
+            chunk = rows.slice(at, per_file) if order is None else rows.take(pa.array(order[at:at + per_file]))
             return write_data_files(store, root, chunk, wp.schema, wp.partition_columns, wp.column_mapping_mode,
                                     wp.configuration, per_file, tight_bounds=wp.tight_bounds)
 
         if rows.num_rows <= per_file:
-            return write(rows)
+            return write(0)
         # a bin cut into several files (Z-order, clustering): the files are written in parallel
-        chunks = [rows.slice(i, per_file) for i in range(0, rows.num_rows, per_file)]
-        writes = [pool.submit(write, c) for c in chunks]
+        writes = [pool.submit(write, at) for at in range(0, rows.num_rows, per_file)]
         adds: list[AddFile] = []
         failed: BaseException | None = None
         for w in writes:

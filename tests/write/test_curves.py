@@ -152,3 +152,90 @@ def test_curve_keys_dispatch_and_refusals():
         hilbert_keys([np.array([0])] * 10, bits=1)
     with pytest.raises(InvalidOptionError, match="at least one column"):
         zorder_keys([])
+
+
+# --- the vectorised paths against plain Python ------------------------------------------------------
+
+def _python_bounds(values: list, num_ranges: int) -> list:
+    """range_bounds by hand: the non-null values sorted (NaN above every number), the value at
+    each position ceil(m * n / num_ranges) - 1, duplicates dropped."""
+    import math as m
+
+    vals = sorted((v for v in values if v is not None), key=lambda v: (isinstance(v, float) and v != v, v))
+    n = len(vals)
+    out = []
+    for k in range(1, num_ranges):
+        v = vals[min(max(m.ceil(k * (n / num_ranges)) - 1, 0), n - 1)]
+        if not out or not (out[-1] == v or (out[-1] != out[-1] and v != v)):
+            out.append(v)
+    return out
+
+
+def _python_ids(values: list, bounds: list) -> list:
+    """range_ids by hand: how many bounds are below each value (NaN above every number; null 0)."""
+    import bisect
+
+    def key(v):
+        return (isinstance(v, float) and v != v, 0.0 if isinstance(v, float) and v != v else v)
+
+    keys = [key(b) for b in bounds]
+    return [0 if v is None else bisect.bisect_left(keys, key(v)) for v in values]
+
+
+@pytest.mark.parametrize("kind", ["int64", "int8", "uint64", "float64", "float32", "timestamp", "date32",
+                                  "string", "sliced"])
+def test_range_bounds_and_ids_of_every_kind_match_python(kind):
+    rng = np.random.default_rng(11)
+    n = 5000
+    if kind in ("int64", "sliced"):
+        values = [int(v) for v in rng.integers(-50, 60, n)]
+        t = pa.int64()
+    elif kind == "int8":
+        values, t = [int(v) for v in rng.integers(-128, 128, n)], pa.int8()
+    elif kind == "uint64":
+        values, t = [int(v) for v in rng.integers(0, 1 << 63, n, dtype=np.uint64) * 2 + 1], pa.uint64()
+    elif kind in ("float64", "float32"):
+        values = [float(v) + 0.0 for v in rng.normal(0, 3, n).round(1)]   # no -0.0: below
+        values[::97] = [float("nan")] * len(values[::97])
+        values[1::89] = [float("inf")] * len(values[1::89])
+        t = pa.float64() if kind == "float64" else pa.float32()
+    elif kind == "timestamp":
+        values, t = [int(v) for v in rng.integers(0, 10**15, n)], pa.timestamp("us", "UTC")
+    elif kind == "date32":
+        values, t = [int(v) for v in rng.integers(0, 400, n)], pa.int32()
+    else:
+        values, t = [f"k{int(v):03d}" for v in rng.integers(0, 300, n)], pa.string()
+    values = [None if i % 31 == 0 else v for i, v in enumerate(values)]
+    arr = pa.array(values, t)
+    if kind == "date32":
+        arr = arr.cast(pa.date32())
+    if kind == "sliced":     # an offset into a longer buffer, and chunks
+        arr = pa.chunked_array([pa.array([7] * 13 + values, t).slice(13, 2000), pa.array(values[2000:], t)])
+    if kind == "float32":
+        values = arr.to_pylist()      # the float32 values themselves
+    for num_ranges in (2, 7, 1000, 100_000):
+        bounds = range_bounds(arr, num_ranges)
+        py_bounds = _python_bounds(values, num_ranges)
+        got = bounds.cast(pa.int64() if kind == "timestamp" else pa.int32()).to_pylist() if kind in ("timestamp", "date32") else bounds.to_pylist()
+        assert len(got) == len(py_bounds)
+        assert all(a == b or (a != a and b != b) for a, b in zip(got, py_bounds)), (num_ranges, got[:5], py_bounds[:5])
+        assert range_ids(arr, bounds).tolist() == _python_ids(values, py_bounds)
+
+
+def test_range_ids_with_signed_zeros_count_them_as_zero():
+    values = [0.0, -0.0, 1.5, -1.5, None, 0.0, -0.0, float("nan")] * 5
+    arr = pa.array(values, pa.float64())
+    bounds = range_bounds(arr, 4)
+    ids = range_ids(arr, bounds)
+    assert ids.tolist() == _python_ids(values, [b for b in bounds.to_pylist()])
+    # zeros of either sign get one id, below 1.5's and above -1.5's
+    assert len({int(i) for v, i in zip(values, ids) if v == 0}) == 1
+
+
+def test_key_order_is_stable_for_repeated_keys():
+    rng = np.random.default_rng(5)
+    for keys in (rng.integers(0, 16, 20_000).astype(np.uint64),                 # row numbers fit below the key
+                 rng.integers(0, 4, 1000).astype(np.uint64) << np.uint64(62),   # they do not: the argsort path
+                 np.zeros(0, np.uint64), np.array([5], np.uint64)):
+        want = sorted(range(len(keys)), key=lambda r: (int(keys[r]), r))
+        assert key_order(keys).tolist() == want
