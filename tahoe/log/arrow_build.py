@@ -24,7 +24,8 @@ from typing import Any, Iterable
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["column", "table_from_rows", "scalar", "bool_numpy", "int_numpy", "numpy_array", "empty"]
+__all__ = ["column", "table_from_rows", "scalar", "bool_numpy", "int_numpy", "numpy_array", "empty",
+           "all_distinct", "null_array", "lean"]
 
 _INT_DTYPES = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64}
 
@@ -232,3 +233,107 @@ def numpy_array(values: np.ndarray) -> pa.Array:
     t = {np.dtype(np.int8): pa.int8(), np.dtype(np.int16): pa.int16(), np.dtype(np.int32): pa.int32(),
          np.dtype(np.int64): pa.int64(), np.dtype(np.uint32): pa.uint32(), np.dtype(np.uint64): pa.uint64()}[values.dtype]
     return pa.Array.from_buffers(t, len(values), [None, pa.py_buffer(values)])
+
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _digests(arr: pa.Array) -> np.ndarray | None:
+    """A 64-bit digest of each string of `arr` (a function of its bytes alone: its length and
+    every 8-byte word of it, read in place), or None when a value is shorter than 8 bytes."""
+    n = len(arr)
+    _, off_buf, data_buf = arr.buffers()
+    large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
+    offsets = np.frombuffer(off_buf, dtype=np.int64 if large else np.int32, count=arr.offset + n + 1)[arr.offset:]
+    starts, ends = offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64)
+    lengths = ends - starts
+    if int(lengths.min()) < 8:
+        return None
+    # every 8 bytes of the buffer as a (possibly unaligned) little-endian word: a view, no copy
+    words = np.ndarray(shape=(data_buf.size - 7,), dtype="<u8", buffer=data_buf, strides=(1,))
+    h = lengths.astype(np.uint64) * _MIX
+    for j in range(int((int(lengths.max()) + 7) // 8)):
+        # the j-th word of each value that has one (its last word: its last 8 bytes)
+        mixed = (h ^ words[np.minimum(starts + 8 * j, ends - 8)]) * _MIX
+        mixed ^= mixed >> np.uint64(29)
+        h = np.where(starts + 8 * j < ends, mixed, h)
+    return h
+
+
+def all_distinct(values: pa.Array | pa.ChunkedArray) -> bool:
+    """True when no two values of a string column are equal (nulls count as values). Exact:
+    distinct digests of every value's bytes prove it without the copy a hash table of the
+    strings makes; when two digests are equal (equal strings, or rarely a collision) the
+    strings themselves are compared."""
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    chunks = [c for c in chunks if len(c)]
+    if not chunks:
+        return True
+    digests = []
+    for c in chunks:
+        d = _digests(c) if c.null_count == 0 and (pa.types.is_string(c.type) or pa.types.is_large_string(c.type)
+                                                   or pa.types.is_binary(c.type)
+                                                   or pa.types.is_large_binary(c.type)) else None
+        if d is None:
+            digests = None
+            break
+        digests.append(d)
+    if digests is not None:
+        d = np.concatenate(digests) if len(digests) > 1 else digests[0]
+        d.sort()
+        if not (d[1:] == d[:-1]).any():
+            return True
+    import pyarrow.compute as pc
+
+    n = sum(len(c) for c in chunks)
+    return len(pc.unique(pa.chunked_array(chunks, chunks[0].type) if len({c.type for c in chunks}) == 1
+                         else pa.chunked_array([c.cast(pa.large_string()) for c in chunks]))) == n
+
+
+_ZEROS: list[pa.Buffer] = []
+
+
+def _zeros(nbytes: int) -> pa.Buffer:
+    """`nbytes` zero bytes, a slice of one shared buffer: an anonymous mapping, whose pages the
+    OS provides zeroed only when touched — and nothing writes an Arrow buffer, so they cost no
+    memory however long the columns that use them."""
+    import mmap
+
+    buf = _ZEROS[0] if _ZEROS else None
+    if buf is None or buf.size < nbytes:
+        size = max(nbytes, 1 << 20, 2 * buf.size if buf is not None else 0)
+        buf = pa.py_buffer(mmap.mmap(-1, size))
+        _ZEROS[:] = [buf]
+    return buf.slice(0, nbytes)
+
+
+def null_array(t: pa.DataType, n: int) -> pa.Array:
+    """`pa.nulls(n, t)` for the types of the log's actions, its buffers all slices of one shared
+    zero buffer: the all-null columns of a file listing (deletion vectors, row ids, tags, ... on
+    most tables) cost next to no memory, however many files."""
+    bitmap = _zeros((n + 7) // 8)
+    if pa.types.is_struct(t):
+        return pa.Array.from_buffers(t, n, [bitmap], null_count=n,
+                                     children=[null_array(t.field(i).type, n) for i in range(t.num_fields)])
+    if pa.types.is_map(t) or pa.types.is_list(t):
+        entries = pa.nulls(0, pa.struct([t.key_field, t.item_field])) if pa.types.is_map(t) else pa.nulls(0, t.value_type)
+        return pa.Array.from_buffers(t, n, [bitmap, _zeros(4 * (n + 1))], null_count=n, children=[entries])
+    if pa.types.is_string(t) or pa.types.is_binary(t):
+        return pa.Array.from_buffers(t, n, [bitmap, _zeros(4 * (n + 1)), _zeros(0)], null_count=n)
+    if pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+        return pa.Array.from_buffers(t, n, [bitmap, _zeros(8 * (n + 1)), _zeros(0)], null_count=n)
+    if pa.types.is_boolean(t):
+        return pa.Array.from_buffers(t, n, [bitmap, _zeros((n + 7) // 8)], null_count=n)
+    if pa.types.is_null(t):
+        return pa.nulls(n)
+    return pa.Array.from_buffers(t, n, [bitmap, _zeros(t.bit_width // 8 * n)], null_count=n)
+
+
+def lean(arr: pa.Array | pa.ChunkedArray):
+    """`arr`, or when every value is null, the same column as a `null_array` (its own buffers,
+    a decoded reader's zeros, freed)."""
+    n = len(arr)
+    if n < 4096 or arr.null_count != n:
+        return arr
+    out = null_array(arr.type, n)
+    return pa.chunked_array([out], arr.type) if isinstance(arr, pa.ChunkedArray) else out

@@ -33,7 +33,9 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from ..storage.base import LogStore
-from .arrow_build import bool_numpy, column, int_numpy, numpy_array, scalar, table_from_rows
+from .arrow_build import (
+    all_distinct, bool_numpy, column, int_numpy, lean, null_array, numpy_array, scalar, table_from_rows,
+)
 
 __all__ = ["VECTOR_MIN_BYTES", "Fallback", "JsonCommit", "DictPiece", "PieceTail"]
 
@@ -349,9 +351,10 @@ class JsonCommit:
                     continue
                 if c in _KEY_COLUMNS[action] and c != "deletionVector" and col.null_count:
                     raise Fallback(f"{action} without {c}")
-                self._cache[action][c] = _flat(col) if c in ("path", "deletionVector") else col
+                # an all-null column (row ids, clustering provider, ...) costs nothing kept
+                self._cache[action][c] = lean(_flat(col) if c in ("path", "deletionVector") else col)
             if not has_dv:
-                self._cache[action]["deletionVector"] = pa.nulls(len(self._rows[action]), DV_TYPE)
+                self._cache[action]["deletionVector"] = null_array(DV_TYPE, len(self._rows[action]))
             dv = self._cache[action]["deletionVector"]
             if dv.null_count != len(dv):
                 has = pc.is_valid(dv)
@@ -381,7 +384,7 @@ class JsonCommit:
         for action, cols in parsed.items():
             tags = cols.get("tags")
             if tags is not None and tags.null_count == len(tags):
-                self._cache[action]["tags"] = pa.nulls(len(tags), STRING_MAP)
+                self._cache[action]["tags"] = null_array(STRING_MAP, len(tags))
             pv = cols.get("partitionValues")
             if pv is not None and hint is not None and len(pv):
                 pv_rows[action] = pv
@@ -492,14 +495,14 @@ class PieceTail:
 
     def __init__(self, pieces: list[Any]):
         self._pieces = pieces
-        # the keys stay in their pieces' chunks: hashing them chunk by chunk needs no copy of them all
+        # the keys stay in their pieces' chunks: checking them chunk by chunk needs no copy of them all
         keys = pa.chunked_array([p.keys for p in pieces], pa.string())
         is_add = pa.chunked_array([p.is_add for p in pieces], pa.bool_()).combine_chunks()
-        n = len(keys)
         self._piece_no = np.repeat(np.arange(len(pieces)), [len(p.keys) for p in pieces])
         self._kind_row = np.concatenate([p.kind_row for p in pieces]) if pieces else np.zeros(0, np.int64)
-        self._touched = pc.unique(keys)
-        if len(self._touched) == n:    # every key once: nothing to reconcile
+        self._keys = keys
+        self._touched: pa.Array | None = None    # the distinct keys, when a checkpoint asks (`touched`)
+        if all_distinct(keys):    # every key once: nothing to reconcile
             self._selected = {"add": pc.indices_nonzero(is_add), "remove": pc.indices_nonzero(pc.invert(is_add))}
         else:
             self._selected = self._reconcile(keys.combine_chunks(), is_add)
@@ -539,6 +542,8 @@ class PieceTail:
 
     def touched(self) -> pa.Array | None:
         """Every key the tail references (a checkpoint row with one of them is superseded)."""
+        if self._touched is None:
+            self._touched = pc.unique(self._keys)
         return self._touched if len(self._touched) else None
 
     def table(self, action: str, columns: Iterable[str]) -> pa.Table | None:

@@ -34,7 +34,7 @@ from ..protocol.actions import (
 from ..protocol.filenames import LogFileKind
 from ..storage.base import LogStore
 from . import json_commits
-from .arrow_build import column, empty, scalar, table_from_rows
+from .arrow_build import column, empty, lean, null_array, scalar, table_from_rows
 from .file_actions import (
     ADD_SCHEMA, DV_TYPE, REMOVE_SCHEMA, STRING_MAP, canonical_key, dv_unique_id, file_keys, is_absolute_path, parse_commit,
     read_commit, root_uri,
@@ -65,9 +65,9 @@ def _conform(struct_arr: pa.Array | pa.ChunkedArray, schema: pa.Schema, columns:
             arr = pc.struct_field(struct_arr, c)
             if arr.type != t:
                 arr = _cast_loose(arr, t)
-            out[c] = arr
+            out[c] = lean(arr)    # an all-null column (DVs, row ids, ... on most tables) costs nothing
         else:
-            out[c] = pa.nulls(len(struct_arr), t)
+            out[c] = null_array(t, len(struct_arr))
     return out
 
 

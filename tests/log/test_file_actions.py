@@ -36,3 +36,31 @@ def test_keys_carry_the_deletion_vector_id():
                      "cardinality": 1}], DV_TYPE)
     got = file_keys(pa.array(["a", "b", "c"]), dvs, root_uri("/tbl")).to_pylist()
     assert got == ["a\x00uab^cd@1", "b", "c\x00iwi5b"]
+
+
+def test_all_distinct_is_exact():
+    import numpy as np
+    import pyarrow as pa
+
+    from tahoe.log.arrow_build import all_distinct
+
+    paths = [f"day=2024-01-{d:02d}/part-00000-{u:08x}.c000.snappy.parquet" for d in range(1, 29) for u in range(300)]
+    assert all_distinct(pa.array(paths))
+    # the same file name in two partitions, one repeated path, long and short strings, nulls
+    assert not all_distinct(pa.chunked_array([pa.array(paths[:5000]), pa.array(paths[4999:])]))
+    assert all_distinct(pa.chunked_array([pa.array(paths[:5000]), pa.array(paths[5000:])]))
+    assert not all_distinct(pa.array(["a", "b", "a"])) and all_distinct(pa.array(["a", "b", "c"]))
+    assert not all_distinct(pa.array(["x" * 100 + "y", "x" * 100 + "y"]))
+    assert all_distinct(pa.array(["x" * 100 + "y", "x" * 100 + "z", "x" * 101]))
+    assert not all_distinct(pa.array([None, "abcdefghij", None]))
+    assert all_distinct(pa.array([], pa.string())) and all_distinct(pa.chunked_array([], pa.string()))
+    # every pair of a random set of equal-length strings that differ in one byte anywhere
+    rng = np.random.default_rng(3)
+    base = "".join(rng.choice(list("abcdef"), 64))
+    variants = sorted({base[:i] + c + base[i + 1:] for i in range(64) for c in "abcdef"})
+    assert all_distinct(pa.array(variants)) and not all_distinct(pa.array(variants + [variants[17]]))
+    # sliced arrays look only at their own values
+    arr = pa.array(["dup-dup-dup", "one-one-one", "two-two-two", "dup-dup-dup"])
+    assert all_distinct(arr.slice(0, 3)) and all_distinct(arr.slice(1, 3)) and not all_distinct(arr)
+    # equal values in chunks of different widths (a value's digest is its own)
+    assert not all_distinct(pa.chunked_array([pa.array(["p" * 74, "q" * 9]), pa.array(["r" * 98, "p" * 74])]))
