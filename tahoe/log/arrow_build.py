@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 __all__ = ["column", "table_from_rows", "scalar", "bool_numpy", "int_numpy", "numpy_array", "empty",
-           "all_distinct", "null_array", "lean"]
+           "all_distinct", "null_array", "lean", "memory_pool"]
 
 _INT_DTYPES = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64}
 
@@ -337,3 +337,26 @@ def lean(arr: pa.Array | pa.ChunkedArray):
         return arr
     out = null_array(arr.type, n)
     return pa.chunked_array([out], arr.type) if isinstance(arr, pa.ChunkedArray) else out
+
+
+_POOL: list[pa.MemoryPool] = []
+
+
+def memory_pool() -> pa.MemoryPool:
+    """The memory pool the log's big reads (checkpoints, large JSON commits) allocate from:
+    jemalloc where pyarrow has it, unless ARROW_DEFAULT_MEMORY_POOL names a pool (the user's own
+    choice is kept). pyarrow's default, mimalloc, hands the pages of freed buffers back to the OS
+    and faults fresh ones in on the next allocation: reading a 1M-file checkpoint took 0.7-1.0 s
+    of system time with it (1.1-1.4 s in all) against 0.2 s with jemalloc (0.6 s in all), and
+    peaked 60-90 MB higher."""
+    if not _POOL:
+        import os
+
+        pool = pa.default_memory_pool()
+        if not os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+            try:
+                pool = pa.jemalloc_memory_pool()
+            except (NotImplementedError, pa.ArrowException):   # a pyarrow built without jemalloc
+                pass
+        _POOL.append(pool)
+    return _POOL[0]

@@ -34,7 +34,8 @@ import pyarrow.json as pa_json
 
 from ..storage.base import LogStore
 from .arrow_build import (
-    all_distinct, bool_numpy, column, int_numpy, lean, null_array, numpy_array, scalar, table_from_rows,
+    all_distinct, bool_numpy, column, int_numpy, lean, memory_pool, null_array, numpy_array, scalar,
+    table_from_rows,
 )
 
 __all__ = ["VECTOR_MIN_BYTES", "Fallback", "JsonCommit", "DictPiece", "PieceTail"]
@@ -133,7 +134,8 @@ def _read_json(data: bytes, columns: dict[str, list[str]], partition_hint: list[
         return pa_json.read_json(
             pa.py_buffer(data),
             read_options=pa_json.ReadOptions(use_threads=True, block_size=4 << 20),
-            parse_options=pa_json.ParseOptions(explicit_schema=pa.schema(fields), unexpected_field_behavior="ignore"))
+            parse_options=pa_json.ParseOptions(explicit_schema=pa.schema(fields), unexpected_field_behavior="ignore"),
+            memory_pool=memory_pool())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
         raise Fallback(str(e)) from None
 

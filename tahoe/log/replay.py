@@ -22,7 +22,7 @@ import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,7 +34,7 @@ from ..protocol.actions import (
 from ..protocol.filenames import LogFileKind
 from ..storage.base import LogStore
 from . import json_commits
-from .arrow_build import column, empty, lean, null_array, scalar, table_from_rows
+from .arrow_build import column, empty, lean, memory_pool, null_array, scalar, table_from_rows
 from .file_actions import (
     ADD_SCHEMA, DV_TYPE, REMOVE_SCHEMA, STRING_MAP, canonical_key, dv_unique_id, file_keys, is_absolute_path, parse_commit,
     read_commit, root_uri,
@@ -82,26 +82,52 @@ def _cast_loose(arr: pa.Array, t: pa.DataType) -> pa.Array:
     return arr.cast(t)
 
 
-# A big checkpoint is decoded this many rows at a time: the same speed as one read, and a
-# column's builders never grow past a batch (one read of 1M adds peaks ~50% above its result).
-_BATCH_ROWS = 1 << 17
+# A big checkpoint (at least _BIG_ROWS rows) is decoded this many rows at a time, in this thread:
+# the same speed as one read, and a column's builders never grow past a batch (one read of 1M
+# adds peaked ~50% above its result); threads decoded no faster, with more memory held in their
+# allocator caches. Its pages are read as they are decoded (_STREAM_BYTES at a time) rather than
+# the file's column chunks all first: a 10M-file checkpoint's chunks are ~400 MB.
+_BIG_ROWS = 1 << 16
+_BATCH_ROWS = 1 << 15
+_STREAM_BYTES = 1 << 20
+
+
+def _parquet_file(f: Any) -> Any:
+    """A pyarrow ParquetFile over the open file `f`; for a big checkpoint, one whose reader
+    allocates from `memory_pool()` and, unless `f` is a remote file read by ranges (where one
+    request per page would cost more than the memory saved), streams its pages."""
+    import pyarrow.parquet as pq   # here: a log of JSON commits alone never needs it
+
+    pf = pq.ParquetFile(f)
+    if pf.metadata.num_rows < _BIG_ROWS:
+        return pf
+    streamed = not isinstance(f, pa.PythonFile)
+    kw = {"pre_buffer": not streamed, "buffer_size": _STREAM_BYTES if streamed else 0}
+    try:
+        # ParquetFile takes no memory pool; its reader does (pyarrow's own class): where that
+        # changes, the file is read as pyarrow's defaults have it
+        from pyarrow._parquet import ParquetReader
+
+        reader = ParquetReader(memory_pool=memory_pool())
+        reader.open(f, use_memory_map=False, metadata=pf.metadata, **kw)
+        pf.reader = reader
+    except (ImportError, TypeError, AttributeError, ValueError):
+        pass
+    return pf
 
 
 def _read_parquet(store: LogStore, path: str, columns: list[str] | None = None, *,
-                  only_set: bool = False) -> pa.Table:
+                  only_set: bool = False, each: Callable[[pa.Table], pa.Table] | None = None) -> pa.Table:
     """The checkpoint file's `columns` (`action.field` selects a field of an action's struct; fields
     the file lacks are left out). `only_set`: only the rows where one of the columns is not null
-    (the few non-file actions among a checkpoint's rows, without materializing the others)."""
-    import pyarrow.parquet as pq   # here: a log of JSON commits alone never needs it
-
+    (the few non-file actions among a checkpoint's rows, without materializing the others).
+    `each`: what to keep of the rows read (a table of the columns), applied to each batch of a big
+    checkpoint as it is decoded — the file's rows are never all held as read."""
     try:
         with store.open_input_file(path) as f:
-            pf = pq.ParquetFile(f)
+            pf = _parquet_file(f)
             file_schema = pf.schema_arrow   # a property that rebuilds the schema on every access
-            # threads pay off on big checkpoints only: on a small one (a table that commits often)
-            # handing columns to the pool costs more than decoding them, and more still when the
-            # machine is busy
-            big = pf.metadata.num_rows >= 65_536
+            big = pf.metadata.num_rows >= _BIG_ROWS
             names = set(file_schema.names)
             ok: list[str] | None = None
             if columns is not None:
@@ -120,16 +146,50 @@ def _read_parquet(store: LogStore, path: str, columns: list[str] | None = None, 
                     return pa.table({})
             if not big:
                 t = pf.read(columns=ok, use_threads=False)
-                return _rows_set(t) if only_set else t
+                t = _rows_set(t) if only_set else t
+                return each(t) if each is not None else t
+            if only_set and ok is not None and all("." not in c for c in ok):
+                return _set_rows(pf, file_schema, ok)
             batches = []   # at least one: a big file has rows
-            for b in pf.iter_batches(batch_size=_BATCH_ROWS, columns=ok, use_threads=True):
+            for b in pf.iter_batches(batch_size=_BATCH_ROWS, columns=ok, use_threads=False):
                 b = pa.Table.from_batches([b])
-                batches.append(_rows_set(b) if only_set else b)
+                b = _rows_set(b) if only_set else b
+                batches.append(each(b) if each is not None else b)
             return pa.concat_tables(batches)
     except FileNotFoundError:
         raise CorruptLogError(f"checkpoint file {path} is missing") from None
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
         raise CorruptLogError(f"cannot read checkpoint file {path}: {e}") from None
+
+
+def _set_rows(pf: Any, file_schema: pa.Schema, columns: list[str]) -> pa.Table:
+    """The rows of a big checkpoint where one of the top-level `columns` is set (its few
+    non-file actions among a million adds): first located by reading one field of each struct
+    (the field brings the struct's own validity with it: a few bytes a row), then the columns
+    read whole only up to the batch that holds the last of them."""
+    probe = []
+    for c in columns:
+        t = file_schema.field(c).type
+        probe.append(f"{c}.{t.field(0).name}" if pa.types.is_struct(t) and t.num_fields else c)
+    last, at = -1, 0
+    for b in pf.iter_batches(batch_size=_BATCH_ROWS, columns=probe, use_threads=False):
+        mask = None
+        for col in b.columns:
+            v = pc.is_valid(col)
+            mask = v if mask is None else pc.or_(mask, v)
+        if mask is not None and mask.true_count:
+            last = at + len(mask) - 1 - pc.index(mask[::-1], scalar(True)).as_py()
+        at += b.num_rows
+    if last < 0:
+        return pa.schema([file_schema.field(c) for c in columns]).empty_table()
+    batches, at = [], 0
+    # small batches: where a writer puts protocol and metaData first, one is all there is to decode
+    for b in pf.iter_batches(batch_size=4096, columns=columns, use_threads=False):
+        batches.append(_rows_set(pa.Table.from_batches([b])))
+        at += b.num_rows
+        if at > last:
+            break
+    return pa.concat_tables(batches)
 
 
 def _rows_set(t: pa.Table) -> pa.Table:
@@ -199,11 +259,16 @@ class ActiveFiles:
         # when the checkpoint lacks all the requested fields (e.g. stats not written as JSON).
         wanted = list(dict.fromkeys(["path", *columns]))
 
+        def conform(t: pa.Table) -> pa.Table:
+            return pa.table(_conform(t.column(action), schema, columns)) if action in t.column_names else t
+
         def one(p: str) -> pa.Table:
-            t = _read_parquet(self._store, p, [f"{action}.{c}" for c in wanted])
-            if action not in t.column_names:  # e.g. a v2 checkpoint whose files are all in sidecars
+            # each batch of a big checkpoint is conformed as it is read: its all-null columns
+            # (DVs, row ids, ... on most tables) are let go batch by batch
+            t = _read_parquet(self._store, p, [f"{action}.{c}" for c in wanted], each=conform)
+            if not t.num_columns:  # e.g. a v2 checkpoint whose files are all in sidecars
                 return pa.table({c: empty(schema.field(c).type) for c in columns})
-            return pa.table(_conform(t.column(action), schema, columns))
+            return t
 
         if len(self._sources) <= 1:
             return [one(p) for p in self._sources]
