@@ -252,10 +252,16 @@ def _digests(arr: pa.Array) -> np.ndarray | None:
     # every 8 bytes of the buffer as a (possibly unaligned) little-endian word: a view, no copy
     words = np.ndarray(shape=(data_buf.size - 7,), dtype="<u8", buffer=data_buf, strides=(1,))
     h = lengths.astype(np.uint64) * _MIX
-    for j in range(int((int(lengths.max()) + 7) // 8)):
+    shift = np.uint64(29)
+    whole = int(lengths.min()) // 8            # words every value has whole
+    for j in range(whole):
+        h ^= words[starts + 8 * j]
+        h *= _MIX
+        h ^= h >> shift
+    for j in range(whole, int((int(lengths.max()) + 7) // 8)):
         # the j-th word of each value that has one (its last word: its last 8 bytes)
         mixed = (h ^ words[np.minimum(starts + 8 * j, ends - 8)]) * _MIX
-        mixed ^= mixed >> np.uint64(29)
+        mixed ^= mixed >> shift
         h = np.where(starts + 8 * j < ends, mixed, h)
     return h
 

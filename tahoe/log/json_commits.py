@@ -204,12 +204,35 @@ def _partition_hint(data: bytes, hint: list[str] | None) -> list[str] | None:
     return hint
 
 
+def _words(buf: np.ndarray) -> np.ndarray:
+    """The 8 bytes at every offset of `buf` as one little-endian word (an unaligned view: no copy)."""
+    return np.ndarray(shape=(max(len(buf) - 7, 0),), dtype="<u8", buffer=buf, strides=(1,))
+
+
+def _word_offsets(length: int) -> list[int]:
+    """Offsets of 8-byte words covering `length` (>= 8) bytes: every 8 bytes, then the last 8."""
+    out = list(range(0, length - 7, 8))
+    if out[-1] != length - 8:
+        out.append(length - 8)
+    return out
+
+
+def _long_lines(data: bytes) -> bool:
+    """True when the commit's first lines average over a kilobyte (file actions with wide stats)."""
+    head = min(len(data), 1 << 16)
+    return head > 1024 * (data.count(b"\n", 0, head) + 1)
+
+
 def _matches_at(buf: np.ndarray, starts: np.ndarray, text: bytes) -> bool:
     """True when `text` is at every offset `starts` of `buf`."""
     if not len(starts):
         return True
     if len(text) > len(buf) or starts.min() < 0 or starts.max() + len(text) > len(buf):
         return False
+    if len(text) >= 8:    # a word at a time: one gather per 8 bytes, not per byte
+        words = _words(buf)
+        return all((words[starts + k] == np.uint64(int.from_bytes(text[k:k + 8], "little"))).all()
+                   for k in _word_offsets(len(text)))
     windows = sliding_window_view(buf, len(text))    # row i: the len(text) bytes from i (a view)
     want = np.frombuffer(text, dtype=np.uint8)
     step = max(1, (1 << 24) // len(text))             # bounded gathers
@@ -270,27 +293,26 @@ def _partition_values(buf: np.ndarray, starts: np.ndarray, parsed: pa.Array, hin
 
 
 def _all_match_at(buf: np.ndarray, starts: np.ndarray, texts: list[bytes], which: np.ndarray) -> bool:
-    """True when `texts[which[i]]` is at offset `starts[i]` of `buf` for every i: one gather of
-    the longest text's width per row, compared against the texts padded to that width."""
+    """True when `texts[which[i]]` is at offset `starts[i]` of `buf` for every i: a word (8
+    bytes) at a time, each row's against the same word of its own text."""
     if not len(starts):
         return True
-    width = max(map(len, texts))
-    if starts.min() < 0 or width > len(buf):
+    lengths = np.array([len(t) for t in texts], dtype=np.int64)
+    if starts.min() < 0 or (starts + lengths[which]).max() > len(buf):
         return False
-    if starts.max() + width > len(buf):     # near the end of the text: one text at a time
+    if lengths.min() < 8:    # a text shorter than a word (`{}`): one text at a time
         return all(_matches_at(buf, starts[which == u], t) for u, t in enumerate(texts))
-    padded = np.zeros((len(texts), width), dtype=np.uint8)
-    lengths = np.zeros(len(texts), dtype=np.int64)
+    n_words = int((lengths.max() + 7) // 8)
+    table = np.zeros((len(texts), n_words), dtype=np.uint64)   # text u's k-th word (its last 8 bytes past its end)
     for u, t in enumerate(texts):
-        padded[u, :len(t)] = np.frombuffer(t, dtype=np.uint8)
-        lengths[u] = len(t)
-    windows = sliding_window_view(buf, width)
-    cols = np.arange(width)
-    step = max(1, (1 << 22) // width)
-    for lo in range(0, len(starts), step):
-        w = which[lo:lo + step]
-        same = windows[starts[lo:lo + step]] == padded[w]
-        if not (same | (cols >= lengths[w][:, None])).all():
+        for k in range(n_words):
+            at = min(8 * k, len(t) - 8)
+            table[u, k] = int.from_bytes(t[at:at + 8], "little")
+    words = _words(buf)
+    row_len = lengths[which]
+    for k in range(n_words):
+        at = starts + np.minimum(8 * k, row_len - 8)
+        if not (words[at] == table[which, k]).all():
             return False
     return True
 
@@ -312,18 +334,23 @@ class JsonCommit:
 
         self._store = store
         self.path = path
-        # parse only what the text can hold: most big commits have no removes and no DVs (a quoted
-        # key can only be in the text unescaped — inside a string value its quotes are escaped)
-        has_dv = b'"deletionVector"' in data
-        wanted = {a: [c for c in s.names if c != "deletionVector" or has_dv]
-                  for a, s in (("add", ADD_SCHEMA), ("remove", REMOVE_SCHEMA)) if a == "add" or b'"remove"' in data}
+        # parse only what the text can hold: most big commits have no DVs (a quoted key can only
+        # be in the text unescaped — inside a string value its quotes are escaped). Looking for
+        # it costs a pass over the text, parsing the field a little per line: on long lines
+        # (wide stats) it is parsed. Removes are found by the parse (a path per line is all it
+        # takes); their other columns are parsed when asked for (`table`).
+        has_dv = _long_lines(data) or b'"deletionVector"' in data
+        wanted = {"add": [c for c in ADD_SCHEMA.names if c != "deletionVector" or has_dv],
+                  "remove": [c for c in _KEY_COLUMNS["remove"] if c != "deletionVector" or has_dv]}
         hint = _partition_hint(data, partition_columns)
         t = _read_json(data, wanted, hint)
         self._n_rows = t.num_rows
         add = t.column("add")    # chunked, as parsed: combining the chunks would copy every column
-        rem = t.column("remove") if "remove" in wanted else None
+        rem = t.column("remove")
         add_ok = _flat(pc.is_valid(add))
-        rem_ok = _flat(pc.is_valid(rem)) if rem is not None else None
+        rem_ok = _flat(pc.is_valid(rem))
+        if not rem_ok.true_count:     # the usual big commit: adds only
+            rem = rem_ok = None
         file_rows = add_ok if rem_ok is None else pc.or_(add_ok, rem_ok)
         if rem_ok is not None and pc.any(pc.and_(add_ok, rem_ok)).as_py():
             raise Fallback("a line with both add and remove")

@@ -159,6 +159,28 @@ def test_removes_dvs_and_the_dict_path_row_order(tmp_path, monkeypatch):
     assert {"path": "dup.parquet", "size": 2} in files and len({f["path"] for f in files}) == len(files) - 1
 
 
+def test_wide_stats_lines_removes_and_dvs(tmp_path, monkeypatch):
+    """Lines of over a kilobyte (stats of many columns): deletion vectors are found by the parse
+    rather than by a pass over the text; removes, re-adds and DV updates reconcile as on the
+    dict path, and tombstones' other columns are parsed when asked for."""
+    wide = json.dumps({"numRecords": 3, "minValues": {f"c{i:03d}": f"value-{i}" * 3 for i in range(60)},
+                       "maxValues": {f"c{i:03d}": f"value-{i}z" * 3 for i in range(60)}})
+    assert len(wide) > 2000
+
+    def add(path, **kw):
+        return _add(path, stats=wide, **kw)
+
+    c0 = _head() + [add(f"f{i}.parquet") for i in range(40)]
+    c1 = [_remove("f1.parquet", stats=wide), add("f1.parquet", deletionVector=_dv("dv1")),
+          add("f2.parquet", size=99), _remove("f3.parquet"), add("f3.parquet", size=7), add("new.parquet")]
+    c2 = [_remove("f1.parquet", deletionVector=_dv("dv1")), add("f1.parquet", deletionVector=_dv("dv1b")),
+          _remove("new.parquet", tags={"k": "v"})] + [add(f"g{i}.parquet") for i in range(30)]
+    c3 = [add(f"h{i}.parquet") for i in range(30)]          # wide lines, no DV and no remove at all
+    root = _write(tmp_path / "t", [c0, c1, c2, c3])
+    for v in range(4):
+        assert_same(root, v, monkeypatch, all_json=True)
+
+
 def test_mixed_small_and_large_commits_after_a_checkpoint(tmp_path, monkeypatch):
     c0 = _head() + [_add(f"f{i}.parquet") for i in range(50)]
     c1 = [_remove("f3.parquet"), _add("g.parquet")]
