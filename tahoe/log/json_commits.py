@@ -328,12 +328,13 @@ class JsonCommit:
     give exactly (see `_partition_values`; `tags` whenever a line has them) are read from the
     text when first asked for."""
 
-    def __init__(self, store: LogStore, path: str, data: bytes, key_root: str,
-                 partition_columns: list[str] | None = None):
-        from .file_actions import ADD_SCHEMA, DV_TYPE, REMOVE_SCHEMA, file_keys
+    @staticmethod
+    def parse(data: bytes, partition_columns: list[str] | None = None) -> tuple:
+        """The parse of the commit's text a `JsonCommit` is built from (Fallback when pyarrow
+        cannot parse it as expected): no Python objects are made, so it can run in another
+        thread (`tahoe.log.replay` parses the next large commit while it replays one)."""
+        from .file_actions import ADD_SCHEMA
 
-        self._store = store
-        self.path = path
         # parse only what the text can hold: most big commits have no DVs (a quoted key can only
         # be in the text unescaped — inside a string value its quotes are escaped). Looking for
         # it costs a pass over the text, parsing the field a little per line: on long lines
@@ -343,7 +344,18 @@ class JsonCommit:
         wanted = {"add": [c for c in ADD_SCHEMA.names if c != "deletionVector" or has_dv],
                   "remove": [c for c in _KEY_COLUMNS["remove"] if c != "deletionVector" or has_dv]}
         hint = _partition_hint(data, partition_columns)
-        t = _read_json(data, wanted, hint)
+        return _read_json(data, wanted, hint), wanted, hint, has_dv
+
+    def __init__(self, store: LogStore, path: str, data: bytes, key_root: str,
+                 partition_columns: list[str] | None = None, parsed: Any = None):
+        """`parsed`: `JsonCommit.parse(data, ...)` already made (or the Fallback it raised)."""
+        from .file_actions import DV_TYPE, file_keys
+
+        self._store = store
+        self.path = path
+        if isinstance(parsed, Fallback):
+            raise parsed
+        t, wanted, hint, has_dv = parsed if parsed is not None else JsonCommit.parse(data, partition_columns)
         self._n_rows = t.num_rows
         add = t.column("add")    # chunked, as parsed: combining the chunks would copy every column
         rem = t.column("remove")

@@ -584,6 +584,52 @@ def commit_file_actions(state: ReplayState, objs: Iterable[dict], path: str, las
     return out
 
 
+class _ParseAhead:
+    """The large commits of a replay, read and parsed in order, each next one in a background
+    thread while the caller finishes the current one (pyarrow reads and parses without the GIL,
+    so the two overlap). Only commits of at most AHEAD_MAX_BYTES are read ahead: two at once in
+    memory is the price."""
+
+    AHEAD_MAX_BYTES = 64 << 20
+
+    def __init__(self, store: LogStore, commits: list):
+        self._store = store
+        self._commits = commits
+        self._at = 0
+        self._pool: ThreadPoolExecutor | None = None
+        self._next: tuple[Any, Any] | None = None     # (commit, future of (data, parsed))
+
+    def _job(self, path: str, hint: list[str] | None) -> tuple[bytes, Any]:
+        data = self._store.read(path)
+        try:
+            return data, json_commits.JsonCommit.parse(data, hint)
+        except json_commits.Fallback as e:
+            return data, e
+
+    def take(self, c: Any, hint: list[str] | None) -> tuple[bytes, Any]:
+        """`c`'s bytes and parse (`JsonCommit.parse`, or the Fallback it raised), `hint` the
+        partition columns known now; the next large commit starts being read and parsed."""
+        if self._next is not None and self._next[0] is c:
+            data, parsed = self._next[1].result()
+        else:
+            data, parsed = self._job(c.path, hint)
+        self._next = None
+        self._at = self._commits.index(c, self._at) + 1
+        if self._at < len(self._commits):
+            nxt = self._commits[self._at]
+            if nxt.status.size <= self.AHEAD_MAX_BYTES:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=1)
+                # the partition columns of the state before `c`: when `c` changes them (rare),
+                # the next commit's maps are read from its text instead (same result)
+                self._next = (nxt, self._pool.submit(self._job, nxt.path, hint))
+        return data, parsed
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+
 # Checkpoints up to this size (all parts) keep what is read of them in memory for the snapshots
 # derived from theirs by later commits (`ActiveFiles.after_commit`), so that a writer committing
 # in a loop reads its checkpoint's file rows once per checkpoint, not once per commit.
@@ -628,37 +674,45 @@ def _replay(store: LogStore, table_root: str, segment: LogSegment) -> ReplayStat
     # the commits after the checkpoint, with log compaction files in place of the ranges they
     # cover (`LogSegment.deltas`); commitInfo is kept from the version's own commit only
     deltas = segment.deltas
-    vectorise = any(c.status.size >= json_commits.VECTOR_MIN_BYTES for c in deltas)
+    large = [c.status.size >= json_commits.VECTOR_MIN_BYTES for c in deltas]
+    vectorise = any(large)
     dict_tail = DictTail()
     pieces: list = []
-    for c in deltas:
-        last = c is deltas[-1] and c.name.kind == LogFileKind.COMMIT
-        data = objs = None
-        if c.name.kind == LogFileKind.COMPACTION:
-            try:   # all of it must parse (a writer that died mid-file leaves a truncated line)
-                data = store.read(c.path)
-                objs = parse_commit(data, c.path)
-            except (CorruptLogError, ValueError, FileNotFoundError) as e:
-                raise _BadCompaction(c, e) from None
-        if vectorise and c.status.size >= json_commits.VECTOR_MIN_BYTES:
-            data = data if data is not None else store.read(c.path)
-            try:
+    # (compaction files are read here: all of one must parse before it is used)
+    ahead = _ParseAhead(store, [c for c, big in zip(deltas, large) if big and c.name.kind != LogFileKind.COMPACTION])
+    try:
+        for c, big in zip(deltas, large):
+            last = c is deltas[-1] and c.name.kind == LogFileKind.COMMIT
+            data = objs = None
+            if c.name.kind == LogFileKind.COMPACTION:
+                try:   # all of it must parse (a writer that died mid-file leaves a truncated line)
+                    data = store.read(c.path)
+                    objs = parse_commit(data, c.path)
+                except (CorruptLogError, ValueError, FileNotFoundError) as e:
+                    raise _BadCompaction(c, e) from None
+            if big:
                 hint = list(state.metadata.partition_columns) if state.metadata is not None else None
-                piece = json_commits.JsonCommit(store, c.path, data, key_root, hint)
-            except json_commits.Fallback:
-                pass
+                parsed = None
+                if data is None:
+                    data, parsed = ahead.take(c, hint)
+                try:
+                    piece = json_commits.JsonCommit(store, c.path, data, key_root, hint, parsed=parsed)
+                except json_commits.Fallback:
+                    pass
+                else:
+                    for obj in piece.others:
+                        _apply_commit_action(state, obj, c.path, last)
+                    pieces.append(piece)
+                    continue
+            if objs is None:
+                objs = parse_commit(data, c.path) if data is not None else read_commit(store, c.path)
+            actions = commit_file_actions(state, objs, c.path, last, key_root)
+            if vectorise:
+                pieces.append(json_commits.DictPiece(actions))
             else:
-                for obj in piece.others:
-                    _apply_commit_action(state, obj, c.path, last)
-                pieces.append(piece)
-                continue
-        if objs is None:
-            objs = parse_commit(data, c.path) if data is not None else read_commit(store, c.path)
-        actions = commit_file_actions(state, objs, c.path, last, key_root)
-        if vectorise:
-            pieces.append(json_commits.DictPiece(actions))
-        else:
-            dict_tail.apply(actions)
+                dict_tail.apply(actions)
+    finally:
+        ahead.close()
     tail = json_commits.PieceTail(pieces) if vectorise else dict_tail
     state.files = ActiveFiles(store, key_root, sources, base_adds, base_removes, tail, {} if share else None)
     return state
