@@ -119,6 +119,22 @@ class Table:
         files that may hold a matching row."""
         return plan_files(self.snapshot, filter, columns=columns)
 
+    def files_reader(self, columns: Iterable[str] | None = None, filter: Any = None) -> pa.RecordBatchReader:
+        """`files(columns, filter)` as a stream of record batches: a table's checkpoint is read,
+        reconciled and filtered a batch at a time, so listing a table of millions of files holds
+        one batch (32,768 rows of the checkpoint) and the commits after the checkpoint, not the
+        whole list."""
+        from .log.file_actions import ADD_SCHEMA
+        from .read.scan import plan_file_batches
+
+        names = list(columns) if columns is not None else ADD_SCHEMA.names
+        for c in names:
+            if c not in ADD_SCHEMA.names:
+                raise ValueError(f"unknown add column '{c}'; known: {', '.join(ADD_SCHEMA.names)}")
+        tables = plan_file_batches(self.snapshot, filter, columns=columns)
+        return pa.RecordBatchReader.from_batches(pa.schema([ADD_SCHEMA.field(c) for c in names]),
+                                                 (b for t in tables for b in t.to_batches()))
+
     def file_uris(self, filter: Any = None) -> list[str]:
         return [resolve_data_path(self.table_root, p)
                 for p in self.files(["path"], filter=filter).column("path").to_pylist()]

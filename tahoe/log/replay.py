@@ -22,7 +22,7 @@ import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -116,6 +116,56 @@ def _parquet_file(f: Any) -> Any:
     return pf
 
 
+def _checked_columns(file_schema: pa.Schema, columns: list[str] | None) -> list[str] | None:
+    """`columns` less those the file lacks (`action.field` selects a field of an action's struct)."""
+    if columns is None:
+        return None
+    names = set(file_schema.names)
+    ok = []
+    for c in columns:
+        top, _, sub = c.partition(".")
+        if top not in names:
+            continue
+        if not sub:
+            ok.append(c)
+            continue
+        t = file_schema.field(top).type
+        if pa.types.is_struct(t) and t.get_field_index(sub) >= 0:
+            ok.append(c)
+    return ok
+
+
+def _parquet_batches(store: LogStore, path: str, columns: list[str] | None = None, *, only_set: bool = False,
+                     each: Callable[[pa.Table], pa.Table] | None = None) -> Iterator[pa.Table]:
+    """The checkpoint file's `columns` (see `_read_parquet`; none of them in the file: nothing),
+    a batch at a time for a big checkpoint (one table for a small one), each batch passed
+    through `each` as it is decoded."""
+    try:
+        with store.open_input_file(path) as f:
+            pf = _parquet_file(f)
+            file_schema = pf.schema_arrow   # a property that rebuilds the schema on every access
+            ok = _checked_columns(file_schema, columns)
+            if ok is not None and not ok:
+                return
+            if pf.metadata.num_rows < _BIG_ROWS:
+                t = pf.read(columns=ok, use_threads=False)
+                t = _rows_set(t) if only_set else t
+                yield each(t) if each is not None else t
+                return
+            if only_set and ok is not None and all("." not in c for c in ok):
+                t = _set_rows(pf, file_schema, ok)
+                yield each(t) if each is not None else t
+                return
+            for b in pf.iter_batches(batch_size=_BATCH_ROWS, columns=ok, use_threads=False):
+                b = pa.Table.from_batches([b])
+                b = _rows_set(b) if only_set else b
+                yield each(b) if each is not None else b
+    except FileNotFoundError:
+        raise CorruptLogError(f"checkpoint file {path} is missing") from None
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
+        raise CorruptLogError(f"cannot read checkpoint file {path}: {e}") from None
+
+
 def _read_parquet(store: LogStore, path: str, columns: list[str] | None = None, *,
                   only_set: bool = False, each: Callable[[pa.Table], pa.Table] | None = None) -> pa.Table:
     """The checkpoint file's `columns` (`action.field` selects a field of an action's struct; fields
@@ -123,43 +173,10 @@ def _read_parquet(store: LogStore, path: str, columns: list[str] | None = None, 
     (the few non-file actions among a checkpoint's rows, without materializing the others).
     `each`: what to keep of the rows read (a table of the columns), applied to each batch of a big
     checkpoint as it is decoded — the file's rows are never all held as read."""
-    try:
-        with store.open_input_file(path) as f:
-            pf = _parquet_file(f)
-            file_schema = pf.schema_arrow   # a property that rebuilds the schema on every access
-            big = pf.metadata.num_rows >= _BIG_ROWS
-            names = set(file_schema.names)
-            ok: list[str] | None = None
-            if columns is not None:
-                cols = [c for c in columns if c.split(".", 1)[0] in names]
-                # nested selections of fields a checkpoint lacks are dropped
-                ok = []
-                for c in cols:
-                    top, _, sub = c.partition(".")
-                    if not sub:
-                        ok.append(c)
-                        continue
-                    t = file_schema.field(top).type
-                    if pa.types.is_struct(t) and t.get_field_index(sub) >= 0:
-                        ok.append(c)
-                if not ok:
-                    return pa.table({})
-            if not big:
-                t = pf.read(columns=ok, use_threads=False)
-                t = _rows_set(t) if only_set else t
-                return each(t) if each is not None else t
-            if only_set and ok is not None and all("." not in c for c in ok):
-                return _set_rows(pf, file_schema, ok)
-            batches = []   # at least one: a big file has rows
-            for b in pf.iter_batches(batch_size=_BATCH_ROWS, columns=ok, use_threads=False):
-                b = pa.Table.from_batches([b])
-                b = _rows_set(b) if only_set else b
-                batches.append(each(b) if each is not None else b)
-            return pa.concat_tables(batches)
-    except FileNotFoundError:
-        raise CorruptLogError(f"checkpoint file {path} is missing") from None
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
-        raise CorruptLogError(f"cannot read checkpoint file {path}: {e}") from None
+    batches = list(_parquet_batches(store, path, columns, only_set=only_set, each=each))
+    if not batches:
+        return pa.table({})
+    return batches[0] if len(batches) == 1 else pa.concat_tables(batches)
 
 
 def _set_rows(pf: Any, file_schema: pa.Schema, columns: list[str]) -> pa.Table:
@@ -293,14 +310,36 @@ class ActiveFiles:
             at += len(p)
         return masks[0] if len(masks) == 1 else pa.concat_arrays(masks)
 
-    def table(self, columns: Iterable[str] | None = None, action: str = "add") -> pa.Table:
-        """Active adds (action="add") or tombstones (action="remove") with the given columns of
-        ADD_SCHEMA / REMOVE_SCHEMA (all when None). Row order: checkpoint rows, then the tail's."""
+    def _columns(self, columns: Iterable[str] | None, action: str) -> tuple[pa.Schema, tuple[str, ...]]:
         schema = ADD_SCHEMA if action == "add" else REMOVE_SCHEMA
         cols = tuple(columns) if columns is not None else tuple(schema.names)
         for c in cols:
             if c not in schema.names:
                 raise ValueError(f"unknown {action} column '{c}'; known: {', '.join(schema.names)}")
+        return schema, cols
+
+    def _after_sources(self, action: str, cols: tuple[str, ...]) -> list[pa.Table]:
+        """The rows after the checkpoint's parquet sources: a JSON checkpoint's inline actions not
+        superseded by the tail, then the tail's."""
+        schema = ADD_SCHEMA if action == "add" else REMOVE_SCHEMA
+        parts = []
+        base = self._base_adds if action == "add" else self._base_removes
+        if base:
+            bt = table_from_rows(base, schema)
+            keys = file_keys(bt.column("path"), bt.column("deletionVector"), self._root_uri)
+            touched = self._tail.touched()
+            if touched is not None:
+                bt = bt.filter(pc.invert(pc.is_in(keys, value_set=touched)))
+            parts.append(bt.select(list(cols)))
+        tail = self._tail.table(action, cols)
+        if tail is not None:
+            parts.append(tail)
+        return parts
+
+    def table(self, columns: Iterable[str] | None = None, action: str = "add") -> pa.Table:
+        """Active adds (action="add") or tombstones (action="remove") with the given columns of
+        ADD_SCHEMA / REMOVE_SCHEMA (all when None). Row order: checkpoint rows, then the tail's."""
+        schema, cols = self._columns(columns, action)
         ck = (action, cols)
         if ck in self._cache:
             return self._cache[ck]
@@ -321,21 +360,38 @@ class ActiveFiles:
                     if t.num_columns:
                         t = _keep(t, m).select(list(cols))
                     parts.append(t)
-        base = self._base_adds if action == "add" else self._base_removes
-        if base:
-            bt = table_from_rows(base, schema)
-            keys = file_keys(bt.column("path"), bt.column("deletionVector"), self._root_uri)
-            touched = self._tail.touched()
-            if touched is not None:
-                bt = bt.filter(pc.invert(pc.is_in(keys, value_set=touched)))
-            parts.append(bt.select(list(cols)))
-        tail = self._tail.table(action, cols)
-        if tail is not None:
-            parts.append(tail)
+        parts += self._after_sources(action, cols)
         parts = [p.cast(sub) if p.schema != sub else p for p in parts if p.num_columns]
         result = pa.concat_tables(parts) if parts else pa.Table.from_arrays([empty(f.type) for f in sub], schema=sub)
         self._cache[ck] = result
         return result
+
+    def batches(self, columns: Iterable[str] | None = None, action: str = "add") -> Iterator[pa.Table]:
+        """The rows of `table(columns, action)`, in the same order, a batch at a time (tables of
+        those columns; empty ones are skipped). A big checkpoint is read, conformed and masked
+        against the tail one batch of _BATCH_ROWS rows at a time, and no batch is kept: what is
+        held at once is one batch and the tail, however many files the checkpoint lists."""
+        schema, cols = self._columns(columns, action)
+        for (a, have), t in list(self._cache.items()):
+            if a == action and set(cols) <= set(have):   # already read whole
+                if t.num_rows:
+                    yield t.select(list(cols))
+                return
+        sub = pa.schema([schema.field(c) for c in cols])
+        wanted = list(dict.fromkeys(["path", "deletionVector", *cols]))
+
+        def conform(t: pa.Table) -> pa.Table:
+            return pa.table(_conform(t.column(action), schema, wanted)) if action in t.column_names else t
+
+        for p in self._sources:
+            for t in _parquet_batches(self._store, p, [f"{action}.{c}" for c in wanted], each=conform):
+                if t.num_rows and t.num_columns:
+                    t = _keep(t, self._mask_of(t)).select(list(cols))
+                    if t.num_rows:
+                        yield t.cast(sub) if t.schema != sub else t
+        for t in self._after_sources(action, cols):
+            if t.num_rows:
+                yield t.cast(sub) if t.schema != sub else t
 
     def num_files(self) -> int:
         return self.table(["path"]).num_rows

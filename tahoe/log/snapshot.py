@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from functools import cached_property
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from ..errors import CorruptLogError
 from ..protocol import column_mapping
@@ -256,6 +256,12 @@ class Snapshot:
         """Active files as Arrow (columns of `ADD_SCHEMA`; all when None)."""
         assert self._state.files is not None
         return self._state.files.table(columns, "add")
+
+    def files_batches(self, columns: Iterable[str] | None = None) -> Iterator[pa.Table]:
+        """`files_table(columns)` a batch at a time (`tahoe.log.replay.ActiveFiles.batches`): a
+        big checkpoint's files are read and reconciled a batch at a time, never all held."""
+        assert self._state.files is not None
+        return self._state.files.batches(columns, "add")
 
     def tombstones_table(self, columns: Iterable[str] | None = None) -> pa.Table:
         """Tombstones (remove actions kept for VACUUM) as Arrow."""

@@ -29,7 +29,7 @@ from .arrow_reader import ArrowFileReader
 if TYPE_CHECKING:
     from ..expressions import Expression
 
-__all__ = ["Scan", "plan_files"]
+__all__ = ["Scan", "plan_files", "plan_file_batches"]
 
 FileFilter = Callable[[pa.Table], pa.Array]
 
@@ -53,6 +53,36 @@ def plan_files(snapshot: Snapshot, filter: Any = None, *, time_zone: str | None 
         if not mask.all():
             files = files.filter(pa.array(mask))
     return files.select(wanted) if wanted is not None else files
+
+
+def plan_file_batches(snapshot: Snapshot, filter: Any = None, *, time_zone: str = "UTC",
+                      columns: Iterable[str] | None = None) -> Iterator[pa.Table]:
+    """`plan_files` a batch at a time (`Snapshot.files_batches`): the files of a big checkpoint
+    are read, reconciled and filtered one batch at a time. The filter is parsed (and refused)
+    here, before any batch is read."""
+    wanted = list(columns) if columns is not None else None
+    expr = None
+    if filter is not None:
+        from ..expressions import as_expression
+
+        expr = as_expression(filter)
+    if expr is None:
+        return snapshot.files_batches(wanted)
+    from ..expressions import check_columns, file_mask
+
+    check_columns(expr, snapshot.schema)
+    need = None if wanted is None else list(dict.fromkeys(wanted + ["partitionValues", "stats"]))
+
+    def batches() -> Iterator[pa.Table]:
+        for files in snapshot.files_batches(need):
+            mask = file_mask(expr, files, snapshot.schema, snapshot.partition_columns, snapshot.column_mapping_mode,
+                             time_zone=time_zone)
+            if not mask.all():
+                files = files.filter(pa.array(mask))
+            if files.num_rows:
+                yield files.select(wanted) if wanted is not None else files
+
+    return batches()
 
 
 class Scan:

@@ -122,3 +122,13 @@ def test_a_checkpoint_read_in_batches_reconciles_with_every_batch(tmp_path):
                           "print(len(deltalake.DeltaTable(sys.argv[1]).file_uris()), flush=True); os._exit(0)",
                           str(root)], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == str(len(expected)), out.stderr[-2000:]
+
+    # streamed: the same rows in the same order, a checkpoint batch at a time, with and
+    # without a filter (p = '1': the files whose partition value is 1, by hand)
+    reader = tahoe.Table(str(root)).files_reader(["path", "deletionVector", "size"])
+    batches = list(reader)
+    assert len(batches) > 2 and all(b.num_rows <= replay_module._BATCH_ROWS for b in batches)
+    streamed = pa.Table.from_batches(batches, reader.schema)
+    assert streamed.to_pylist() == files.select(["path", "deletionVector", "size"]).to_pylist()
+    ones = pa.Table.from_batches(list(tahoe.Table(str(root)).files_reader(["path"], filter="p = '1'")))
+    assert sorted(ones.column("path").to_pylist()) == sorted(p for p, _ in expected if p.startswith("p=1/"))

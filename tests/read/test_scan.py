@@ -59,6 +59,10 @@ def test_filter_skips_files_and_filters_rows(table, opened, filter, match, files
     assert ids(got) == sorted(r["id"] for r in ROWS if match(r))
     assert len(opened) == files
     assert table.files(["path"], filter=filter).num_rows == files
+    # streamed, the same files in the same order
+    streamed = pa.Table.from_batches(list(table.files_reader(["path", "size"], filter=filter)),
+                                     pa.schema([("path", pa.string()), ("size", pa.int64())]))
+    assert streamed.to_pylist() == table.files(["path", "size"], filter=filter).to_pylist()
 
 
 def test_filter_columns_need_not_be_selected(table, opened):
@@ -74,6 +78,13 @@ def test_bad_filters_fail_before_any_file_is_read(table, opened):
         table.to_arrow(filter="nope = 1")
     with pytest.raises(ParseException, match="id >"):
         table.to_arrow(filter="id >")
+    # the streamed listing refuses them when asked, not when first read from
+    with pytest.raises(AnalysisException, match=r"UNRESOLVED_COLUMN.*`nope`"):
+        table.files_reader(filter="nope = 1")
+    with pytest.raises(ParseException, match="id >"):
+        table.files_reader(filter="id >")
+    with pytest.raises(ValueError, match="unknown add column 'nope'"):
+        table.files_reader(["path", "nope"])
     assert opened == []
 
 
