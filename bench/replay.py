@@ -185,13 +185,60 @@ def build_checkpoint_case(path: Path, n_files: int) -> None:
 
 # --- whole process -------------------------------------------------------------------------------
 
-TAHOE_CMD = "import tahoe, sys; n = tahoe.Table(sys.argv[1]).files().num_rows; print(n)"
+# Each command ends by printing its process's peak RSS (VmHWM) to stderr: a child's rusage
+# maxrss also counts the parent's memory at the fork, which the bench's own process would inflate.
+PEAK = "sys.stderr.write('peak-rss-kb ' + open('/proc/self/status').read().split('VmHWM:')[1].split()[0] + chr(10))"
+TAHOE_CMD = f"import tahoe, sys; n = tahoe.Table(sys.argv[1]).files().num_rows; print(n); {PEAK}"
 DELTARS_CMD = ("import deltalake, sys, os; n = len(deltalake.DeltaTable(sys.argv[1]).file_uris()); print(n); "
-               "sys.stdout.flush(); os._exit(0)")   # delta-rs can abort in interpreter teardown
+               f"{PEAK}; sys.stdout.flush(); os._exit(0)")   # delta-rs can abort in interpreter teardown
+# The floor: Python, pyarrow, and pyarrow reading what a listing must read and nothing else — the
+# checkpoint's add columns (read_table) and each commit after it parsed by pyarrow's JSON reader
+# with an explicit schema of the add fields (threads on; partitionValues as a struct: the
+# cheapest form) — no tahoe, no reconciliation, no maps, no checks. No Python listing can take
+# less; its peak memory is pyarrow's plus what it parsed.
+FLOOR_CMD = r"""
+import sys, glob, os
+import pyarrow as pa, pyarrow.json as pj
+log = sys.argv[1] + "/_delta_log"
+cps = sorted(glob.glob(log + "/*.checkpoint*.parquet"))
+n, start, keep = 0, 0, []
+if cps:
+    import pyarrow.parquet as pq
+    start = int(os.path.basename(cps[-1]).split(".")[0]) + 1
+    for f in cps:
+        have = set(pq.read_schema(f).field("add").type.names)
+        t = pq.read_table(f, columns=["add." + c for c in ("path", "partitionValues", "size", "modificationTime",
+                                                             "dataChange", "stats", "tags", "deletionVector")
+                                      if c in have])
+        n += t.num_rows - t.column(0).null_count
+        keep.append(t)
+parts = []
+for f in sorted(glob.glob(log + "/*.json")):
+    if int(os.path.basename(f).split(".")[0]) < start:
+        continue
+    data = open(f, "rb").read()
+    if not parts and b'"partitionColumns":[' in data:
+        i = data.index(b'"partitionColumns":[') + 20
+        parts = [x.strip().strip(b'"').decode() for x in data[i:data.index(b"]", i)].split(b",") if x.strip()]
+    schema = pa.schema([("add", pa.struct([
+        ("path", pa.string()), ("partitionValues", pa.struct([(c, pa.string()) for c in parts])),
+        ("size", pa.int64()), ("modificationTime", pa.int64()), ("dataChange", pa.bool_()), ("stats", pa.string()),
+        ("tags", pa.struct([])), ("deletionVector", pa.struct([("storageType", pa.string()),
+        ("pathOrInlineDv", pa.string()), ("offset", pa.int32()), ("sizeInBytes", pa.int32()),
+        ("cardinality", pa.int64())]))]))])
+    t = pj.read_json(pa.py_buffer(data), parse_options=pj.ParseOptions(explicit_schema=schema,
+                                                                        unexpected_field_behavior="ignore"))
+    n += t.num_rows - t.column(0).null_count
+    keep.append(t)
+print(n)
+""" + PEAK + """
+sys.stdout.flush()
+os._exit(0)
+"""
 
 
-def _run_once(code: str, path: str) -> tuple[float, float, int]:
-    """(wall s, cpu s, file count) of one `python -c code path` process."""
+def _run_once(code: str, path: str) -> tuple[float, float, float, int]:
+    """(wall s, cpu s, peak RSS MB, file count) of one `python -c code path` process."""
     t0 = time.perf_counter()
     p = subprocess.Popen([sys.executable, "-c", code, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _, status, ru = os.wait4(p.pid, 0)
@@ -201,26 +248,29 @@ def _run_once(code: str, path: str) -> tuple[float, float, int]:
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:
         raise RuntimeError(f"{code!r} on {path} exited {p.returncode}: {err[-2000:]}")
-    return wall, ru.ru_utime + ru.ru_stime, int(out.splitlines()[-1])
+    peak = [ln for ln in err.splitlines() if ln.startswith("peak-rss-kb ")]
+    rss = int(peak[-1].split()[1]) / 1024 if peak else float("nan")
+    return wall, ru.ru_utime + ru.ru_stime, rss, int(out.splitlines()[-1])
 
 
 def whole_process(path: str, runs: int) -> dict:
-    """Median wall and CPU of each command over `runs` alternating runs (after one warm-up each)."""
-    _run_once(TAHOE_CMD, path)
-    _run_once(DELTARS_CMD, path)
-    got: dict[str, list] = {"tahoe": [], "delta-rs": []}
+    """Each command `runs` times, the three alternating (after one warm-up each): the best wall
+    time and its CPU, and the highest peak RSS over the runs."""
+    cmds = {"tahoe": TAHOE_CMD, "delta-rs": DELTARS_CMD, "floor": FLOOR_CMD}
+    for code in cmds.values():
+        _run_once(code, path)
+    got: dict[str, list] = {name: [] for name in cmds}
     counts = set()
     for _ in range(runs):
-        for name, code in (("tahoe", TAHOE_CMD), ("delta-rs", DELTARS_CMD)):
-            wall, cpu, n = _run_once(code, path)
-            got[name].append((wall, cpu))
+        for name, code in cmds.items():
+            wall, cpu, rss, n = _run_once(code, path)
+            got[name].append((wall, cpu, rss))
             counts.add((name, n))
     ns = {n for _, n in counts}
     assert len(ns) == 1, f"file counts differ: {counts}"
-    ratios = [a[0] / b[0] for a, b in zip(got["tahoe"], got["delta-rs"])]
-    cpu_ratios = [a[1] / b[1] for a, b in zip(got["tahoe"], got["delta-rs"])]
-    return {name: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for name, v in got.items()} | {
-        "ratio": statistics.median(ratios), "cpu_ratio": statistics.median(cpu_ratios), "files": ns.pop()}
+    out = {name: {"wall": min(v)[0], "cpu": min(v)[1], "rss": max(r for _, _, r in v)} for name, v in got.items()}
+    out["files"] = ns.pop()
+    return out
 
 
 # --- in process ----------------------------------------------------------------------------------
@@ -318,14 +368,102 @@ def in_process(path: str, repeat: int = 3) -> dict:
     return out
 
 
+# --- bounded memory: a 10M-file checkpoint, streamed ----------------------------------------------
+
+def build_big(path: Path, n_files: int, tail: int = 10) -> None:
+    """A table of `n_files` files in one checkpoint written by pyarrow alone (row groups of 1M
+    rows; partitioned by `part`, per-file stats of two columns, as bench/snapshot_load's), then
+    `tail` commits that each remove one of them and add a new one."""
+    marker = path / "_delta_log" / "_bench_complete"
+    if marker.exists():
+        return
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    shutil.rmtree(path, ignore_errors=True)
+    log = path / "_delta_log"
+    log.mkdir(parents=True)
+    smap = pa.map_(pa.string(), pa.string())
+    add_t = pa.struct([("path", pa.string()), ("partitionValues", smap), ("size", pa.int64()),
+                       ("modificationTime", pa.int64()), ("dataChange", pa.bool_()), ("stats", pa.string())])
+    proto_t = pa.struct([("minReaderVersion", pa.int32()), ("minWriterVersion", pa.int32())])
+    meta_t = pa.struct([("id", pa.string()), ("format", pa.struct([("provider", pa.string()), ("options", smap)])),
+                        ("schemaString", pa.string()), ("partitionColumns", pa.list_(pa.string())),
+                        ("configuration", smap), ("createdTime", pa.int64())])
+    schema = pa.schema([("add", add_t), ("protocol", proto_t), ("metaData", meta_t)])
+    from bench.snapshot_load import SCHEMA
+
+    def s(a):
+        return pc.cast(a, pa.string())
+
+    with pq.ParquetWriter(log / f"{0:020d}.checkpoint.parquet", schema) as w:
+        head = pa.table({"add": pa.nulls(2, add_t),
+                         "protocol": pa.array([{"minReaderVersion": 1, "minWriterVersion": 2}, None], proto_t),
+                         "metaData": pa.array([None, {"id": "big", "format": {"provider": "parquet", "options": []},
+                                                      "schemaString": SCHEMA, "partitionColumns": ["part"],
+                                                      "configuration": [], "createdTime": 1700000000000}], meta_t)},
+                        schema=schema)
+        w.write_table(head)
+        step = 1 << 20
+        for lo in range(0, n_files, step):
+            i = pa.array(np.arange(lo, min(lo + step, n_files), dtype=np.int64))
+            part = s(pc.bit_wise_and(i, 63))
+            path_col = pc.binary_join_element_wise("part=", part, "/part-", pc.utf8_lpad(s(i), 10, "0"),
+                                                   "-c000.snappy.parquet", "")
+            stats = pc.binary_join_element_wise('{"numRecords":100,"minValues":{"id":', s(pc.multiply(i, 100)),
+                                                '},"maxValues":{"id":', s(pc.add(pc.multiply(i, 100), 99)),
+                                                '},"nullCount":{"id":0}}', "")
+            n = len(i)
+            pv = pa.MapArray.from_arrays(pa.array(np.arange(0, n + 1, dtype=np.int32)),
+                                         pa.array(["part"] * n), part)
+            add = pa.StructArray.from_arrays(
+                [path_col, pv, pc.add(pc.bit_wise_and(i, 1023), 1000), pc.add(i, 1700000000000),
+                 pa.array(np.ones(n, dtype=bool)), stats], fields=list(add_t))
+            w.write_table(pa.table({"add": add, "protocol": pa.nulls(n, proto_t), "metaData": pa.nulls(n, meta_t)},
+                                   schema=schema), row_group_size=step)
+    (log / "_last_checkpoint").write_text(json.dumps({"version": 0, "size": n_files + 2}))
+    for v in range(1, tail + 1):
+        gone = f"part={v & 63}/part-{v:010d}-c000.snappy.parquet"
+        new = f"part=0/new-{v:04d}.parquet"
+        lines = [{"commitInfo": {"timestamp": 1700000000000 + v, "operation": "WRITE"}},
+                 {"remove": {"path": gone, "deletionTimestamp": 1700000000000 + v, "dataChange": True}},
+                 {"add": {"path": new, "partitionValues": {"part": "0"}, "size": 1, "modificationTime": 1,
+                          "dataChange": True, "stats": '{"numRecords":1}'}}]
+        (log / f"{v:020d}.json").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    marker.write_text("ok")
+
+
+STREAM_CMD = ("import tahoe, sys; n = sum(b.num_rows for b in tahoe.Table(sys.argv[1]).files_reader(['path', 'size'])); "
+              f"print(n); {PEAK}")
+
+
+def bounded(big: dict[str, Path], runs: int) -> list[tuple]:
+    """Peak RSS of the streamed listing (`files_reader`) on each table, and of `files()` on the
+    largest, with the Arrow size of its result."""
+    rows = []
+    for name, path in big.items():
+        best = min((_run_once(STREAM_CMD, str(path)) for _ in range(runs)), key=lambda r: r[0])
+        rows.append((name, "files_reader(['path', 'size'])", best))
+    name, path = list(big.items())[-1]
+    code = ("import tahoe, sys; t = tahoe.Table(sys.argv[1]).files(); "
+            "print(sum(c.nbytes for c in t.columns if c.null_count < len(c)))")
+    p = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True)
+    result_mb = int(p.stdout.strip().splitlines()[-1]) / 1e6
+    rows.append((name, f"files() (result: {result_mb:.0f} MB)", _run_once(TAHOE_CMD, str(path))))
+    return rows
+
+
 def main() -> None:
     from bench.startup import compile_tahoe
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a tenth of the sizes")
-    ap.add_argument("--runs", type=int, default=5, help="whole-process runs per command (median quoted)")
-    ap.add_argument("--only", choices=["json300k", "json300k-stats", "cp1m"], action="append",
-                    help="run only these tables (repeatable)")
+    ap.add_argument("--runs", type=int, default=3, help="whole-process runs per command (best quoted)")
+    ap.add_argument("--only", choices=["json300k", "json300k-stats", "cp1m", "bounded"], action="append",
+                    help="run only these (repeatable)")
+    ap.add_argument("--no-in-process", action="store_true", help="skip the in-process comparison")
     args = ap.parse_args()
     scale = 10 if args.quick else 1
     compile_tahoe()   # time tahoe as installed (byte-compiled), not Python's compiler
@@ -336,6 +474,8 @@ def main() -> None:
         "json300k-stats": (DATA / f"replay_json300k_stats{suffix}", lambda p: build_json(p, 100_000 // scale, True)),
         "cp1m": (DATA / f"snapshot_{1_000_000 // scale}", lambda p: build_checkpoint_case(p, 1_000_000 // scale)),
     }
+    print(f"load average {os.getloadavg()[0]:.1f}; whole process: best of {args.runs} runs, tahoe, delta-rs "
+          f"and the floor alternating; peak RSS: the highest of the runs", flush=True)
     rows = []
     for name, (path, build) in tables.items():
         if args.only and name not in args.only:
@@ -345,24 +485,45 @@ def main() -> None:
         size = sum(f.stat().st_size for f in (path / "_delta_log").iterdir())
         print(f"{name}: {path} ready ({size / 1e6:.0f} MB of log, {time.perf_counter() - t0:.1f} s)", flush=True)
         wp = whole_process(str(path), args.runs)
-        ip = in_process(str(path))
+        ip = None if args.no_in_process else in_process(str(path))
         rows.append((name, wp, ip))
-        print(f"  whole process: tahoe {wp['tahoe'][0]:.2f} s (cpu {wp['tahoe'][1]:.2f}), delta-rs "
-              f"{wp['delta-rs'][0]:.2f} s (cpu {wp['delta-rs'][1]:.2f}), ratio {wp['ratio']:.2f} (cpu {wp['cpu_ratio']:.2f}) "
-              f"(target <= 0.5)",
-              flush=True)
-        print(f"  in process: tahoe {ip['tahoe']:.2f} s, limit {ip['limit']:.2f} s, ratio {ip['ratio']:.2f} "
-              f"(target <= 1.1); the limit + maps + the key check {ip['exact']:.2f} s, tahoe / that "
-              f"{ip['exact_ratio']:.2f}", flush=True)
+        t, r, f = wp["tahoe"], wp["delta-rs"], wp["floor"]
+        print(f"  whole process: tahoe {t['wall']:.2f} s (cpu {t['cpu']:.2f}), delta-rs {r['wall']:.2f} s "
+              f"(cpu {r['cpu']:.2f}) -> {t['wall'] / r['wall']:.2f} (target <= 0.35); floor {f['wall']:.2f} s "
+              f"-> {f['wall'] / r['wall']:.2f}", flush=True)
+        print(f"  peak RSS: tahoe {t['rss']:.0f} MB, delta-rs {r['rss']:.0f} MB -> {t['rss'] / r['rss']:.2f} "
+              f"(target <= 0.5); floor {f['rss']:.0f} MB -> {f['rss'] / r['rss']:.2f}", flush=True)
+        if ip is not None:
+            print(f"  in process: tahoe {ip['tahoe']:.2f} s, limit {ip['limit']:.2f} s, ratio {ip['ratio']:.2f} "
+                  f"(issue 18: <= 1.1); the limit + maps + the key check {ip['exact']:.2f} s, tahoe / that "
+                  f"{ip['exact_ratio']:.2f}", flush=True)
+    big_rows = []
+    if not args.only or "bounded" in args.only:
+        big = {}
+        for n in (1_000_000 // scale, 10_000_000 // scale):
+            path = DATA / f"big_{n}"
+            t0 = time.perf_counter()
+            build_big(path, n)
+            print(f"big_{n}: {path} ready ({time.perf_counter() - t0:.1f} s)", flush=True)
+            big[f"{n:,} files"] = path
+        big_rows = bounded(big, args.runs)
+        for name, what, (wall, cpu, rss, n) in big_rows:
+            print(f"  {name}: {what}: {n:,} files in {wall:.2f} s, peak RSS {rss:.0f} MB", flush=True)
     print()
-    print(f"{'table':>15} {'files':>9} | {'tahoe':>7} {'delta-rs':>8} {'ratio':>6} {'target':>6} | "
-          f"{'tahoe':>7} {'limit':>7} {'ratio':>6} {'target':>6} | {'cpu ratio':>9}")
+    print(f"{'table':>15} {'files':>9} | {'tahoe':>6} {'delta-rs':>8} {'floor':>6} | {'ratio':>5} {'target':>6} "
+          f"{'floor':>5} | {'RSS MB':>6} {'delta-rs':>8} {'floor':>6} | {'ratio':>5} {'target':>6} {'floor':>5}")
     for name, wp, ip in rows:
-        print(f"{name:>15} {wp['files']:>9,} | {wp['tahoe'][0]:7.2f} {wp['delta-rs'][0]:8.2f} {wp['ratio']:6.2f} "
-              f"{'<=0.5':>6} | {ip['tahoe']:7.2f} {ip['limit']:7.2f} {ip['ratio']:6.2f} {'<=1.1':>6} | {wp['cpu_ratio']:9.2f}")
-    print(f"\n(whole process: wall s, median of {args.runs} alternating runs, ratio = median of per-pair ratios,"
-          f" cpu ratio the same of the children's user + sys CPU (less sensitive to machine load);"
-          f" in process: best of 3; load average {os.getloadavg()[0]:.1f})")
+        t, r, f = wp["tahoe"], wp["delta-rs"], wp["floor"]
+        print(f"{name:>15} {wp['files']:>9,} | {t['wall']:6.2f} {r['wall']:8.2f} {f['wall']:6.2f} | "
+              f"{t['wall'] / r['wall']:5.2f} {'<=0.35':>6} {f['wall'] / r['wall']:5.2f} | "
+              f"{t['rss']:6.0f} {r['rss']:8.0f} {f['rss']:6.0f} | {t['rss'] / r['rss']:5.2f} {'<=0.5':>6} "
+              f"{f['rss'] / r['rss']:5.2f}")
+    if big_rows:
+        print("\nbounded memory (a checkpoint of N files + 10 commits; streamed: one 32,768-row batch of the "
+              "checkpoint, a 1 MB page buffer per column and the commits' keys held at once):")
+        for name, what, (wall, cpu, rss, n) in big_rows:
+            print(f"  {name:>18}  {what:40s} {wall:6.2f} s  peak RSS {rss:6.0f} MB")
+    print(f"\n(load average {os.getloadavg()[0]:.1f} at the end)")
     sys.stdout.flush()
     os._exit(0)
 

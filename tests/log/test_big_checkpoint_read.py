@@ -132,3 +132,21 @@ def test_a_checkpoint_read_in_batches_reconciles_with_every_batch(tmp_path):
     assert streamed.to_pylist() == files.select(["path", "deletionVector", "size"]).to_pylist()
     ones = pa.Table.from_batches(list(tahoe.Table(str(root)).files_reader(["path"], filter="p = '1'")))
     assert sorted(ones.column("path").to_pylist()) == sorted(p for p, _ in expected if p.startswith("p=1/"))
+
+
+def test_rows_kept_as_slices_or_copied_equal_a_filter():
+    """The checkpoint rows a replay keeps: one run, a few runs (slices, no copy) or many runs
+    (copied) — always exactly `Table.filter`'s rows."""
+    import numpy as np
+
+    n = 10_000
+    t = pa.table({"path": [f"f{i}" for i in range(n)], "size": list(range(n))})
+    rng = np.random.default_rng(1)
+    cases = {"all": np.ones(n, bool), "none": np.zeros(n, bool), "one run": np.arange(n) >= 3,
+             "a few holes": ~np.isin(np.arange(n), [0, 1, 17, 5000, 9999]),
+             "many holes": rng.random(n) > 0.1}
+    for name, m in cases.items():
+        mask = pa.array(m)
+        got = replay_module._keep(t, mask)
+        assert got.to_pylist() == t.filter(mask).to_pylist(), name
+    assert replay_module._keep(t, pa.array(cases["a few holes"])).column("path").num_chunks > 1   # sliced, not copied
