@@ -289,11 +289,11 @@ def all_distinct(values: pa.Array | pa.ChunkedArray) -> bool:
         d.sort()
         if not (d[1:] == d[:-1]).any():
             return True
-    import pyarrow.compute as pc
+    from . import compute as pc
 
     n = sum(len(c) for c in chunks)
     return len(pc.unique(pa.chunked_array(chunks, chunks[0].type) if len({c.type for c in chunks}) == 1
-                         else pa.chunked_array([c.cast(pa.large_string()) for c in chunks]))) == n
+                         else pa.chunked_array([pc.cast(c, pa.large_string()) for c in chunks]))) == n
 
 
 _ZEROS: list[pa.Buffer] = []

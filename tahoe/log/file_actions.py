@@ -14,10 +14,10 @@ from urllib.parse import quote
 import numpy as np
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import CorruptLogError
 from ..storage.base import LogStore
+from . import compute as pc
 
 __all__ = [
     "ADD_SCHEMA", "REMOVE_SCHEMA", "DV_TYPE", "STRING_MAP", "file_keys", "canonical_key",

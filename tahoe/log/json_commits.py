@@ -29,10 +29,10 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from ..storage.base import LogStore
+from . import compute as pc
 from .arrow_build import (
     all_distinct, bool_numpy, column, int_numpy, lean, memory_pool, null_array, numpy_array, scalar,
     table_from_rows,
@@ -100,13 +100,13 @@ def _take(arr: pa.Array, rows: pa.Array) -> pa.Array:
     """`arr.take(rows)` for ascending `rows`, zero-copy when they are contiguous."""
     if len(rows) and rows[-1].as_py() - rows[0].as_py() + 1 == len(rows):
         return arr.slice(rows[0].as_py(), len(rows))
-    return arr.take(rows)
+    return pc.take(arr, rows)
 
 
 def _text(lines: pa.Array) -> pa.Array:
     """Binary lines as strings (UTF-8 checked)."""
     try:
-        return lines.cast(pa.large_string())
+        return pc.cast(lines, pa.large_string())
     except pa.ArrowInvalid:
         raise Fallback("not UTF-8") from None
 
@@ -171,7 +171,7 @@ def _map_column(data: bytes, lines: pa.Array, present: pa.Array, name: str) -> p
     if not pc.all(pc.equal(found, present)).as_py():
         raise Fallback(f"{name} does not hold string values")
     values = pc.if_else(present, got, scalar(None, got.type))
-    uniq = pc.unique(values.filter(present))
+    uniq = pc.unique(pc.filter(values, present))
     maps = []
     for text in uniq.to_pylist():
         try:
@@ -181,7 +181,7 @@ def _map_column(data: bytes, lines: pa.Array, present: pa.Array, name: str) -> p
         if not all(isinstance(v, str) or v is None for v in d.values()):
             raise Fallback(f"{name} does not hold string values")
         maps.append(list(d.items()))
-    return column(maps, STRING_MAP).take(pc.index_in(values, uniq))
+    return pc.take(column(maps, STRING_MAP), pc.index_in(values, uniq))
 
 
 _PV_KEY = b'"partitionValues":'
@@ -289,7 +289,7 @@ def _partition_values(buf: np.ndarray, starts: np.ndarray, parsed: pa.Array, hin
         entries.append(pairs)
     if not _all_match_at(buf, starts, texts, inv):
         return None
-    return column(entries, STRING_MAP).take(numpy_array(inv.astype(np.int64)))
+    return pc.take(column(entries, STRING_MAP), numpy_array(inv.astype(np.int64)))
 
 
 def _all_match_at(buf: np.ndarray, starts: np.ndarray, texts: list[bytes], which: np.ndarray) -> bool:
@@ -403,7 +403,7 @@ class JsonCommit:
                     if pc.any(pc.and_(has, pc.is_null(pc.struct_field(dv, f)))).as_py():
                         raise Fallback(f"deletionVector without {f}")
         self._maps(data, maps, hint)
-        self.is_add = add_ok.filter(file_rows) if rem_ok is not None else add_ok.filter(add_ok)
+        self.is_add = pc.filter(add_ok, file_rows) if rem_ok is not None else pc.filter(add_ok, add_ok)
         flags = bool_numpy(self.is_add)
         self.kind_row = np.where(flags, np.cumsum(flags) - 1, np.cumsum(~flags) - 1)
         adds = self._cache["add"]
@@ -412,8 +412,8 @@ class JsonCommit:
         else:   # file actions in line order: adds and removes interleaved
             rems = self._cache["remove"]
             order = numpy_array(np.where(flags, self.kind_row, len(adds["path"]) + self.kind_row).astype(np.int64))
-            paths = pa.concat_arrays([adds["path"], rems["path"]]).take(order)
-            dvs = pa.concat_arrays([adds["deletionVector"], rems["deletionVector"]]).take(order)
+            paths = pc.take(pa.concat_arrays([adds["path"], rems["path"]]), order)
+            dvs = pc.take(pa.concat_arrays([adds["deletionVector"], rems["deletionVector"]]), order)
         self.keys = file_keys(paths, dvs, key_root)
 
     def _maps(self, data: bytes, parsed: dict[str, dict[str, pa.Array]], hint: list[str] | None) -> None:
@@ -605,4 +605,4 @@ class PieceTail:
         whole = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
         if len(rows) == whole.num_rows and np.array_equal(rows, np.arange(len(rows))):
             return whole
-        return whole.take(numpy_array(rows.astype(np.int64)))
+        return pc.take(whole, numpy_array(rows.astype(np.int64)))

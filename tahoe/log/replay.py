@@ -26,7 +26,6 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import CorruptLogError
 from ..protocol.actions import (
@@ -34,7 +33,7 @@ from ..protocol.actions import (
 )
 from ..protocol.filenames import LogFileKind
 from ..storage.base import LogStore
-from . import json_commits
+from . import compute as pc, json_commits
 from .arrow_build import bool_numpy, column, empty, lean, memory_pool, null_array, scalar, table_from_rows
 from .file_actions import (
     ADD_SCHEMA, DV_TYPE, REMOVE_SCHEMA, STRING_MAP, canonical_key, dv_unique_id, file_keys, is_absolute_path, parse_commit,
@@ -80,7 +79,7 @@ def _cast_loose(arr: pa.Array, t: pa.DataType) -> pa.Array:
             f = t.field(i)
             children.append(_cast_loose(pc.struct_field(arr, f.name), f.type) if f.name in have else pa.nulls(len(arr), f.type))
         return pa.StructArray.from_arrays(children, fields=list(t), mask=pc.invert(pc.is_valid(arr)))
-    return arr.cast(t)
+    return pc.cast(arr, t)
 
 
 # A big checkpoint (at least _BIG_ROWS rows) is decoded this many rows at a time, in this thread:
@@ -196,7 +195,7 @@ def _set_rows(pf: Any, file_schema: pa.Schema, columns: list[str]) -> pa.Table:
             v = pc.is_valid(col)
             mask = v if mask is None else pc.or_(mask, v)
         if mask is not None and mask.true_count:
-            last = at + len(mask) - 1 - pc.index(mask[::-1], scalar(True)).as_py()
+            last = at + int(np.flatnonzero(bool_numpy(mask))[-1])
         at += b.num_rows
     if last < 0:
         return pa.schema([file_schema.field(c) for c in columns]).empty_table()
@@ -217,7 +216,7 @@ def _rows_set(t: pa.Table) -> pa.Table:
     mask = pc.is_valid(t.column(0))
     for c in t.columns[1:]:
         mask = pc.or_(mask, pc.is_valid(c))
-    return t.filter(mask)
+    return pc.filter(t, mask)
 
 
 @dataclass
@@ -330,7 +329,7 @@ class ActiveFiles:
             keys = file_keys(bt.column("path"), bt.column("deletionVector"), self._root_uri)
             touched = self._tail.touched()
             if touched is not None:
-                bt = bt.filter(pc.invert(pc.is_in(keys, value_set=touched)))
+                bt = pc.filter(bt, pc.invert(pc.is_in(keys, value_set=touched)))
             parts.append(bt.select(list(cols)))
         tail = self._tail.table(action, cols)
         if tail is not None:
@@ -362,7 +361,7 @@ class ActiveFiles:
                         t = _keep(t, m).select(list(cols))
                     parts.append(t)
         parts += self._after_sources(action, cols)
-        parts = [p.cast(sub) if p.schema != sub else p for p in parts if p.num_columns]
+        parts = [pc.cast_table(p, sub) if p.schema != sub else p for p in parts if p.num_columns]
         result = pa.concat_tables(parts) if parts else pa.Table.from_arrays([empty(f.type) for f in sub], schema=sub)
         self._cache[ck] = result
         return result
@@ -389,10 +388,10 @@ class ActiveFiles:
                 if t.num_rows and t.num_columns:
                     t = _keep(t, self._mask_of(t)).select(list(cols))
                     if t.num_rows:
-                        yield t.cast(sub) if t.schema != sub else t
+                        yield pc.cast_table(t, sub) if t.schema != sub else t
         for t in self._after_sources(action, cols):
             if t.num_rows:
-                yield t.cast(sub) if t.schema != sub else t
+                yield pc.cast_table(t, sub) if t.schema != sub else t
 
     def num_files(self) -> int:
         return self.table(["path"]).num_rows
@@ -464,7 +463,7 @@ def _apply_checkpoint_rows(t: pa.Table, state: ReplayState) -> list[Sidecar]:
         valid = pc.is_valid(arr)
         if not pc.any(valid).as_py():
             continue
-        for v in arr.filter(valid).to_pylist():
+        for v in pc.filter(arr, valid).to_pylist():
             if col == "sidecar":
                 sidecars.append(Sidecar.from_dict(v))
             else:

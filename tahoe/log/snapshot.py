@@ -18,6 +18,7 @@ needs it (files, tombstones, set transactions, domains) — `tahoe describe` rea
 from __future__ import annotations
 
 import json
+import os
 from functools import cached_property
 from typing import TYPE_CHECKING, Iterable, Iterator
 
@@ -123,11 +124,12 @@ class Snapshot:
             from .replay import replay
 
             snap = cls(store, table_root, segment, replay(store, table_root, segment))
-        from .crc import validation_mode
+        if os.environ.get("TAHOE_VALIDATE_CHECKSUMS", "").strip():   # (unset: the checksum module is not needed)
+            from .crc import validation_mode
 
-        mode = validation_mode()
-        if mode is not None:
-            snap.validate_checksum(strict=mode == "strict")
+            mode = validation_mode()
+            if mode is not None:
+                snap.validate_checksum(strict=mode == "strict")
         return snap
 
     def after_commit(self, commit: LogFile, data: bytes) -> "Snapshot | None":
