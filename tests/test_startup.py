@@ -116,3 +116,27 @@ def test_transactions_and_writes_load_avro_only_for_uniform():
                   "from tahoe.uniform import sync_iceberg\nprint('fastavro' in sys.modules)")
     assert out.split() == ["False", "True"]
 
+
+def test_a_file_listing_imports_neither_pyarrow_compute_nor_pandas(tmp_path):
+    """`tahoe.Table(p).files()` (and its streamed form) of a table of large JSON commits and of a
+    table with a checkpoint: pyarrow's compute wrappers (~300 of them, built on import) and pandas
+    are not imported; the listing's rows are the ones written."""
+    import pyarrow.compute  # noqa: F401 - (this process's own imports do not matter: each check runs in its own)
+
+    json_path, cp_path = tmp_path / "json", tmp_path / "cp"
+    rows = pa.table({"id": pa.array(range(4000), pa.int64()), "part": pa.array([f"p{i % 3}" for i in range(4000)])})
+    tahoe.write_table(str(json_path), rows, partition_by=["part"], target_file_rows=1,
+                      properties={"tahoe.checkpoint.jsonSizeThreshold": "0"})   # one JSON commit of 4,000 adds
+    assert (json_path / "_delta_log" / "00000000000000000000.json").stat().st_size > 1 << 20
+    tahoe.write_table(str(cp_path), rows.slice(0, 10), partition_by=["part"])
+    for i in range(11):   # a checkpoint at version 10, one commit after it
+        tahoe.write_table(str(cp_path), rows.slice(10 + i, 1), mode="append")
+    assert list((cp_path / "_delta_log").glob("*.checkpoint.parquet"))
+    for path in (json_path, cp_path):
+        n = len([f for f in path.rglob("*.parquet") if "_delta_log" not in f.parts])   # appends only: all active
+        code = (f"import tahoe\nt = tahoe.Table({str(path)!r})\nassert t.files().num_rows == {n}\n"
+                f"assert sum(b.num_rows for b in t.files_reader(['path'])) == {n}")
+        assert _loaded(code, TAHOE_VALIDATE_CHECKSUMS="off") == {"pyarrow", "numpy"}
+        out = _python(code + "\nimport sys\nprint(sorted(m for m in sys.modules if m in ('pyarrow.compute', 'pandas')))",
+                      TAHOE_VALIDATE_CHECKSUMS="off")
+        assert out.strip().splitlines()[-1] == "[]", (path, out)
