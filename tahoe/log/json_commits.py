@@ -22,8 +22,9 @@ run of adds — or removes — began).
 
 from __future__ import annotations
 
+import functools
 import threading
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -72,14 +73,14 @@ def _nonblank_lines(data: bytes) -> pa.Array:
                                  [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
-def _lines_at(data: bytes, rows: list[int]) -> list[bytes]:
+def _lines_at(data: bytes, rows: list[int], lines: Callable[[], pa.Array]) -> list[bytes]:
     """The non-blank lines numbered `rows` (ascending) — read sequentially when they are all near
-    the top, as a commit's non-file actions usually are."""
+    the top, as a commit's non-file actions usually are; else from `lines()` (`_nonblank_lines`)."""
     if not rows:
         return []
     if rows[-1] > 10_000:
-        lines = _nonblank_lines(data)
-        return [lines[i].as_py() for i in rows]
+        every = lines()
+        return [every[i].as_py() for i in rows]
     wanted = set(rows)
     out = []
     pos = row = 0
@@ -241,17 +242,21 @@ def _matches_at(buf: np.ndarray, starts: np.ndarray, text: bytes) -> bool:
 
 def _map_starts(buf: np.ndarray, line_starts: np.ndarray, action: str, paths: pa.Array) -> np.ndarray | None:
     """Where the partitionValues object of each `action` line begins, when the lines are laid out
-    as delta-spark, delta-rs and tahoe write them: `{"add":{"path":"<path>","partitionValues":`
-    at the start of the line. The path is not compared: the parse succeeded, so a string that
-    ends exactly where the parsed path's bytes end and is followed by `","partitionValues":` is
-    that path (an escape would make the text longer, putting an unescaped quote inside it)."""
-    prefix = b'{"' + action.encode() + b'":{"path":"'
-    if not _matches_at(buf, line_starts, prefix):
-        return None
-    after = line_starts + len(prefix) + int_numpy(pc.binary_length(paths)).astype(np.int64)
-    if not _matches_at(buf, after, b'",' + _PV_KEY):
-        return None
-    return after + 2 + len(_PV_KEY)
+    as delta-spark, delta-rs and tahoe write them — `{"add":{"path":"<path>","partitionValues":`
+    at the start of the line — or as Python's json.dumps does, with a space after each `:` and
+    `,`. The path is not compared: the parse succeeded, so a string that ends exactly where the
+    parsed path's bytes end and is followed by `","partitionValues":` is that path (an escape
+    would make the text longer, putting an unescaped quote inside it)."""
+    for colon, comma in ((b":", b","), (b": ", b", ")):
+        prefix = b'{"' + action.encode() + b'"' + colon + b'{"path"' + colon + b'"'
+        if not _matches_at(buf, line_starts, prefix):
+            continue
+        after = line_starts + len(prefix) + int_numpy(pc.binary_length(paths)).astype(np.int64)
+        key = b'"' + comma + b'"partitionValues"' + colon
+        if not _matches_at(buf, after, key):
+            return None
+        return after + len(key)
+    return None
 
 
 def _partition_values(buf: np.ndarray, starts: np.ndarray, parsed: pa.Array, hint: list[str]) -> pa.Array | None:
@@ -282,14 +287,16 @@ def _partition_values(buf: np.ndarray, starts: np.ndarray, parsed: pa.Array, hin
         codes.append(ix)
         dicts.append(d)
     _, first, inv = np.unique(combo, return_index=True, return_inverse=True)
-    entries, texts = [], []
-    for row in first:
-        pairs = [(k, dicts[j][codes[j][row]]) for j, k in enumerate(hint)]
-        texts.append(b"{" + b",".join(orjson.dumps(k) + b":" + orjson.dumps(v) for k, v in pairs) + b"}")
-        entries.append(pairs)
-    if not _all_match_at(buf, starts, texts, inv):
-        return None
-    return pc.take(column(entries, STRING_MAP), numpy_array(inv.astype(np.int64)))
+    entries = [[(k, dicts[j][codes[j][row]]) for j, k in enumerate(hint)] for row in first]
+    # the writers' compact form, else json.dumps's (a space after each `:` and `,`)
+    for colon, comma in ((b":", b","), (b": ", b", ")):
+        texts = [b"{" + comma.join(orjson.dumps(k) + colon + orjson.dumps(v) for k, v in pairs) + b"}"
+                 for pairs in entries]
+        if _all_match_at(buf, starts, texts, inv):
+            return pc.take(column(entries, STRING_MAP), numpy_array(inv.astype(np.int64)))
+        if not hint:    # `{}`: the same either way
+            break
+    return None
 
 
 def _all_match_at(buf: np.ndarray, starts: np.ndarray, texts: list[bytes], which: np.ndarray) -> bool:
@@ -368,7 +375,8 @@ class JsonCommit:
             raise Fallback("a line with both add and remove")
         other = int_numpy(pc.indices_nonzero(pc.invert(file_rows))).tolist()
         self.others: list[dict] = []
-        for line in _lines_at(data, other):
+        lines = functools.cache(lambda: _nonblank_lines(data))   # the line offsets, found once if needed
+        for line in _lines_at(data, other, lines):
             try:
                 obj = orjson.loads(line)
             except orjson.JSONDecodeError:
@@ -402,7 +410,7 @@ class JsonCommit:
                 for f in ("storageType", "pathOrInlineDv"):
                     if pc.any(pc.and_(has, pc.is_null(pc.struct_field(dv, f)))).as_py():
                         raise Fallback(f"deletionVector without {f}")
-        self._maps(data, maps, hint)
+        self._maps(data, maps, hint, lines)
         self.is_add = pc.filter(add_ok, file_rows) if rem_ok is not None else pc.filter(add_ok, add_ok)
         flags = bool_numpy(self.is_add)
         self.kind_row = np.where(flags, np.cumsum(flags) - 1, np.cumsum(~flags) - 1)
@@ -416,7 +424,8 @@ class JsonCommit:
             dvs = pc.take(pa.concat_arrays([adds["deletionVector"], rems["deletionVector"]]), order)
         self.keys = file_keys(paths, dvs, key_root)
 
-    def _maps(self, data: bytes, parsed: dict[str, dict[str, pa.Array]], hint: list[str] | None) -> None:
+    def _maps(self, data: bytes, parsed: dict[str, dict[str, pa.Array]], hint: list[str] | None,
+              nonblank_lines: Callable[[], pa.Array]) -> None:
         """Cache the map columns the parse gives exactly: tags nobody wrote, partitionValues that
         match the text (`_partition_values`). The others are left for `table` to read."""
         from .file_actions import STRING_MAP
@@ -431,7 +440,7 @@ class JsonCommit:
                 pv_rows[action] = pv
         if not pv_rows:
             return
-        lines = _nonblank_lines(data)
+        lines = nonblank_lines()
         if len(lines) != self._n_rows:
             return
         line_starts = np.frombuffer(lines.buffers()[1], dtype=np.int64, count=len(lines) + 1)[:-1]

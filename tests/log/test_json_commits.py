@@ -181,6 +181,21 @@ def test_wide_stats_lines_removes_and_dvs(tmp_path, monkeypatch):
         assert_same(root, v, monkeypatch, all_json=True)
 
 
+def test_json_dumps_layout_with_spaces(tmp_path, monkeypatch):
+    """A log written with Python's json.dumps defaults (`{"add": {"path": "..."`, a space after
+    each `:` and `,`): the same state as the dict path, its partitionValues taken from the parse."""
+    actions = _head() + [_add(f"p={i % 4}/f{i}.parquet", str(i % 4)) for i in range(200)] + \
+        [_add("p=n/null.parquet", None)]
+    root = tmp_path / "t"
+    (root / "_delta_log").mkdir(parents=True)
+    (root / "_delta_log" / f"{0:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
+    assert '{"add": {"path": "' in (root / "_delta_log" / f"{0:020d}.json").read_text()
+    assert_same(str(root), None, monkeypatch, all_json=True)
+    monkeypatch.setattr(json_commits, "VECTOR_MIN_BYTES", 0)
+    piece = DeltaLog.for_table(str(root)).snapshot()._state.files._tail._pieces[0]
+    assert "partitionValues" in piece._cache["add"]          # from the parse, not read again from the text
+
+
 def test_mixed_small_and_large_commits_after_a_checkpoint(tmp_path, monkeypatch):
     c0 = _head() + [_add(f"f{i}.parquet") for i in range(50)]
     c1 = [_remove("f3.parquet"), _add("g.parquet")]
