@@ -8,15 +8,20 @@ with the checksum (spec "JSON checksum").
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ..protocol import last_checkpoint_checksum as checksum
 from ..protocol.filenames import LAST_CHECKPOINT
 from ..storage.base import LogStore
 
-log = logging.getLogger(__name__)
+# logging and the checksum (hashlib) are imported when a hint has to be checked or refused: a
+# file listing of a table without checkpoints needs neither
+
+
+def _warn(msg: str, *args: Any) -> None:
+    import logging
+
+    logging.getLogger(__name__).warning(msg, *args)
 
 __all__ = ["LastCheckpoint", "read_last_checkpoint", "write_last_checkpoint"]
 
@@ -53,16 +58,19 @@ def read_last_checkpoint(store: LogStore, log_dir: str) -> LastCheckpoint | None
     except (FileNotFoundError, NotADirectoryError):  # no hint (or no table: listing says so)
         return None
     except (OSError, UnicodeDecodeError) as e:
-        log.warning("ignoring unreadable %s: %s", path, e)
+        _warn("ignoring unreadable %s: %s", path, e)
         return None
     try:
         obj = json.loads(text)
         if not isinstance(obj, dict) or not isinstance(obj.get("version"), int):
             raise ValueError("no integer 'version'")
-        if "checksum" in obj and not checksum.verify(text):
-            raise ValueError("checksum mismatch")
+        if "checksum" in obj:
+            from ..protocol import last_checkpoint_checksum as checksum
+
+            if not checksum.verify(text):
+                raise ValueError("checksum mismatch")
     except Exception as e:  # any problem: the hint is not trusted
-        log.warning("ignoring invalid %s (%s); listing the log instead", path, e)
+        _warn("ignoring invalid %s (%s); listing the log instead", path, e)
         return None
     v2 = obj.get("v2Checkpoint") or {}
     return LastCheckpoint(
@@ -77,6 +85,8 @@ def read_last_checkpoint(store: LogStore, log_dir: str) -> LastCheckpoint | None
 
 
 def write_last_checkpoint(store: LogStore, log_dir: str, lc: LastCheckpoint) -> None:
+    from ..protocol import last_checkpoint_checksum as checksum
+
     body = checksum.with_checksum(lc.to_dict())
     store.write(store.join(log_dir, LAST_CHECKPOINT),
                 json.dumps(body, separators=(",", ":")).encode("utf-8"), overwrite=True)
