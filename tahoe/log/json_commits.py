@@ -205,35 +205,31 @@ def _partition_hint(data: bytes, hint: list[str] | None) -> list[str] | None:
     return hint
 
 
-def _words(buf: np.ndarray) -> np.ndarray:
-    """The 8 bytes at every offset of `buf` as one little-endian word (an unaligned view: no copy)."""
-    return np.ndarray(shape=(max(len(buf) - 7, 0),), dtype="<u8", buffer=buf, strides=(1,))
-
-
-def _word_offsets(length: int) -> list[int]:
-    """Offsets of 8-byte words covering `length` (>= 8) bytes: every 8 bytes, then the last 8."""
-    out = list(range(0, length - 7, 8))
-    if out[-1] != length - 8:
-        out.append(length - 8)
-    return out
-
-
 def _long_lines(data: bytes) -> bool:
     """True when the commit's first lines average over a kilobyte (file actions with wide stats)."""
     head = min(len(data), 1 << 16)
     return head > 1024 * (data.count(b"\n", 0, head) + 1)
 
 
+def _at(buf: np.ndarray, starts: np.ndarray) -> pa.Array | None:
+    """The text of `buf` from each of the ascending offsets `starts` as Arrow binary values (each
+    runs to the next offset: a view of the buffer, no copy), or None when `starts` do not ascend."""
+    if len(starts) > 1 and not (starts[1:] > starts[:-1]).all():
+        return None
+    offsets = np.append(starts, len(buf)).astype(np.int64)
+    return pa.Array.from_buffers(pa.large_binary(), len(starts), [None, pa.py_buffer(offsets), pa.py_buffer(buf)])
+
+
 def _matches_at(buf: np.ndarray, starts: np.ndarray, text: bytes) -> bool:
-    """True when `text` is at every offset `starts` of `buf`."""
+    """True when `text` is at every offset `starts` of `buf`. (Where two offsets are closer than
+    `text` is long the answer may be False: callers then take a slower exact path.)"""
     if not len(starts):
         return True
     if len(text) > len(buf) or starts.min() < 0 or starts.max() + len(text) > len(buf):
         return False
-    if len(text) >= 8:    # a word at a time: one gather per 8 bytes, not per byte
-        words = _words(buf)
-        return all((words[starts + k] == np.uint64(int.from_bytes(text[k:k + 8], "little"))).all()
-                   for k in _word_offsets(len(text)))
+    values = _at(buf, starts)
+    if values is not None:   # Arrow's starts_with over a view of the text: a memcmp per offset
+        return bool(pc.all(pc.starts_with(values, text)).as_py())
     windows = sliding_window_view(buf, len(text))    # row i: the len(text) bytes from i (a view)
     want = np.frombuffer(text, dtype=np.uint8)
     step = max(1, (1 << 24) // len(text))             # bounded gathers
@@ -300,28 +296,16 @@ def _partition_values(buf: np.ndarray, starts: np.ndarray, parsed: pa.Array, hin
 
 
 def _all_match_at(buf: np.ndarray, starts: np.ndarray, texts: list[bytes], which: np.ndarray) -> bool:
-    """True when `texts[which[i]]` is at offset `starts[i]` of `buf` for every i: a word (8
-    bytes) at a time, each row's against the same word of its own text."""
+    """True when `texts[which[i]]` is at offset `starts[i]` of `buf` for every i: the offsets of
+    each text checked together (`_matches_at`)."""
     if not len(starts):
         return True
-    lengths = np.array([len(t) for t in texts], dtype=np.int64)
-    if starts.min() < 0 or (starts + lengths[which]).max() > len(buf):
-        return False
-    if lengths.min() < 8:    # a text shorter than a word (`{}`): one text at a time
-        return all(_matches_at(buf, starts[which == u], t) for u, t in enumerate(texts))
-    n_words = int((lengths.max() + 7) // 8)
-    table = np.zeros((len(texts), n_words), dtype=np.uint64)   # text u's k-th word (its last 8 bytes past its end)
-    for u, t in enumerate(texts):
-        for k in range(n_words):
-            at = min(8 * k, len(t) - 8)
-            table[u, k] = int.from_bytes(t[at:at + 8], "little")
-    words = _words(buf)
-    row_len = lengths[which]
-    for k in range(n_words):
-        at = starts + np.minimum(8 * k, row_len - 8)
-        if not (words[at] == table[which, k]).all():
-            return False
-    return True
+    if len(texts) == 1:
+        return _matches_at(buf, starts, texts[0])
+    order = np.argsort(which, kind="stable")     # rows grouped by text, in row order within each
+    bounds = np.searchsorted(which[order], np.arange(len(texts) + 1))
+    return all(_matches_at(buf, starts[order[bounds[u]:bounds[u + 1]]], t) for u, t in enumerate(texts)
+               if bounds[u + 1] > bounds[u])
 
 
 class JsonCommit:
