@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 __all__ = ["column", "table_from_rows", "scalar", "bool_numpy", "int_numpy", "numpy_array", "empty",
-           "all_distinct", "null_array", "lean", "memory_pool"]
+           "all_distinct", "string_digests", "null_array", "lean", "memory_pool"]
 
 _INT_DTYPES = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64}
 
@@ -266,31 +266,54 @@ def _digests(arr: pa.Array) -> np.ndarray | None:
     return h
 
 
-def all_distinct(values: pa.Array | pa.ChunkedArray) -> bool:
+def string_digests(values: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
+    """A 64-bit digest of every value of a string column (see `_digests`), or None when one is
+    null or shorter than 8 bytes."""
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    out = []
+    for c in chunks:
+        if not len(c):
+            continue
+        if c.null_count or not (pa.types.is_string(c.type) or pa.types.is_large_string(c.type)
+                                or pa.types.is_binary(c.type) or pa.types.is_large_binary(c.type)):
+            return None
+        d = _digests(c)
+        if d is None:
+            return None
+        out.append(d)
+    if not out:
+        return np.zeros(0, np.uint64)
+    return out[0] if len(out) == 1 else np.concatenate(out)
+
+
+def all_distinct(values: pa.Array | pa.ChunkedArray, digests: list[np.ndarray | None] | None = None) -> bool:
     """True when no two values of a string column are equal (nulls count as values). Exact:
     distinct digests of every value's bytes prove it without the copy a hash table of the
     strings makes; when two digests are equal (equal strings, or rarely a collision) the
-    strings themselves are compared."""
+    strings themselves are compared. `digests`: the `string_digests` of the column's chunks,
+    where already made (None for a chunk: made here)."""
     chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
-    chunks = [c for c in chunks if len(c)]
-    if not chunks:
-        return True
-    digests = []
-    for c in chunks:
-        d = _digests(c) if c.null_count == 0 and (pa.types.is_string(c.type) or pa.types.is_large_string(c.type)
-                                                   or pa.types.is_binary(c.type)
-                                                   or pa.types.is_large_binary(c.type)) else None
-        if d is None:
-            digests = None
-            break
-        digests.append(d)
-    if digests is not None:
-        d = np.concatenate(digests) if len(digests) > 1 else digests[0]
+    if digests is None:
+        digests = [None] * len(chunks)
+    parts = []
+    for c, d in zip(chunks, digests):
+        if d is None and len(c):
+            d = string_digests(c)
+            if d is None:
+                parts = None
+                break
+        if d is not None and len(d):
+            parts.append(d)
+    if parts is not None:
+        if not parts:
+            return True
+        d = np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
         d.sort()
         if not (d[1:] == d[:-1]).any():
             return True
     from . import compute as pc
 
+    chunks = [c for c in chunks if len(c)]
     n = sum(len(c) for c in chunks)
     return len(pc.unique(pa.chunked_array(chunks, chunks[0].type) if len({c.type for c in chunks}) == 1
                          else pa.chunked_array([pc.cast(c, pa.large_string()) for c in chunks]))) == n

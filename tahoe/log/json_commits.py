@@ -37,7 +37,7 @@ from ..storage.base import LogStore
 from . import compute as pc
 from .arrow_build import (
     all_distinct, bool_numpy, column, int_numpy, lean, memory_pool, null_array, numpy_array, scalar,
-    table_from_rows,
+    string_digests, table_from_rows,
 )
 
 __all__ = ["VECTOR_MIN_BYTES", "Fallback", "JsonCommit", "DictPiece", "PieceTail"]
@@ -441,6 +441,8 @@ class JsonCommit:
             paths = pc.take(pa.concat_arrays([adds["path"], rems["path"]]), order)
             dvs = pc.take(pa.concat_arrays([adds["deletionVector"], rems["deletionVector"]]), order)
         self.keys = file_keys(paths, dvs, key_root)
+        # made here, while the next commit is being parsed, rather than all at once at the end
+        self.key_digests = string_digests(self.keys)
 
     def _maps(self, data: bytes, parsed: dict[str, dict[str, pa.Array]], hint: list[str] | None,
               nonblank_lines: Callable[[], pa.Array]) -> None:
@@ -549,6 +551,7 @@ class DictPiece:
                          "remove": [a for k, _, a in actions if k == "remove"]}
         self.is_add = column([k == "add" for k, _, _ in actions], pa.bool_())
         self.keys = column([key for _, key, _ in actions], pa.string())
+        self.key_digests = None
         flags = np.array([k == "add" for k, _, _ in actions], dtype=bool)
         self.kind_row = np.where(flags, np.cumsum(flags) - 1, np.cumsum(~flags) - 1)
 
@@ -570,7 +573,7 @@ class PieceTail:
         self._kind_row = np.concatenate([p.kind_row for p in pieces]) if pieces else np.zeros(0, np.int64)
         self._keys = keys
         self._touched: pa.Array | None = None    # the distinct keys, when a checkpoint asks (`touched`)
-        if all_distinct(keys):    # every key once: nothing to reconcile
+        if all_distinct(keys, [p.key_digests for p in pieces]):    # every key once: nothing to reconcile
             self._selected = {"add": pc.indices_nonzero(is_add), "remove": pc.indices_nonzero(pc.invert(is_add))}
         else:
             self._selected = self._reconcile(keys.combine_chunks(), is_add)
