@@ -624,7 +624,10 @@ class PieceTail:
         cols = list(columns)
         idx = int_numpy(sel).astype(np.int64)
         piece_no = self._piece_no[idx]
-        used = sorted(set(piece_no.tolist()))
+        if len(piece_no) > 1 and (piece_no[1:] >= piece_no[:-1]).all():   # rows in piece order (the usual case)
+            used = piece_no[np.concatenate(([True], piece_no[1:] != piece_no[:-1]))].tolist()
+        else:
+            used = np.unique(piece_no).tolist()
         parts = [self._pieces[i].table(action, cols) for i in used]
         offsets = np.zeros(len(self._pieces), np.int64)
         acc = 0
@@ -633,6 +636,6 @@ class PieceTail:
             acc += part.num_rows
         rows = offsets[piece_no] + self._kind_row[idx]
         whole = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-        if len(rows) == whole.num_rows and np.array_equal(rows, np.arange(len(rows))):
-            return whole
+        if len(rows) == whole.num_rows and rows[0] == 0 and (len(rows) == 1 or (np.diff(rows) == 1).all()):
+            return whole    # every row, in order
         return pc.take(whole, numpy_array(rows.astype(np.int64)))
