@@ -28,7 +28,19 @@ and also reports its CPU seconds (user + system, all threads): on a machine shar
 the CPU time is the steadier measure of the work done. Rounds are interleaved (every contender
 once per round) and the best round of each is kept. Every run is checked: all N files removed,
 the row count unchanged (read back by delta-rs). Ratios are tahoe / delta-rs (< 1: tahoe faster),
-printed beside the target (issue 15: compaction faster than delta-rs; Z-order: no target).
+printed beside the target (issue 15: compaction faster than delta-rs; issue 32: Spark-free Z-order
+<= 1.0x delta-rs) and beside the floor: pyarrow alone, in a process timed the same way, reading the
+same files (`pq.read_table`, threads), reordering the rows (Z-order: by a permutation, no keys
+computed) and writing as many files as tahoe wrote, two at once — no stats, no log, no commit.
+(For compaction tahoe's own reader is quicker than `pq.read_table`'s dataset path over 2,000
+small files, so that "floor" is not a bound there.)
+
+Z-order, Spark-free (tahoe/write/curves.py, tahoe/write/optimize.py): the range bounds and ids of
+numbers and times come from numpy's sort and binary search of the values themselves (Arrow's
+indirect sort and rank took 1.3 s of CPU of 2M rows' 2.9 s), the Z keys from a table of each id's
+bits spread apart, the key order from one sort of key and row number together (keys and order
+the same as before, `tests/write/test_curves.py`), and each output file gathers its own rows in
+the thread that writes it.
 
 How tahoe does it (see tahoe/write/optimize.py, tahoe/spark/optimize.py): Spark-free, bins are
 rewritten by a thread per core, each reading its own bin's files on a local disk (a shared pool
@@ -36,6 +48,10 @@ of readers on object stores, or when there are fewer bins than cores); on Spark,
 256 MiB are rewritten by pyarrow inside Spark tasks (one RDD job, at most a task per core, the
 bins dealt to them by size), larger ones by Spark's own reader and writer.
 
+Measured 2026-11-29 07:02 (`--no-spark --rounds 3`, deltalake 1.6.6, load 5.1 at start, 4.3 at end):
+  compact  tahoe 0.50 s / delta-rs 0.61 s = 0.82 (cpu 0.69)   target < 1 met;   pyarrow alone 0.61 s = 1.00
+  zorder   tahoe 1.36 s / delta-rs 2.98 s = 0.46 (cpu 0.46)   target <= 1 met;  floor 0.87 s = 0.29
+  (before the Z-order changes: 1.11-1.17; tahoe's CPU for the Z-order 2.7-3.4 s -> 1.7-2.1 s.)
 Measured 2026-11-27 12:40 (`--rounds 5`, deltalake 1.6.6, load 3.2 at start, 1.9 at end), best of 5:
   compact  tahoe 0.49 s / delta-rs 0.56 s = 0.88 (cpu 0.75)   on Spark 0.48 s = 0.85   target < 1 met
   zorder   tahoe 2.62 s / delta-rs 2.37 s = 1.11 (cpu 0.84)   on Spark 2.21 s = 0.93   no target

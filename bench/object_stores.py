@@ -8,7 +8,9 @@ For each store (moto's S3 server with a custom endpoint; Azurite), on one table 
   1. listing a table of N add actions, as a whole process (interpreter start included): a new
      process opens the table and counts its files — tahoe `Table(uri, storage_options).files()`
      vs delta-rs `DeltaTable(uri, storage_options=...).file_uris()`; once with the N adds in a
-     JSON commit, once with a checkpoint of them. Target: tahoe <= 0.5x delta-rs.
+     JSON commit, once with a checkpoint of them; best of 3, the two alternating with the floor:
+     a process that imports exactly the modules tahoe's listing process ends up with (read from
+     that process) and lists nothing. Target: tahoe <= 0.5x delta-rs (issue 30).
   2. writing S MB (`write_table` vs `write_deltalake`, from the same Arrow table in memory) and
      reading it all back (`Table.to_arrow()` vs `DeltaTable.to_pyarrow_table()`). Target <= 1.0x.
      Floor: the emulator's own throughput for the same bytes with raw obstore (puts of 64 MB

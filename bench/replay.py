@@ -1,36 +1,41 @@
 """Log replay as users time it: the active-file list of JSON-heavy logs and of a big checkpoint,
-whole process and in process, tahoe beside delta-rs and beside the pyarrow limit, in one run.
+whole process (time and peak memory) and in process, tahoe beside delta-rs and beside the floor,
+in one run; and a table of 10M files listed in bounded memory.
 
-    python -m bench.replay              # the sizes of issue 18 (300k files; 1M checkpoint)
+    python -m bench.replay              # the sizes of issues 18/32 (300k files; 1M checkpoint; 10M)
     python -m bench.replay --quick      # a tenth of them
-    python -m bench.replay --runs 7     # whole-process runs per command (median quoted)
+    python -m bench.replay --runs 5     # whole-process runs per command (best quoted)
+    python -m bench.replay --only json300k --only bounded --no-in-process
 
 Tables (built here once, kept in bench/.data):
   - json300k:        commit 0 creates the table (protocol, a 100-column metaData partitioned by a
                      string column); commits 1-3 add 100k files each (stats: numRecords only,
-                     ~15 MB of JSON apiece); commit 4 appends one more file. No checkpoint.
+                     ~24 MB of JSON apiece); commit 4 appends one more file. No checkpoint.
   - json300k-stats:  the same with per-file stats for the first 32 columns (min, max, nullCount —
-                     what Spark writes by default; ~150 MB of JSON apiece).
+                     what Spark writes by default; ~186 MB of JSON apiece).
   - cp1m:            a checkpoint holding 1M adds (3 columns, partitioned, stats), then 1,000 JSON
                      commits of one add each (bench/snapshot_load's table).
+  - big_1000000, big_10000000 (bounded memory): a checkpoint of 1M / 10M adds written by pyarrow
+                     alone (row groups of 1M rows, partitioned, two-column stats), then 10 commits
+                     that each remove one of them and add another.
 
 Timed (tahoe byte-compiled first, as an installed wheel is — see bench/startup.py):
-  - whole process, median of --runs, tahoe and delta-rs alternating:
+  - whole process, best of --runs (3), tahoe, delta-rs and the floor alternating; the peak RSS
+    of each (its VmHWM: a child's rusage would also count the bench's own memory at the fork),
+    the highest of the runs:
       tahoe:    python -c "import tahoe; tahoe.Table(p).files()"
       delta-rs: python -c "import deltalake; deltalake.DeltaTable(p).file_uris()"
-    target: tahoe / delta-rs <= 0.5
-  - in process, best of 3:
-      tahoe:    tahoe.Table(p).files()   (every add column: path, partitionValues, size, stats, ...)
-      limit:    pyarrow alone reading what that needs and nothing else: the checkpoint's `add`
-                columns (pq.read_table) and each JSON commit parsed by pyarrow's JSON reader with
-                an explicit schema of the add fields (partitionValues as a struct of the known
-                partition column: the cheapest form; no reconciliation, no map building)
-    target: tahoe / limit <= 1.1
-      limit + maps + key check: the limit plus the least a reader must add to return what a
-                replay returns — partitionValues as the spec's string maps (the limit keeps
-                pyarrow's structs) and the commits' paths hashed once to find the ones referenced
-                twice, the checkpoint's looked up among them (reconciliation; none are referenced
-                twice here, so nothing more is done). Printed beside the limit.
+      floor:    Python, pyarrow and pyarrow reading what a listing must read, nothing else: the
+                checkpoint's add columns, each large commit after it parsed by pyarrow's JSON
+                reader with an explicit schema of the add fields (partitionValues a struct), each
+                small one by orjson; no tahoe, no reconciliation, no maps, no checks
+    targets (issue 32): tahoe / delta-rs <= 0.35 in time and <= 0.5 in peak RSS
+  - in process, best of 3 (issue 18): tahoe.Table(p).files() beside the pyarrow limit (the floor's
+    reads, in process) and the limit + maps + key check (the limit plus the least a reader must
+    add to return what a replay returns: partitionValues as the spec's maps, the commits' paths
+    checked for references twice).
+  - bounded memory: the peak RSS of `Table.files_reader(["path", "size"])` consumed batch by
+    batch on the 1M and the 10M table, and of `files()` on the 10M table beside its result's size.
 
 Measured 2026-11-27 21:52 (`--runs 7`, load 1.5), after big checkpoints are decoded in batches of
   131,072 rows (a 1M-add listing's Arrow peak 525 -> 377 MB, the process's max RSS 840 -> 575 MB)
