@@ -331,7 +331,8 @@ def _zeros(nbytes: int) -> pa.Buffer:
     buf = _ZEROS[0] if _ZEROS else None
     if buf is None or buf.size < nbytes:
         size = max(nbytes, 1 << 20, 2 * buf.size if buf is not None else 0)
-        buf = pa.py_buffer(mmap.mmap(-1, size))
+        # read-only: the buffer is immutable to Arrow and to anything that views it (numpy)
+        buf = pa.py_buffer(mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=mmap.PROT_READ))
         _ZEROS[:] = [buf]
     return buf.slice(0, nbytes)
 

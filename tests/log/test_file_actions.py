@@ -64,3 +64,22 @@ def test_all_distinct_is_exact():
     assert all_distinct(arr.slice(0, 3)) and all_distinct(arr.slice(1, 3)) and not all_distinct(arr)
     # equal values in chunks of different widths (a value's digest is its own)
     assert not all_distinct(pa.chunked_array([pa.array(["p" * 74, "q" * 9]), pa.array(["r" * 98, "p" * 74])]))
+
+
+def test_null_columns_share_no_writable_memory():
+    import numpy as np
+    import pyarrow as pa
+
+    from tahoe.log.arrow_build import null_array
+    from tahoe.log.file_actions import ADD_SCHEMA
+
+    for f in ADD_SCHEMA:
+        a = null_array(f.type, 50_000)
+        a.validate(full=True)
+        assert a.equals(pa.nulls(50_000, f.type)) and a.slice(7, 3).to_pylist() == [None] * 3, f.name
+        for b in a.buffers():     # the shared zeros (a map's empty entries have small buffers of their own)
+            assert b is None or b.size < 50_000 // 8 or not b.is_mutable
+    import pytest
+
+    with pytest.raises(ValueError):
+        np.frombuffer(null_array(pa.int64(), 10).buffers()[1], np.int64)[0] = 1   # read-only
