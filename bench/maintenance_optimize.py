@@ -48,6 +48,10 @@ of readers on object stores, or when there are fewer bins than cores); on Spark,
 256 MiB are rewritten by pyarrow inside Spark tasks (one RDD job, at most a task per core, the
 bins dealt to them by size), larger ones by Spark's own reader and writer.
 
+Measured 2026-11-29 08:03 (`--no-spark --rounds 3`, deltalake 1.6.6, load 1.8 at start, 11.0 at end — other
+sessions' tests on the 2 cores; wall ratios inflated by the load, the CPU ratio is the steadier one):
+  compact  tahoe 1.46 s / delta-rs 1.50 s = 0.97 (cpu 0.62)   target < 1 met;   pyarrow alone 1.70 s = 1.13
+  zorder   tahoe 2.81 s / delta-rs 10.51 s = 0.27 (cpu 0.46)  target <= 1 met;  floor 1.17 s = 0.11 (cpu 0.25)
 Measured 2026-11-29 07:02 (`--no-spark --rounds 3`, deltalake 1.6.6, load 5.1 at start, 4.3 at end):
   compact  tahoe 0.50 s / delta-rs 0.61 s = 0.82 (cpu 0.69)   target < 1 met;   pyarrow alone 0.61 s = 1.00
   zorder   tahoe 1.36 s / delta-rs 2.98 s = 0.46 (cpu 0.46)   target <= 1 met;  floor 0.87 s = 0.29
