@@ -32,6 +32,26 @@ JVM's scan loops, it favoured the floor: the DV runs before it were still warmin
 Targets (issue 13): DELETE in DV mode ≥ 10× faster than copy-on-write and faster than delta-rs;
 MERGE faster than delta-rs; UPDATE beside delta-rs (reported) — for each executor.
 
+Measured 2026-11-29 08:31, `python -m bench.dml --ops delete` (floors alternating with the DV runs, the
+Spark floor with the schema given; load 9.6 at start and at end — other sessions' tests on the 2
+cores), seconds (the runs in brackets):
+    arrow  delete dv 0.18 (0.38 0.18 0.27) / cow 2.45;  floor (pyarrow, 4 threads) 0.23 (0.28 0.23 0.38)
+    delta-rs delete 1.07
+    spark  delete dv 2.28 (3.63 4.32 2.28) / cow 6.19;  floor 1.08 (4.31 1.10 1.08)
+    ratios: arrow  cow/DV 13.6x, delta-rs/DV 5.9x; DV/floor 0.78x (the executor's decode beats that
+            pyarrow floor: it is no bound)
+            spark  DV/floor 2.11x (target <= 1.3x missed), delta-rs/DV 0.5x, cow/DV 2.7x
+  An earlier run (08:10, load 11.6 -> 18.6; floor timed last, schema inferred): spark DV 1.91 s, floor
+  2.12 s (0.90x); arrow DV 0.47 s, floor 0.32 s. Under this load the ratios move by 2x between runs.
+  Where a Spark DV DELETE's time goes (steady state, 10M rows, the floor timed beside it; load 10-15):
+  the scan job costs what the floor's does in CPU (JVM + Python workers + driver: 0.5-0.7 s each,
+  0.28-0.72 s for the summarizing job); the DV DELETE's extra wall time is (a) ~0.1-0.2 s of the
+  Python worker stage (mapInArrow) and the Arrow collect — the same rows collected straight to the
+  driver take 0.09-0.18 s less (min and median of 8, two runs) — and (b) driver work: 0.08 s (min) to 0.2 s (median)
+  outside the job (snapshot, plan, the DataFrame's six analysed steps: 299 Py4J calls, 0.12 s under
+  load, of which Spark resolving the scan's relation 0.047 s; the DV file and the commit: 5 fsyncs,
+  0.034 s) and 0.08-0.19 s from the collect's call to the job's submission (analysis, planning, the
+  Python UDF). Without the schema given the floor paid 0.1 s more (a footer read to infer it).
 Measured 2026-11-27 19:37, `python -m bench.dml` (best of --repeat 3, with the floors; load 2.0 at
 start, 1.9 at end; deltalake 1.6.6), seconds (the runs in brackets):
     arrow  delete dv 0.09 (0.09 0.09 0.10) / cow 0.74 (1.13 0.74 0.82)   update dv 0.24 / cow 0.74
