@@ -47,8 +47,8 @@ cores), seconds (the runs in brackets):
   the scan job costs what the floor's does in CPU (JVM + Python workers + driver: 0.5-0.7 s each,
   0.28-0.72 s for the summarizing job); the DV DELETE's extra wall time is (a) ~0.1-0.2 s of the
   Python worker stage (mapInArrow) and the Arrow collect — the same rows collected straight to the
-  driver take 0.09-0.18 s less (min and median of 8, two runs) — and (b) driver work: 0.08 s (min) to 0.2 s (median)
-  outside the job (snapshot, plan, the DataFrame's six analysed steps: 299 Py4J calls, 0.12 s under
+  driver take 0.09-0.18 s less (min and median of 8, two runs) — and (b) driver work: 0.08 s (min)
+  to 0.2 s (median) outside the job (snapshot, plan, the DataFrame's six analysed steps: 299 Py4J calls, 0.12 s under
   load, of which Spark resolving the scan's relation 0.047 s; the DV file and the commit: 5 fsyncs,
   0.034 s) and 0.08-0.19 s from the collect's call to the job's submission (analysis, planning, the
   Python UDF). Without the schema given the floor paid 0.1 s more (a footer read to infer it).

@@ -41,8 +41,8 @@ Measured 2026-11-29 08:06 (`--runs 3`, load 12.6 at start, 11.7 at end: other se
   cores, so the wall times are 2-4x their CPU; the CPU ratio is the steadier measure), whole process:
   json300k 1.98 s vs delta-rs 3.94 s = 0.50 (cpu 0.61 / 1.44 = 0.42; target <= 0.35 missed; floor 0.30),
   peak RSS 248 vs 603 MB = 0.41 (met); json300k-stats 3.13 vs 12.17 = 0.26 (met), RSS 0.79 (missed: the
-  floor process itself peaks at 0.77 of delta-rs's RSS, so <= 0.5 sits below that floor here); cp1m 1.46 vs 3.93 = 0.37 (cpu 0.71
-  / 2.87 = 0.25; wall just missed, CPU met; floor 0.54), RSS 400 vs 889 MB = 0.45 (met); in process
+  floor process itself peaks at 0.77 of delta-rs's RSS, so <= 0.5 sits below that floor here);
+  cp1m 1.46 vs 3.93 = 0.37 (cpu 0.71 / 2.87 = 0.25; wall just missed, CPU met; floor 0.54), RSS 400 vs 889 MB = 0.45 (met); in process
   against the pyarrow limit 0.87 / 1.01 / 0.63 (issue 18's <= 1.1 met on all three). Bounded memory:
   files_reader(['path', 'size']) peak RSS 119 MB on 1M files, 126 MB on 10M (3.0 s); files() on 10M
   1968 MB for a 1818 MB result.
