@@ -35,28 +35,20 @@ Maintenance (`tahoe.write.optimize`, each one commit):
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import pyarrow as pa
 
-from . import txn
-from .errors import UnsupportedFeatureError
-from .expressions import Scope, as_expression, matches
 from .log import DeltaLog, Snapshot
-from .maintenance.clone import clone as clone_table
-from .maintenance.features import drop_feature as drop_table_feature
-from .maintenance.restore import restore as restore_table
-from .maintenance.vacuum import vacuum as vacuum_table
-from .protocol.properties import text_property
-from .protocol.table_features import reader_features_of, writer_features_of
-from .read import Scan, plan_files
-from .read.changes import read_changes_arrow
-from .storage import resolve_data_path
-from .uniform.symlink_manifest import generate as generate_manifest
-from .write import dml
-from .write.dml import TableMerger
-from .write.files import to_arrow_table
-from .write.optimize import OptimizeSettings, delta_rs_metrics, optimize, reorg_purge
+
+if TYPE_CHECKING:
+    from .read import Scan
+    from .write.dml import TableMerger
+
+# A file listing (`files`, `files_reader`, `file_uris`) imports the log core and the file planner
+# only (tests/test_startup.py, rule 5: whole-process listings are timed against delta-rs, and the
+# transaction, writer, expression and maintenance modules cost ~0.17 s of imports): every other
+# method imports what it uses when it runs.
 
 __all__ = ["Table"]
 
@@ -117,6 +109,8 @@ class Table:
     def files(self, columns: Iterable[str] | None = None, filter: Any = None) -> pa.Table:
         """The active files (Arrow, ADD_SCHEMA columns); with `filter` (see `to_arrow`) only the
         files that may hold a matching row."""
+        from .read import plan_files
+
         return plan_files(self.snapshot, filter, columns=columns)
 
     def files_reader(self, columns: Iterable[str] | None = None, filter: Any = None) -> pa.RecordBatchReader:
@@ -136,6 +130,8 @@ class Table:
                                                  (b for t in tables for b in t.to_batches()))
 
     def file_uris(self, filter: Any = None) -> list[str]:
+        from .storage import resolve_data_path
+
         return [resolve_data_path(self.table_root, p)
                 for p in self.files(["path"], filter=filter).column("path").to_pylist()]
 
@@ -145,6 +141,8 @@ class Table:
     # --- rows --------------------------------------------------------------------------------
     def scan(self, columns: Iterable[str] | None = None, filter: Any = None, **kw) -> Scan:
         """A `tahoe.read.Scan` of this version (plan the files, then read them)."""
+        from .read import Scan
+
         return Scan(self.snapshot, columns=columns, filter=filter, **kw)
 
     def to_arrow(self, columns: Iterable[str] | None = None, filter: Any = None) -> pa.Table:
@@ -173,6 +171,9 @@ class Table:
         after this version and reads to this version for an end timestamp after it. `columns`
         keeps those columns (CDF columns included); `filter` (SQL text or a tahoe expression)
         keeps the rows where it is TRUE."""
+        from .expressions import Scope, as_expression, matches
+        from .read.changes import read_changes_arrow
+
         if start is None and starting_timestamp is None:
             start = 0
         t = read_changes_arrow(self.log, start, end, starting_timestamp=starting_timestamp,
@@ -210,6 +211,8 @@ class Table:
         """Create a table (`schema`: a StructType, a pyarrow schema, Delta JSON or a DDL column
         list such as "id BIGINT, name STRING"); mode "error" | "ignore" | "overwrite".
         `cluster_by`: clustering columns (liquid clustering; not with partition columns)."""
+        from . import txn
+
         log = DeltaLog.for_table(uri, storage_options)
         snap = txn.create_table(log, schema, partition_columns, properties, name=name,
                                 description=description, mode=mode, protocol=protocol, cluster_by=cluster_by)
@@ -218,23 +221,31 @@ class Table:
     @property
     def clustering_columns(self) -> list[str]:
         """The table's clustering columns ([] when it is not clustered)."""
+        from . import txn
+
         return txn.table_clustering_columns(self.snapshot)
 
     def cluster_by(self, columns: Iterable[str] | None) -> "Table":
         """ALTER TABLE ... CLUSTER BY (columns), or CLUSTER BY NONE with None: one commit; the
         next OPTIMIZE clusters by the new columns."""
+        from . import txn
+
         return self._evolved(txn.cluster_by(self.log, columns))
 
     # --- DML (tahoe.write.dml), each one commit -------------------------------------------------
     def delete(self, predicate: str | None = None) -> dict:
         """DELETE the rows where `predicate` (Spark SQL) is TRUE, all rows when None; delta-spark's
         DELETE metrics and `version`. The table moves to the new version."""
+        from .write import dml
+
         return self._after(dml.delete(self.log, predicate))
 
     def update(self, updates: dict[str, str] | None = None, new_values: dict[str, Any] | None = None,
                predicate: str | None = None) -> dict:
         """UPDATE: `updates` column -> SQL expression, or `new_values` column -> Python value, on
         the rows where `predicate` is TRUE (all when None); delta-spark's metrics and `version`."""
+        from .write import dml
+
         return self._after(dml.update(self.log, updates, new_values, predicate))
 
     def merge(self, source: Any, predicate: str, source_alias: str | None = None,
@@ -243,6 +254,9 @@ class Table:
         (`when_matched_update`, `when_matched_update_all`, `when_matched_delete`,
         `when_not_matched_insert[_all]`, `when_not_matched_by_source_update/_delete`), then
         `execute()` (delta-spark's MERGE metrics and `version`; the table moves to it)."""
+        from .write.dml import TableMerger
+        from .write.files import to_arrow_table
+
         merger = TableMerger(self.log, to_arrow_table(source), predicate, source_alias, target_alias,
                              merge_schema, None)
         merger.on_commit = self.refresh
@@ -265,6 +279,9 @@ class Table:
         so that their deleted rows are physically gone (history operation REORG). Returns
         delta-spark's OPTIMIZE metrics (and `version`). `apply` is "purge" (the only one tahoe
         implements; UPGRADE UNIFORM is refused)."""
+        from .errors import UnsupportedFeatureError
+        from .write.optimize import reorg_purge
+
         if str(apply).strip().lower() != "purge":
             raise UnsupportedFeatureError(
                 f"REORG TABLE ... APPLY ({apply}) is not implemented by tahoe: only APPLY (PURGE) is")
@@ -277,32 +294,50 @@ class Table:
         return self
 
     def set_properties(self, properties: dict) -> "Table":
+        from . import txn
+
         return self._evolved(txn.set_properties(self.log, properties))
 
     def unset_properties(self, keys: Iterable[str], if_exists: bool = False) -> "Table":
+        from . import txn
+
         return self._evolved(txn.unset_properties(self.log, keys, if_exists=if_exists))
 
     def add_constraint(self, name: str, expression: str, validate: Any = None) -> "Table":
         """Add a CHECK constraint; `validate(expression) -> int` counts existing violating rows
         (nonzero: ConstraintViolationError, nothing committed)."""
+        from . import txn
+
         return self._evolved(txn.add_constraint(self.log, name, expression, validate=validate))
 
     def drop_constraint(self, name: str, if_exists: bool = True) -> "Table":
+        from . import txn
+
         return self._evolved(txn.drop_constraint(self.log, name, if_exists=if_exists))
 
     def add_feature(self, name: str) -> "Table":
+        from . import txn
+
         return self._evolved(txn.add_feature(self.log, name))
 
     def upgrade_protocol(self, reader_version: int | None = None, writer_version: int | None = None) -> "Table":
+        from . import txn
+
         return self._evolved(txn.upgrade_protocol(self.log, reader_version, writer_version))
 
     def update_schema(self, schema: Any, merge: bool = True) -> "Table":
+        from . import txn
+
         return self._evolved(txn.update_schema(self.log, schema, merge=merge))
 
     def rename_column(self, column: str, new_name: str) -> "Table":
+        from . import txn
+
         return self._evolved(txn.rename_column(self.log, column, new_name))
 
     def drop_column(self, column: str) -> "Table":
+        from . import txn
+
         return self._evolved(txn.drop_column(self.log, column))
 
     # --- maintenance (tahoe.maintenance) ------------------------------------------------------
@@ -314,6 +349,8 @@ class Table:
         `full=False` (delta-rs's default) looks only at the log's tombstones; `full=True` lists
         the directory too and also removes files no commit ever named (delta-spark's VACUUM).
         See `tahoe.maintenance.vacuum`."""
+        from .maintenance.vacuum import vacuum as vacuum_table
+
         result = vacuum_table(self.log, retention_hours, dry_run,
                               enforce_retention_duration=enforce_retention_duration,
                               full=full, keep_versions=keep_versions, max_workers=max_workers)
@@ -326,6 +363,8 @@ class Table:
         """RESTORE the table to version `target` (int) or to the version as of `target` (datetime,
         ISO string, epoch ms), in one new commit; returns delta-spark's RESTORE metrics. See
         `tahoe.maintenance.restore`."""
+        from .maintenance.restore import restore as restore_table
+
         if isinstance(target, bool):
             raise TypeError("restore target must be a version (int) or a timestamp")
         kw = {"version": target} if isinstance(target, int) else {"timestamp": target}
@@ -339,6 +378,8 @@ class Table:
         """CLONE this version of the table to `target` (shallow: the target's log names this
         table's files; deep: the files are copied). Returns the new table. See
         `tahoe.maintenance.clone`."""
+        from .maintenance.clone import clone as clone_table
+
         opts = target_storage_options if target_storage_options is not None else self.storage_options
         metrics = clone_table(self.log, target, version=self.snapshot.version, shallow=shallow,
                               replace=replace, properties=properties, target_storage_options=opts)
@@ -347,24 +388,32 @@ class Table:
 
     def drop_feature(self, name: str, truncate_history: bool = False) -> "Table":
         """DROP FEATURE `name` as current delta-spark does (see `tahoe.maintenance.features`)."""
+        from .maintenance.features import drop_feature as drop_table_feature
+
         drop_table_feature(self.log, name, truncate_history)
         return self.refresh()
 
     def generate(self, mode: str) -> dict:
         """delta-spark's `generate("symlink_format_manifest")`: manifests under
         `_symlink_format_manifest/` (see `tahoe.uniform.symlink_manifest`)."""
+        from .uniform.symlink_manifest import generate as generate_manifest
+
         return generate_manifest(self.log, mode)
 
     def transaction(self, operation: str, operation_parameters: dict | None = None,
                     isolation_level: str | None = None, engine_info: str | None = None,
                     max_retries: int = 50):
         """A `tahoe.txn.Transaction` reading this table's snapshot."""
+        from . import txn
+
         return txn.Transaction(self.log, operation, operation_parameters, snapshot=self.snapshot,
                            isolation_level=isolation_level, engine_info=engine_info,
                            max_retries=max_retries)
 
     def detail(self) -> dict:
         """The table's details, like delta-spark's DESCRIBE DETAIL."""
+        from .protocol.table_features import reader_features_of, writer_features_of
+
         snap = self.snapshot
         md = snap.metadata
         p = snap.protocol
@@ -411,6 +460,8 @@ class TableOptimizer:
         1 GiB), also the size under which a file is compacted unless `min_file_size` says
         otherwise. `settings`: a `tahoe.write.optimize.OptimizeSettings` for the other knobs."""
 
+        from .write.optimize import OptimizeSettings, optimize
+
         s = settings or OptimizeSettings()
         if target_size is not None:
             s = dataclasses.replace(s, max_file_size=target_size)
@@ -424,6 +475,8 @@ class TableOptimizer:
         return m
 
     def _refuse(self, given: dict) -> None:
+        from .errors import UnsupportedFeatureError
+
         for name in _DELTA_RS_REFUSED:
             if given.get(name) is not None:
                 raise UnsupportedFeatureError(f"optimize option '{name}' (delta-rs) is not implemented by tahoe")
@@ -436,6 +489,8 @@ class TableOptimizer:
         """delta-rs's `optimize.compact`: bin-packing of the files matching `partition_filters`
         (DNF tuples or SQL on partition columns) into files of about `target_size` bytes (default
         the table's delta.targetFileSize, else 100 MB as delta-rs). Returns delta-rs's metrics."""
+        from .write.optimize import delta_rs_metrics
+
         self._refuse(locals())
         return delta_rs_metrics(self(partition_filters, None, target_size or self._default_target(),
                                      max_concurrent_tasks=max_concurrent_tasks))
@@ -447,10 +502,14 @@ class TableOptimizer:
                 post_commithook_properties: Any = None) -> dict:
         """delta-rs's `optimize.z_order`: every file of each selected partition rewritten in
         Z-order of `columns`. Returns delta-rs's metrics."""
+        from .write.optimize import delta_rs_metrics
+
         self._refuse(locals())
         cols = [columns] if isinstance(columns, str) else list(columns)
         return delta_rs_metrics(self(partition_filters, cols, target_size or self._default_target(),
                                      max_concurrent_tasks=max_concurrent_tasks))
 
     def _default_target(self) -> Any:
+        from .protocol.properties import text_property
+
         return text_property(self.table.snapshot.configuration, "delta.targetFileSize") or 100 * 1024 * 1024

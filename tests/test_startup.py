@@ -11,7 +11,11 @@ tahoe imports at module top, except where these checks need an import inside a f
      `spark/session.py`, the patch layer's `spark/calls.py`, `spark/surfacing.py`, `spark/sql/`):
      no Arrow, no log core;
   4. a transaction or a write loads Avro only for UniForm tables (`uniform/__init__.py`,
-     `txn/post_commit.py`).
+     `txn/post_commit.py`);
+  5. a file listing (`Table(p).files()`, `files_reader()`; timed whole-process against delta-rs by
+     bench/replay) imports the log core and the file planner only — no transaction, writer,
+     expression or maintenance module, no pyarrow.compute, no pandas (`table.py`, `read/scan.py`,
+     `log/compute.py`, `log/last_checkpoint.py`'s checksum).
 
 A behavioural guard, not a timing: each check runs in its own interpreter and reads that
 interpreter's `sys.modules`. The oracle for describe's figures is the table directory itself (its

@@ -23,8 +23,6 @@ import pyarrow as pa
 
 from ..log.snapshot import Snapshot
 from ..protocol.timestamps import normalize_zone_name
-from ..expressions import as_expression, file_mask, check_columns, Scope, matches
-from .arrow_reader import ArrowFileReader
 
 if TYPE_CHECKING:
     from ..expressions import Expression
@@ -41,6 +39,7 @@ def plan_files(snapshot: Snapshot, filter: Any = None, *, time_zone: str | None 
     wanted = list(columns) if columns is not None else None
     if filter is None:   # the expression engine (sqlglot and all) is imported only for a filter
         return snapshot.files_table(wanted)
+    from ..expressions import as_expression, file_mask   # (a listing imports neither: test_startup rule 5)
 
     expr = as_expression(filter)
     if expr is None:
@@ -89,6 +88,9 @@ class Scan:
     def __init__(self, snapshot: Snapshot, columns: Iterable[str] | None = None,
                  file_filter: FileFilter | None = None, limit: int | None = None, filter: Any = None,
                  time_zone: str | None = None):
+        from ..expressions import as_expression, check_columns
+        from .arrow_reader import ArrowFileReader
+
         self.snapshot = snapshot
         self.columns = list(columns) if columns is not None else None
         self.file_filter = file_filter
@@ -125,6 +127,8 @@ class Scan:
 
     def _rows(self, t: pa.Table) -> pa.Table:
         if self.filter is not None and t.num_rows:
+            from ..expressions import Scope, matches
+
             t = t.filter(matches(self.filter, Scope.of(t), time_zone=self.time_zone))
         if t.schema.names != self._out.names:
             t = t.select(self._out.names)
