@@ -37,6 +37,12 @@ Timed (tahoe byte-compiled first, as an installed wheel is — see bench/startup
   - bounded memory: the peak RSS of `Table.files_reader(["path", "size"])` consumed batch by
     batch on the 1M and the 10M table, and of `files()` on the 10M table beside its result's size.
 
+Measured 2026-11-29 08:45 after the rebase onto the restructured main (`--only json300k --only cp1m
+  --no-in-process`, load 12.8 at start, 12.3 at end): json300k 1.44 s vs delta-rs 4.00 s = 0.36 (cpu
+  0.65 / 1.62 = 0.40; floor 0.34), RSS 0.42; cp1m 1.35 vs 5.21 = 0.26 (cpu 0.58 / 2.64 = 0.22; floor
+  0.50), RSS 0.44. (With the restructure's module-top imports a listing also imported the
+  transaction, writer, expression and maintenance modules: 0.34 s instead of 0.20 s for a 100k-file
+  listing; test_startup's rule 5 keeps them out.)
 Measured 2026-11-29 08:06 (`--runs 3`, load 12.6 at start, 11.7 at end: other sessions' tests on the 2
   cores, so the wall times are 2-4x their CPU; the CPU ratio is the steadier measure), whole process:
   json300k 1.98 s vs delta-rs 3.94 s = 0.50 (cpu 0.61 / 1.44 = 0.42; target <= 0.35 missed; floor 0.30),
