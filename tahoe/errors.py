@@ -9,7 +9,35 @@ from __future__ import annotations
 
 
 class DeltaError(Exception):
-    """Base class of every tahoe error."""
+    """Base class of every tahoe error.
+
+    `error_class` is delta-spark's error class (its "condition") for the same failure, None where
+    delta-spark has none: given as `error_class=` (or a class attribute), the message starts with
+    `[CLASS] `, as delta-spark's do; `getCondition()` / `getErrorClass()` return it, as PySpark's
+    exceptions do."""
+
+    error_class: str | None = None
+
+    def __init__(self, *args, error_class: str | None = None):
+        if error_class is not None:
+            self.error_class = error_class
+        cls_name = error_class if error_class is not None else type(self).__dict__.get("error_class") \
+            if _prefixes_class(type(self)) else None
+        if cls_name and args and isinstance(args[0], str) and not args[0].startswith(f"[{cls_name}]"):
+            args = (f"[{cls_name}] {args[0]}",) + args[1:]
+        super().__init__(*args)
+
+    def getCondition(self) -> str | None:   # noqa: N802 - PySpark's name
+        return self.error_class
+
+    def getErrorClass(self) -> str | None:   # noqa: N802 - PySpark's (deprecated) name
+        return self.error_class
+
+
+def _prefixes_class(cls: type) -> bool:
+    """Classes whose class-level `error_class` is put in front of their messages (the
+    commit-conflict exceptions keep delta-spark's Java-style messages, unprefixed)."""
+    return getattr(cls, "_prefix_class", False)
 
 
 # --- opening and reading a table -------------------------------------------------------------

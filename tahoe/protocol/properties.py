@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 from ..errors import InvalidTableOperationError, SchemaError, UnsupportedFeatureError
 from .intervals import parse_interval_ms
 from .parquet_format import DEFAULT_CODEC, FORMAT_VERSIONS, ParquetWriteOptions, resolve_format_version
-from .schema import TYPE_CHANGES, ArrayType, DataType, MapType, PrimitiveType, StructField, StructType
+from .schema import TYPE_CHANGES, ArrayType, DataType, GeoType, MapType, PrimitiveType, StructField, StructType
 from .table_features import FEATURES, canonical_feature_name
 
 __all__ = [
@@ -478,7 +478,7 @@ def _walk(dt: DataType) -> Iterable[tuple[StructField | None, DataType]]:
 
 def features_for_schema(schema: StructType) -> set[str]:
     """Features a schema needs: timestamp_ntz columns, identity/generated columns, invariants,
-    column defaults, recorded type changes, variant columns."""
+    column defaults, recorded type changes, variant columns, geometry / geography columns."""
     out: set[str] = set()
     for f, dt in _walk(schema):
         if isinstance(dt, PrimitiveType):
@@ -486,6 +486,8 @@ def features_for_schema(schema: StructType) -> set[str]:
                 out.add("timestampNtz")
             elif dt.name == "variant":
                 out.add("variantType")  # not implemented: protocol derivation will refuse it
+        elif isinstance(dt, GeoType):
+            out.add("geospatial")
         if f is None:
             continue
         md = f.metadata

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "DataType", "PrimitiveType", "DecimalType", "ArrayType", "MapType", "StructField",
-    "StructType", "PRIMITIVE_NAMES",
+    "StructType", "GeoType", "PRIMITIVE_NAMES", "parse_geo_type", "is_geo",
     "STRING", "LONG", "INTEGER", "SHORT", "BYTE", "FLOAT", "DOUBLE", "BOOLEAN", "BINARY", "DATE",
     "TIMESTAMP", "TIMESTAMP_NTZ", "VOID", "VARIANT",
     "parse_data_type", "to_arrow_type", "to_arrow_field", "to_arrow_schema", "from_arrow_type",
@@ -277,6 +277,84 @@ class StructType(DataType):
 STRING = PrimitiveType("string")
 LONG = PrimitiveType("long")
 INTEGER = PrimitiveType("integer")
+# --- geospatial types (tahoe.protocol.geospatial has their Arrow form) ---------------------------
+
+ALGORITHMS = ("spherical", "vincenty", "thomas", "andoyer", "karney")
+DEFAULT_CRS = "OGC:CRS84"
+
+_GEO_RE = re.compile(r"^(geometry|geography)\s*(?:\((.*)\))?$", re.IGNORECASE | re.DOTALL)
+_CRS_RE = re.compile(r"^[A-Za-z0-9_.\-]+:[A-Za-z0-9_.\-]+$")
+
+
+@dataclass(frozen=True)
+class GeoType(DataType):
+    """A GEOMETRY (`kind` "geometry") or GEOGRAPHY column type: its CRS and, for geography, its
+    edge interpolation algorithm (lower case). `text` is the schema string as read (written back
+    unchanged); equality ignores how it was spelled."""
+
+    kind: str
+    crs: str = DEFAULT_CRS
+    algorithm: str | None = None
+    text: str | None = dc_field(default=None, compare=False)
+
+    def to_json_obj(self) -> str:
+        if self.text is not None:
+            return self.text
+        if self.kind == "geometry":
+            return f"geometry({self.crs})"
+        return f"geography({self.crs}, {(self.algorithm or 'spherical').upper()})"
+
+    def simple_string(self) -> str:
+        return self.to_json_obj()
+
+    @property
+    def srid(self) -> int | None:
+        """The SRID Spark gives this CRS (`OGC:CRS84` → 4326, `EPSG:n` / `SRID:n` → n), None for
+        other CRSs."""
+        auth, _, code = self.crs.partition(":")
+        if self.crs.upper() == "OGC:CRS84":
+            return 4326
+        if auth.upper() in ("EPSG", "SRID") and code.lstrip("-").isdigit():
+            return int(code)
+        return None
+
+    def arrow_metadata(self) -> dict:
+        out: dict[str, Any] = {"crs": self.crs}
+        if self.kind == "geography":
+            out["edges"] = self.algorithm or "spherical"
+        return out
+
+
+def is_geo(dt: Any) -> bool:
+    return isinstance(dt, GeoType)
+
+
+def parse_geo_type(text: str) -> GeoType | None:
+    """The GeoType of a schema type string, None when the string is not a geospatial type;
+    SchemaError for a geospatial type string that is malformed (no CRS, an unknown algorithm)."""
+    m = _GEO_RE.match(text.strip())
+    if m is None:
+        return None
+    kind = m.group(1).lower()
+    args = [a.strip() for a in (m.group(2) or "").split(",")] if m.group(2) is not None else []
+    if kind == "geometry":
+        if len(args) != 1:
+            raise SchemaError(f"geometry type '{text}' must name one CRS: geometry(<crs>)")
+        crs, alg = args[0], None
+    else:
+        if len(args) != 2:
+            raise SchemaError(f"geography type '{text}' must name a CRS and an edge interpolation "
+                              f"algorithm: geography(<crs>, <algorithm>)")
+        crs, alg = args[0], args[1].lower()
+        if alg not in ALGORITHMS:
+            raise SchemaError(f"geography type '{text}': unknown edge interpolation algorithm '{args[1]}' "
+                              f"(one of {', '.join(ALGORITHMS)})")
+    if not _CRS_RE.match(crs):
+        raise SchemaError(f"{kind} type '{text}': '{crs}' is not a CRS (<authority>:<identifier>, srid:<n> or "
+                          f"projjson:<tableProperty>)")
+    return GeoType(kind, crs, alg, text)
+
+
 SHORT = PrimitiveType("short")
 BYTE = PrimitiveType("byte")
 FLOAT = PrimitiveType("float")
@@ -332,6 +410,9 @@ def parse_data_type(obj: Any) -> DataType:
         m = _DECIMAL_RE.match(name)
         if m:
             return DecimalType(int(m.group(1)), int(m.group(2)))
+        geo = parse_geo_type(obj)
+        if geo is not None:
+            return geo
         raise SchemaError(f"unknown data type '{obj}'")
     if isinstance(obj, dict):
         kind = obj.get("type")
@@ -414,6 +495,10 @@ def to_arrow_type(dt: DataType) -> pa.DataType:
                        pa.field("value", to_arrow_type(dt.value_type), nullable=dt.value_contains_null))
     if isinstance(dt, StructType):
         return pa.struct([to_arrow_field(f) for f in dt.fields])
+    if isinstance(dt, GeoType):
+        from . import geospatial
+
+        return geospatial.arrow_type(dt)
     raise SchemaError(f"cannot convert {dt!r} to an Arrow type")
 
 
@@ -441,7 +526,10 @@ def from_arrow_type(t: pa.DataType) -> DataType:
     if T.is_dictionary(t):
         return from_arrow_type(t.value_type)
     if isinstance(t, pa.BaseExtensionType):
-        return from_arrow_type(t.storage_type)
+        from . import geospatial
+
+        geo = geospatial.geo_type_of_arrow_field(pa.field("_", t))
+        return geo if geo is not None else from_arrow_type(t.storage_type)
     if T.is_null(t):
         return VOID
     if _variant.is_variant_type(t):
@@ -500,6 +588,11 @@ def from_arrow_field(f: pa.Field) -> StructField:
     if md.get(b"ARROW:extension:name") in (b"arrow.parquet.variant", b"parquet.variant") \
             and _variant.is_variant_storage(f.type):
         return StructField(f.name, VARIANT, f.nullable, {})
+    from . import geospatial
+
+    geo = geospatial.geo_type_of_arrow_field(f)
+    if geo is not None:
+        return StructField(f.name, geo, f.nullable, {})
     try:
         dt = from_arrow_type(f.type)
     except SchemaError as e:
@@ -560,6 +653,8 @@ def _safe_upcast(src: DataType, dst: DataType) -> bool:
     """Whether data of type `src` can be written losslessly into a column of type `dst` (the
     writer casts). Used for appends without schema change."""
     if src == dst or src == VOID:
+        return True
+    if isinstance(dst, GeoType) and src == BINARY:   # WKB bytes into a geometry / geography column
         return True
     if dst == VARIANT and isinstance(src, StructType):   # variants as their untagged storage struct
         return sorted(src.names) == ["metadata", "value"] and all(f.type == BINARY for f in src.fields)

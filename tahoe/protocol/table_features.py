@@ -68,6 +68,8 @@ FEATURES: dict[str, Feature] = {f.name: f for f in [
     Feature("variantShredding", True, 3, 7, requires=("variantType",),
             property_enables=(("delta.enableVariantShredding", "true"),)),
     Feature("variantShredding-preview", True, 3, 7),
+    Feature("geospatial", True, 3, 7),
+    Feature("geospatial-dev", True, 3, 7),
     Feature("icebergCompatV1", False, 1, 7, requires=("columnMapping",),
             property_enables=(("delta.enableIcebergCompatV1", "true"),)),
     Feature("icebergCompatV2", False, 1, 7, requires=("columnMapping",),

@@ -42,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..protocol import column_mapping
+from ..protocol.geospatial import to_spark_arrow
 from ..protocol.deletion_vectors import DeletionVectorDescriptor, load_deletion_vector
 from ..protocol.partition_values import partition_path, partition_values_to_arrow
 from ..protocol.schema import PrimitiveType, StructField, StructType, is_void
@@ -422,7 +423,7 @@ class _ArrowScanTask:
                 if self.file_row:
                     uri = hadoop_uri(resolve_data_path(self.table_root, path))
                     t = t.append_column(FILE_COLUMN, pa.array([uri] * t.num_rows, pa.string()))
-                t = t.select(target.names).cast(target)
+                t = to_spark_arrow(t.select(target.names), target).cast(target)
                 yield from t.to_batches(max_chunksize=65536)
 
 

@@ -13,6 +13,7 @@ import json
 from typing import Any, Iterator
 
 from pyspark.sql.datasource import InputPartition
+from ..protocol.geospatial import to_spark_arrow
 
 __all__ = ["TableFiles", "FilesPartition", "ChangesPartition", "change_partitions", "pack_by_size", "max_split_bytes",
            "spark_read_schema", "PARTITION_BYTES", "OPEN_COST_BYTES"]
@@ -147,7 +148,7 @@ class TableFiles:
         for path, pv, dv, row_groups in partition.files:
             for t in reader.read_row_groups(path, pv, dv, row_groups):
                 t = t.select(target.names) if target.names else t
-                yield from t.cast(target).to_batches(max_chunksize=65536)
+                yield from to_spark_arrow(t, target).cast(target).to_batches(max_chunksize=65536)
 
     def read_changes(self, partition: ChangesPartition) -> Iterator:
         """Record batches of the change rows of a partition's units, in the Spark schema."""
@@ -157,7 +158,7 @@ class TableFiles:
         target = self.target()
         for u in partition.units:
             for t in unit_rows(files, u):
-                yield from t.select(target.names).cast(target).to_batches(max_chunksize=65536)
+                yield from to_spark_arrow(t.select(target.names), target).cast(target).to_batches(max_chunksize=65536)
 
 
 def change_partitions(units: list) -> list[ChangesPartition]:

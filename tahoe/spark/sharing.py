@@ -51,6 +51,7 @@ from typing import Any, Iterator, Optional
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
 from ..errors import DeltaError
+from ..protocol.geospatial import to_spark_arrow
 from ..sharing.client import Request, parse_url
 from ..sharing.model import DeltaSharingProfile, Table
 from ..sharing.reader import RemoteFile, ScanReader, TableInfo, UrlBook, remote_files
@@ -318,7 +319,7 @@ def _read_partition(p: _Files, spark_schema_json: str) -> Iterator:
             continue
         t = pa.Table.from_batches([b])
         t = t.select(target.names) if target.names else t
-        yield from t.cast(target).to_batches()
+        yield from to_spark_arrow(t, target).cast(target).to_batches()
     reader.fetcher.close()
 
 

@@ -14,6 +14,7 @@ import re
 
 from ..errors import SchemaError
 from ..protocol.schema import (
+    GeoType,
     ArrayType, DataType, DecimalType, MapType, PrimitiveType, StructField, StructType,
 )
 
@@ -118,6 +119,18 @@ def _type(ts: _Tokens) -> DataType:
         return PrimitiveType("string")
     if low in _PRIMS:
         return PrimitiveType(_PRIMS[low])
+    if low in ("geometry", "geography"):   # Spark 4.1+: GEOMETRY(<srid>) / GEOGRAPHY(<srid>)
+        srid = "4326"
+        if ts.accept("("):
+            srid = ts.next()
+            ts.expect(")")
+        if srid.lower() == "any":
+            raise SchemaError(f"{t.upper()}(ANY) (mixed SRIDs) cannot be a Delta column type "
+                              f"(delta-spark's DELTA_GEOSPATIAL_SRID_NOT_SUPPORTED)", error_class="DELTA_GEOSPATIAL_SRID_NOT_SUPPORTED")
+        if not srid.isdigit():
+            raise SchemaError(f"{t.upper()}({srid}): the SRID must be a number")
+        crs = "OGC:CRS84" if srid == "4326" else "SRID:0" if srid == "0" else f"EPSG:{srid}"
+        return GeoType(low, crs, "spherical" if low == "geography" else None)
     raise SchemaError(f"unknown data type '{t}' in schema DDL")
 
 

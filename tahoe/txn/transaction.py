@@ -66,7 +66,7 @@ from ..protocol.properties import (
     ENABLE_ROW_TRACKING, ISOLATION_LEVELS, bool_property, data_skipping_settings, features_for_metadata,
     isolation_level, normalize_property, split_protocol_properties,
 )
-from ..protocol.schema import VARIANT
+from ..protocol.schema import VARIANT, GeoType
 from ..protocol.stats import stats_columns
 from ..protocol.table_features import (
     FEATURES, MAX_READER_VERSION, MAX_WRITER_VERSION, canonical_feature_name, check_writable,
@@ -538,6 +538,9 @@ class Transaction:
                 raise SchemaError(f"partition column '{pc}' is not in the schema {names}")
             if schema.field(pc).type == VARIANT:   # spec "Variant Data Type": not comparable
                 raise SchemaError(f"partition column '{pc}' has type variant; variant columns cannot be partition columns")
+            if isinstance(schema.field(pc).type, GeoType):   # not orderable (delta-spark's PartitionUtils)
+                raise SchemaError(f"Using column {pc} of type {schema.field(pc).type} as a partition column is "
+                                  f"not supported.", error_class="DELTA_INVALID_PARTITION_COLUMN_TYPE")
         old_mode = column_mapping.mode(old_conf) if read_md is not None else "none"
         new_mode = column_mapping.mode(conf)
         if read_md is not None and old_mode != new_mode and not self._replaces_table and \

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import SchemaError
-from ..protocol import column_mapping
+from ..protocol import column_mapping, geospatial
 from ..protocol.actions import AddFile
 from ..protocol.partition_values import partition_path, serialize_partition_value
 from ..protocol.variant import from_parquet as variant_from_parquet, is_variant_storage, is_variant_type
@@ -115,6 +115,13 @@ def _nullable_schema(schema: pa.Schema) -> pa.Schema:
 def _cast_leaf(arr: pa.Array, target: pa.DataType, path: str) -> pa.Array:
     if arr.type == target:
         return arr
+    if isinstance(target, pa.BaseExtensionType) and target.extension_name == geospatial.EXTENSION_NAME:
+        if pa.types.is_struct(arr.type) and arr.type.get_field_index("wkb") >= 0:   # Spark's struct<srid, wkb>
+            return geospatial.wkb_of_spark(arr, target)
+        if pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type):
+            return pa.ExtensionArray.from_storage(target, arr.cast(pa.binary()))
+        if isinstance(arr.type, pa.BaseExtensionType) and arr.type.extension_name == target.extension_name:
+            return pa.ExtensionArray.from_storage(target, arr.storage)
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
         if arr.type == target:
@@ -310,6 +317,8 @@ def dictionary_columns(table: pa.Table) -> bool | list[str]:
         if pa.types.is_dictionary(col.type):
             chosen.append(name)
             continue
+        if isinstance(col.type, pa.BaseExtensionType):   # geometry / geography: judged by their WKB bytes
+            col = col.cast(col.type.storage_type)
         sample = col.take(first) if first is not None else col
         values = len(sample) - sample.null_count
         if values == 0:

@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any, Iterable
 
 from ..protocol import column_mapping
-from ..protocol.schema import VARIANT, DecimalType, PrimitiveType, StructField, StructType, ArrayType, MapType
+from ..protocol.schema import VARIANT, DecimalType, GeoType, PrimitiveType, StructField, StructType, ArrayType, MapType
 from ..protocol.stats import (
     DEFAULT_STRING_PREFIX_LENGTH, format_float_stat, stats_json, truncate_max_string, truncate_min_string,
 )
@@ -144,6 +144,12 @@ def footer_stats(md, stats_schema: StructType, mapped: bool, prefix_len: int = D
 
     for path, f in _leaf_paths(stats_schema, mapped):
         sts = by_path.get(path)
+        if isinstance(f.type, GeoType):   # nullCount only (no WKT bounding boxes)
+            if sts is not None and all(s is not None and s.has_null_count for s in sts):
+                put(nulls, path, sum(s.null_count for s in sts))
+            elif sts is None and (n == 0 or path[0] not in top_level):
+                put(nulls, path, n)
+            continue
         if f.type == VARIANT:   # nullCount only (spec): the nulls of its required metadata leaf
             sts = by_path.get(path + ("metadata",))
             if sts is not None and all(s is not None and s.has_null_count for s in sts):

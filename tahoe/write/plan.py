@@ -53,6 +53,7 @@ from ..protocol.properties import (
     IDENTITY_START, IDENTITY_STEP, bool_property, normalize_properties,
 )
 from ..protocol.schema import (
+    GeoType,
     StructField, StructType, check_write_compatible, merge_schemas, record_type_changes,
 )
 from ..protocol.table_features import check_writable, is_feature_supported
@@ -157,6 +158,9 @@ def resolve_partition_columns(schema: StructType, partition_by: Iterable[str]) -
         f = schema.get(c, case_insensitive=True)
         if f is None:
             raise SchemaError(f"partition column '{c}' is not in the data's columns {schema.names}")
+        if isinstance(f.type, GeoType):   # not orderable: delta-spark's PartitionUtils refuses them
+            raise SchemaError(f"Using column {f.name} of type {f.type} as a partition column is not supported.",
+                              error_class="DELTA_INVALID_PARTITION_COLUMN_TYPE")
         out.append(f.name)
     return out
 

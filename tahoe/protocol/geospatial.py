@@ -1,0 +1,224 @@
+"""Geospatial types (the `geospatial` table feature: delta-io/delta's geospatial-types RFC, which
+delta-spark 4.4 implements on Spark 4.1+): GEOMETRY and GEOGRAPHY columns.
+
+Owns:
+1. the schema form — `geometry(<crs>)` and `geography(<crs>, <algorithm>)` in `schemaString`
+   (Spark writes `geometry(OGC:CRS84)`, `geometry(SRID:0)`, `geography(OGC:CRS84, SPHERICAL)`;
+   the RFC spells the algorithm in lower case: both read, each kept as written), parsed into
+   `GeoType`;
+2. the Arrow form: the WKB bytes as a binary column of the `geoarrow.wkb` extension type with its
+   `crs` (and `edges` for geography) — the form the parquet writer of Arrow (C++ and Rust) turns
+   into Parquet's GEOMETRY / GEOGRAPHY logical types and reads back. tahoe registers a minimal
+   `geoarrow.wkb` type when no library (geoarrow-pyarrow) has registered one.
+
+Values are WKB (the spec's primitive type); statistics: tahoe writes nullCount only for these
+columns (the RFC's bounding boxes are optional) and never uses min/max of them for skipping.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import TYPE_CHECKING
+
+from .schema import ALGORITHMS, DEFAULT_CRS, GeoType, is_geo, parse_geo_type
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+__all__ = ["GeoType", "parse_geo_type", "ALGORITHMS", "EXTENSION_NAME", "arrow_type", "geo_type_of_arrow_field",
+           "is_geo"]
+
+EXTENSION_NAME = "geoarrow.wkb"
+
+
+# --- Arrow ---------------------------------------------------------------------------------------
+
+@cache
+def _registered() -> None:
+    """Register tahoe's minimal `geoarrow.wkb` extension type unless a library has one."""
+    import pyarrow as pa
+
+    probe = pa.schema([pa.field("g", pa.binary(), metadata={b"ARROW:extension:name": EXTENSION_NAME.encode(),
+                                                             b"ARROW:extension:metadata": b"{}"})])
+    if isinstance(_roundtrip(probe).field("g").type, pa.BaseExtensionType):
+        return
+
+    class WkbType(pa.ExtensionType):
+        """`geoarrow.wkb`: WKB bytes with the GeoArrow metadata (`crs`, `edges`)."""
+
+        def __init__(self, serialized: bytes = b"{}"):
+            self._serialized = serialized or b"{}"
+            super().__init__(pa.binary(), EXTENSION_NAME)
+
+        def __arrow_ext_serialize__(self) -> bytes:
+            return self._serialized
+
+        @classmethod
+        def __arrow_ext_deserialize__(cls, storage_type, serialized):
+            return cls(serialized)
+
+        def __reduce__(self):
+            return (_wkb_type_from_metadata, (self._serialized,))
+
+    try:
+        pa.register_extension_type(WkbType())
+    except pa.ArrowKeyError:   # registered meanwhile by another thread or library
+        pass
+
+
+def _roundtrip(schema: "pa.Schema") -> "pa.Schema":
+    import pyarrow as pa
+
+    return pa.ipc.read_schema(pa.py_buffer(schema.serialize()))
+
+
+def _wkb_type_from_metadata(serialized: bytes) -> "pa.DataType":
+    import pyarrow as pa
+
+    _registered()
+    probe = pa.schema([pa.field("g", pa.binary(), metadata={b"ARROW:extension:name": EXTENSION_NAME.encode(),
+                                                             b"ARROW:extension:metadata": serialized})])
+    return _roundtrip(probe).field("g").type
+
+
+def arrow_type(dt: GeoType) -> "pa.DataType":
+    """The `geoarrow.wkb` extension type of a geospatial column (storage: binary)."""
+    return _wkb_type_cached(json.dumps(dt.arrow_metadata(), separators=(",", ":")))
+
+
+@cache
+def _wkb_type_cached(meta: str) -> "pa.DataType":
+    return _wkb_type_from_metadata(meta.encode())
+
+
+def _metadata_of(serialized: bytes | None) -> dict:
+    try:
+        obj = json.loads(serialized or b"{}")
+    except ValueError:
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def geo_type_from_arrow_metadata(serialized: bytes | None) -> GeoType:
+    """The GeoType of `geoarrow.wkb` metadata (`crs` — a string, or Arrow's parquet reader's
+    `{"crs": "0", "crs_type": "srid"}` —, `edges`); no `crs` means OGC:CRS84 (GeoArrow's default)."""
+    md = _metadata_of(serialized)
+    crs = md.get("crs")
+    if isinstance(crs, dict):      # PROJJSON: name it by its id when it has one
+        ident = crs.get("id") or {}
+        crs = f"{ident.get('authority')}:{ident.get('code')}" if ident.get("authority") else DEFAULT_CRS
+    crs = str(crs) if crs not in (None, "") else DEFAULT_CRS
+    if md.get("crs_type") == "srid" and ":" not in crs:
+        crs = f"SRID:{crs}"
+    edges = md.get("edges")
+    if edges:
+        return GeoType("geography", crs, str(edges).lower())
+    return GeoType("geometry", crs)
+
+
+def geo_type_of_arrow_field(f: "pa.Field") -> GeoType | None:
+    """The GeoType of an Arrow field holding `geoarrow.wkb` — as an extension type, or as a binary
+    field carrying the extension's metadata (an unregistered extension, as arrow-rs passes it)."""
+    import pyarrow as pa
+
+    t = f.type
+    if isinstance(t, pa.BaseExtensionType) and t.extension_name == EXTENSION_NAME:
+        return geo_type_from_arrow_metadata(t.__arrow_ext_serialize__())
+    md = f.metadata or {}
+    if md.get(b"ARROW:extension:name") == EXTENSION_NAME.encode() and \
+            (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)):
+        return geo_type_from_arrow_metadata(md.get(b"ARROW:extension:metadata"))
+    return None
+
+
+# --- Spark's Arrow form --------------------------------------------------------------------------
+# PySpark (4.1+) moves GEOMETRY / GEOGRAPHY values through Arrow as struct<srid: int32, wkb: binary>
+# (the field's metadata says `geometry` / `geography` and the SRID): tahoe's Python data source,
+# its write tasks and its DML scans convert at that boundary.
+
+def _is_srid_wkb(t: "pa.DataType") -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_struct(t) and t.num_fields == 2 and t.field(0).name == "srid" and t.field(1).name == "wkb"
+
+
+def wkb_of_spark(arr: "pa.Array", target: "pa.DataType") -> "pa.Array":
+    """Spark's struct<srid, wkb> values as `target` (a `geoarrow.wkb` type, or binary): the WKB."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(arr, pa.ChunkedArray):
+        return pa.chunked_array([wkb_of_spark(c, target) for c in arr.chunks], type=target)
+    wkb = arr.field("wkb")
+    if arr.null_count:
+        wkb = pc.if_else(pc.is_null(arr), pa.scalar(None, pa.binary()), wkb)
+    storage = wkb.cast(pa.binary())
+    return pa.ExtensionArray.from_storage(target, storage) if isinstance(target, pa.BaseExtensionType) else storage
+
+
+def _spark_geo(arr: "pa.Array", target: "pa.DataType") -> "pa.Array":
+    import pyarrow as pa
+
+    srid = 0
+    if isinstance(arr.type, pa.BaseExtensionType):
+        geo = geo_type_of_arrow_field(pa.field("_", arr.type))
+        srid = (geo.srid if geo is not None else None) or 0
+        arr = arr.storage
+    import pyarrow.compute as pc
+
+    n = len(arr)
+    mask = arr.is_null() if arr.null_count else None
+    wkb = arr.cast(pa.binary())
+    if mask is not None:      # the children are non-nullable: a null value's slots hold b""
+        wkb = pc.fill_null(wkb, b"")
+    return pa.StructArray.from_arrays([pa.array([srid] * n, pa.int32()), wkb], fields=list(target), mask=mask)
+
+
+def _is_wkb(t: "pa.DataType") -> bool:
+    import pyarrow as pa
+
+    return isinstance(t, pa.BaseExtensionType) and t.extension_name == EXTENSION_NAME
+
+
+def _holds_wkb(t: "pa.DataType") -> bool:
+    import pyarrow as pa
+
+    if _is_wkb(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_holds_wkb(t.field(i).type) for i in range(t.num_fields))
+    return False
+
+
+def to_spark_arrow(table: "pa.Table", target: "pa.Schema") -> "pa.Table":
+    """`table` (tahoe's Arrow form) with its geospatial columns — top-level, or inside structs —
+    in Spark's form (struct<srid, wkb>, the SRID from the column's CRS) wherever `target`
+    (PySpark's Arrow schema of the output) has that form; other columns untouched (the caller
+    casts them)."""
+    import pyarrow as pa
+
+    if not any(_holds_wkb(f.type) for f in table.schema):
+        return table
+    cols = []
+    for f in target:
+        col = table.column(f.name)
+        if _holds_wkb(col.type):
+            col = pa.chunked_array([_convert(c, f.type) for c in col.chunks], type=f.type)
+        cols.append(col)
+    return pa.Table.from_arrays(cols, names=list(target.names))
+
+
+def _convert(arr: "pa.Array", target: "pa.DataType") -> "pa.Array":
+    import pyarrow as pa
+
+    if _is_wkb(arr.type) and _is_srid_wkb(target):
+        return _spark_geo(arr, target)
+    if pa.types.is_struct(arr.type) and pa.types.is_struct(target):
+        out = []
+        for i in range(target.num_fields):
+            tf = target.field(i)
+            c = arr.field(tf.name)
+            out.append(_convert(c, tf.type) if _holds_wkb(c.type) else c.cast(tf.type))
+        return pa.StructArray.from_arrays(out, fields=list(target), mask=arr.is_null() if arr.null_count else None)
+    return arr
