@@ -93,6 +93,11 @@ class SchemaError(DeltaError):
     expression names a column the table does not have."""
 
 
+APPEND_ONLY_MESSAGE = ("This table is configured to only allow appends. If you would like to permit updates or "
+                      "deletes, use 'ALTER TABLE <table_name> SET TBLPROPERTIES (delta.appendOnly=false)'.")
+"""delta-spark's DELTA_CANNOT_MODIFY_APPEND_ONLY message."""
+
+
 class InvalidTableOperationError(DeltaError):
     """An operation that the table's properties or state forbid (e.g. a delete on an
     append-only table, an invalid property value)."""

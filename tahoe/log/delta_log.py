@@ -91,7 +91,8 @@ class DeltaLog:
     def _commits(self) -> list[LogFile]:
         commits = [f for f in list_log(self.store, self.log_dir, 0) if f.name.kind == LogFileKind.COMMIT]
         if not commits:
-            raise TableNotFoundError(f"not a Delta table: no commit files in {self.log_dir}")
+            raise TableNotFoundError(f"`{self.table_root}` is not a Delta table: no commit files in {self.log_dir}",
+                                     error_class="DELTA_MISSING_DELTA_TABLE")
         return commits
 
     def _ict_enablement_version(self) -> int | None:
@@ -145,8 +146,7 @@ class DeltaLog:
         for v, t in stamps:
             if t >= ts:
                 return v
-        raise VersionNotFoundError(f"there is no version at or after {_fmt(ts)} (the latest version "
-                                   f"{stamps[-1][0]} was committed at {_fmt(stamps[-1][1])})")
+        raise VersionNotFoundError(_after_latest(ts, self.table_root, stamps[-1]), error_class="DELTA_TIMESTAMP_GREATER_THAN_COMMIT")
 
     def version_at_or_before(self, timestamp: Any, time_zone: str | None = None) -> int:
         """The newest version committed at or before `timestamp` (where a change-data range that
@@ -157,7 +157,8 @@ class DeltaLog:
             if t <= ts:
                 best = v
         if best is None:
-            raise VersionNotFoundError(f"there is no version at or before {_fmt(ts)}")
+            first = self.commit_timestamps()[0]
+            raise VersionNotFoundError(_before_earliest(ts, first), error_class="DELTA_TIMESTAMP_EARLIER_THAN_COMMIT_RETENTION")
         return best
 
     def version_at_timestamp(self, timestamp: Any, time_zone: str | None = None) -> int:
@@ -178,13 +179,12 @@ class DeltaLog:
                     return max(v for v, t in before if t <= ts)
                 stamps = before
         if ts < stamps[0][1]:
-            raise VersionNotFoundError(
-                f"timestamp {_fmt(ts)} is before the earliest available version "
-                f"{stamps[0][0]} ({_fmt(stamps[0][1])})")
+            raise VersionNotFoundError(_before_earliest(ts, stamps[0]),
+                                       error_class="DELTA_TIMESTAMP_EARLIER_THAN_COMMIT_RETENTION")
         if ts > stamps[-1][1]:
             # As delta-spark: a timestamp after the latest commit is an error, not "latest".
-            raise VersionNotFoundError(
-                f"timestamp {_fmt(ts)} is after the latest version {stamps[-1][0]} ({_fmt(stamps[-1][1])})")
+            raise VersionNotFoundError(_after_latest(ts, self.table_root, stamps[-1]),
+                                       error_class="DELTA_TIMESTAMP_GREATER_THAN_COMMIT")
         best = stamps[0][0]
         for v, t in stamps:
             if t <= ts:
@@ -219,3 +219,15 @@ class DeltaLog:
 def _fmt(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat()
 
+
+
+def _after_latest(ts, table: str, latest: tuple[int, Any]) -> str:
+    """delta-spark's DELTA_TIMESTAMP_GREATER_THAN_COMMIT message, then the latest version."""
+    return (f"The provided timestamp ({_fmt(ts)}) is after the latest version available to this table ({table}). "
+            f"Please use a timestamp before or at {_fmt(latest[1])} (version {latest[0]}).")
+
+
+def _before_earliest(ts, earliest: tuple[int, Any]) -> str:
+    """delta-spark's DELTA_TIMESTAMP_EARLIER_THAN_COMMIT_RETENTION message, then the version."""
+    return (f"The provided timestamp ({_fmt(ts)}) is before the earliest version available to this table "
+            f"({_fmt(earliest[1])}). Please use a timestamp after {_fmt(earliest[1])} (version {earliest[0]}).")

@@ -115,10 +115,14 @@ def list_log(store: LogStore, log_dir: str, start_version: int = 0) -> list[LogF
                 out.append(LogFile(st, name))
         return out
     except FileNotFoundError:
-        raise TableNotFoundError(f"not a Delta table: there is no {LOG_DIR} directory at {log_dir.rsplit('/', 1)[0]}") from None
+        root = log_dir.rsplit('/', 1)[0]
+        raise TableNotFoundError(f"`{root}` is not a Delta table: there is no {LOG_DIR} directory at {root}",
+                                 error_class="DELTA_MISSING_DELTA_TABLE") from None
     except NotADirectoryError:  # the table path (or a parent of it) is a file
-        raise TableNotFoundError(f"not a Delta table: {log_dir.rsplit('/', 1)[0]} is a file, not a table "
-                                 f"directory (a table is a directory holding {LOG_DIR}/)") from None
+        root = log_dir.rsplit('/', 1)[0]
+        raise TableNotFoundError(f"`{root}` is not a Delta table: {root} is a file, not a table "
+                                 f"directory (a table is a directory holding {LOG_DIR}/)",
+                                 error_class="DELTA_MISSING_DELTA_TABLE") from None
 
 
 def complete_checkpoints(files: list[LogFile]) -> dict[int, Checkpoint]:
@@ -152,22 +156,40 @@ def complete_checkpoints(files: list[LogFile]) -> dict[int, Checkpoint]:
     return out
 
 
+def _not_found(version: int, earliest: int | None, latest: int) -> str:
+    """delta-spark's DELTA_VERSION_NOT_FOUND message (VersionNotFoundException)."""
+    return f"Cannot time travel Delta table to version {version}. Available versions: [{earliest}, {latest}]."
+
+
+def _earliest(commits: dict, checkpoints: dict) -> int | None:
+    """The earliest version the log can reconstruct: 0 with its commit, else the oldest
+    checkpoint whose later commits are all there (delta-spark's earliest recreatable commit)."""
+    if 0 in commits:
+        return 0
+    for v in sorted(checkpoints):
+        return v
+    return min(commits) if commits else None
+
+
 def _build(log_dir: str, files: list[LogFile], version: int | None, allow_retry: bool) -> LogSegment | None:
     commits = {f.version: f for f in files if f.name.kind == LogFileKind.COMMIT}
     checkpoints = complete_checkpoints(files)
     if not commits and not checkpoints:
         if allow_retry:
             return None
-        raise TableNotFoundError(f"not a Delta table: no commit files in {log_dir}")
+        raise TableNotFoundError(f"`{log_dir.rsplit('/', 1)[0]}` is not a Delta table: no commit files in {log_dir}",
+                                 error_class="DELTA_MISSING_DELTA_TABLE")
     newest = max(list(commits) + list(checkpoints))
     if version is None:
         version = newest
     elif version > newest:
         if allow_retry:
             return None
-        raise VersionNotFoundError(f"cannot time travel to version {version}: the latest version is {newest}")
+        raise VersionNotFoundError(_not_found(version, _earliest(commits, checkpoints), newest),
+                                   error_class="DELTA_VERSION_NOT_FOUND")
     elif version < 0:
-        raise VersionNotFoundError(f"version must be >= 0, got {version}")
+        raise VersionNotFoundError(_not_found(version, _earliest(commits, checkpoints), newest),
+                                   error_class="DELTA_VERSION_NOT_FOUND")
     usable = [v for v in checkpoints if v <= version]
     cp = checkpoints[max(usable)] if usable else None
     first = cp.version + 1 if cp else 0
@@ -176,8 +198,9 @@ def _build(log_dir: str, files: list[LogFile], version: int | None, allow_retry:
             return None
         earliest = min(commits) if commits else None
         raise VersionNotFoundError(
-            f"cannot reconstruct version {version}: no checkpoint at or before it and the log starts at "
-            f"version {earliest} (earlier commits were cleaned up)")
+            _not_found(version, _earliest(commits, checkpoints), newest) + f" (cannot reconstruct version {version}: "
+            f"no checkpoint at or before it and the log starts at version {earliest}; earlier commits were cleaned up)",
+            error_class="DELTA_VERSION_NOT_FOUND")
     missing = [v for v in range(first, version + 1) if v not in commits]
     if missing:
         if allow_retry:

@@ -63,13 +63,23 @@ def restore_target_version(log: DeltaLog, latest: Snapshot, version: int | None,
         if isinstance(version, bool) or not isinstance(version, int):
             raise InvalidOptionError(f"version needs to be an int but got {version!r}")
         if version < 0:
-            raise VersionNotFoundError(f"cannot restore {log.table_root} to version {version}: versions start at 0")
+            raise VersionNotFoundError(f"Cannot restore table to version {version}. Available versions: "
+                                       f"[0, {latest.version}].", error_class="DELTA_CANNOT_RESTORE_TABLE_VERSION")
         target = version
     else:
-        target = log.version_at_timestamp(timestamp)
+        try:
+            target = log.version_at_timestamp(timestamp)
+        except VersionNotFoundError as e:
+            if e.error_class != "DELTA_TIMESTAMP_GREATER_THAN_COMMIT":
+                raise
+            raise VersionNotFoundError(
+                f"Cannot restore table to timestamp ({timestamp}) as it is after the latest version available. "
+                f"Please use a timestamp before ({log.commit_timestamps()[-1][1]} ms, version {latest.version})",
+                error_class="DELTA_CANNOT_RESTORE_TIMESTAMP_GREATER") from None
     if target > latest.version:
         raise VersionNotFoundError(
-            f"cannot restore {log.table_root} to version {target}: the latest version is {latest.version}")
+            f"Cannot restore table to version {target}. Available versions: [0, {latest.version}].",
+            error_class="DELTA_CANNOT_RESTORE_TABLE_VERSION")
     if target == latest.version:
         raise VersionNotFoundError(
             f"Version to restore ({target}) should be less than the last available version "

@@ -764,17 +764,21 @@ def merge_schemas(table: StructType, incoming: StructType, *, allow_type_widenin
             return current
         if isinstance(current, DecimalType) and isinstance(update, DecimalType) \
                 and not _safe_upcast(update, current):
+            top = path.split(".")[0]
             raise SchemaError(
-                f"cannot merge column '{path}': incompatible decimal types "
-                f"{current.simple_string()} (table) and {update.simple_string()} (data)")
+                f"Failed to merge fields '{top}' and '{top}'. cannot merge column '{path}': incompatible decimal types "
+                f"{current.simple_string()} (table) and {update.simple_string()} (data)",
+                error_class="DELTA_FAILED_TO_MERGE_FIELDS")
         if isinstance(current, PrimitiveType) and isinstance(update, PrimitiveType) \
                 and current.name in _SMALL_INTS and update.name in _SMALL_INTS:
             return current if _INTEGRAL_RANK[current.name] >= _INTEGRAL_RANK[update.name] else update
         if _safe_upcast(update, current):
             return current
+        top = path.split(".")[0]
         raise SchemaError(
-            f"cannot merge column '{path}': incompatible types {current.simple_string()} (table) "
-            f"and {update.simple_string()} (data)")
+            f"Failed to merge fields '{top}' and '{top}'. cannot merge column '{path}': incompatible types "
+            f"{current.simple_string()} (table) and {update.simple_string()} (data)",
+            error_class="DELTA_FAILED_TO_MERGE_FIELDS")
 
     result = merge(table, incoming, "")
     assert isinstance(result, StructType)
@@ -819,9 +823,11 @@ def check_write_compatible(table: StructType, incoming: StructType) -> None:
             return
         if _safe_upcast(d, t):
             return
-        raise SchemaError(
+        e = SchemaError(
             f"column '{path}' has type {d.simple_string()} in the data but "
             f"{t.simple_string()} in the table")
+        e.column = path.split(".")[0]   # the top-level column (delta-spark's DELTA_FAILED_TO_MERGE_FIELDS names it)
+        raise e
 
     check(table, incoming, "")
 

@@ -148,14 +148,17 @@ def check_readable(p: Protocol, supported: Iterable[str] = SUPPORTED_READER_FEAT
     """Refuse (UnsupportedFeatureError naming them) a protocol this reader cannot read."""
     if p.min_reader_version > MAX_READER_VERSION or p.min_reader_version < 1:
         raise UnsupportedFeatureError(
-            f"table requires reader version {p.min_reader_version}; tahoe supports reader versions "
-            f"1 to {MAX_READER_VERSION}")
+            f"Delta protocol version is not supported by this version of Delta Lake: table requires "
+            f"reader version {p.min_reader_version}; tahoe supports reader versions 1 to {MAX_READER_VERSION}",
+            error_class="DELTA_INVALID_PROTOCOL_VERSION")
     if p.min_reader_version == 3 and p.reader_features is None:
         raise UnsupportedFeatureError("protocol has reader version 3 but no readerFeatures list")
     supported = _canonical_set(supported)
     missing = sorted(f for f in reader_features_of(p) if f not in supported)
     if missing:
-        raise UnsupportedFeatureError(f"table requires unsupported reader feature(s): {', '.join(missing)}")
+        raise UnsupportedFeatureError(
+            f"Unable to read this table because it requires reader table feature(s) that are unsupported by this "
+            f"version of Delta Lake: {', '.join(missing)}.", error_class="DELTA_UNSUPPORTED_FEATURES_FOR_READ")
 
 
 def check_writable(p: Protocol, supported: Iterable[str] = SUPPORTED_WRITER_FEATURES) -> None:
@@ -163,14 +166,17 @@ def check_writable(p: Protocol, supported: Iterable[str] = SUPPORTED_WRITER_FEAT
     check_readable(p)
     if p.min_writer_version > MAX_WRITER_VERSION or p.min_writer_version < 1:
         raise UnsupportedFeatureError(
-            f"table requires writer version {p.min_writer_version}; tahoe supports writer versions "
-            f"1 to {MAX_WRITER_VERSION}")
+            f"Delta protocol version is not supported by this version of Delta Lake: table requires "
+            f"writer version {p.min_writer_version}; tahoe supports writer versions 1 to {MAX_WRITER_VERSION}",
+            error_class="DELTA_INVALID_PROTOCOL_VERSION")
     if p.min_writer_version == 7 and p.writer_features is None:
         raise UnsupportedFeatureError("protocol has writer version 7 but no writerFeatures list")
     supported = _canonical_set(supported)
     missing = sorted(f for f in writer_features_of(p) if f not in supported)
     if missing:
-        raise UnsupportedFeatureError(f"table requires unsupported writer feature(s): {', '.join(missing)}")
+        raise UnsupportedFeatureError(
+            f"Unable to write this table because it requires writer table feature(s) that are unsupported by this "
+            f"version of Delta Lake: {', '.join(missing)}.", error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
 
 
 def is_feature_supported(p: Protocol, name: str) -> bool:

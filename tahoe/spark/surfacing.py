@@ -39,6 +39,8 @@ _ERROR_LINE = re.compile(r"^(tahoe(?:\.\w+)*)\.(\w+): ", re.M)
 _NOT_FOUND = re.compile(r"\[DATA_SOURCE_NOT_FOUND\][^\n]*data source: delta\b", re.I)
 _STOP = re.compile(r"^(\s*$| SQLSTATE|\s+at |JVM stacktrace|Caused by|Driver stacktrace|\tat )")
 
+_CONDITION = re.compile(r"^\[([A-Z_][A-Z0-9_]*(?:\.[A-Z0-9_]+)?)\] ")
+
 _classes: dict[tuple[type, type], type] = {}
 
 
@@ -86,9 +88,16 @@ def _both(tahoe_cls: type, spark_cls: type) -> type:
         def __str__(self) -> str:
             return self._tahoe_message
 
+        def getCondition(self):   # noqa: N802 - PySpark's name: delta-spark's class where tahoe has one
+            return getattr(self, "error_class", None) or spark_cls.getCondition(self)
+
+        def getErrorClass(self):   # noqa: N802
+            return getattr(self, "error_class", None) or spark_cls.getErrorClass(self)
+
         _classes[key] = type(tahoe_cls.__name__, (tahoe_cls, spark_cls),
                              {"__module__": tahoe_cls.__module__, "__qualname__": tahoe_cls.__qualname__,
-                              "__str__": __str__, "__doc__": tahoe_cls.__doc__})
+                              "__str__": __str__, "__doc__": tahoe_cls.__doc__, "getCondition": getCondition,
+                              "getErrorClass": getErrorClass})
     return _classes[key]
 
 
@@ -149,6 +158,9 @@ def surfaced(exc: BaseException) -> BaseException | None:
                 new = cls.__new__(cls)
                 new.args = (message,)
             new.spark_error = exc
+        condition = _CONDITION.match(message)
+        if condition is not None:     # delta-spark's error class, as the message names it
+            new.error_class = condition.group(1)
         new.add_note("Spark's report of it (the data source's traceback included):\n" + text)
         return new
     if _NOT_FOUND.search(text):

@@ -292,6 +292,12 @@ def constraint_error(msg: str) -> Exception:
         if end > 0:
             return ReplaceWhereMismatchError(msg[len(_RW_PREFIX):end],
                                              "A row that does not match the replaceWhere predicate: " + msg[end + len(") violated by row with values: "):])
+    if msg.startswith("NOT NULL constraint on column "):   # delta-spark: DELTA_NOT_NULL_CONSTRAINT_VIOLATED
+        column = msg[len("NOT NULL constraint on column "):].split(" violated by row", 1)[0]
+        return ConstraintViolationError(f"NOT NULL constraint violated for column: {column}.",
+                                        error_class="DELTA_NOT_NULL_CONSTRAINT_VIOLATED")
+    if msg.startswith(("CHECK constraint ", "Invariant (")):
+        return ConstraintViolationError(msg, error_class="DELTA_VIOLATE_CONSTRAINT_WITH_VALUES")
     return ConstraintViolationError(msg)
 
 

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from ..errors import InvalidTableOperationError
+from ..errors import APPEND_ONLY_MESSAGE, InvalidTableOperationError
 from ..protocol.properties import bool_property
 from ..protocol.table_features import is_feature_supported
 from .attempt import Attempt
@@ -17,5 +17,5 @@ def refuse_data_removal(a: Attempt) -> None:
     if any(r.data_change for r in a.removes) and bool_property(a.configuration, "delta.appendOnly") and \
             is_feature_supported(a.protocol, "appendOnly"):
         raise InvalidTableOperationError(
-            f"table {a.table_root} is append-only (delta.appendOnly=true): "
-            f"{a.operation} may not remove or change data")
+            f"{APPEND_ONLY_MESSAGE} (table {a.table_root}: {a.operation} may not remove or change data)",
+            error_class="DELTA_CANNOT_MODIFY_APPEND_ONLY")

@@ -372,14 +372,15 @@ def add_constraint(log: DeltaLog | str, name: str, expression: str,
     key = constraint_key(name)
     if key in snap.metadata.configuration:
         raise InvalidTableOperationError(
-            f"constraint '{name}' already exists: {snap.metadata.configuration[key]}")
+            f"Constraint '{name}' already exists. Please delete the old constraint first.\nOld constraint:\n"
+            f"{snap.metadata.configuration[key]}", error_class="DELTA_CONSTRAINT_ALREADY_EXISTS")
     check_expression_columns(expression, snap.schema, f"CHECK constraint '{name}'")
     if validate is not None:
         n = int(validate(expression) or 0)
         if n:
             raise ConstraintViolationError(
-                f"{n} existing row(s) of {log.table_root} violate CHECK constraint '{name}' "
-                f"({expression}); nothing was committed")
+                f"{n} rows in {log.table_root} violate the new CHECK constraint ({expression}); nothing was committed",
+                error_class="DELTA_NEW_CHECK_CONSTRAINT_VIOLATION")
     conf = dict(snap.metadata.configuration)
     conf[key] = expression
     md = dataclasses.replace(snap.metadata, configuration=conf)
@@ -619,8 +620,8 @@ def alter_column(log: DeltaLog | str, column: str, *, data_type: DataType | None
                     n = int(check_no_nulls(full) or 0)
                     if n:
                         raise ConstraintViolationError(
-                            f"[DELTA_NOT_NULL_CONSTRAINT_VIOLATED] {n} existing row(s) hold NULL in column {full}: "
-                            f"it cannot become NOT NULL; nothing was committed")
+                            f"{n} rows in {log.table_root} violate the new NOT NULL constraint on {full}; "
+                            f"nothing was committed", error_class="DELTA_NEW_NOT_NULL_VIOLATION")
                 elif snap.num_files:
                     raise InvalidTableOperationError(f"SET NOT NULL on column {full} needs the existing rows checked")
             new = dataclasses.replace(new, nullable=nullable)

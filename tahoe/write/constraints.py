@@ -56,7 +56,8 @@ def check_not_null(table: pa.Table, schema: StructType) -> None:
                 if parent_valid is not None:
                     bad = pc.and_(bad, parent_valid)
                 if pc.any(bad).as_py():
-                    raise ConstraintViolationError(f"NOT NULL constraint violated for column: {path}")
+                    raise ConstraintViolationError(f"NOT NULL constraint violated for column: {path}.",
+                                                   error_class="DELTA_NOT_NULL_CONSTRAINT_VIOLATED")
             if isinstance(f.type, StructType):
                 valid = pc.is_valid(child)
                 if parent_valid is not None:
@@ -110,4 +111,5 @@ def check_constraints(table: pa.Table, schema: StructType, configuration: dict) 
         if pc.any(bad).as_py():
             row = int(pc.index(bad, True).as_py())
             raise ConstraintViolationError(
-                f"{desc} violated by row with values:\n{violation_row(table, row, node)}")
+                f"{desc} violated by row with values:\n{violation_row(table, row, node)}",
+                error_class="DELTA_VIOLATE_CONSTRAINT_WITH_VALUES")

@@ -57,7 +57,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 
-from ..errors import AnalysisException, InvalidTableOperationError
+from ..errors import APPEND_ONLY_MESSAGE, AnalysisException, InvalidTableOperationError
 from ..expressions import (
     And, Column, Expression, IsNull, Literal, Not, Scope, check_columns, conjuncts, file_mask, parse,
     unqualify,
@@ -508,7 +508,7 @@ def _common(snapshot: "Snapshot", operation: str) -> dict:
 def _append_only(snapshot: "Snapshot", what: str) -> None:
     if bool_property(snapshot.configuration, "delta.appendOnly"):
         raise InvalidTableOperationError(
-            f"cannot {what} table {snapshot.table_root}: it is append-only (delta.appendOnly=true)")
+            f"{APPEND_ONLY_MESSAGE} (cannot {what} table {snapshot.table_root})", error_class="DELTA_CANNOT_MODIFY_APPEND_ONLY")
 
 
 def _predicate_param(expr: Expression | None) -> str:

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 from ..errors import (
+    APPEND_ONLY_MESSAGE,
     ConstraintViolationError, InvalidTableOperationError, SchemaError, TableNotFoundError, UnsupportedFeatureError,
 )
 from ..log.delta_log import DeltaLog
@@ -439,7 +440,8 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
             raise InvalidTableOperationError("clustering columns are given when a table is created or replaced")
         if mode == "error":
             raise InvalidTableOperationError(
-                f"a Delta table already exists at {log.table_root} (version {snap.version}); use {how[3]}")
+                f"Cannot write to already existent path {log.table_root} without setting OVERWRITE = 'true'. "
+                f"(a Delta table already exists there, version {snap.version}; use {how[3]})", error_class="DELTA_PATH_EXISTS")
         conf = snap.configuration
         schema = snap.schema
         pcols = list(snap.partition_columns)
@@ -466,10 +468,11 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
                     new_md = dataclasses.replace(snap.metadata, schema_string=merged.to_json(), configuration=conf)
                     schema = merged
             else:
-                _check_compatible(schema, incoming, how)
+                _check_compatible(schema, incoming, how, snap.metadata.id)
         if mode == "overwrite" and bool_property(conf, "delta.appendOnly"):
             raise InvalidTableOperationError(
-                f"table {log.table_root} is append-only (delta.appendOnly=true): an overwrite would remove data")
+                f"{APPEND_ONLY_MESSAGE} (table {log.table_root}: an overwrite would remove data)",
+                error_class="DELTA_CANNOT_MODIFY_APPEND_ONLY")
 
     dynamic = use_dynamic_overwrite(mode, partition_overwrite_mode, pcols, replace_where, schema_mode == "overwrite",
                                     session_overwrite_mode) and snap is not None and not replace_table
@@ -513,7 +516,7 @@ def plan_rows(snapshot: "Snapshot", incoming: StructType, operation: str, parame
     check_writable(snapshot.protocol)
     schema = schema if schema is not None else snapshot.schema
     conf = snapshot.configuration
-    _check_compatible(schema, incoming, API_SPELLING["write_table"])
+    _check_compatible(schema, incoming, API_SPELLING["write_table"], snapshot.metadata.id)
     if rewrite:
         identity: dict = {}
         defaults: dict = {}
@@ -568,18 +571,35 @@ def _merge(snap: "Snapshot", incoming: StructType) -> StructType:
     return merged
 
 
-def _check_compatible(schema: StructType, incoming: StructType, how: tuple) -> None:
+def _check_compatible(schema: StructType, incoming: StructType, how: tuple, table_id: str | None = None) -> None:
     """Schema enforcement: the data fits the table as it is (columns it omits are null or
-    computed by the writer)."""
+    computed by the writer). Refusals carry delta-spark's error classes: columns the table lacks
+    `_LEGACY_ERROR_TEMP_DELTA_0007` (its schema-mismatch message first), a column of another
+    type `DELTA_FAILED_TO_MERGE_FIELDS`."""
     lower = {f.name.lower() for f in schema.fields}
     extra = [f.name for f in incoming.fields if f.name.lower() not in lower]
     if extra:
-        raise SchemaError(f"the data has columns {extra} that the table does not have (table columns: "
-                          f"{schema.names}); write with {how[0]} (mergeSchema) to add them")
+        raise SchemaError(f"{schema_mismatch_message(table_id)}\n\nthe data has columns {extra} that the table does "
+                          f"not have (table columns: {schema.names}); write with {how[0]} (mergeSchema) to add them",
+                          error_class="_LEGACY_ERROR_TEMP_DELTA_0007")
     try:
         check_write_compatible(schema, with_computed_columns(schema, incoming))
     except SchemaError as e:
-        raise SchemaError(f"{e}. To change the table's schema use {how[0]} or (overwriting) {how[1]}") from None
+        column = getattr(e, "column", None)
+        if column is None:
+            raise SchemaError(f"{e}. To change the table's schema use {how[0]} or (overwriting) {how[1]}") from None
+        raise SchemaError(f"Failed to merge fields '{column}' and '{column}'. {e}. To change the table's schema use "
+                          f"{how[0]} or (overwriting) {how[1]}", error_class="DELTA_FAILED_TO_MERGE_FIELDS") from None
+
+
+def schema_mismatch_message(table_id: str | None) -> str:
+    """The first lines of delta-spark's schema-mismatch error (`_LEGACY_ERROR_TEMP_DELTA_0007`)."""
+    return (f"A schema mismatch detected when writing to the Delta table (Table ID: {table_id}).\n"
+            "To enable schema migration using DataFrameWriter or DataStreamWriter, please set:\n"
+            "'.option(\"mergeSchema\", \"true\")'.\n"
+            "For other operations, set the session configuration\n"
+            "spark.databricks.delta.schema.autoMerge.enabled to \"true\". See the documentation\n"
+            "specific to the operation for details.")
 
 
 def _options_of(store, storage_options: dict | None) -> dict | None:

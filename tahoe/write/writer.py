@@ -95,7 +95,8 @@ def fill_columns(rows: pa.Table, plan: WritePlan, first_position: int = 0) -> tu
             row = int(pc.index(same, False).as_py())
             raise ConstraintViolationError(
                 f"CHECK constraint Generated Column ({name} <=> {expr}) violated by row with values:\n"
-                f" - {name} : {actual[row].as_py()}\n - {expr} : {computed[row].as_py()}")
+                f" - {name} : {actual[row].as_py()}\n - {expr} : {computed[row].as_py()}",
+                error_class="DELTA_VIOLATE_CONSTRAINT_WITH_VALUES")
     return rows, marks
 
 

@@ -236,7 +236,7 @@ def test_cleaned_up_log_refuses_old_versions(golden, tmp_path):
     with pytest.raises(VersionNotFoundError, match="cannot reconstruct version 3"):
         Table(str(t), version=3)
     assert Table(str(t), version=10).version == 10
-    with pytest.raises(VersionNotFoundError, match="latest version is 11"):
+    with pytest.raises(VersionNotFoundError, match=r"Available versions: \[10, 11\]"):
         Table(str(t), version=12)
 
 
@@ -325,9 +325,9 @@ def test_version_at_timestamp_after_a_copy_reset_the_file_times(table):
                                        (3, ms(300)), (4, ms(400))]
     for t, v in [(300, 3), (350, 3), (400, 4)]:
         assert log.version_at_timestamp(ms(t)) == v, t
-    with pytest.raises(VersionNotFoundError, match="before the earliest available version 0"):
+    with pytest.raises(VersionNotFoundError, match=r"\[DELTA_TIMESTAMP_EARLIER_THAN_COMMIT_RETENTION\] The provided timestamp .* is before the earliest version available to this table .*\(version 0\)"):
         log.version_at_timestamp(ms(299))
-    with pytest.raises(VersionNotFoundError, match="after the latest version 4"):
+    with pytest.raises(VersionNotFoundError, match=r"\[DELTA_TIMESTAMP_GREATER_THAN_COMMIT\] The provided timestamp .* is after the latest version available to this table .*\(version 4\)"):
         log.version_at_timestamp(ms(1000))
 
 

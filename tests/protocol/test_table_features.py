@@ -30,11 +30,11 @@ def test_old_spellings_are_accepted():
 def test_unsupported_reader_version_and_feature_are_named():
     with pytest.raises(UnsupportedFeatureError, match="reader version 99"):
         check_readable(Protocol(99, 7, (), ()))
-    with pytest.raises(UnsupportedFeatureError, match="futureThing"):
+    with pytest.raises(UnsupportedFeatureError, match=r"\[DELTA_UNSUPPORTED_FEATURES_FOR_READ\] Unable to read this table .*futureThing"):
         check_readable(Protocol(3, 7, ("futureThing",), ("futureThing",)))
     with pytest.raises(UnsupportedFeatureError, match="no readerFeatures"):
         check_readable(Protocol(3, 7, None, ()))
-    with pytest.raises(UnsupportedFeatureError, match="writer feature.*futureWriter"):
+    with pytest.raises(UnsupportedFeatureError, match=r"\[DELTA_UNSUPPORTED_FEATURES_FOR_WRITE\] Unable to write this table because it requires writer table feature.*futureWriter"):
         check_writable(Protocol(1, 7, None, ("futureWriter",)))
     with pytest.raises(UnsupportedFeatureError, match="writer version 8"):
         check_writable(Protocol(1, 8))

@@ -134,8 +134,10 @@ def test_errors_name_tahoe_class_and_message_first(spark, tmp_path):
         spark.read.format("delta").load(missing)
     e = ei.value
     assert isinstance(e, AnalysisException) and isinstance(e, DeltaError)
-    assert _first_line(e) == f"tahoe.errors.TableNotFoundError: not a Delta table: there is no _delta_log directory at {missing}"
-    assert str(e).splitlines()[0].startswith("not a Delta table")
+    assert _first_line(e) == (f"tahoe.errors.TableNotFoundError: [DELTA_MISSING_DELTA_TABLE] `{missing}` is not a Delta "
+                              f"table: there is no _delta_log directory at {missing}")
+    assert str(e).splitlines()[0].startswith("[DELTA_MISSING_DELTA_TABLE] ")
+    assert e.getCondition() == "DELTA_MISSING_DELTA_TABLE"     # delta-spark's class, as PySpark's errors give it
     assert "PYTHON_DATA_SOURCE_ERROR" in "".join(traceback.format_exception(e))   # Spark's report kept
     # an error from inside the write job (a task on an executor)
     p = str(tmp_path / "c")

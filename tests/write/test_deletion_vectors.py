@@ -145,7 +145,7 @@ def test_skipping_still_uses_the_wide_bounds(tmp_path):
     ("unknown-path", "not active files"),
     ("past-the-end", "row index 100 is outside"),
     ("negative", "row index -1 is outside"),
-    ("append-only", "append-only"),
+    ("append-only", "DELTA_CANNOT_MODIFY_APPEND_ONLY"),
 ])
 def test_bad_input_is_refused_and_writes_nothing(tmp_path, case, match):
     path = str(tmp_path / "t")
