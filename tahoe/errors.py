@@ -109,9 +109,8 @@ class DeltaUnsupportedOperationException(InvalidTableOperationError):
     (`DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE`); `error_class` names the
     condition and the message starts with it."""
 
-    def __init__(self, message: str, error_class: str):
-        super().__init__(f"[{error_class}] {message}")
-        self.error_class = error_class
+    def __init__(self, message: str, error_class: str | None = None):
+        super().__init__(message, error_class=error_class)
 
 
 class AnalysisException(DeltaError):
@@ -148,9 +147,8 @@ class DropFeatureError(InvalidTableOperationError):
     """A table feature cannot be dropped (delta-spark's DELTA_FEATURE_DROP_* conditions:
     `error_class` names which, e.g. `DELTA_FEATURE_DROP_NONREMOVABLE_FEATURE`)."""
 
-    def __init__(self, message: str, error_class: str):
-        super().__init__(f"[{error_class}] {message}")
-        self.error_class = error_class
+    def __init__(self, message: str, error_class: str | None = None):
+        super().__init__(message, error_class=error_class)
 
     def __reduce__(self):
         msg = str(self.args[0]) if self.args else ""
@@ -187,8 +185,7 @@ class ChangeDataFeedError(DeltaError):
     `..._INCOMPATIBLE_DATA_SCHEMA`)."""
 
     def __init__(self, message: str, error_class: str = "DELTA_MISSING_CHANGE_DATA"):
-        super().__init__(f"[{error_class}] {message}")
-        self.error_class = error_class
+        super().__init__(message, error_class=error_class)
 
 
 class ChangeDataRangeError(DeltaError, ValueError):
@@ -198,8 +195,7 @@ class ChangeDataRangeError(DeltaError, ValueError):
     after the latest version (delta-spark's IllegalArgumentException, `error_class` None)."""
 
     def __init__(self, message: str, error_class: str | None = None):
-        super().__init__(f"[{error_class}] {message}" if error_class else message)
-        self.error_class = error_class
+        super().__init__(message, error_class=error_class)
 
 
 class StreamingSourceError(DeltaError):
@@ -212,9 +208,8 @@ class StreamingSourceError(DeltaError):
     (`DELTA_MISSING_FILES_UNEXPECTED_VERSION`). Named as delta-spark names them (`error_class`, the
     message's `[...]` prefix)."""
 
-    def __init__(self, message: str, error_class: str):
-        super().__init__(f"[{error_class}] {message}")
-        self.error_class = error_class
+    def __init__(self, message: str, error_class: str | None = None):
+        super().__init__(message, error_class=error_class)
 
 
 # --- committing ------------------------------------------------------------------------------
@@ -332,8 +327,7 @@ class IcebergCompatViolationError(InvalidTableOperationError):
     `DELTA_ICEBERG_COMPAT_VIOLATION.DELETION_VECTORS_SHOULD_BE_DISABLED`)."""
 
     def __init__(self, message: str, error_class: str = "DELTA_ICEBERG_COMPAT_VIOLATION"):
-        super().__init__(f"[{error_class}] {message}")
-        self.error_class = error_class
+        super().__init__(message, error_class=error_class)
 
 
 class UniversalFormatViolationError(InvalidTableOperationError):
@@ -341,5 +335,4 @@ class UniversalFormatViolationError(InvalidTableOperationError):
     DELTA_UNIVERSAL_FORMAT_VIOLATION)."""
 
     def __init__(self, message: str, error_class: str = "DELTA_UNIVERSAL_FORMAT_VIOLATION"):
-        super().__init__(f"[{error_class}] {message}")
-        self.error_class = error_class
+        super().__init__(message, error_class=error_class)

@@ -382,6 +382,15 @@ def _load(original: Any, self: Any, batch: bool, path=None, format=None, schema=
                 return native
         given = {**self.__dict__.get("_tahoe_options", {}), **{str(k).lower(): v for k, v in options.items()}}
         _hand_over_storage(self, spark, path if isinstance(path, str) else given.get("path"), given)
+        if batch and internals.is_connect(self):
+            # Spark Connect analyses a plan only when it is used: resolve it now (one round trip,
+            # the schema kept by the DataFrame), so that a missing table, a version out of range
+            # or a bad option fails load() as on classic Spark — named by tahoe and by
+            # delta-spark's error class (`surfaced`), not at the first action as a bare
+            # PYTHON_DATA_SOURCE_ERROR
+            df = original(self, path, None, schema, **options)
+            df.schema  # noqa: B018 - the round trip is the point
+            return df
     return original(self, path, None, schema, **options)
 
 
