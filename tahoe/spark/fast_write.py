@@ -11,21 +11,23 @@ module sits above both the executor and OPTIMIZE, which writes through the execu
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Iterable
 
 from ..log import DeltaLog
-from ..protocol.actions import AddFile
+from ..protocol.actions import AddCDCFile, AddFile
 from ..write.auto_compact import auto_compact_hook
 from ..write.commit import commit_write, delete_data_files
 from ..write.plan import WritePlan, plan_rewrite, plan_write
 from ..write.replace_where import files_with_matches
+from ..write.writer import CDC_DIR, CHANGE_TYPE, change_data_feed_enabled
 from .optimize import SparkBinExecutor
 from .optimized_write import optimize_write_enabled, optimized_write
 from .session import (
     auto_compact_session_value, auto_compact_settings, configure, replace_where_settings, session_overwrite_mode,
     session_time_zone,
 )
-from .types import from_spark_schema
+from .types import col, from_spark_schema
 from .write import schema_mode, table_schema_of, write_dataframe
 from ..expressions import parse
 from .read import read_snapshot
@@ -99,9 +101,10 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
     adds, marks = write_dataframe(df, log, plan)
     replaced = None
     num_rows = None
+    cdcs: list = []
     if plan.replace_rows:
         try:
-            replaced, kept = _replace_rows(spark, log, snap, plan)
+            replaced, kept, cdcs = _replace_rows(spark, log, snap, plan, adds)
         except BaseException:
             delete_data_files(log.store, log.table_root, adds)
             raise
@@ -109,22 +112,55 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
         adds = adds + kept
     hook = auto_compact_hook(lambda: SparkBinExecutor(spark), auto_compact_session_value(spark),
                              auto_compact_settings(spark))
-    return commit_write(plan, log, snap, adds, marks, num_rows=num_rows, post_commit=[hook], replaced=replaced)
+    return commit_write(plan, log, snap, adds, marks, num_rows=num_rows, post_commit=[hook], replaced=replaced,
+                        cdc_files=cdcs)
 
 
-def _replace_rows(spark, log: DeltaLog, snap, plan: WritePlan) -> tuple[tuple[list[AddFile], int], list[AddFile]]:
+def _replace_rows(spark, log: DeltaLog, snap, plan: WritePlan, written: list[AddFile]) -> tuple:
     """A replaceWhere that reads data columns: ((the files that may hold a matching row, the
-    count of their other rows), the files those other rows were written to again)."""
+    count of their other rows), the files those other rows were written to again, the change
+    data files — on a table with the change data feed on: the replaced rows as deletes, the
+    `written` rows (read back) as inserts, written by a Spark job as delta-spark records them)."""
     import pyarrow as pa
     from pyspark.sql import functions as F
 
     files = files_with_matches(snap, parse(plan.replace_where), plan.time_zone)
-    if not files:
-        return ([], 0), []
-    wanted = {a.path for a in files}
-    table = snap.files_table(["path", "partitionValues", "size", "stats", "deletionVector"])
-    table = table.filter(pa.array([p in wanted for p in table.column("path").to_pylist()], pa.bool_()))
-    old = read_snapshot(spark, snap, files=table)
-    kept = old.filter(~F.coalesce(F.expr(plan.replace_where), F.lit(False)))
-    adds, _ = write_dataframe(kept, log, plan_rewrite(snap, "WRITE"))
-    return (files, sum(a.num_records or 0 for a in adds)), adds
+    cdf = change_data_feed_enabled(plan.configuration)
+    adds: list[AddFile] = []
+    parts = []
+    names = [f.name for f in plan.schema.fields]
+    cols = ["path", "partitionValues", "size", "stats", "deletionVector"]
+    if files:
+        wanted = {a.path for a in files}
+        table = snap.files_table(cols)
+        table = table.filter(pa.array([p in wanted for p in table.column("path").to_pylist()], pa.bool_()))
+        old = read_snapshot(spark, snap, files=table)
+        hit = F.coalesce(F.expr(plan.replace_where), F.lit(False))
+        kept = old.filter(~hit)
+        adds, _ = write_dataframe(kept, log, plan_rewrite(snap, "WRITE"))
+        if cdf:
+            gone = old.filter(hit)
+            have = set(gone.columns)
+            parts.append(gone.select(*[col(n) if n in have else F.lit(None).alias(n) for n in names],
+                                     F.lit("delete").alias(CHANGE_TYPE)))
+    cdcs: list = []
+    if cdf and written:
+        new = pa.Table.from_pylist([{"path": a.path, "partitionValues": list(a.partition_values.items()),
+                                     "size": a.size, "stats": a.stats, "deletionVector": None} for a in written],
+                                   schema=snap.files_table(cols).schema)
+        back = read_snapshot(spark, snap, files=new, schema=plan.schema)
+        parts.append(back.select(*[col(n) for n in names], F.lit("insert").alias(CHANGE_TYPE)))
+    if parts:
+        cdc = parts[0]
+        for p in parts[1:]:
+            cdc = cdc.unionByName(p)
+        cdc_plan = dataclasses.replace(plan_rewrite(snap, "WRITE"), schema_json=plan.schema_json, constraints=[],
+                                       generated=[], identity={}, defaults={})
+        try:
+            files_written, _ = write_dataframe(cdc, log, cdc_plan, extra_columns={CHANGE_TYPE: CHANGE_TYPE},
+                                               subdir=CDC_DIR, file_prefix="cdc")
+        except BaseException:
+            delete_data_files(log.store, log.table_root, adds)
+            raise
+        cdcs = [AddCDCFile(path=a.path, partition_values=a.partition_values, size=a.size) for a in files_written]
+    return (files, sum(a.num_records or 0 for a in adds)), adds, cdcs

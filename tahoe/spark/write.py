@@ -634,13 +634,14 @@ def datasource_commit(ds: _DSPlan, messages: list) -> int | None:
     ac = json.loads(ds.auto_compact or "{}")
     hook = auto_compact_hook(None, ac.get("enabled"), AutoCompactSettings(**ac.get("settings", {})))
     num_rows = replaced = None
+    cdcs: list = []
     if plan.replace_rows:   # a replaceWhere on data columns: the matching rows' files, their other rows again
 
         num_rows = sum(a.num_records or 0 for a in adds)
-        replaced, kept = replace_rows(log, snap, plan, adds)
+        replaced, kept, cdcs = replace_rows(log, snap, plan, adds)
         adds = adds + kept
     return guarded_commit(ds, lambda: commit_write(plan, log, snap, adds, marks, num_rows=num_rows,
-                                                   post_commit=[hook], replaced=replaced))
+                                                   post_commit=[hook], replaced=replaced, cdc_files=cdcs))
 
 
 def datasource_abort(ds: _DSPlan, messages: list, key: str = "") -> None:

@@ -107,17 +107,20 @@ def write_metrics(plan: WritePlan, adds: list[AddFile], removes: list[AddFile],
 def commit_write(plan: WritePlan, log: DeltaLog, snapshot: Snapshot | None, adds: list[AddFile],
                  identity_marks: dict[str, int] | None = None, num_rows: int | None = None,
                  post_commit: Iterable[Callable[[Transaction, int], Any]] = (),
-                 replaced: tuple[list[AddFile], int] | None = None) -> int:
+                 replaced: tuple[list[AddFile], int] | None = None, cdc_files: Iterable[AddCDCFile] = ()) -> int:
     """ONE transaction for a planned WRITE (see the module docstring): `snapshot` is the one the
     plan was made on (None when the plan creates the table), `adds` the executor's new files,
     `identity_marks` the identity high-water marks its rows reached. `replaced` (a plan that
     replaces rows): (the files holding rows the predicate matched — removed, the table recorded as
-    read —, the number of their other rows, which `adds` holds again). Returns the version;
-    conflicts raise the Concurrent*Exception of the transaction (the new files deleted)."""
+    read —, the number of their other rows, which `adds` holds again); `cdc_files` its change data
+    (the replaced rows as deletes, the written ones as inserts) on a table with the change data
+    feed on. Returns the version; conflicts raise the Concurrent*Exception of the transaction (the
+    new files deleted)."""
+    cdcs = list(cdc_files)
     try:
         txn = Transaction(log, plan.operation, plan.parameters, snapshot=snapshot, new_table=plan.creates_table)
     except BaseException:
-        delete_data_files(log.store, log.table_root, adds)
+        delete_data_files(log.store, log.table_root, list(adds) + cdcs)
         raise
 
     def stage(txn: Transaction) -> dict:
@@ -141,13 +144,18 @@ def commit_write(plan: WritePlan, log: DeltaLog, snapshot: Snapshot | None, adds
                 parse_replace_where(plan.replace_where, snapshot.schema, list(snapshot.partition_columns))
             removes = stage_overwrite(txn, snapshot, node, adds if plan.dynamic else None, plan.time_zone)
         txn.add_files(adds)
+        if cdcs:
+            txn.add_cdc_files(cdcs)
         for name, value in (identity_marks or {}).items():
             txn.update_identity_high_water_mark(name, value)
         if plan.txn_app_id is not None:
             txn.set_txn(plan.txn_app_id, int(plan.txn_version))  # type: ignore[arg-type]
-        return write_metrics(plan, adds, removes, num_rows, replaced[1] if replaced is not None else 0)
+        metrics = write_metrics(plan, adds, removes, num_rows, replaced[1] if replaced is not None else 0)
+        if cdcs and "numAddedChangeFiles" in metrics:
+            metrics["numAddedChangeFiles"] = len(cdcs)
+        return metrics
 
-    return commit_new_files(txn, adds, stage, user_metadata=plan.user_metadata, post_commit=post_commit)
+    return commit_new_files(txn, list(adds) + cdcs, stage, user_metadata=plan.user_metadata, post_commit=post_commit)
 
 
 def commit_micro_batch(plan: WritePlan, log: DeltaLog, adds: list[AddFile], identity_marks: dict[str, int] | None,

@@ -375,7 +375,8 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
     any column: the plan then says `replace_rows` — the rows matching it are replaced, the other
     rows of their files written again in the same commit (`tahoe.write.writer.replace_rows`, or
     the Spark executor's own); off, a predicate on other columns than the partition columns is
-    refused. A table with the change data feed on refuses it (tahoe writes no change data for it).
+    refused. On a table with the change data feed on, such a write records change data as delta-spark
+    does: the replaced rows as deletes, the written rows as inserts.
     `time_zone`: where zone-less timestamps of replace_where are wall-clock time (the Spark
     session's; UTC by default)."""
     how = API_SPELLING[api]
@@ -480,11 +481,6 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
     if replace_where is not None:   # refused before any file is written
         node = parse_replace_where(replace_where, schema, pcols, data_columns=replace_where_data_columns)
         replace_rows = snap is not None and reads_data_columns(node, pcols)
-        if replace_rows and bool_property(conf, "delta.enableChangeDataFeed"):
-            raise UnsupportedFeatureError(
-                f"replaceWhere {replace_where!r} reads columns that are not partition columns: on a table with the "
-                f"change data feed enabled tahoe does not replace rows (it would record no change data); use "
-                f"DELETE and INSERT, or a predicate on partition columns")
     identity, generated, defaults = _column_fills(schema, incoming)
     params = write_parameters(mode, pcols, replace_where, dynamic=dynamic, merge_schema=schema_mode == "merge",
                               overwrite_schema=schema_mode == "overwrite")

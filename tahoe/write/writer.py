@@ -28,7 +28,8 @@ import pyarrow.compute as pc
 
 from ..errors import ConstraintViolationError, UnsupportedFeatureError
 from ..log.delta_log import DeltaLog
-from ..protocol.actions import AddFile
+from ..protocol.actions import AddCDCFile, AddFile
+from ..protocol.properties import bool_property
 from ..protocol.schema import StructType, from_arrow_schema, to_arrow_type
 from .auto_compact import auto_compact_hook
 from .commit import commit_write, delete_data_files
@@ -162,42 +163,84 @@ def write_table(uri: str | DeltaLog, data: Any, mode: str = "append", partition_
         return plan.read_version
     adds, marks, num_rows = write_rows(log, table, plan, target_file_rows)
     replaced = None
+    cdcs: list = []
     if plan.replace_rows:
-        replaced, kept = replace_rows(log, snap, plan, adds, target_file_rows)
+        replaced, kept, cdcs = replace_rows(log, snap, plan, adds, target_file_rows)
         adds = adds + kept
     return commit_write(plan, log, snap, adds, marks, num_rows=num_rows, post_commit=[auto_compact_hook()],
-                        replaced=replaced)
+                        replaced=replaced, cdc_files=cdcs)
 
 
 def replace_rows(log: DeltaLog, snap: Any, plan: WritePlan, written: list[AddFile],
-                 target_file_rows: int = DEFAULT_TARGET_FILE_ROWS) -> tuple[tuple[list[AddFile], int], list[AddFile]]:
+                 target_file_rows: int = DEFAULT_TARGET_FILE_ROWS) -> tuple[tuple[list[AddFile], int], list[AddFile], list]:
     """A replaceWhere that reads data columns (`plan.replace_rows`), the Arrow way: the files that
     may hold a row matching the predicate (partition values and stats) are read, their rows that
     do not match it (FALSE or NULL) written again. Returns ((those files, the count of their
-    other rows), the files the other rows were written to) — what `commit_write(replaced=...)`
-    takes. On failure the files of `written` and of this step are deleted."""
+    other rows), the files the other rows were written to, change data files) — what
+    `commit_write(replaced=..., cdc_files=...)` takes. On a table with the change data feed on
+    the change data is delta-spark's for such a write: every replaced row a `delete`, every row
+    written (`written`, read back: identity values and defaults as stored) an `insert`; the
+    rows written again are no change. On failure the files of `written` and of this step are
+    deleted."""
     kept_adds: list[AddFile] = []
+    cdc_adds: list[AddFile] = []
+    cdf = change_data_feed_enabled(plan.configuration)
     try:
         node = parse(plan.replace_where)
         files = files_with_matches(snap, node, plan.time_zone)
-        if not files:
-            return ([], 0), []
         reader = ArrowFileReader(snap.store, snap.table_root, snap.schema, snap.partition_columns,
                                  snap.column_mapping_mode, time_zone=plan.time_zone)
-        parts = []
+        parts, gone = [], []
         for f in files:
             t = reader.read_file(f.path, f.partition_values, f.deletion_vector)
             if t.num_rows:
                 hit = pc.fill_null(matches(node, Scope.of(t), time_zone=plan.time_zone or "UTC"), False)
                 parts.append(t.filter(pc.invert(hit)))
+                if cdf:
+                    gone.append(t.filter(hit))
         kept = pa.concat_tables(parts) if parts else None
         if kept is not None and kept.num_rows:
             rewrite = plan_rewrite(snap, "WRITE", storage_options=plan.storage_options)
             kept_adds, _, _ = write_rows(log, kept, rewrite, target_file_rows)
-        return (files, kept.num_rows if kept is not None else 0), kept_adds
+        if cdf:
+            cdc_adds = _write_replace_changes(log, plan, gone, written, target_file_rows)
+        cdcs = [AddCDCFile(path=a.path, partition_values=a.partition_values, size=a.size) for a in cdc_adds]
+        return (files, kept.num_rows if kept is not None else 0), kept_adds, cdcs
     except BaseException:
-        delete_data_files(log.store, log.table_root, list(written) + kept_adds)
+        delete_data_files(log.store, log.table_root, list(written) + kept_adds + cdc_adds)
         raise
+
+
+CHANGE_TYPE = "_change_type"
+CDC_DIR = "_change_data"
+
+
+def change_data_feed_enabled(configuration: dict | None) -> bool:
+    return bool(bool_property(configuration or {}, "delta.enableChangeDataFeed"))
+
+
+def _write_replace_changes(log: DeltaLog, plan: WritePlan, gone: list[pa.Table], written: list[AddFile],
+                           target_file_rows: int) -> list[AddFile]:
+    """The change data files of a replaceWhere on data columns: `gone` (the replaced rows) as
+    deletes, the rows of `written` (read back) as inserts, in the table's schema after the write."""
+    schema: StructType = plan.schema
+    parts = []
+    for t in gone:
+        if t.num_rows:
+            t = conform_to_schema(t, schema)
+            parts.append(t.append_column(CHANGE_TYPE, pa.array(["delete"] * t.num_rows, pa.string())))
+    reader = ArrowFileReader(log.store, log.table_root, schema, plan.partition_columns, plan.column_mapping_mode)
+    for a in written:
+        t = reader.read_file(a.path, a.partition_values, None)
+        if t.num_rows:
+            t = conform_to_schema(t, schema)
+            parts.append(t.append_column(CHANGE_TYPE, pa.array(["insert"] * t.num_rows, pa.string())))
+    if not parts:
+        return []
+    rows = pa.concat_tables(parts)
+    return write_data_files(log.store, log.table_root, rows, schema, plan.partition_columns, plan.column_mapping_mode,
+                            plan.configuration, target_file_rows, extra_columns={CHANGE_TYPE: CHANGE_TYPE},
+                            subdir=CDC_DIR, file_prefix="cdc")
 
 
 def write_rows(log: DeltaLog, data: pa.Table, plan: WritePlan, target_file_rows: int = DEFAULT_TARGET_FILE_ROWS,
