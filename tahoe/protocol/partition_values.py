@@ -288,7 +288,7 @@ def _to_datetime(value: Any, dt: DataType, time_zone: str | None = None) -> date
 
 
 def serialize_partition_value(value: Any, dt: DataType, *, iso_timestamps: bool = True,
-                              time_zone: str | None = None) -> str | None:
+                              time_zone: str | None = None, wall_clock_zone: str | None = None) -> str | None:
     """The partitionValues string for a typed value (None for null; an empty string is null too).
 
     Forms follow delta-spark: booleans `true`/`false`; integers and decimals as plain digits
@@ -297,7 +297,10 @@ def serialize_partition_value(value: Any, dt: DataType, *, iso_timestamps: bool 
     timestamps in UTC as `YYYY-MM-DD HH:MM:SS[.ffffff]` with trailing zeros of the fraction
     dropped (the spec's form, readable by every reader); `iso_timestamps=True` writes
     `YYYY-MM-DDTHH:MM:SS.ffffffZ` instead, like delta-spark >= 3.3 (older readers cannot parse
-    it). timestamp_ntz values are written as they are (naive). Binary values must be UTF-8."""
+    it); with `wall_clock_zone` (and `iso_timestamps=False`) a timestamp is written as the
+    zone-less wall-clock time there — what delta-spark < 3.3 wrote, and delta-spark writes with
+    `spark.databricks.delta.write.utcTimestampPartitionValues=false`: the session zone's `CAST(ts
+    AS STRING)`. timestamp_ntz values are written as they are (naive). Binary values must be UTF-8."""
     if value is None:
         return None
     if isinstance(dt, DecimalType):
@@ -352,6 +355,8 @@ def serialize_partition_value(value: Any, dt: DataType, *, iso_timestamps: bool 
     if name == "timestamp":
         d = _to_datetime(value, dt, time_zone)
         d = (d if d.tzinfo is not None else localize(d, time_zone)).astimezone(timezone.utc).replace(tzinfo=None)
+        if wall_clock_zone is not None and not iso_timestamps:
+            return _fmt_time(d.replace(tzinfo=timezone.utc).astimezone(tz_of(wall_clock_zone)).replace(tzinfo=None))
         if iso_timestamps:
             return (f"{d.year:04d}-{d.month:02d}-{d.day:02d}T{d.hour:02d}:{d.minute:02d}:"
                     f"{d.second:02d}.{d.microsecond:06d}Z")

@@ -203,6 +203,7 @@ def save(original: Any, self: Any, path=None, format=None, mode=None, partitionB
         self.option(SESSION_AUTO_COMPACT_OPTION, auto_compact)
     _hand_over_time_zone(self, spark)
     _hand_over_replace_where(self, spark)
+    _hand_over_utc_partition_values(self, spark)
     _hand_over_partitioning(self, partitionBy)
     if options:
         self.options(**options)
@@ -304,6 +305,8 @@ def stream_start(original: Any, self: Any, path=None, format=None, outputMode=No
         partitionBy = None
         given = {**self.__dict__.get("_tahoe_write_options", {}), **options}
         _hand_over_storage(self, internals.session_of(self), path or given.get("path"), given)
+        _hand_over_time_zone(self, internals.session_of(self))
+        _hand_over_utc_partition_values(self, internals.session_of(self))
     return original(self, path, None, outputMode, partitionBy, queryName, **options)
 
 
@@ -328,6 +331,17 @@ def _hand_over_replace_where(w: Any, spark: Any) -> None:
 
     check, data_columns = replace_where_settings(spark)
     w.option(SESSION_REPLACE_WHERE_OPTION, f"{str(check).lower()},{str(data_columns).lower()}")
+
+
+def _hand_over_utc_partition_values(w: Any, spark: Any) -> None:
+    """delta-spark's spark.databricks.delta.write.utcTimestampPartitionValues of the session, when
+    false, as the writer's SESSION_UTC_PARTITION_VALUES_OPTION; a bad value is refused here, naming
+    the conf."""
+    from .options import SESSION_UTC_PARTITION_VALUES_OPTION
+    from .session import utc_timestamp_partition_values
+
+    if not utc_timestamp_partition_values(spark):
+        w.option(SESSION_UTC_PARTITION_VALUES_OPTION, "false")
 
 
 def _warn_ignored_range(given: dict) -> None:

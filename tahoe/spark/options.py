@@ -74,7 +74,8 @@ __all__ = ["read_options", "stream_read_options", "write_options", "table_path",
            "check_properties_apply", "READ_OPTIONS", "STREAM_READ_OPTIONS", "WRITE_OPTIONS", "STREAM_WRITE_OPTIONS",
            "CATALOG_MESSAGE", "CDF_OUT_OF_RANGE_OPTION", "PUSHDOWN_OPTION", "PARALLELISM_OPTION",
            "READ_KIND_OPTION", "SAVE_MODE_OPTION", "SESSION_AUTO_COMPACT_OPTION", "SESSION_OVERWRITE_MODE_OPTION",
-           "SESSION_TIME_ZONE_OPTION", "SESSION_REPLACE_WHERE_OPTION", "option_time_zone"]
+           "SESSION_TIME_ZONE_OPTION", "SESSION_REPLACE_WHERE_OPTION", "SESSION_UTC_PARTITION_VALUES_OPTION",
+           "option_time_zone"]
 
 STORAGE_PREFIX = "storage."
 PROPERTY_PREFIX = "delta."
@@ -97,8 +98,13 @@ SESSION_TIME_ZONE_OPTION = "__tahoe_sessionTimeZone"
 # set by tahoe's save wrapper: delta-spark's replaceWhere confs of the session
 # (replaceWhere.constraintCheck.enabled, replaceWhere.dataColumns.enabled) as "true,false"
 SESSION_REPLACE_WHERE_OPTION = "__tahoe_sessionReplaceWhere"
+# set by tahoe's save and stream-start wrappers when the session has delta-spark's
+# spark.databricks.delta.write.utcTimestampPartitionValues=false: "false" (zone-less timestamp
+# partition values written as session-zone wall-clock time, as delta-spark < 3.3 wrote them)
+SESSION_UTC_PARTITION_VALUES_OPTION = "__tahoe_utcTimestampPartitionValues"
 _INTERNAL_WRITE = ("__partition_columns", SESSION_OVERWRITE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION,
-                   OPTIMIZED_WRITE_OPTION, SESSION_TIME_ZONE_OPTION, SESSION_REPLACE_WHERE_OPTION)
+                   OPTIMIZED_WRITE_OPTION, SESSION_TIME_ZONE_OPTION, SESSION_REPLACE_WHERE_OPTION,
+                   SESSION_UTC_PARTITION_VALUES_OPTION)
 # set by tahoe's load wrapper from the session conf delta-spark reads
 # (spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled): a Python data source cannot
 # read the session's confs

@@ -138,6 +138,22 @@ def session_time_zone(spark: Any) -> str:
 
 REPLACE_WHERE_CHECK = "spark.databricks.delta.replaceWhere.constraintCheck.enabled"
 REPLACE_WHERE_DATA_COLUMNS = "spark.databricks.delta.replaceWhere.dataColumns.enabled"
+UTC_PARTITION_VALUES = "spark.databricks.delta.write.utcTimestampPartitionValues"
+
+
+def utc_timestamp_partition_values(spark: Any) -> bool:
+    """delta-spark's `spark.databricks.delta.write.utcTimestampPartitionValues` (default true:
+    timestamp partition values written as UTC instants with a `Z`; false: as session-zone
+    wall-clock time without a zone, as delta-spark < 3.3 wrote them). A value other than true /
+    false is an InvalidOptionError naming the conf."""
+    from ..errors import InvalidOptionError
+
+    v = session_conf(spark, UTC_PARTITION_VALUES)
+    if v is None:
+        return True
+    if v.strip().lower() not in ("true", "false"):
+        raise InvalidOptionError(f"{UTC_PARTITION_VALUES} must be true or false, got {v!r}")
+    return v.strip().lower() == "true"
 
 
 def replace_where_settings(spark: Any) -> tuple[bool, bool]:

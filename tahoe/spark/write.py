@@ -78,9 +78,9 @@ from ..write.plan import (
 )
 from .options import (
     OPTIMIZED_WRITE_OPTION, SAVE_MODE_OPTION, SESSION_AUTO_COMPACT_OPTION, SESSION_OVERWRITE_MODE_OPTION,
-    SESSION_REPLACE_WHERE_OPTION, option_time_zone, storage_options_of,
+    SESSION_REPLACE_WHERE_OPTION, SESSION_UTC_PARTITION_VALUES_OPTION, option_time_zone, storage_options_of,
 )
-from .session import session_time_zone
+from .session import session_time_zone, utc_timestamp_partition_values
 from .types import col, from_spark_schema, to_spark_schema, to_spark_type
 from ..storage import log_store_for
 from ..write.files import conform_to_schema, write_data_files, DEFAULT_TARGET_FILE_ROWS
@@ -121,6 +121,11 @@ def write_dataframes(parts: list[tuple[Any, WritePlan]], log: DeltaLog, *, extra
     share the table's schema and layout; identity values are generated only by plans that have
     identity columns, and the high-water marks come from the written files)."""
     extras = dict(extra_columns or {})
+    spark = parts[0][0].sparkSession
+    if not utc_timestamp_partition_values(spark):   # delta-spark's write.utcTimestampPartitionValues=false
+        tz = session_time_zone(spark)
+        parts = [(df, dataclasses.replace(p, local_timestamp_partitions=True, time_zone=p.time_zone or tz))
+                 for df, p in parts]
     shaped = None
     for df, plan in parts:
         one = _checked(_shape(df, plan, list(extras)))
@@ -357,7 +362,8 @@ def _write_native(spark, df, log: DeltaLog, plan: WritePlan, extras: dict[str, s
                     not any(part.startswith((".", "_")) and "=" not in part for part in rel.split("/")[:-1]):
                 files.append(rel.replace(os.sep, "/"))
         tz = session_time_zone(spark)
-        values = {rel: _partition_values(rel, part_fields, part_phys, tz) for rel in files}
+        local = plan.local_timestamp_partitions
+        values = {rel: _partition_values(rel, part_fields, part_phys, tz, local) for rel in files}
         skipping = data_skipping_settings(plan.configuration)
         stats_schema = stats_columns(schema, skipping.num_indexed_cols, skipping.stats_columns, pcols)
         identity_cols = list(plan.identity)
@@ -411,7 +417,8 @@ def _write_rows(plan: WritePlan, rows, extras: dict[str, str] | None = None, sub
     store, root = log_store_for(plan.table_root, plan.storage_options)
     adds = write_data_files(store, root, rows, schema, plan.partition_columns, plan.column_mapping_mode,
                             plan.configuration, tight_bounds=plan.tight_bounds, extra_columns=extras or None,
-                            subdir=subdir, file_prefix=file_prefix)
+                            subdir=subdir, file_prefix=file_prefix,
+                            local_timestamp_zone=(plan.time_zone or "UTC") if plan.local_timestamp_partitions else None)
     marks = {}
     for name in plan.identity:
         mm = pc.min_max(rows.column(name))
@@ -464,7 +471,8 @@ def _write_arrow(df, plan: WritePlan, extras: dict[str, str] | None = None, subd
     return adds, merge_identity_marks(plan.schema, [json.loads(r.marks) for r in rows])
 
 
-def _partition_values(rel: str, part_fields: list[StructField], part_phys: list[str], tz: str) -> dict:
+def _partition_values(rel: str, part_fields: list[StructField], part_phys: list[str], tz: str,
+                      local: bool = False) -> dict:
     segs = rel.replace(os.sep, "/").split("/")[:-1]
     raw: dict[str, str | None] = {}
     for s in segs:
@@ -476,13 +484,14 @@ def _partition_values(rel: str, part_fields: list[StructField], part_phys: list[
     out = {}
     for f, key in zip(part_fields, part_phys):
         v = raw.get(key)
-        out[key] = _spark_pv_to_delta(v, f, tz)
+        out[key] = _spark_pv_to_delta(v, f, tz, local)
     return out
 
 
-def _spark_pv_to_delta(v: str | None, f: StructField, tz: str) -> str | None:
+def _spark_pv_to_delta(v: str | None, f: StructField, tz: str, local: bool = False) -> str | None:
     """Spark's directory value (Cast to string in the session time zone) → the Delta spec's
-    serialized partition value."""
+    serialized partition value (`local`: a timestamp kept as that session-zone wall-clock time,
+    delta-spark's utcTimestampPartitionValues=false)."""
     if v is None:
         return None
     dt = f.type
@@ -491,6 +500,8 @@ def _spark_pv_to_delta(v: str | None, f: StructField, tz: str) -> str | None:
     try:
         if isinstance(dt, PrimitiveType) and dt.name == "timestamp":
             naive = parse_partition_value(v, PrimitiveType("timestamp_ntz"))
+            if local:
+                return serialize_partition_value(naive, PrimitiveType("timestamp_ntz"))
             aware = naive.replace(tzinfo=ZoneInfo(tz)).astimezone(_dt.timezone.utc)
             return serialize_partition_value(aware, dt)
         return serialize_partition_value(parse_partition_value(v, dt), dt)
@@ -554,7 +565,9 @@ def prepare_datasource_write(path: str, options: dict, spark_schema, overwrite: 
         session_overwrite_mode=_option(options, SESSION_OVERWRITE_MODE_OPTION), properties=properties,
         user_metadata=_option(options, "userMetadata"), txn_app_id=_option(options, "txnAppId"),
         txn_version=_option(options, "txnVersion"), storage_options=so, api="datasource",
-        check_replace_where=check, replace_where_data_columns=data_columns, time_zone=option_time_zone(options))
+        check_replace_where=check, replace_where_data_columns=data_columns, time_zone=option_time_zone(options),
+        utc_timestamp_partition_values=str(_option(options, SESSION_UTC_PARTITION_VALUES_OPTION) or "true").lower()
+        != "false")
     if _option(options, OPTIMIZED_WRITE_OPTION) is None and bool_property(
             plan.configuration, "delta.autoOptimize.optimizeWrite"):
         _logger.warning("table %s has delta.autoOptimize.optimizeWrite=true but this write was not shuffled for "

@@ -238,7 +238,7 @@ def conform_to_schema(data: pa.Table, schema: StructType, computed: Iterable[str
 
 # --- partitions --------------------------------------------------------------------------------
 
-def _serialize_column(arr: pa.ChunkedArray | pa.Array, dt: DataType) -> pa.Array:
+def _serialize_column(arr: pa.ChunkedArray | pa.Array, dt: DataType, local_zone: str | None = None) -> pa.Array:
     """The partitionValues strings of a partition column (null for null), each distinct value
     serialized once."""
     if isinstance(arr, pa.ChunkedArray):
@@ -250,16 +250,22 @@ def _serialize_column(arr: pa.ChunkedArray | pa.Array, dt: DataType) -> pa.Array
     if pa.types.is_null(arr.type):
         return pa.nulls(len(arr), pa.string())
     enc = pc.dictionary_encode(arr)
-    uniques = [serialize_partition_value(v, dt) for v in enc.dictionary.to_pylist()]
+    if local_zone is not None:
+        uniques = [serialize_partition_value(v, dt, iso_timestamps=False, wall_clock_zone=local_zone)
+                   for v in enc.dictionary.to_pylist()]
+    else:
+        uniques = [serialize_partition_value(v, dt) for v in enc.dictionary.to_pylist()]
     return pc.take(pa.array(uniques, pa.string()), enc.indices)
 
 
-def _partition_groups(data: pa.Table, part_fields: list[StructField]) -> list[tuple[dict[str, str | None], np.ndarray]]:
-    """(serialized values by logical column, row indices) per distinct partition."""
+def _partition_groups(data: pa.Table, part_fields: list[StructField],
+                      local_zone: str | None = None) -> list[tuple[dict[str, str | None], np.ndarray]]:
+    """(serialized values by logical column, row indices) per distinct partition (`local_zone`:
+    timestamps as zone-less wall-clock time there, delta-spark's utcTimestampPartitionValues=false)."""
     n = data.num_rows
     if not part_fields:
         return [({}, np.arange(n))]
-    serialized = [_serialize_column(data.column(f.name), f.type) for f in part_fields]
+    serialized = [_serialize_column(data.column(f.name), f.type, local_zone) for f in part_fields]
     if len(serialized) == 1:
         key = pc.fill_null(serialized[0], "\x00")
     else:
@@ -348,7 +354,8 @@ def write_data_files(store: LogStore, table_root: str, data: pa.Table | Iterable
                      column_mapping_mode: str = "none", configuration: dict | None = None,
                      target_file_rows: int = DEFAULT_TARGET_FILE_ROWS, *,
                      tight_bounds: bool | None = None, extra_columns: dict[str, str] | None = None,
-                     subdir: str = "", file_prefix: str = "part") -> list[AddFile]:
+                     subdir: str = "", file_prefix: str = "part",
+                     local_timestamp_zone: str | None = None) -> list[AddFile]:
     """Write `data` (already in the table's logical schema, see `conform_to_schema`) as parquet
     files under `table_root` and return their AddFiles (dataChange=true), one or more per distinct
     partition, at most `target_file_rows` rows each. No rows → no files.
@@ -393,7 +400,8 @@ def write_data_files(store: LogStore, table_root: str, data: pa.Table | Iterable
     try:
         _encode_files(table, part_fields, data_names, pv_key, snapshot_schema, physical_schema, parquet_options,
                       target_file_rows, file_prefix, subdir, table_root, store, made_dirs, uploads, adds,
-                      num_indexed, indexed, prefix_len, column_mapping_mode, pcols, tight_bounds)
+                      num_indexed, indexed, prefix_len, column_mapping_mode, pcols, tight_bounds,
+                      local_timestamp_zone)
     finally:
         uploads.wait()
     return adds
@@ -433,9 +441,10 @@ class _Uploads:
 
 def _encode_files(table, part_fields, data_names, pv_key, snapshot_schema, physical_schema, parquet_options,
                   target_file_rows, file_prefix, subdir, table_root, store, made_dirs, uploads, adds,
-                  num_indexed, indexed, prefix_len, column_mapping_mode, pcols, tight_bounds) -> None:
+                  num_indexed, indexed, prefix_len, column_mapping_mode, pcols, tight_bounds,
+                  local_zone: str | None = None) -> None:
     file_no = 0
-    for values, idx in _partition_groups(table, part_fields):
+    for values, idx in _partition_groups(table, part_fields, local_zone):
         rows = table.select(data_names)
         if len(idx) != table.num_rows:
             rows = rows.take(pa.array(idx))

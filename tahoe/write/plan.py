@@ -111,6 +111,9 @@ class WritePlan:
     check_replace_where: bool = True  # the written rows must satisfy replace_where (delta-spark's constraintCheck)
     replace_rows: bool = False       # replace_where reads data columns: the rows matching it are replaced
     time_zone: str | None = None     # where zone-less timestamps of replace_where are wall-clock time (None: UTC)
+    # timestamp partition values written zone-less, as wall-clock time in `time_zone` (delta-spark's
+    # write.utcTimestampPartitionValues=false); False: UTC instants with a Z (its default)
+    local_timestamp_partitions: bool = False
     dynamic: bool = False            # dynamic partition overwrite
     tight_bounds: bool | None = None  # `tightBounds` for the new files' stats
     identity: dict = dataclasses.field(default_factory=dict)   # column → (first, step) generated here
@@ -357,7 +360,8 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
                operation: tuple[str, dict] | None = None,
                check_replace_where: bool = True,
                replace_where_data_columns: bool = True,
-               time_zone: str | None = None) -> tuple[WritePlan, "Snapshot | None"]:
+               time_zone: str | None = None,
+               utc_timestamp_partition_values: bool = True) -> tuple[WritePlan, "Snapshot | None"]:
     """Plan a write of data with schema `incoming` into the table of `log` (see the module
     docstring). `schema_mode`: None (enforce the table's schema), "merge" (mergeSchema) or
     "overwrite" (overwriteSchema, with mode="overwrite"). `api` names the caller (write_table,
@@ -410,7 +414,8 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
     base = dict(table_root=log.table_root, storage_options=_options_of(log.store, storage_options), mode=mode,
                 read_version=snap.version if snap is not None else -1, incoming_json=incoming.to_json(),
                 replace_where=replace_where, user_metadata=user_metadata, txn_app_id=txn_app_id,
-                txn_version=txn_version, check_replace_where=check_replace_where, time_zone=time_zone)
+                txn_version=txn_version, check_replace_where=check_replace_where, time_zone=time_zone,
+                local_timestamp_partitions=not utc_timestamp_partition_values)
     if snap is not None:
         check_writable(snap.protocol)
         done = snap.txn_version(txn_app_id) if txn_app_id is not None else None
