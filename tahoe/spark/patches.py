@@ -1,7 +1,8 @@
 """Everything tahoe changes in PySpark's own classes: one list (`PATCHES`), installed in one place.
 
 `PATCHES` names each PySpark method tahoe wraps and the tahoe function that runs around it; the
-same list applies to classic PySpark (`pyspark.sql.*`) and to Spark Connect (`pyspark.sql.connect.*`).
+same list applies to classic PySpark (`pyspark.sql.*`) and to Spark Connect (`pyspark.sql.connect.*`); a
+class only one side has (Spark Connect's client) has None for the other.
 
 1. `install()` wraps the listed methods of every listed class whose module is imported, and puts
    an import hook on `sys.meta_path` that wraps the others as soon as their module's import ends
@@ -44,7 +45,7 @@ class Patch(NamedTuple):
     surfaced: bool      # tahoe's errors raised through it are rewritten (tahoe.spark.surfacing)
 
 
-# where each class lives: (classic module, Spark Connect module)
+# where each class lives: (classic module, Spark Connect module); None where one side has no such class
 MODULES = {
     "SparkSession": ("pyspark.sql.session", "pyspark.sql.connect.session"),
     "DataFrameReader": ("pyspark.sql.readwriter", "pyspark.sql.connect.readwriter"),
@@ -52,10 +53,12 @@ MODULES = {
     "DataFrameWriterV2": ("pyspark.sql.readwriter", "pyspark.sql.connect.readwriter"),
     "DataStreamReader": ("pyspark.sql.streaming.readwriter", "pyspark.sql.connect.streaming.readwriter"),
     "DataStreamWriter": ("pyspark.sql.streaming.readwriter", "pyspark.sql.connect.streaming.readwriter"),
+    "SparkConnectClient": (None, "pyspark.sql.connect.client.core"),
 }
 
 _C = "tahoe.spark.calls:"        # format("delta") reads and writes (save modes, partitionBy, native scans)
 _H = "tahoe.spark.sql.hooks:"    # Delta SQL and tables by name
+_R = "tahoe.spark.row_tracking:"  # `_metadata.row_id` / `row_commit_version` (refused by name over Connect)
 
 PATCHES: tuple[Patch, ...] = (
     Patch("SparkSession", "sql", _H + "session_sql", True),
@@ -96,6 +99,7 @@ PATCHES: tuple[Patch, ...] = (
     Patch("DataStreamWriter", "partitionBy", _C + "remember_partition_by", False),
     Patch("DataStreamWriter", "start", _C + "stream_start", False),
     Patch("DataStreamWriter", "toTable", _H + "stream_to_table", False),
+    Patch("SparkConnectClient", "_handle_rpc_error", _R + "connect_error", False),
 )
 
 _lock = threading.RLock()
@@ -203,7 +207,7 @@ def _patch_module(module: Any) -> None:
             setattr(cls, p.method, wrapper)
 
 
-_TARGET_MODULES = frozenset(m for pair in MODULES.values() for m in pair)
+_TARGET_MODULES = frozenset(m for pair in MODULES.values() for m in pair if m is not None)
 
 
 class _Loader:

@@ -12,7 +12,10 @@ file metadata column. How: the struct is computed in a projection below a Projec
 table's columns only and carries Catalyst's `Project.hiddenOutputTag` naming it — the mechanism
 Spark uses for a join's hidden columns; later projections and filters pass it on as metadata
 output. Built through the classic session's JVM; elsewhere (Spark Connect) `df` is returned as
-it is. Unused, the struct (and the per-file lookups, literal maps keyed by the file's URI) is
+it is, and a reference to `_metadata.row_id` / `row_commit_version` / `base_row_id` /
+`default_row_commit_version` fails with an error saying why (`connect_error`, wrapped around the
+Connect client's error conversion by `tahoe.spark.patches`): a Connect client cannot reach the
+server's Catalyst plan, and Spark's Python data sources declare no metadata columns. Unused, the struct (and the per-file lookups, literal maps keyed by the file's URI) is
 pruned away by Spark's optimizer: a read that does not ask for it costs nothing more.
 """
 
@@ -28,9 +31,17 @@ from .session import session_time_zone
 from .skipping import plan_files
 from .types import col
 
-__all__ = ["row_tracking_columns", "with_row_metadata", "read_table", "METADATA"]
+__all__ = ["row_tracking_columns", "with_row_metadata", "read_table", "connect_error", "METADATA", "ROW_FIELDS"]
 
 METADATA = "_metadata"
+ROW_FIELDS = ("row_id", "row_commit_version", "base_row_id", "default_row_commit_version")
+CONNECT_REFUSAL = (
+    "tahoe cannot give `_metadata.{field}` over Spark Connect: Delta's row tracking metadata "
+    "(`_metadata.row_id`, `_metadata.row_commit_version`) is a hidden `_metadata` column that tahoe adds "
+    "to the query plan of a classic SparkSession through its JVM (Catalyst's hidden-output tag), which a "
+    "Spark Connect client cannot reach, and Spark's Python data sources cannot declare metadata columns. "
+    "Read the row-tracking table on a classic SparkSession (or with tahoe's Spark-free API) for row ids "
+    "and row commit versions.")
 
 
 def row_tracking_columns(snap) -> tuple[str, str] | None:
@@ -103,3 +114,41 @@ def read_table(spark, snap, filters=None) -> Any:
         info = info.filter(pa.array([p in wanted for p in info.column("path").to_pylist()], pa.bool_()))
     df = read_snapshot(spark, snap, files=files, file_row=True, extra_columns={n: LongType() for n in names})
     return with_row_metadata(spark, snap, info, df)
+
+
+def _unresolved_row_field(exc: BaseException) -> str | None:
+    """The `_metadata` row-tracking field an UNRESOLVED_COLUMN error of Spark names, else None."""
+    try:
+        condition = exc.getCondition() or ""   # type: ignore[attr-defined]
+        params = exc.getMessageParameters() or {}   # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - not a PySpark error
+        return None
+    if not condition.startswith("UNRESOLVED_COLUMN"):
+        return None
+    parts = [p.strip("`").lower() for p in str(params.get("objectName", "")).split("`.`")]
+    if len(parts) >= 2 and parts[-2] == METADATA and parts[-1] in ROW_FIELDS:
+        return parts[-1]
+    return None
+
+
+def connect_error(original, self, rpc_error) -> Any:
+    """Spark Connect's client turning a server error into an exception (`_handle_rpc_error`): an
+    UNRESOLVED_COLUMN naming `_metadata.row_id` (or another row-tracking field) is raised again
+    with CONNECT_REFUSAL first — an exception of tahoe's UnsupportedFeatureError and of Spark's
+    class alike, Spark's report kept as a note and `.spark_error`."""
+    try:
+        return original(self, rpc_error)
+    except Exception as e:  # noqa: BLE001 - rewritten only for the row-tracking fields
+        field = _unresolved_row_field(e)
+        if field is None:
+            raise
+        from ..errors import UnsupportedFeatureError
+        from .surfacing import _both, _copy_as
+
+        message = CONNECT_REFUSAL.format(field=field)
+        try:
+            new = _copy_as(_both(UnsupportedFeatureError, type(e)), e, message, (message,))
+        except TypeError:
+            raise e from None
+        new.add_note("Spark's report of it:\n" + str(e))
+        raise new from None

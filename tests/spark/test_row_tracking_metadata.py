@@ -44,3 +44,29 @@ def test_a_table_without_row_tracking_has_no_row_ids(spark, tmp_path):
     tahoe.write_table(p, pa.table({"id": [1]}))
     with pytest.raises(AnalysisException):
         spark.read.format("delta").load(p).select("_metadata.row_id").collect()
+
+
+def test_row_metadata_over_connect_is_refused_naming_why(connect, tmp_path):
+    """Over Spark Connect tahoe cannot add the hidden `_metadata` column (it is built through the
+    classic session's JVM; Python data sources declare no metadata columns): asking for
+    `_metadata.row_id` / `row_commit_version` fails with an error saying so — still an
+    AnalysisException, as Spark's unresolved column is — instead of a bare UNRESOLVED_COLUMN.
+    The table's columns read as on classic, and other unresolved columns keep Spark's error."""
+    from pyspark.errors import AnalysisException
+
+    from tahoe.errors import UnsupportedFeatureError
+
+    p = str(tmp_path / "t")
+    tahoe.write_table(p, pa.table({"id": pa.array([10, 11], pa.int64())}), properties={"delta.enableRowTracking": "true"})
+    df = connect.read.format("delta").load(p)
+    assert df.columns == ["id"] and sorted(r.id for r in df.collect()) == [10, 11]
+    for field in ("row_id", "row_commit_version"):
+        with pytest.raises(AnalysisException) as e:
+            df.select("id", f"_metadata.{field}").collect()
+        assert isinstance(e.value, UnsupportedFeatureError)
+        msg = str(e.value)
+        assert f"`_metadata.{field}` over Spark Connect" in msg and "classic SparkSession" in msg, msg
+        assert e.value.getCondition().startswith("UNRESOLVED_COLUMN")
+    with pytest.raises(AnalysisException) as e:
+        df.select("no_such_column").collect()
+    assert not isinstance(e.value, UnsupportedFeatureError) and "no_such_column" in str(e.value)
