@@ -8,8 +8,9 @@ Owns:
    `GeoType`;
 2. the Arrow form: the WKB bytes as a binary column of the `geoarrow.wkb` extension type with its
    `crs` (and `edges` for geography) — the form the parquet writer of Arrow (C++ and Rust) turns
-   into Parquet's GEOMETRY / GEOGRAPHY logical types and reads back. tahoe registers a minimal
-   `geoarrow.wkb` type when no library (geoarrow-pyarrow) has registered one.
+   into Parquet's GEOMETRY / GEOGRAPHY logical types and reads back (the extension type itself in
+   `tahoe.protocol.geoarrow`, GeoType <-> Arrow in `tahoe.protocol.schema`'s Arrow mapping);
+3. Spark's Arrow form (struct<srid, wkb>) at the data source / DML boundaries.
 
 Values are WKB (the spec's primitive type); statistics: tahoe writes nullCount only for these
 columns (the RFC's bounding boxes are optional) and never uses min/max of them for skipping.
@@ -17,11 +18,13 @@ columns (the RFC's bounding boxes are optional) and never uses min/max of them f
 
 from __future__ import annotations
 
-import json
-from functools import cache
 from typing import TYPE_CHECKING
 
-from .schema import ALGORITHMS, DEFAULT_CRS, GeoType, is_geo, parse_geo_type
+from .geoarrow import EXTENSION_NAME
+from .schema import (
+    ALGORITHMS, DEFAULT_CRS, GeoType, geo_type_of_arrow_field, is_geo, parse_geo_type,
+    to_arrow_type,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -29,107 +32,10 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["GeoType", "parse_geo_type", "ALGORITHMS", "EXTENSION_NAME", "arrow_type", "geo_type_of_arrow_field",
            "is_geo"]
 
-EXTENSION_NAME = "geoarrow.wkb"
-
-
-# --- Arrow ---------------------------------------------------------------------------------------
-
-@cache
-def _registered() -> None:
-    """Register tahoe's minimal `geoarrow.wkb` extension type unless a library has one."""
-    import pyarrow as pa
-
-    probe = pa.schema([pa.field("g", pa.binary(), metadata={b"ARROW:extension:name": EXTENSION_NAME.encode(),
-                                                             b"ARROW:extension:metadata": b"{}"})])
-    if isinstance(_roundtrip(probe).field("g").type, pa.BaseExtensionType):
-        return
-
-    class WkbType(pa.ExtensionType):
-        """`geoarrow.wkb`: WKB bytes with the GeoArrow metadata (`crs`, `edges`)."""
-
-        def __init__(self, serialized: bytes = b"{}"):
-            self._serialized = serialized or b"{}"
-            super().__init__(pa.binary(), EXTENSION_NAME)
-
-        def __arrow_ext_serialize__(self) -> bytes:
-            return self._serialized
-
-        @classmethod
-        def __arrow_ext_deserialize__(cls, storage_type, serialized):
-            return cls(serialized)
-
-        def __reduce__(self):
-            return (_wkb_type_from_metadata, (self._serialized,))
-
-    try:
-        pa.register_extension_type(WkbType())
-    except pa.ArrowKeyError:   # registered meanwhile by another thread or library
-        pass
-
-
-def _roundtrip(schema: "pa.Schema") -> "pa.Schema":
-    import pyarrow as pa
-
-    return pa.ipc.read_schema(pa.py_buffer(schema.serialize()))
-
-
-def _wkb_type_from_metadata(serialized: bytes) -> "pa.DataType":
-    import pyarrow as pa
-
-    _registered()
-    probe = pa.schema([pa.field("g", pa.binary(), metadata={b"ARROW:extension:name": EXTENSION_NAME.encode(),
-                                                             b"ARROW:extension:metadata": serialized})])
-    return _roundtrip(probe).field("g").type
-
 
 def arrow_type(dt: GeoType) -> "pa.DataType":
     """The `geoarrow.wkb` extension type of a geospatial column (storage: binary)."""
-    return _wkb_type_cached(json.dumps(dt.arrow_metadata(), separators=(",", ":")))
-
-
-@cache
-def _wkb_type_cached(meta: str) -> "pa.DataType":
-    return _wkb_type_from_metadata(meta.encode())
-
-
-def _metadata_of(serialized: bytes | None) -> dict:
-    try:
-        obj = json.loads(serialized or b"{}")
-    except ValueError:
-        return {}
-    return obj if isinstance(obj, dict) else {}
-
-
-def geo_type_from_arrow_metadata(serialized: bytes | None) -> GeoType:
-    """The GeoType of `geoarrow.wkb` metadata (`crs` — a string, or Arrow's parquet reader's
-    `{"crs": "0", "crs_type": "srid"}` —, `edges`); no `crs` means OGC:CRS84 (GeoArrow's default)."""
-    md = _metadata_of(serialized)
-    crs = md.get("crs")
-    if isinstance(crs, dict):      # PROJJSON: name it by its id when it has one
-        ident = crs.get("id") or {}
-        crs = f"{ident.get('authority')}:{ident.get('code')}" if ident.get("authority") else DEFAULT_CRS
-    crs = str(crs) if crs not in (None, "") else DEFAULT_CRS
-    if md.get("crs_type") == "srid" and ":" not in crs:
-        crs = f"SRID:{crs}"
-    edges = md.get("edges")
-    if edges:
-        return GeoType("geography", crs, str(edges).lower())
-    return GeoType("geometry", crs)
-
-
-def geo_type_of_arrow_field(f: "pa.Field") -> GeoType | None:
-    """The GeoType of an Arrow field holding `geoarrow.wkb` — as an extension type, or as a binary
-    field carrying the extension's metadata (an unregistered extension, as arrow-rs passes it)."""
-    import pyarrow as pa
-
-    t = f.type
-    if isinstance(t, pa.BaseExtensionType) and t.extension_name == EXTENSION_NAME:
-        return geo_type_from_arrow_metadata(t.__arrow_ext_serialize__())
-    md = f.metadata or {}
-    if md.get(b"ARROW:extension:name") == EXTENSION_NAME.encode() and \
-            (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)):
-        return geo_type_from_arrow_metadata(md.get(b"ARROW:extension:metadata"))
-    return None
+    return to_arrow_type(dt)
 
 
 # --- Spark's Arrow form --------------------------------------------------------------------------

@@ -277,7 +277,7 @@ class StructType(DataType):
 STRING = PrimitiveType("string")
 LONG = PrimitiveType("long")
 INTEGER = PrimitiveType("integer")
-# --- geospatial types (tahoe.protocol.geospatial has their Arrow form) ---------------------------
+# --- geospatial types (tahoe.protocol.geospatial: the feature; tahoe.protocol.geoarrow: the Arrow type) -
 
 ALGORITHMS = ("spherical", "vincenty", "thomas", "andoyer", "karney")
 DEFAULT_CRS = "OGC:CRS84"
@@ -323,6 +323,40 @@ class GeoType(DataType):
         if self.kind == "geography":
             out["edges"] = self.algorithm or "spherical"
         return out
+
+
+def _geo_metadata_of(serialized: bytes | None) -> dict:
+    try:
+        obj = json.loads(serialized or b"{}")
+    except ValueError:
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def geo_type_from_arrow_metadata(serialized: bytes | None) -> GeoType:
+    """The GeoType of `geoarrow.wkb` metadata (`crs` — a string, or Arrow's parquet reader's
+    `{"crs": "0", "crs_type": "srid"}` —, `edges`); no `crs` means OGC:CRS84 (GeoArrow's default)."""
+    md = _geo_metadata_of(serialized)
+    crs = md.get("crs")
+    if isinstance(crs, dict):      # PROJJSON: name it by its id when it has one
+        ident = crs.get("id") or {}
+        crs = f"{ident.get('authority')}:{ident.get('code')}" if ident.get("authority") else DEFAULT_CRS
+    crs = str(crs) if crs not in (None, "") else DEFAULT_CRS
+    if md.get("crs_type") == "srid" and ":" not in crs:
+        crs = f"SRID:{crs}"
+    edges = md.get("edges")
+    if edges:
+        return GeoType("geography", crs, str(edges).lower())
+    return GeoType("geometry", crs)
+
+
+def geo_type_of_arrow_field(f: "pa.Field") -> GeoType | None:
+    """The GeoType of an Arrow field holding `geoarrow.wkb` — as an extension type, or as a binary
+    field carrying the extension's metadata (an unregistered extension, as arrow-rs passes it)."""
+    from .geoarrow import wkb_metadata
+
+    md = wkb_metadata(f)
+    return None if md is None else geo_type_from_arrow_metadata(md)
 
 
 def is_geo(dt: Any) -> bool:
@@ -496,9 +530,9 @@ def to_arrow_type(dt: DataType) -> pa.DataType:
     if isinstance(dt, StructType):
         return pa.struct([to_arrow_field(f) for f in dt.fields])
     if isinstance(dt, GeoType):
-        from . import geospatial
+        from .geoarrow import wkb_type
 
-        return geospatial.arrow_type(dt)
+        return wkb_type(json.dumps(dt.arrow_metadata(), separators=(",", ":")))
     raise SchemaError(f"cannot convert {dt!r} to an Arrow type")
 
 
@@ -526,9 +560,7 @@ def from_arrow_type(t: pa.DataType) -> DataType:
     if T.is_dictionary(t):
         return from_arrow_type(t.value_type)
     if isinstance(t, pa.BaseExtensionType):
-        from . import geospatial
-
-        geo = geospatial.geo_type_of_arrow_field(pa.field("_", t))
+        geo = geo_type_of_arrow_field(pa.field("_", t))
         return geo if geo is not None else from_arrow_type(t.storage_type)
     if T.is_null(t):
         return VOID
@@ -588,9 +620,7 @@ def from_arrow_field(f: pa.Field) -> StructField:
     if md.get(b"ARROW:extension:name") in (b"arrow.parquet.variant", b"parquet.variant") \
             and _variant.is_variant_storage(f.type):
         return StructField(f.name, VARIANT, f.nullable, {})
-    from . import geospatial
-
-    geo = geospatial.geo_type_of_arrow_field(f)
+    geo = geo_type_of_arrow_field(f)
     if geo is not None:
         return StructField(f.name, geo, f.nullable, {})
     try:
