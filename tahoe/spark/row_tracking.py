@@ -143,12 +143,9 @@ def connect_error(original, self, rpc_error) -> Any:
         if field is None:
             raise
         from ..errors import UnsupportedFeatureError
-        from .surfacing import _both, _copy_as
+        from .surfacing import restated
 
-        message = CONNECT_REFUSAL.format(field=field)
-        try:
-            new = _copy_as(_both(UnsupportedFeatureError, type(e)), e, message, (message,))
-        except TypeError:
-            raise e from None
-        new.add_note("Spark's report of it:\n" + str(e))
+        new = restated(e, UnsupportedFeatureError, CONNECT_REFUSAL.format(field=field))
+        if new is e:
+            raise
         raise new from None

@@ -28,7 +28,7 @@ import re
 
 from ..errors import DeltaError
 
-__all__ = ["surfaced", "spark_facing", "REGISTER_HINT"]
+__all__ = ["surfaced", "spark_facing", "restated", "REGISTER_HINT"]
 
 REGISTER_HINT = ("the `delta` data source is not registered in this Spark session: tahoe provides "
                  "format('delta') as a Python data source, which Spark finds by itself where tahoe is "
@@ -135,6 +135,18 @@ def spark_facing(exc: DeltaError) -> BaseException:
     new._contexts = []
     new.tahoe_error = exc
     return new.with_traceback(exc.__traceback__)
+
+
+def restated(exc: BaseException, tahoe_cls: type, message: str) -> BaseException:
+    """Spark's `exc` told again as `message`: an exception of tahoe's class and of `exc`'s class
+    alike (Spark's condition and parameters kept), Spark's report a note and `.spark_error`;
+    `exc` itself when the two classes cannot be combined."""
+    try:
+        new = _copy_as(_both(tahoe_cls, type(exc)), exc, message, (message,))
+    except TypeError:
+        return exc
+    new.add_note("Spark's report of it:\n" + str(exc))
+    return new
 
 
 def surfaced(exc: BaseException) -> BaseException | None:

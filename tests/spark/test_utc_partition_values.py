@@ -92,6 +92,12 @@ def test_connect_write(connect, tmp_path):
         _df(connect).write.format("delta").partitionBy("ts").save(path)
         assert _values(path) == {"2024-01-01 12:00:00"}
         assert _instants(connect, path) == [NOON_LA]
+        # a DML over Connect writing a new partition: 12:00 -> 13:30 LA
+        from tahoe.spark import DeltaTable
+
+        DeltaTable.forPath(connect, path).update("id = 0", {"ts": "timestamp'2024-01-01 13:30:00'"})
+        assert _values(path) == {"2024-01-01 12:00:00", "2024-01-01 13:30:00"}
+        assert _instants(connect, path) == [NOON_LA + 5400]
     finally:
         connect.conf.unset(CONF)
         connect.conf.set(key, before)
