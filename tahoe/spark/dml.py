@@ -31,7 +31,7 @@ matching, the matched source rows' broadcast, one write):
      rows written less the rewritten ones); change data rows when the commit
      needs them. Each set is written by `tahoe.spark.write.write_dataframe(s)` with the
      planner's write plan (every row check inside the write job);
-  3. one commit through the planner's `write_and_commit` (files of a commit that surely did not
+  3. one commit through `tahoe.write.dml_commit.write_and_commit` (files of a commit that surely did not
      land are deleted).
 
 A MERGE that inserts and also matches reads its source twice: the source gets a row id and is
@@ -57,8 +57,9 @@ from ..storage import resolve_data_path
 from ..txn import Transaction
 from ..write.dml_plan import (
     CHANGE_TYPE, CLAUSE, MULTIPLE_MATCHES_MESSAGE, ROW_COMMIT_VERSION, ROW_ID, SOURCE_PRESENT, TARGET_PRESENT,
-    Counts, DmlPlan, candidate_files, cdc_needed, record_reads, write_and_commit,
+    DmlPlan, candidate_files, record_reads,
 )
+from ..write.dml_commit import Counts, cdc_needed, write_and_commit
 from . import internals
 from .read import FILE_COLUMN, ROW_COLUMN, hadoop_uri, read_snapshot
 from .session import session_time_zone

@@ -34,7 +34,7 @@ How rows move:
      row changes is removed;
   4. rows written are prepared by the write plans (`prepare_rows`: casts, computed columns,
      NOT NULL / CHECK / invariants / generated) before any file is written; then data files,
-     deletion vectors and change data files; one commit (`dml_plan.write_and_commit`).
+     deletion vectors and change data files; one commit (`dml_commit.write_and_commit`).
 """
 
 from __future__ import annotations
@@ -57,9 +57,10 @@ from ..read.arrow_reader import ArrowFileReader, logical_arrow_schema
 from ..txn import Transaction
 from .writer import prepare_rows
 from .dml_plan import (
-    CHANGE_TYPE, DEFAULT_SOURCE_ALIAS, DEFAULT_TARGET_ALIAS, MULTIPLE_MATCHES_MESSAGE, ROW_COMMIT_VERSION, ROW_ID, CompiledClause, Counts, DmlPlan,
-    MergeClause, candidate_files, cdc_needed, plan_delete, plan_merge, plan_update, record_reads, write_and_commit,
+    CHANGE_TYPE, DEFAULT_SOURCE_ALIAS, DEFAULT_TARGET_ALIAS, MULTIPLE_MATCHES_MESSAGE, ROW_COMMIT_VERSION, ROW_ID, CompiledClause, DmlPlan,
+    MergeClause, candidate_files, plan_delete, plan_merge, plan_update, record_reads,
 )
+from .dml_commit import Counts, cdc_needed, write_and_commit
 from .files import DEFAULT_TARGET_FILE_ROWS, conform_to_schema, to_arrow_table, write_data_files
 
 __all__ = ["delete", "update", "merge", "TableMerger", "execute_plan"]

@@ -3,7 +3,8 @@ executors — the Arrow one (`tahoe.write.dml`: `tahoe.delete` / `update` / `mer
 one (`tahoe.spark.dml`, behind `tahoe.spark.DeltaTable.delete` / `update` / `merge`). The
 executors only move rows: they evaluate the trees this module builds (Arrow with
 `tahoe.expressions.evaluate`, Spark with `to_spark_column`) and hand a function writing their
-rows to `write_and_commit` (deletion vectors, staging, one commit, cleanup on failure).
+rows to `tahoe.write.dml_commit.write_and_commit` (deletion vectors, staging, metrics, one commit,
+cleanup on failure).
 
     plan = plan_delete(snapshot, "day = 'mon' AND v < 10")
     plan = plan_update(snapshot, "id = 3", {"v": "v + 1"})
@@ -41,12 +42,12 @@ clause is an unconditional delete (`multiple_matches_allowed`).
 
 Execution settings decided here: merge-on-read with deletion vectors when the table has
 `delta.enableDeletionVectors` (`dv`), else copy-on-write; change data (`cdf`, written only when a
-commit's changes cannot be read from its add/remove actions alone: see `cdc_needed`); row tracking
+commit's changes cannot be read from its add/remove actions alone: see `dml_commit.cdc_needed`); row tracking
 (`row_tracking`: the materialized row-id / row-commit-version column names); which files may hold
 affected rows (`candidate_files`: partition pruning and stats skipping on the target-only part
 of the condition); what the transaction records as read (`record_reads`: the partition part of
-that predicate and the files scanned — delta-spark's `filterFiles`), and the commitInfo
-(`operation`, `parameters`, and `metrics` under delta-spark's names).
+that predicate and the files scanned — delta-spark's `filterFiles`), and the commitInfo's
+`operation` and `parameters` (its `metrics`, under delta-spark's names: `tahoe.write.dml_commit`).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ from ..expressions import (
 from ..expressions.resolve import unresolved_column
 from ..expressions.tree import quote_identifier
 from ..protocol import column_mapping
-from ..protocol.actions import AddCDCFile, AddFile, Metadata
+from ..protocol.actions import AddFile, Metadata
 from ..protocol.properties import (
     COLUMN_DEFAULT, GENERATION_EXPRESSION, IDENTITY_ALLOW_EXPLICIT_INSERT, ROW_COMMIT_VERSION_COLUMN_PROP,
     ROW_ID_COLUMN_PROP, bool_property, text_property,
@@ -76,8 +77,6 @@ from ..protocol.schema import (
 )
 from ..protocol.table_features import is_feature_supported
 from ..protocol.timestamps import normalize_zone_name
-from .commit import commit_new_files, delete_data_files
-from .deletion_vectors import stage_deleted_rows
 from .plan import WritePlan, is_identity, plan_rows
 from .replace_where import partition_predicate
 
@@ -88,9 +87,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "MergeClause", "CompiledClause", "DmlPlan", "plan_delete", "plan_update", "plan_merge",
     "TARGET_PRESENT", "SOURCE_PRESENT", "CLAUSE", "ROW_ID", "ROW_COMMIT_VERSION", "CHANGE_TYPE",
-    "candidate_files", "record_reads", "cdc_needed", "can_store_assign", "Counts", "stage", "metrics",
-    "write_and_commit",
-    "operation_result", "MULTIPLE_MATCHES_MESSAGE", "DEFAULT_TARGET_ALIAS", "DEFAULT_SOURCE_ALIAS", "KINDS",
+    "candidate_files", "record_reads", "can_store_assign", "MULTIPLE_MATCHES_MESSAGE", "DEFAULT_TARGET_ALIAS", "DEFAULT_SOURCE_ALIAS", "KINDS",
 ]
 
 TARGET_PRESENT = "__tahoe_target_present"
@@ -918,129 +915,5 @@ def record_reads(plan: DmlPlan, txn: "Transaction", scanned: Iterable[AddFile], 
     txn.read_files(list(scanned))
 
 
-# --- counting and committing ------------------------------------------------------------------------
-
-@dataclasses.dataclass
-class Counts:
-    """What an executor did, for the metrics and the commit."""
-    source_rows: int = 0
-    updated: int = 0
-    matched_updated: int = 0
-    nmbs_updated: int = 0
-    deleted: int = 0
-    matched_deleted: int = 0
-    nmbs_deleted: int = 0
-    inserted: int = 0
-    copied: int = 0
-    dv_added: int = 0           # files that get their first deletion vector
-    dv_updated: int = 0         # files whose deletion vector grows
-    dv_removed: int = 0         # files with a deletion vector that are removed
-    scan_ms: int = 0
-    rewrite_ms: int = 0
-
-
-def cdc_needed(plan: DmlPlan, counts: Counts, partial_deletes: bool) -> bool:
-    """Whether the commit needs change data files (delta-spark's rule): with the change data
-    feed on, unless every change can be read from the commit's add / remove actions alone — only
-    inserts (added files are inserts), or only whole files removed (removed files are deletes).
-    Updates, rows deleted from files that stay (copy-on-write rewrites, deletion vectors) need
-    them; then the inserts and whole-file deletes of the same commit go there too."""
-    if not plan.cdf:
-        return False
-    return counts.updated > 0 or partial_deletes
-
-
-def metrics(plan: DmlPlan, counts: Counts, removed: list[AddFile], added: list[AddFile],
-            cdcs: list[AddCDCFile]) -> dict[str, int]:
-    """delta-spark's operationMetrics of the DML (DeltaOperationMetrics.DELETE / UPDATE / MERGE;
-    deletion-vector counts as its SumMetrics report them: added/removed include updated)."""
-    exec_ms = int((time.perf_counter() - plan.start) * 1000)
-    removed_bytes = sum(a.size or 0 for a in removed)
-    added_bytes = sum(a.size or 0 for a in added)
-    dv_add = counts.dv_added + counts.dv_updated
-    dv_rem = counts.dv_removed + counts.dv_updated
-    if plan.operation == "DELETE":
-        return {"numAddedFiles": len(added), "numRemovedFiles": len(removed),
-                "numDeletionVectorsAdded": dv_add, "numDeletionVectorsRemoved": dv_rem,
-                "numDeletionVectorsUpdated": counts.dv_updated, "numAddedChangeFiles": len(cdcs),
-                "numDeletedRows": counts.deleted, "numCopiedRows": counts.copied, "executionTimeMs": exec_ms,
-                "scanTimeMs": counts.scan_ms, "rewriteTimeMs": counts.rewrite_ms,
-                "numRemovedBytes": removed_bytes, "numAddedBytes": added_bytes}
-    if plan.operation == "UPDATE":
-        return {"numAddedFiles": len(added), "numRemovedFiles": len(removed), "numAddedChangeFiles": len(cdcs),
-                "numDeletionVectorsAdded": dv_add, "numDeletionVectorsRemoved": dv_rem,
-                "numDeletionVectorsUpdated": counts.dv_updated, "numUpdatedRows": counts.updated,
-                "numCopiedRows": counts.copied, "executionTimeMs": exec_ms, "scanTimeMs": counts.scan_ms,
-                "rewriteTimeMs": counts.rewrite_ms, "numRemovedBytes": removed_bytes, "numAddedBytes": added_bytes}
-    return {"numSourceRows": counts.source_rows, "numTargetRowsInserted": counts.inserted,
-            "numTargetRowsUpdated": counts.updated, "numTargetRowsMatchedUpdated": counts.matched_updated,
-            "numTargetRowsNotMatchedBySourceUpdated": counts.nmbs_updated, "numTargetRowsDeleted": counts.deleted,
-            "numTargetRowsMatchedDeleted": counts.matched_deleted,
-            "numTargetRowsNotMatchedBySourceDeleted": counts.nmbs_deleted, "numTargetRowsCopied": counts.copied,
-            "numTargetBytesAdded": added_bytes, "numTargetBytesRemoved": removed_bytes,
-            "numOutputRows": counts.inserted + counts.updated + counts.copied,
-            "numTargetFilesAdded": len(added), "numTargetFilesRemoved": len(removed),
-            "numTargetChangeFilesAdded": len(cdcs), "executionTimeMs": exec_ms, "materializeSourceTimeMs": 0,
-            "scanTimeMs": counts.scan_ms, "rewriteTimeMs": counts.rewrite_ms,
-            "numTargetDeletionVectorsAdded": dv_add, "numTargetDeletionVectorsRemoved": dv_rem,
-            "numTargetDeletionVectorsUpdated": counts.dv_updated}
-
-
-def stage(plan: DmlPlan, txn: "Transaction", counts: Counts, removed: list[AddFile], added: list[AddFile],
-          dv_old: list[AddFile], dv_new: list[AddFile], cdcs: list[AddCDCFile],
-          identity_marks: Mapping[str, int] | None = None) -> dict:
-    """Stage the DML's actions in `txn` (its reads already recorded): files removed (whole files:
-    deleted or rewritten), the files of rows written, deletion-vector replacements (the old
-    AddFile removed, the same file with its new DV added), change data files, the evolved schema,
-    identity high-water marks. Returns the operation metrics."""
-    if plan.new_metadata is not None:
-        txn.update_metadata(plan.new_metadata)
-    txn.remove_files(list(removed) + list(dv_old))
-    txn.add_files(list(dv_new) + list(added))
-    if cdcs:
-        txn.add_cdc_files(cdcs)
-    for name, value in (identity_marks or {}).items():
-        txn.update_identity_high_water_mark(name, value)
-    return metrics(plan, counts, removed, added, cdcs)
-
-
-def write_and_commit(plan: DmlPlan, txn: "Transaction", snapshot: "Snapshot", counts: Counts,
-                     removed: list[AddFile], dv_rows: Mapping[str, Any],
-                     write: Callable[[list], tuple[list[AddFile], list[AddCDCFile], Mapping[str, int]]]) -> dict:
-    """The tail every executor shares: `write(new_files)` writes the DML's rows (appending each
-    file to `new_files` as soon as it exists; returns the data files added, the change data files
-    and the identity high-water marks), then the deletion vectors of `dv_rows` ({path: row
-    positions}) are written and everything is staged (`stage`) and committed in one version
-    (`commit_new_files`). The files of a failed attempt are deleted (a failed write, or a commit
-    that surely did not land). Nothing to change: no commit, the snapshot's version. Returns the
-    operation metrics and `version`."""
-    t0 = time.perf_counter()
-    new_files: list = []
-    try:
-        added, cdcs, marks = write(new_files)
-        if not removed and not dv_rows and not added:
-            delete_data_files(snapshot.store, snapshot.table_root, new_files)
-            return {**metrics(plan, counts, [], [], []), "version": snapshot.version}
-        dv_old, dv_new = stage_deleted_rows(snapshot, dv_rows) if dv_rows else ([], [])
-    except BaseException:
-        delete_data_files(snapshot.store, snapshot.table_root, new_files)
-        raise
-    counts.rewrite_ms = int((time.perf_counter() - t0) * 1000)
-    result: dict[str, Any] = {}
-
-    def do_stage(t: "Transaction") -> dict:
-        m = stage(plan, t, counts, removed, added, dv_old, dv_new, cdcs, marks)
-        result.update(m)
-        return m
-
-    result["version"] = commit_new_files(txn, new_files, do_stage)
-    return result
-
-
-def operation_result(m: Mapping[str, int]) -> dict[str, int]:
-    """The row counts delta-spark 4.x's `DeltaMergeBuilder.execute()` returns as a DataFrame
-    (num_affected_rows, num_updated_rows, num_deleted_rows, num_inserted_rows) from a MERGE's
-    metrics. (delta-spark's `DeltaTable.delete` / `update` return None.)"""
-    up, de, ins = (int(m.get(k, 0)) for k in ("numTargetRowsUpdated", "numTargetRowsDeleted", "numTargetRowsInserted"))
-    return {"num_affected_rows": up + de + ins, "num_updated_rows": up, "num_deleted_rows": de,
-            "num_inserted_rows": ins}
+# moved to tahoe.write.dml_commit (staging, metrics, commit plumbing); importable here too
+from .dml_commit import Counts, cdc_needed, metrics, operation_result, stage, write_and_commit  # noqa: E402,F401
