@@ -4,8 +4,8 @@ they never pass through the driver, which only sees per-file counts and deletion
 
     metrics = run_dml(spark, log, snapshot, plan, source_df)   # one commit; delta-spark's metrics
 
-Jobs (a DV-mode DELETE is one job; a DV-mode MERGE upsert four: the source's broadcast, the
-matching, the matched source rows' broadcast, one write):
+Jobs (a DV-mode DELETE or UPDATE is one job; a DV-mode MERGE upsert three: the source's broadcast,
+the matching that also writes the updated rows, the inserts' write):
   1. the candidate files (the planner's partition pruning and stats skipping) are scanned with
      each row's file and position (`_metadata.file_path`, the row index: `read_snapshot(file_row=
      True)`); a MERGE joins them with the source on its condition — inner, or left outer from the
@@ -21,8 +21,15 @@ matching, the matched source rows' broadcast, one write):
      twice (delta-spark's DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE) shows as more
      pairs than places, with no job of its own — and the matched source rows' ids, so that an
      upsert whose last insert clause takes every unmatched row knows numSourceRows (matched +
-     inserted) without counting its source;
-  2. the rows written: updated rows (new values, generated columns recomputed); with copy-on-write
+     inserted) without counting its source. The inline path (every UPDATE and MERGE without
+     change data): the same job writes the updated rows too — its tasks compute their new values
+     (generated columns recomputed, every row check evaluated on them only: `shape_rows`) and
+     write them with pyarrow (`write_arrow_rows`; local tables into a staging directory under the
+     root, moved into place after the job; object stores straight into the table), so the
+     changed rows are neither kept nor read again. With change data they are kept: their
+     pre-images are written again as change rows;
+  2. the rows written: updated rows (new values, generated columns recomputed) unless the inline
+     path wrote them; with copy-on-write
      also the touched files' other rows — a scan of those files with the changed rows masked
      out by inline deletion vectors, no join; MERGE inserts: source rows no target row matched
      (a broadcast left anti join with the matched source rows), each given the first insert
@@ -42,6 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import uuid
 from typing import Any
 
 import pyarrow as pa
@@ -59,18 +67,22 @@ from ..write.dml_plan import (
     CHANGE_TYPE, CLAUSE, MULTIPLE_MATCHES_MESSAGE, ROW_COMMIT_VERSION, ROW_ID, SOURCE_PRESENT, TARGET_PRESENT,
     DmlPlan, candidate_files, record_reads,
 )
+from ..write.commit import delete_data_files
 from ..write.dml_commit import Counts, cdc_needed, write_and_commit
 from . import internals
-from .read import FILE_COLUMN, ROW_COLUMN, hadoop_uri, read_snapshot
+from .read import FILE_COLUMN, ROW_COLUMN, hadoop_uri, jvm_reaches, read_snapshot
 from .session import session_time_zone
 from .session import configure
 from .types import assign_by_name, col, from_spark_schema, to_spark_type
-from .write import write_dataframe, write_dataframes
+from .write import shape_rows, write_arrow_rows, write_dataframe, write_dataframes
 
 __all__ = ["run_dml", "column_sql", "dataframe_alias", "spark_typer"]
 
 SID = "__tahoe_source_row"
 _MATCHED = "__tahoe_matched"
+_S_CLAUSE = "__tahoe_summary_clause"   # the summary's columns (see `_summarize`)
+_S_SID = "__tahoe_summary_source_row"
+_WRITE = "__tahoe_write"
 CDC_DIR = "_change_data"
 
 
@@ -174,6 +186,12 @@ class _SparkDml:
         self.by_index = {c.index: c for c in plan.clauses}
         self.persisted: list = []
         self.matched_sources = None  # MERGE: BitMap64 of the matched source rows' ids (SID)
+        # the inline path (module docstring): not with change data (its pre-images need the
+        # changed rows again)
+        self.inline = not plan.cdf
+        self.inline_files: list[AddFile] = []
+        self.inline_marks: dict[str, int] = {}
+        self.inline_staging: str | None = None
 
     # --- reading the target -------------------------------------------------------------------------
     def _files_table(self, adds: list[AddFile], dvs: dict[str, Any] | None = None) -> pa.Table:
@@ -225,11 +243,11 @@ class _SparkDml:
             out = F.when(cond, F.lit(c.index)) if out is None else out.when(cond, F.lit(c.index))
         return out if out is not None else F.lit(None).cast("int")
 
-    def _values(self, df, clauses, columns: list[str], generated: dict):
+    def _values(self, df, clauses, columns: list[str], generated: dict, keep_also: tuple = ()):
         """`df` (rows each taken by one of `clauses`, CLAUSE set) → the rows they write: the
         clauses' values stored into the table's types (`assign_by_name`: struct fields by name;
         the values' types read from one analysis of the projection), then generated columns
-        recomputed."""
+        recomputed. `keep_also`: more columns of `df` carried along."""
         from pyspark.sql import functions as F
 
         sel = []
@@ -241,7 +259,8 @@ class _SparkDml:
                     cond = F.col(CLAUSE) == F.lit(c.index)
                     expr = F.when(cond, v) if expr is None else expr.when(cond, v)
             sel.append((F.lit(None) if expr is None else expr).alias(name))
-        keep = [CLAUSE] + [n for n in (FILE_COLUMN, ROW_COLUMN, ROW_ID, ROW_COMMIT_VERSION) if n in df.columns]
+        keep = [CLAUSE] + [n for n in (FILE_COLUMN, ROW_COLUMN, ROW_ID, ROW_COMMIT_VERSION, *keep_also)
+                           if n in df.columns]
         raw = df.select(*sel, *[col(n) for n in keep])
         types = {f.name: f.dataType for f in raw.schema.fields}
         out = raw.select(*[assign_by_name(col(name), types[name], to_spark_type(self.schema.field(name).type))
@@ -333,12 +352,22 @@ class _SparkDml:
                     target = target.alias(plan.target_alias) if plan.user_target_alias else target
                     joined = target.withColumn(CLAUSE, self._clause_column(plan.clauses, with_presence=False))
                     keep = F.col(CLAUSE).isNotNull()
-                changed = self._kept(joined.filter(keep))
+                if self.inline:
+                    rows = joined.filter(keep)
+                else:
+                    changed = self._kept(joined.filter(keep))
             # one job: the changed rows' places per clause and, for a MERGE, every matched pair's
             # place (a target row matched twice: delta-spark's error)
             check = plan.operation == "MERGE" and plan.has_matched and not plan.multiple_matches_allowed
             modified_idx = [c.index for c in modifying]
-            if changed is None:
+            if self.inline and plan.operation != "DELETE":
+                summary, duplicates, sids = self._summarize_and_write(rows, modified_idx, check, uses_sid)
+                self.matched_sources = sids if uses_sid else None
+                if duplicates:
+                    self._drop_inline()
+                    raise DeltaUnsupportedOperationException(
+                        MULTIPLE_MATCHES_MESSAGE, "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE")
+            elif changed is None:
                 summary, _, _ = _summarize(rows)
             elif modified_idx or check:
                 clause = F.when(F.col(CLAUSE).isin(*modified_idx), F.col(CLAUSE)) if modified_idx \
@@ -353,7 +382,87 @@ class _SparkDml:
                     raise DeltaUnsupportedOperationException(
                         MULTIPLE_MATCHES_MESSAGE, "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE")
         counts.scan_ms = int((time.perf_counter() - t0) * 1000)
-        return self._write_and_commit(txn, candidates, changed, source, summary, counts)
+        try:
+            return self._write_and_commit(txn, candidates, changed, source, summary, counts)
+        except BaseException:
+            self._drop_inline()   # (write_and_commit deletes them too once it has them)
+            raise
+
+    def _summarize_and_write(self, rows, modified_idx: list[int], check: bool, uses_sid: bool):
+        """The inline path's one job (see the module docstring): `rows` (the changed rows, and for
+        a MERGE every matched pair) → the summary of `_summarize`, the updated rows written as
+        data files by the same tasks (`write_arrow_rows`, the rewrite plan's checks evaluated on
+        them only) into a staging directory, moved into place here (`self.inline_files`)."""
+        from pyspark.sql import functions as F
+
+        plan = self.plan
+        update_clauses = [c for c in plan.clauses if c.action == "update"]
+        clause = F.when(F.col(CLAUSE).isin(*modified_idx), F.col(CLAUSE)) if modified_idx else F.lit(None).cast("int")
+        matched = F.col(SOURCE_PRESENT).isNotNull() if check else F.lit(False)
+        sid = F.when(F.col(SOURCE_PRESENT).isNotNull(), F.col(SID)) if uses_sid else F.lit(None).cast("long")
+        writes = F.coalesce(F.col(CLAUSE).isin(*[c.index for c in update_clauses]), F.lit(False)) \
+            if update_clauses else F.lit(False)
+        rows = rows.withColumns({_S_CLAUSE: clause.cast("long"), _MATCHED: matched, _S_SID: sid.cast("long"),
+                                 _WRITE: writes})
+        summary_cols = [FILE_COLUMN, ROW_COLUMN, _S_CLAUSE, _MATCHED, _S_SID, _WRITE]
+        extras = {ROW_ID: plan.row_tracking[0], ROW_COMMIT_VERSION: plan.row_tracking[1]} if plan.row_tracking else {}
+        out_cols = self._out_columns(update_clauses)
+        values = self._values(rows, update_clauses, out_cols, plan.update_generated, keep_also=tuple(summary_cols))
+        if extras:
+            values = values.withColumn(ROW_COMMIT_VERSION, F.lit(None).cast("long"))
+        shaped = shape_rows(values, plan.rewrite_plan, [*extras, *summary_cols], where=_WRITE)
+        local = jvm_reaches(self.log.table_root, self.spark)
+        staging = f"_tahoe_staging_{uuid.uuid4().hex}" if local else ""
+        self.inline_staging = staging or None
+        summary, duplicates, sids, adds, marks = _summarize(
+            shaped.select(*summary_cols, *[col(f.name) for f in self.schema.fields], *[col(n) for n in extras]),
+            _InlineWrite(plan.rewrite_plan, [f.name for f in self.schema.fields], extras, staging))
+        self.inline_files = self._move_staged(adds, staging) if staging else adds
+        self.inline_marks = marks
+        return summary, duplicates, sids
+
+    def _move_staged(self, adds: list[AddFile], staging: str) -> list[AddFile]:
+        """The inline job's files, moved from the staging directory into the table (their
+        partition directories), as AddFiles of their final paths; the staging directory goes."""
+        from urllib.parse import unquote
+
+        from ..write.files import encode_log_path
+
+        store, root = self.log.store, self.log.table_root
+        moved: list[AddFile] = []
+        try:
+            for a in adds:
+                rel = unquote(a.path)
+                final = rel[len(staging) + 1:]
+                store.rename_data(store.join(root, *rel.split("/")), store.join(root, *final.split("/")))
+                moved.append(dataclasses.replace(a, path=encode_log_path(final)))
+        except BaseException:
+            delete_data_files(store, root, moved)
+            raise
+        finally:
+            self._drop_staging()
+        return moved
+
+    def _drop_staging(self) -> None:
+        if self.inline_staging:
+            try:
+                self.log.store.delete_tree(self.log.store.join(self.log.table_root, self.inline_staging))
+            except OSError:
+                pass
+            self.inline_staging = None
+
+    def _drop_inline(self) -> None:
+        """The inline job's files (the DML failed before its commit)."""
+        self._drop_staging()
+        if self.inline_files:
+            delete_data_files(self.log.store, self.log.table_root, self.inline_files)
+            self.inline_files = []
+
+    def _out_columns(self, update_clauses) -> list[str]:
+        """The columns an update writes before `_shape` (generated ones only where a clause
+        assigns them: else `_values` recomputes them)."""
+        return [f.name for f in self.schema.fields if not f.metadata.get("delta.generationExpression")
+                or any(f.name in c.values for c in update_clauses)]
 
     def _write_and_commit(self, txn: Transaction, candidates: list[AddFile], changed, source, summary: dict,
                           counts: Counts) -> dict[str, Any]:
@@ -410,13 +519,14 @@ class _SparkDml:
                 partial = True
         update_clauses = [c for c in plan.clauses if c.action == "update"]
         extras = {ROW_ID: plan.row_tracking[0], ROW_COMMIT_VERSION: plan.row_tracking[1]} if plan.row_tracking else None
-        out_cols = [f.name for f in self.schema.fields if not f.metadata.get("delta.generationExpression")
-                    or any(f.name in c.values for c in update_clauses)]
+        out_cols = self._out_columns(update_clauses)
 
         def write(new_files: list) -> tuple[list[AddFile], list[AddCDCFile], dict[str, int]]:
-            added: list[AddFile] = []
+            added: list[AddFile] = list(self.inline_files)   # the updated rows, written by the scan job
+            new_files += self.inline_files
+            self.inline_files = []   # write_and_commit owns them now
             cdcs: list[AddCDCFile] = []
-            marks: dict[str, int] = {}
+            marks: dict[str, int] = dict(self.inline_marks)
             updated = None
             if changed is not None and counts.updated:
                 upd = changed.filter(F.col(CLAUSE).isin(*[c.index for c in update_clauses]))
@@ -444,18 +554,22 @@ class _SparkDml:
             if rewritten is not None and inserts is not None and not plan.cdf and not extras \
                     and not plan.insert_plan.identity and plan.insert_plan.schema == plan.rewrite_plan.schema:
                 # one job writes the rewritten and the inserted rows (the inserts counted on the way)
-                files, marks = write_dataframes([(rewritten, plan.rewrite_plan), (inserts, plan.insert_plan)], self.log)
+                files, job_marks = write_dataframes([(rewritten, plan.rewrite_plan), (inserts, plan.insert_plan)],
+                                                    self.log)
+                marks.update(job_marks)
                 added += files
                 new_files += files
-                # every row written is a rewritten one (updated, or copied) or an inserted one
-                counts.inserted = sum(a.num_records or 0 for a in files) - counts.updated - counts.copied
+                # every row written is a rewritten one (updated here, or copied) or an inserted one
+                counts.inserted = sum(a.num_records or 0 for a in files) - counts.copied - \
+                    (counts.updated if updated is not None else 0)
             else:
                 if rewritten is not None:
                     files, _ = write_dataframe(rewritten, self.log, plan.rewrite_plan, extra_columns=extras)
                     added += files
                     new_files += files
                 if inserts is not None:
-                    inserted, marks = write_dataframe(inserts, self.log, plan.insert_plan)
+                    inserted, job_marks = write_dataframe(inserts, self.log, plan.insert_plan)
+                    marks.update(job_marks)
                     added += inserted
                     new_files += inserted
                     counts.inserted = sum(a.num_records or 0 for a in inserted)
@@ -494,7 +608,15 @@ class _SparkDml:
 
         plan = self.plan
         if plan.has_matched or plan.has_not_matched_by_source:
-            if changed is not None:
+            if changed is None and self.matched_sources:
+                # the inline path: the matched source rows' ids from the summary, a local relation
+                # (broadcast with no job)
+                import numpy as np
+
+                ids = pa.table({_MATCHED: pa.array(np.array(self.matched_sources, dtype=np.int64))})
+                matched = self.spark.createDataFrame(ids)
+                unmatched = source.join(F.broadcast(matched), on=F.col(SID) == F.col(_MATCHED), how="left_anti")
+            elif changed is not None:
                 # no distinct (a shuffle): the broadcast hash relation takes repeated keys
                 matched = changed.filter(F.col(SOURCE_PRESENT).isNotNull() & F.col(TARGET_PRESENT).isNotNull()) \
                     .select(F.col(SID).alias(_MATCHED))
@@ -548,15 +670,31 @@ class _SparkDml:
         return out
 
 
-def _summarize(df) -> tuple[dict[str, tuple[dict, dict]], bool, Any]:
-    """`df` (file URI, row position, clause index or null, matched flag, source row id or null)
-    → (per file URI ({clause index: BitMap64 of the rows it changes}, {}), whether some row is
-    flagged more than once — a target row two source rows match —, BitMap64 of the source row
-    ids). One job: each task builds one bitmap per file and clause, per file the bitmap of its
-    flagged rows with their count, and the bitmap of the source row ids it saw; the driver merges
-    them — flagged pairs outnumbering the distinct flagged rows means a row matched twice (exact
-    whatever the partitioning: every pair is counted once)."""
+@dataclasses.dataclass
+class _InlineWrite:
+    """What `_summarize`'s tasks need to write the rows flagged `_WRITE` (picklable): the write
+    plan, the table's columns and the extra (row tracking) ones, the staging directory."""
+    plan: Any
+    columns: list
+    extras: dict
+    subdir: str
+
+
+def _summarize(df, write: _InlineWrite | None = None):
+    """`df` (file URI, row position, clause index or null, matched flag, source row id or null;
+    with `write`, also a write flag and the rows' table columns) → (per file URI ({clause index:
+    BitMap64 of the rows it changes}, {}), whether some row is flagged more than once — a target
+    row two source rows match —, BitMap64 of the source row ids) and, with `write`, (the AddFiles
+    the tasks wrote — the rows flagged for writing, as `tahoe.spark.write.write_arrow_rows` writes
+    them —, their identity high-water marks). One job: each task builds one bitmap per file and
+    clause, per file the bitmap of its flagged rows with their count, and the bitmap of the source
+    row ids it saw; the driver merges them — flagged pairs outnumbering the distinct flagged rows
+    means a row matched twice (exact whatever the partitioning: every pair is counted once)."""
+    import json
+
     from pyroaring import BitMap64
+
+    from ..write.plan import merge_identity_marks
 
     def task(batches):
         import numpy as np
@@ -564,9 +702,21 @@ def _summarize(df) -> tuple[dict[str, tuple[dict, dict]], bool, Any]:
         import pyarrow.compute as pc
         from pyroaring import BitMap64 as BM
 
+        from ..write.files import DEFAULT_TARGET_FILE_ROWS
+
         acc: dict = {}
         pairs: dict = {}
         sids = BM()
+        pending: list = []
+        count = 0
+        written: list = []
+
+        def flush():
+            adds, marks = write_arrow_rows(write.plan, pa.Table.from_batches(pending), write.extras or None,
+                                           write.subdir)
+            pending.clear()
+            written.append((json.dumps(adds), json.dumps(marks)))
+
         for b in batches:
             if not b.num_rows:
                 continue
@@ -591,24 +741,58 @@ def _summarize(df) -> tuple[dict[str, tuple[dict, dict]], bool, Any]:
                 if n:
                     acc.setdefault((name, -2), BM()).update(f_rows[f_flag])
                     pairs[name] = pairs.get(name, 0) + n
+            if write is not None:
+                keep = pc.fill_null(b.column(5), False)
+                if pc.any(keep).as_py():
+                    part = b.filter(keep).select(list(write.columns) + list(write.extras))
+                    pending.append(part)
+                    count += part.num_rows
+                    if count >= DEFAULT_TARGET_FILE_ROWS:
+                        flush()
+                        count = 0
+        if pending:
+            flush()
         keys = list(acc)
         if sids:
             acc[("", -3)] = sids
             keys.append(("", -3))
+        schema = pa.schema([("file", pa.string()), ("clause", pa.int64()), ("bitmap", pa.binary()),
+                            ("pairs", pa.int64()), ("adds", pa.string()), ("marks", pa.string())])
         if keys:
             yield pa.RecordBatch.from_pydict({
                 "file": [k[0] for k in keys], "clause": [k[1] for k in keys],
                 "bitmap": [acc[k].serialize() for k in keys],
-                "pairs": [pairs.get(k[0], 0) if k[1] == -2 else 0 for k in keys]},
-                schema=pa.schema([("file", pa.string()), ("clause", pa.int64()), ("bitmap", pa.binary()),
-                                  ("pairs", pa.int64())]))
+                "pairs": [pairs.get(k[0], 0) if k[1] == -2 else 0 for k in keys],
+                "adds": [None] * len(keys), "marks": [None] * len(keys)}, schema=schema)
+        if written:
+            yield pa.RecordBatch.from_pydict({
+                "file": [None] * len(written), "clause": [-4] * len(written), "bitmap": [None] * len(written),
+                "pairs": [0] * len(written), "adds": [a for a, _ in written], "marks": [m for _, m in written]},
+                schema=schema)
 
-    rows = df.mapInArrow(task, "file string, clause long, bitmap binary, pairs long").toArrow()
+    try:
+        rows = df.mapInArrow(task, "file string, clause long, bitmap binary, pairs long, adds string, marks string") \
+            .toArrow()
+    except Exception as e:  # noqa: BLE001 - a row check of the written rows failed inside the job
+        if write is not None:
+            from .write import constraint_error, violation_message
+
+            msg = violation_message(e)
+            if msg is not None:
+                raise constraint_error(msg) from None
+        raise
     out: dict[str, tuple[dict, dict]] = {}
     flagged: dict[str, Any] = {}
     sids = BitMap64()
     pairs = 0
-    for f, c, data, n in zip(*(rows.column(i).to_pylist() for i in range(4))):
+    adds: list[AddFile] = []
+    marks: list[dict] = []
+    cols = [rows.column(i).to_pylist() for i in range(6)]
+    for f, c, data, n, a, m in zip(*cols):
+        if c == -4:
+            adds += [AddFile.from_dict(json.loads(x)["add"]) for x in json.loads(a)]
+            marks.append(json.loads(m))
+            continue
         bm = BitMap64.deserialize(data)
         if c == -3:
             sids |= bm
@@ -618,4 +802,7 @@ def _summarize(df) -> tuple[dict[str, tuple[dict, dict]], bool, Any]:
         else:
             bitmaps, _ = out.setdefault(f, ({}, {}))
             bitmaps[c] = bitmaps[c] | bm if c in bitmaps else bm
-    return out, pairs > sum(len(bm) for bm in flagged.values()), sids
+    duplicates = pairs > sum(len(bm) for bm in flagged.values())
+    if write is None:
+        return out, duplicates, sids
+    return out, duplicates, sids, adds, merge_identity_marks(write.plan.schema, marks)

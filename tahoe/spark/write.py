@@ -87,7 +87,8 @@ from ..write.files import conform_to_schema, write_data_files, DEFAULT_TARGET_FI
 from ..write.writer import prepare_rows, replace_rows
 from .read import jvm_reaches, hadoop_location
 
-__all__ = ["write_dataframe", "write_dataframes", "prepare_datasource_write", "datasource_write_task", "datasource_commit",
+__all__ = ["write_dataframe", "write_dataframes", "shape_rows", "write_arrow_rows", "constraint_error",
+           "violation_message", "prepare_datasource_write", "datasource_write_task", "datasource_commit",
            "datasource_abort", "guarded_commit", "schema_mode", "table_schema_of", "footer_stats"]
 
 _log = logging.getLogger(__name__)
@@ -187,12 +188,13 @@ def _sql_column(sql: str):
     return to_spark_column(parse(sql))
 
 
-def _shape(df, plan: WritePlan, passthrough: list[str] = ()):
+def _shape(df, plan: WritePlan, passthrough: list[str] = (), where: str | None = None):
     """`df` with the table's columns (logical names, table types) as the plan says — given
     columns cast, identity values generated, column defaults and generated columns computed,
     other absent columns null — plus a check column that fails the job on a row breaking NOT
     NULL, a CHECK constraint, an invariant, a given generated column, an identity overflow or
-    the replaceWhere predicate."""
+    the replaceWhere predicate. `where`: a boolean column of `df` (passed through) — only the
+    rows where it is TRUE are checked (the others are not written)."""
     from pyspark.sql import functions as F
 
     schema = plan.schema
@@ -231,9 +233,20 @@ def _shape(df, plan: WritePlan, passthrough: list[str] = ()):
     if plan.replace_where is not None and plan.check_replace_where:
         checks.append((_sql_column(plan.replace_where), f"{_RW_PREFIX}{plan.replace_where})"))
     if checks:
+        if where is not None:
+            gate = ~F.coalesce(F.col(where), F.lit(False))
+            checks = [(gate | c, what) for c, what in checks]
         conds = [_violation(c, what, names) for c, what in checks]
         shaped = shaped.withColumn(_CHECK, F.coalesce(*conds) if len(conds) > 1 else conds[0])
     return shaped
+
+
+def shape_rows(df, plan: WritePlan, passthrough: list[str] = (), where: str | None = None):
+    """`df` as the rows of `plan`'s files (`_shape`: the table's columns, computed columns, and
+    every row check — only on the rows where column `where` is TRUE, when given — evaluated
+    inside the job), with the `passthrough` columns after them: for a job that writes them itself
+    (`write_arrow_rows` in its tasks)."""
+    return _checked(_shape(df, plan, list(passthrough), where))
 
 
 def _not_null_columns(schema: StructType, prefix: str = "", parent=None) -> list:
@@ -304,6 +317,12 @@ def constraint_error(msg: str) -> Exception:
     if msg.startswith(("CHECK constraint ", "Invariant (")):
         return ConstraintViolationError(msg, error_class="DELTA_VIOLATE_CONSTRAINT_WITH_VALUES")
     return ConstraintViolationError(msg)
+
+
+def violation_message(e: BaseException) -> str | None:
+    """The message of a row check (`_shape`) that failed inside a Spark job, or None when `e` is
+    another failure."""
+    return _violation_message(e)
 
 
 def _violation_message(e: BaseException) -> str | None:
@@ -425,6 +444,13 @@ def _write_rows(plan: WritePlan, rows, extras: dict[str, str] | None = None, sub
         if mm["min"].is_valid:
             marks[name] = identity_mark(schema.field(name), mm["min"].as_py(), mm["max"].as_py())
     return [a.to_json() for a in adds], marks
+
+
+def write_arrow_rows(plan: WritePlan, rows, extras: dict[str, str] | None = None, subdir: str = "",
+                     file_prefix: str = "part") -> tuple[list[str], dict[str, int]]:
+    """Executor side: rows shaped by `shape_rows` (an Arrow table) written as data files of
+    `plan`'s table (`_write_rows`): (AddFile JSON lines, identity high-water marks)."""
+    return _write_rows(plan, rows, extras, subdir, file_prefix)
 
 
 def _arrow_task(plan: WritePlan, extras: dict[str, str] | None = None, subdir: str = "", file_prefix: str = "part"):
