@@ -29,8 +29,13 @@ log, no positions, no DV, no commit: copy-on-write / floor is the most a DV DELE
 floor is timed right after each DV DELETE run (alternating), so both see the same warmth of
 Spark's JIT and the same load (timed at the end, after every other operation had warmed the
 JVM's scan loops, it favoured the floor: the DV runs before it were still warming, 0.65 -> 0.38 s).
+Spark's UPDATE / MERGE floors (same run, one Spark job each over the same files, plain parquet
+written, no log): UPDATE — the rows found and written with `v + 1`; MERGE — the matched target rows
+found (broadcast join with the source file) and written with the source's values, the inserts left
+out; copy-on-write — every touched file (all of them) read and written again.
 Targets (issue 13): DELETE in DV mode ≥ 10× faster than copy-on-write and faster than delta-rs;
-MERGE faster than delta-rs; UPDATE beside delta-rs (reported) — for each executor.
+MERGE faster than delta-rs; UPDATE beside delta-rs (reported) — for each executor. Issue 32, for
+Spark: UPDATE (DV and copy-on-write) faster than delta-rs; MERGE upsert ≤ 0.8× delta-rs's time.
 
 Measured 2026-11-29 08:31, `python -m bench.dml --ops delete` (floors alternating with the DV runs, the
 Spark floor with the schema given; load 9.6 at start and at end — other sessions' tests on the 2
@@ -52,6 +57,19 @@ cores), seconds (the runs in brackets):
   load, of which Spark resolving the scan's relation 0.047 s; the DV file and the commit: 5 fsyncs,
   0.034 s) and 0.08-0.19 s from the collect's call to the job's submission (analysis, planning, the
   Python UDF). Without the schema given the floor paid 0.1 s more (a footer read to infer it).
+Measured 2026-11-29 08:27, `python -m bench.dml` (best of 3; Spark UPDATE / MERGE without change data
+now write the updated rows from the scan job; machine shared: load 12.1/12.7/11.4 at start,
+10.6/10.9/11.0 at end — every figure ~3-4x a quiet run's, the ratios noisy), seconds:
+    delta-rs delete 1.17   update 0.98 (1.73 1.40 0.98)   merge 4.08 (4.85 7.49 4.08)
+    spark  delete dv 1.08 / cow 3.47   update dv 1.16 (1.78 1.16 1.37) / cow 6.79 (6.79 8.25 7.41)
+           merge dv 4.14 (7.98 4.53 4.14) / cow 7.29;   floors: delete 0.83 (the earlier way: timed
+           last, schema inferred), update 1.06, merge 2.09
+    ratios: spark UPDATE delta-rs/DV 0.85x, delta-rs/cow 0.14x (target > 1x missed: the floor — Spark
+            alone finding and writing the rows — took 1.06 s, itself 0.93x delta-rs; DV / floor 1.09x);
+            MERGE spark/delta-rs DV 1.01x, cow 1.79x (target <= 0.8x missed in this run; DV / floor
+            1.98x); the copy-on-write floor (a rewrite of the touched files) was added after this run.
+    Same session A/B of the inline path (10M rows, DV, best of 4, load ~13): UPDATE 2.74 s inline vs
+    3.30 s two-pass, MERGE 3.06 s vs 5.90 s.
 Measured 2026-11-27 19:37, `python -m bench.dml` (best of --repeat 3, with the floors; load 2.0 at
 start, 1.9 at end; deltalake 1.6.6), seconds (the runs in brackets):
     arrow  delete dv 0.09 (0.09 0.09 0.10) / cow 0.74 (1.13 0.74 0.82)   update dv 0.24 / cow 0.74
@@ -415,6 +433,36 @@ def main() -> None:
                 for mode in ("dv", "cow"):
                     timed(f"tahoe-spark {op} {mode}", op, tables[mode], lambda o, p: run_spark(o, p, src_path),
                           ("floor spark delete", spark_floor) if (op, mode) == ("delete", "dv") else None)
+
+            def spark_write_floor(op: str) -> float:
+                """Spark alone doing the part of an UPDATE / MERGE no executor can skip, as one job
+                over the same files, writing plain parquet (no log, no positions, no DV, no
+                commit): UPDATE — the rows found, `v + 1` set, written; MERGE — the target rows the
+                source matches found (a broadcast join, the source read from its file) and written
+                with the source's values (the inserts' writing left out); copy-on-write ("rewrite")
+                — every file the 1% touches (all of them) read and written again with `v + 1` where
+                the UPDATE's condition holds."""
+                from pyspark.sql import functions as F
+
+                files = [os.path.join(tables["dv"], f) for f in sorted(os.listdir(tables["dv"])) if f.endswith(".parquet")]
+                out = f"{work}/floor-{op}-{n[0]}"
+                n[0] += 1
+                s = spark.read.parquet(src_path)       # (as the MERGE's source: read before its clock)
+                t = time.perf_counter()
+                target = spark.read.schema(SPARK_SCHEMA).parquet(*files)
+                if op == "update":
+                    rows = target.filter(UPDATE[0]).withColumn("v", F.col("v") + 1)
+                elif op == "rewrite":   # copy-on-write's least: every touched file read and written again
+                    rows = target.withColumn("v", F.when(F.expr(UPDATE[0]), F.col("v") + 1).otherwise(F.col("v")))
+                else:
+                    rows = target.select("id").join(F.broadcast(s), "id", "inner")
+                rows.write.parquet(out)
+                took = time.perf_counter() - t
+                shutil.rmtree(out, ignore_errors=True)
+                return took
+
+            for op in [o for o in ("update", "merge") if o in ops] + (["rewrite"] if {"update", "merge"} & set(ops) else []):
+                record(f"floor spark {op}", [spark_write_floor(op) for _ in range(repeat)])
             spark.stop()
 
         print(f"\nload average at end: {_load()}")
@@ -435,10 +483,22 @@ def main() -> None:
                           + (" (target <= 1.3x, issue 32)" if ex == "tahoe-spark" else ""))
             if "update" in ops:
                 print(f"  {ex} UPDATE 1%:   delta-rs / DV = {rs_t('update') / g('update', 'dv'):.2f}x, "
-                      f"delta-rs / copy-on-write = {rs_t('update') / g('update', 'cow'):.2f}x (reported)")
+                      f"delta-rs / copy-on-write = {rs_t('update') / g('update', 'cow'):.2f}x (target > 1x, both)")
             if "merge" in ops:
-                print(f"  {ex} MERGE 1%:    delta-rs / DV = {rs_t('merge') / g('merge', 'dv'):.2f}x, "
-                      f"delta-rs / copy-on-write = {rs_t('merge') / g('merge', 'cow'):.2f}x (target > 1x)")
+                print(f"  {ex} MERGE 1%:    {ex} / delta-rs: DV {g('merge', 'dv') / rs_t('merge'):.2f}x, "
+                      f"copy-on-write {g('merge', 'cow') / rs_t('merge'):.2f}x (target <= 0.8x)")
+            for op in [o for o in ("update", "merge") if o in ops]:
+                floor = results.get(f"floor {ex.split('-')[1]} {op}")
+                if floor:
+                    print(f"      floor {op} (DV): the engine alone finding and writing the changed rows takes "
+                          f"{floor:.2f} s: delta-rs / floor {rs_t(op) / floor:.2f}x, DV / floor "
+                          f"{g(op, 'dv') / floor:.2f}x")
+            rewrite = results.get(f"floor {ex.split('-')[1]} rewrite")
+            if rewrite and {"update", "merge"} <= set(ops):
+                print(f"      floor copy-on-write: the engine alone rewriting the touched files takes {rewrite:.2f} s: "
+                      f"delta-rs update / floor {rs_t('update') / rewrite:.2f}x, merge {rs_t('merge') / rewrite:.2f}x; "
+                      f"copy-on-write update / floor {g('update', 'cow') / rewrite:.2f}x, "
+                      f"merge {g('merge', 'cow') / rewrite:.2f}x")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
