@@ -49,9 +49,9 @@ from ..txn import table_clustering_columns, upgrade_protocol, add_feature
 from ..txn.ddl import parse_ddl
 from ..txn.table_ops import create_table
 from ..uniform.symlink_manifest import generate
+from ..write.dml_commit import operation_result
 from ..write.dml_plan import (
-    plan_delete, plan_update, DEFAULT_SOURCE_ALIAS, DEFAULT_TARGET_ALIAS, operation_result, MergeClause,
-    plan_merge,
+    plan_delete, plan_update, DEFAULT_SOURCE_ALIAS, DEFAULT_TARGET_ALIAS, MergeClause, plan_merge,
 )
 from .connect_sql import column_sql, plan_id
 from .datasource import read_via_datasource, register

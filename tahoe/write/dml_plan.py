@@ -914,6 +914,3 @@ def record_reads(plan: DmlPlan, txn: "Transaction", scanned: Iterable[AddFile], 
         txn.read_predicate(lambda _values: True)
     txn.read_files(list(scanned))
 
-
-# moved to tahoe.write.dml_commit (staging, metrics, commit plumbing); importable here too
-from .dml_commit import Counts, cdc_needed, metrics, operation_result, stage, write_and_commit  # noqa: E402,F401
