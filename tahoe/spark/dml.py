@@ -74,7 +74,7 @@ from .read import FILE_COLUMN, ROW_COLUMN, hadoop_uri, jvm_reaches, read_snapsho
 from .session import session_time_zone
 from .session import configure
 from .types import assign_by_name, col, from_spark_schema, to_spark_type
-from .write import shape_rows, write_arrow_rows, write_dataframe, write_dataframes
+from .write import session_plan, shape_rows, write_arrow_rows, write_dataframe, write_dataframes
 
 __all__ = ["run_dml", "column_sql", "dataframe_alias", "spark_typer"]
 
@@ -410,13 +410,14 @@ class _SparkDml:
         values = self._values(rows, update_clauses, out_cols, plan.update_generated, keep_also=tuple(summary_cols))
         if extras:
             values = values.withColumn(ROW_COMMIT_VERSION, F.lit(None).cast("long"))
-        shaped = shape_rows(values, plan.rewrite_plan, [*extras, *summary_cols], where=_WRITE)
+        wplan = session_plan(self.spark, plan.rewrite_plan)   # (write.utcTimestampPartitionValues)
+        shaped = shape_rows(values, wplan, [*extras, *summary_cols], where=_WRITE)
         local = jvm_reaches(self.log.table_root, self.spark)
         staging = f"_tahoe_staging_{uuid.uuid4().hex}" if local else ""
         self.inline_staging = staging or None
         summary, duplicates, sids, adds, marks = _summarize(
             shaped.select(*summary_cols, *[col(f.name) for f in self.schema.fields], *[col(n) for n in extras]),
-            _InlineWrite(plan.rewrite_plan, [f.name for f in self.schema.fields], extras, staging))
+            _InlineWrite(wplan, [f.name for f in self.schema.fields], extras, staging))
         self.inline_files = self._move_staged(adds, staging) if staging else adds
         self.inline_marks = marks
         return summary, duplicates, sids

@@ -87,8 +87,8 @@ from ..write.files import conform_to_schema, write_data_files, DEFAULT_TARGET_FI
 from ..write.writer import prepare_rows, replace_rows
 from .read import jvm_reaches, hadoop_location
 
-__all__ = ["write_dataframe", "write_dataframes", "shape_rows", "write_arrow_rows", "constraint_error",
-           "violation_message", "prepare_datasource_write", "datasource_write_task", "datasource_commit",
+__all__ = ["write_dataframe", "write_dataframes", "session_plan", "shape_rows", "write_arrow_rows",
+           "constraint_error", "violation_message", "prepare_datasource_write", "datasource_write_task", "datasource_commit",
            "datasource_abort", "guarded_commit", "schema_mode", "table_schema_of", "footer_stats"]
 
 _log = logging.getLogger(__name__)
@@ -115,6 +115,15 @@ def write_dataframe(df, log: DeltaLog, plan: WritePlan, *, extra_columns: dict[s
     return write_dataframes([(df, plan)], log, extra_columns=extra_columns, subdir=subdir, file_prefix=file_prefix)
 
 
+def session_plan(spark, plan: WritePlan) -> WritePlan:
+    """`plan` as the session's confs shape a Spark write: under delta-spark's
+    write.utcTimestampPartitionValues=false, timestamp partition values zone-less in the
+    session's time zone."""
+    if utc_timestamp_partition_values(spark):
+        return plan
+    return dataclasses.replace(plan, local_timestamp_partitions=True, time_zone=plan.time_zone or session_time_zone(spark))
+
+
 def write_dataframes(parts: list[tuple[Any, WritePlan]], log: DeltaLog, *, extra_columns: dict[str, str] | None = None,
                      subdir: str = "", file_prefix: str = "part") -> tuple[list[AddFile], dict[str, int]]:
     """`write_dataframe` of several DataFrames in ONE job: each shaped and checked by its own
@@ -123,10 +132,7 @@ def write_dataframes(parts: list[tuple[Any, WritePlan]], log: DeltaLog, *, extra
     identity columns, and the high-water marks come from the written files)."""
     extras = dict(extra_columns or {})
     spark = parts[0][0].sparkSession
-    if not utc_timestamp_partition_values(spark):   # delta-spark's write.utcTimestampPartitionValues=false
-        tz = session_time_zone(spark)
-        parts = [(df, dataclasses.replace(p, local_timestamp_partitions=True, time_zone=p.time_zone or tz))
-                 for df, p in parts]
+    parts = [(df, session_plan(spark, p)) for df, p in parts]
     shaped = None
     for df, plan in parts:
         one = _checked(_shape(df, plan, list(extras)))
