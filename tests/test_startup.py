@@ -15,7 +15,9 @@ tahoe imports at module top, except where these checks need an import inside a f
   5. a file listing (`Table(p).files()`, `files_reader()`; timed whole-process against delta-rs by
      bench/replay) imports the log core and the file planner only — no transaction, writer,
      expression or maintenance module, no pyarrow.compute, no pandas (`table.py`, `read/scan.py`,
-     `log/compute.py`, `log/last_checkpoint.py`'s checksum).
+     `log/compute.py`, `log/last_checkpoint.py`'s checksum);
+  6. `sharing/official_client.py` also runs as a script in the recipient's environment (the official
+     client's own venv, without tahoe): nothing of tahoe at its top (test below).
 
 A behavioural guard, not a timing: each check runs in its own interpreter and reads that
 interpreter's `sys.modules`. The oracle for describe's figures is the table directory itself (its
@@ -144,3 +146,14 @@ def test_a_file_listing_imports_neither_pyarrow_compute_nor_pandas(tmp_path):
         out = _python(code + "\nimport sys\nprint(sorted(m for m in sys.modules if m in ('pyarrow.compute', 'pandas')))",
                       TAHOE_VALIDATE_CHECKSUMS="off")
         assert out.strip().splitlines()[-1] == "[]", (path, out)
+
+
+def test_the_official_client_driver_runs_as_a_plain_script(tmp_path):
+    """The driver the tests and the demo start in the official client's environment is run by
+    path, not as a package module: it must import nothing of tahoe at its top."""
+    from tahoe.sharing import official_client
+
+    r = subprocess.run([sys.executable, "-c", "import runpy, sys; sys.argv = ['x', '--check-imports'];"
+                        f"runpy.run_path({official_client.__file__!r}, run_name='not_main')"],
+                       capture_output=True, text=True, timeout=60, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr

@@ -29,7 +29,6 @@ import subprocess
 import sys
 import time
 from typing import Any
-from .locks import exclusive_lock
 
 __all__ = ["REQUIREMENT", "OfficialClient", "OfficialClientError", "ensure_env", "env_python"]
 
@@ -63,6 +62,9 @@ def ensure_env(path: str, base_python: str | None = None, quiet: bool = True) ->
     missing or made for another requirement; returns its interpreter. Concurrent callers wait for
     the one that creates it (a lock on `<path>.lock`)."""
     import shutil
+
+    # inside: this file also runs as a script in the recipient's environment, where it has no package
+    from .locks import exclusive_lock
 
     path = os.path.abspath(path)
     if _ready(path):
