@@ -4,6 +4,7 @@ the end-to-end latency of a one-row append, in one run.
     python -m bench.streaming                 # 10M rows in 1,000 commits (the size)
     python -m bench.streaming --quick         # 1M rows in 100 commits
     python -m bench.streaming --rows N --commits C --latency-runs K
+    python -m bench.streaming --master standalone   # a standalone master + worker (bench/cluster.py)
 
 One local[2] session (full JIT), warmed up by a small query of each kind first (untimed); each
 throughput stream runs --repeat times (default 3, order rotated each round) and the best is compared. The
@@ -65,6 +66,7 @@ workers starting and importing: ~60 s for 1,000 rows at this load), hence the wa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -236,6 +238,8 @@ def main() -> None:
     ap.add_argument("--commits", type=int)
     ap.add_argument("--latency-runs", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=3, help="timed runs of each stream (the best is compared)")
+    ap.add_argument("--master", choices=["local", "standalone"], default="local",
+                    help="local[2] in the driver's JVM, or a standalone master + worker (2 cores) on 127.0.0.1")
     a = ap.parse_args()
     rows = a.rows or (1_000_000 if a.quick else 10_000_000)
     commits = a.commits or (100 if a.quick else 1000)
@@ -243,7 +247,15 @@ def main() -> None:
     from tahoe.spark.session import local_session
 
     print(f"load average (1/5/15 min) at the start: {_load()}")
-    spark = local_session("local[2]", "bench-streaming")
+    cluster = contextlib.ExitStack()
+    if a.master == "standalone":
+        from bench.cluster import standalone_cluster
+
+        url = cluster.enter_context(standalone_cluster(cores=2, memory="6g"))
+        spark = local_session(url, "bench-streaming", extra={"spark.cores.max": "2", "spark.executor.memory": "5g"})
+    else:
+        spark = local_session("local[2]", "bench-streaming")
+    print(f"master: {spark.sparkContext.master}")
     import tahoe.spark  # noqa: F401 - tahoe's wrappers (format("delta") itself needs no register)
 
     work = tempfile.mkdtemp(prefix="tahoe-bench-streaming-")
@@ -357,6 +369,7 @@ def main() -> None:
         print(f"retries after Python worker connect-back timeouts: {len(retries)} {retries or ''}")
     finally:
         spark.stop()
+        cluster.close()
         shutil.rmtree(work, ignore_errors=True)
         print(f"load average (1/5/15 min) at the end: {_load()}")
 
