@@ -1,46 +1,14 @@
-"""Spark's type coercion for comparing numbers of two types — the one rule the Arrow evaluator
-(`evaluate`) and data skipping (`skipping`) share, so that a file is dropped only when Spark's
-own evaluation of the predicate could match none of its rows.
-
-    comparison_type(INTEGER, DecimalType(5, 4))          # DECIMAL(14,4): both sides are cast to it
-    in_type([LONG, DecimalType(2, 1), INTEGER])          # x IN (...): one type for the value and all items
-    to_double(Decimal("0.3")); to_float32("1e+308")      # Spark's casts of one Python value
-    cast_array(arr, pa.float64())                        # ... and of an Arrow array
-
-The rules, as Spark 4 analyses a binary comparison (`=`, `<>`, `<`, `<=`, `>`, `>=`, `<=>`; BETWEEN
-is two of them) or an IN list (checked against Spark's analysed plans,
-tests/expressions/test_coercion.py):
-
-1. Two integers: the wider (TINYINT < SMALLINT < INT < BIGINT).
-2. An integer and a FLOAT or DOUBLE: DOUBLE — with `spark.sql.ansi.enabled=false` an integer and a
-   FLOAT meet as FLOAT. FLOAT and DOUBLE: DOUBLE.
-3. A DECIMAL and a FLOAT or DOUBLE: DOUBLE (the decimal correctly rounded, NaN and ±Infinity kept
-   on the floating side).
-4. An integer and a DECIMAL: the integer as DECIMAL(3|5|10|20, 0); in a binary comparison an
-   integer *literal* as DECIMAL(its digits, 0) (Spark's `DecimalType.fromLiteral`). Then rule 5.
-5. DECIMAL(p1,s1) and DECIMAL(p2,s2): scale s = max(s1, s2), integer digits r = max(p1-s1, p2-s2);
-   DECIMAL(r+s, s) when r+s <= 38, else DECIMAL(38, max(0, 38-r)): the integer digits are kept and
-   the scale gives way, a side cast to the smaller scale is rounded HALF_UP (so
-   `CAST(0.4 AS DECIMAL(38,18)) = CAST(0 AS DECIMAL(38,0))` is TRUE, as in Spark).
-
-An IN list folds rules 1-5 over the value and its items, left to right, integers as whole types
-(`in_type`); a STRING among numbers meets an integer as BIGINT and any other number as DOUBLE (in
-a binary comparison too), so `l IN ('1', 2.5)` is DECIMAL(21,1) but `l IN (2.5, '1')` DOUBLE.
-Legacy mode compares such a list as STRING.
-
-Two rewrites of Spark's own change answers, and are followed too:
-
-6. An integer compared (`<` `<=` `>` `>=`, BETWEEN's halves) with a DECIMAL literal beyond
-   BIGINT's range is a constant TRUE or FALSE, NULL rows included (`reduced_comparison`).
-7. `CAST(integer AS FLOAT)` cast on to DOUBLE (explicitly, or as rule 2/3 casts it in a comparison
-   or IN list — not in BETWEEN, which Spark evaluates its value once for) is the integer as a
-   DOUBLE, without the FLOAT rounding (`float_cast_operand`).
-
-Value semantics after the cast are the evaluator's: NaN equals NaN and is larger than any other
-number, -0.0 equals 0.0. Spark 4 runs in ANSI mode by default and tahoe's evaluator follows it;
-data skipping keeps a file when either mode could match a row (`comparison_types`), since it
-does not know the session's setting.
-"""
+"""Spark 4's type coercion for comparing numbers of two types (binary comparisons, BETWEEN, IN), shared by the
+Arrow evaluator and data skipping, so a file is dropped only when Spark could match none of its rows:
+  1. Two integers: the wider.
+  2. An integer and a FLOAT or DOUBLE: DOUBLE (non-ANSI: integer and FLOAT meet as FLOAT).
+  3. A DECIMAL and a FLOAT or DOUBLE: DOUBLE.
+  4. An integer and a DECIMAL: the integer as DECIMAL(3|5|10|20, 0); a literal as DECIMAL(its digits, 0).
+  5. Two DECIMALs: DECIMAL(r+s, s), capped at 38 digits with the scale giving way (rounded HALF_UP).
+  6. An integer compared with a DECIMAL literal beyond BIGINT is a constant (`reduced_comparison`).
+  7. `CAST(CAST(integer AS FLOAT) AS DOUBLE)` is the integer as DOUBLE (`float_cast_operand`).
+An IN list folds rules 1-5 left to right (`in_type`; a STRING meets an integer as BIGINT, else DOUBLE).
+Data skipping keeps a file when either ANSI mode could match (`comparison_types`)."""
 
 from __future__ import annotations
 

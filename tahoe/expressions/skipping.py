@@ -1,37 +1,11 @@
-"""Data skipping: which files may hold a row matching an expression, from the log alone
-(spec "Per-file Statistics", "Partition Value Serialization").
+"""Data skipping: which files may hold a row matching an expression, from the log alone (spec "Per-file
+Statistics", "Partition Value Serialization"); `file_mask` gives a numpy mask over the files.
 
-    keep = file_mask(parse("day = 'mon' AND id > 10"), snapshot.files_table(), snapshot.schema,
-                     snapshot.partition_columns, snapshot.column_mapping_mode)     # numpy bool mask
-
-What is known about a file: the exact value of each partition column, and for data columns the
-stats bounds — minValues / maxValues (wide bounds when `tightBounds` is false: still a lower and an
-upper bound of every valid value), nullCount (0: no valid row is null; = numRecords: every valid
-row is null; any other value carries no information) and numRecords.
-
-Evaluation is three-valued and conservative, vectorised over the files: for every
-predicate node it computes per file `may_true` (some row might make it TRUE) and `may_false`
-(some row might make it FALSE); NOT swaps them, AND / OR combine them as Kleene logic does; a
-comparison with a NULL is neither. A file is dropped only when `may_true` of the whole expression
-is surely False. Whatever is unknown — missing or unparsable stats, a column without bounds, a
-function of data columns, a type that cannot be compared — counts as "might": unknown keeps the
-file.
-
-Exactness: partition columns are exact values, so a comparison of partition columns with
-constants is decided exactly; any other sub-expression reading only partition columns
-(`year(day) = 2024`, `p % 3 = 1`) is evaluated exactly over the typed partition values by the
-Arrow evaluator. Constant sub-expressions are folded (`DATE '2024-01-01'`, `CAST('5' AS INT)`).
-
-Bounds follow Spark's ordering and type coercion (`tahoe.expressions.coercion`): numbers of two
-types are compared in the type Spark casts both to — a bound mapped through Spark's cast, which
-never swaps two values — and where ANSI and legacy mode differ a file is kept when either may
-match; a string constant compared with a number is read as ANSI and legacy mode read it, with
-another typed column as the column's type; dates compare with timestamps as midnight in
-`time_zone`; float NaN is larger than any value, so a NaN bound is treated as unknown; timestamp
-bounds are widened by 1 ms (stats keep milliseconds); string bounds may be truncated prefixes,
-so they never prove "all rows equal". Stats bounds come from `FileStats.min_value` / `max_value`:
-float32 for FLOAT columns, widened where a writer rounded a DECIMAL or BIGINT through a double.
-"""
+  1. Three-valued and conservative: per node `may_true` / `may_false`, combined as Kleene logic; a file is
+     dropped only when `may_true` is surely False; anything unknown keeps the file.
+  2. Partition columns are exact: expressions over them alone are evaluated by the Arrow evaluator.
+  3. Bounds follow Spark's type coercion (`tahoe.expressions.coercion`); a NaN bound is unknown, timestamp
+     bounds widen by 1 ms, truncated string bounds never prove equality."""
 
 from __future__ import annotations
 

@@ -1,50 +1,15 @@
-"""DROP FEATURE: remove a table feature and downgrade the protocol, the way current delta-spark
-does it (`DeltaTable.dropFeatureSupport(name, truncateHistory)`; spec "Checkpoint Protection",
-delta-spark's RemovableFeature / PreDowngradeTableFeatureCommand), plus the other protocol
-changes of delta-spark's API (`addFeatureSupport`, `upgradeTableProtocol` live in
-`tahoe.txn.table_ops`).
+"""DROP FEATURE: remove a table feature and downgrade the protocol as current delta-spark does
+(`dropFeatureSupport(name, truncateHistory)`; spec "Checkpoint Protection"). `addFeatureSupport` and
+`upgradeTableProtocol` live in `tahoe.txn.table_ops`.
 
-    drop_feature("/data/events", "deletionVectors")        # -> {"version": ..., "protocol": {...}}
-
-What can be dropped, and what goes first (each pre-downgrade step is its own commit):
-  * deletionVectors — `delta.enableDeletionVectors` unset; every file with a deletion vector
-    rewritten without its deleted rows (`purge_deletion_vectors`: REORG ... APPLY (PURGE),
-    dataChange=false); "Deletion Vector Tombstones": a remove for every deletion-vector file the
-    retained tombstones still reference, so a client that does not know deletion vectors does not
-    vacuum them too early;
-  * v2Checkpoint — `delta.checkpointPolicy=classic`, then a classic checkpoint;
-  * typeWidening, typeWidening-preview — `delta.enableTypeWidening` unset; files whose parquet
-    types differ from the table's rewritten; the `delta.typeChanges` field metadata removed;
-  * columnMapping — every file rewritten with the logical column names, the mode and the
-    column-mapping metadata removed ("REMOVE COLUMN MAPPING");
-  * vacuumProtocolCheck — nothing to clean;
-  * checkConstraints — refused while the table has CHECK constraints (drop them first: dropping
-    a feature never changes what the table means);
-  * inCommitTimestamp — `delta.enableInCommitTimestamps=false`, enablement properties removed;
-  * rowTracking — `delta.enableRowTracking=false` and `delta.rowTrackingSuspended=true`, then every
-    file re-added without row ids ("ROW TRACKING UNBACKFILL"); the row-tracking properties go with
-    the downgrade;
-  * domainMetadata — after rowTracking (and clustering) are gone: their `delta.*` domains removed
-    ("DOMAIN METADATA CLEANUP"); user domains must be removed by their owner first;
-  * checkpointProtection — only with `truncate_history=True`: the history before
-    `delta.requireCheckpointProtectionBeforeVersion` is truncated (an empty commit, a checkpoint,
-    log cleanup with `delta.dropFeatureTruncateHistory.retentionDuration`, 24 hours), else the
-    caller is told to wait; the property is then unset.
-
-The downgrade (operation `DROP FEATURE`, parameters featureName, truncateHistory) commits the
-protocol without the feature, normalized to the lowest form (legacy versions when the remaining
-features are a legacy bundle). For a feature that leaves traces in the history (the
-reader-writer ones) without `truncate_history`, history is protected instead of truncated, as
-delta-spark 4 does: a checkpoint of the version before the downgrade, the downgrade commit adds
-the `checkpointProtection` writer feature and sets `delta.requireCheckpointProtectionBeforeVersion`
-to its own version, and a checkpoint of the downgrade version — a reader that does not know the
-dropped feature starts from it and never replays a commit that used the feature, and log cleanup
-removes the history before it only all at once (`tahoe.log.metadata_cleanup.cleanup_expired_logs`).
-With `truncate_history` (delta-spark's legacy TRUNCATE HISTORY path) the log before the drop is
-cleaned up with the 24-hour retention; if commits that used the feature remain, the drop is
-refused (`DELTA_FEATURE_DROP_HISTORICAL_VERSIONS_EXIST`) and can be retried once they expire.
-Every refusal is a DropFeatureError naming delta-spark's error class.
-"""
+  1. Pre-downgrade steps, each its own commit (`_pre_downgrade`): e.g. deletionVectors purged and DV tombstones
+     written, columnMapping removed by rewriting, row ids unbackfilled; checkConstraints refused while any exist.
+  2. The downgrade commits `DROP FEATURE` (featureName, truncateHistory) with the lowest protocol form.
+  3. Without `truncate_history` a reader-writer feature's history is protected: checkpoints around the drop,
+     `checkpointProtection` and `delta.requireCheckpointProtectionBeforeVersion` added.
+  4. With it the log before the drop is cleaned up (24 hours); commits still using the feature refuse the drop
+     (DELTA_FEATURE_DROP_HISTORICAL_VERSIONS_EXIST).
+  5. Every refusal is a DropFeatureError naming delta-spark's error class."""
 
 from __future__ import annotations
 

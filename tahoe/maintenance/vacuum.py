@@ -1,51 +1,14 @@
-"""VACUUM: delete the files of a table's directory that no version inside the retention window
-needs (delta-spark's VacuumCommand; delta-rs's `DeltaTable.vacuum`).
+"""VACUUM: delete the files of a table's directory that no version inside the retention window needs
+(delta-spark's VacuumCommand; delta-rs's `DeltaTable.vacuum`).
 
-    result = vacuum("/data/events", retention_hours=168, dry_run=True)   # what would go
-    result.paths, result.num_files, result.size_in_bytes
-
-Which files go (`full=True`, delta-spark's VACUUM and `tahoe vacuum`):
-  * every file under the table directory, found by listing it, whose modification time is
-    before the cutoff — now minus the retention (`retention_hours`, else the table's
-    `delta.deletedFileRetentionDuration`, 7 days by default) — and which is not *valid*;
-  * valid: the file of every active add, of every remove (tombstone) deleted at or after the
-    cutoff, and the deletion-vector files either references (relative `u` ones and absolute `p`
-    ones inside the table directory); with `keep_versions`, also every file of those versions;
-  * never listed, so never deleted: names starting with "_" or "." at any depth — `_delta_log`,
-    `_tahoe_staging_*`, `.crc` side files, `_SUCCESS` — except `_change_data` and
-    `_delta_index` (deleted once older than the cutoff, as delta-spark does) and partition
-    directories `<partition column>=...` (also under their physical names); `metadata/` of a
-    UniForm table (Iceberg's);
-  * directories that were empty when listed and older than the cutoff go too.
-`inventory` (delta-spark's `VACUUM ... USING INVENTORY`): the files (and directories) to consider
-come from that list of (path, length, isDir, modificationTime ms) instead of a listing — entries
-outside the table directory, or under a hidden name, are ignored; a listed directory is empty when
-no listed entry is inside it.
-`full=False` (delta-rs's default, delta-spark's `VACUUM LITE`): no listing; only the files of
-tombstones older than the cutoff (and their deletion vectors) that still exist — quick, but it
-misses files no commit ever named, and tombstones a checkpoint has already dropped.
-
-Rules checked before anything is deleted:
-  1. the table's protocol is writable by tahoe, readers' and writers' features both — what the
-     `vacuumProtocolCheck` feature asks of VACUUM;
-  2. a retention below the table's `delta.deletedFileRetentionDuration` is refused
-     (RetentionTooShortError) unless the check is off (`enforce_retention_duration=False`;
-     on Spark `spark.databricks.delta.retentionDurationCheck.enabled=false`); a negative one
-     always;
-  3. a dry run deletes nothing and commits nothing.
-A real run commits `VACUUM START` (parameters retentionCheckEnabled, specifiedRetentionMillis,
-defaultRetentionMillis; metrics numFilesToDelete, sizeOfDataToDelete), deletes the files in
-parallel (`max_workers`, by default the store's `delete_concurrency`: 128 unlinks in flight on a
-local file system, 8 requests of 1000 keys on S3), then commits `VACUUM END` (status
-COMPLETED, numDeletedFiles, numVacuumedDirectories) — or `VACUUM END` with status FAILED, and the
-error, when the deletes fail. `log_commits=False` skips both commits (delta-spark's
-`spark.databricks.delta.vacuum.logging.enabled=false`).
-
-Checkpoint protection: VACUUM never touches `_delta_log` (protected checkpoints included); the
-deletion-vector files kept alive by DV tombstones (removes whose path is a DV file, which DROP
-FEATURE deletionVectors writes for clients that do not know deletion vectors) are valid like any
-tombstone's file while they are inside the retention window.
-"""
+  1. `full=True`: files listed (or given by `inventory`) older than the cutoff and not valid (`_valid_paths`);
+     hidden names (`_`, `.`) are never listed, except `_change_data` and `_delta_index`; `full=False`:
+     only the files of tombstones older than the cutoff.
+  2. The protocol must be writable by tahoe (what `vacuumProtocolCheck` asks).
+  3. A retention below `delta.deletedFileRetentionDuration` raises RetentionTooShortError unless
+     `enforce_retention_duration=False` (Spark: `spark.databricks.delta.retentionDurationCheck.enabled`).
+  4. A dry run deletes and commits nothing; a real run commits `VACUUM START`, deletes in parallel
+     (`max_workers`), then `VACUUM END` (status COMPLETED or FAILED); `log_commits=False` skips both."""
 
 from __future__ import annotations
 
@@ -202,7 +165,9 @@ def _dv_relative(table_root: str, rel_of, dv: dict) -> str | None:
 
 
 def _valid_paths(snapshot: Snapshot, delete_before_ms: int, keep: Iterable[Snapshot] = ()) -> set[str]:
-    """Relative paths of the files the table still needs (see the module docstring)."""
+    """Relative paths of the files the table still needs: every active add's, every tombstone's deleted at or
+    after `delete_before_ms` (DV tombstones of DROP FEATURE included), the deletion-vector files they
+    reference, and with `keep` every file of those versions."""
     root = snapshot.table_root
     rel_of = _relativizer(root)
     log_rel = _log_path_relative(root, rel_of)
@@ -273,7 +238,10 @@ def plan_vacuum(snapshot: Snapshot, retention_hours: float | None = None, *,
                 progress: Progress | None = None, log: DeltaLog | None = None,
                 max_workers: int | None = None, inventory: Iterable[tuple[str, int, bool, int]] | None = None) -> VacuumPlan:
     """What VACUUM of `snapshot` would delete (nothing is deleted here); `inventory` replaces
-    the listing (see the module docstring)."""
+    the listing: (path, length, isDir, modificationTime ms) entries, those outside the table directory or
+    under a hidden name ignored. Never listed: `_delta_log` and other `_`/`.` names (except `_change_data`,
+    `_delta_index`), partition directories excepted; a UniForm table's `metadata/`. Directories empty when
+    listed and older than the cutoff go too."""
     check_writable(snapshot.protocol)
     now_ms = timestamps.now_ms() if now_ms is None else now_ms
     delete_before, specified, default_ms = _retention(snapshot, retention_hours, enforce_retention_duration, now_ms)

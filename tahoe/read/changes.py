@@ -1,48 +1,15 @@
-"""Table changes between versions — the change data feed (spec "Change Data Files", "Add CDC
-File"), Spark-free.
-
-Owns: walking the commits of a version range (`table_changes`), turning a range given by versions
-or timestamps into versions as delta-spark does (`resolve_change_range`), planning a change feed
-read (`plan_changes`: the CDF and schema checks, and the `ChangeUnit`s to read — one file's
-contribution to one version, what one task reads), materializing CDF rows as Arrow
-(`unit_rows`, `read_changes_arrow`; `version_change_rows` over any `ChangeFiles` source — the
-sharing client feeds it files downloaded through a server's URLs). Used by `tahoe.Table.changes`,
-`tahoe changes`, the Spark `delta` source (batch and streaming `readChangeFeed`), the sharing
-server's `/changes` and the sharing client.
-
-Rules:
-  1. A version's timestamp is its commit timestamp as `DeltaLog.commit_timestamps` defines it
-     (inCommitTimestamp when enabled, else file mtime made strictly increasing).
-  2. A version that holds `cdc` actions takes its change rows from those files only; otherwise its
-     `dataChange` adds are inserts and its `dataChange` removes are deletes (a commit of
-     `dataChange=false` actions only — OPTIMIZE, a checkpoint-like rewrite — yields nothing, and
-     so does a MERGE whose metrics say it changed no row, as in delta-spark). A file removed and
-     re-added in the same version (a deletion-vector update) yields only the rows whose
-     deleted/kept status changed.
-  3. Changes are served only where `delta.enableChangeDataFeed` is true in the metadata in effect
-     at every version of the range; elsewhere `CdfNotEnabledError` (DELTA_MISSING_CHANGE_DATA).
-  4. Rows come out in the read schema (the table's schema at the version the reader opened;
-     columns a version's files lack read as null). A metaData action inside the range (after its
-     first version) whose schema cannot be read under the read schema — a column dropped,
-     renamed, retyped, made nullable — fails the read
-     (DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_SCHEMA_CHANGE), as does a start version whose schema
-     cannot (..._INCOMPATIBLE_DATA_SCHEMA): adding columns is the one change a read spans.
-  5. Ranges (`resolve_change_range`, delta-spark's CDCReader): a start is required (a version or
-     a timestamp — the first version committed at or after it), an end is a version or a
-     timestamp (the last version committed at or before it), else the read snapshot's version;
-     an end past the latest version means the latest; a start after it is an error, and so is
-     an end before the start. With `allow_out_of_range` (delta-spark's
-     `spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled`) a start after the
-     latest version gives no rows and an end timestamp after the latest commit means the latest
-     version.
-  6. The read schema (delta-spark's batch CDF schema mode): on a table with column mapping at the
-     start version, at the given end version or at the read snapshot, the schema of the end
-     version — the given end (at most the snapshot's version), else the snapshot's — as
-     delta-spark's default `endVersion` mode
-     (`spark.databricks.delta.changeDataFeed.defaultSchemaModeForColumnMappingTable`); on other
-     tables the read snapshot's (`legacy`). So a range that ends before a column was renamed or
-     dropped reads in the names it had then.
-"""
+"""Table changes between versions, the change data feed (spec "Change Data Files", "Add CDC File"), Spark-free:
+`table_changes`, `resolve_change_range`, `plan_changes` (the `ChangeUnit`s a read runs) and the Arrow rows
+(`unit_rows`, `read_changes_arrow`, `version_change_rows`). Rules:
+  1. A version's timestamp is `DeltaLog.commit_timestamps`' (inCommitTimestamp when enabled).
+  2. A version with `cdc` actions reads those files only; else `dataChange` adds are inserts, removes deletes.
+  3. Only where `delta.enableChangeDataFeed` holds at every version: else CdfNotEnabledError
+     (DELTA_MISSING_CHANGE_DATA).
+  4. A schema change in the range the read schema cannot read fails
+     (DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_SCHEMA_CHANGE / _INCOMPATIBLE_DATA_SCHEMA); added columns pass.
+  5. Ranges as delta-spark's CDCReader (`resolve_change_range`), with `allow_out_of_range`
+     (`spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled`).
+  6. The read schema: the end version's under column mapping, else the read snapshot's (`change_read_snapshot`)."""
 
 from __future__ import annotations
 
@@ -217,7 +184,11 @@ def resolve_change_range(log, latest_version: int, starting_version: Any = None,
                          allow_out_of_range: bool = False, *, time_zone: str | None = None) -> tuple[int, int] | None:
     """(start, end) versions, inclusive, of a change feed read on a table whose latest version (the
     read's snapshot) is `latest_version` — or None when the range holds no version and that is
-    not an error (see rule 5 of the module docstring). Zone-less timestamps are wall-clock time in
+    not an error. A start is required (a version, or a timestamp: the first version committed at or after it);
+    an end is a version or a timestamp (the last version at or before it), else `latest_version`; an end past
+    the latest means the latest; a start after it, or an end before the start, is an error. With
+    `allow_out_of_range` a start after the latest gives no rows and an end timestamp after the latest commit
+    means the latest version. Zone-less timestamps are wall-clock time in
     `time_zone` (the Spark session's, as delta-spark casts them; UTC by default)."""
     if starting_version is not None and starting_timestamp is not None:
         raise ChangeDataRangeError("Multiple starting arguments provided for CDC read. Please provide one of either "
@@ -269,7 +240,9 @@ def resolve_change_range(log, latest_version: int, starting_version: Any = None,
 
 def change_read_snapshot(log, snapshot, start: int | None, end: int | None, end_given: bool):
     """The snapshot whose schema a batch change feed read of versions `start..end` (from
-    `resolve_change_range`; None: no version) is read in — rule 6 of the module docstring.
+    `resolve_change_range`; None: no version) is read in, delta-spark's batch CDF schema mode: on a table with
+    column mapping at the start, the given end or the snapshot, the end version's schema (`endVersion`,
+    `spark.databricks.delta.changeDataFeed.defaultSchemaModeForColumnMappingTable`); else the snapshot's.
     `end_given`: the read named its end (a version or a timestamp)."""
     if start is None or end is None:
         return snapshot

@@ -1,39 +1,11 @@
-"""The `tahoe sharing` commands: run the server and manage recipients (provider), and read shared
-tables (recipient).
+"""The `tahoe sharing` commands: for a provider `serve`, `recipient add|list|revoke|rotate|grant|ungrant|delete|
+set`, `check-config`, `audit`; for a recipient `ls`, `read`, `changes`. Help texts follow `tahoe.cli_help`.
 
-    tahoe sharing serve --config FILE [--host HOST] [--port PORT] [--log-level LEVEL] [--workers N]
-    tahoe sharing recipient add NAME --share SHARE [--share SHARE ...] [--expires-in-days DAYS]
-        [--oauth [--token-ttl-seconds SECONDS]] [--public-key FILE [--key-id KID]] --config FILE
-    tahoe sharing recipient list --config FILE [--json]
-    tahoe sharing recipient revoke NAME --config FILE
-    tahoe sharing recipient rotate NAME [--expires-in-days DAYS] [--grace SECONDS] [--profile-out FILE] --config FILE
-    tahoe sharing recipient grant NAME --share SHARE [--share SHARE ...] --config FILE
-    tahoe sharing recipient ungrant NAME --share SHARE [--share SHARE ...] --config FILE
-    tahoe sharing recipient delete NAME --config FILE
-    tahoe sharing recipient set NAME [--allow CIDR ...] [--requests-per-minute N] [--bytes-per-day N]
-        [--max-streams N] [--comment TEXT] [--property KEY=VALUE ...] --config FILE
-    tahoe sharing check-config --config FILE
-    tahoe sharing audit [--config FILE | --log FILE ...] [--table T] [--recipient R] [--since WHEN]
-        [--until WHEN] [--by recipient|table|day|recipient-day] [--plot] [--plot-out FILE] [--json]
-
-    tahoe sharing ls PROFILE [--json]
-    tahoe sharing read PROFILE#share.schema.table --out FILE.parquet [--version N | --timestamp T]
-        [--limit N] [--predicate JSON] [--format auto|parquet|delta] [--quiet]
-    tahoe sharing changes PROFILE#share.schema.table --out FILE.parquet (--starting-version N |
-        --starting-timestamp T) [--ending-version N | --ending-timestamp T] [--format ...] [--quiet]
-
-`serve` prints, before it starts, the address it listens on, the tables it serves and how to add a
-recipient. `add` and `rotate` print a profile holding the new credentials, stored only as their
-SHA-256: version 1 with a bearer token, or with `--oauth` version 2 (`oauth_client_credentials`: the
-server's token endpoint, a client id and secret; access tokens live `--token-ttl-seconds`), or with
-`--public-key` (the recipient's PEM public key) version 2 `oauth_jwt_bearer_private_key_jwt`: the
-recipient's client signs its token requests with the private key, whose path it writes into the
-profile's `privateKeyFile`.
-Profiles hold secrets: `--profile-out FILE` writes one with mode 0600; printed to standard output
-redirected into a file (`> NAME.share`), that file is made 0600 too.
-`read` and `changes` stream the rows into the parquet file (written whole or not at all) with a
-progress bar of the download on stderr. Help texts follow `tahoe.cli_help`.
-"""
+  1. `serve` prints the address, the tables it serves and how to add a recipient before it starts.
+  2. `add` / `rotate` print a profile with new credentials (stored only as SHA-256): a bearer token,
+     `--oauth` (`oauth_client_credentials`) or `--public-key` (`oauth_jwt_bearer_private_key_jwt`).
+  3. Profiles hold secrets: `--profile-out FILE`, or standard output redirected to a file, is made 0600.
+  4. `read` / `changes` write the parquet file whole or not at all, with a progress bar on stderr."""
 
 from __future__ import annotations
 

@@ -1,55 +1,13 @@
-"""tahoe's Delta Sharing client: a drop-in for the official Python connector (`delta_sharing`
-1.4), plus Arrow.
+"""tahoe's Delta Sharing client: a drop-in for the official connector (`delta_sharing` 1.4), plus Arrow.
+`import tahoe.sharing as delta_sharing` is the only line that changes.
 
-    import tahoe.sharing as delta_sharing          # the only line that changes
-
-    client = delta_sharing.SharingClient("profile.share")
-    client.list_all_tables()                        # [Table(name=..., share=..., schema=...), ...]
-    url = "profile.share#share.schema.table"
-    delta_sharing.load_as_pandas(url, limit=10, version=3, jsonPredicateHints=...)
-    delta_sharing.load_table_changes_as_pandas(url, starting_version=1, ending_version=5)
-    delta_sharing.get_table_version(url); delta_sharing.get_table_metadata(url)
-    delta_sharing.load_as_arrow(url)                # a pyarrow.Table
-    delta_sharing.load_as_batches(url)              # a pyarrow.RecordBatchReader: bounded memory
-    delta_sharing.load_as_spark(url)                # spark.read.format("deltaSharing"), no register call
-
-Same function names, arguments, return types (`Share`, `Schema`, `Table`, `Protocol`, `Metadata`
-from `tahoe.sharing.model`; pandas DataFrames) and errors (`SharingHTTPError` is a
-`requests.exceptions.HTTPError`; `LookupError` for a missing `Delta-Table-Version`; `ValueError`
-for a malformed table URL). Where tahoe's client differs, on purpose:
-
-* Format: `use_delta_format=None` lets the server choose in the request itself
-  (`responseformat=delta,parquet`) instead of asking `/metadata` first; `False` asks for parquet,
-  `True` for delta. Both formats are read by tahoe's own reader (no Rust kernel, no temporary
-  log). For changes, `None` also lets the server choose (the official connector asks for
-  parquet, which fails on tables with deletion vectors or column mapping).
-* Columns come with the table's logical types (from its schema), in both formats: e.g. a
-  `timestamp` column is a UTC timestamp whatever the file's physical type, and `timestamp_ntz`
-  works in parquet format too.
-* `jsonPredicateHints` (and tahoe's `predicateHints`) are sent to the server *and* applied to
-  the rows returned (the official connector only sends them); an invalid hint is refused.
-  `limit` is sent as `limitHint` and stops the downloads once enough rows are read.
-* Changes: `_commit_timestamp` is int64 milliseconds in parquet format (as the official
-  connector) and a UTC timestamp in delta format (as the official connector, which however
-  rounds it to whole seconds: tahoe keeps the milliseconds).
-* `convert_in_batches` is accepted and changes nothing: rows always stream into Arrow batch by
-  batch, and pandas conversion happens once, at the end, without a per-file pandas step.
-
-Reads: the latest snapshot is asked with `includeRefreshToken`; file URLs about to expire, or
-refused by the store, are refreshed with the refresh token (time travel: by asking again). Files
-are downloaded in parallel (`workers`, default 8) with retries (429/5xx/dropped connections,
-with backoff honouring `Retry-After`; a dropped download resumed where it stopped), at most
-`workers + 2` downloaded files held beyond the one whose batches are being consumed.
-
-tahoe's extras on the reading functions (keyword arguments):
-
-* `access_mode="url"` (default: pre-signed file URLs from the Query Table API) or `"dir"`: for a
-  table whose metadata lists the `dir` access mode, the client asks temporary credentials for the
-  table's directory and reads the table itself with tahoe's log core and reader (`direct`);
-  `storage_options` adds S3 settings (an `endpoint_url`, a `region`) to those credentials.
-* `async_query=None` (default: asynchronous queries once the server advertises them), `True` or
-  `False` (see `rest`).
-"""
+  1. Same names, arguments, return types (`tahoe.sharing.model`, pandas DataFrames) and errors
+     (`SharingHTTPError` is a `requests` HTTPError; LookupError, ValueError for a malformed table URL).
+  2. `use_delta_format=None` lets the server choose the format; columns come with the table's logical types.
+  3. `jsonPredicateHints` are sent and applied to the rows; `limit` is sent as `limitHint`.
+  4. Extras: `load_as_arrow`, `load_as_batches`; `access_mode="url"|"dir"` (`dir`: temporary credentials for
+     the table's directory, read with tahoe's own reader; `storage_options`); `async_query`.
+  5. Downloads run in parallel (`workers`, default 8) with retries; expiring URLs are refreshed."""
 
 from __future__ import annotations
 
@@ -318,8 +276,9 @@ def load_as_pandas(url: str, limit: Optional[int] = None, version: Optional[int]
       the server, and applied to the rows
     :param use_delta_format: None: the server chooses; True: delta; False: parquet
     :param convert_in_batches: accepted for compatibility (rows always stream batch by batch)
-    :param access_mode: tahoe's: "url" or "dir" (see the module docstring); `async_query` and
-      `storage_options` likewise
+    :param access_mode: tahoe's: "url" (pre-signed file URLs) or "dir" (temporary credentials for the
+      table's directory, where its metadata lists that access mode; `storage_options` adds S3 settings)
+    :param async_query: None: asynchronous queries once the server advertises them; True; False
     """
     del convert_in_batches
     t = load_as_arrow(url, limit, version, timestamp, jsonPredicateHints, use_delta_format,
@@ -335,8 +294,9 @@ def load_table_changes_as_arrow(url: str, starting_version: Optional[int] = None
                                 use_delta_format: Optional[bool] = None, workers: int = DEFAULT_WORKERS, *,
                                 access_mode: str = "url", storage_options: Optional[dict] = None) -> pa.Table:
     """The change data feed of a shared table as a pyarrow Table: the table's columns plus
-    `_change_type`, `_commit_version` and `_commit_timestamp` (see the module docstring; with
-    `access_mode="dir"` the timestamp is a UTC timestamp, as in delta format)."""
+    `_change_type`, `_commit_version` and `_commit_timestamp`: int64 milliseconds in parquet format, a UTC
+    timestamp (milliseconds kept) in delta format and with `access_mode="dir"`. `use_delta_format=None` lets
+    the server choose (the official connector asks for parquet, which fails on deletion vectors)."""
     check_access_mode(access_mode)
     if access_mode == "dir":
         req = _changes_request(url, starting_version, ending_version, starting_timestamp, ending_timestamp,

@@ -1,62 +1,18 @@
-"""What tahoe adds to PySpark's own reader and writer calls for `format("delta")`, in the user's
-process. The `delta` data source runs in Spark's Python workers and sees only its options; some
-of what delta-spark users write reaches no data source, so tahoe carries it there as options:
+"""What tahoe adds to PySpark's reader and writer calls for `format("delta")`, in the user's process: what
+delta-spark users write that reaches no Python data source is carried to it as options.
 
-  1. Save modes. Spark hands a Python data source only append/overwrite; `ErrorIfExists` — also
-     the default when `.mode()` is not called — and `Ignore` are refused at analysis
-     (UNSUPPORTED_DATA_SOURCE_SAVE_MODE). `save` maps them to `append` plus the option
-     `saveMode=error|ignore`, which the writer enforces like delta-spark. It also hands the writer
-     the session's `spark.sql.sources.partitionOverwriteMode` (an explicit option wins).
-  2. Partitioning. Spark refuses `df.write.partitionBy(...)` for a Python data source ("the
-     partitioning does not match the existing table's") and silently drops
-     `df.writeStream.partitionBy(...)`. `partitionBy` is recorded and, on `save` / `start` of a
-     `delta` write, handed over as the `__partition_columns` option (what delta-spark's own
-     DataFrameWriter passes), Spark's partitioning cleared.
-  3. Reads. `load` turns filter pushdown on for the session (`spark.sql.python.filterPushdown.
-     enabled`, with the other runtime confs of `tahoe.spark.session.configure`) and tells the
-     source so (`__tahoe_filterPushdown`: without it the source reads without pushed filters,
-     since a reader that takes them fails in a session where pushdown is off), and passes
-     delta-spark's `spark.databricks.delta.changeDataFeed.timestampOutOfRange.enabled` when the
-     session sets it, the session time zone (`__tahoe_sessionTimeZone`: zone-less timestamps in
-     options, partition values and conditions are wall-clock time in it, as in delta-spark; the
-     save wrapper hands it over too), and whether the load is a batch or a streaming one (`__tahoe_readKind`: the
-     source then refuses the other kind's options at `load`, when Spark asks its schema; without
-     it, at the query's start). A batch `format("deltaSharing")` load gets the same filter
-     pushdown treatment (its pushed filters become jsonPredicateHints); without it the
-     `deltaSharing` source reads without pushed filters. A batch load given `startingVersion` / `startingTimestamp` /
-     `endingVersion` / `endingTimestamp` without `readChangeFeed` reads the snapshot, as
-     delta-spark does (it ignores them): the wrapper says so with a `UserWarning` (the reader's
-     options are recorded by wrapping `option` / `options`).
-  4. Optimized writes. The source's tasks write the rows Spark hands them and cannot shuffle
-     them, so `save` decides as delta-spark does — the writer option `optimizeWrite`, else the
-     session's `spark.databricks.delta.optimizeWrite.enabled`, else the table property
-     `delta.autoOptimize.optimizeWrite` (of the existing table, read only when needed, or among
-     the `delta.*` options of a write that creates it) — and, when on, saves the DataFrame
-     shuffled by the partition columns (`tahoe.spark.optimized_write`: each partition's
-     rows in one task, so one file per partition; unpartitioned, tasks of about
-     `spark.databricks.delta.optimizeWrite.binSize`) through a new writer with the same format,
-     mode and options. The decision is handed over as `__tahoe_optimizedWrite`, without which the
-     source refuses `optimizeWrite=true`.
-  5. Native scans. A batch `format("delta")` load of a table Spark's JVM reaches (local disk,
-     `file:` URIs; not object stores without a Hadoop connector), with no schema given, no change data feed
-     or `storage.*` options, returns the native parquet scan of the snapshot
-     (`tahoe.spark.read.read_snapshot`, as `DeltaTable.toDF()` and delta-spark's own reads) instead
-     of the Python data source: the same rows at Spark's parquet speed (the data source moves
-     every row through a Python worker and Arrow IPC, about 2x the native scan here). Filters
-     applied later get Spark's partition pruning and parquet row-group skipping (the source
-     would skip whole files by the log's stats instead). Bad options and missing tables still
-     fail through the source, with its errors; the session conf `spark.tahoe.read.nativeScan=false`
-     keeps every read on the source. Spark Connect reads keep the source.
+  1. Save modes: `ErrorIfExists` (the default) and `Ignore` become `append` plus `saveMode=error|ignore`;
+     the session's `spark.sql.sources.partitionOverwriteMode` is handed over (an explicit option wins).
+  2. Partitioning: `partitionBy` of `write` and `writeStream` becomes the `__partition_columns` option.
+  3. Reads: filter pushdown turned on and said (`__tahoe_filterPushdown`, also for `deltaSharing`), the
+     session time zone (`__tahoe_sessionTimeZone`) and batch or stream (`__tahoe_readKind`) handed over.
+  4. Optimized writes: `optimizeWrite`, `spark.databricks.delta.optimizeWrite.enabled` or the table property
+     `delta.autoOptimize.optimizeWrite` shuffles the DataFrame before saving (`__tahoe_optimizedWrite`).
+  5. Native scans: a plain batch load of a table Spark's JVM reaches is the native parquet scan of the
+     snapshot; `spark.tahoe.read.nativeScan=false` keeps every read on the data source.
 
-The wrappers of PySpark's `DataFrameReader.format/option/options/load`, `DataFrameWriter.format/
-option/options/partitionBy/save`, `DataStreamReader.format/option/options/load` and
-`DataStreamWriter.format/partitionBy/start` (classic and Spark Connect) call the functions below
-(`tahoe.spark.patches` lists and installs them). They act only on `format("delta")` in a session
-where the `delta` source is tahoe's: a classic session whose JVM has delta-spark's classes is left
-to delta-spark. Without them (`tahoe.spark.patches.disable()`, or a process that neither imports
-tahoe nor has its start-up hook) `format("delta")` writes need `.mode("append"/"overwrite")` and
-the `partitionBy` option — `writeStream.partitionBy` is then dropped by Spark itself.
-"""
+The wrappers (`tahoe.spark.patches`) act only where the session's `delta` source is tahoe's; without them
+`format("delta")` writes need `.mode("append"/"overwrite")` and the `partitionBy` option."""
 
 from __future__ import annotations
 

@@ -1,43 +1,15 @@
 """The `delta` Python data source: `spark.read.format("delta")` / `df.write.format("delta")`.
 
-Owns the data-source path. Reading: the driver plans the snapshot's files (with partition pruning
-and stats skipping from pushed-down filters) and splits them into input partitions of about
-128 MB (small files packed together, large files split into runs of row groups); executors read
-them as Arrow one row group at a time with tahoe's Spark-free reader
-(`tahoe.read.ArrowFileReader`: column mapping, DVs, partition values) — so it reaches any store
-tahoe's storage layer reaches (s3:// via pyarrow) even when the JVM cannot. Writing: executors
-write parquet files with pyarrow under the table root and send back AddFile actions; the
-driver-side `commit` makes one transaction (`tahoe.spark.write`: the same plan and commit as
-`write_delta` — schema rules, generated/identity columns, constraints, stats).
-
-Options (`tahoe.spark.options`, checked before any work): reading `versionAsOf`, `timestampAsOf`,
-`storage.<key>`, and the change data feed (`readChangeFeed` with `startingVersion` /
-`startingTimestamp` / `endingVersion` / `endingTimestamp`: `DeltaChangesReader`, planned by
-`tahoe.read.changes`); writing `partitionBy`, `replaceWhere` (every row must match; rows outside
-it fail the job, nothing is committed), `mergeSchema`, `overwriteSchema`, `partitionOverwriteMode`
-(`dynamic`: an overwrite replaces only the partitions the data writes to), `userMetadata`,
-`txnAppId` + `txnVersion` (idempotent writes), `delta.<property>` (table properties of a table the
-write creates, as delta-spark's DataFrameWriter; on an existing table they must agree with it),
-`storage.<key>`, `saveMode`. `readStream` / `writeStream` are `tahoe.spark.streaming`'s
-(`streamReader` / `streamWriter`), with the streaming options. Every other option is refused by
-name. Tables by name never reach this source in a session with Delta SQL on (`tahoe.spark.sql`
-resolves them to their paths); elsewhere Spark hands it no path and it refuses with what to do
-(`register` installs the same refusal up front for `CREATE TABLE ... USING delta` and
-`saveAsTable`, before Spark records a catalog table nothing could reach). Spark finds this source by itself in any session where tahoe is installed
-(`pyspark_tahoe_delta` defines it as `DefaultSource`); `register` is for tahoe shipped otherwise.
-
-Save modes: Spark hands a Python data source only append/overwrite; `ErrorIfExists` — also the
-default when `.mode()` is not called — and `Ignore` are refused at analysis
-(UNSUPPORTED_DATA_SOURCE_SAVE_MODE) before any Python runs. `tahoe.spark.calls` (installed when
-`tahoe.spark` is imported) therefore wraps `DataFrameWriter.save` (classic and Spark Connect): for
-`format("delta")` in a session where the `delta` source is tahoe's, those modes become `append` plus the option `saveMode=error|ignore`, which
-the writer enforces like delta-spark — error: refuse an existing table; ignore: leave it alone
-(the job still runs, its tasks write nothing); either creates a missing table. The option can be
-given directly where the wrapper is not installed. The wrapper also hands the writer the session's
-`spark.sql.sources.partitionOverwriteMode` (the writer runs in a Python worker that cannot read the
-session's confs); an explicit `partitionOverwriteMode` option wins over it, as in delta-spark.
-Executors need tahoe importable (see `tahoe.spark` on shipping it to a cluster).
-"""
+  1. Reads: the driver plans the snapshot's files (partition pruning, stats skipping) into input partitions
+     of about 128 MB; executors read them with `tahoe.read.ArrowFileReader`, so any store tahoe reaches works.
+  2. Writes: executors write parquet with pyarrow and return AddFiles; the driver commits once
+     (`tahoe.spark.write`). Streams are `tahoe.spark.streaming`'s.
+  3. Options are checked first (`tahoe.spark.options`); every other option is refused by name.
+  4. Tables by name: resolved to paths with Delta SQL on (`tahoe.spark.sql`), else refused, saying what to do.
+  5. Spark finds the source by itself where tahoe is installed (`pyspark_tahoe_delta.DefaultSource`).
+  6. Save modes `ErrorIfExists` / `Ignore` arrive as `saveMode=error|ignore` (`tahoe.spark.calls`); either
+     creates a missing table.
+Executors need tahoe importable (see `tahoe.spark`)."""
 
 from __future__ import annotations
 

@@ -1,49 +1,15 @@
-"""The Spark executor of DELETE, UPDATE and MERGE (behind `tahoe.spark.DeltaTable.delete` /
-`update` / `merge`): the DML planner (`tahoe.write.dml_plan`) decides, Spark moves the rows —
-they never pass through the driver, which only sees per-file counts and deletion-vector bitmaps.
+"""The Spark executor of DELETE, UPDATE and MERGE (behind `tahoe.spark.DeltaTable`): the planner
+(`tahoe.write.dml_plan`) decides, Spark moves the rows; the driver sees only per-file counts and
+deletion-vector bitmaps. `run_dml` runs a plan and makes one commit with delta-spark's metrics.
 
-    metrics = run_dml(spark, log, snapshot, plan, source_df)   # one commit; delta-spark's metrics
-
-Jobs (a DV-mode DELETE or UPDATE is one job; a DV-mode MERGE upsert three: the source's broadcast,
-the matching that also writes the updated rows, the inserts' write):
-  1. the candidate files (the planner's partition pruning and stats skipping) are scanned with
-     each row's file and position (`_metadata.file_path`, the row index: `read_snapshot(file_row=
-     True)`); a MERGE joins them with the source on its condition — inner, or left outer from the
-     target with notMatchedBySource clauses — broadcasting a source whose estimated size is under
-     `spark.sql.autoBroadcastJoinThreshold`. Each row gets the index of the first clause whose
-     condition is TRUE (a CASE over the planner's trees, `to_spark_column`). The rows some clause
-     changes (and, for a MERGE, every matched pair) are kept on the executors (a lazy local
-     checkpoint, filled by this job) with only the target columns the clauses read
-     (`DmlPlan.target_columns_read`: all of them with change data), so Spark's scan reads no other
-     column — a DELETE without change data keeps only their file and position. The same job
-     summarizes them per file in its tasks (`_summarize`): deletion-vector bitmaps (pyroaring,
-     serialized), and for a MERGE the matched pairs' places and count, so a target row matched
-     twice (delta-spark's DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE) shows as more
-     pairs than places, with no job of its own — and the matched source rows' ids, so that an
-     upsert whose last insert clause takes every unmatched row knows numSourceRows (matched +
-     inserted) without counting its source. The inline path (every UPDATE and MERGE without
-     change data): the same job writes the updated rows too — its tasks compute their new values
-     (generated columns recomputed, every row check evaluated on them only: `shape_rows`) and
-     write them with pyarrow (`write_arrow_rows`; local tables into a staging directory under the
-     root, moved into place after the job; object stores straight into the table), so the
-     changed rows are neither kept nor read again. With change data they are kept: their
-     pre-images are written again as change rows;
-  2. the rows written: updated rows (new values, generated columns recomputed) unless the inline
-     path wrote them; with copy-on-write
-     also the touched files' other rows — a scan of those files with the changed rows masked
-     out by inline deletion vectors, no join; MERGE inserts: source rows no target row matched
-     (a broadcast left anti join with the matched source rows), each given the first insert
-     clause whose condition is TRUE — in the same write job as the rewritten rows unless change
-     data, row tracking or identity columns need them apart (the inserted count is then the
-     rows written less the rewritten ones); change data rows when the commit
-     needs them. Each set is written by `tahoe.spark.write.write_dataframe(s)` with the
-     planner's write plan (every row check inside the write job);
-  3. one commit through `tahoe.write.dml_commit.write_and_commit` (files of a commit that surely did not
-     land are deleted).
-
-A MERGE that inserts and also matches reads its source twice: the source gets a row id and is
-kept on the executors by the first read (a lazy local checkpoint), so both reads see the same rows.
-"""
+  1. Scan the candidate files with each row's file and position; a MERGE joins the source (broadcast under
+     `spark.sql.autoBroadcastJoinThreshold`). Each row gets its first matching clause; the changed rows are
+     summarized per file (`_summarize`), multiple matches found without a job of their own.
+  2. The inline path (every UPDATE and MERGE without change data): the same job writes the updated rows
+     (`_summarize_and_write`); with change data they are kept and written afterwards with their pre-images.
+  3. Write the rest with `tahoe.spark.write.write_dataframe(s)`: copy-on-write's untouched rows, MERGE
+     inserts (a broadcast anti join), change data rows.
+  4. Commit once through `tahoe.write.dml_commit.write_and_commit`."""
 
 from __future__ import annotations
 

@@ -1,42 +1,12 @@
-"""OPTIMIZE on Spark: the Spark executor of `tahoe.write.optimize`'s plans, delta-spark's
-`DeltaTable.optimize()` builder, the session confs delta-spark reads for OPTIMIZE, auto
-compaction and optimized writes.
+"""OPTIMIZE on Spark: the executor of `tahoe.write.optimize`'s plans (`SparkBinExecutor`), delta-spark's
+`DeltaTable.optimize()` builder, and the session confs delta-spark reads for OPTIMIZE and auto compaction.
 
-    DeltaTable.forPath(spark, path).optimize().where("day = 'mon'").executeCompaction()
-    DeltaTable.forPath(spark, path).optimize().executeZOrderBy("x", "y")     # DataFrame(path, metrics)
-
-`SparkBinExecutor` rewrites the bins of a plan as Spark tasks, in at most three jobs:
-  * bins of at most 256 MiB of files (tahoe's session conf spark.tahoe.optimize.arrowTaskMaxBinSize:
-    a size, 0 for none; small-file compaction, REORG, Z-order and
-    clustering of modest partitions) — and every bin of a table Spark's JVM cannot reach (object
-    stores) — in ONE job of at most one task per core (the bins dealt to them by size), each
-    rewriting its bins with pyarrow (`tahoe.write.optimize.BinRewriter`, the Spark-free
-    executor's code: deletion vectors applied, curve order, stats from the rows) and sending
-    back their AddFiles;
-  * larger compaction / REORG bins in ONE job of Spark's own reader and writer: one scan of their
-    files (many tasks, `tahoe.spark.read.read_snapshot`), each row tagged with its bin's key (a
-    broadcast join on the file's URI) and shuffled by it into as many partitions as bins — the
-    keys chosen so that Spark's hash partitioning sends bin i to partition i (Spark's own `hash`
-    asked on the driver) — so each write task holds one bin and writes it as one file
-    (`tahoe.spark.write.write_dataframe`); the files are grouped back per bin by the task number
-    in their names;
-  * larger Z-order / clustering bins in a job each (bins in parallel driver threads, at most
-    spark.databricks.delta.optimize.maxThreads, as delta-spark's OptimizeExecutor), adding the
-    curve key — range ids of each column from bounds sampled on the driver (about 100 rows per
-    range, as Spark's RangePartitioner samples), interleaved (Z-order) or mapped onto the Hilbert
-    curve, computed by an Arrow UDF — plus a random byte of noise, and `repartitionByRange` the
-    bin into its number of files (delta-spark's MultiDimClustering).
-If a job fails, the files the other jobs wrote are deleted; files of tasks that finished inside a
-failed Arrow job stay behind unreferenced (VACUUM removes them). The plan, the commit and the
-metrics are `tahoe.write.optimize`'s.
-
-Session confs (read when set; else the table's delta.targetFileSize, else delta-spark's defaults):
-spark.databricks.delta.optimize.{minFileSize, maxFileSize, maxThreads, maxDeletedRowsRatio},
-spark.databricks.io.skipping.mdc.{rangeId.max, addNoise},
-spark.databricks.delta.optimize.clustering.mergeStrategy.minCubeSize.{threshold, targetCubeSize},
-spark.databricks.delta.autoCompact.{enabled, minNumFiles, maxFileSize, minFileSize} (optimized
-writes: `tahoe.spark.optimized_write`).
-"""
+Session confs (when set; else the table's `delta.targetFileSize`, else delta-spark's defaults):
+  1. spark.databricks.delta.optimize.{minFileSize, maxFileSize, maxThreads, maxDeletedRowsRatio};
+  2. spark.databricks.io.skipping.mdc.{rangeId.max, addNoise};
+  3. spark.databricks.delta.optimize.clustering.mergeStrategy.minCubeSize.{threshold, targetCubeSize};
+  4. spark.databricks.delta.autoCompact.{enabled, minNumFiles, maxFileSize, minFileSize};
+  5. spark.tahoe.optimize.arrowTaskMaxBinSize (tahoe's: bins up to it are rewritten in Arrow tasks)."""
 
 from __future__ import annotations
 
@@ -97,7 +67,16 @@ def optimize_settings(spark, base: OptimizeSettings | None = None) -> OptimizeSe
 # --- the Spark executor ---------------------------------------------------------------------------
 
 class SparkBinExecutor:
-    """Rewrites a plan's bins with Spark (see the module docstring)."""
+    """Rewrites a plan's bins with Spark, in at most three jobs:
+
+      1. bins up to spark.tahoe.optimize.arrowTaskMaxBinSize (256 MiB; 0 for none), and every bin of a table
+         the JVM cannot reach, in ONE job of Arrow tasks (`tahoe.write.optimize.BinRewriter`);
+      2. larger compaction / REORG bins in ONE job of Spark's reader and writer, each bin shuffled to its own
+         partition and written as one file (`_one_job`);
+      3. larger Z-order / clustering bins a job each (at most spark.databricks.delta.optimize.maxThreads in
+         parallel), range-partitioned by the curve key (delta-spark's MultiDimClustering).
+
+    If a job fails the files the other jobs wrote are deleted; VACUUM removes what failed tasks left."""
 
     def __init__(self, spark, max_threads: int | None = None, add_noise: bool | None = None):
         self.spark = spark
@@ -221,8 +200,9 @@ class SparkBinExecutor:
 
     def _one_job(self, plan: OptimizePlan, write_plan: WritePlan, log: DeltaLog, files: pa.Table,
                  idx: list[int], report: Callable[[int], None]) -> dict[int, list[AddFile]]:
-        """Compaction / REORG bins `idx` too large for a task's memory, all in one Spark job (see
-        the module docstring)."""
+        """Compaction / REORG bins `idx` too large for a task's memory, all in one Spark job: one scan, each
+        row tagged with its bin's key (keys chosen so Spark's hash partitioning sends bin i to partition i),
+        each write task writing one bin as one file, grouped back by the task number in the names."""
         import re
 
         import pyarrow.compute as pc

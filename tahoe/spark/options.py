@@ -1,52 +1,14 @@
-"""The options of the `delta` data source: which names exist, which tahoe implements, and a refusal
-naming every other one — an option is never silently ignored.
-
-Owns `read_options(options)` / `write_options(options)` (the checks `format("delta")` runs before it
-does anything), `table_path(options)` (the one table path Spark hands the source) and
-`check_properties_apply(options, snapshot)` (a `delta.*` writer option must not be dropped on the
-floor when the table already exists).
-
-Rules (names are case-insensitive, as Spark hands them over lower-cased):
-  1. Spark's own: `path` (`load(path)` / `save(path)`) and `paths` (`load([p, ...])`: one table
-     only, as delta-spark refuses several load paths).
-  2. Batch reads implement `versionAsOf` (a non-negative integer), `timestampAsOf` (not both),
-     `storage.<key>` (storage options of tahoe's storage layer) and the change data feed:
-     `readChangeFeed` (or `readChangeData`) with `startingVersion` / `startingTimestamp` and
-     `endingVersion` / `endingTimestamp` (a CDF read does not time travel). Without
-     `readChangeFeed` those four change nothing — the read is of the snapshot — as in
-     delta-spark, whose DeltaDataSource hands them to change feed reads only (tahoe's load
-     wrapper warns in the user's process, `tahoe.spark.calls`).
-  3. Streaming reads (`stream_read_options`) implement `startingVersion` (a version or `latest`)
-     / `startingTimestamp`, `maxFilesPerTrigger` (a positive integer), `maxBytesPerTrigger` (a
-     size such as `10g`), `ignoreDeletes`, `ignoreChanges`, `skipChangeCommits`,
-     `ignoreFileDeletion` (delta-spark's deprecated name, as ignoreChanges), `failOnDataLoss`,
-     `excludeRegex`, `readChangeFeed` and `storage.<key>`; batch-only options (time travel, an end
-     of a change range) are refused in a stream and streaming-only ones in a batch read.
-  4. Writing implements `partitionBy`, `replaceWhere`, `mergeSchema`, `overwriteSchema` ('true' or
-     'false'), `partitionOverwriteMode`, `userMetadata`, `txnAppId` + `txnVersion`, `saveMode`
-     (tahoe's, set by the save wrapper), `storage.<key>` and `delta.<property>` (a known
-     Delta table property, validated like every property: the table properties of a table the
-     write creates; on an existing table it must agree with the table — see
-     `check_properties_apply`). `optimizeWrite` ('true' or 'false'; delta-spark's optimized write:
-     the rows shuffled by the partition columns before they are written) is carried out by tahoe's
-     save wrapper in the driver (`tahoe.spark.calls`), which marks the write; 'true' without that
-     mark (tahoe.spark never imported in the driver) is refused, as is 'true' on a streaming
-     write. Three delta-spark options are accepted where their value is what tahoe's writer does
-     anyway (`dataChange=true`, `compression=snappy`, `writePartitionColumns=false`) and refused
-     otherwise. A streaming write
-     (`write_options(..., streaming=True)`) takes `checkpointLocation` (required: the query's id is read from
-     it), `partitionBy`, `mergeSchema`, `overwriteSchema` (complete mode), `userMetadata`,
-     `storage.<key>` and `delta.<property>`; replaceWhere, partitionOverwriteMode and
-     txnAppId/txnVersion (the sink writes its own transaction ids) are refused there.
-  5. Every other option delta-spark's DeltaOptions knows is refused by name with
-     UnsupportedFeatureError, saying which feature it belongs to and what to use instead; a reader
-     option on a write (or a writer option on a read) is refused the same way (it would do
-     nothing).
-  6. A name neither tahoe nor delta-spark knows is an InvalidOptionError listing what is accepted.
-  7. No path, or the options a session catalog passes for a table by name (`provider`,
-     `location`, ...): UnsupportedFeatureError — tahoe has no catalog yet; the message says to use
-     paths.
-"""
+"""The options of the `delta` data source: which exist, which tahoe implements, and a refusal naming every
+other one. Names are case-insensitive. Rules:
+  1. Spark's own `path` and `paths` (one table only).
+  2. Batch reads: `versionAsOf`, `timestampAsOf`, `storage.<key>`, `readChangeFeed` (`readChangeData`) with
+     `startingVersion`/`startingTimestamp`/`endingVersion`/`endingTimestamp` (without it they change nothing).
+  3. Streaming reads: see `stream_read_options`; batch-only options are refused in a stream and back.
+  4. Writes: see `write_options`; `delta.<property>` on an existing table must agree with it
+     (`check_properties_apply`).
+  5. Any other option delta-spark's DeltaOptions knows, or one of the wrong direction: UnsupportedFeatureError.
+  6. A name nobody knows: InvalidOptionError listing what is accepted.
+  7. No path, or a catalog's options (`provider`, `location`, ...): UnsupportedFeatureError (use paths)."""
 
 from __future__ import annotations
 
@@ -348,7 +310,10 @@ def stream_read_options(options: Mapping[str, Any]) -> dict[str, Any]:
     {"path", "storage_options", "cdf", "starting_version" (int | "latest" | None),
     "starting_timestamp", "max_files", "max_bytes", "ignore_deletes", "ignore_changes",
     "skip_change_commits", "fail_on_data_loss", "exclude_regex", "allow_out_of_range", "time_zone"}
-    (a zone-less startingTimestamp is read in the session time zone, `time_zone`)."""
+    (a zone-less startingTimestamp is read in the session time zone, `time_zone`). Implemented:
+    `startingVersion` (or `latest`), `startingTimestamp`, `maxFilesPerTrigger`, `maxBytesPerTrigger` (`10g`),
+    `ignoreDeletes`, `ignoreChanges`, `ignoreFileDeletion`, `skipChangeCommits`, `failOnDataLoss`,
+    `excludeRegex`, `readChangeFeed`, `storage.<key>`."""
     opts = _lower(options)
     path = table_path(options)
     _check_read_names(options, READ_OPTIONS + STREAM_READ_OPTIONS, "stream")
@@ -405,7 +370,14 @@ def write_options(options: Mapping[str, Any], streaming: bool = False) -> None:
     """Check the options of a `df.write.format("delta")` — or, `streaming`, a
     `df.writeStream.format("delta")` — (rules 1, 4, 5, 6, 7) before any work: every name
     implemented or refused, booleans 'true'/'false', `delta.*` keys known Delta table properties
-    with valid values."""
+    with valid values.
+
+    Batch writes implement `partitionBy`, `replaceWhere`, `mergeSchema`, `overwriteSchema`,
+    `partitionOverwriteMode`, `userMetadata`, `txnAppId` + `txnVersion`, `saveMode` (set by the save
+    wrapper), `storage.<key>`, `delta.<property>` and `optimizeWrite` ('true' only when the driver's save
+    wrapper marked the write; refused on a stream). `dataChange=true`, `compression=snappy` and
+    `writePartitionColumns=false` are accepted, other values refused. Streaming writes need
+    `checkpointLocation` and refuse replaceWhere, partitionOverwriteMode and txnAppId/txnVersion."""
     from ..protocol.properties import normalize_property
 
     opts = _lower(options)

@@ -1,45 +1,15 @@
-"""The `deltaSharing` Python data source: shared tables in Spark with no JVM jar.
+"""The `deltaSharing` Python data source: shared tables in Spark with no JVM jar (`register(spark)`, or
+`tahoe.spark.register`, which registers `delta` too).
 
-    register(spark)   # or tahoe.spark.register(spark), which registers `delta` too
-    spark.read.format("deltaSharing").load("profile.share#share.schema.table")
-    spark.read.format("deltaSharing").option("versionAsOf", 3).load(url)
-    spark.read.format("deltaSharing").option("readChangeFeed", "true").option("startingVersion", 1).load(url)
-    spark.readStream.format("deltaSharing").option("startingVersion", 1).option("maxFilesPerTrigger", 10).load(url)
-
-Options are the official Spark connector's (`DeltaSharingOptions`; names case-insensitive):
-batch — `versionAsOf`, `timestampAsOf`, `readChangeFeed` (or `readChangeData`) with
-`startingVersion` / `startingTimestamp` and `endingVersion` / `endingTimestamp`; streaming —
-`startingVersion` (a version or `latest`), `startingTimestamp`, `maxFilesPerTrigger` (default
-1000), `maxBytesPerTrigger` (e.g. `10g`), `maxVersionsPerRpc` (default 100), `ignoreDeletes`,
-`ignoreChanges`, `skipChangeCommits`, `readChangeFeed`; both — `responseFormat` (`parquet` or
-`delta`; unset: the server chooses, so tables with deletion vectors or column mapping read
-without it), and the profile given as options instead of a file (`shareCredentialsVersion`,
-`shareCredentialsType`, `endpoint`, `bearerToken`, `expirationTime`, `tokenEndpoint`,
-`clientId`, `clientSecret`, `scope`; the path is then `share.schema.table`). Any other option,
-or a streaming option in a batch read, is refused by name.
-
-Reading: the driver asks the server for the files — Spark's pushed filters sent as
-`jsonPredicateHints` (equalities, comparisons, IN, IS [NOT] NULL, NOT, on top-level columns of
-primitive types; Spark still applies every filter to the rows) — and packs them into input
-partitions of about 128 MB (whole versions for change data); executors download and read their
-files with tahoe's Spark-free sharing reader (`tahoe.sharing.reader`, `ScanReader.stream`: a
-task's next files download in threads while the current one is decoded in pieces of 128k rows as
-Spark consumes them, which keeps a task's memory and cache small; both response
-formats, deletion vectors, column mapping, URL refresh with the request's refresh token,
-retries). Change data has `_change_type`, `_commit_version` and `_commit_timestamp` (a
-timestamp), as with the official connector.
-
-Streaming (`DataSourceStreamReader`, as the official `DeltaSharingSource`): offsets
-`{sourceVersion, tableId, tableVersion, index, isStartingVersion}`; without a starting version the
-stream first reads the latest snapshot (files ordered by id), then each later version's added
-files (`/query` with `startingVersion`/`endingVersion`, at most `maxVersionsPerRpc` versions a
-call); with `readChangeFeed` the versions' change data (`/changes`). A version that removes files
-fails the stream unless `ignoreDeletes` (versions that only remove), `ignoreChanges` (its added
-files are read again) or `skipChangeCommits` (the whole version is skipped). Offsets are a pure
-function of the table's history, so a query restarted from its checkpoint reads exactly the
-batches it had planned. `Trigger.AvailableNow` is supported. The table version is polled at
-most once a second.
-"""
+  1. Options are the official Spark connector's (`DeltaSharingOptions`), checked by `_Conf`; any other option,
+     or a streaming option in a batch read, is refused by name.
+  2. Reads: the driver asks the server for the files (pushed filters sent as `jsonPredicateHints`) and packs
+     them into input partitions of about 128 MB; executors read them with `tahoe.sharing.reader`.
+  3. Change data has `_change_type`, `_commit_version` and `_commit_timestamp`, as the official connector.
+  4. Streaming as the official `DeltaSharingSource`: offsets `{sourceVersion, tableId, tableVersion, index,
+     isStartingVersion}`, a pure function of the table's history; `Trigger.AvailableNow` supported.
+  5. A version that removes files fails the stream unless `ignoreDeletes`, `ignoreChanges` or
+     `skipChangeCommits` (`_filter_changes`)."""
 
 from __future__ import annotations
 
@@ -131,7 +101,13 @@ def _timestamp(v: Any, name: str, time_zone: str | None = None) -> str:
 
 
 class _Conf:
-    """The options of one load, checked (see the module docstring)."""
+    """The options of one load, checked (names case-insensitive). Batch: `versionAsOf`, `timestampAsOf`,
+    `readChangeFeed` (`readChangeData`) with `startingVersion`/`startingTimestamp`/`endingVersion`/
+    `endingTimestamp`. Streaming: `startingVersion` (or `latest`), `startingTimestamp`, `maxFilesPerTrigger`
+    (1000), `maxBytesPerTrigger`, `maxVersionsPerRpc` (100), `ignoreDeletes`, `ignoreChanges`,
+    `skipChangeCommits`, `readChangeFeed`. Both: `responseFormat` (unset: the server chooses) and the profile
+    as options (`shareCredentialsVersion`, `shareCredentialsType`, `endpoint`, `bearerToken`,
+    `expirationTime`, `tokenEndpoint`, `clientId`, `clientSecret`, `scope`; the path then `share.schema.table`)."""
 
     def __init__(self, options: Any, mode: str):
         """`mode`: "batch", "stream", or "any" (the schema, asked before Spark says which)."""
@@ -590,7 +566,9 @@ class _StreamReader(DataSourceStreamReader, _AvailableNow):
         return self._remember(key, items)
 
     def _filter_changes(self, version: int, files: list[RemoteFile]) -> list[RemoteFile]:
-        """The added files of a version the stream reads (see the module docstring on removes)."""
+        """The added files of a version the stream reads (module docstring, rule 5): removes fail
+    the stream unless `ignoreDeletes` (versions that only remove), `ignoreChanges` (added files read again) or
+    `skipChangeCommits` (the version skipped)."""
         adds = [f for f in files if f.kind == "add"]
         removes = [f for f in files if f.kind == "remove"]
         if not removes:

@@ -1,62 +1,18 @@
-"""Structured Streaming on the `delta` data source: the table as a streaming source
-(`spark.readStream.format("delta").load(path)`) and as an exactly-once sink
-(`df.writeStream.format("delta").option("checkpointLocation", ...).start(path)`).
+"""Structured Streaming on `format("delta")`: the table as a streaming source (`DeltaStreamReader`, delta-spark's
+DeltaSource semantics) and as an exactly-once sink (`DeltaStreamWriter`).
 
-The source (`DeltaStreamReader`, delta-spark's DeltaSource semantics):
-  1. Without `startingVersion` / `startingTimestamp` the stream first reads the snapshot it was
-     created on (its files ordered by modification time, then path), then each later version's
-     added files (`dataChange=true`) in log order. `startingVersion=N` starts with version N's
-     changes (`latest`: after the latest version), `startingTimestamp` with the first version
-     committed at or after it. `excludeRegex` leaves out files whose path matches.
-  2. Offsets are delta-spark's DeltaSourceOffset JSON — `{"sourceVersion": 1, "reservoirId":
-     <table id>, "reservoirVersion": v, "index": i, "isStartingVersion": b}`: the last file read is
-     the i-th action of version v's commit (i-th file of the snapshot when `isStartingVersion`);
-     i = -1 is before the version's first file. They are a pure function of the log, so a query
-     restarted from its checkpoint reads exactly the batches it had planned. An offset of another
-     table id fails (DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE: the table was replaced).
-  3. Admission (`latestOffset(start, limit)`): at most `maxFilesPerTrigger` files a batch
-     (default 1000), and files while fewer than `maxBytesPerTrigger` bytes are admitted (a batch
-     may overshoot by one file; at least one file always); `Trigger.AvailableNow` reads up to
-     the version current when the query started, in batches of these sizes.
-  4. A version that removes data (`dataChange` removes) fails the stream —
-     DELTA_SOURCE_IGNORE_DELETE when it only removes, DELTA_SOURCE_TABLE_IGNORE_CHANGES when it
-     also adds (an UPDATE, MERGE, a DELETE that rewrites or marks rows) — unless `ignoreDeletes`
-     (only-removing versions pass), `ignoreChanges` / `ignoreFileDeletion` (the versions' added
-     files are read: rewritten rows come again) or `skipChangeCommits` (such versions are
-     skipped whole). Files added with deletion vectors are read with them applied.
-  5. Schema (delta-spark's DeltaSource checks, without its schema tracking log): the stream reads
-     in the table's schema when it was created. A metaData action met on the way — or the schema
-     of the version a stream starts from — is compared with it: a column renamed or dropped under
-     column mapping stops the stream with DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG
-     (tahoe has no `schemaTrackingLocation`: restart with a new checkpoint location and a
-     startingVersion after the change); any other change data written under which the stream's
-     schema cannot read (a column added after the stream's schema, a type changed, a column
-     dropped or made nullable without column mapping) stops it with
-     DELTA_SCHEMA_CHANGED_WITH_VERSION (DELTA_SCHEMA_CHANGED_WITH_STARTING_OPTIONS when the stream
-     was given startingVersion / startingTimestamp). Restarted, a stream whose new schema can read
-     on (an added column) goes on. A failure is raised only when no earlier version is left to
-     read, so nothing before it is held back.
-  6. `readChangeFeed`: the stream's rows are the change data feed's (`tahoe.read.changes`:
-     `_change_type`, `_commit_version`, `_commit_timestamp`): the initial snapshot as inserts,
-     then each version's change rows — removes are changes here, not failures; a version's rows
-     are admitted together.
-  7. Versions no longer in the log (cleaned up) fail the stream
-     (DELTA_MISSING_FILES_UNEXPECTED_VERSION) unless `failOnDataLoss=false`, which goes on from
-     the earliest version there is.
-
-The sink (`DeltaStreamWriter`): Spark creates a writer for every micro-batch, which plans the
-write on the table as it is then (`tahoe.spark.write.prepare_datasource_write`: the same planner,
-schema checks, partitioning, generated / identity columns and constraints as batch writes); the
-tasks write files (`datasource_write_task`) and tell the driver the query's id and the batch id
-(Spark's `sql.streaming.queryId` / `streaming.sql.batchId` task properties), and the batch's
-commit (`tahoe.write.commit.commit_micro_batch`) makes ONE version — operation
-`STREAMING UPDATE` with a `txn` action (appId = the query id, version = the batch id) — or
-nothing when the table already records that batch (a batch replayed after a crash: its new files
-are deleted). Output modes append and complete (which replaces the table's rows each batch);
-Spark refuses update mode for this sink.
-
-Executors need tahoe importable, as for every `format("delta")` read and write.
-"""
+  1. The snapshot first, then each later version's `dataChange` adds in log order; `startingVersion` (or
+     `latest`) / `startingTimestamp` start at a version's changes; `excludeRegex` leaves out matching paths.
+  2. Offsets are delta-spark's DeltaSourceOffset JSON, a pure function of the log; an offset of another
+     table id fails with DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE.
+  3. A batch admits `maxFilesPerTrigger` files (default 1000) and about `maxBytesPerTrigger` bytes;
+     `Trigger.AvailableNow` stops at the version current when the query started.
+  4. A version that removes data fails with DELTA_SOURCE_IGNORE_DELETE / DELTA_SOURCE_TABLE_IGNORE_CHANGES
+     unless `ignoreDeletes`, `ignoreChanges` / `ignoreFileDeletion` or `skipChangeCommits`.
+  5. Schema changes: see `DeltaStreamReader`. `readChangeFeed` streams the change data feed's rows; versions
+     cleaned up fail with DELTA_MISSING_FILES_UNEXPECTED_VERSION unless `failOnDataLoss=false`.
+  6. The sink commits each micro-batch as one `STREAMING UPDATE` version with a `txn` action (query id, batch
+     id), or nothing when the table already records the batch; output modes append and complete."""
 
 from __future__ import annotations
 
@@ -89,7 +45,8 @@ except ImportError:  # pragma: no cover
 
 
 def source_offset(table_id: str, version: int, index: int, is_starting_version: bool) -> dict:
-    """A DeltaSourceOffset as delta-spark serializes it (rule 2 of the module docstring)."""
+    """A DeltaSourceOffset as delta-spark serializes it: the last file read is the `index`-th action of
+    version `version`'s commit (of the snapshot when `is_starting_version`); -1 is before the first."""
     return {"sourceVersion": 1, "reservoirId": table_id, "reservoirVersion": int(version), "index": int(index),
             "isStartingVersion": bool(is_starting_version)}
 
@@ -118,7 +75,15 @@ class _Item:
 
 
 class DeltaStreamReader(DataSourceStreamReader, _AvailableNow):
-    """`spark.readStream.format("delta")` (see the module docstring)."""
+    """`spark.readStream.format("delta")` (see the module docstring). Schema: the stream reads in the table's
+    schema when it was created; a metaData action met on the way is compared with it:
+
+      1. a column renamed or dropped under column mapping stops the stream with
+         DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG (no `schemaTrackingLocation`: restart with a
+         new checkpoint location and a startingVersion after the change);
+      2. data the stream's schema cannot read stops it with DELTA_SCHEMA_CHANGED_WITH_VERSION
+         (DELTA_SCHEMA_CHANGED_WITH_STARTING_OPTIONS when started with startingVersion / startingTimestamp);
+      3. the failure is raised only once no earlier version is left to read."""
 
     def __init__(self, options: dict, schema):
         o = stream_read_options(options)
@@ -394,7 +359,7 @@ class DeltaStreamReader(DataSourceStreamReader, _AvailableNow):
         return items
 
     def _missing(self, version: int) -> list[_Item]:
-        """A version the log no longer has (rule 7)."""
+        """A version the log no longer has (rule 5)."""
         from ..log.segment import list_log
 
         commits = [f.version for f in list_log(self.log.store, self.log.log_dir, 0) if f.name.kind == LogFileKind.COMMIT]

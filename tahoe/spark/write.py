@@ -1,45 +1,16 @@
-"""The Spark executor of writes — `write_dataframe` (the file work of `write_delta`, OPTIMIZE and
-DML: `tahoe.spark.fast_write`, `tahoe.spark.optimize`, `tahoe.spark.dml`) — and the
-`format("delta")` data-source writer.
+"""The Spark executor of writes (`write_dataframe`: the file work of `write_delta`, OPTIMIZE and DML) and the
+`format("delta")` data-source writer. Spark does the data work; every decision is the shared planner's
+(`tahoe.write.plan.plan_write`) and every commit the shared commit step's (`tahoe.write.commit.commit_write`).
 
-Spark does the data work, tahoe the log work; every decision is the shared planner's
-(`tahoe.write.plan.plan_write`: modes, schema enforcement / mergeSchema with type widening /
-overwriteSchema, partitioning, replaceWhere, dynamic partition overwrite, idempotent
-txnAppId/txnVersion, identity / generated / default columns, constraints, commitInfo) and every
-commit goes through the shared commit step (`tahoe.write.commit.commit_write`):
-
-1. the plan is made on the driver, before any job runs (every refusal that needs no data);
-2. the DataFrame is shaped to the table (`_shape`): columns cast to the table types, absent
-   columns null, column defaults (`CURRENT_DEFAULT`) filled, generated columns computed (or
-   checked with `<=>` when given), identity values generated — value k is
-   `first + step * monotonically_increasing_id()` (unique, not dense, like delta-spark), computed
-   with `try_add`/`try_multiply`/`try_cast` so an overflow is a violation, not a wrapped value;
-   the high-water mark advances to the write's last value;
-3. every row check — NOT NULL, CHECK constraints, invariants, generated columns, identity
-   overflow, replaceWhere — is a `raise_error` column evaluated inside the single write job (no
-   extra scan); a violation fails the job, ConstraintViolationError names the constraint and a
-   sample row (as JSON), nothing is committed;
-4. the files: for local tables `df.write.partitionBy(...).parquet(staging)` writes into
-   `<root>/_tahoe_staging_<uuid>` (physical names and field ids under column mapping); the
-   partition values are parsed from Spark's Hive directory names (unescaped,
-   `__HIVE_DEFAULT_PARTITION__` = null, timestamps from the session time zone to UTC) and
-   serialized per the Delta spec — a value that does not parse fails the write, nothing
-   committed — then the files are moved into the table's partition directories (the staging
-   directory is deleted whatever happens), stats come from the parquet footers (pyarrow, ~0.2 ms
-   a file; no second scan; float bounds only from writers that order NaN last, see
-   `tahoe.write.footer_stats`). Object stores (plain PySpark has no S3A connector): one `mapInArrow`
-   job whose tasks write the files with pyarrow (`tahoe.write.files`, stats from the rows in
-   memory) and return their AddFiles;
-5. ONE commit (`commit_write`): blind append; overwrite removes the files it read; replaceWhere
-   the matching partitions' files; dynamic partition overwrite the files of the partitions the new
-   files are in. Files of a commit that surely did not land are deleted, never on doubt.
-
-The data-source writer (`prepare_datasource_write` on the driver, `datasource_write_task` on
-executors, `datasource_commit` / `datasource_abort` in Spark's Python workers) maps its options
-onto the same planner (`delta.*` options become the properties of a table it creates), does the
-Arrow row work of `tahoe.write.writer.prepare_rows` in its tasks (identity positions
-`partitionId << 33 + row`, as monotonically_increasing_id) and commits through `commit_write`.
-"""
+  1. The plan is made on the driver before any job runs.
+  2. The DataFrame is shaped to the table (`_shape`): casts, defaults, generated and identity columns.
+  3. Every row check is a `raise_error` column inside the one write job: a violation raises
+     ConstraintViolationError naming the constraint and a sample row; nothing is committed.
+  4. Files: local tables through a `<root>/_tahoe_staging_<uuid>` directory, stats from the footers; object
+     stores through one `mapInArrow` job writing with pyarrow.
+  5. ONE commit (`commit_write`); files of a commit that surely did not land are deleted, never on doubt.
+The data-source writer (`prepare_datasource_write`, `datasource_write_task`, `datasource_commit`) maps its
+options onto the same planner and commits through `commit_write`."""
 
 from __future__ import annotations
 

@@ -1,53 +1,16 @@
-"""Conflict detection for optimistic concurrency (delta-spark's ConflictChecker semantics).
-
-A transaction that lost the race for version N reads the commits that won (N, N+1, ...) and asks,
-for each winner in order, whether it can still commit on top of it. This module answers that
-question and nothing else: it is pure (no I/O) — it takes a summary of what the current
-transaction read and writes (`TransactionSummary`), one winner's parsed action dicts
-(`WinningCommit`) and the table's metadata and protocol as the current transaction now sees them,
-and raises the specific ConcurrentModificationException subclass, or returns how the conflict was
-resolved (`Resolution`).
+"""Conflict detection for optimistic concurrency (delta-spark's ConflictChecker), pure: from what the current
+transaction read and writes (`TransactionSummary`) and one winning commit (`WinningCommit`), raise the specific
+ConcurrentModificationException subclass or return how the conflict was resolved (`Resolution`).
 
 The checks, in delta-spark's order:
-  1. protocol — the winner's protocol must be readable and writable by this client
-     (UnsupportedFeatureError); if the current transaction changes the protocol too, or the winner
-     dropped features → ProtocolChangedException;
-  2. metadata (delta-spark's `attemptToResolveMetadataConflicts`) — a winner's metaData is a
-     MetadataChangedException when the current transaction changes metadata too (an identity
-     high-water-mark update counts); otherwise it is accepted when it only advances identity
-     high-water marks (commitInfo tag `delta.identity.schemaUpdate`), or when it differs from the
-     current metadata only in configuration keys it adds or changes among
-     delta.enableDeletionVectors=true (table supports deletion vectors), delta.enableRowTracking=
-     true and the materialized row-tracking column names (table supports row tracking),
-     delta.columnMapping.mode none→name and maxColumnId (table supports column mapping) — plus,
-     with that column-mapping change, column-mapping field metadata on otherwise identical
-     columns. Anything else (another key, a removed key, a schema, partitioning or description
-     change) → MetadataChangedException. Accepting row-tracking enablement tags the commit
-     `delta.rowTracking.preserved=false`;
-  3. domain metadata — both set the same domain → ConcurrentTransactionException (the system
-     domain `delta.rowTracking` is resolved by rebasing instead);
-  4. application transactions — the winner wrote a txn appId the current transaction read or
-     writes → ConcurrentTransactionException;
-  5. row tracking enablement — the current transaction turns delta.enableRowTracking on (and
-     gives every file it knew a baseRowId) while the winner added files without a baseRowId
-     → ConcurrentAppendException (the table would hold files without row ids);
-  6. added files (`checkForAddedFilesThatShouldHaveBeenReadByCurrentTxn`) — a blind append never
-     conflicts; for any other transaction the winner's added files are checked — all of them
-     when it read the whole table or the table (at read time) is unpartitioned, else those whose
-     partition values match one of its read predicates → ConcurrentAppendException. Which of the
-     winner's added files count depends on the isolation level: Serializable: all;
-     WriteSerializable: only those of a non-blind-append winner, unless the current transaction
-     changes metadata; SnapshotIsolation: none;
-  7. deleted-read — the winner removed a file the current transaction read (or anything, when it
-     read the whole table) → ConcurrentDeleteReadException;
-  8. delete-delete — both remove the same file → ConcurrentDeleteDeleteException.
-
-The isolation level of a commit (`isolation_level_for_commit`): SnapshotIsolation when it holds
-only file actions (and the row-tracking domain) none of which changes data — and, at
-WriteSerializable, its operation is not one that changes data (delta-spark's
-`canDowngradeToSnapshotIsolation`); else the requested level or the table's
-`delta.isolationLevel`.
-"""
+  1. protocol: the winner's must be supported (UnsupportedFeatureError); both change it → ProtocolChangedException;
+  2. metadata: see `_check_metadata`; unresolvable → MetadataChangedException;
+  3. domain metadata: both set the same domain → ConcurrentTransactionException (`delta.rowTracking` is rebased);
+  4. application transactions: the winner wrote a txn appId this one read or writes → ConcurrentTransactionException;
+  5. row tracking enablement against a winner adding files without a baseRowId → ConcurrentAppendException;
+  6. added files the current transaction should have read, by isolation level → ConcurrentAppendException;
+  7. the winner removed a file this one read → ConcurrentDeleteReadException;
+  8. both remove the same file → ConcurrentDeleteDeleteException."""
 
 from __future__ import annotations
 
@@ -327,7 +290,12 @@ def _schema_change_allowed(current: Metadata, winning: Metadata) -> bool:
 
 def _check_metadata(txn: TransactionSummary, winner: WinningCommit, current: Metadata | None,
                     protocol: Protocol | None, where: str) -> Resolution:
-    """delta-spark's `attemptToResolveMetadataConflicts` (see the module docstring, rule 2)."""
+    """delta-spark's `attemptToResolveMetadataConflicts`: a winner's metaData conflicts when this transaction
+    changes metadata too (an identity high-water-mark update counts); else it is accepted when it only advances
+    identity high-water marks (tag `delta.identity.schemaUpdate`) or only adds or changes these keys:
+    delta.enableDeletionVectors=true, delta.enableRowTracking=true with the materialized column names,
+    delta.columnMapping.mode none→name with maxColumnId (plus the field metadata that brings). Accepting row
+    tracking tags the commit `delta.rowTracking.preserved=false`."""
     if not winner.metadata:
         return _NO_CHANGE
 
@@ -362,11 +330,16 @@ def _check_metadata(txn: TransactionSummary, winner: WinningCommit, current: Met
 def check_conflicts(txn: TransactionSummary, winner: WinningCommit, current_metadata: Metadata | None = None,
                     current_protocol: Protocol | None = None) -> Resolution:
     """Raise the exception for the first conflict between the current transaction and `winner`
-    (see the module docstring for the rules); return how it was resolved when the current
+    (the module docstring's rules, in order); return how it was resolved when the current
     transaction can commit on top of it. `current_metadata` / `current_protocol`: the table's
     metadata and protocol as the current transaction sees them before this winner (its read
     snapshot's, brought forward by the winners already accepted); without them a winner's
-    metadata change is never resolved."""
+    metadata change is never resolved.
+
+    Rule 6: a blind append never conflicts; otherwise the winner's added files are checked, all of them when
+    this transaction read the whole table or the table is unpartitioned, else those matching a read
+    predicate. Which count: Serializable all; WriteSerializable those of a non-blind-append winner (all when
+    this one changes metadata); SnapshotIsolation none."""
     where = _describe(winner)
 
     # 1. protocol

@@ -1,41 +1,15 @@
 """Spark-free DELETE, UPDATE and MERGE on pyarrow data: the Arrow executor of the DML planner
-(`tahoe.write.dml_plan`, which decides everything; this module moves rows), one transaction each.
+(`tahoe.write.dml_plan` decides, this module moves rows), one transaction each. The MERGE builder follows
+delta-rs's `TableMerger` (`when_matched_update`, ..., `when_not_matched_by_source_delete`, `execute()`;
+`merge_schema=True` evolves the schema); every operation returns delta-spark's metrics and `version`.
 
-    tahoe.delete("/data/events", "country = 'FR' AND amount < 10")          # -> metrics dict
-    tahoe.update("/data/events", {"amount": "amount * 2"}, predicate="country = 'FR'")
-    (tahoe.merge("/data/events", updates, "t.id = s.id", source_alias="s", target_alias="t")
-         .when_matched_update_all()
-         .when_not_matched_insert_all()
-         .execute())                                                         # -> metrics dict
-
-The MERGE builder follows delta-rs's `TableMerger` (`when_matched_update(updates, predicate)`,
-`when_matched_update_all(predicate, except_cols)`, `when_matched_delete(predicate)`,
-`when_not_matched_insert(updates, predicate)`, `when_not_matched_insert_all(predicate,
-except_cols)`, `when_not_matched_by_source_update(updates, predicate)`,
-`when_not_matched_by_source_delete(predicate)`, `execute()`); `merge_schema=True` is MERGE with
-schema evolution. Every operation returns delta-spark's metrics (the names its commitInfo uses,
-e.g. `numTargetRowsUpdated`) and the committed `version`.
-
-How rows move:
-  1. the candidate files (partition pruning and stats skipping on the target-only predicate) are
-     read file by file (deletion vectors applied, each row's position in its file kept); a DELETE
-     whose predicate reads only partition columns removes whole files without reading them;
-     DELETE / UPDATE read the condition's columns first and the rest of a file only when a row
-     matches and its values are needed — never for a DELETE with deletion vectors and no change
-     data, which writes the matched positions to a deletion vector and no data file;
-  2. MERGE joins them with the source in two passes: the condition's target columns of every
-     candidate file are hash-joined (pyarrow, on the `=` conjuncts between a target-only and a
-     source-only side; the whole condition is then evaluated on the pairs, so NULLs never match)
-     to find matches — and duplicate matches — and only files holding a matched row (every
-     candidate with notMatchedBySource clauses) are read in full;
-  3. each row takes the first clause whose condition is TRUE; copy-on-write rewrites a file
-     holding a changed row (its other rows copied); with deletion vectors the changed rows' positions
-     go into the file's deletion vector and only updated rows are written; a file whose every
-     row changes is removed;
-  4. rows written are prepared by the write plans (`prepare_rows`: casts, computed columns,
-     NOT NULL / CHECK / invariants / generated) before any file is written; then data files,
-     deletion vectors and change data files; one commit (`dml_commit.write_and_commit`).
-"""
+  1. Candidate files are read file by file, deletion vectors applied; a partition-only DELETE removes whole
+     files unread, a DELETE with deletion vectors writes no data file.
+  2. MERGE hash-joins the condition's target columns with the source first, then reads in full only files
+     holding a match.
+  3. Copy-on-write rewrites a file holding a changed row; with deletion vectors only updated rows are written.
+  4. Rows pass the write plans' checks (`prepare_rows`) before any file is written; one commit
+     (`dml_commit.write_and_commit`)."""
 
 from __future__ import annotations
 

@@ -1,50 +1,15 @@
-"""OPTIMIZE and REORG TABLE ... APPLY (PURGE): rewriting a table's files without changing its
-rows (delta-spark's OptimizeTableCommand / OptimizeExecutor / DeltaReorgTableCommand), planned
-here once for every executor — the Arrow executor below (parallel threads) and the Spark one
+"""OPTIMIZE and REORG TABLE ... APPLY (PURGE): rewriting a table's files without changing its rows
+(delta-spark's OptimizeTableCommand), planned here once for the Arrow executor below and the Spark one
 (`tahoe.spark.optimize`).
 
-    plan = plan_optimize(snapshot, where=["day = 'mon'"])              # bin-packing
-    plan = plan_optimize(snapshot, zorder_by=["x", "y"])               # Z-order
-    plan = plan_optimize(snapshot)                                     # clustered table: Hilbert
-    plan = plan_optimize(snapshot, reorg=True)                         # REORG ... APPLY (PURGE)
-    metrics = run_optimize(log, plan, ArrowBinExecutor())              # write, commit, metrics
-
-What is rewritten (`plan_optimize`):
-  * the candidate files are the active files whose partition values match `where` (SQL or
-    delta-rs DNF tuples; it may name partition columns only) or lie in `partitions` (auto
-    compaction);
-  * compaction: files smaller than `min_file_size`, and files with a deletion vector whose
-    deleted rows are more than `max_deleted_rows_ratio` of the file (or whose row count is
-    unknown). Per partition, sorted by size, they are packed into bins of at most
-    `max_file_size` bytes; each bin of two or more files becomes one file;
-  * Z-order (`zorder_by`, data columns with stats only): every candidate file; one bin per
-    partition; its rows are ordered by the Z-order curve of the columns' range ids
-    (`tahoe.write.curves`) and cut into max(1, size / max_file_size) files;
-  * clustering (a table with clustering columns, spec "Clustered Table"; `where` and
-    `zorder_by` are refused as in delta-spark): incremental, by ZCubes — unclustered files and
-    files of ZCubes clustered by the current columns that are smaller than `min_cube_size` (other
-    providers' files, and files clustered by other columns, are left alone), unless they already
-    form one single ZCube; they are rewritten in Hilbert-curve order as one new ZCube (files
-    tagged ZCUBE_ID / ZCUBE_ZORDER_BY / ZCUBE_ZORDER_CURVE, `clusteringProvider` "liquid");
-  * REORG ... APPLY (PURGE): the files with deletion vectors, packed like compaction but every
-    bin rewritten (also a single file), so that the deleted rows are physically gone.
-  Rows are read with their deletion vectors applied: rewritten files never carry a DV.
-
-The commit (`run_optimize`): ONE transaction on the snapshot planned on, `dataChange=false` for
-every add and remove, operation OPTIMIZE (parameters predicate, zOrderBy, clusterBy for clustered
-tables, auto) or REORG (predicate, applyPurge), delta-spark's metrics (numAddedFiles,
-numRemovedFiles, numAddedBytes, numRemovedBytes, min/p25/p50/p75/maxFileSize,
-numDeletionVectorsRemoved, ...). It records every candidate file as read: a concurrent commit
-that removes one (a DELETE) conflicts (ConcurrentDeleteReadException, nothing committed, the new
-files deleted); concurrent appends do not (an OPTIMIZE changes no data: SnapshotIsolation) and
-the commit lands on top of them. Nothing to rewrite → no commit. On row-tracking tables the
-rewritten rows get fresh row ids (the commit is tagged `delta.rowTracking.preserved=false`).
-
-The returned metrics are delta-spark's OptimizeMetrics (`numFilesAdded`, `numFilesRemoved`,
-`filesAdded`/`filesRemoved` {min, max, avg, totalFiles, totalSize}, `partitionsOptimized`,
-`zOrderStats`, `clusteringStats`, `numBins`, `numBatches`, `totalConsideredFiles`,
-`totalFilesSkipped`, `preserveInsertionOrder`, `deletionVectorStats`, ...) plus `version`.
-"""
+  1. `plan_optimize` picks the files: compaction (small files, files with many deleted rows), Z-order,
+     clustering by ZCubes in Hilbert order, or REORG (files with deletion vectors).
+  2. `run_optimize` commits ONE transaction, `dataChange=false`, operation OPTIMIZE or REORG with
+     delta-spark's parameters and metrics; nothing to rewrite → no commit.
+  3. Every candidate file is recorded as read: a concurrent DELETE conflicts (ConcurrentDeleteReadException),
+     concurrent appends do not.
+  4. Rewritten files never carry a deletion vector; on row-tracking tables the commit is tagged
+     `delta.rowTracking.preserved=false`."""
 
 from __future__ import annotations
 
@@ -352,8 +317,17 @@ def plan_optimize(snapshot: Snapshot, where: Any = None, zorder_by: Sequence[str
                   partitions: Iterable[dict] | None = None, reorg: bool = False, auto: bool = False,
                   settings: OptimizeSettings | None = None, full: bool = False,
                   time_zone: str | None = None) -> OptimizePlan:
-    """Plan an OPTIMIZE (or, with `reorg`, a REORG TABLE ... APPLY (PURGE)) of `snapshot`; see
-    the module docstring. `partitions`: the partition values (as in the log's add actions) the
+    """Plan an OPTIMIZE (or, with `reorg`, a REORG TABLE ... APPLY (PURGE)) of `snapshot`. Candidates are the
+    active files matching `where` (partition columns only; SQL or DNF tuples):
+
+      1. compaction: files under `min_file_size` or with more than `max_deleted_rows_ratio` rows deleted,
+         packed per partition into bins of at most `max_file_size`; bins of two or more files rewritten;
+      2. Z-order (`zorder_by`, columns with stats): every candidate, one bin per partition, in curve order;
+      3. clustered tables (`where`/`zorder_by` refused): unclustered files and small ZCubes rewritten in
+         Hilbert order as one new ZCube (tags ZCUBE_ID / ZCUBE_ZORDER_BY / ZCUBE_ZORDER_CURVE);
+      4. REORG: files with deletion vectors, every bin rewritten.
+
+    `partitions`: the partition values (as in the log's add actions) the
     files must be in (auto compaction's touched partitions). Refusals come before anything is
     written. `full`: OPTIMIZE ... FULL, reclustering every file of a clustered table that is not
     clustered by its current columns (other tables: refused, as in delta-spark). `time_zone`: where

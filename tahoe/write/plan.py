@@ -1,37 +1,14 @@
-"""The write planner: every decision a write into a Delta table makes before any row is touched,
-in one place for every writer — the Arrow executor (`tahoe.write.writer`), the Spark executors
-(`tahoe.spark.fast_write.write_delta` and `format("delta")`, `tahoe.spark.write`) and, through its parts, DML.
+"""The write planner: every decision a write makes before any row is touched, for every writer (the Arrow
+executor `tahoe.write.writer`, the Spark ones in `tahoe.spark`, and, through its parts, DML).
 
-`plan_write(log, incoming_schema, mode=..., ...)` reads the table once and returns a picklable
-`WritePlan` (and the snapshot it was planned on):
-
-  * the save mode (append / overwrite / error / ignore) and idempotent writes (txnAppId /
-    txnVersion): `skip` when nothing is to be written;
-  * the table's schema, partitioning and configuration after the write: a new table (its
-    metadata, `delta.*` properties), schema enforcement (`check_write_compatible`), schema
-    evolution (mergeSchema — with type widening recorded as `delta.typeChanges`, spec "Type
-    Widening"), overwriteSchema; append-only tables refuse overwrites;
-  * what an overwrite replaces: everything, the replaceWhere predicate's partitions (validated
-    here, before any job), or the partitions the data writes to (dynamic partition overwrite,
-    delta-spark's rules in `use_dynamic_overwrite`);
-  * the columns the writer produces: identity values (first value and step, from the column's
-    high-water mark), generated columns (computed when omitted, checked when given), column
-    defaults (`CURRENT_DEFAULT`, spec "Default Columns": applied to omitted columns), and the
-    CHECK constraints / invariants every new row must satisfy;
-  * the commitInfo: operation `WRITE` with delta-spark's parameters (mode, partitionBy, predicate,
-    isDynamicPartitionOverwrite, canMergeSchema, canOverwriteSchema) — a first save to a new path
-    is a WRITE too, as delta-spark and delta-rs log it.
-
-Executors realise a plan (rows shaped and checked, files written) and hand the new files to the
-one commit step, `tahoe.write.commit.commit_write`. A plan planned on no table (`read_version`
--1) commits with `Transaction(new_table=True)`: a table created meanwhile by another writer fails
-the write (ProtocolChangedException) instead of being overwritten. `plan_rows` plans rows a DML
-writes into an existing table, `plan_rewrite` rows an OPTIMIZE rewrites as they are.
-
-Invariants of a `WritePlan`: `schema`/`partition_columns`/`configuration` are the table's after
-the write; `new_metadata` is None when the write leaves the metadata alone; `read_version` is -1
-exactly when the write creates the table; every refusal that needs no data has happened.
-"""
+  1. `plan_write` reads the table once and returns a picklable `WritePlan`: save mode and idempotent
+     txnAppId/txnVersion, schema enforcement and evolution (type widening as `delta.typeChanges`), what an
+     overwrite replaces (replaceWhere, dynamic partition overwrite), computed columns, constraints, and
+     the commitInfo (`WRITE` with delta-spark's parameters).
+  2. Executors realise the plan and hand the files to `tahoe.write.commit.commit_write`.
+  3. A plan on no table (`read_version` -1) commits as a new table: a table created meanwhile fails the
+     write with ProtocolChangedException.
+  4. `plan_rows` plans rows a DML writes; `plan_rewrite` rows an OPTIMIZE rewrites as they are."""
 
 from __future__ import annotations
 
@@ -95,7 +72,10 @@ API_SPELLING = {
 @dataclasses.dataclass
 class WritePlan:
     """The decisions of one write (picklable: Spark ships it to its tasks and to the data
-    source's commit, which runs in another Python process). See the module docstring."""
+    source's commit, which runs in another Python process). Invariants: `schema`, `partition_columns` and
+    `configuration` are the table's after the write; `new_metadata` is None when the write leaves the
+    metadata alone; `read_version` is -1 exactly when the write creates the table; every refusal that needs
+    no data has happened."""
     table_root: str
     storage_options: dict | None
     mode: str                        # append | overwrite | error | ignore
