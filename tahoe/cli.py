@@ -1,33 +1,10 @@
-"""The `tahoe` command line, for people and scripts.
+"""The `tahoe` command line, for people and scripts: `describe`, `history`, `files`, `export`, `changes`,
+`create`, `set-property`, `checkpoint`, `compact-log`, `optimize`, `reorg`, `vacuum`, `restore`, `clone`,
+`convert`, `demo` and `sharing ...` (`tahoe.sharing.cli`).
 
-    tahoe --version
-    tahoe describe PATH [--version N | --timestamp T] [--json]
-    tahoe history PATH [--limit N] [--json]
-    tahoe files PATH [--version N | --timestamp T] [--wide] [--json]
-    tahoe export PATH OUT.parquet [--version N | --timestamp T]
-    tahoe changes PATH [--starting-version N | --starting-timestamp T] [--ending-version N | --ending-timestamp T] [--out FILE] [--json]
-    tahoe changes PATH [--starting-version N | --starting-timestamp T] [--ending-version N | --ending-timestamp T]
-                  [--out FILE] [--json]
-    tahoe create PATH --schema SCHEMA [--partition-by COLUMN ...] [--property KEY=VALUE ...]
-                 [--name NAME] [--description TEXT] [--mode error|ignore|overwrite] [--json]
-    tahoe set-property PATH KEY=VALUE [KEY=VALUE ...]
-    tahoe checkpoint PATH [--version N] [--parts N] [--json]
-    tahoe compact-log PATH [--from N] [--to M] [--json]
-    tahoe optimize PATH [--where SQL] [--zorder-by COLUMN ...] [--target-size SIZE] [--min-file-size SIZE]
-                   [--max-concurrent-tasks N] [--json]
-    tahoe reorg PATH --purge [--where SQL] [--json]
-    tahoe vacuum PATH [--retain-hours N] [--dry-run] [--lite] [--no-retention-check] [--json] [--quiet]
-    tahoe restore PATH (--version N | --timestamp T) [--ignore-missing-files] [--json] [--quiet]
-    tahoe clone SOURCE TARGET [--version N | --timestamp T] [--shallow] [--replace] [--property KEY=VALUE ...]
-                [--json] [--quiet]
-    tahoe convert PATH [--partition-schema SCHEMA] [--no-stats] [--json] [--quiet]
-    tahoe demo [DIR] [--recipient-python PATH]
-    tahoe sharing ...   (tahoe/sharing/cli.py)
-
-Every argument and option has a metavar and a description in `--help`, and every command an
-example (`tahoe.cli_help`). Errors go to stderr as one line `error: ...` with exit code 1 (2 for bad
-usage), never a traceback. `--json` prints one JSON document on stdout.
-"""
+  1. Every argument has a metavar and a description in `--help`, every command an example (`tahoe.cli_help`).
+  2. Errors go to stderr as one line `error: ...`, exit code 1 (2 for bad usage), never a traceback.
+  3. `--json` prints one JSON document on stdout."""
 
 from __future__ import annotations
 

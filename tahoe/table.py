@@ -1,36 +1,11 @@
-"""`tahoe.Table`: the Spark-free facade over one Delta table (in the spirit of delta-rs's
-`DeltaTable`). Open a table at its latest version, a version or a timestamp; ask for its schema,
-protocol, metadata, files and history; read its rows as Arrow or pandas.
+"""`tahoe.Table`: the Spark-free facade over one Delta table, in the spirit of delta-rs's `DeltaTable`.
 
-    t = Table("/data/events")
-    t.version, t.schema, t.files()
-    t.to_arrow(columns=["id"])
-    t.to_arrow(filter="day = 'mon' AND id > 10")   # skips files by partition values and stats
-    Table("/data/events", version=3).to_pandas()
-
-Creating and evolving tables (each call is one commit, see `tahoe.txn.table_ops`):
-
-    t = Table.create("/data/events", "id BIGINT, day DATE, v DOUBLE", partition_columns=["day"],
-                     properties={"delta.enableChangeDataFeed": "true"})
-    t.set_properties({"delta.appendOnly": "true"}); t.add_constraint("pos", "v >= 0")
-    t.detail()                                   # like DESCRIBE DETAIL
-    txn = t.transaction("WRITE"); txn.add_files(adds); txn.commit()
-
-Maintenance (`tahoe.maintenance`; delta-rs's names where it has them):
-
-    t.vacuum(retention_hours=168, dry_run=True)  # the files VACUUM would delete
-    t.restore(3)                                 # RESTORE to version 3 (one commit)
-    t.clone("/data/events_dev", shallow=True)    # CLONE this version
-    t.drop_feature("deletionVectors")            # DROP FEATURE, history protected
-    t.generate("symlink_format_manifest")
-Maintenance (`tahoe.write.optimize`, each one commit):
-
-    t.optimize()                                 # OPTIMIZE: bin-packing → delta-spark's metrics
-    t.optimize(where="day = 'mon'", zorder_by=["x", "y"])
-    t.optimize.compact(); t.optimize.z_order(["x", "y"])    # as delta-rs's dt.optimize
-    t.reorg()                                    # REORG TABLE ... APPLY (PURGE): DVs rewritten away
-    Table.create(uri, schema, cluster_by=["x", "y"]); t.cluster_by(["y"]); t.clustering_columns
-"""
+  1. Open at the latest version, a version or a timestamp; schema, protocol, metadata, files, history.
+  2. Read rows as Arrow or pandas (`to_arrow(filter=...)` skips files by partition values and stats).
+  3. Create and evolve (`Table.create`, `set_properties`, `add_constraint`, `transaction`, ...), one commit
+     each (`tahoe.txn.table_ops`).
+  4. Maintenance with delta-rs's names where it has them: `vacuum`, `restore`, `clone`, `drop_feature`,
+     `generate`, `optimize` (`optimize.compact()` / `z_order()`), `reorg`, `cluster_by`."""
 
 from __future__ import annotations
 

@@ -1,32 +1,13 @@
-"""Evaluating an expression over Arrow rows, with Spark SQL's semantics.
+"""Evaluating an expression over Arrow rows (`evaluate`, `evaluate_predicate`, `matches` on a `Scope`) with
+Spark 4's semantics in ANSI mode.
 
-    scope = Scope.of(rows)                                   # or Scope.joined({"t": ..., "s": ...})
-    evaluate(parse("x + 1"), scope)                          # -> pa.Array, one value per row
-    evaluate_predicate(parse("x > 2 AND s LIKE 'a%'"), scope) # -> BooleanArray, NULL where unknown
-    matches(parse("x > 2"), scope)                           # -> BooleanArray, TRUE rows only
-
-Semantics (Spark 4, ANSI mode, its default):
-  * three-valued logic: comparisons with NULL are NULL; AND/OR are Kleene's; NOT NULL is NULL;
-    `<=>` is never NULL; `x IN (..)` is NULL when x is NULL, or when nothing matches and the list
-    holds a NULL; a CASE/IF condition that is NULL takes the next branch;
-  * implicit casts as Spark makes them: a string compared with (or combined with) a number, date,
-    timestamp or boolean is cast to that type (a number: BIGINT or DOUBLE); a date compared with a
-    timestamp becomes one; numbers of two types in a comparison, IN or BETWEEN meet as
-    `tahoe.expressions.coercion` says (Spark's rule: integer and float make DOUBLE, decimals by
-    Spark's precision arithmetic, Spark's own rewrites included); NaN = NaN, NaN above all;
-  * `/` is fractional (DOUBLE, or DECIMAL with Spark's result scale when both sides are exact
-    numbers), `div` integral, `%` takes the dividend's sign; overflow, and a zero divisor, raise
-    ArithmeticException; CAST of a value that does not convert raises NumberFormatException
-    (TRY_CAST gives NULL); CAST rounds decimals HALF_UP and truncates toward zero to integers;
-  * timestamps: strings without an offset, date ↔ timestamp conversions and the fields of
-    `hour(ts)` etc. are read in `time_zone` (Spark's session time zone; default UTC).
-
-Column references resolve through the scope (`tahoe.expressions.resolve`): unknown or ambiguous
-names raise AnalysisException. Operands of types that do not combine raise AnalysisException
-`[DATATYPE_MISMATCH]`. A construct the evaluator does not implement (an `Opaque` node, a function
-not in `FUNCTIONS`) raises UnsupportedFeatureError naming it — a check tahoe cannot evaluate is
-refused, never skipped.
-"""
+  1. Three-valued logic as Spark's: comparisons with NULL are NULL, AND/OR Kleene's, `<=>` never NULL.
+  2. Implicit casts as Spark makes them; numbers of two types meet as `tahoe.expressions.coercion` says.
+  3. Overflow and a zero divisor raise ArithmeticException; a failed CAST NumberFormatException (TRY_CAST:
+     NULL); CAST rounds decimals HALF_UP.
+  4. Zone-less timestamps are read in `time_zone` (the session's; UTC by default).
+  5. Unknown or ambiguous names, and operand types that do not combine (`[DATATYPE_MISMATCH]`), raise
+     AnalysisException; a construct not implemented raises UnsupportedFeatureError, never skipped."""
 
 from __future__ import annotations
 

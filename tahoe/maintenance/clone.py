@@ -1,36 +1,14 @@
-"""CLONE: a new table that starts as a copy of a version of another one (delta-spark's
-CloneTableCommand: `DeltaTable.clone`, `cloneAtVersion`, `cloneAtTimestamp`).
+"""CLONE: a new table that starts as a copy of a version of another (delta-spark's CloneTableCommand:
+`DeltaTable.clone`, `cloneAtVersion`, `cloneAtTimestamp`); `clone_parquet` is the shallow CLONE of a parquet
+directory (read as CONVERT TO DELTA reads it).
 
-    clone("/data/events", "/data/events_dev", shallow=True)                # -> metrics (dict)
-    clone("/data/events", "s3://bkt/archive/events", version=12)           # deep: files copied
-
-The target gets ONE commit (operation `CLONE`, parameters `source` and `sourceVersion`) holding
-the source version's protocol, metaData (a new table id — or the replaced table's —, the
-source's schema with its column-mapping ids and physical names, its partition columns, its
-properties with `properties` overriding them) and one add per logical file:
-  * shallow: the add points at the SOURCE's file by absolute URI (`file:///...`, `s3://...`),
-    and a relative deletion vector becomes an absolute-path one (`storageType` "p") naming the
-    source's DV file — the target owns no data file, and VACUUM of the target never deletes the
-    source's (they are outside its directory);
-  * deep: every data file (and deletion-vector file) is copied into the target directory, in
-    parallel (`max_workers`), at the same relative path (a source file outside its own directory
-    — the source is itself a shallow clone — goes to the target's root); the adds keep their
-    relative paths, stats, partition values and deletion vectors.
-Row ids and row commit versions are not carried over (delta-spark: CLONE does not preserve them;
-a row-tracking target assigns fresh ones). In-commit-timestamp enablement and checkpoint
-protection properties describe the source's history, not the target's: they are dropped.
-
-`clone_parquet` is the shallow CLONE of a parquet table (delta-spark's `SHALLOW CLONE
-parquet.`/path``): the directory's files read as CONVERT TO DELTA reads them
-(`tahoe.maintenance.convert.scan_parquet`), named by absolute URI from the target's one commit.
-
-Refused, nothing written: a target that is a Delta table unless `replace` (TableAlreadyExistsError)
-— then every file of the replaced table is removed in the same commit and the column mapping
-mode must not change; a target directory that holds other files; a source version the log
-cannot rebuild. Files copied for a commit that surely did not land are deleted again.
-Metrics (delta-spark's): sourceTableSize, sourceNumOfFiles, numRemovedFiles, numCopiedFiles,
-removedFilesSize, copiedFilesSize.
-"""
+  1. ONE commit (`CLONE`, parameters `source`, `sourceVersion`): the source's protocol and metaData
+     (`properties` overriding), one add per file; delta-spark's metrics.
+  2. Shallow: adds point at the source's files by absolute URI (DVs too); deep: files copied in parallel.
+  3. Row ids, in-commit-timestamp enablement and checkpoint protection are not carried over.
+  4. Refused, nothing written: an existing Delta target unless `replace` (TableAlreadyExistsError; the
+     column mapping mode must not change), a target directory holding other files, a version the log
+     cannot rebuild. Files copied for a commit that surely did not land are deleted."""
 
 from __future__ import annotations
 

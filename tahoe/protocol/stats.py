@@ -1,32 +1,12 @@
-"""Per-file statistics (spec "Per-file Statistics"): the `add.stats` JSON.
+"""Per-file statistics (spec "Per-file Statistics"): the `add.stats` JSON parsed (`parse_stats` → `FileStats`,
+`typed_value`) and computed for rows about to be written (`compute_stats`), the way delta-spark does.
 
-Owns: parsing a stats string (`parse_stats`) into `FileStats` and turning its raw JSON values into
-typed Python values (`typed_value`), and computing the stats JSON for a batch of rows about to be
-written (`compute_stats`), the way delta-spark does:
-
-* `numRecords`; `minValues`/`maxValues`/`nullCount` nested like the schema (struct columns become
-  nested objects), keyed by physical name under column mapping;
-* only the leaf columns among the first `delta.dataSkippingNumIndexedCols` (default 32; arrays and
-  maps count as one leaf, partition columns are not counted) or the columns named by
-  `delta.dataSkippingStatsColumns`;
-* min/max for numbers, dates, timestamps and strings only (not booleans, binaries, arrays, maps);
-  nullCount for every leaf; a struct's nulls count as nulls of each of its leaves;
-* strings cut to a 32-character prefix (max: delta-spark's tie-breaker so it stays an upper bound,
-  or no max at all when no short bound exists);
-* timestamps as ISO-8601 with milliseconds (`2021-01-01T00:00:00.000Z`; timestamp_ntz without
-  zone). The spec truncates them down to milliseconds; the max is rounded UP to the next
-  millisecond instead when it has a sub-millisecond part, so it is a true upper bound for every
-  reader (delta-spark and the kernels add 1 ms to timestamp maxima anyway, so this costs nothing);
-* floats: NaN is the largest value (as in Spark), NaN/±Infinity are written as the strings
-  "NaN"/"Infinity"/"-Infinity"; float columns use the shortest text that round-trips in float32.
-
-Raw stats values stay exact: non-integer JSON numbers parse as `JsonNumber`, a float that keeps
-its source text, so `typed_value` can return exact Decimals for decimal columns (and FLOAT
-columns' bounds as float32 values). `FileStats.min_value` / `max_value` are bounds a reader may
-trust: where another writer rounded a DECIMAL or BIGINT through a double (delta-rs writes
-decimal(38,18) 12345678901234567890.123456789012345678 as `1.2345678901234567e+19`), they are
-widened by a few ulps of that double (`bound_value`).
-"""
+  1. `numRecords`; `minValues`/`maxValues`/`nullCount` nested like the schema, physical names under mapping.
+  2. Indexed: the first `delta.dataSkippingNumIndexedCols` leaves (32) or `delta.dataSkippingStatsColumns`.
+  3. min/max for numbers, dates, timestamps and strings only; strings cut to a 32-character prefix.
+  4. Timestamps with milliseconds, the max rounded up; NaN the largest value, written "NaN"/"Infinity".
+  5. Raw values stay exact (`JsonNumber`); `min_value` / `max_value` are trustworthy bounds, widened where
+     another writer rounded a DECIMAL or BIGINT through a double (`bound_value`)."""
 
 from __future__ import annotations
 

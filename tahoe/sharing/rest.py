@@ -1,35 +1,14 @@
-"""The recipient's REST calls to a Delta Sharing server (spec "REST APIs"), as the official
-connector makes them, over httpx.
+"""The recipient's REST calls to a Delta Sharing server (spec "REST APIs"), as the official connector makes
+them, over httpx.
 
-Owns: one request with the profile's credentials (a 401 renews an OAuth token once), the retry
-policy (`retry`: 429, 5xx, dropped connections), errors (`SharingHTTPError`: status, the
-server's `errorCode` and message; it is also a `requests.exceptions.HTTPError` when requests is
-installed, so code catching the official connector's errors catches tahoe's; a missing
-`Delta-Table-Version` header is a `LookupError`, as there), listing pages (`pageToken` until the
-server gives none or an empty one; `/all-tables` answering 404 falls back to shares → schemas →
-tables), and `/version`, `/metadata`, `/query` and `/changes` responses read as NDJSON:
-pagination followed to the end (`maxFiles` / `pageToken`, in the body for `/query`, in the query
-string for `/changes`), every page's protocol and metaData checked against the first's, the
-`endStreamAction` (next page, refresh token, minimum URL expiry) taken off the lines — and one
-that carries an `errorMessage` (the server failed mid-response) raised as `SharingStreamError`,
-an answer that should end with one but does not (cut short) refused.
-
-Asynchronous queries (spec `asyncquery`, "Get Query Info"): `/query` is submitted with
-`asyncquery=true` and a fresh `idempotencyKey`, and `…/queries/{queryId}` polled (backing off from
-50 ms to 1 s, for at most `async_timeout` seconds) until the answer is ready, then read page by
-page through it. `async_query=None` (the default) uses them once the server has advertised them
-(`asyncquery=true` in a response's capabilities; the client says `asyncquery=false` until then),
-`True` always, `False` never. A server that answers an asynchronous submission at once is read as
-a synchronous one.
-
-`temporary_credentials` asks `…/temporary-table-credentials` (directory-based access).
-
-Capabilities (`delta-sharing-capabilities`): this client reads `responseformat` parquet and delta,
-and in delta format the reader features `deletionvectors`, `columnmapping` and `timestampntz`
-(`READER_FEATURES`); it asks for `includeendstreamaction=true`, and for historical protocols in
-delta-format change data (`includeHistoricalProtocol=true`), so that protocol changes within the
-range are checked too.
-"""
+  1. One request with the profile's credentials (a 401 renews an OAuth token once); retries on 429, 5xx and
+     dropped connections (`retry`).
+  2. Errors: `SharingHTTPError` (status, `errorCode`, message; also a `requests` HTTPError), a missing
+     `Delta-Table-Version` a LookupError, an `errorMessage` mid-response a `SharingStreamError`.
+  3. Pages followed to the end (`pageToken`, `maxFiles`); every page's protocol and metaData checked.
+  4. Asynchronous queries (spec `asyncquery`): see `RestClient.query`.
+  5. Capabilities: `responseformat` parquet and delta, reader features `READER_FEATURES`,
+     `includeendstreamaction=true`, `includeHistoricalProtocol=true` for delta-format changes."""
 
 from __future__ import annotations
 
@@ -319,7 +298,9 @@ class RestClient:
 
     def query(self, table: Table, body: dict, formats: str, page_size: Optional[int] = None) -> TableResponse:
         """`/query` with `body`, every page read (`page_size`: maxFiles per page) — as an
-        asynchronous query when the server supports them (see the module docstring)."""
+        asynchronous query when the server supports them: submitted with `asyncquery=true` and a fresh
+        `idempotencyKey`, `…/queries/{queryId}` polled (50 ms to 1 s, at most `async_timeout` seconds), then
+        read page by page. `async_query=None` uses them once the server advertised `asyncquery=true`."""
         body = dict(body)
         if page_size is not None:
             body["maxFiles"] = int(page_size)

@@ -1,33 +1,11 @@
-"""Temporary table credentials for directory-based access (spec "Access Modes" and "Generate
-Temporary Table Credential"): short-lived credentials that let a recipient read one shared
-table's directory — its log and its data files — and nothing else: AWS STS credentials for s3://
-tables, a SAS for Azure tables (`azureUserDelegationSas`).
+"""Temporary table credentials for directory-based access (spec "Access Modes", "Generate Temporary Table
+Credential"): short-lived credentials reading one shared table's directory and nothing else.
 
-Owns: the session policy (`session_policy`: `s3:GetObject` on `arn:aws:s3:::<bucket>/<prefix>/*`
-and `s3:ListBucket` on the bucket only for keys under `<prefix>/`, as the reference server and
-Unity Catalog scope them), and vending (`CredentialVendor.vend`): AssumeRole of the configured
-`temporaryCredentials.roleArn`, or GetFederationToken with the server's own IAM-user credentials
-when no role is configured — the session policy intersects what the role or user may do, so the
-credentials can never reach beyond the table's prefix. The server calls STS with the table's
-storage credentials (its `storageOptions`, else the AWS environment).
-
-Azure (`vend_azure`): a read + list SAS signed with the storage account's key by Microsoft's
-libraries — a directory SAS of the table's prefix (`sr=d`, depth `sdd`; azure-storage-file-datalake's
-`generate_directory_sas`), which Azure honours on accounts with a hierarchical namespace (ADLS
-Gen2); a container SAS (`sr=c`, azure-storage-blob's `generate_container_sas`) when the table is
-the container's root, or when `temporaryCredentials.azureScope: container` asks for it on a
-flat-namespace account (then it reaches every blob of the container). The protocol names the
-member `azureUserDelegationSas` whichever key signed it; its `location` is the table's
-`abfss://container@account.dfs.core.windows.net/...` URI. GCS tables get no directory access
-(refused in the config: see `config`).
-
-The answer is `{"credentials": {"location", "awsTempCredentials": {"accessKeyId",
-"secretAccessKey", "sessionToken"}, "expirationTime"}}` (epoch milliseconds), or with
-`"azureUserDelegationSas": {"sasToken"}`. Unlike file URLs
-(which the server checks on every download, `routes.files`), vended credentials are checked by
-AWS alone and stay valid until they expire even if the recipient is revoked meanwhile: keep
-`durationSeconds` short.
-"""
+  1. S3: AssumeRole of `temporaryCredentials.roleArn`, else GetFederationToken, always with the session policy
+     (`session_policy`) limiting them to the table's prefix; answered as `awsTempCredentials`.
+  2. Azure (`vend_azure`): a read + list SAS as `azureUserDelegationSas`; GCS tables get no directory access.
+  3. Vended credentials are checked by the cloud alone and outlive a revoked recipient until they expire:
+     keep `durationSeconds` short."""
 
 from __future__ import annotations
 
@@ -70,7 +48,10 @@ def session_policy(location: str, region: str | None = None) -> str:
 
 
 class CredentialVendor:
-    """Vends temporary credentials per `temporaryCredentials` (see the module docstring)."""
+    """Vends temporary credentials per `temporaryCredentials`, with the table's storage credentials (its
+    `storageOptions`, else the AWS environment). The session policy intersects what the role or user may do.
+    Answer: `{"credentials": {"location", "awsTempCredentials": {"accessKeyId", "secretAccessKey",
+    "sessionToken"} | "azureUserDelegationSas": {"sasToken"}, "expirationTime"}}` (epoch ms)."""
 
     def __init__(self, cfg: CredentialsConfig):
         self.cfg = cfg
@@ -84,7 +65,9 @@ class CredentialVendor:
 
     def vend_azure(self, store, location: str) -> dict:
         """`{"location", "azureUserDelegationSas": {"sasToken"}, "expirationTime"}`: a read + list
-        SAS of the table's prefix (see the module docstring)."""
+        SAS signed with the account key: a directory SAS of the table's prefix (`sr=d`, depth `sdd`; honoured
+        with a hierarchical namespace), or a container SAS (`sr=c`) when the table is the container's root or
+        `temporaryCredentials.azureScope: container` asks for it. `location`: the table's abfss:// URI."""
         from datetime import datetime, timedelta, timezone
 
         loc = parse_location(location)

@@ -1,36 +1,15 @@
 """tahoe on PySpark: read and write Delta tables with Spark, without the delta-spark jars.
 
-- `DeltaTable.forPath(spark, path)` — delta-spark's Python API names (`toDF`, `history`,
-  `detail`, `alias`, `create*` builders).
-- `read_delta(spark, path, version=, timestamp=, filters=)` — the fast read: a native parquet scan
-  over exactly the snapshot's files (partition pruning, data skipping, column mapping, DVs).
-- `write_delta(df, path, mode=..., ...)` — the fast write: native parquet files + one commit
-  (object stores such as s3://, which plain PySpark cannot write: pyarrow in the executors).
-- `register(spark)` — registers the `delta` Python data source, so
-  `spark.read.format("delta").load(path)` and `df.write.format("delta").save(path)` work (all
-  four save modes: see `tahoe.spark.datasource`), and the `deltaSharing` one, so
-  `spark.read.format("deltaSharing").load("profile.share#share.schema.table")` and
-  `spark.readStream.format("deltaSharing")` read shared tables (see `tahoe.spark.sharing`).
-- `local_session()` — a quiet local SparkSession with tahoe's settings (scripts, tests).
-- `configure_spark_with_delta_pip(builder)` / `enable(spark)` — Delta's SQL (`MERGE INTO`,
-  `DELETE FROM`, `OPTIMIZE`, `DESCRIBE HISTORY`, time travel, ...) and tables by name
-  (`DeltaTable.forName`, `saveAsTable`, `spark.table`) in the session (see `tahoe.spark.sql`).
-
-Importing `tahoe.spark` installs tahoe's wrappers of PySpark's reader, writer and session calls
-(`tahoe.spark.patches`, the one list of what tahoe changes in PySpark): `format("delta")`'s save
-modes and `partitionBy`, Delta SQL in enabled sessions, and tahoe's errors surfacing — an error
-tahoe raises inside the data source reaches `load()` / `save()` / `spark.sql()` as tahoe's error
-class and message (still an instance of Spark's exception class too).
-
-Shipping tahoe to a cluster: executors need `tahoe` importable only for the data-source path
-(`format("delta")`), whose readers/writers run Python on executors. Either `pip install tahoe` on
-every node (same version as the driver), or ship it with the job:
-`spark-submit --py-files tahoe.zip ...`, `spark.submit.pyFiles`, `spark.sparkContext.addPyFile(zip)`
-or, over Spark Connect, `spark.addArtifacts("tahoe.zip", pyfile=True)`. The fast paths
-(`read_delta`, `write_delta` to local paths, `DeltaTable.toDF`) run tahoe on the driver only;
-executors run Spark's own parquet reader/writer. `write_delta` to an object store runs tahoe's
-file writer in the executors too.
-"""
+  1. `DeltaTable.forPath(spark, path)`: delta-spark's Python API names.
+  2. `read_delta` / `write_delta`: native parquet scans and writes with one commit.
+  3. `register(spark)`: the `delta` and `deltaSharing` Python data sources (`tahoe.spark.datasource`,
+     `tahoe.spark.sharing`); `local_session()` a quiet local session.
+  4. `configure_spark_with_delta_pip(builder)` / `enable(spark)`: Delta SQL and tables by name
+     (`tahoe.spark.sql`).
+  5. Importing `tahoe.spark` installs the wrappers of PySpark's calls (`tahoe.spark.patches`), so tahoe's
+     errors reach `load()` / `save()` / `spark.sql()` with their error class.
+  6. Executors need tahoe importable for `format("delta")` (and `write_delta` to object stores): install it
+     on every node or ship a zip (`--py-files`, `addPyFile`, Connect's `addArtifacts(..., pyfile=True)`)."""
 
 from __future__ import annotations
 

@@ -1,30 +1,16 @@
-"""Everything tahoe changes in PySpark's own classes: one list (`PATCHES`), installed in one place.
+"""Everything tahoe changes in PySpark's own classes: one list (`PATCHES`, classic and Connect), installed in
+one place.
 
-`PATCHES` names each PySpark method tahoe wraps and the tahoe function that runs around it; the
-same list applies to classic PySpark (`pyspark.sql.*`) and to Spark Connect (`pyspark.sql.connect.*`); a
-class only one side has (Spark Connect's client) has None for the other.
-
-1. `install()` wraps the listed methods of every listed class whose module is imported, and puts
-   an import hook on `sys.meta_path` that wraps the others as soon as their module's import ends
-   (Spark Connect's are imported when the first remote session is built). Importing `tahoe.spark`
-   runs it, and so does the start-up hook (below).
-2. One wrapper per (class, method), ever: a registry remembers what was installed, so installing
-   again — even after another library wrapped the same method over tahoe's — adds nothing.
-3. A wrapper calls the function it replaced — PySpark's, or another library's wrapper installed
-   before tahoe's — exactly once, held from installation; it never looks the method up on the class
-   again. A library wrapping after tahoe calls tahoe's wrapper, which calls what lies below: every
-   layer runs once, in order, with no loop.
-4. The wrapped behaviour is imported at the first call (`module:function`), so installing imports
-   nothing beyond this module (standard library only).
-5. `disable()` makes every wrapper call straight through to what it replaced; `enable()` undoes it.
-6. At the calls where Spark looks a data source up (`LOOKUPS`), a classic thread with no active
-   session gets the caller's (a worker thread would not find `delta` otherwise).
-
-The start-up hook: tahoe's `tahoe-pyspark-hook.pth` makes every Python process of the environment
-import `_tahoe_pyspark_hook`, which waits for the first `import pyspark` and then runs `install()`:
-a process that never imports tahoe gets `format("delta")`'s save modes and `partitionBy` too.
-`TAHOE_PYSPARK_HOOK=0` turns the start-up hook off (importing `tahoe.spark` still installs).
-"""
+  1. `install()` wraps the listed methods of imported classes and wraps the rest as their module's import
+     ends (a `sys.meta_path` hook); importing `tahoe.spark` runs it.
+  2. One wrapper per (class, method), ever: installing again adds nothing.
+  3. A wrapper calls what it replaced exactly once, held from installation: every layer of another
+     library's wrappers, before or after tahoe's, runs once, in order, with no loop.
+  4. The wrapped behaviour is imported at the first call; installing imports only the standard library.
+  5. `disable()` makes every wrapper call straight through; `enable()` undoes it.
+  6. At `LOOKUPS`, a classic thread with no active session gets the caller's.
+The start-up hook `tahoe-pyspark-hook.pth` runs `install()` at the first `import pyspark`;
+`TAHOE_PYSPARK_HOOK=0` turns it off."""
 
 from __future__ import annotations
 

@@ -1,35 +1,14 @@
-"""The fast Spark read path: a Delta snapshot as a native Spark parquet scan.
+"""The fast Spark read path: a Delta snapshot as a native Spark parquet scan (`read_snapshot`, behind
+`read_delta`, `DeltaTable.toDF()` and `format("delta")` loads of tables the JVM reaches).
 
-Owns `read_snapshot(spark, snapshot, filters=None)` (behind `tahoe.spark.read_delta`,
-`DeltaTable.toDF()` and `format("delta")` loads of tables the JVM reaches):
-
-1. the snapshot's active files come from tahoe's log core (no Spark job); partition pruning and
-   stats-based skipping (`tahoe.spark.skipping`) drop files that surely hold no matching row;
-2. the remaining files are read with `spark.read.schema(physical).parquet(*files)` — the table's
-   physical schema (column mapping: physical names; id mode: `parquet.field.id` reads), so columns
-   missing from a file come back as nulls and timestamp_ntz/INT96/millis are Spark's own reads;
-3. partition values, cheapest first: when every file sits in the `a=1/b=x` directory its log
-   values name (and the types parse exactly), one scan and Spark's own partition discovery with
-   the table's types — the same plan as `spark.read.parquet`; else, with at most 32 partitions, one
-   scan per partition with literal partition columns, unioned; otherwise a broadcast left join
-   onto a small (file URI → file id, partition values) table on `_metadata.file_path`, guarded by
-   a `raise_error` filter so a path that failed to match can never drop or mislabel rows silently;
-   deletion vectors: the bitmaps become 64-row words laid end to end in one array of longs
-   (file after file, each file's run covering all its rows), shipped with the query
-   as a scalar subquery (an UnsafeArrayData: bytes, cheap to serialize per task). A row is kept
-   unless bit `row_index & 63` of word `offset + (row_index >> 6)` is set — the row index from
-   the column Spark's parquet readers fill when asked (`_tmp_metadata_row_index`, as delta-spark
-   does; a null there fails the query), else `_metadata.row_index` — and the file's run offset
-   comes from a small CASE tree on `_metadata.file_size` when the files' on-disk sizes are
-   pairwise distinct, else from the file-path join. Past `_MAX_DV_WORDS` words (too much to
-   ship with every task) the words go into a broadcast left join keyed by (file, word) instead;
-4. columns are renamed/cast to the logical schema (nested physical names too).
-
-Tables on stores the JVM cannot reach (object stores without a Hadoop connector on the classpath:
-`jvm_reaches`) go through the Python data source (`tahoe.spark.datasource`) instead; with a
-connector, data files are named by its URIs (`hadoop_location`: `s3a://` for `s3://`) and file
-sizes and existence asked of the table's store.
-"""
+  1. Files from tahoe's log core, pruned and skipped by stats (`tahoe.spark.skipping`).
+  2. Read with the table's physical schema (column mapping, field ids); missing columns read as nulls.
+  3. Partition values: Spark's discovery when the layout matches (`_hive_layout`), else a scan per partition
+     (`_partition_groups`), else a guarded join on the file path.
+  4. Deletion vectors as an array of 64-row words shipped with the query (`_word_array`, `_dv_keep_sql`), or a
+     broadcast join past `_MAX_DV_WORDS`.
+  5. Columns renamed and cast to the logical schema.
+Stores the JVM cannot reach (`jvm_reaches`) go through the Python data source instead."""
 
 from __future__ import annotations
 

@@ -1,30 +1,13 @@
-"""Hadoop file-system settings, as delta-spark users write them, turned into storage options.
+"""Hadoop file-system settings, as delta-spark users write them (session confs `spark.hadoop.fs.*`, reader and
+writer options, `forPath`'s `hadoopConf`), turned into delta-rs's `storage_options`
+(`storage_options_from_hadoop`).
 
-delta-spark reaches object stores through Hadoop connectors (S3A, ABFS / WASB, the GCS
-connector), configured by Hadoop keys: in the session (`spark.hadoop.fs.s3a.access.key`, ...), as
-DataFrame reader / writer options (`.option("fs.azure.account.key.<account>.dfs.core.windows.net",
-key)`), or in `DeltaTable.forPath(spark, path, hadoopConf)`. tahoe has no connector; its one
-storage layer takes delta-rs's `storage_options`. `storage_options_from_hadoop(conf)` maps the keys
-that say where a store is and who the caller is:
-
-1. S3A: `fs.s3a.access.key`, `.secret.key`, `.session.token`, `.endpoint` (with
-   `.connection.ssl.enabled`), `.endpoint.region` / `.region`, `.path.style.access`,
-   `.aws.credentials.provider` (the simple, temporary, anonymous and default-chain providers);
-   `fs.s3a.bucket.<bucket>.<key>` for the table's bucket.
-2. ABFS / WASB: `fs.azure.account.key.<account>.{dfs,blob}.core.windows.net`,
-   `fs.azure.sas.<container>.<account>.blob.core.windows.net`, `fs.azure.sas.fixed.token[.<account>...]`,
-   the OAuth client-credentials keys `fs.azure.account.oauth2.client.{id,secret,endpoint}[.<account>...]`
-   (`fs.azure.account.auth.type` / `.oauth.provider.type` checked).
-3. GCS connector: `fs.gs.auth.service.account.json.keyfile` (also `google.cloud.auth.service.account.json.keyfile`),
-   `fs.gs.auth.type`; `fs.gs.project.id` has no use.
-4. Keys naming the connector's classes or tuning it (`fs.s3a.impl`, `fs.s3a.connection.maximum`,
-   multipart sizes, ...) do nothing for tahoe's layer: with `strict` (options given to tahoe
-   itself) every key not in the lists above is refused by name; session confs (`strict=False`),
-   which may serve Spark's own connectors too, keep them unread.
-
-Values are returned as object_store keys (see `tahoe.storage.options`), lower-cased; explicit
-`storage_options` win over mapped ones (the caller merges).
-"""
+  1. S3A: `fs.s3a.access.key`, `.secret.key`, `.session.token`, `.endpoint`, `.endpoint.region` / `.region`,
+     `.path.style.access`, `.aws.credentials.provider`; `fs.s3a.bucket.<bucket>.<key>`.
+  2. ABFS / WASB: account keys, SAS keys (`fs.azure.sas.*`), the OAuth client-credentials keys.
+  3. GCS: `fs.gs.auth.service.account.json.keyfile`, `fs.gs.auth.type`.
+  4. Other keys do nothing for tahoe: refused by name with `strict`, left unread in session confs.
+Explicit `storage_options` win over mapped ones."""
 
 from __future__ import annotations
 

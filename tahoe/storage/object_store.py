@@ -1,30 +1,12 @@
-"""`ObjectStoreLogStore`: the log store and data-file I/O for S3 (and S3-compatible endpoints),
-Azure Blob Storage / ADLS Gen2 and Google Cloud Storage, on obstore — the Python binding of the
-Rust `object_store` crate delta-rs is built on (same configuration keys, same requests).
+"""`ObjectStoreLogStore`: the log store and data-file I/O for S3 (and compatible endpoints), Azure Blob / ADLS
+Gen2 and GCS, on obstore (the binding of the Rust `object_store` crate delta-rs uses: same keys, same
+requests), the one maintained library with put-if-absent, ranged reads, bulk deletes and URL signing on all three.
 
-Why obstore (measured with `bench/object_stores`, figures in its docstring: on moto a
-conditional put takes 4.9 ms against boto3's 16 ms, a 20k-key listing 14.7 s against 19.6 s;
-pyarrow's S3FileSystem reads a 64 MB file in 0.54 s against 0.72 s, but has no conditional
-create): it is the one maintained library here that does all of the protocol's needs on all
-three stores — put-if-absent
-(`PutMode.Create`: S3 `If-None-Match: *`, Azure `If-None-Match: *`, GCS
-`x-goog-if-generation-match: 0`), listing from a key, ranged reads, bulk deletes and URL signing
-(S3 SigV4 pre-signed, Azure SAS, GCS V4) — with retries and backoff on 5xx / throttling, where
-boto3 is S3-only and pyarrow's filesystems have no conditional create at all. Data files go
-through the same client: a file is read whole in one request when small, else through ranged
-reads (`_RangeFile`); written with one put (multipart when large), which appears whole or not at
-all.
-
-1. Paths are full URIs (`s3://bucket/key`, `az://container/key`,
-   `abfss://container@account.dfs.core.windows.net/key`, `gs://bucket/key`); one obstore store
-   per bucket / container is made on first use, from the table's options.
-2. A path of another store (a shallow clone's files in another bucket, container or cloud) is
-   read through a store of its own made from the same options (`tahoe.storage.store_for`).
-3. Failures become tahoe's `StorageError` family naming the store and the cause (`_translate`);
-   a missing object stays FileNotFoundError and a lost put-if-absent race FileExistsError, the
-   contract of `LogStore`. Secrets never reach a message (`options.redact`).
-4. Picklable: a store pickles as its kind and options and is rebuilt from them (Spark tasks).
-"""
+  1. Paths are full URIs (`s3://`, `az://`, `abfss://`, `gs://`); one obstore store per bucket or container.
+  2. A path of another store is read through a store of its own (`tahoe.storage.store_for`).
+  3. Failures become the `StorageError` family (`_translate`); a missing object stays FileNotFoundError, a
+     lost put-if-absent race FileExistsError. Secrets never reach a message (`options.redact`).
+  4. Picklable: rebuilt from its kind and options (Spark tasks)."""
 
 from __future__ import annotations
 

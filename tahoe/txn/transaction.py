@@ -1,36 +1,14 @@
-"""Transactions: one atomic commit to a table's log with optimistic concurrency control (spec
-"Requirements for Writers"; delta-spark's OptimisticTransaction).
-
-A `Transaction` is opened on a snapshot (the read version), collects what it read (files,
-partition predicates, application transaction ids) and what it writes (metaData, protocol, add,
-remove, cdc, txn, domainMetadata); `commit()`:
-  1. plans once: the metaData and protocol to write — a new protocol never drops a feature or
-     lowers a version (except for DROP FEATURE, `allow_feature_removal`), a metaData that needs
-     features upgrades it in the same commit, column mapping ids and physical names are assigned,
-     the clustered-table and Iceberg compatibility rules hold — and the file actions (at most one
-     add and one remove per path, partition values naming exactly the partition columns);
-  2. per attempt at a version, applies `WRITER_RULES` in order (each in a module named after its
-     spec section) and writes `commitInfo` first (`tahoe.txn.commit_info`);
-  3. puts the commit file if absent; when another writer got there first, asks
-     `tahoe.txn.conflicts` whether it can go on top of the winners — raising the specific
-     ConcurrentModificationException if not — and tries the next version (row ids and the
-     in-commit timestamp recomputed), with jittered exponential backoff, at most `max_retries` times;
-  4. runs the post-commit hooks (`tahoe.txn.post_commit`: checksum, kept snapshot, checkpoint,
-     symlink manifest, UniForm, then the caller's), none of which can fail the commit.
-
-Creating a table: a transaction opened with `new_table=True`, or on a path where no table
-existed, commits version 0 only; if another writer created the table meanwhile the commit fails
-with ProtocolChangedException, as delta-spark's does. It never commits its create-metadata on top
-of the other writer's table.
-
-The outcome of `commit()` (`Transaction.outcome`, a `CommitOutcome`):
-  * NOT_COMMITTED — surely not in the log: nothing was sent, or every put lost the race;
-  * COMMITTED — the version holds this transaction's commit (`committed_version`);
-  * UNKNOWN — the store failed after a put was sent and reading the version back could not tell:
-    the caller must keep its files (CommitOutcomeUnknownError).
-Before giving up on a failed put the transaction reads the version back: its own bytes mean it
-landed, another writer's a lost race; an absent version is put again, which decides.
-"""
+"""Transactions: one atomic commit to a table's log with optimistic concurrency (spec "Requirements for
+Writers"; delta-spark's OptimisticTransaction). A `Transaction` collects what it read and writes; `commit()`:
+  1. plans once: metaData and protocol (never dropping a feature except for DROP FEATURE,
+     `allow_feature_removal`; column mapping assigned), and at most one add and one remove per path;
+  2. per attempt applies `WRITER_RULES` in order and writes `commitInfo` first (`tahoe.txn.commit_info`);
+  3. puts the commit file if absent; on a lost race asks `tahoe.txn.conflicts` (raising the specific
+     ConcurrentModificationException) and retries the next version, at most `max_retries` times;
+  4. runs the post-commit hooks (`tahoe.txn.post_commit`), none of which can fail the commit.
+Creating a table (`new_table=True`, or no table at the path) commits version 0 only; a table created
+meanwhile fails with ProtocolChangedException. A failed put is read back: own bytes mean landed, another
+writer's a lost race; undecidable is `CommitOutcome.UNKNOWN` (CommitOutcomeUnknownError: keep the files)."""
 
 from __future__ import annotations
 
@@ -175,7 +153,8 @@ def _check_no_downgrade(old: Protocol, new: Protocol, allowed: frozenset[str] = 
 
 
 class CommitOutcome(enum.Enum):
-    """What a transaction's commit did to the log (see the module docstring)."""
+    """What a transaction's commit did to the log: NOT_COMMITTED (surely not in the log), COMMITTED (the
+    version holds this commit) or UNKNOWN (the store failed after a put and reading back could not tell)."""
     NOT_COMMITTED = "not committed"
     COMMITTED = "committed"
     UNKNOWN = "unknown"

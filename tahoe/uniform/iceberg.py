@@ -1,32 +1,14 @@
 """UniForm (Iceberg): Iceberg metadata for a Delta table's data files, generated after each commit
 (delta-spark's IcebergConverter), so Iceberg readers read the same rows without copying data.
 
-Layout (Iceberg's path-based "Hadoop table" layout, beside `_delta_log/`):
-`<table>/metadata/v<N>.metadata.json` (table metadata, format version 2), `version-hint.text`
-(the latest N), manifest lists `snap-<snapshot id>-<uuid>.avro` and manifests `<uuid>-m<k>.avro`.
-
-Mapping: the Iceberg schema is the Delta schema with the column-mapping ids as field ids (data
-files carry them as parquet field ids; Iceberg readers resolve columns by them), logical names,
-`timestamp` → timestamptz, `timestamp_ntz` → timestamp, byte/short → int; partition columns are
-identity partitions (field ids from 1000) whose values come from the add's `partitionValues`
-(Delta data files do not hold them); table properties `delta-version` / `delta-timestamp` record
-the Delta version converted last, as delta-spark's do.
-
-Incremental: each converted Delta commit that adds or removes files becomes one Iceberg snapshot —
-a new manifest of its added files (status ADDED), and the previous snapshot's manifests kept as
-they are unless they list a removed file, in which case that manifest is rewritten with the
-removed entries DELETED and the others EXISTING (sequence numbers kept). The operation is
-`append` (adds only), `delete` (removes only) or `overwrite`. A commit that changes only the
-schema adds a schema; a change of partition columns, a missing commit file, a gap of more than
-`MAX_INCREMENTAL_COMMITS` commits, or no Iceberg metadata yet → one snapshot of every active file
-of the version (a full conversion).
-
-Concurrency and failure: a new `v<N>.metadata.json` is written put-if-absent; losing that race means
-another writer converted (this one re-reads and continues from there, or stops when the table is
-already at its version). A conversion that fails leaves the Iceberg table at its last good
-version; the next commit (or `sync_iceberg`) converts every version since — it never fails the
-Delta commit itself (see tahoe.txn.transaction).
-"""
+  1. Layout: Iceberg's path-based "Hadoop table" under `<table>/metadata/` (`v<N>.metadata.json`,
+     `version-hint.text`, manifest lists and manifests).
+  2. Mapping: column-mapping ids as field ids, identity partitions from `partitionValues`, properties
+     `delta-version` / `delta-timestamp`.
+  3. Incremental: one Iceberg snapshot per Delta commit; a full conversion when partitioning changed, a
+     commit is missing, more than `MAX_INCREMENTAL_COMMITS` are behind, or there is no metadata yet.
+  4. A metadata file is put-if-absent; a failed conversion leaves the last good version and never fails
+     the Delta commit (the next commit or `sync_iceberg` catches up)."""
 
 from __future__ import annotations
 

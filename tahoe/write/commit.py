@@ -1,30 +1,12 @@
-"""The commit step every writer shares: the files an executor wrote become one version — or,
-when the commit surely did not land, are deleted again. Never on doubt.
+"""The commit step every writer shares: the files an executor wrote become one version, or are deleted again
+when the commit surely did not land. Never on doubt.
 
-    version = commit_write(plan, log, snapshot, adds, identity_marks)          # a WRITE
-    version = commit_new_files(txn, new_files, stage)                          # any operation (DML)
-    version = commit_micro_batch(plan, log, adds, marks, query_id, batch_id, "Append")   # a stream's batch
-
-`commit_new_files(txn, new_files, stage)` runs `stage(txn)` (adds, removes, cdc files, what was
-read; it returns the operation metrics), commits, and on any failure deletes `new_files` only when
-`txn.outcome` is NOT_COMMITTED: nothing was sent, a conflict, or a lost put-if-absent race. When
-the log store failed after the put was sent, the Transaction finds out (reads the version back):
-a commit that landed is a success; one it cannot resolve keeps the files (outcome UNKNOWN,
-CommitOutcomeUnknownError) — VACUUM collects true orphans.
-
-`commit_write` is the WRITE's use of it: the plan's metadata change (a new table commits with
-`Transaction(new_table=True)`: another writer's table is never overwritten), the overwrite's
-removes (`tahoe.write.replace_where.stage_overwrite`), identity high-water marks, the application
-transaction id and delta-spark's WRITE metrics (`write_metrics`). Both take post-commit hooks
-(auto compaction, `tahoe.write.auto_compact`) that run once the commit landed and never fail it.
-
-`commit_micro_batch` is a streaming sink's use of `commit_write` (delta-spark's DeltaSink): one
-version per micro-batch, operation `STREAMING UPDATE` with a `txn` action (appId = the query's
-id, version = the batch id); a batch the table already records (a replay after a crash) commits
-nothing and its new files are deleted. The plan was made when the batch started; the batch
-commits on the table as it is now, which must still have the plan's schema and partitioning (a
-table another writer changed in between fails the batch, its files deleted).
-"""
+  1. `commit_new_files(txn, new_files, stage)`: stage, commit, and on failure delete `new_files` only when
+     `txn.outcome` is NOT_COMMITTED; an UNKNOWN outcome keeps them (CommitOutcomeUnknownError).
+  2. `commit_write`: a planned WRITE (a new table with `Transaction(new_table=True)`), the overwrite's
+     removes, identity high-water marks, the txn id and delta-spark's WRITE metrics (`write_metrics`).
+  3. `commit_micro_batch`: a streaming sink's batch as one `STREAMING UPDATE` version with a `txn` action.
+  4. Post-commit hooks (auto compaction) run once the commit landed and never fail it."""
 
 from __future__ import annotations
 

@@ -1,32 +1,13 @@
-"""Space-filling curves for laying data out: the keys OPTIMIZE sorts rows by before it cuts them
-into files, so that each file holds a small box of the clustering columns' values and per-file
-min/max stats let filters on several columns skip most files (delta-spark's `MultiDimClustering`).
+"""Space-filling curves: the keys OPTIMIZE sorts rows by so that each file holds a small box of the clustering
+columns' values (delta-spark's `MultiDimClustering`). Pure computation on numpy/Arrow arrays.
 
-    ids = [range_ids(col, bounds(col)) for col in columns]    # each column → 0 .. num_ranges-1
-    zorder_keys(ids)        # Z-order: the ids' bits interleaved, most significant first
-    hilbert_keys(ids)       # Hilbert curve position (liquid clustering)
-    key_order(keys)         # the row order the keys give
-
-Owns:
-  * range partition ids (delta-spark's `range_partition_id`): a column's values are cut into at
-    most `num_ranges` ranges of about equal row counts — bounds at the quantiles of the values, a
-    value never split between ranges, as Spark's RangePartitioner determines bounds — and a value's
-    id is the number of bounds below it; nulls get id 0. `range_bounds` computes the bounds from
-    values (all of them, or a sample — Spark's executor samples), `range_ids` applies them, any
-    orderable Arrow type (numbers, strings, dates, timestamps, decimals, binary, booleans);
-  * Z-order keys (delta-spark's `interleave_bits`): bit b of every id, most significant bit and
-    first column first — the same order as delta-spark's 4-bytes-per-column interleaving, whose
-    high bits are all zero for ids below 2^bits;
-  * Hilbert keys (delta-spark's `hilbert_index`, 2 to 9 columns): the position of the point of
-    ids on the n-dimensional Hilbert curve of `bits` bits per dimension, computed with the
-    state tables of compact Hilbert indices (a state machine over n-bit sub-cubes, built once per
-    dimension: J. Lawder's generator tables), so consecutive keys are neighbouring points;
-  * keys wider than 64 bits are kept as several 64-bit words (most significant first):
-    `key_order` sorts either form, `key_bytes` gives big-endian bytes whose unsigned byte order is
-    the key order (for engines that sort binary values).
-
-Everything here is pure computation on numpy/Arrow arrays (no I/O).
-"""
+  1. Range ids (`range_bounds`, `range_ids`): a column cut into ranges of about equal row counts, as Spark's
+     RangePartitioner; nulls get id 0.
+  2. Z-order keys (`zorder_keys`): the ids' bits interleaved, as delta-spark's `interleave_bits`.
+  3. Hilbert keys (`hilbert_keys`, 2 to 9 columns): the position on the Hilbert curve, from compact Hilbert
+     state tables.
+  4. Keys wider than 64 bits are several words; `key_order` sorts either form, `key_bytes` gives
+     big-endian bytes."""
 
 from __future__ import annotations
 

@@ -1,32 +1,11 @@
-"""Delta's SQL and tables by name on PySpark, without jars.
+"""Delta's SQL and tables by name on PySpark, without jars: `enable(spark)`, `disable`, `is_enabled` and
+`configure_spark_with_delta_pip(builder, extra_packages=None)` (delta-spark's name and signature).
 
-delta-spark gets these from a JVM session extension and catalog; tahoe from Python, at the
-calls where a PySpark user reaches them:
-
-    from tahoe.spark import configure_spark_with_delta_pip
-    spark = configure_spark_with_delta_pip(SparkSession.builder.appName("app")).getOrCreate()
-    # or, on any session (classic or Spark Connect):  tahoe.spark.enable(spark)
-
-    spark.sql("CREATE TABLE events (id BIGINT, day DATE) USING delta PARTITIONED BY (day)")
-    spark.sql("MERGE INTO events t USING updates s ON t.id = s.id WHEN MATCHED THEN UPDATE SET *")
-    spark.sql("SELECT * FROM events VERSION AS OF 3")
-    DeltaTable.forName(spark, "events"); spark.table("events"); df.write.saveAsTable("events")
-
-In an enabled session `SparkSession.sql` first parses the statement with Delta's grammar
-(`parser`): Delta's statements — and Spark's DML / DDL on Delta tables — run with tahoe's
-operations (`commands`); every other statement goes to Spark, its Delta table references first
-pointed at tahoe's reads (`relations`: time travel, `delta.`/path``, `table_changes`). Tables by
-name live in Spark's session catalog (`catalog`: in memory, or the Hive metastore with
-`enableHiveSupport()`), and the catalog calls — `spark.table`, `spark.read.table`,
-`saveAsTable`, `insertInto`, `writeTo(...)`, `readStream.table`, `writeStream.toTable` — reach
-Delta tables through tahoe (`hooks`).
-
-Owns: `enable(spark)`, `disable(spark)`, `is_enabled(spark)`, `configure_spark_with_delta_pip(builder,
-extra_packages=None)` (delta-spark's name and signature: returns the builder; the delta-spark
-session confs `spark.sql.extensions` / `spark.sql.catalog.spark_catalog`, which name JVM classes
-tahoe does not need, are taken out of it; `extra_packages` are Maven coordinates added to
-`spark.jars.packages` as delta-spark does).
-"""
+  1. In an enabled session `SparkSession.sql` parses with Delta's grammar (`parser`); Delta's statements and
+     Spark's DML / DDL on Delta tables run with tahoe's operations (`commands`).
+  2. Other statements go to Spark with their Delta table references pointed at tahoe's reads (`relations`).
+  3. Tables by name live in Spark's session catalog (`catalog`); the catalog calls (`spark.table`,
+     `saveAsTable`, `insertInto`, `writeTo`, `readStream.table`, `writeStream.toTable`) go through `hooks`."""
 
 from __future__ import annotations
 
@@ -61,7 +40,9 @@ def disable(spark: Any) -> Any:
 
 def configure_spark_with_delta_pip(spark_session_builder: Any, extra_packages: list | None = None) -> "SparkSession.Builder":
     """delta-spark's `configure_spark_with_delta_pip`: the builder, set up so that the session it
-    builds has Delta's SQL and tables by name (tahoe's, in Python: no Delta jars are added)."""
+    builds has Delta's SQL and tables by name (tahoe's, in Python: no Delta jars are added). The delta-spark
+    confs `spark.sql.extensions` / `spark.sql.catalog.spark_catalog` are taken out; `extra_packages` (Maven
+    coordinates) are added to `spark.jars.packages`."""
     from ..session import RUNTIME_CONF
 
     builder = spark_session_builder

@@ -1,33 +1,13 @@
-"""Delta tables inside queries Spark runs: `SELECT ... FROM t`, joins, subqueries, CTEs, the
-source of an INSERT, a CTAS or a MERGE.
+"""Delta tables inside queries Spark runs (`SELECT ... FROM t`, joins, subqueries, CTEs, the source of an
+INSERT, a CTAS or a MERGE): `rewrite(spark, sql)` replaces each Delta table reference with tahoe's read of
+it (`tahoe.spark.read_delta`), passed the way PySpark passes DataFrames into SQL (`spark.sql("{name}", name=df)`).
 
-Spark cannot read a Delta table by name through a Python data source (it hands the source none
-of the table's options), nor time-travel one, nor read `delta.`/path``. `rewrite(spark, sql)`
-finds the query's table references — after FROM and JOIN, in FROM lists — and replaces each that
-is a Delta table with tahoe's read of it (`tahoe.spark.read_delta`: the native parquet scan of
-the snapshot's files), handed to Spark the way PySpark passes DataFrames into SQL:
-`spark.sql("... {name} ...", name=df)` — a temporary view only while the statement is analyzed
-(classic), a plan reference (Spark Connect):
-
-  * a catalog table of provider `delta`, and `delta.`/path``;
-  * with time travel: `t VERSION AS OF 3`, `t TIMESTAMP AS OF '2024-05-01'` (a string in the
-    session time zone, or an expression such as `current_timestamp() - INTERVAL 1 DAY`),
-    `FOR SYSTEM_VERSION / SYSTEM_TIME AS OF`, and delta-spark's `t@v3` / `t@yyyyMMddHHmmssSSS`
-    (also inside the path: delta.`/p@v3`);
-  * `table_changes('t' | '/path', start[, end])` and `table_changes_by_path('/path', start[, end])`
-    — the change data feed (delta-spark's table-valued functions), versions or timestamps; the
-    name may hold a database and backquoted parts (`'db.`dotted.name`'`).
-
-The reference keeps the table's name as its alias (`t.col` still resolves); everything else in the
-statement stays as written (braces escaped for PySpark's formatter). A reference that is not a
-Delta table is left to Spark.
-
-Views: a view defined in SQL whose query reads Delta tables is read as its query, rewritten the
-same way (`(query) AS view`; names in a persistent view's query resolve in the database it was
-created in). `CREATE VIEW ... AS query` is not rewritten: the catalog keeps the query with its
-tables by name (a persistent view cannot name the temporary frames tahoe hands Spark, and a
-temporary view must not outlive them), and every later read of the view goes through here.
-"""
+  1. References: catalog tables of provider `delta`, `delta.`/path``, time travel (`VERSION AS OF`,
+     `TIMESTAMP AS OF`, `FOR SYSTEM_VERSION / SYSTEM_TIME AS OF`, `t@v3`, `t@yyyyMMddHHmmssSSS`).
+  2. `table_changes(...)` and `table_changes_by_path(...)`: the change data feed, as delta-spark's functions.
+  3. A reference keeps the table's name as its alias; anything not a Delta table is left to Spark.
+  4. A view reading Delta tables is read as its query, rewritten the same way; `CREATE VIEW ... AS query` is
+     not rewritten (the catalog keeps the tables by name)."""
 
 from __future__ import annotations
 
