@@ -504,7 +504,10 @@ def compute_stats(table: pa.Table | pa.RecordBatch, schema: StructType,
     mapping (falling back to the logical name), else by name, case-insensitively as a last resort;
     a schema column absent from the data counts as all nulls. Under column mapping ('name'/'id')
     the stats are keyed by physical names. `indexed_columns` (delta.dataSkippingStatsColumns)
-    takes precedence over `num_indexed_cols`. `tight_bounds` is written only when given."""
+    takes precedence over `num_indexed_cols` (arrays and maps count as one leaf, partition columns not at
+    all). min/max skip booleans, binaries, arrays and maps; a string max past the prefix gets delta-spark's
+    tie-breaker, or no max; float columns use the shortest text that round-trips in float32. `tight_bounds`
+    is written only when given."""
     mapped = column_mapping_mode in ("name", "id")
     target = stats_columns(schema, num_indexed_cols, indexed_columns, partition_columns)
     n = table.num_rows

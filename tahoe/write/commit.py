@@ -143,7 +143,8 @@ def commit_write(plan: WritePlan, log: DeltaLog, snapshot: Snapshot | None, adds
 def commit_micro_batch(plan: WritePlan, log: DeltaLog, adds: list[AddFile], identity_marks: dict[str, int] | None,
                        query_id: str, batch_id: int, output_mode: str) -> int | None:
     """Commit one micro-batch of a streaming query (see the module docstring): the version, or
-    None when the table already records batch `batch_id` of `query_id`. `output_mode` is
+    None when the table already records batch `batch_id` of `query_id` (its new files deleted). The batch
+    commits on the table as it is now, which must still have the plan's schema and partitioning. `output_mode` is
     "Append" or "Complete" (the plan's mode is then overwrite)."""
     import dataclasses
 
