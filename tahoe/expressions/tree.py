@@ -1,30 +1,13 @@
-"""The expression tree: a small, typed, immutable representation of a Spark SQL expression.
+"""The expression tree: a small, typed, immutable representation of a Spark SQL expression, what tahoe works on
+once a SQL string is parsed (`tahoe.expressions.parse`). Every node is a frozen dataclass.
 
-Every node is a frozen dataclass (hashable, comparable, safe to share between threads). The tree
-is what the rest of tahoe works on once a SQL string has been parsed (`tahoe.expressions.parse`):
-
-* `Column(parts)` — a column reference; `parts` is the dotted path as written (`t.id` is
-  `("t", "id")`, `st.x.y` is `("st", "x", "y")`, a backtick-quoted `a.b` is `("a.b",)`). Whether
-  the first part is a table alias (MERGE's target / source) or a column is decided when the
-  reference is resolved against what the expression runs on (`tahoe.expressions.resolve`).
-* `Literal(value, type)` — a typed constant: `type` is a `tahoe.protocol.schema` type; `value` is
-  the Python value of that type (int, float, Decimal, str, bool, bytes, date, datetime) or None
-  (SQL NULL; `type` is `void` for an untyped NULL). A FLOAT literal's value is the Python float
-  of a float32 (`0.1F` is 0.10000000149011612).
-* `Not`, `And`, `Or`, `Comparison` (`=`, `<>`, `<`, `<=`, `>`, `>=`, `<=>`), `IsNull`, `In`,
-  `Between`, `Like` (LIKE / ILIKE with an optional ESCAPE), `Arithmetic` (`+ - * / %` and `div`),
-  `Negate`, `Case` (searched or simple), `Cast` (CAST / TRY_CAST), `Func` (a scalar function by
-  its lower-case Spark name: `coalesce`, `if`, `lower`, `substring`, `year`, ...).
-* `Opaque(sql, refs, what)` — a sub-expression tahoe does not model (lambdas, subscripts, struct
-  constructors, intervals, subqueries, functions it has no typed node for): its Spark SQL text and
-  the columns it reads. Spark evaluates it (`tahoe.spark.columns`); tahoe's Arrow evaluator refuses it
-  with an error naming it; data skipping treats it as unknown (the file is kept).
-
-Invariants: nodes are immutable; `Literal.value` is None or of the Python type that goes with
-`Literal.type`; `Comparison.op` and `Arithmetic.op` are among the listed operators; `Func.name` is
-lower case. `to_sql()` renders Spark SQL that Spark parses back to the same meaning (identifiers
-always backtick-quoted, literals typed as the tree types them).
-"""
+  1. `Column(parts)`: the dotted path as written; alias or column is decided at resolution (`resolve`).
+  2. `Literal(value, type)`: a Python value of a `tahoe.protocol.schema` type, or None (`void` when untyped).
+  3. Operators: `Not`, `And`, `Or`, `Comparison`, `IsNull`, `In`, `Between`, `Like`, `Arithmetic`, `Negate`,
+     `Case`, `Cast`, `Func` (a scalar function by its lower-case Spark name).
+  4. `Opaque(sql, refs, what)`: what tahoe does not model; Spark evaluates it, the Arrow evaluator refuses
+     it by name, data skipping keeps the file.
+  5. `to_sql()` renders Spark SQL that parses back to the same meaning."""
 
 from __future__ import annotations
 

@@ -1,29 +1,13 @@
-"""CONVERT TO DELTA: a directory of parquet files becomes a Delta table in place, no data file
-rewritten (delta-spark's ConvertToDeltaCommand; delta-rs's `convert_to_deltalake`).
+"""CONVERT TO DELTA: a directory of parquet files becomes a Delta table in place, no data file rewritten
+(delta-spark's ConvertToDeltaCommand; delta-rs's `convert_to_deltalake`).
 
-    convert_to_delta("/data/raw_events", partition_by="day DATE, country STRING")   # -> metrics
-
-The directory is listed (names starting with "_" or "." skipped at every depth — `_SUCCESS`,
-`.crc` side files, `_metadata` — except the partition directories); every other file must be a
-parquet file, and is read only for its footer:
-  * partitioned tables: each file sits under exactly the Hive-style directories of
-    `partition_by`, in order (`day=2024-05-01/country=FR/part-0.parquet`); the directory values
-    are unescaped, `__HIVE_DEFAULT_PARTITION__` is null, and each must parse as its column's type
-    — it is stored in Delta's serialization; without `partition_by`, every file is at the top;
-  * the table schema: the files' schemas merged (columns missing from some files are null in
-    them; a column whose type differs between files — int in one, long in another — is refused,
-    SchemaError naming both files), every column nullable, then the partition columns; INT96
-    timestamps (Spark's default) are `timestamp`, others without a time zone `timestamp_ntz`;
-  * per-file stats from the footers (`tahoe.write.footer_stats`; `collect_stats=False` writes
-    none, as delta-spark's `NO STATISTICS`);
-  * ONE commit, version 0 (operation `CONVERT`, parameters numFiles, partitionedBy, collectStats,
-    sourceFormat; metric numConvertedFiles) with an add per file (relative path, size,
-    modification time, dataChange=true).
-Refused, nothing written: a directory that already holds a Delta table (TableAlreadyExistsError;
-`mode="ignore"` leaves it alone), a directory without parquet files, a non-parquet file, a file
-in a directory that does not match the partition columns (InvalidTableOperationError naming
-it), schemas that cannot merge (SchemaError).
-"""
+  1. Listed files (hidden `_`/`.` names skipped) must be parquet, under the Hive directories of
+     `partition_by` in order; only footers are read.
+  2. Schema: the files' merged (a type differing between files is a SchemaError naming both), all nullable;
+     INT96 is `timestamp`, other zone-less timestamps `timestamp_ntz`.
+  3. Stats from footers unless `collect_stats=False`; ONE commit, version 0, operation `CONVERT`.
+  4. Refused, nothing written: an existing Delta table (TableAlreadyExistsError; `mode="ignore"` leaves it),
+     no parquet files, a non-parquet file, a misplaced file (InvalidTableOperationError)."""
 
 from __future__ import annotations
 

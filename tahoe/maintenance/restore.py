@@ -1,27 +1,13 @@
-"""RESTORE: bring a table back to the state of an earlier version in ONE new commit (delta-spark's
-RestoreTableCommand; delta-rs's `DeltaTable.restore`).
+"""RESTORE: bring a table back to an earlier version in ONE new commit (delta-spark's RestoreTableCommand;
+delta-rs's `DeltaTable.restore`).
 
-    restore("/data/events", version=3)                 # -> delta-spark's metrics (dict)
-    restore("/data/events", timestamp="2024-05-01T10:00:00Z")
-
-The commit (operation `RESTORE`, parameters `version` and `timestamp`) holds the difference
-between the latest version and the restored one, logical files compared by (path, deletion
-vector): every file of the restored version the latest one lacks is added back (dataChange=true,
-its deletion vector as it was then), every file of the latest version the restored one lacks is
-removed. The restored version's metaData is committed (identity columns keep the latest,
-higher high-water marks, so no identity value is handed out twice) with the union of both
-protocols — a protocol never goes down unless `protocol_downgrade_allowed`.
-
-Refused, with nothing committed:
-  * a version that is not older than the latest one, or one the log cannot rebuild
-    (VersionNotFoundError, also for a timestamp outside the history);
-  * a restored version whose data files or deletion-vector files are gone — vacuumed, or deleted
-    by hand (DataFilesMissingError naming the version and the first missing files), unless
-    `ignore_missing_files` (delta-spark's `spark.sql.files.ignoreMissingFiles`);
-  * a concurrent commit to the table conflicts as for any writer that read the whole table.
-Metrics, as delta-spark names them: tableSizeAfterRestore, numOfFilesAfterRestore,
-numRemovedFiles, numRestoredFiles, removedFilesSize, restoredFilesSize.
-"""
+  1. The commit (`RESTORE`, parameters `version`, `timestamp`) adds back the restored version's files the
+     latest lacks and removes the others, compared by (path, deletion vector).
+  2. The restored metaData is committed with the latest identity high-water marks and the union of both
+     protocols (lowered only with `protocol_downgrade_allowed`).
+  3. Refused, nothing committed: a version not older than the latest or not rebuildable
+     (VersionNotFoundError); missing data or DV files (DataFilesMissingError) unless `ignore_missing_files`.
+  4. Metrics as delta-spark names them (tableSizeAfterRestore, numRestoredFiles, ...)."""
 
 from __future__ import annotations
 

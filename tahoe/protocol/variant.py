@@ -1,26 +1,11 @@
-"""The `variant` data type (spec "Variant Data Type", "Variant Shredding"; Parquet's
-VariantEncoding.md and VariantShredding.md): its Arrow form, its binary encoding, and the
-reassembly of shredded files.
+"""The `variant` data type (spec "Variant Data Type", "Variant Shredding"): its Arrow form, its binary encoding,
+and the reassembly of shredded files. Pure.
 
-Arrow form (pyarrow has no variant type of its own): a struct of two non-null binaries,
-`struct<metadata: binary, value: binary>` — the physical layout of an unshredded variant in
-parquet, and what delta-rs reads and writes. The `metadata` child carries the field metadata
-`{"variant": "true"}` (PySpark's marker), so the type names itself: `is_variant_type` recognises
-it, `schema.from_arrow_type` maps it to Delta's `variant`, and a table read by tahoe can be
-written back as variant. A null variant is a null struct slot; its children hold empty bytes
-there (Arrow requires a value in a non-null child).
-
-Owns:
-  * `ARROW_TYPE`, `is_variant_type`, `is_variant_storage` (an untagged metadata/value struct);
-  * `from_parquet(arr)` — a variant column as read from any data file (unshredded:
-    metadata+value; shredded: metadata + optional value + typed_value) → the Arrow form, shredded
-    values reassembled into the binary encoding (objects merged with their residual `value`,
-    arrays element by element, typed leaves encoded as variant primitives);
-  * `to_python(metadata, value)` / `to_json(metadata, value)` — decoding one value;
-  * `encode_json(text)` — one JSON document → (metadata, value), Spark's `parse_json` encoding.
-
-Pure: no I/O. Per-row work happens only for shredded files; unshredded columns pass through.
-"""
+  1. Arrow form `ARROW_TYPE`: `struct<metadata: binary, value: binary>` with field metadata
+     `{"variant": "true"}` (PySpark's marker), as delta-rs reads and writes it; `is_variant_type`,
+     `is_variant_storage`.
+  2. `from_parquet(arr)`: any variant column read from a file → the Arrow form, shredded values reassembled.
+  3. `to_python` / `to_json` decode one value; `encode_json` is Spark's `parse_json` encoding."""
 
 from __future__ import annotations
 

@@ -1,30 +1,16 @@
-"""Sharing server configuration: the YAML file — the reference server's keys, plus tahoe's own.
+"""Sharing server configuration: the YAML file, the reference server's keys (`shares[].schemas[].tables[]`, ...)
+plus tahoe's own.
 
-Owns: parsing/validating `shares[].schemas[].tables[]` and the server settings, object-name rules,
-and the rule that a config's problems are all reported at once: `parse_config` collects every
-problem it finds (unknown keys, bad values, duplicate names, ...) and raises one `ConfigError`
-listing them, so fixing a config takes one run. Keys of the reference server that tahoe has no
-use for (`deltaTableCacheSize`, `stalenessAcceptable`, `evaluateJsonPredicateHintsV2`) are
-accepted with one warning each (`ServerConfig.warnings`); keys it does not know are refused by name
-(a misspelt `allowAnonymous` must not pass silently).
-
-tahoe's own keys: `allowAnonymous`, `publicUrl`, `signingKey`/`signingKeyFile`, `store` (where
-recipients and shared state live: `sqlite:///PATH` — default `sharing.db` beside the config — or
-`postgresql://...`), `recipientsFile` (recipients in a JSON file instead), `replicas` (how many
-replicas serve this config: more than one needs a shared signing key), `replicaId`, `audit`,
-`metrics`, `openApiDocs`, `limits`, `trustedProxies`, `asyncQueryTtlSeconds`,
-`temporaryCredentials`, `fileUrls` (`server`, the default: file URLs are the server's own, checked
-on every download and redirected to the store; `store`: the store's own signed URLs go into the
-responses, as the reference server hands them out — more throughput, no revocation until they
-expire). Recipients themselves are in `recipients`.
-
-A table whose location tahoe cannot serve — a scheme no store takes, storage options its store
-refuses, directory access on a store tahoe vends no credentials for — is a problem of the config,
-named with the table, so the server refuses to start rather than fail at query time.
-
-Authentication fails closed: without `authorization.bearerToken` and without recipients every
-request is refused; anonymous access needs an explicit `allowAnonymous: true`.
-"""
+  1. `parse_config` reports every problem at once, in one `ConfigError`.
+  2. Reference keys tahoe has no use for (`deltaTableCacheSize`, `stalenessAcceptable`,
+     `evaluateJsonPredicateHintsV2`) warn once each (`ServerConfig.warnings`); unknown keys are refused by name.
+  3. tahoe's keys: `allowAnonymous`, `publicUrl`, `signingKey`/`signingKeyFile`, `store` (`sqlite:///PATH`,
+     default `sharing.db` beside the config, or `postgresql://...`), `recipientsFile`, `replicas`, `replicaId`,
+     `audit`, `metrics`, `openApiDocs`, `limits`, `trustedProxies`, `asyncQueryTtlSeconds`,
+     `temporaryCredentials`, `fileUrls` (`server`, the default, or `store`), `recipients`.
+  4. A table location tahoe cannot serve is a config problem: the server refuses to start.
+  5. Authentication fails closed: no `authorization.bearerToken` and no recipients refuses every request
+     unless `allowAnonymous: true`."""
 
 from __future__ import annotations
 

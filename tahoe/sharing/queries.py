@@ -1,28 +1,13 @@
-"""Asynchronous Query Table requests (spec: the `asyncquery` capability and "Get Query Info"): a
-query submitted with `asyncquery=true` and an `idempotencyKey` runs in the background; the
-recipient gets a `queryId` and polls `POST …/tables/{table}/queries/{queryId}` until the answer is
-ready, then reads it page by page — through any process or replica of the server.
+"""Asynchronous Query Table requests (spec `asyncquery`, "Get Query Info"): a query submitted with
+`asyncquery=true` and an `idempotencyKey` runs in the background; the recipient polls
+`POST …/tables/{table}/queries/{queryId}` through any process or replica until the answer is ready.
 
-Owns: the registry of queries and the rules of idempotency and of query ids:
-
-* A query id is a token signed by the server, naming the recipient and the table it belongs to and
-  when it expires. Another recipient's id, an id used on another table's URL, or a forged one is
-  a query that does not exist (404 `RESOURCE_DOES_NOT_EXIST`); an expired one answers 400
-  `INVALID_PARAMETER_VALUE` ("submit it again"); a well-signed id the registry no longer holds
-  is 404 too.
-* Submitting the same `idempotencyKey` again — same recipient, same table, same query — while the
-  query is known returns the same query (no second run), whichever replica it reaches; the same
-  key with a different query is 400 `INVALID_PARAMETER_VALUE`. Once the query expired, the key may
-  be used for a new query.
-
-Where the state lives: in the state store (`store.StateStore`: every process and replica shares
-it) — each query's spec (the request, its capabilities and the table version it is pinned to,
-resolved when it was submitted), status and error. The replica that accepted a query computes it
-(`run`) and keeps the answer in memory; a poll reaching another replica finds the query done in
-the store and computes the same answer there from the spec (`rebuild`; pinned to the same
-version, so the same files), or a failed query's error, or — when the replica computing it
-stopped beating for `STALE_SECONDS` — takes it over.
-"""
+  1. A query id is a signed token naming recipient, table and expiry: another recipient's, another table's,
+     a forged or a forgotten one is 404 `RESOURCE_DOES_NOT_EXIST`; an expired one 400 `INVALID_PARAMETER_VALUE`.
+  2. The same `idempotencyKey` and query returns the same query on any replica; the same key with another
+     query is 400 `INVALID_PARAMETER_VALUE`, until the query expires.
+  3. State lives in `store.StateStore`: spec (pinned version), status, error. The accepting replica runs it;
+     another replica rebuilds the same answer from the spec, or takes over after `STALE_SECONDS` of silence."""
 
 from __future__ import annotations
 
@@ -190,8 +175,7 @@ class AsyncQueries:
 
     def get(self, query_id: str, owner: str, table_key: str,
             rebuild: Callable[[dict], Any]) -> AsyncQuery:
-        """The query `query_id` of this recipient and table (see the module docstring for the
-        errors); `rebuild(spec)` computes its answer here when another replica accepted it."""
+        """The query `query_id` of this recipient and table (errors: module docstring, rule 1); `rebuild(spec)` computes its answer here when another replica accepted it."""
         missing = not_found(f"query {query_id[:16]}… does not exist")
         try:
             self._signer.read_token(query_id, k="async-query", r=owner, t=table_key)

@@ -1,29 +1,12 @@
 """The recipient's data plane: the files of a `/query` or `/changes` answer turned into Arrow.
 
-Owns:
-  * `RemoteFile` — one file line of either response format (parquet: `file`/`add`/`remove`/`cdf`
-    objects with a `url`; delta: `deltaSingleAction` with the URL as `path`, and its deletion
-    vector rewritten by the server to a `storageType: "p"` URL) — and `TableInfo`, the schema,
-    partition columns and column-mapping mode of the answer, with the reader-feature check: in
-    delta format the table's `readerFeatures` must be among `SUPPORTED_READER_FEATURES`
-    (deletionVectors, columnMapping, timestampNtz, which change how rows are read, and
-    v2Checkpoint, vacuumProtocolCheck, which concern only the log the server reads); anything
-    else is refused with `UnsupportedFeatureError` naming it.
-  * `UrlBook` — the current URL of every file and deletion vector by id; URLs about to expire
-    (or refused by the store) are refreshed through the answer's `refreshToken` (or by asking
-    the same question again): one refresh at a time, counted in `refreshes`.
-  * `ScanReader` — files downloaded in parallel (`download.Fetcher`), each parsed from its bytes
-    with tahoe's own Spark-free reader (`tahoe.read.ArrowFileReader.read_parquet`: column
-    mapping by name or id, logical types, partition values, deletion vectors by row position),
-    yielded as Arrow record batches in the server's file order, with at most `workers + 2`
-    files in flight — memory stays bounded however large the table — and the predicate and
-    limit applied to the rows (a limit stops the downloads); `ScanReader.stream`, for Spark's
-    tasks, downloads ahead in threads but decodes in the consuming thread, piece by piece.
-  * change data (`ScanReader.changes`): add/remove/cdc files grouped by version and turned into
-    CDF rows by `tahoe.read.changes.version_change_rows` (a version with cdc files takes its
-    rows from them only; a file removed and re-added with another deletion vector yields the
-    rows whose status changed).
-"""
+  1. `RemoteFile` and `TableInfo`: one file line of either response format, and the answer's schema; in
+     delta format `readerFeatures` outside `SUPPORTED_READER_FEATURES` raise UnsupportedFeatureError.
+  2. `UrlBook`: each file's current URL, refreshed through the `refreshToken` (or by asking again) when
+     about to expire or refused, one refresh at a time.
+  3. `ScanReader`: parallel downloads, at most `workers + 2` files in flight, read with tahoe's own reader,
+     predicate and limit applied; `stream` decodes piece by piece in the consuming thread (Spark tasks).
+  4. `ScanReader.changes`: change data via `tahoe.read.changes.version_change_rows`."""
 
 from __future__ import annotations
 

@@ -1,27 +1,12 @@
-"""`tahoe.spark.DeltaTable`: delta-spark's Python `DeltaTable` API over tahoe.
+"""`tahoe.spark.DeltaTable`: delta-spark's Python `DeltaTable` API over tahoe, plus `read_delta(spark, path, ...)`.
 
-Owns the delta-spark-compatible surface: `forPath`, `isDeltaTable`, `toDF`, `alias`, `history`,
-`detail`; DML — `delete`, `update`, `merge` with its `DeltaMergeBuilder` (planned by
-`tahoe.write.dml_plan`, run by `tahoe.spark.dml`); `optimize()` (`tahoe.spark.optimize.DeltaOptimizeBuilder`:
-`where`, `executeCompaction`, `executeZOrderBy`), `reorg()` (REORG ... APPLY (PURGE), which
-delta-spark offers in SQL only); and the `create` / `createIfNotExists` / `createOrReplace` builders
-(`location`, `addColumn(s)` with generated and identity columns (`IdentityGenerator`),
-`partitionedBy`, `clusterBy`, `property`, `comment`, `execute`). Reads go through the fast path
-(`tahoe.spark.read`); table creation through `tahoe.txn.table_ops.create_table`.
-
-Table maintenance, each a thin wrapper over `tahoe.maintenance` run on the driver (file deletes
-and copies in parallel threads): `vacuum(retentionHours)` (returns an empty DataFrame, as
-delta-spark; honours `spark.databricks.delta.retentionDurationCheck.enabled` and
-`spark.databricks.delta.vacuum.logging.enabled`), `restoreToVersion` / `restoreToTimestamp`
-(a DataFrame of delta-spark's RESTORE metrics; `spark.sql.files.ignoreMissingFiles`,
-`spark.databricks.delta.restore.protocolDowngradeAllowed`), `clone` / `cloneAtVersion` /
-`cloneAtTimestamp`, `convertToDelta`, `generate("symlink_format_manifest")`,
-`upgradeTableProtocol`, `addFeatureSupport`, `dropFeatureSupport`.
-
-Also `read_delta(spark, path, version=, timestamp=, filters=, storage_options=)`, the read by path:
-the fast path's native scan (`tahoe.spark.read.read_snapshot`), or the `delta` data source for a
-table the JVM cannot reach.
-"""
+  1. `forPath`, `isDeltaTable`, `toDF`, `alias`, `history`, `detail`; reads through `tahoe.spark.read`.
+  2. DML: `delete`, `update`, `merge` (`DeltaMergeBuilder`), planned by `tahoe.write.dml_plan`, run by
+     `tahoe.spark.dml`; `optimize()` and `reorg()` (`tahoe.spark.optimize`).
+  3. The `create` / `createIfNotExists` / `createOrReplace` builders, through `tahoe.txn.table_ops`.
+  4. Maintenance, thin wrappers over `tahoe.maintenance` on the driver: `vacuum`, `restoreToVersion` /
+     `restoreToTimestamp`, `clone*`, `convertToDelta`, `generate`, `upgradeTableProtocol`,
+     `addFeatureSupport`, `dropFeatureSupport`, each honouring delta-spark's session confs."""
 
 from __future__ import annotations
 

@@ -1,29 +1,12 @@
 """`LocalLogStore`: the log store for a POSIX (or Windows) file system.
 
-Put-if-absent (`write(path, data)`): the data goes to a unique temp file `.<name>.<uuid>.tmp`
-in the target's directory and is fsync'ed; then it is published under the target name by an
-operation that is atomic and fails with EEXIST when the target exists:
-  1. `link(tmp, target)` (a hard link), else — where the file system refuses hard links
-     (EPERM/EXDEV/ENOTSUP/..., e.g. FAT, some FUSE or SMB mounts) —
-  2. a rename that never replaces: Linux `renameat2(RENAME_NOREPLACE)`, macOS
-     `renamex_np(RENAME_EXCL)`, Windows `MoveFileEx` without REPLACE_EXISTING (`os.rename`).
-Either way, of several concurrent writers exactly one wins, and the target is complete the
-moment it appears: a reader never sees a partial commit. Where neither exists the write is
-refused with UnsupportedStorageError naming the file system — never a non-atomic write. The temp
-file is removed and the directory fsync'ed.
-
-Replace (`write(path, data, overwrite=True)`): temp file + `os.replace`, atomic on POSIX.
-
-`write_optional` (a version checksum): published the same way, without the fsyncs.
-
-Durability: file data is fsync'ed before it is published; the directory after; a directory
-created for the write (e.g. a new table's `_delta_log`) is fsync'ed in its parent. An fsync
-error is raised (OSError), never swallowed — only EINVAL from fsync on a directory, which is how
-a file system says it has no directory sync, is accepted.
-
-Listings skip names starting with "." — our temp files and Hadoop's `.<name>.crc` side files.
-Paths are OS paths; `file:` URIs are accepted too and converted.
-"""
+  1. Put-if-absent: a fsync'ed temp file `.<name>.<uuid>.tmp` published by `link` or, where hard links are
+     refused, a rename that never replaces; exactly one concurrent writer wins and readers never see a
+     partial file. Neither available: UnsupportedStorageError, never a non-atomic write.
+  2. Replace (`overwrite=True`): temp file + `os.replace`. `write_optional` publishes without fsyncs.
+  3. Durability: data fsync'ed before publishing, the directory after; fsync errors are raised (only EINVAL
+     on a directory is accepted).
+  4. Listings skip names starting with "."; `file:` URIs are accepted."""
 
 from __future__ import annotations
 

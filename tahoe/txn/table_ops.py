@@ -1,27 +1,14 @@
-"""Creating and evolving tables: each operation here is one `Transaction` (one commit).
+"""Creating and evolving tables: each operation is one `Transaction` (one commit), validated before anything is
+written, returning the snapshot after the commit (the current one when nothing changed).
 
-  create_table        CREATE TABLE / CREATE OR REPLACE: schema, partitioning, properties, and the
-                      lowest protocol that covers the features they use
-  set_properties      ALTER TABLE SET TBLPROPERTIES (enabling a feature upgrades the protocol;
-                      enabling row tracking backfills row ids in the same commit)
-  unset_properties    ALTER TABLE UNSET TBLPROPERTIES
-  upgrade_protocol    raise the protocol versions
-  add_feature         add a table feature to the protocol (never removes one)
-  add_constraint      ALTER TABLE ADD CONSTRAINT ... CHECK (existing rows validated by the engine)
-  drop_constraint     ALTER TABLE DROP CONSTRAINT
-  update_schema       schema evolution: merge (mergeSchema rules) or replace (overwriteSchema)
-  rename_column       ALTER TABLE RENAME COLUMN (column mapping mode 'name')
-  drop_column         ALTER TABLE DROP COLUMN (column mapping mode 'name')
-  add_columns         ALTER TABLE ADD COLUMNS (nullable columns, at the end or FIRST / AFTER one;
-                      also into a struct column: `parents`)
-  alter_column        ALTER TABLE ALTER COLUMN: TYPE (type widening), SET / DROP NOT NULL, COMMENT,
-                      FIRST / AFTER (of a top-level column, or of a struct's field: a dotted path)
-  set_identity_high_water_mark   advance an identity column's high-water mark
-
-Every operation validates its input before anything is written: on an error the table's version
-is unchanged. Operations return the snapshot after the commit (or the current one when there was
-nothing to change).
-"""
+  1. `create_table`: CREATE [OR REPLACE] with the lowest protocol covering the features used.
+  2. `set_properties` / `unset_properties`: enabling a feature upgrades the protocol; enabling row tracking
+     backfills row ids in the same commit.
+  3. `upgrade_protocol`, `add_feature` (never removes one).
+  4. `add_constraint` / `drop_constraint`: CHECK constraints.
+  5. `update_schema` (mergeSchema / overwriteSchema rules), `add_columns`, `alter_column` (type widening,
+     NOT NULL, COMMENT, FIRST / AFTER), and under column mapping `name` `rename_column` / `drop_column`.
+  6. `set_identity_high_water_mark`."""
 
 from __future__ import annotations
 

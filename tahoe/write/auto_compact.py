@@ -1,26 +1,13 @@
-"""Auto compaction (delta-spark's AutoCompact post-commit hook): after a write commits, the
-partitions it added files to are compacted when they hold enough small files.
+"""Auto compaction (delta-spark's AutoCompact post-commit hook): after a write commits, the partitions it added
+files to are compacted when they hold enough small files.
 
-    enabled = auto_compact_enabled(configuration, session_value)   # conf wins, then the property
-    hook = auto_compact_hook(executor)                               # Transaction post-commit hook
-    commit_write(plan, log, snap, adds, post_commit=[hook])
-
-Rules (delta-spark's AutoCompact / AutoCompactUtils, default settings):
-  1. on when the session conf `spark.databricks.delta.autoCompact.enabled` says "true" (it wins
-     when set: "false" turns it off for every table), else when the table property
-     `delta.autoOptimize.autoCompact` is true (or Databricks' "auto" / "legacy", which tahoe
-     treats as on with the same sizes); off by default;
-  2. only commits that added files; only the partitions they added files to (an unpartitioned
-     table is one partition);
-  3. a partition qualifies when it holds at least `min_num_files` (50,
-     ...autoCompact.minNumFiles) files smaller than `min_file_size` (...autoCompact.minFileSize,
-     default half of `max_file_size`, ...autoCompact.maxFileSize, 128 MiB);
-  4. the qualifying partitions are compacted by OPTIMIZE's bin-packing with those sizes
-     (`tahoe.write.optimize`: operation OPTIMIZE with `auto` true, dataChange=false, its own
-     commit after the write's);
-  5. a failed auto compaction never fails the write that triggered it: the write is committed;
-     the failure is logged and kept in the transaction's `post_commit_errors`.
-"""
+  1. On when `spark.databricks.delta.autoCompact.enabled` is "true" (when set it wins), else when the table
+     property `delta.autoOptimize.autoCompact` is true (or "auto" / "legacy"); off by default.
+  2. Only commits that added files, only the partitions they added to.
+  3. A partition qualifies with at least `min_num_files` (50) files under `min_file_size` (half of
+     `max_file_size`, 128 MiB); confs `...autoCompact.{minNumFiles, minFileSize, maxFileSize}`.
+  4. They are compacted by OPTIMIZE's bin-packing in a commit of their own (`auto` true).
+  5. A failure never fails the write: it is logged and kept in `post_commit_errors`."""
 
 from __future__ import annotations
 

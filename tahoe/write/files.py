@@ -1,28 +1,12 @@
-"""Writing data files (spec "Data Files", "Partition Value Serialization", "Per-file Statistics",
-column mapping's writer requirements): Arrow rows in the table's logical schema → parquet files
-under the table root → the `add` actions describing them.
+"""Writing data files (spec "Data Files", "Partition Value Serialization", "Per-file Statistics", column
+mapping): Arrow rows conformed to the table's schema (`conform_to_schema`), split by partition into Hive
+directories, written as parquet, described by `add` actions. Every file `write_data_files` writes:
 
-Owns: conforming incoming Arrow data to the table's logical schema (`conform_to_schema`:
-case-insensitive column matching, missing nullable columns as nulls, nested structs/lists/maps,
-lossless casts), splitting rows by partition values into Hive-style directories, naming files
-uniquely, writing physical column names and field ids, and the AddFile of each file (URI-encoded
-relative path, serialized partition values keyed by physical name, size, stats computed from the
-rows in memory).
-
-Invariants of every file written by `write_data_files`:
-  1. its name is unique (`part-<5 digits>-<uuid4>-c000.<codec>.parquet`) and it is never overwritten;
-     it is compressed and paged as the table's `delta.parquet.compression.codec` /
-     `delta.parquet.format.version` say (`tahoe.protocol.parquet_format`; snappy, data page V1
-     when absent);
-  2. it holds no partition column, and its columns carry the physical names (and, under column
-     mapping, the parquet field ids) of `column_mapping.physical_arrow_schema`, all nullable
-     (as Spark writes files: NOT NULL is checked on the values, see `nullable_type`);
-  3. timestamps are INT64 microseconds (UTC-adjusted for `timestamp`, local for `timestamp_ntz`);
-     a top-level column is dictionary-encoded only where a dictionary pays (`dictionary_columns`:
-     parquet-mr's rule of thumb, which pyarrow lacks — it builds a dictionary of up to 1 MiB for
-     every column and only then falls back, slowly, on unique ids and random numbers);
-  4. all its rows share one set of partition values, the ones in its AddFile.
-"""
+  1. has a unique name (`part-<5 digits>-<uuid4>-c000.<codec>.parquet`), never overwritten, compressed as
+     `delta.parquet.compression.codec` / `delta.parquet.format.version` say (snappy, page V1);
+  2. holds no partition column; its columns carry physical names and field ids, all nullable;
+  3. stores timestamps as INT64 microseconds; dictionaries only where they pay (`dictionary_columns`);
+  4. holds rows of one set of partition values, those of its AddFile."""
 
 from __future__ import annotations
 
