@@ -175,7 +175,8 @@ class AsyncQueries:
 
     def get(self, query_id: str, owner: str, table_key: str,
             rebuild: Callable[[dict], Any]) -> AsyncQuery:
-        """The query `query_id` of this recipient and table (errors: module docstring, rule 1); `rebuild(spec)` computes its answer here when another replica accepted it."""
+        """The query `query_id` of this recipient and table (errors: module docstring, rule 1);
+        `rebuild(spec)` computes its answer here when another replica accepted it."""
         missing = not_found(f"query {query_id[:16]}… does not exist")
         try:
             self._signer.read_token(query_id, k="async-query", r=owner, t=table_key)
