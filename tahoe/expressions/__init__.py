@@ -1,25 +1,10 @@
-"""tahoe's one expression engine: Spark SQL expressions (conditions, filters, CHECK constraints,
-generated columns, replaceWhere, SET values) parsed once into a small typed tree, and what tahoe
-does with that tree. Pure: no I/O, no Spark (the tree as a Spark Column: `tahoe.spark.columns`).
+"""tahoe's one expression engine: Spark SQL expressions (conditions, filters, CHECK constraints, generated
+columns, replaceWhere, SET values) parsed once into a small typed tree. Pure: no I/O, no Spark.
 
-    from tahoe.expressions import parse, Scope, evaluate, matches, file_mask
-
-    e = parse("day = 'mon' AND id > 10")          # tree: tahoe.expressions.tree (ParseException on bad SQL)
-    e.columns()                                   # [Column(('day',)), Column(('id',))]
-    matches(e, Scope.of(rows))                    # Arrow rows → BooleanArray (TRUE rows)
-    evaluate(parse("x + 1"), rows)                # any scalar expression → Arrow array
-    evaluate(parse("t.v + s.v"), Scope.joined({"t": target_rows, "s": source_rows}))   # MERGE
-    file_mask(e, snapshot.files_table(), snapshot.schema, snapshot.partition_columns)   # skipping
-    to_sharing_json(e, schema); from_sharing_json(tree)    # Delta Sharing JSON predicates
-    check_columns(e, schema)                      # AnalysisException naming an unknown column
-
-Modules: `tree` (the nodes, SQL rendering), `parse` (SQL text → tree; the one place SQL is
-parsed), `resolve` (column references → values, aliases for two-sided conditions), `evaluate`
-(over Arrow rows, Spark's semantics), `coercion` (Spark's type coercion of comparisons, shared
-by evaluation and skipping), `skipping` (three-valued evaluation over partition values and file
-stats), `sharing_json` (↔ the sharing JSON tree), `filters`
-(SQL / expression / DNF tuples as a read filter).
-"""
+  1. `tree`: the nodes and SQL rendering; `parse`: SQL text → tree, the one place SQL is parsed.
+  2. `resolve`: column references → values; `evaluate`: over Arrow rows with Spark's semantics.
+  3. `coercion`: Spark's type coercion of comparisons; `skipping`: `file_mask` over partition values and stats.
+  4. `sharing_json`: ↔ Delta Sharing JSON predicates; `filters`: SQL / expression / DNF read filters."""
 
 from .evaluate import FUNCTIONS, constant_value, evaluate, evaluate_predicate, matches
 from .filters import as_expression, from_dnf

@@ -1,26 +1,15 @@
 """A log segment: the exact set of `_delta_log` files that reconstruct one version of a table.
 
 Invariants, checked at construction (`LogSegment.for_version`):
-  1. `checkpoint` is the newest *complete* checkpoint at or below the version (a multi-part
-     checkpoint with a missing part is skipped; a v2 checkpoint counts as one file);
-  2. `commits` are exactly the commit files after the checkpoint up to the version, contiguous
-     (a gap is a CorruptLogError naming the missing version);
+  1. `checkpoint` is the newest complete checkpoint at or below the version (incomplete multi-part skipped);
+  2. `commits` are exactly the commit files after it up to the version, contiguous (a gap: CorruptLogError);
   3. without a checkpoint, `commits` start at version 0;
   4. the segment's version is the requested one, or the newest the log holds;
-  5. `version_commit` is the commit file of the version itself when the log still holds it — the
-     last of `commits`, or the commit a checkpoint at the version summarises (its timestamp is the
-     version's timestamp, not the checkpoint file's);
-  6. `deltas` are the files to replay after the checkpoint, in version order: `commits`, except
-     that log compaction files (`x.y.compacted.json`, spec "Log Compaction Files") lying wholly
-     within them replace the commits x..y they cover — the fewest files that cover the range
-     exactly, never two that overlap (overlapping compactions such as 6..10 and 6..15 are
-     alternatives: each version is replayed exactly once). A compaction is used only where every
-     commit it covers is listed too (it is an optimisation over the commits, never a substitute
-     for a missing one); an empty (0-byte) compaction file — what a crashed writer leaves on an
-     object store — is never used (delta-kernel-rs skips them the same way), and one that does
-     not parse is dropped at replay, which falls back to the commits it stands for
-     (`without_compaction`).
-"""
+  5. `version_commit` is the version's own commit file when the log still holds it (its timestamp is the
+     version's);
+  6. `deltas` are `commits` with log compaction files (spec "Log Compaction Files") in place of the commits
+     they cover (`with_compactions`); only where every covered commit is listed, never an empty one, and
+     one that does not parse is dropped at replay (`without_compaction`)."""
 
 from __future__ import annotations
 

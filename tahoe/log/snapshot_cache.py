@@ -1,25 +1,12 @@
-"""The snapshots a writer in this process committed, kept so that its next transaction starts
-from them instead of listing and replaying the log again (a writer committing in a loop).
-
-A transaction that commits version v on top of the snapshot it read (version v-1) derives the
-snapshot of v from it and the actions it wrote (`Snapshot.after_commit`) and hands it to
-`remember`. `recall` gives it back to a later load of the same table (`DeltaLog.snapshot`) — of the latest
-version, or of exactly v — only when the log still looks the way it did, checked with a few
+"""The snapshots a writer in this process committed, kept so its next transaction starts from them instead of
+replaying the log again. A commit derives the new snapshot (`Snapshot.after_commit`) and hands it to
+`remember`; `recall` gives it back to `DeltaLog.snapshot` only when the log still looks the same, checked with
 `LogStore.status` calls, no listing:
-  1. every file the snapshot was built from (its checkpoint parts, the commits after it, and its
-     version's `.crc` when it had one) is still there with the same size and modification time
-     — a file replaced or removed is seen;
-  2. for the latest version: there is no commit v+1 (a newer commit is replayed on top, up to
-     `MAX_CATCH_UP` of them, else the log is loaded afresh), and `_last_checkpoint` is as it was
-     (a new checkpoint means a fresh load that starts from it).
-Log files are immutable once written (spec "Delta Log Entries"), so a snapshot whose files are
-all unchanged is the state of its version; this is what delta-spark relies on when it reuses a
-snapshot whose log segment did not change.
-
-Only stores that name a `snapshot_cache_namespace` (the local file system: `status` is a stat)
-keep snapshots, and only of tables whose checkpoint and JSON tail are small
-(`MAX_CACHED_LOG_BYTES`), at most `MAX_TABLES` tables (least recently used out first).
-"""
+  1. every file the snapshot was built from is there with the same size and modification time;
+  2. for the latest version: no newer commit (up to `MAX_CATCH_UP` are replayed on top) and an unchanged
+     `_last_checkpoint`.
+Only stores naming a `snapshot_cache_namespace` keep snapshots, of small logs (`MAX_CACHED_LOG_BYTES`), at
+most `MAX_TABLES` tables."""
 
 from __future__ import annotations
 

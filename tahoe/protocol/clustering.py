@@ -1,25 +1,11 @@
-"""Clustered tables (spec "Clustered Table", the `clustering` writer feature) and the ZCube tags
-files clustered by OPTIMIZE carry (delta-spark's `ZCubeInfo`).
+"""Clustered tables (spec "Clustered Table", the `clustering` writer feature) and the ZCube tags OPTIMIZE puts
+on clustered files (delta-spark's `ZCubeInfo`). Pure.
 
-Owns:
-  * the `delta.clustering` domain: `clustering_domain(paths)` writes it as current delta-spark
-    does (`{"clusteringColumns":[["<physical>", ...], ...]}`: each column a list of physical name
-    parts), `clustering_paths(domains)` reads it (also the flat `["a","b"]` form of the spec's
-    example); an absent or removed domain, or an empty list, means "not clustered";
-  * logical ↔ physical clustering column names under column mapping (`physical_path`,
-    `logical_name`, `clustering_columns` of a snapshot's schema and domains);
-  * the rules for clustering columns (`check_clustering_columns`): each names a column of the
-    schema (nested fields with dots), of a type data skipping collects stats for, within the
-    columns stats are collected on (spec: "Writers must write out per-file statistics and
-    per-column statistics for clustering columns"), no column twice, at most 4 columns
-    (delta-spark's numClusteringColumnsLimit), and never on a partitioned table ("Writers must
-    not define clustered and partitioned table at the same time");
-  * the ZCube of a file (`zcube_tags`, `zcube_of`): tags ZCUBE_ID (one per OPTIMIZE job's
-    output), ZCUBE_ZORDER_BY (JSON list of logical column names), ZCUBE_ZORDER_CURVE;
-    `CLUSTERING_PROVIDER` ("liquid") is what clustered files carry in `clusteringProvider`.
-
-Pure: no I/O.
-"""
+  1. The `delta.clustering` domain: `clustering_domain` writes delta-spark's form, `clustering_paths` reads it.
+  2. Logical ↔ physical column names (`physical_path`, `logical_name`, `clustering_columns`).
+  3. Column rules (`check_clustering_columns`).
+  4. ZCube tags (`zcube_tags`, `zcube_of`): ZCUBE_ID, ZCUBE_ZORDER_BY, ZCUBE_ZORDER_CURVE;
+     `CLUSTERING_PROVIDER` "liquid"."""
 
 from __future__ import annotations
 
@@ -148,7 +134,8 @@ def clustering_columns(schema: StructType, domains: Mapping[str, DomainMetadata]
 
 def check_clustering_columns(schema: StructType, columns: Iterable[str], partition_columns: Iterable[str] = (),
                              stats_schema: StructType | None = None) -> list[str]:
-    """Validate clustering columns (see the module docstring) and return their logical names as
+    """Validate clustering columns — each a schema column (dotted for nested fields) of a type with stats,
+    within the stats columns, none twice, at most 4, never on a partitioned table — and return their logical names as
     the schema spells them. `stats_schema`: the columns stats are collected on
     (`tahoe.protocol.stats.stats_columns` of the table's settings); None skips that check."""
     cols = list(columns)

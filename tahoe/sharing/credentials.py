@@ -1,25 +1,10 @@
-"""The recipient's side of authentication: the `Authorization` header a profile stands for.
+"""The recipient's side of authentication: the `Authorization` header a profile stands for (`credentials_for`).
 
-Owns: `credentials_for(profile)` — a bearer token as it is (its `expirationTime` only words the
-error when the server refuses it); for a version-2 `basic` profile, HTTP Basic credentials
-(`username:password`) on every request; for `oauth_client_credentials`, an access token
-obtained from the profile's `tokenEndpoint` with the OAuth 2.0 client-credentials grant (RFC 6749
-§4.4: `grant_type=client_credentials`, optional `scope`, the client authenticated with HTTP Basic
-as the official connector does); for `oauth_jwt_bearer_private_key_jwt`, an access token obtained
-with the JWT-bearer grant (RFC 7523: `grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer`,
-`assertion` = a JWT signed with the profile's private key — header `alg`, `kid`; claims `iss` the
-client id, `aud` the profile's issuer, `iat`, `exp` two minutes later, `jti`, `scope` and
-`resource` (the profile's audience) — as the official connector makes it; signed by `jws`). OAuth
-tokens are renewed
-before they expire — when less than a tenth of their lifetime (at most 10 minutes) is left — or
-at once when the server answers 401 (`invalidate`); they are cached per profile and shared by
-threads (one fetch at a time); the token endpoint is retried with backoff on 429/5xx and dropped
-connections, like every sharing request.
-
-The official connector's `basic` provider also posts `grant_type=client_credentials` to the
-sharing endpoint before each request and ignores the answer; tahoe's does not (the endpoint is no
-token endpoint): it sends the Basic credentials, which is what authenticates.
-"""
+  1. A bearer token as it is; a version-2 `basic` profile: HTTP Basic on every request.
+  2. `oauth_client_credentials`: a token from `tokenEndpoint` by the client-credentials grant (RFC 6749 §4.4).
+  3. `oauth_jwt_bearer_private_key_jwt`: a token by the JWT-bearer grant (RFC 7523), see `JwtBearerCredentials`.
+  4. OAuth tokens are cached per profile, renewed when a tenth of their lifetime (at most 10 minutes) is left
+     or on a 401 (`invalidate`); the token endpoint is retried like every sharing request."""
 
 from __future__ import annotations
 
@@ -88,7 +73,8 @@ class BearerCredentials(Credentials):
 
 
 class BasicCredentials(Credentials):
-    """HTTP Basic authentication (a `basic` profile): the same header on every request."""
+    """HTTP Basic authentication (a `basic` profile): the same header on every request. Unlike the official
+    connector, no `grant_type=client_credentials` post to the sharing endpoint first (it is no token endpoint)."""
 
     def __init__(self, username: str, password: str):
         raw = f"{username}:{password}".encode("utf-8")
@@ -188,7 +174,9 @@ class OAuthCredentials(Credentials):
 
 class JwtBearerCredentials(OAuthCredentials):
     """Access tokens of the JWT-bearer grant (RFC 7523), each asked with a fresh assertion signed
-    by the profile's private key (see the module docstring)."""
+    by the profile's private key, as the official connector makes it: `grant_type=urn:ietf:params:oauth:
+    grant-type:jwt-bearer`, header `alg`, `kid`; claims `iss` (client id), `aud` (the issuer), `iat`, `exp`
+    (two minutes), `jti`, `scope`, `resource` (the audience); signed by `jws`."""
 
     def __init__(self, token_endpoint: str, client_id: str, issuer: str, audience: Optional[str],
                  private_key_file: str, key_id: Optional[str], algorithm: Optional[str], scope: Optional[str] = None,

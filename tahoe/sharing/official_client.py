@@ -1,25 +1,11 @@
-"""The official `delta-sharing` Python client, run the way a recipient runs it: in its own Python
-environment, driven from tahoe's process through a subprocess.
+"""The official `delta-sharing` Python client (1.4.2), run the way a recipient runs it: in its own virtual
+environment (`ensure_env`; it pins `pandas<3` and `pyarrow<=23.0.1`), driven over a pipe (`OfficialClient`).
 
-The official client (`delta-sharing` 1.4.2) pins `pandas<3` and `pyarrow<=23.0.1`; tahoe must not
-inherit those pins, so the client lives in a separate virtual environment (`ensure_env`) and
-tahoe's tests and demo talk to it over a pipe (`OfficialClient`). Nothing of tahoe is imported in
-that environment: this file is executed there as a plain script (it then only serves requests),
-so everything at module level is standard library.
-
-    python = ensure_env(".venv-recipient")           # once; a venv with delta-sharing==1.4.2
-    with OfficialClient(python) as client:
-        rows = client.load_as_pandas("analyst.share#sales.default.orders")   # a pyarrow.Table
-
-Calls mirror the client's functions and return plain values: DataFrames come back as Arrow
-tables (the client's DataFrame written to parquet by pyarrow in the recipient's environment, read
-back here), the client's dataclasses (Share, Table, Metadata, Protocol, ...) as dicts with a
-`$type` key. An exception raised in the client comes back as `OfficialClientError`, naming its
-type, HTTP status and the server's response body.
-
-`python -m tahoe.sharing.official_client ensure DIR` creates the environment (the Makefile's
-`setup` does); `ensure_env` is also safe to call from several processes at once.
-"""
+  1. This file also runs there as a plain script: module level is standard library only.
+  2. Calls mirror the client's functions: DataFrames come back as Arrow tables, dataclasses as dicts with
+     a `$type` key; a client exception is an `OfficialClientError` (type, HTTP status, response body).
+  3. `python -m tahoe.sharing.official_client ensure DIR` creates the environment (Makefile `setup`);
+     `ensure_env` is safe from several processes at once."""
 
 from __future__ import annotations
 

@@ -1,25 +1,12 @@
-"""The sharing server's shared state: what every process and replica of one deployment must see
-alike, kept in one SQL database — an embedded SQLite file (the default: `sharing.db` beside the
-config; every process on one host shares it) or a PostgreSQL server (`store:
-postgresql://...`; replicas on several hosts).
-
-Owns, per table:
-1. `recipients` — one row per recipient (its JSON: token hash, shares, expiry, grace tokens,
-   allow-list, limits, comment, properties), and `meta.generation`, bumped by every change, so
-   that a process re-reads the recipients only when they changed (SQLite tells each connection
-   at no cost whether another one wrote: `PRAGMA data_version`; PostgreSQL is asked at most every
-   `POLL_SECONDS`, and at once — at most every `MISS_POLL_SECONDS` — when a token matched no
-   recipient).
-2. `recipient_usage` — last-used times (written in batches by `flush_usage`, never per request).
-3. `seen_assertions` — the (client id, jti) of JWT assertions accepted, until they expire: a
-   unique key, so exactly one replica accepts an assertion.
-4. `async_queries` — asynchronous queries: who asked what (the spec a replica needs to compute
-   the answer), their status and error, unique per (recipient, table, idempotency key).
-5. `usage_bytes` — bytes served per recipient per UTC day (byte quotas; flushed in batches).
-
-Every statement is written once, with `?` placeholders (turned into `%s` for psycopg); upserts use
-`ON CONFLICT`, which both databases know. A process holds one connection behind a lock.
-"""
+"""The sharing server's shared state, what every process and replica must see alike, in one SQL database:
+SQLite (default `sharing.db` beside the config) or PostgreSQL (`store: postgresql://...`). Tables:
+  1. `recipients`, with `meta.generation` bumped by every change, so processes re-read only on change
+     (SQLite `PRAGMA data_version`; PostgreSQL polled every `POLL_SECONDS`, `MISS_POLL_SECONDS` on a miss);
+  2. `recipient_usage`: last-used times, flushed in batches (`flush_usage`);
+  3. `seen_assertions`: accepted JWT assertions (client id, jti), so exactly one replica accepts one;
+  4. `async_queries`: asynchronous queries, unique per (recipient, table, idempotency key);
+  5. `usage_bytes`: bytes served per recipient per UTC day.
+Statements are written once with `?` placeholders (`%s` for psycopg), upserts with `ON CONFLICT`."""
 
 from __future__ import annotations
 

@@ -1,25 +1,12 @@
-"""How tahoe's errors reach a Spark user: named first, with Spark's report kept.
+"""How tahoe's errors reach a Spark user: named first, with Spark's report kept. An error raised inside the
+`delta` data source reaches the caller as a Spark exception naming tahoe's error only at its end.
 
-An error tahoe raises inside the `delta` data source runs in a Python worker; Spark hands it to
-the caller as an AnalysisException / PythonException / Py4JJavaError whose message starts with
-`[PYTHON_DATA_SOURCE_ERROR] Failed to ...: Traceback ...` and names tahoe's error only at the end.
-
-Owns `surfaced(exc)` and `spark_facing(exc)`:
-  * `surfaced(exc)` finds the tahoe error (`tahoe.<module>.<Class>: message`, the last one in the
-    text) in a Spark exception and returns an exception that IS both: an instance of tahoe's class
-    (`except tahoe.errors.TableNotFoundError` works) and of Spark's original class
-    (`except AnalysisException` — what delta-spark code catches — still works), whose message is
-    tahoe's message, so the line a user reads is `tahoe.errors.TableNotFoundError: not a Delta
-    table: ...`. Spark's full report (the worker's traceback included) is attached as a note
-    (printed below it) and kept as `.spark_error`. For Spark's `DATA_SOURCE_NOT_FOUND` on
-    `delta` it returns the same Spark exception with a first line saying to register tahoe's
-    source. Anything else: None (the exception stands as it is).
-  * The calls where a data-source error reaches the caller — classic and Spark Connect
-    `DataFrameReader.load`, `DataFrameWriter.save/saveAsTable/insertInto`, `DataFrameWriterV2`'s
-    terminal methods and `SparkSession.sql` — pass what they raise through `surfaced`
-    (`tahoe.spark.patches`, `surfaced=True`). Errors raised later, when an action (collect,
-    count, ...) runs a scan on the executors, are not rewritten.
-"""
+  1. `surfaced(exc)` returns an exception that is both tahoe's class and Spark's original one, with tahoe's
+     message; Spark's full report is attached as a note and kept as `.spark_error`.
+  2. `DATA_SOURCE_NOT_FOUND` on `delta` gets a first line saying to register tahoe's source.
+  3. The calls where a data-source error reaches the caller (`load`, `save`, `saveAsTable`, `insertInto`,
+     `DataFrameWriterV2`'s terminal methods, `SparkSession.sql`) pass errors through `surfaced`
+     (`tahoe.spark.patches`); errors raised later by an action are not rewritten."""
 
 from __future__ import annotations
 
