@@ -1,24 +1,12 @@
-"""Version checksum files in a table's log (`_delta_log/<v>.crc`, spec "Version Checksum File";
-the content model is `tahoe.protocol.version_checksum`).
+"""Version checksum files (`_delta_log/<v>.crc`, spec "Version Checksum File"; content model
+`tahoe.protocol.version_checksum`).
 
-Owns:
-  * `read_version_checksum` — a version's `.crc`, or None when absent (a reader must work without
-    them); an unreadable one is None with a warning, or CorruptLogError when `strict`;
-  * `compute_checksum` — the checksum of a replayed snapshot (its files' sizes, deletion vectors,
-    protocol, metadata, transactions, domains), column-wise in Arrow;
-  * `checksum_after_commit` — the checksum of a just-committed version derived incrementally, as
-    delta-spark does: the previous version's checksum (its `.crc`, else the transaction's read
-    snapshot when that is the previous version) plus the commit's actions — never a replay. Adds
-    and removes with dataChange=true change the active set; a dataChange=false action (a re-add,
-    an OPTIMIZE, a DV tombstone) or a remove without `size` is checked against the previous
-    version's files, which needs the read snapshot at that version — without it no checksum is
-    derived (None) and the version simply has no `.crc`;
-  * `write_version_checksum` — put-if-absent, after the commit (spec: never overwrite one);
-  * `validate_snapshot` — spec "State Validation": a snapshot against its version's `.crc`;
-    a disagreement is a VersionChecksumMismatchError in strict mode, a warning otherwise.
-    Snapshot loads validate automatically when the environment variable
-    `TAHOE_VALIDATE_CHECKSUMS` is `strict` or `warn` (the test suite runs with `strict`).
-"""
+  1. `read_version_checksum`: None when absent; unreadable is None with a warning, CorruptLogError if `strict`.
+  2. `compute_checksum`: of a replayed snapshot, in Arrow.
+  3. `checksum_after_commit`: derived from the previous checksum and the commit's actions, never a replay.
+  4. `write_version_checksum`: put-if-absent, after the commit.
+  5. `validate_snapshot` (spec "State Validation"): VersionChecksumMismatchError in strict mode, a warning
+     otherwise; loads validate when `TAHOE_VALIDATE_CHECKSUMS` is `strict` or `warn`."""
 
 from __future__ import annotations
 
@@ -198,8 +186,9 @@ def _dv_card(a: AddFile | RemoveFile) -> int | None:
 
 def checksum_after_commit(store: LogStore, log_dir: str, table_root: str, version: int,
                           actions: Iterable[Action], read_snapshot: "SnapshotState | None") -> VersionChecksum | None:
-    """The checksum of `version` from its commit's `actions` (see the module docstring), or None
-    when it cannot be derived without a replay."""
+    """The checksum of `version` from its commit's `actions` and the previous version's checksum (its `.crc`,
+    else `read_snapshot` when at that version), as delta-spark derives it; None when it cannot be derived
+    without a replay (a dataChange=false action or a size-less remove, with no read snapshot to check)."""
     from .file_actions import canonical_key, root_uri
 
     actions = list(actions)

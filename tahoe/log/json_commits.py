@@ -1,24 +1,11 @@
-"""Vectorised replay of large JSON commits: the same reconciliation as `tahoe.log.replay` (spec
-"Action Reconciliation"), with the file actions kept in Arrow instead of Python dicts.
+"""Vectorised replay of large JSON commits: `tahoe.log.replay`'s reconciliation (spec "Action Reconciliation")
+with the file actions kept in Arrow.
 
-A commit of many file actions (a big initial write, CONVERT TO DELTA, a log without checkpoints)
-is parsed with pyarrow's JSON reader. Replay reads only what reconciliation needs — each add's and
-remove's path, size and deletion vector — and the other columns are parsed later, on demand,
-column by column (`JsonCommit.table`), so a server can answer from a table's file count and size
-before it has parsed every file's stats.
-
-pyarrow's JSON reader has no map type: `partitionValues` and `tags` are taken from each line's
-text with a regular expression and decoded with orjson once per distinct value, which keeps their
-key order and explicit nulls exactly as written. Anything the vectorised reader is not sure about
-(a line that is not an object, a value of an unexpected type, a deletion vector without
-storageType, a map with non-string values, ...) raises `Fallback`, and the caller replays that
-commit with the dict path (`read_commit`), which also words any error.
-
-`PieceTail` reconciles the commits after a checkpoint when at least one of them is a `JsonCommit`:
-keys are (canonical path, deletion vector unique id), the newest reference decides add or remove,
-and the row order is the one the dict path produces (a key keeps the position where its current
-run of adds — or removes — began).
-"""
+  1. pyarrow's JSON reader parses the commit; replay reads only path, size and deletion vector, the other
+     columns later, on demand (`JsonCommit.table`).
+  2. `partitionValues` and `tags` are decoded with orjson once per distinct value, key order and nulls kept.
+  3. Anything uncertain raises `Fallback`: the caller replays that commit with the dict path (`read_commit`).
+  4. `PieceTail` reconciles the commits after a checkpoint in the dict path's row order."""
 
 from __future__ import annotations
 

@@ -1,24 +1,13 @@
-"""Table properties (`metaData.configuration`) as writers see them: which `delta.*` keys exist and
-what values they take, and which table features a table's properties and schema require.
+"""Table properties (`metaData.configuration`) as writers see them: which `delta.*` keys exist and take what
+values, and which table features properties and schema require.
 
-Owns:
-  * `normalize_properties` — validates user-supplied properties the way delta-spark does: known
-    `delta.*` keys are matched case-insensitively and respelled canonically, their values typed
-    (booleans, integers, `interval 7 days`, enumerations) and stored in canonical form; an unknown
-    `delta.` key is an InvalidTableOperationError naming it; keys outside `delta.` pass untouched;
-  * `split_protocol_properties` — the pseudo-properties that change the protocol instead of the
-    configuration (`delta.feature.<name>=supported`, `delta.minReaderVersion`,
-    `delta.minWriterVersion`); they are never stored in the configuration;
-  * `features_for_metadata` — the table features a configuration and schema need (column mapping,
-    CDF, deletion vectors, row tracking, timestamp_ntz columns, identity/generated columns, CHECK
-    constraints, ...);
-  * `TABLE_PROPERTIES` — the one table of known properties: kind and delta-spark default of each;
-  * the readers of a configuration every layer uses (`bool_property`, `int_property`,
-    `interval_property_ms`, `enum_property`, `text_property`, `data_skipping_settings`,
-    `parquet_write_options`, `isolation_level`): typed values, defaults applied, an invalid stored value refused naming
-    the property;
-  * CHECK constraints in the configuration, and the identity-column high-water-mark helper.
-"""
+  1. `normalize_properties`: delta-spark's validation; an unknown `delta.` key is an
+     InvalidTableOperationError naming it; keys outside `delta.` pass untouched.
+  2. `split_protocol_properties`: `delta.feature.<name>=supported`, `delta.minReaderVersion`,
+     `delta.minWriterVersion` change the protocol and are never stored.
+  3. `features_for_metadata`: the features a configuration and schema need.
+  4. `TABLE_PROPERTIES`: the one table of known properties, kind and delta-spark default.
+  5. Typed readers (`bool_property`, `int_property`, ...): an invalid stored value refused naming it."""
 
 from __future__ import annotations
 

@@ -1,24 +1,10 @@
-"""Delta Sharing: a protocol server over tahoe tables, and a recipient's client that is a drop-in
-for the official `delta_sharing` Python connector:
+"""Delta Sharing: a protocol server over tahoe tables, and a recipient's client that is a drop-in for the
+official `delta_sharing` connector (`import tahoe.sharing as delta_sharing`).
 
-    import tahoe.sharing as delta_sharing
-    delta_sharing.load_as_pandas("profile.share#share.schema.table")
-
-Client (recipient side): `client` (the connector's functions and `SharingClient`, plus Arrow:
-`load_as_arrow`, `load_as_batches`, `load_table_changes_as_arrow`), `model` (profiles and the
-`Share`/`Schema`/`Table`/`Protocol`/`Metadata` records), `rest` (REST calls, errors), `reader`
-(files to Arrow), `download` (file downloads), `credentials` (bearer and OAuth tokens), `retry`.
-
-Server (provider side): `server` (the FastAPI app, assembling the routers of `routes` over a shared
-`context`), authentication that fails closed (`auth`), configuration and recipients (`config`,
-with `locks` for the recipients file), protocol errors (`errors`), `signing` (signed URLs and
-tokens), `predicates` (pruning files by predicate hints; also applied to rows by the client),
-`tables` (per-table response lines), and the `tahoe sharing` CLI (`cli`, both sides). The official
-client run from a recipient's own environment, for tests and the demo: `official_client`.
-
-The connector's names are attributes of this package, imported on first use (so the server does
-not load the client and vice versa).
-"""
+  1. Client: `client`, `model`, `rest`, `reader`, `download`, `credentials`, `retry`.
+  2. Server: `server` (the FastAPI app over `routes` and `context`), `auth`, `config`, `errors`, `signing`,
+     `predicates`, `tables`; the `tahoe sharing` CLI (`cli`); `official_client` for tests and the demo.
+  3. The connector's names are attributes of this package, imported on first use."""
 
 from importlib import import_module
 from typing import Any

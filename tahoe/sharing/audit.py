@@ -1,24 +1,10 @@
-"""The audit log: one JSON line per API call and per file-URL redemption — who read what, when,
-how much, from where — and the reading of it (`tahoe sharing audit`).
+"""The audit log: one JSON line per API call and per file-URL redemption (who read what, when, how much, from
+where), and its reading (`tahoe sharing audit`).
 
-Owns:
-1. The record (`FIELDS`): `time` (ISO 8601 UTC), `requestId`, `replica`, `recipient`, `share`,
-   `schema`, `table`, `operation` (the route: list_shares, query_table, get_file, token, ...),
-   `version` (the `Delta-Table-Version` answered) and the request's `startingVersion`,
-   `endingVersion`, `timestamp`, `predicateHints`, `jsonPredicateHints`, `limitHint`, `files`
-   (file lines answered), `bytes` (response body bytes sent: for a file URL, the file's bytes; for
-   a redirect to the store, the bytes it grants when the recipient has a byte quota),
-   `redirected` (a file of an object-store table answered with a redirect), `status`, `latencyMs`, `client`,
-   `userAgent`, `authFailure` / `refused` (why a request was refused). Tokens, signatures and
-   file URLs are never part of it (paths are logged without their query strings).
-2. Where records go (`audit.path` in the config): a file — written by a background thread in
-   batches, appended with O_APPEND (lines of concurrent processes never interleave), rotated past
-   `maxBytes` into `path.1` … `path.N` under an exclusive lock, every process reopening the file
-   when another rotated it — or standard output (`-`). Records still queued are written when the
-   server stops; a crash loses at most the last `FLUSH_SECONDS`.
-3. Reading (`read_records`): the file and its rotated copies, oldest first, malformed lines skipped
-   and counted.
-"""
+  1. The record's fields are `FIELDS`; tokens, signatures and file URLs are never part of it.
+  2. `audit.path`: a file, written in batches with O_APPEND and rotated past `maxBytes` into `path.1` …
+     `path.N` under a lock, or `-` for standard output; a crash loses at most `FLUSH_SECONDS`.
+  3. `read_records`: the file and its rotated copies, oldest first, malformed lines skipped and counted."""
 
 from __future__ import annotations
 

@@ -1,24 +1,13 @@
-"""What an operator runs the server with: the request middleware (request ids, the audit record,
-metrics, the request timeout), the operational endpoints, OpenAPI docs behind authentication, and
-an access log that never shows a secret.
+"""What an operator runs the sharing server with: the request middleware, the operational endpoints, OpenAPI
+docs, and an access log that never shows a secret.
 
-Owns:
-1. `OpsMiddleware` (pure ASGI, so streamed answers pass through untouched): per request a request
-   id (`X-Request-Id`: the proxy's when it sent a well-formed one, else a new one; echoed in the
-   response), the client address (`limits.client_address`), the time to the last byte, the bytes
-   sent, the answer's `Delta-Table-Version`; at the end one audit record (`audit`) and the
-   metrics (`metrics`). `requestTimeoutSeconds` (the reference server's key; 0: none): a request
-   whose answer has not started by then gets 503 `REQUEST_TIMEOUT` with `Retry-After` (the work
-   is abandoned; an answer already streaming is never cut).
-2. `GET /healthz` (liveness: 200 while the process serves), `GET /readyz` (200 once every table's
-   latest snapshot is loaded and the state store answers; 503 with what is missing before),
-   `GET /metrics` (Prometheus; `metrics.bearerToken` makes it ask for that token) — at the root,
-   outside the sharing endpoint, never audited.
-3. OpenAPI (`openApiDocs`): `off` — none; `auth` (the default) — `GET /openapi.json` for
-   authenticated callers only; `open` — FastAPI's /docs, /redoc and /openapi.json for anyone.
-4. `RedactQueries`: a logging filter on uvicorn's access log that drops query strings (file URLs'
-   signatures and credentials, page tokens) from every line it writes.
-"""
+  1. `OpsMiddleware` (pure ASGI): a request id (`X-Request-Id`, the proxy's when well-formed), one audit
+     record and the metrics per request; `requestTimeoutSeconds` answers 503 `REQUEST_TIMEOUT` with
+     `Retry-After` when no answer has started (a streaming answer is never cut).
+  2. `GET /healthz`, `GET /readyz` (503 with what is missing until tables and state store are ready),
+     `GET /metrics` (Prometheus; `metrics.bearerToken`): at the root, never audited.
+  3. `openApiDocs`: `off`; `auth` (default: `/openapi.json` for authenticated callers); `open`.
+  4. `RedactQueries`: drops query strings from uvicorn's access log."""
 
 from __future__ import annotations
 

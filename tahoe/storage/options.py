@@ -1,24 +1,11 @@
-"""Where a table lives and how to reach it: a location URI parsed into its store, and a delta-rs
-`storage_options` dict turned into the configuration of that store.
+"""Where a table lives and how to reach it: a location URI parsed into its store, and delta-rs `storage_options`
+turned into that store's configuration.
 
-1. `parse_location(uri)` — the store kind (`local`, `s3`, `azure`, `gcs`) and, for object stores,
-   the bucket / container (+ account) and the key. Schemes, as delta-rs takes them: `s3://`,
-   `s3a://` (and `s3n://`); `az://`, `azure://`, `adl://`, `abfs://`, `abfss://`
-   (`container@account.dfs.core.windows.net`), and Hadoop's `wasb://` / `wasbs://`
-   (`container@account.blob.core.windows.net`, as the Delta Sharing reference server's config
-   template writes them); `gs://`; `file:` and plain paths.
-2. `store_config(kind, options)` — the options for one store kind. Keys are matched without
-   regard to case, the way delta-rs does: every key the Rust `object_store` crate takes for that
-   store (asked of obstore itself, so its whole list and its aliases apply: `AWS_ENDPOINT_URL`,
-   `aws_allow_http`, `AZURE_STORAGE_ACCOUNT_NAME`, `use_emulator`, `google_service_account`, ...),
-   delta-rs's retry keys (`max_retries`, `retry_timeout`, `backoff_config.*`), and the keys
-   delta-rs itself reads (`AWS_S3_ALLOW_UNSAFE_RENAME`, `AWS_S3_LOCKING_PROVIDER`, `AWS_PROFILE`,
-   ...: see `_DELTA_RS_KEYS`). A key of another store is left for that store (one dict may serve
-   a clone across stores). A key no store takes is refused by name (delta-rs would drop it: a
-   typo in a credential key would then fail later, with a less helpful error).
-3. Environment variables (`AWS_*`, `AZURE_*`, `GOOGLE_*`) are read by the store itself when it is
-   built (`object_store`'s `from_env`); options win over them.
-"""
+  1. `parse_location(uri)`: kind (`local`, `s3`, `azure`, `gcs`), bucket / container (+ account) and key.
+  2. `store_config(kind, options)`: keys matched case-insensitively, as delta-rs: every key obstore takes for
+     that store, delta-rs's retry keys, and the keys delta-rs reads itself (`_DELTA_RS_KEYS`). A key of
+     another store is left for it; a key no store takes is refused by name.
+  3. Environment variables (`AWS_*`, `AZURE_*`, `GOOGLE_*`) are read by the store itself; options win."""
 
 from __future__ import annotations
 
@@ -92,7 +79,9 @@ def kind_of(uri: str) -> str:
 
 
 def parse_location(uri: str) -> Location:
-    """See the module docstring. UnsupportedStorageError for a scheme no store takes;
+    """Schemes as delta-rs takes them: `s3://`, `s3a://`, `s3n://`; `az://`, `azure://`, `adl://`, `abfs[s]://`
+    (`container@account.dfs.core.windows.net`), `wasb[s]://` (`...blob.core.windows.net`); `gs://`; `file:`
+    and plain paths. UnsupportedStorageError for a scheme no store takes;
     StorageConfigError for an object-store URI without a bucket / container."""
     uri = os.fspath(uri)
     scheme = scheme_of(uri)
