@@ -1,22 +1,12 @@
-"""tahoe: Delta Lake and Delta Sharing in Python.
+"""tahoe: Delta Lake and Delta Sharing in Python. Attributes are imported on first use, so `import tahoe` stays cheap.
 
-- `tahoe.Table` — the Spark-free facade: open a table (latest, a version, a timestamp), inspect it,
-  read its rows as Arrow/pandas, change it (`delete`, `update`, `merge`, `optimize`, `vacuum`,
-  `restore`, DDL), each change one commit.
-- `tahoe.DeltaTable`, `tahoe.write_deltalake` — deltalake's (delta-rs's) Python API on the same
-  table, Spark-free: a deltalake script runs with `deltalake` replaced by `tahoe`. delta-spark's
-  `DeltaTable` (on Spark) is `tahoe.spark.DeltaTable`.
-- `tahoe.DeltaLog` — the log core underneath (snapshots, history, time travel).
-- `tahoe.write_table` — write Arrow data to a table (append, overwrite, replaceWhere, create).
-- `tahoe.convert_to_delta(path, partition_by=...)` — CONVERT TO DELTA (a parquet directory in place);
-  VACUUM, RESTORE, CLONE, DROP FEATURE are `Table` methods (`tahoe.maintenance`).
-- `tahoe.write_table(...)`, `tahoe.delete(uri, ...)`, `tahoe.update(uri, ...)`, `tahoe.merge(uri, ...)`
-  — the Spark-free writer and DML as module functions (the same as `Table(uri).delete(...)` ...).
-- `tahoe.errors` — every exception tahoe raises.
-
-Attributes are imported on first use, so `import tahoe` (and every spawned worker that imports a
-submodule) stays cheap.
-"""
+  1. `tahoe.Table`: the Spark-free facade (open, inspect, read as Arrow/pandas, change: one commit each).
+  2. `tahoe.DeltaTable`, `tahoe.write_deltalake`: deltalake's API, Spark-free; delta-spark's `DeltaTable`
+     is `tahoe.spark.DeltaTable`.
+  3. `tahoe.DeltaLog`: the log core (snapshots, history, time travel).
+  4. `tahoe.write_table`, `tahoe.convert_to_delta`, and `delete` / `update` / `merge` as module functions
+     (the same as `Table(uri).delete(...)`).
+  5. `tahoe.errors`: every exception tahoe raises."""
 
 from importlib import import_module
 from typing import Any

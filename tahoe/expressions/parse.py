@@ -1,22 +1,11 @@
-"""Parsing Spark SQL expressions into the expression tree — the one place tahoe parses SQL.
+"""Parsing Spark SQL expressions into the expression tree (`tahoe.expressions.tree`) with sqlglot's Spark
+dialect: the one place tahoe parses SQL.
 
-    parse("day = 'mon' AND id > 10")          # -> And(Comparison('=', ...), Comparison('>', ...))
-
-The text is parsed once with sqlglot's Spark dialect and converted node by node into
-`tahoe.expressions.tree`. Spark's literal typing is kept: `5` is INT (BIGINT beyond 32 bits),
-`5L` BIGINT, `5S` SMALLINT, `5Y` TINYINT, `1.5` DECIMAL(2,1), `1.5D` / `1e3` DOUBLE, `1.5F` FLOAT,
-`1.5BD` DECIMAL, `DATE '...'` a date; `TIMESTAMP '...'` stays a CAST of the string (its meaning
-depends on the session time zone, known only when it is evaluated). CAST is Spark 4's (ANSI: a
-value that does not convert is an error), TRY_CAST gives NULL. `x NOT IN (...)`, `x NOT LIKE`,
-`x IS NOT NULL`, `x NOT BETWEEN` become NOT of the positive form; `x IS TRUE` is `x <=> TRUE`.
-
-Functions with a typed node in the tree become `Func(spark_name, args)`; any other construct
-Spark accepts (lambdas, `a[0]`, `struct(...)`, intervals, subqueries, ...) becomes an `Opaque`
-node carrying its Spark SQL and the columns it reads (lambda parameters are not columns).
-
-Errors: text that does not parse, or is not a single expression, raises ParseException naming
-the text and the problem.
-"""
+  1. Spark's literal typing: `5` INT (BIGINT beyond 32 bits), `5L`, `5S`, `5Y`, `1.5` DECIMAL(2,1), `1.5D` /
+     `1e3` DOUBLE, `1.5F`, `1.5BD`; `TIMESTAMP '...'` stays a CAST (the session zone decides).
+  2. Negated forms (`NOT IN`, `NOT LIKE`, `IS NOT NULL`, `NOT BETWEEN`) become NOT; `x IS TRUE` is `x <=> TRUE`.
+  3. Functions with a typed node become `Func`; anything else Spark accepts becomes `Opaque`.
+  4. Text that does not parse, or is not one expression, raises ParseException naming it."""
 
 from __future__ import annotations
 

@@ -1,22 +1,13 @@
-"""Writing checkpoints (spec "Checkpoints", "Checkpoint Format", "Last Checkpoint File"): a classic
-checkpoint as one file or a multi-part set, or — on `delta.checkpointPolicy=v2` tables — a
-UUID-named V2 checkpoint with sidecar files; then `_last_checkpoint`.
+"""Writing checkpoints (spec "Checkpoints", "Checkpoint Format", "Last Checkpoint File"): classic (one file or
+multi-part) or, with `delta.checkpointPolicy=v2`, UUID-named V2 with sidecars; then `_last_checkpoint`.
 
-Invariants of a written checkpoint:
-  1. it is the state of a committed version (`tahoe.log.checkpoint_schema` builds it from that
-     snapshot): a version the log cannot reconstruct raises VersionNotFoundError;
-  2. each file appears whole or not at all (put-if-absent through the log store); an existing
-     checkpoint file of the same name is kept as it is;
-  3. a multi-part set is hash-partitioned by path as delta-spark partitions it
-     (`tahoe.log.checkpoint_parts`), so the parts of two writers of one version are
-     interchangeable; `_last_checkpoint` is written only after every part exists;
-  4. a table with the v2Checkpoint feature never gets a multi-part checkpoint; a V2 checkpoint's
-     sidecars are written before its top-level file, which is written before `_last_checkpoint`.
-
-When a commit is followed by a checkpoint: `tahoe.log.checkpoint_policy`; deleting expired log
-files: `tahoe.log.metadata_cleanup`. Properties honoured here: `delta.checkpoint.partSize` (file
-actions per part, default 1,000,000; 50,000 per V2 sidecar) and `delta.checkpointPolicy`.
-"""
+  1. It is the state of a committed version; one the log cannot rebuild raises VersionNotFoundError.
+  2. Each file appears whole or not at all (put-if-absent); an existing one is kept.
+  3. Multi-part sets are hash-partitioned as delta-spark's (`tahoe.log.checkpoint_parts`); `_last_checkpoint`
+     comes after every part; `delta.checkpoint.partSize` (1,000,000 actions; 50,000 per V2 sidecar).
+  4. v2Checkpoint tables never get multi-part checkpoints; sidecars before the top file, before
+     `_last_checkpoint`.
+When to checkpoint: `tahoe.log.checkpoint_policy`; cleanup: `tahoe.log.metadata_cleanup`."""
 
 from __future__ import annotations
 

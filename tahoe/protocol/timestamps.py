@@ -1,22 +1,11 @@
-"""Zone-less timestamps as instants: the one rule every layer uses to turn a timestamp written
-without a zone — a literal in a condition, a time-travel or change-feed option string, a
-timestamp partition value of the zone-less form — into an instant.
+"""Zone-less timestamps as instants: the one rule every layer uses (delta-spark's, in the session time zone
+`spark.sql.session.timeZone`); `now_ms()`, the clock every writer stamps actions with.
 
-The rule (delta-spark's, which casts such strings and reads such partition values in the Spark
-session time zone, `spark.sql.session.timeZone`):
-  1. A value that carries its zone (`...Z`, `+05:30`, ` UTC`, ` America/Los_Angeles`, an aware
-     datetime) is that instant.
-  2. A zone-less value is wall-clock time in `time_zone`: on Spark the session time zone, without
-     Spark `DEFAULT_TIME_ZONE` (UTC) unless the caller names another.
-  3. A wall-clock time a zone skips (a daylight-saving gap) moves forward by the gap and one it
-     repeats takes the earlier offset — what Java's `LocalDateTime.atZone` (Spark) does.
-  4. Epoch numbers are milliseconds (tahoe's time-travel arguments), already instants.
-
-`now_ms()` is the clock every writer stamps its actions with (epoch milliseconds).
-
-Zone names: IANA region ids (`America/Los_Angeles`), `UTC` / `GMT` / `Z`, and fixed offsets
-(`+08:00`, `-0530`, `UTC+8`, `GMT-03:30`) as Spark accepts them.
-"""
+  1. A value that carries its zone (`Z`, `+05:30`, ` UTC`, ` America/Los_Angeles`, aware datetime) is that instant.
+  2. A zone-less value is wall-clock time in `time_zone`: the session's on Spark, else UTC.
+  3. A skipped wall-clock time moves forward by the gap, a repeated one takes the earlier offset (Java's).
+  4. Epoch numbers are milliseconds.
+Zone names: IANA ids, `UTC` / `GMT` / `Z`, fixed offsets (`+08:00`, `-0530`, `UTC+8`, `GMT-03:30`)."""
 
 from __future__ import annotations
 

@@ -1,23 +1,13 @@
-"""`_metadata.row_id` and `_metadata.row_commit_version` on reads of row-tracking tables, as
-delta-spark exposes them (spec "Row Tracking"): a row's id is its materialized row id when the
-file holds one, else the file's `baseRowId` + the row's position in the file; its commit version
-the materialized one, else the file's `defaultRowCommitVersion`.
+"""`_metadata.row_id` and `_metadata.row_commit_version` on reads of row-tracking tables, as delta-spark exposes
+them (spec "Row Tracking"): the materialized value when the file holds one, else the file's `baseRowId` + row
+position, or its `defaultRowCommitVersion`.
 
-Owns `with_row_metadata(spark, snap, files, df)`: the native scan `df` of `files` (read with
-`read_snapshot(..., file_row=True, extra_columns=<the materialized columns>)`) given a hidden
-`_metadata` struct — file_path, file_size, file_modification_time, row_index, row_id,
-row_commit_version, base_row_id, default_row_commit_version — that `df.select("_metadata.row_id")`
-and SQL on the DataFrame resolve but `*`, `df.columns` and `df.schema` do not show, as Spark's own
-file metadata column. How: the struct is computed in a projection below a Project that outputs the
-table's columns only and carries Catalyst's `Project.hiddenOutputTag` naming it — the mechanism
-Spark uses for a join's hidden columns; later projections and filters pass it on as metadata
-output. Built through the classic session's JVM; elsewhere (Spark Connect) `df` is returned as
-it is, and a reference to `_metadata.row_id` / `row_commit_version` / `base_row_id` /
-`default_row_commit_version` fails with an error saying why (`connect_error`, wrapped around the
-Connect client's error conversion by `tahoe.spark.patches`): a Connect client cannot reach the
-server's Catalyst plan, and Spark's Python data sources declare no metadata columns. Unused, the struct (and the per-file lookups, literal maps keyed by the file's URI) is
-pruned away by Spark's optimizer: a read that does not ask for it costs nothing more.
-"""
+  1. `with_row_metadata` gives the native scan a hidden `_metadata` struct (file_path, file_size,
+     file_modification_time, row_index, row_id, row_commit_version, base_row_id, default_row_commit_version):
+     `select("_metadata.row_id")` resolves it, `*` and `df.schema` do not show it.
+  2. Hidden with Catalyst's `Project.hiddenOutputTag` through the classic session's JVM (`_hide`).
+  3. On Spark Connect a reference to these fields fails with an error saying why (`connect_error`).
+  4. Unused, the struct is pruned away by Spark's optimizer: it costs nothing."""
 
 from __future__ import annotations
 
@@ -58,8 +48,8 @@ def row_tracking_columns(snap) -> tuple[str, str] | None:
 
 def _hide(spark, df, visible: list[str]) -> Any:
     """`df` (columns `visible` + METADATA) as a DataFrame of `visible` whose METADATA is hidden
-    metadata output (see the module docstring; Catalyst's hidden-output tag, through
-    `tahoe.spark.internals`)."""
+    metadata output: a projection below a Project outputting `visible` only and carrying Catalyst's
+    `Project.hiddenOutputTag` (how Spark hides a join's columns), through `tahoe.spark.internals`."""
     return with_hidden_output(spark, df, METADATA)
 
 

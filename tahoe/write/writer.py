@@ -1,22 +1,11 @@
-"""The Arrow executor of writes: `write_table` (the tahoe counterpart of delta-rs's
-`write_deltalake` and of delta-spark's `df.write.format("delta").save(path)`, Spark-free), and
-`prepare_rows`, the row work every Arrow-side writer does (also the `format("delta")` data
-source's tasks).
+"""The Arrow executor of writes: `write_table` (delta-rs's `write_deltalake`, Spark-free) and `prepare_rows`, the
+row work of every Arrow-side writer (also the `format("delta")` source's tasks). Planned by
+`tahoe.write.plan.plan_write`, committed by `tahoe.write.commit.commit_write`. Invariants of a call:
 
-A write is planned by `tahoe.write.plan.plan_write` (modes, schema, partitioning, replaceWhere,
-dynamic overwrite, identity / generated / default columns, constraints, commitInfo), executed here
-— rows cast to the table's types, computed columns filled, every row check made
-(`prepare_rows`), files written (`tahoe.write.files`) — and committed by the one commit step
-(`tahoe.write.commit.commit_write`).
-
-Invariants of a call:
-  1. everything that can be refused (arguments, schema, constraints, replaceWhere rows,
-     append-only tables) is refused before any file is written;
-  2. all changes land in one commit, or none; files written for a commit that surely did not
-     land are deleted, files of a commit whose outcome is unknown are kept;
-  3. a (txn_app_id, txn_version) the table already recorded writes nothing and returns the
-     current version.
-"""
+  1. everything refusable (arguments, schema, constraints, replaceWhere rows, append-only) is refused
+     before any file is written;
+  2. all changes land in one commit, or none; files of a commit that surely did not land are deleted;
+  3. a (txn_app_id, txn_version) the table already recorded writes nothing and returns the current version."""
 
 from __future__ import annotations
 

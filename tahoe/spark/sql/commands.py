@@ -1,23 +1,13 @@
-"""Running Delta's SQL statements with tahoe's operations.
+"""Running Delta's SQL statements with tahoe's operations: `execute(spark, statement)` returns the DataFrame
+delta-spark returns, or None when the statement is not about a Delta table (it then goes to Spark).
 
-`execute(spark, statement)` takes a statement of `tahoe.spark.sql.statements` and returns the
-DataFrame delta-spark returns for it — or None when the statement is not about a Delta table
-(another provider, a view, a name in another catalog), which then goes to Spark as written.
-Each statement is one operation of tahoe's (one commit where it writes), through the same code
-the Python APIs use: `tahoe.spark.DeltaTable` (DML, OPTIMIZE, RESTORE, CLONE, history, detail,
-features), `tahoe.maintenance` (VACUUM, CONVERT), `tahoe.txn` (CREATE TABLE, ALTER TABLE) and
-`tahoe.spark.write` (INSERT, CREATE TABLE AS SELECT). Queries inside statements (a MERGE source, an
-INSERT's rows, a CTAS) run on Spark after `relations.rewrite`.
-
-Session confs delta-spark reads at a statement are read here too (`confs`): default table
-properties of new tables, schema evolution of INSERT and MERGE, idempotent INSERTs, the commit's
-userMetadata, the replaceWhere checks.
-
-Results, as delta-spark's: DELETE / UPDATE `num_affected_rows`; MERGE `num_affected_rows,
-num_updated_rows, num_deleted_rows, num_inserted_rows`; OPTIMIZE `path, metrics`; VACUUM `path`
-(the table's, or in a DRY RUN the files it would delete); RESTORE and CLONE their metrics; DESCRIBE
-HISTORY / DETAIL the history and detail frames; DDL an empty frame.
-"""
+  1. Each statement is one tahoe operation through the code the Python APIs use (`tahoe.spark.DeltaTable`,
+     `tahoe.maintenance`, `tahoe.txn`, `tahoe.spark.write`); queries inside run on Spark after
+     `relations.rewrite`.
+  2. Session confs delta-spark reads at a statement are read here too (`confs`).
+  3. Results as delta-spark's: DELETE / UPDATE `num_affected_rows`; MERGE `num_affected_rows,
+     num_updated_rows, num_deleted_rows, num_inserted_rows`; OPTIMIZE `path, metrics`; VACUUM `path`
+     (DRY RUN: the files); RESTORE / CLONE metrics; DESCRIBE HISTORY / DETAIL; DDL an empty frame."""
 
 from __future__ import annotations
 

@@ -1,22 +1,11 @@
-"""Where Delta SQL and Delta tables by name reach PySpark's own calls (in enabled sessions, see
-`tahoe.spark.sql`): classic and Spark Connect
+"""Where Delta SQL and Delta tables by name reach PySpark's own calls, classic and Connect, in enabled sessions
+(`tahoe.spark.sql`); installed by `tahoe.spark.patches`. Anything not a Delta table goes to Spark untouched.
 
-  * `SparkSession.sql` — Delta's statements run by tahoe (`commands`), queries' Delta table
-    references read by tahoe (`relations`), everything else Spark's;
-  * `SparkSession.table`, `DataFrameReader.table` (with the `versionAsOf` / `timestampAsOf`
-    options) — a Delta table read by tahoe's fast scan;
-  * `DataFrameWriter.saveAsTable` (format delta, or an existing Delta table) and `insertInto`;
-    `DataFrameWriterV2` (`df.writeTo(name)`: `using("delta")`, `partitionedBy`, `clusterBy`,
-    `tableProperty`, `create` / `replace` / `createOrReplace` / `append` / `overwrite(condition)`
-    / `overwritePartitions`);
-  * `DataStreamReader.table` and `DataStreamWriter.toTable` — a streaming read / write of the
-    Delta table's path.
-
-Anything that is not a Delta table is passed to Spark untouched. The functions below are the
-behaviours `tahoe.spark.patches` installs around those methods; errors tahoe raises reach the
-caller as tahoe's error class that is also Spark's `AnalysisException`
-(`tahoe.spark.surfacing.spark_facing`).
-"""
+  1. `SparkSession.sql`: Delta's statements (`commands`), Delta table references (`relations`).
+  2. `SparkSession.table`, `DataFrameReader.table` (with `versionAsOf` / `timestampAsOf`): tahoe's scan.
+  3. `DataFrameWriter.saveAsTable` / `insertInto`, `DataFrameWriterV2` (`df.writeTo(name)` and its builders).
+  4. `DataStreamReader.table`, `DataStreamWriter.toTable`: streams on the table's path.
+Errors reach the caller as tahoe's class that is also Spark's `AnalysisException` (`surfacing.spark_facing`)."""
 
 from __future__ import annotations
 
