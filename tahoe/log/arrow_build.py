@@ -1,21 +1,10 @@
-"""Arrow arrays from Python values without pyarrow's Python converter, for the log core.
+"""Arrow arrays from Python values without pyarrow's Python converter, which imports pandas: the log core
+builds its few arrays here, from buffers, so listing a table's files never imports pandas.
 
-pyarrow imports pandas (~0.4 s of CPU, more than pyarrow itself) the first time it converts a
-Python object: `pa.array(list)`, `pa.scalar(x)`, `Table.from_pylist`, a Python literal passed to
-a compute function, `Array.to_numpy()`. Listing a table's files (`tahoe.Table(p).files()`,
-`tahoe describe`) needs none of pandas, so the log core builds the few arrays it makes from Python
-values here, from buffers (numpy does the packing), and never imports pandas.
-
-    column(["a", None], pa.string()); column([{"k": "v"}, None], STRING_MAP)
-    table_from_rows([{"path": "a", "size": 1}], ADD_SCHEMA)     # like Table.from_pylist
-    scalar("x"), scalar(3, pa.int64())                          # like pa.scalar
-    bool_numpy(mask)                                            # like mask.to_numpy(zero_copy_only=False)
-    numpy_array(np.arange(3))                                   # like pa.array(ndarray) (ints, bools)
-
-Supported types: string, large_string, binary, int8-64, bool, map<string, string> (any map whose
-keys and values are supported), list and struct of supported types. Values of the wrong Python type raise
-pyarrow's own errors (ArrowTypeError / ArrowInvalid), as `pa.array` would.
-"""
+  1. `column`, `table_from_rows`, `scalar`, `bool_numpy`, `numpy_array`: like `pa.array`,
+     `Table.from_pylist`, `pa.scalar`, `to_numpy`, `pa.array(ndarray)`.
+  2. Types: string, large_string, binary, int8-64, bool, map<string, string>, list and struct of these.
+  3. Values of the wrong Python type raise pyarrow's own errors, as `pa.array` would."""
 
 from __future__ import annotations
 

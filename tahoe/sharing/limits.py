@@ -1,21 +1,12 @@
-"""Per-recipient controls: where a recipient may connect from, how fast, how much, how many at once
-— and the throttle of the OAuth token endpoint.
+"""Per-recipient controls (a recipient's `limits` override the config's; 0 = none), and the token endpoint's
+throttle. Last-used times are kept here and flushed with the byte counts.
 
-Owns the rules (a recipient's own `limits` override the config's `limits`; 0 = none):
-1. IP allow-list (`allow`: addresses and CIDR networks): any other client address → 403
-   `PERMISSION_DENIED`. The client address is the peer's, or — when the peer is one of the
-   config's `trustedProxies` — the last address of `X-Forwarded-For` not itself a trusted proxy.
-2. `requestsPerMinute`: a token bucket per recipient (a minute's worth of burst), per server
-   process → 429 `REQUEST_LIMIT_EXCEEDED` with `Retry-After` (seconds until a token is back).
-3. `bytesPerDay`: bytes sent through file URLs per UTC day, added up across every process and
-   replica in the state store (each process flushes its counts every `FLUSH_SECONDS`, so a
-   recipient may overshoot by what it downloads in that time) → 429 `RESOURCE_EXHAUSTED` with
-   `Retry-After` (seconds until midnight UTC).
-4. `maxConcurrentStreams`: requests of one recipient in flight at once, per process → 429
-   `RESOURCE_EXHAUSTED` with `Retry-After: 1`.
-5. The token endpoint: `tokenRequestsPerMinute` per client address → 429 with `Retry-After`.
-Last-used times are kept here too and flushed to the store with the byte counts.
-"""
+  1. `allow` (addresses, CIDRs): others get 403 `PERMISSION_DENIED`; the address is the peer's, or behind
+     `trustedProxies` the last untrusted `X-Forwarded-For` entry.
+  2. `requestsPerMinute`: a token bucket per process → 429 `REQUEST_LIMIT_EXCEEDED` with `Retry-After`.
+  3. `bytesPerDay`: per UTC day across replicas (flushed every `FLUSH_SECONDS`) → 429 `RESOURCE_EXHAUSTED`.
+  4. `maxConcurrentStreams`: requests in flight per process → 429 `RESOURCE_EXHAUSTED`, `Retry-After: 1`.
+  5. `tokenRequestsPerMinute` per client address on the token endpoint → 429 with `Retry-After`."""
 
 from __future__ import annotations
 

@@ -1,21 +1,13 @@
 """Recipients: who may read which shares, with which credential, from where and how much.
 
-Owns:
-1. `Recipient` — a token (or OAuth client secret) kept only as its SHA-256, the shares granted,
-   expiry, revocation, earlier tokens still valid during a rotation's grace (`grace`), an IP/CIDR
-   allow-list, per-recipient limits, a comment and free-form properties.
-2. Where they live: the state store (`store.StateStore`, SQLite or PostgreSQL: the default), or a
-   JSON file (`recipientsFile` in the config; the old layout). A JSON file that stops parsing never
-   takes the server down: the last good copy keeps serving and the problem is logged (once per
-   change of the file) — `tahoe sharing check-config` lists every problem of it.
-3. `Recipients` — the in-memory index over either: lookups by token hash, OAuth client id and name
-   are dictionary lookups (O(1) in the number of recipients), rebuilt only when the source
-   changed (a stat of the file; for the store, see `StateStore.changed`).
-4. Changes (`add`, `grant`, `ungrant`, `delete`, `revoke`, `rotate` with a grace period, `set`): one
-   transaction on the store, or a read-modify-write of the file under an exclusive lock with an
-   atomic replace.
-5. `profile_for`: the profile a recipient receives.
-"""
+  1. `Recipient`: token (or OAuth secret) kept only as SHA-256, shares, expiry, revocation, rotation `grace`
+     tokens, an IP/CIDR allow-list, limits, comment, properties.
+  2. Stored in the state store (`store.StateStore`, the default) or a JSON file (`recipientsFile`); a file
+     that stops parsing keeps the last good copy serving.
+  3. `Recipients`: the in-memory index (by token hash, OAuth client id, name), rebuilt only on change.
+  4. Changes (`add`, `grant`, `ungrant`, `delete`, `revoke`, `rotate`, `set`) are one transaction, or a
+     locked read-modify-write of the file with an atomic replace.
+  5. `profile_for`: the profile a recipient receives."""
 
 from __future__ import annotations
 

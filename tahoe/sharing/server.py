@@ -1,21 +1,12 @@
-"""The Delta Sharing server: a FastAPI app of the protocol (spec "REST APIs") over tahoe's log core.
+"""The Delta Sharing server: a FastAPI app of the protocol (spec "REST APIs") over tahoe's log core;
+`create_app(config)` builds it, `serve` (`tahoe sharing serve`) runs it with uvicorn.
 
-Owns: assembling the app — the shared `ServerContext` (`context`), the routers mounted under the
-configured endpoint (`routes.listing`, `routes.table`, `routes.credentials` — temporary table
-credentials —, `routes.files`, and the OAuth token endpoint `routes.oauth`), the error mapping to
-`{"errorCode", "message"}` (messages never carry storage locations; 500s carry nothing), the
-operator's side (`ops`: request ids, the audit log, metrics, /healthz, /readyz, the request
-timeout, OpenAPI docs behind authentication), warming every table's latest snapshot at start-up
-(/readyz answers 200 after it) — and `serve`, which runs it with uvicorn.
-
-Authentication fails closed (see `auth`): without `authorization.bearerToken` and without
-recipients every request answers 401; only `allowAnonymous: true` in the config lets requests
-without a token in.
-
-`create_app(config)` builds the app; `tahoe sharing serve --config FILE [--workers N]` runs it (N
-processes accepting on one socket: see `ServerContext` for what they share — the same holds for
-replicas on several hosts sharing a PostgreSQL store).
-"""
+  1. Routers under the configured endpoint (`routes.listing`, `routes.table`, `routes.credentials`,
+     `routes.files`, `routes.oauth`) over one `ServerContext`.
+  2. Errors as `{"errorCode", "message"}`; messages never carry storage locations, 500s carry nothing.
+  3. `ops`: request ids, audit, metrics, /healthz, /readyz (200 once every table is warmed), timeouts.
+  4. Authentication fails closed (`auth`): only `allowAnonymous: true` lets requests without a token in.
+  5. `--workers N` processes share one socket; replicas share a PostgreSQL store (see `ServerContext`)."""
 
 from __future__ import annotations
 

@@ -1,21 +1,10 @@
-"""Spark Connect Columns as Spark SQL text.
+"""Spark Connect Columns as Spark SQL text, so DML planned on the client reads them as it reads a string
+condition. The tree is read in its wire form (the Connect protocol's `Expression`, `column.to_plan`).
 
-Over Spark Connect a `Column` is an unresolved expression tree built on the client; delta-spark's
-Connect client ships it to the server in its own plan messages. tahoe plans DML on the client, so
-it writes the tree out as Spark SQL (which `tahoe.expressions.parse` reads as it reads a condition
-given as a string). The tree is read in its wire form — the Spark Connect protocol's `Expression`
-message (`column.to_plan`), a public, versioned protocol — not PySpark's client-side classes.
-
-1. Column references keep the name as written (`t.id`, `` `a b` ``); a reference made from a
-   DataFrame (`df["id"]`, whose plan id names the DataFrame) takes that DataFrame's alias from
-   `aliases` (plan id -> alias) when given one.
-2. Operators (`==`, `and`, `not`, `isNull`, `in`, `like`, CASE WHEN, ...) become Spark SQL's
-   infix forms; other functions `name(args)`; `expr("...")` text is kept as written.
-3. Literals are typed as Spark types them: `1` INT, `1L`-style BIGINT, decimals, dates, timestamps
-   (an instant, written in UTC with its offset), binary, arrays, maps and structs.
-4. What has no SQL text — a Python UDF, a lambda over a variable, a subquery on a DataFrame —
-   raises `UnsupportedFeatureError` naming it (write that condition as a SQL string).
-"""
+  1. Column references keep the name as written; one made from a DataFrame takes its alias from `aliases`.
+  2. Operators become Spark SQL's infix forms, other functions `name(args)`; `expr("...")` is kept as written.
+  3. Literals are typed as Spark types them (timestamps written in UTC with their offset).
+  4. What has no SQL text (a Python UDF, a lambda over a variable, a subquery) raises UnsupportedFeatureError."""
 
 from __future__ import annotations
 

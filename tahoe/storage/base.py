@@ -1,21 +1,12 @@
-"""The log store contract: every byte of a Delta log is read, listed and written through a
-`LogStore`, so the rest of tahoe never touches `os` or an object-store client directly.
+"""The log store contract: every byte of a Delta log is read, listed and written through a `LogStore`
+(made in one place, `tahoe.storage.store_for`). What the protocol needs (spec "Blob Store Requirements"):
 
-A store provides exactly what the protocol needs from a blob store (spec "Blob Store
-Requirements"):
-
-* atomic file creation — a file appears whole or not at all (`write`);
-* mutual exclusion — of two writers creating the same file, exactly one succeeds; the other
-  gets `FileExistsError` (`write(..., overwrite=False)`);
-* partial listing — the files of a directory, in lexicographic order, starting at a given name
-  (`list_from`).
-
-Paths are strings in the store's own spelling: absolute OS paths for the local store,
-`s3://bucket/key`, `az://container/key`, `gs://bucket/key` for object stores. `FileStatus.path` is
-always in a form the same store accepts back. Data files (parquet, deletion vectors) are read with
-`open_input_file` / `read_buffer` and written with `write_data`; `sign` makes URLs for them.
-Stores are made in one place, `tahoe.storage.store_for`.
-"""
+  1. atomic creation: a file appears whole or not at all (`write`);
+  2. mutual exclusion: of two writers creating one file exactly one succeeds, the other gets
+     FileExistsError (`write(..., overwrite=False)`);
+  3. partial listing: a directory's files in lexicographic order from a given name (`list_from`).
+Paths are in the store's own spelling; `FileStatus.path` is accepted back. Data files use `open_input_file`,
+`read_buffer`, `write_data`; `sign` makes URLs."""
 
 from __future__ import annotations
 

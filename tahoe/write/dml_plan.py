@@ -1,54 +1,18 @@
-"""The DML planner: every decision a DELETE, UPDATE or MERGE makes, in one place for both
-executors — the Arrow one (`tahoe.write.dml`: `tahoe.delete` / `update` / `merge`) and the Spark
-one (`tahoe.spark.dml`, behind `tahoe.spark.DeltaTable.delete` / `update` / `merge`). The
-executors only move rows: they evaluate the trees this module builds (Arrow with
-`tahoe.expressions.evaluate`, Spark with `to_spark_column`) and hand a function writing their
-rows to `tahoe.write.dml_commit.write_and_commit` (deletion vectors, staging, metrics, one commit,
-cleanup on failure).
+"""The DML planner: every decision a DELETE, UPDATE or MERGE makes, for both executors (`tahoe.write.dml`,
+`tahoe.spark.dml`), which only move rows and hand them to `tahoe.write.dml_commit.write_and_commit`.
 
-    plan = plan_delete(snapshot, "day = 'mon' AND v < 10")
-    plan = plan_update(snapshot, "id = 3", {"v": "v + 1"})
-    plan = plan_merge(snapshot, source_schema, "t.id = s.id", [MergeClause("matched", "update", None, None), ...],
-                      target_alias="t", source_alias="s")
-
-A DML is a *program* over rows: a relation of target rows (DELETE, UPDATE) or of the target and
-source rows joined by the MERGE condition (`matched`: both sides; `notMatched`: a source row no
-target row matched; `notMatchedBySource`: a target row no source row matched). Its clauses are
-tried in order; the first whose kind fits the row and whose condition is TRUE (NULL is not TRUE)
-acts on it — update, delete or insert; a row no clause takes is copied (target) or dropped
-(source). In a joined relation the target's columns are qualified by `target_alias`, the source's
-by `source_alias` (internal aliases when the caller gave none), and the flag columns
-`TARGET_PRESENT` / `SOURCE_PRESENT` are TRUE where that side is present, NULL where not.
-
-The plan holds, for each clause (`CompiledClause`): its presence test and condition, and its
-values — for an update every column of the table (assigned, or the target's own value), for an
-insert the columns inserted rows give (`insert_columns`). Generated columns an update does not
-assign are recomputed from the new row (`update_generated`: the generation expression over the
-output's plain column names, for the clauses that recompute it); inserts leave unassigned
-computed columns (identity, generated, defaults) to the write plan (`insert_plan`), which fills
-them as for any WRITE. Rows rewritten (copied or updated) are written with `rewrite_plan`
-(`tahoe.write.plan.plan_rows(rewrite=True)`: identity values kept, generated columns, NOT NULL,
-CHECK constraints and invariants checked); inserted rows with `insert_plan`.
-
-Rules enforced here, before any row is read (delta-spark's): an unknown column, an ambiguous one
-or a `notMatched` clause reading the target / a `notMatchedBySource` clause reading the source →
-AnalysisException; a value whose type cannot be stored in its column (Spark's ANSI store
-assignment) → AnalysisException; assigning an identity column in an update →
-[DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED]; only the last clause of a kind may omit its
-condition; a MERGE needs a clause; DELETE / UPDATE / a MERGE that updates or deletes on an
-append-only table → InvalidTableOperationError. A target row matched by several source rows fails
-the MERGE ([DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE]) unless the only matched
-clause is an unconditional delete (`multiple_matches_allowed`).
-
-Execution settings decided here: merge-on-read with deletion vectors when the table has
-`delta.enableDeletionVectors` (`dv`), else copy-on-write; change data (`cdf`, written only when a
-commit's changes cannot be read from its add/remove actions alone: see `dml_commit.cdc_needed`); row tracking
-(`row_tracking`: the materialized row-id / row-commit-version column names); which files may hold
-affected rows (`candidate_files`: partition pruning and stats skipping on the target-only part
-of the condition); what the transaction records as read (`record_reads`: the partition part of
-that predicate and the files scanned — delta-spark's `filterFiles`), and the commitInfo's
-`operation` and `parameters` (its `metrics`, under delta-spark's names: `tahoe.write.dml_commit`).
-"""
+  1. A DML is a program over rows: target rows (DELETE, UPDATE) or target and source joined (`matched`,
+     `notMatched`, `notMatchedBySource`, flags `TARGET_PRESENT` / `SOURCE_PRESENT`); the first clause whose
+     kind fits and condition is TRUE acts; other rows are copied (target) or dropped (source).
+  2. Each `CompiledClause` holds its presence test, condition and values; `rewrite_plan` / `insert_plan` write.
+  3. Refused before any row is read, as delta-spark: unknown or ambiguous columns, a clause reading the wrong
+     side, a value its column cannot store (AnalysisException); updating an identity column
+     ([DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED]); DELETE / UPDATE / MERGE updates or deletes on an
+     append-only table (InvalidTableOperationError).
+  4. A target row matched twice fails ([DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE]) unless
+     the only matched clause is an unconditional delete (`multiple_matches_allowed`).
+  5. Settings: deletion vectors (`dv`), change data (`cdf`), `row_tracking`, `candidate_files`,
+     `record_reads`, the commitInfo's `operation` and `parameters`."""
 
 from __future__ import annotations
 

@@ -1,21 +1,10 @@
-"""Delta tables by name, kept in Spark's own session catalog.
+"""Delta tables by name, kept in Spark's own session catalog: an entry of provider `delta` whose location is the
+table's directory (in memory, or the metastore with `enableHiveSupport()`); the Delta log stays the truth.
 
-A Delta table with a name is a catalog table of provider `delta` whose location is the Delta
-table's directory: Spark keeps the entry (in memory, or with `enableHiveSupport()` in the
-metastore, so a table survives the session), managed tables under `spark.sql.warehouse.dir`
-(Spark creates the directory at CREATE TABLE and deletes it at DROP TABLE) and external ones
-where LOCATION says. The entry's schema is the table's schema when the entry was made; the Delta
-log stays the truth (tahoe reads schema and data from it).
-
-Spark hands a Python data source none of a catalog table's options when it reads or writes it,
-so tahoe resolves names itself: `lookup` asks the catalog with `SHOW TABLE EXTENDED` (SQL, so it
-works over Spark Connect too) and reads the entry's provider, type and location. Every statement
-this module sends runs on Spark directly (`raw_sql`), not through tahoe's SQL layer.
-
-Owns: `CatalogEntry`, `lookup`, `resolve` (a statement's table → a Delta table path),
-`create_entry` / `drop_entry`, `with_table` (create or replace a table with its catalog entry,
-nothing half-done), `table_name`, `raw_sql`.
-"""
+  1. `lookup` asks the catalog with `SHOW TABLE EXTENDED` (works over Connect too); `resolve` maps a
+     statement's table to its path.
+  2. `create_entry` / `drop_entry`; `with_table` creates or replaces a table with its entry, nothing half-done.
+  3. Every statement sent here runs on Spark directly (`raw_sql`), not through tahoe's SQL layer."""
 
 from __future__ import annotations
 

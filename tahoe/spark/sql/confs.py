@@ -1,21 +1,13 @@
-"""delta-spark's session confs that Delta's SQL statements honour (set with `SET key = value`
-or `spark.conf.set`), read at the statement:
+"""delta-spark's session confs that Delta's SQL statements honour, read at the statement:
 
-  * `spark.databricks.delta.properties.defaults.<name>` — the property `delta.<name>` of every
-    table a statement creates (CREATE TABLE, CTAS, REPLACE); the statement's own TBLPROPERTIES
-    win (`default_properties`);
-  * `spark.databricks.delta.schema.autoMerge.enabled` — schema evolution for INSERT and MERGE
-    (`auto_merge`);
-  * `spark.databricks.delta.write.txnAppId` / `.txnVersion` — an idempotent INSERT (a write
-    whose (appId, version) the table already recorded is skipped); with
-    `spark.databricks.delta.write.txnVersion.autoReset.enabled` the version is unset after each
-    write (`idempotent_write`, `after_write`);
-  * `spark.databricks.delta.commitInfo.userMetadata` — the commit's userMetadata
-    (`user_metadata`);
-  * `spark.databricks.delta.replaceWhere.constraintCheck.enabled` and
-    `spark.databricks.delta.replaceWhere.dataColumns.enabled` — INSERT ... REPLACE WHERE
-    (`replace_where_settings`).
-"""
+  1. `spark.databricks.delta.properties.defaults.<name>`: `delta.<name>` of every table a statement
+     creates; TBLPROPERTIES win (`default_properties`).
+  2. `spark.databricks.delta.schema.autoMerge.enabled`: schema evolution for INSERT and MERGE (`auto_merge`).
+  3. `spark.databricks.delta.write.txnAppId` / `.txnVersion` (and `.txnVersion.autoReset.enabled`):
+     an idempotent INSERT (`idempotent_write`, `after_write`).
+  4. `spark.databricks.delta.commitInfo.userMetadata` (`user_metadata`).
+  5. `spark.databricks.delta.replaceWhere.constraintCheck.enabled` / `.dataColumns.enabled`
+     (`replace_where_settings`)."""
 
 from __future__ import annotations
 
