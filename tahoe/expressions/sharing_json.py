@@ -1,21 +1,13 @@
-"""The Delta Sharing JSON predicate tree (spec "JSON predicates for Filtering") to and from the
-expression tree.
+"""The Delta Sharing JSON predicate tree (spec "JSON predicates for Filtering") to and from the expression tree
+(`to_sharing_json`, `from_sharing_json`).
 
-    from_sharing_json({"op": "equal", "children": [{"op": "column", "name": "hireDate", "valueType": "date"},
-                                                   {"op": "literal", "value": "2021-04-29", "valueType": "date"}]})
-    to_sharing_json(parse("hireDate = '2021-04-29'"), {"hireDate": DATE})
-
-Ops: `column` (name, valueType), `literal` (value, valueType), `isNull`, `equal`, `lessThan`,
-`lessThanOrEqual`, `greaterThan`, `greaterThanOrEqual`, `and` / `or` (two or more children),
-`not`. Value types: bool, int, long, string, date, float, double, timestamp. A column's valueType
-says what type the column is read as (`json_column_types`); a literal's value is a string read as
-its valueType.
-
-Going to JSON, `a <> b` is `not(equal)`, `IS NOT NULL` `not(isNull)`, `IN` an `or` of `equal`s,
-`BETWEEN` an `and`; comparisons must be between columns and constants; anything else raises
-AnalysisException naming it (`partial=True` drops the top-level conjuncts that cannot be said in
-JSON instead — a weaker filter, still correct as a hint).
-"""
+  1. Ops: `column`, `literal`, `isNull`, `equal`, `lessThan`, `lessThanOrEqual`, `greaterThan`,
+     `greaterThanOrEqual`, `and` / `or` (two or more children), `not`.
+  2. Value types: bool, int, long, string, date, float, double, timestamp; a column's says how it is read
+     (`json_column_types`), a literal's value is a string read as its type.
+  3. To JSON: `<>`, `IS NOT NULL`, `IN`, `BETWEEN` as `not` / `or` / `and` of the ops; comparisons only
+     between columns and constants; anything else raises AnalysisException (`partial=True` drops such
+     top-level conjuncts: a weaker hint, still correct)."""
 
 from __future__ import annotations
 

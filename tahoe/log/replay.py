@@ -1,20 +1,12 @@
-"""Log replay (spec "Action Reconciliation"): turn a log segment into table state.
+"""Log replay (spec "Action Reconciliation"): a log segment turned into table state.
 
-The checkpoint is the bulk of the state and is never turned into Python objects: its `add` rows
-stay in Arrow, read column by column on demand (`ActiveFiles.table(columns)`), and the commits
-after it — usually few — are replayed in Python into a set of *touched* logical-file keys that
-masks the checkpoint rows in one vectorised `is_in`, plus the tail's surviving adds and removes.
-A large commit (a log without checkpoints, a big first write) is replayed in Arrow instead, with
-the same rules (`tahoe.log.json_commits`).
-
-Reconciliation rules: the latest protocol / metaData / rowIdHighWaterMark win; the latest txn
-version per appId wins; domainMetadata per domain (a `removed` one drops it); logical files are
-keyed by (canonical path, deletionVector.uniqueId) and the newest reference decides whether the
-file is active (add) or a tombstone (remove).
-
-Path canonicalization for keys: `file:///a`, `file:/a` and `/a` name the same file; relative
-paths are keyed by the table root + path. Action paths themselves are kept as written.
-"""
+  1. The checkpoint's `add` rows stay in Arrow (`ActiveFiles.table(columns)`); the commits after it are
+     replayed in Python into touched keys that mask them; large commits in Arrow (`tahoe.log.json_commits`).
+  2. The latest protocol / metaData / rowIdHighWaterMark win; the latest txn version per appId;
+     domainMetadata per domain (`removed` drops it).
+  3. Files are keyed by (canonical path, deletionVector.uniqueId); the newest reference decides add or remove.
+  4. `file:///a`, `file:/a` and `/a` are one key; relative paths are keyed under the table root; action
+     paths are kept as written."""
 
 from __future__ import annotations
 

@@ -1,20 +1,11 @@
-"""Geospatial types (the `geospatial` table feature: delta-io/delta's geospatial-types RFC, which
-delta-spark 4.4 implements on Spark 4.1+): GEOMETRY and GEOGRAPHY columns.
+"""Geospatial types (the `geospatial` table feature; delta-io/delta's RFC, delta-spark 4.4 on Spark 4.1+):
+GEOMETRY and GEOGRAPHY columns, values as WKB.
 
-Owns:
-1. the schema form — `geometry(<crs>)` and `geography(<crs>, <algorithm>)` in `schemaString`
-   (Spark writes `geometry(OGC:CRS84)`, `geometry(SRID:0)`, `geography(OGC:CRS84, SPHERICAL)`;
-   the RFC spells the algorithm in lower case: both read, each kept as written), parsed into
-   `GeoType`;
-2. the Arrow form: the WKB bytes as a binary column of the `geoarrow.wkb` extension type with its
-   `crs` (and `edges` for geography) — the form the parquet writer of Arrow (C++ and Rust) turns
-   into Parquet's GEOMETRY / GEOGRAPHY logical types and reads back (the extension type itself in
-   `tahoe.protocol.geoarrow`, GeoType <-> Arrow in `tahoe.protocol.schema`'s Arrow mapping);
-3. Spark's Arrow form (struct<srid, wkb>) at the data source / DML boundaries.
-
-Values are WKB (the spec's primitive type); statistics: tahoe writes nullCount only for these
-columns (the RFC's bounding boxes are optional) and never uses min/max of them for skipping.
-"""
+  1. Schema form: `geometry(<crs>)`, `geography(<crs>, <algorithm>)` (either case, kept as written) → `GeoType`.
+  2. Arrow form: a `geoarrow.wkb` binary column with `crs` (and `edges`), which Arrow's parquet writers map
+     to Parquet's GEOMETRY / GEOGRAPHY (`tahoe.protocol.geoarrow`).
+  3. Spark's Arrow form (struct<srid, wkb>) at the data source and DML boundaries.
+  4. Stats: nullCount only; min/max never used for skipping."""
 
 from __future__ import annotations
 

@@ -1,20 +1,12 @@
-"""Partition values (spec "Partition Value Serialization") and Hive-style partition directories.
+"""Partition values (spec "Partition Value Serialization") and Hive-style directories: parsing
+(`parse_partition_value`, `partition_column_to_arrow`), serializing (`serialize_partition_value`), and
+`col=value/...` names with Hive's escaping (`escape_path_name`, `partition_path`).
 
-Owns: turning the strings of `add.partitionValues` into typed values — one at a time
-(`parse_partition_value`) or a whole column at once as Arrow (`partition_column_to_arrow`) — the
-reverse for writers (`serialize_partition_value`), and the `col=value/...` directory names with
-Hive's escaping (`escape_path_name`, `partition_path`).
-
-Null: a JSON null and the empty string both mean null, for every type.
-
-Timestamp partition values (spec "Partition Value Serialization"; delta-spark's rule):
-  1. Written as delta-spark >= 3.3 writes them (its default `write.utcTimestampPartitionValues`):
-     the instant in UTC, ISO 8601 with microseconds and a `Z` — `2021-09-08T11:11:11.000000Z`.
-  2. Read both forms: a value with a zone (`...Z`, an offset) is that instant; a zone-less value
-     (`2021-09-08 11:11:11[.ffffff]`, the spec's original form, which older delta-spark wrote in
-     its session time zone) is wall-clock time in the reader's `time_zone` — the Spark session
-     time zone on Spark, UTC without Spark (`tahoe.protocol.timestamps`, the one rule).
-"""
+  1. A JSON null and the empty string both mean null, for every type.
+  2. Timestamps are written as delta-spark >= 3.3 does (`write.utcTimestampPartitionValues`): UTC with
+     microseconds and a `Z`, `2021-09-08T11:11:11.000000Z`.
+  3. Both forms are read: a zoned value is that instant; a zone-less one is wall-clock time in `time_zone`
+     (`tahoe.protocol.timestamps`)."""
 
 from __future__ import annotations
 

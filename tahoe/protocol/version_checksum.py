@@ -1,20 +1,10 @@
-"""Version checksum files (`<v>.crc`, spec "Version Checksum File"): what one holds, its JSON form
-as delta-spark writes it, the two histograms, deriving version v's checksum from version v-1's
-and the changes of commit v, and comparing a checksum with the state a replay computed (spec
-"State Validation").
+"""Version checksum files (`<v>.crc`, spec "Version Checksum File"): the content (`VersionChecksum`), its JSON
+form as delta-spark writes it, the histograms, deriving v's checksum from v-1's and commit v, and comparing
+with a replay (spec "State Validation"). Pure: the I/O is `tahoe.log.crc`.
 
-Pure: no I/O (reading, writing and computing from a snapshot is `tahoe.log.crc`).
-
-JSON form (delta-spark's `VersionChecksum`, field order as it writes them): txnId,
-tableSizeBytes, numFiles, numDeletedRecordsOpt, numDeletionVectorsOpt, numMetadata, numProtocol,
-inCommitTimestampOpt, setTransactions, domainMetadata, metadata, protocol, fileSizeHistogram,
-deletedRecordCountsHistogramOpt, allFiles. The histogram is written under the spec's name
-`fileSizeHistogram` and read under either that or delta-spark's legacy `histogramOpt`. Absent
-optional fields mean "not recorded", never "empty": `setTransactions` is recorded only while the
-table has at most 100 of them and no `delta.setTransactionRetentionDuration`, `domainMetadata`
-only while there are at most 10 domains (delta-spark's limits), so that a recorded list is always
-the whole list.
-"""
+  1. The histogram is written as `fileSizeHistogram`, read under that or delta-spark's `histogramOpt`.
+  2. Absent optional fields mean "not recorded", never "empty": `setTransactions` only with at most 100 and
+     no `delta.setTransactionRetentionDuration`, `domainMetadata` only with at most 10 domains."""
 
 from __future__ import annotations
 
@@ -158,7 +148,10 @@ class DeletedRecordCountsHistogram:
 
 @dataclass(frozen=True)
 class VersionChecksum:
-    """The content of one `.crc` file (see the module docstring)."""
+    """The content of one `.crc` file. JSON fields in delta-spark's order: txnId, tableSizeBytes, numFiles,
+    numDeletedRecordsOpt, numDeletionVectorsOpt, numMetadata, numProtocol, inCommitTimestampOpt,
+    setTransactions, domainMetadata, metadata, protocol, fileSizeHistogram, deletedRecordCountsHistogramOpt,
+    allFiles."""
     table_size_bytes: int
     num_files: int
     metadata: Metadata

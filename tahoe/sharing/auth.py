@@ -1,20 +1,13 @@
-"""Who is asking: authentication of sharing requests and of downloads through the server's own
-file URLs.
+"""Who is asking: authentication of sharing requests and of downloads through the server's own file URLs.
 
-Owns: the principals (a recipient, the config's single `authorization.bearerToken`, or — only
-with `allowAnonymous: true` — an anonymous caller), the rule that fails closed (no token → 401
-unless anonymous access is explicitly allowed; a token that matches nothing → 401), and the
-*holder* each principal's file URLs are bound to, with `bindings_of`, which re-derives a holder's
-bindings at download time (none once the recipient is revoked, rotated past its grace, expired,
-deleted or no longer granted the table's share). Tokens are looked up by their SHA-256 digest
-(a dictionary lookup: `recipients.Recipients`); the config's token is compared in constant time.
-Every refusal carries a `reason` (metrics count them by it).
-
-OAuth access tokens are issued for a client's credentials (`issue_token`, the client-credentials
-grant) or for a JWT assertion signed by a client's registered key (`issue_jwt_token`, the
-JWT-bearer grant of RFC 7523, verified by PyJWT: see `jws`), each `jti` accepted once across every
-process and replica (the state store's `seen_assertions`).
-"""
+  1. Principals: a recipient, the config's `authorization.bearerToken`, or, only with `allowAnonymous: true`,
+     an anonymous caller. Fails closed: no token, or one matching nothing, is 401.
+  2. Tokens are looked up by SHA-256 digest; the config's token is compared in constant time.
+  3. File URLs are bound to a holder; `bindings_of` re-derives them at download time (none once revoked,
+     rotated past grace, expired, deleted or ungranted).
+  4. OAuth tokens: `issue_token` (client credentials) and `issue_jwt_token` (RFC 7523, PyJWT via `jws`),
+     each `jti` accepted once across replicas (`seen_assertions`).
+  5. Every refusal carries a `reason` (counted by the metrics)."""
 
 from __future__ import annotations
 

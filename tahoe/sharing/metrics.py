@@ -1,20 +1,12 @@
-"""Prometheus metrics of the sharing server (`GET /metrics`), with the `prometheus_client` library.
+"""Prometheus metrics of the sharing server (`GET /metrics`, `prometheus_client`): the metric names and labels,
+`tahoe_sharing_`-prefixed: `requests_total{operation,status,share}`, `request_duration_seconds{operation}`,
+`files_returned_total{share}`, `file_bytes_served_total{share}`, `table_load_seconds{share}`,
+`snapshot_cache_total{result}`, `active_streams`, `auth_failures_total{reason}`, `refused_total{reason}`,
+`ready`.
 
-Owns the metric names and labels:
-  tahoe_sharing_requests_total{operation,status,share}      every request, by route and answer
-  tahoe_sharing_request_duration_seconds{operation}         latency histogram (to the last byte)
-  tahoe_sharing_files_returned_total{share}                 file lines in query/changes answers
-  tahoe_sharing_file_bytes_served_total{share}              bytes sent through file URLs
-  tahoe_sharing_table_load_seconds{share}                   snapshot loads (a log replayed)
-  tahoe_sharing_snapshot_cache_total{result}                hit / miss of the snapshot cache
-  tahoe_sharing_active_streams                              responses being sent right now
-  tahoe_sharing_auth_failures_total{reason}                 refused credentials, by reason
-  tahoe_sharing_refused_total{reason}                       allow-list, rate, byte, stream, timeout refusals
-  tahoe_sharing_ready                                       1 once warmed up
-A server of several worker processes (`--workers N`) runs prometheus_client's multiprocess mode:
-`serve` points PROMETHEUS_MULTIPROC_DIR at a fresh directory before the workers start, and
-`/metrics` adds up every worker's values. `Metrics(enabled=False)` records nothing.
-"""
+  1. With `--workers N`, prometheus_client's multiprocess mode: `serve` points PROMETHEUS_MULTIPROC_DIR at a
+     fresh directory and `/metrics` adds up every worker.
+  2. `Metrics(enabled=False)` records nothing."""
 
 from __future__ import annotations
 
