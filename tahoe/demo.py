@@ -1,20 +1,13 @@
-"""The demo pipeline (`tahoe demo [DIR]`, the README's first command), on local disk, the data
-plane on PySpark (a local[2] session, no JVM jars):
+"""The demo pipeline (`tahoe demo [DIR]`, the README's first command), on local disk with a local[2] PySpark
+session and no JVM jars:
 
-1. ingest: `df.write.format("delta")` a partitioned table of orders (change data feed and deletion
-   vectors on), then append a second batch,
-2. change it with delta-spark's API (`tahoe.spark.DeltaTable`): a MERGE upsert of a batch (half
-   updates of existing orders, half new ones), an UPDATE and a DELETE — merge-on-read: rows are
-   marked deleted in deletion vectors, only changed rows are written,
-3. time travel: every version by number (Spark `versionAsOf`), one by timestamp, and the history,
-4. the change feed of the DML commits (tahoe's Spark-free reader),
-5. share it: a sharing server config, a recipient with its own token and profile file, the server
-   started as a real process on 127.0.0.1,
-6. read it back as that recipient with the official `delta-sharing` client, run from the
-   recipient's own Python environment (`recipient_python`; `make demo` passes the one `make setup`
-   creates, see tahoe/sharing/official_client.py) — or tahoe's own client when none is given: the
-   latest rows, a version, and the change feed — and check them against the table itself.
-"""
+  1. ingest a partitioned table of orders with `format("delta")` (change data feed, deletion vectors on);
+  2. MERGE, UPDATE and DELETE with delta-spark's API (`tahoe.spark.DeltaTable`), merge-on-read;
+  3. time travel by version and timestamp, and the history;
+  4. the change feed of the DML commits;
+  5. share it: a real sharing server on 127.0.0.1, a recipient with its own profile;
+  6. read it back with the official `delta-sharing` client from the recipient's environment
+     (`recipient_python`, else tahoe's client) and check it against the table."""
 
 from __future__ import annotations
 

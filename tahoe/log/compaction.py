@@ -1,20 +1,12 @@
-"""Writing log compaction files (spec "Log Compaction Files"): `<x>.<y>.compacted.json` holds the
-reconciled actions of commits x..y, so a reader replays one file instead of y - x + 1 commits
-(readers pick them up in `tahoe.log.segment.LogSegment.deltas`). An optional maintenance step,
-as in delta-spark and delta-rs (`DeltaTable.compact_logs`): `compact_log(log, start, end)`, or
-`tahoe compact-log PATH [--from N --to M]`.
+"""Writing log compaction files (spec "Log Compaction Files"): `<x>.<y>.compacted.json` holds the reconciled
+actions of commits x..y (readers use them via `LogSegment.deltas`). An optional maintenance step, as
+delta-rs's `compact_logs`: `compact_log(log, start, end)`, `tahoe compact-log PATH [--from N --to M]`.
 
-Invariants of a written compaction file:
-  1. it covers committed versions only: x < y, every commit x..y is present in the log;
-  2. replaying it in place of commits x..y, on top of the state at x - 1, gives the state at y:
-     the newest reference of each logical file (path, deletionVector.uniqueId) — an add, or a
-     remove kept as the tombstone that cancels an earlier add; the latest protocol and metaData;
-     the latest txn per appId; the latest domainMetadata per domain, `removed` tombstones kept
-     (they cancel domains set before x); commitInfo and cdc actions are dropped (spec "Action
-     Reconciliation": compactions do not preserve commitInfo);
-  3. it appears whole or not at all (put-if-absent through the log store); an existing file of the
-     same name is kept — two writers of the same range produce the same reconciliation.
-"""
+  1. It covers committed versions only: x < y, every commit x..y present.
+  2. Replayed in place of x..y on the state at x - 1 it gives the state at y: the newest reference per
+     logical file (removes kept as tombstones), latest protocol, metaData, txn per appId, domainMetadata
+     per domain (`removed` kept); commitInfo and cdc dropped.
+  3. It appears whole or not at all (put-if-absent); an existing file of that name is kept."""
 
 from __future__ import annotations
 

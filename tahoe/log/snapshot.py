@@ -1,19 +1,13 @@
 """A snapshot: the state of a table at one version (spec "Delta Table Specification").
 
 Invariants, checked at construction (`Snapshot.load`):
-  1. exactly one protocol and one metaData are known (missing → CorruptLogError);
+  1. exactly one protocol and one metaData are known (missing: CorruptLogError);
   2. the protocol is readable by this client (else UnsupportedFeatureError naming the features);
   3. the schema parses;
-  4. the active files are reconciled (see `tahoe.log.replay`) and read lazily as Arrow;
-  5. when `TAHOE_VALIDATE_CHECKSUMS` is `strict` (or `warn`) and the version has a `.crc` file,
-     the replayed state agrees with it (`tahoe.log.crc.validate_snapshot`).
-
-The version's checksum file, when there is one, answers `num_files` and `size_in_bytes` without
-reading the file list (as delta-spark's snapshot does). `Snapshot.load(..., from_checksum=True)`
-goes further, as delta-spark does when a `.crc` holds protocol and metadata: invariants 1-3 are
-checked on the checksum's protocol and metaData, and the log is replayed only when something
-needs it (files, tombstones, set transactions, domains) — `tahoe describe` reads no commit.
-"""
+  4. the active files are reconciled (`tahoe.log.replay`) and read lazily as Arrow;
+  5. with `TAHOE_VALIDATE_CHECKSUMS` `strict` or `warn`, the state agrees with the version's `.crc`.
+The `.crc` answers `num_files` and `size_in_bytes`; with `from_checksum=True` invariants 1-3 are checked on
+its protocol and metaData and the log is replayed only when something needs it."""
 
 from __future__ import annotations
 

@@ -1,19 +1,10 @@
-"""A scan of one snapshot: plan (which logical files) separate from execute (their rows).
+"""A scan of one snapshot: plan (`plan_files`: which files) separate from execute (`to_arrow`: their rows).
 
-    scan = Scan(snapshot, columns=["a", "b"], filter="day = 'mon' AND id > 10")
-    scan.plan_files()   # Arrow table of the active files that may hold matching rows
-    scan.to_arrow()     # the matching rows, as one Arrow table with the logical schema
-
-`filter` (SQL text, a `tahoe.expressions` tree, or delta-rs DNF tuples such as
-`[("day", "=", "mon")]`) does two things: data skipping — files whose partition values or stats
-show that no row can match are not opened (`plan_files`, `tahoe.expressions.file_mask`) — and row
-filtering — the rows read are kept where the filter is TRUE (SQL semantics: NULL does not match).
-Its columns need not be among `columns`. An unknown column is an AnalysisException before any
-file is read. `time_zone` is where zone-less timestamps are wall-clock time — literals in the
-filter and the zone-less form of timestamp partition values (`tahoe.protocol.timestamps`; the
-Spark session time zone on Spark, UTC by default). `file_filter` is an extra function from the planned files table to a boolean mask
-of files to keep (it must only drop a file that surely holds no matching row).
-"""
+  1. `filter` (SQL, an expression tree, or delta-rs DNF tuples) skips files by partition values and stats
+     (`tahoe.expressions.file_mask`) and keeps the rows where it is TRUE; an unknown column is an
+     AnalysisException before any file is read.
+  2. `time_zone`: where zone-less timestamps are wall-clock time (`tahoe.protocol.timestamps`; UTC default).
+  3. `file_filter`: an extra mask over the planned files; it may only drop files surely without a match."""
 
 from __future__ import annotations
 

@@ -1,19 +1,13 @@
 """What runs after a commit landed (delta-spark's post-commit hooks), in one list and one order:
-
-  1. `version_checksum` — the version's `.crc` (spec "Version Checksum File"), derived from the
-     previous version's and this commit's actions (`tahoe.log.crc`);
-  2. `keep_snapshot` — the committed snapshot kept for this process's next load
-     (`tahoe.log.snapshot_cache`), checked against its `.crc` when TAHOE_VALIDATE_CHECKSUMS asks;
-  3. `checkpoint` — a checkpoint when one is due, then log cleanup (`tahoe.log.checkpoint_policy`);
-  4. `symlink_manifest` — Hive symlink manifests, with
-     `delta.compatibility.symlinkFormatManifest.enabled` (`tahoe.uniform.symlink_manifest`);
-  5. `uniform_iceberg` — UniForm's Iceberg metadata, with
-     `delta.universalFormat.enabledFormats=iceberg` (`tahoe.uniform`);
-  6. the hooks the writer added (`Transaction.add_post_commit_hook`, e.g. auto compaction).
-A failing hook never fails the commit: it is logged and kept in the transaction's
-`post_commit_errors`, and the next commit catches up — except a strict checksum disagreement
-of the kept snapshot (step 2), which raises as a load's would.
-"""
+  1. `version_checksum`: the version's `.crc`, derived incrementally (`tahoe.log.crc`);
+  2. `keep_snapshot`: the snapshot kept for the next load (`tahoe.log.snapshot_cache`), checked against its
+     `.crc` when TAHOE_VALIDATE_CHECKSUMS asks;
+  3. `checkpoint`: when due, then log cleanup (`tahoe.log.checkpoint_policy`);
+  4. `symlink_manifest`, with `delta.compatibility.symlinkFormatManifest.enabled`;
+  5. `uniform_iceberg`, with `delta.universalFormat.enabledFormats=iceberg`;
+  6. the writer's own hooks (`Transaction.add_post_commit_hook`, e.g. auto compaction).
+A failing hook never fails the commit (logged, kept in `post_commit_errors`), except a strict checksum
+disagreement in step 2, which raises as a load's would."""
 
 from __future__ import annotations
 

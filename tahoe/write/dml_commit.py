@@ -1,19 +1,10 @@
-"""What a DML's executors share after the rows are found: the counts they report (`Counts`),
-whether the commit needs change data files (`cdc_needed`), delta-spark's operationMetrics
-(`metrics`, and `operation_result`, the DataFrame `DeltaMergeBuilder.execute()` returns), and
-the commit plumbing (`write_and_commit`):
+"""What a DML's executors share once the rows are found (the decisions are `tahoe.write.dml_plan`'s): `Counts`,
+`cdc_needed`, delta-spark's operationMetrics (`metrics`, `operation_result`), and `write_and_commit`:
 
-  1. the executor's `write(new_files)` writes the DML's rows (every file listed as soon as it
-     exists);
-  2. the deletion vectors of the rows marked deleted are written (`stage_deleted_rows`);
-  3. everything is staged in the transaction (`stage`: removes, adds, DV replacements, change
-     data files, the evolved schema, identity high-water marks) and committed in one version;
-  4. the files of a failed attempt are deleted (a failed write, or a commit that surely did not
-     land).
-
-The decisions themselves (clauses, values, which files to read) are the planner's
-(`tahoe.write.dml_plan`).
-"""
+  1. the executor's `write(new_files)` writes the rows, listing each file as soon as it exists;
+  2. deletion vectors of the rows marked deleted are written (`stage_deleted_rows`);
+  3. everything is staged (`stage`) and committed in one version;
+  4. the files of a failed attempt are deleted (a failed write, or a commit that surely did not land)."""
 
 from __future__ import annotations
 
