@@ -739,23 +739,16 @@ _SMALL_INTS = ("byte", "short", "integer")
 
 def merge_schemas(table: StructType, incoming: StructType, *, allow_type_widening: bool = False,
                   keep_table_type: Callable[[DataType, DataType], bool] | None = None) -> StructType:
-    """The table schema after writing data of schema `incoming` with schema evolution on.
+    """The table schema after writing data of schema `incoming` with schema evolution on (delta-spark's mergeSchema):
 
-    delta-spark's mergeSchema rules: columns match case-insensitively and keep the table's name,
-    nullability and metadata; new columns (nullable, as data nullability is not trusted) are
-    appended at the end of their struct, recursively; arrays and maps merge element-wise; `void`
-    merges with anything; byte/short/integer merge to the wider of the two (Parquet stores them
-    alike); decimals must match exactly. With `allow_type_widening` (the table has the
-    typeWidening feature) a column also widens to the incoming type for byte/short/integer→long,
-    float→double, decimal(p,s)→decimal(p+k1,s+k2) with k1≥k2≥0, and date→timestamp_ntz.
-
-    One deliberate leniency: incoming data of a narrower type that casts losslessly into the
-    table's type (e.g. integer data for a long column) keeps the table type instead of failing
-    (delta-spark raises DELTA_MERGE_INCOMPATIBLE_DATATYPE there); the writer casts the data.
-    Anything else raises SchemaError naming the column and both types — unless
-    `keep_table_type(table_type, incoming_type)` says the caller casts such values into the
-    table's type (MERGE: its store assignment, checked by the DML planner): the table's type stays.
-    """
+      1. columns match case-insensitively and keep the table's name, nullability and metadata; new columns,
+         nullable, are appended at the end of their struct; arrays and maps merge element-wise;
+      2. `void` merges with anything; byte/short/integer merge to the wider; decimals must match exactly;
+      3. `allow_type_widening`: also byte/short/integer→long, float→double, decimal(p,s)→decimal(p+k1,s+k2)
+         with k1≥k2≥0, date→timestamp_ntz;
+      4. narrower incoming data that casts losslessly keeps the table type (delta-spark raises
+         DELTA_MERGE_INCOMPATIBLE_DATATYPE; the writer casts), as does whatever `keep_table_type` accepts;
+      5. anything else raises SchemaError naming the column and both types."""
     check_column_names(incoming, "in the data to write")
 
     def merge(current: DataType, update: DataType, path: str) -> DataType:

@@ -44,38 +44,21 @@ def write_delta(df, path: str | DeltaLog, mode: str = "append", partition_by: st
                 description: str | None = None, replace_table: bool = False, cluster_by: Iterable[str] | None = None,
                 operation: tuple[str, dict] | None = None, check_replace_where: bool | None = None,
                 replace_where_data_columns: bool | None = None) -> int:
-    """Write DataFrame `df` to the Delta table at `path` (a path / URI or a `DeltaLog`; created
-    when absent); returns the table version after the write (the current version when nothing
-    was written: mode='ignore' on an existing table, or an already-recorded
-    txn_app_id/txn_version).
+    """Write DataFrame `df` to the Delta table at `path` (a path / URI or a `DeltaLog`; created when absent);
+    returns the version after the write (the current one when nothing was written: mode='ignore' on an existing
+    table, or a recorded txn_app_id/txn_version). A table created meanwhile fails with ProtocolChangedException.
 
-    partition_overwrite_mode: 'static' or 'dynamic' — with mode='overwrite' on a partitioned
-    table, 'dynamic' replaces only the partitions `df` writes to; when None, the session's
-    `spark.sql.sources.partitionOverwriteMode` decides (see
-    `tahoe.write.plan.use_dynamic_overwrite` for delta-spark's rules). A table another writer
-    creates while this one is creating it fails the write with ProtocolChangedException.
-
-    optimize_write: delta-spark's optimized writes — the rows are shuffled by the partition
-    columns first, so each partition gets one file per write (unpartitioned: files of about
-    spark.databricks.delta.optimizeWrite.binSize); when None, the session's
-    spark.databricks.delta.optimizeWrite.enabled, else the table's
-    delta.autoOptimize.optimizeWrite decides (`tahoe.spark.optimized_write.optimize_write_enabled`).
-    Auto compaction (spark.databricks.delta.autoCompact.enabled, else the table's
-    delta.autoOptimize.autoCompact) runs as Spark jobs after the commit; its failure does not fail
-    the write.
-
-    description, replace_table, cluster_by, operation: the SQL layer's CREATE / REPLACE TABLE AS
-    SELECT (`tahoe.write.plan.plan_write`): the table's description, a new definition replacing
-    the table's (mode='overwrite'), the new table's clustering columns, and the commitInfo
-    (operation, parameters) instead of WRITE's. check_replace_where=False: rows that do not satisfy
-    replace_where are written too (delta-spark's replaceWhere.constraintCheck.enabled=false);
-    otherwise they fail the write with DELTA_REPLACE_WHERE_MISMATCH (ReplaceWhereMismatchError).
-    replace_where_data_columns: replace_where may read any column — the rows it matches are
-    replaced: the files holding them are removed and their other rows written again, in the same
-    commit (delta-spark's replaceWhere.dataColumns.enabled, its default); False: a predicate on
-    other than partition columns is refused. Both default to the session's confs (delta-spark's
-    defaults: true). Zone-less timestamps in replace_where are wall-clock time in the session
-    time zone, as Spark evaluates the rows."""
+      1. partition_overwrite_mode: 'static' / 'dynamic'; None: `spark.sql.sources.partitionOverwriteMode`.
+      2. optimize_write: rows shuffled by the partition columns first (unpartitioned: files of about
+         spark.databricks.delta.optimizeWrite.binSize); None: spark.databricks.delta.optimizeWrite.enabled,
+         else delta.autoOptimize.optimizeWrite. Auto compaction (spark.databricks.delta.autoCompact.enabled,
+         else delta.autoOptimize.autoCompact) runs after the commit, never failing the write.
+      3. description, replace_table, cluster_by, operation: the SQL layer's CREATE / REPLACE TABLE AS SELECT.
+      4. check_replace_where=False writes rows outside replace_where (replaceWhere.constraintCheck.enabled);
+         else they fail with DELTA_REPLACE_WHERE_MISMATCH (ReplaceWhereMismatchError).
+      5. replace_where_data_columns (replaceWhere.dataColumns.enabled): any column, the touched files' other
+         rows written again in the same commit; False refuses a predicate on other than partition columns.
+    Both default to the session's confs; zone-less timestamps in replace_where are in the session time zone."""
     spark = df.sparkSession
     configure(spark)
     session_check, session_data_columns = replace_where_settings(spark)

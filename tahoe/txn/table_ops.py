@@ -131,22 +131,15 @@ def create_table(uri: str | DeltaLog, schema: StructType | pa.Schema | str, part
                  description: str | None = None, storage_options: dict | None = None,
                  mode: str = "error", protocol: Protocol | None = None,
                  cluster_by: Iterable[str] | None = None, managed: bool = False) -> Snapshot:
-    """Create a Delta table (version 0), or with mode="overwrite" create or replace one (all
-    its files removed, new schema/partitioning/properties; features are kept), or with
-    mode="replace" replace an existing one (TableNotFoundError when there is none), or with
-    mode="ignore" leave an existing one alone. mode="error" refuses an existing table
-    (InvalidTableOperationError). commitInfo operations as delta-spark's DeltaTableBuilder logs
-    them: CREATE TABLE (error, ignore), CREATE OR REPLACE TABLE (overwrite), REPLACE TABLE
-    (replace). Another writer creating the table meanwhile fails the creation with
-    ProtocolChangedException (mode="ignore": the table is left alone).
+    """Create a Delta table (version 0) with the lowest protocol covering the features its properties and schema
+    use (or `protocol` raised to cover them); under column mapping every column gets an id and a physical name.
 
-    The protocol is the lowest that covers the features the properties and schema use (or
-    `protocol` raised to cover them); under column mapping every column gets an id and a
-    physical name.
-
-    `cluster_by`: clustering columns (liquid clustering, spec "Clustered Table"): the table gets
-    the `clustering` feature and the `delta.clustering` domain; not with partition columns.
-    `managed`: the table is a catalog's managed table (commitInfo `isManaged`)."""
+      1. mode: "error" refuses an existing table (InvalidTableOperationError); "ignore" leaves it alone;
+         "overwrite" creates or replaces (files removed, features kept); "replace" needs one (TableNotFoundError).
+      2. commitInfo as delta-spark's DeltaTableBuilder: CREATE TABLE, CREATE OR REPLACE TABLE, REPLACE TABLE.
+      3. Another writer creating it meanwhile fails with ProtocolChangedException (mode="ignore": left alone).
+      4. `cluster_by`: the `clustering` feature and `delta.clustering` domain; not with partition columns.
+      5. `managed`: a catalog's managed table (commitInfo `isManaged`)."""
     if mode not in _MODES:
         raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
     log = _log(uri, storage_options)

@@ -317,22 +317,18 @@ def plan_optimize(snapshot: Snapshot, where: Any = None, zorder_by: Sequence[str
                   partitions: Iterable[dict] | None = None, reorg: bool = False, auto: bool = False,
                   settings: OptimizeSettings | None = None, full: bool = False,
                   time_zone: str | None = None) -> OptimizePlan:
-    """Plan an OPTIMIZE (or, with `reorg`, a REORG TABLE ... APPLY (PURGE)) of `snapshot`. Candidates are the
-    active files matching `where` (partition columns only; SQL or DNF tuples):
+    """Plan an OPTIMIZE (or, with `reorg`, a REORG TABLE ... APPLY (PURGE)) of `snapshot`; refusals come first.
+    Candidates are the active files matching `where` (partition columns only; SQL or DNF tuples) or in
+    `partitions` (auto compaction's touched partition values):
 
-      1. compaction: files under `min_file_size` or with more than `max_deleted_rows_ratio` rows deleted,
-         packed per partition into bins of at most `max_file_size`; bins of two or more files rewritten;
+      1. compaction: files under `min_file_size` or with over `max_deleted_rows_ratio` rows deleted, packed per
+         partition into bins of at most `max_file_size`; bins of two or more files rewritten;
       2. Z-order (`zorder_by`, columns with stats): every candidate, one bin per partition, in curve order;
       3. clustered tables (`where`/`zorder_by` refused): unclustered files and small ZCubes rewritten in
-         Hilbert order as one new ZCube (tags ZCUBE_ID / ZCUBE_ZORDER_BY / ZCUBE_ZORDER_CURVE);
+         Hilbert order as one ZCube (ZCUBE_ID / ZCUBE_ZORDER_BY / ZCUBE_ZORDER_CURVE); `full` reclusters
+         every file not clustered by the current columns (other tables: refused);
       4. REORG: files with deletion vectors, every bin rewritten.
-
-    `partitions`: the partition values (as in the log's add actions) the
-    files must be in (auto compaction's touched partitions). Refusals come before anything is
-    written. `full`: OPTIMIZE ... FULL, reclustering every file of a clustered table that is not
-    clustered by its current columns (other tables: refused, as in delta-spark). `time_zone`: where
-    zone-less timestamps of `where` and of timestamp partition values are wall-clock time (the
-    Spark session's; UTC by default)."""
+    `time_zone`: where zone-less timestamps of `where` and partition values are wall-clock time (UTC default)."""
     tz = normalize_zone_name(time_zone)
     s = (settings or OptimizeSettings()).resolved(snapshot.configuration)
     zorder_by = list(zorder_by or [])

@@ -342,27 +342,17 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
                replace_where_data_columns: bool = True,
                time_zone: str | None = None,
                utc_timestamp_partition_values: bool = True) -> tuple[WritePlan, "Snapshot | None"]:
-    """Plan a write of data with schema `incoming` into the table of `log` (see the module
-    docstring). `schema_mode`: None (enforce the table's schema), "merge" (mergeSchema) or
-    "overwrite" (overwriteSchema, with mode="overwrite"). `api` names the caller (write_table,
-    write_delta, datasource) so that errors spell options as the user typed them. Returns the plan
-    and the snapshot it was planned on (None: the table does not exist).
+    """Plan a write of data with schema `incoming` into the table of `log`; returns the plan and the snapshot it was
+    planned on (None: the table does not exist). `api` names the caller so errors spell options as typed.
 
-    The SQL layer's CREATE / REPLACE TABLE AS SELECT: `replace_table` gives an existing table a
-    new definition from the data's schema, `partition_by`, `properties` and `description` (its
-    files removed, its features kept: delta-spark's REPLACE), `cluster_by` the clustering
-    columns of the new definition, and `operation` the (operation, parameters) to record
-    instead of WRITE's. `check_replace_where=False` (delta-spark's
-    spark.databricks.delta.replaceWhere.constraintCheck.enabled=false) writes rows that do not
-    satisfy replace_where too. `replace_where_data_columns` (delta-spark's
-    replaceWhere.dataColumns.enabled, on by default since delta-spark 1.1) lets replace_where read
-    any column: the plan then says `replace_rows` — the rows matching it are replaced, the other
-    rows of their files written again in the same commit (`tahoe.write.writer.replace_rows`, or
-    the Spark executor's own); off, a predicate on other columns than the partition columns is
-    refused. On a table with the change data feed on, such a write records change data as delta-spark
-    does: the replaced rows as deletes, the written rows as inserts.
-    `time_zone`: where zone-less timestamps of replace_where are wall-clock time (the Spark
-    session's; UTC by default)."""
+      1. schema_mode: None (enforce the table's schema), "merge" (mergeSchema) or "overwrite" (overwriteSchema).
+      2. SQL's CREATE / REPLACE TABLE AS SELECT: `replace_table` (a new definition, features kept), `cluster_by`,
+         `operation` (recorded instead of WRITE).
+      3. `check_replace_where=False` (replaceWhere.constraintCheck.enabled=false) writes rows outside it too.
+      4. `replace_where_data_columns` (replaceWhere.dataColumns.enabled): a predicate on any column sets
+         `replace_rows`, the other rows of the touched files written again in the same commit; off, only
+         partition columns. With the change data feed the replaced rows are deletes, the written ones inserts.
+      5. `time_zone`: where zone-less timestamps of replace_where are wall-clock time (UTC by default)."""
     how = API_SPELLING[api]
     if mode not in WRITE_MODES:
         raise ValueError(f"mode must be one of {WRITE_MODES}, got {mode!r}")

@@ -109,38 +109,21 @@ def write_table(uri: str | DeltaLog, data: Any, mode: str = "append", partition_
                 description: str | None = None, txn_app_id: str | None = None, txn_version: int | None = None,
                 user_metadata: str | None = None, storage_options: dict | None = None,
                 target_file_rows: int = DEFAULT_TARGET_FILE_ROWS, partition_overwrite_mode: str | None = None) -> int:
-    """Write `data` (a pyarrow Table / RecordBatch(es) / RecordBatchReader / pandas DataFrame) to
-    the Delta table at `uri` (a path / URI, or a `DeltaLog`); returns the table version after the
-    write.
+    """Write `data` (a pyarrow Table / RecordBatch(es) / RecordBatchReader / pandas DataFrame) to the Delta table
+    at `uri` (a path / URI, or a `DeltaLog`); returns the table version after the write.
 
-    mode: "append"; "overwrite" (every current file removed — or, with `predicate`, replaceWhere:
-    the rows matching it are replaced — on partition columns, the files of the partitions matching
-    it are removed; on other columns too (delta-spark's default since 1.1), the files that may hold
-    a matching row are removed and their other rows written again in the same commit — and every
-    new row must match it (ReplaceWhereMismatchError, delta-spark's DELTA_REPLACE_WHERE_MISMATCH;
-    zone-less timestamps in it are UTC); or, with
-    `partition_overwrite_mode="dynamic"` on a partitioned table, the files of the partitions the
-    data writes to: the others stay); "error" (refuse an existing table); "ignore" (leave an
-    existing table alone). `partition_overwrite_mode` follows delta-spark's partitionOverwriteMode
-    ('static' — the default — or 'dynamic'; see `tahoe.write.plan.use_dynamic_overwrite`). A
-    missing table is created with the data's schema, `partition_by`, `properties`, `name` and
-    `description`; when another writer creates it first, the write fails with
-    ProtocolChangedException (as delta-spark's does) and leaves no file behind.
-
-    schema_mode: None — the data must fit the table's schema (SchemaError naming the columns
-    otherwise; narrower types are cast); "merge" — new columns are added (mergeSchema), and with
-    `delta.enableTypeWidening` columns widen (recorded in `delta.typeChanges`); "overwrite" —
-    with mode="overwrite", the table takes the data's schema and partitioning.
-
-    Columns the data omits are null, or computed: identity values, generated columns, column
-    defaults (`CURRENT_DEFAULT`).
-
-    txn_app_id / txn_version: an idempotent write; when the table already recorded this version
-    (or a later one) for the app id, nothing is written and the current version is returned.
-
-    With `delta.autoOptimize.autoCompact` on, the partitions the write added files to are
-    compacted after it commits when they hold enough small files (`tahoe.write.auto_compact`);
-    a failed compaction does not fail the write."""
+      1. mode: "append"; "overwrite"; "error" (refuse an existing table); "ignore" (leave it alone).
+      2. `predicate` with "overwrite" is replaceWhere: on partition columns the matching partitions' files go,
+         on other columns the files that may hold a match (their other rows written again, same commit); every
+         new row must match (ReplaceWhereMismatchError, DELTA_REPLACE_WHERE_MISMATCH); zone-less timestamps UTC.
+      3. partition_overwrite_mode: delta-spark's 'static' (default) or 'dynamic' (`plan.use_dynamic_overwrite`).
+      4. A missing table is created with the data's schema, `partition_by`, `properties`, `name`, `description`;
+         one another writer creates first fails the write with ProtocolChangedException, no file left behind.
+      5. schema_mode: None (the data must fit: SchemaError; narrower types cast); "merge" (mergeSchema, widening
+         with `delta.enableTypeWidening`); "overwrite" (with mode="overwrite": the data's schema, partitioning).
+      6. Omitted columns are null or computed (identity, generated, `CURRENT_DEFAULT`); a txn_app_id /
+         txn_version already recorded writes nothing; `delta.autoOptimize.autoCompact` compacts after the
+         commit, never failing the write."""
     log = uri if isinstance(uri, DeltaLog) else DeltaLog.for_table(uri, storage_options)
     table = to_arrow_table(data)
     plan, snap = plan_write(log, from_arrow_schema(table.schema), mode=mode, partition_by=partition_by,
