@@ -1,12 +1,10 @@
-"""The Arrow compute functions the log core calls, taken straight from pyarrow's function
-registry (`pyarrow._compute.call_function`, with pyarrow's own option classes).
+"""The Arrow compute functions the log core calls, taken straight from pyarrow's function registry
+(`pyarrow._compute.call_function`, with pyarrow's own option classes).
 
-Importing `pyarrow.compute` builds a Python wrapper, docstring included, for each of the ~300
-functions in the registry: 15-25 ms of a file listing's start-up, where the log needs thirty of
-them. So the log imports this module as `pc`, and calls `take`, `filter` and `cast` here rather
-than as Array/Table methods (pyarrow's methods import `pyarrow.compute` on first use). Each
-function keeps `pyarrow.compute`'s name, arguments and defaults.
-"""
+Importing `pyarrow.compute` builds a Python wrapper for each of the registry's functions, a noticeable part
+of a file listing's start-up where the log needs a few dozen. So the log imports this module as `pc`, and
+calls `take`, `filter` and `cast` here rather than as Array/Table methods (which import `pyarrow.compute`).
+Each function keeps `pyarrow.compute`'s name, arguments and defaults."""
 
 from __future__ import annotations
 

@@ -10,9 +10,7 @@ delta-spark users write that reaches no Python data source is carried to it as o
      `delta.autoOptimize.optimizeWrite` shuffles the DataFrame before saving (`__tahoe_optimizedWrite`).
   5. Native scans: a plain batch load of a table Spark's JVM reaches is the native parquet scan of the
      snapshot; `spark.tahoe.read.nativeScan=false` keeps every read on the data source.
-
-The wrappers (`tahoe.spark.patches`) act only where the session's `delta` source is tahoe's; without them
-`format("delta")` writes need `.mode("append"/"overwrite")` and the `partitionBy` option."""
+The wrappers (`tahoe.spark.patches`) act only where the session's `delta` source is tahoe's."""
 
 from __future__ import annotations
 

@@ -100,7 +100,8 @@ def enabled() -> bool:
 
 
 def disable() -> None:
-    """Every tahoe wrapper calls straight through to what it replaced (PySpark's behaviour)."""
+    """Every tahoe wrapper calls straight through to what it replaced (PySpark's behaviour): `format("delta")`
+    writes then need `.mode("append"/"overwrite")` and the `partitionBy` option."""
     global _on
     _on = False
 

@@ -1,18 +1,16 @@
 """Structured Streaming on `format("delta")`: the table as a streaming source (`DeltaStreamReader`, delta-spark's
 DeltaSource semantics) and as an exactly-once sink (`DeltaStreamWriter`).
 
-  1. The snapshot first, then each later version's `dataChange` adds in log order; `startingVersion` (or
-     `latest`) / `startingTimestamp` start at a version's changes; `excludeRegex` leaves out matching paths.
-  2. Offsets are delta-spark's DeltaSourceOffset JSON, a pure function of the log; an offset of another
-     table id fails with DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE.
-  3. A batch admits `maxFilesPerTrigger` files (default 1000) and about `maxBytesPerTrigger` bytes;
-     `Trigger.AvailableNow` stops at the version current when the query started.
-  4. A version that removes data fails with DELTA_SOURCE_IGNORE_DELETE / DELTA_SOURCE_TABLE_IGNORE_CHANGES
-     unless `ignoreDeletes`, `ignoreChanges` / `ignoreFileDeletion` or `skipChangeCommits`.
-  5. Schema changes: see `DeltaStreamReader`. `readChangeFeed` streams the change data feed's rows; versions
-     cleaned up fail with DELTA_MISSING_FILES_UNEXPECTED_VERSION unless `failOnDataLoss=false`.
-  6. The sink commits each micro-batch as one `STREAMING UPDATE` version with a `txn` action (query id, batch
-     id), or nothing when the table already records the batch; output modes append and complete."""
+  1. The snapshot first, then each later version's `dataChange` adds; `startingVersion` (or `latest`) /
+     `startingTimestamp` start at a version's changes; `excludeRegex` leaves out matching paths.
+  2. Offsets are delta-spark's DeltaSourceOffset JSON, a pure function of the log; another table id fails
+     with DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE.
+  3. A batch admits `maxFilesPerTrigger` (1000) files and about `maxBytesPerTrigger`; `AvailableNow` supported.
+  4. A version removing data fails (DELTA_SOURCE_IGNORE_DELETE / DELTA_SOURCE_TABLE_IGNORE_CHANGES) unless
+     `ignoreDeletes`, `ignoreChanges` / `ignoreFileDeletion` or `skipChangeCommits`.
+  5. Schema changes: see `DeltaStreamReader`; `readChangeFeed` streams change rows; cleaned-up versions fail
+     (DELTA_MISSING_FILES_UNEXPECTED_VERSION) unless `failOnDataLoss=false`.
+  6. The sink commits a micro-batch as one `STREAMING UPDATE` with a `txn` action, once; modes append, complete."""
 
 from __future__ import annotations
 

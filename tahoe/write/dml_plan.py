@@ -1,18 +1,15 @@
 """The DML planner: every decision a DELETE, UPDATE or MERGE makes, for both executors (`tahoe.write.dml`,
 `tahoe.spark.dml`), which only move rows and hand them to `tahoe.write.dml_commit.write_and_commit`.
 
-  1. A DML is a program over rows: target rows (DELETE, UPDATE) or target and source joined (`matched`,
-     `notMatched`, `notMatchedBySource`, flags `TARGET_PRESENT` / `SOURCE_PRESENT`); the first clause whose
-     kind fits and condition is TRUE acts; other rows are copied (target) or dropped (source).
+  1. A DML is a program over rows (target, or target and source joined: `matched`, `notMatched`,
+     `notMatchedBySource`); the first clause whose kind fits and condition is TRUE acts on a row.
   2. Each `CompiledClause` holds its presence test, condition and values; `rewrite_plan` / `insert_plan` write.
   3. Refused before any row is read, as delta-spark: unknown or ambiguous columns, a clause reading the wrong
-     side, a value its column cannot store (AnalysisException); updating an identity column
-     ([DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED]); DELETE / UPDATE / MERGE updates or deletes on an
-     append-only table (InvalidTableOperationError).
+     side, a value its column cannot store (AnalysisException); an identity column updated
+     ([DELTA_IDENTITY_COLUMNS_UPDATE_NOT_SUPPORTED]); changes to append-only tables (InvalidTableOperationError).
   4. A target row matched twice fails ([DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE]) unless
      the only matched clause is an unconditional delete (`multiple_matches_allowed`).
-  5. Settings: deletion vectors (`dv`), change data (`cdf`), `row_tracking`, `candidate_files`,
-     `record_reads`, the commitInfo's `operation` and `parameters`."""
+  5. Settings: `dv`, `cdf`, `row_tracking`, `candidate_files`, `record_reads`, `operation`, `parameters`."""
 
 from __future__ import annotations
 
