@@ -115,7 +115,8 @@ def clone(source: str | DeltaLog, target: str, *, version: int | None = None, ti
           storage_options: dict | None = None, target_storage_options: dict | None = None,
           max_workers: int = 8, progress: Progress | None = None) -> dict[str, Any]:
     """CLONE a version of `source` to `target` (see the module docstring). Returns delta-spark's
-    metrics plus `version` (the target's CLONE commit) and `sourceVersion`."""
+    metrics (sourceTableSize, sourceNumOfFiles, numRemovedFiles, numCopiedFiles, removedFilesSize,
+    copiedFilesSize) plus `version` (the target's CLONE commit) and `sourceVersion`."""
     if not isinstance(target, str) or not target:
         raise InvalidOptionError(f"the clone target must be a path, got {target!r}")
     if properties is not None and (not isinstance(properties, dict) or

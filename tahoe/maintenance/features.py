@@ -352,7 +352,20 @@ def _unbackfill_row_ids(log: DeltaLog) -> None:
 
 
 def _pre_downgrade(log: DeltaLog, feature: str, truncate_history: bool, progress: Progress | None) -> bool:
-    """Remove what of `feature` the latest version uses; True when it committed anything."""
+    """Remove what of `feature` the latest version uses, each step its own commit; True when it committed anything.
+
+      1. deletionVectors: property unset, DVs purged (REORG ... APPLY (PURGE)), then "Deletion Vector
+         Tombstones" for the DV files retained tombstones reference;
+      2. v2Checkpoint: `delta.checkpointPolicy=classic`, then a classic checkpoint;
+      3. typeWidening(-preview): property unset, files of other parquet types rewritten, `delta.typeChanges` gone;
+      4. columnMapping: files rewritten with logical names ("REMOVE COLUMN MAPPING");
+      5. vacuumProtocolCheck: nothing; checkConstraints: refused while constraints exist;
+      6. inCommitTimestamp: `delta.enableInCommitTimestamps=false`, enablement properties removed;
+      7. rowTracking: disabled and suspended, files re-added without row ids ("ROW TRACKING UNBACKFILL");
+      8. domainMetadata: after rowTracking and clustering, their domains removed ("DOMAIN METADATA CLEANUP");
+         user domains must go first;
+      9. checkpointProtection: only with `truncate_history`, history before
+         `delta.requireCheckpointProtectionBeforeVersion` truncated (24 hours), else wait."""
     snap = log.snapshot()
     before = snap.version
     conf = snap.configuration
