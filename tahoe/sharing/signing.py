@@ -5,8 +5,8 @@ one holder, expiring), page tokens (recipient and listing) and refresh tokens (r
      the official client's kernel needs.
   2. A signature covers table, path, expiry, holder and the holder's binding (never in the URL): revoking or
      rotating a recipient invalidates its URLs. Verification is constant-time.
-  3. Plain HMAC-SHA256, not JWT: nothing here is a JOSE object, and one signer per response
-     (`_file_signer`) keeps a URL an order of magnitude cheaper."""
+  3. Plain HMAC-SHA256, not JWT: nothing here is a JOSE object (no algorithm for an attacker to choose), and
+     one signer per response (`_file_signer`) hashes the shared fields once for all its file URLs."""
 
 from __future__ import annotations
 
