@@ -40,6 +40,25 @@ def _prefixes_class(cls: type) -> bool:
     return getattr(cls, "_prefix_class", False)
 
 
+# --- deltalake's (delta-rs's) exception classes: bases of tahoe's, so that a deltalake script's
+# `except` clauses catch what tahoe raises for the same failure (`tahoe.exceptions`) -------------
+
+class DeltaProtocolError(DeltaError):
+    """deltalake's DeltaProtocolError: the table needs a protocol feature this reader or writer
+    cannot serve (tahoe's UnsupportedFeatureError), or an operation breaks one."""
+
+
+class SchemaMismatchError(DeltaError):
+    """deltalake's SchemaMismatchError: data or a schema change that does not fit the table's
+    schema (tahoe's SchemaError)."""
+
+
+class CommitFailedError(DeltaError):
+    """deltalake's CommitFailedError: the commit was refused: another writer won
+    (ConcurrentModificationException), the retries ran out (CommitFailedException), or the table
+    forbids it (an append-only table: AppendOnlyViolationError)."""
+
+
 # --- opening and reading a table -------------------------------------------------------------
 
 class TableNotFoundError(DeltaError):
@@ -57,7 +76,7 @@ class VersionChecksumMismatchError(CorruptLogError):
     version and every field that differs."""
 
 
-class UnsupportedFeatureError(DeltaError):
+class UnsupportedFeatureError(DeltaProtocolError):
     """The table needs a reader/writer version or table feature this client does not support, or
     the caller asks for a Delta feature tahoe does not implement (yet): a delta-spark reader/writer
     option such as `readChangeFeed`, tables by name (a catalog). The message names it and, where
@@ -88,7 +107,7 @@ class DeletionVectorError(CorruptLogError):
     """A deletion vector cannot be decoded (bad descriptor, checksum mismatch, bad magic)."""
 
 
-class SchemaError(DeltaError):
+class SchemaError(SchemaMismatchError):
     """A schema cannot be parsed, a data/schema change is incompatible with the table, or an
     expression names a column the table does not have."""
 
@@ -101,6 +120,11 @@ APPEND_ONLY_MESSAGE = ("This table is configured to only allow appends. If you w
 class InvalidTableOperationError(DeltaError):
     """An operation that the table's properties or state forbid (e.g. a delete on an
     append-only table, an invalid property value)."""
+
+
+class AppendOnlyViolationError(InvalidTableOperationError, CommitFailedError):
+    """A change that removes or rewrites data of a `delta.appendOnly` table (delta-spark's
+    DELTA_CANNOT_MODIFY_APPEND_ONLY; deltalake raises CommitFailedError)."""
 
 
 class DeltaUnsupportedOperationException(InvalidTableOperationError):
@@ -214,7 +238,7 @@ class StreamingSourceError(DeltaError):
 
 # --- committing ------------------------------------------------------------------------------
 
-class ConcurrentModificationException(DeltaError):
+class ConcurrentModificationException(CommitFailedError):
     """Another writer committed a change that conflicts with this transaction."""
 
 
@@ -254,7 +278,7 @@ class ConcurrentTransactionException(ConcurrentModificationException):
     error_class = "DELTA_CONCURRENT_TRANSACTION"   # delta-spark's
 
 
-class CommitFailedException(DeltaError):
+class CommitFailedException(CommitFailedError):
     """The commit could not be written after the allowed number of retries."""
 
 

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from ..errors import APPEND_ONLY_MESSAGE, InvalidTableOperationError
+from ..errors import APPEND_ONLY_MESSAGE, AppendOnlyViolationError
 from ..protocol.properties import bool_property
 from ..protocol.table_features import is_feature_supported
 from .attempt import Attempt
@@ -13,9 +13,9 @@ __all__ = ["refuse_data_removal"]
 
 
 def refuse_data_removal(a: Attempt) -> None:
-    """InvalidTableOperationError when the attempt removes data from an append-only table."""
+    """AppendOnlyViolationError (an InvalidTableOperationError) when the attempt removes data from an append-only table."""
     if any(r.data_change for r in a.removes) and bool_property(a.configuration, "delta.appendOnly") and \
             is_feature_supported(a.protocol, "appendOnly"):
-        raise InvalidTableOperationError(
+        raise AppendOnlyViolationError(
             f"{APPEND_ONLY_MESSAGE} (table {a.table_root}: {a.operation} may not remove or change data)",
             error_class="DELTA_CANNOT_MODIFY_APPEND_ONLY")

@@ -19,7 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 
-from ..errors import APPEND_ONLY_MESSAGE, AnalysisException, InvalidTableOperationError
+from ..errors import APPEND_ONLY_MESSAGE, AppendOnlyViolationError, AnalysisException, InvalidTableOperationError
 from ..expressions import (
     And, Column, Expression, IsNull, Literal, Not, Scope, check_columns, conjuncts, file_mask, parse,
     unqualify,
@@ -465,7 +465,7 @@ def _common(snapshot: "Snapshot", operation: str) -> dict:
 
 def _append_only(snapshot: "Snapshot", what: str) -> None:
     if bool_property(snapshot.configuration, "delta.appendOnly"):
-        raise InvalidTableOperationError(
+        raise AppendOnlyViolationError(
             f"{APPEND_ONLY_MESSAGE} (cannot {what} table {snapshot.table_root})", error_class="DELTA_CANNOT_MODIFY_APPEND_ONLY")
 
 

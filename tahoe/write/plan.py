@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 from ..errors import (
-    APPEND_ONLY_MESSAGE,
-    ConstraintViolationError, InvalidTableOperationError, SchemaError, TableNotFoundError, UnsupportedFeatureError,
+    APPEND_ONLY_MESSAGE, AppendOnlyViolationError, ConstraintViolationError, InvalidTableOperationError, SchemaError,
+    TableNotFoundError, UnsupportedFeatureError,
 )
 from ..log.delta_log import DeltaLog
 from ..protocol import column_mapping
@@ -446,7 +446,7 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
             else:
                 _check_compatible(schema, incoming, how, snap.metadata.id)
         if mode == "overwrite" and bool_property(conf, "delta.appendOnly"):
-            raise InvalidTableOperationError(
+            raise AppendOnlyViolationError(
                 f"{APPEND_ONLY_MESSAGE} (table {log.table_root}: an overwrite would remove data)",
                 error_class="DELTA_CANNOT_MODIFY_APPEND_ONLY")
 
