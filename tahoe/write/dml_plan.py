@@ -19,7 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 
-from ..errors import APPEND_ONLY_MESSAGE, AppendOnlyViolationError, AnalysisException, InvalidTableOperationError
+from ..errors import APPEND_ONLY_MESSAGE, AnalysisException, AppendOnlyViolationError
 from ..expressions import (
     And, Column, Expression, IsNull, Literal, Not, Scope, check_columns, conjuncts, file_mask, parse,
     unqualify,
