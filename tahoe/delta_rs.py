@@ -19,6 +19,8 @@ import dataclasses
 import enum
 import json
 import os
+import time
+import warnings
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -26,26 +28,170 @@ from typing import Any, Iterable, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import InvalidTableOperationError, SchemaError, UnsupportedFeatureError
+from .errors import InvalidOptionError, InvalidTableOperationError, SchemaError, UnsupportedFeatureError
 from .expressions import Scope, and_, as_expression, evaluate_predicate, parse
 from .log import DeltaLog
+from .log.snapshot import add_files_from_table
 from .log.checkpoints import write_checkpoint
+from .log.compaction import compact_log
 from .log.metadata_cleanup import cleanup_expired_logs
+from .maintenance.convert import convert_to_delta
+from .maintenance.repair import repair as fsck
+from .protocol.actions import AddFile, RemoveFile
 from .protocol.schema import StructField, StructType, from_arrow_schema, parse_data_type
+from .read.add_actions import add_actions_table, selection_vectors
+from .read.dataset import to_pyarrow_dataset
 from .table import Table, TableOptimizer
-from .txn import Transaction, add_constraint, add_feature, drop_constraint, set_properties, update_schema
+from .txn import Transaction as LogTransaction, add_constraint, add_feature, drop_constraint, set_properties, update_schema
 from .write import dml
 from .write.files import to_arrow_table
 from .write.writer import write_table
 
-__all__ = ["DeltaTable", "TableMerger", "TableAlterer", "write_deltalake", "Field", "TableFeatures"]
+__all__ = ["DeltaTable", "TableMerger", "TableAlterer", "write_deltalake", "Field", "TableFeatures", "Schema",
+           "CommitProperties", "PostCommitHookProperties", "WriterProperties", "ColumnProperties",
+           "BloomFilterProperties", "Transaction", "AddAction", "RemoveAction", "DeltaTableConfig",
+           "convert_to_deltalake", "QueryBuilder"]
+
+
+@dataclasses.dataclass(init=False)
+class CommitProperties:
+    """deltalake's `CommitProperties`. tahoe's operations take it only with its defaults (all
+    None); custom metadata, retries and app transactions given are refused by name."""
+
+    def __init__(self, custom_metadata: dict[str, Any] | None = None, max_commit_retries: int | None = None,
+                 app_transactions: list["Transaction"] | None = None) -> None:
+        self.custom_metadata = custom_metadata
+        self.max_commit_retries = max_commit_retries
+        self.app_transactions = app_transactions
+
+
+@dataclasses.dataclass(init=False)
+class PostCommitHookProperties:
+    """deltalake's `PostCommitHookProperties`: tahoe checkpoints by `delta.checkpointInterval` and
+    cleans up logs by `delta.enableExpiredLogCleanup` (these defaults); other values are refused."""
+
+    def __init__(self, create_checkpoint: bool = True, cleanup_expired_logs: bool | None = None) -> None:
+        self.create_checkpoint = create_checkpoint
+        self.cleanup_expired_logs = cleanup_expired_logs
+
+
+@dataclasses.dataclass
+class Transaction:
+    """deltalake's `Transaction` (an application transaction for `CommitProperties.app_transactions`)."""
+    app_id: str
+    version: int
+    last_updated: int | None = None
+
+
+class _Unimplemented:
+    """A deltalake properties class whose settings tahoe does not implement: it can be built (a
+    script's imports and constructors run), and is refused by name when passed to an operation."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.args, self.kwargs = args, kwargs
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(*{self.args!r}, **{self.kwargs!r})"
+
+
+class WriterProperties(_Unimplemented):
+    """deltalake's parquet writer tuning: refused when passed (tahoe's writer chooses its own)."""
+
+
+class ColumnProperties(_Unimplemented):
+    """deltalake's per-column parquet writer tuning (inside WriterProperties): refused when passed."""
+
+
+class BloomFilterProperties(_Unimplemented):
+    """deltalake's parquet bloom filter settings (inside ColumnProperties): refused when passed."""
+
+
+@dataclasses.dataclass
+class AddAction:
+    """deltalake's `deltalake.transaction.AddAction`: a data file, already written in the table's
+    directory, for `DeltaTable.create_write_transaction`."""
+    path: str
+    size: int
+    partition_values: Mapping[str, str | None]
+    modification_time: int
+    data_change: bool
+    stats: str
+
+
+@dataclasses.dataclass
+class RemoveAction:
+    """deltalake's `RemoveAction`: a file to remove in `DeltaTable.create_write_transaction`."""
+    path: str
+    data_change: bool
+    deletion_timestamp: int
+    size: int | None = None
+    partition_values: dict[str, str | None] | None = None
+
+
+class DeltaTableConfig(tuple):
+    """deltalake's (deprecated) `DeltaTableConfig`: `without_files`, `log_buffer_size`, `skip_stats`."""
+
+    def __new__(cls, without_files: bool, log_buffer_size: int, skip_stats: bool = False) -> "DeltaTableConfig":
+        return super().__new__(cls, (without_files, log_buffer_size, skip_stats))
+
+    without_files = property(lambda self: self[0])
+    log_buffer_size = property(lambda self: self[1])
+    skip_stats = property(lambda self: self[2])
+
+    def __repr__(self) -> str:
+        return (f"DeltaTableConfig(without_files={self[0]}, log_buffer_size={self[1]}, "
+                f"skip_stats={self[2]})")
+
+
+def _is_default(value: Any) -> bool:
+    if value is None or value is False:
+        return True
+    if isinstance(value, CommitProperties):
+        return value.custom_metadata is None and value.max_commit_retries is None and value.app_transactions is None
+    if isinstance(value, PostCommitHookProperties):
+        return value.create_checkpoint is True and value.cleanup_expired_logs is None
+    return False
+
+
+def _file_filter(name: str, deprecated: Any, file_pruning_predicate: Any) -> Any:
+    """deltalake's deprecated file filter argument (`partitions`, `partition_filters`) merged
+    into `file_pruning_predicate`, with its DeprecationWarning."""
+    if deprecated is None:
+        return file_pruning_predicate
+    if file_pruning_predicate is not None:
+        raise ValueError(f"`{name}` is deprecated; pass only `file_pruning_predicate`")
+    warnings.warn(f"`{name}` is deprecated; pass the filters to `file_pruning_predicate` instead",
+                  DeprecationWarning, stacklevel=3)
+    return deprecated
 
 
 def _refuse(**given: Any) -> None:
-    """UnsupportedFeatureError naming the first deltalake option given that tahoe does not implement."""
+    """UnsupportedFeatureError naming the first deltalake option given that tahoe does not implement
+    (CommitProperties / PostCommitHookProperties with their defaults are not refused)."""
     for name, value in given.items():
-        if value is not None and value is not False:
+        if not _is_default(value):
             raise UnsupportedFeatureError(f"deltalake option '{name}' is not implemented by tahoe")
+
+
+class QueryBuilder:
+    """deltalake's `QueryBuilder` runs DataFusion SQL over registered tables: tahoe has no SQL
+    engine outside Spark. Refused by name; read with `DeltaTable.to_pyarrow_table(filters=...)`,
+    or run SQL on Spark (`tahoe.spark`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise UnsupportedFeatureError(
+            "deltalake's QueryBuilder (DataFusion SQL) is not implemented by tahoe: read with "
+            "DeltaTable.to_pyarrow_table(columns=..., filters=...) or run SQL with Spark (tahoe.spark)")
+
+
+def Schema(fields: list[StructField]) -> StructType:  # noqa: N802
+    """deltalake's `Schema(fields)`: the table schema as tahoe's StructType (`Schema.from_arrow`,
+    `to_arrow` as `from_arrow_schema` / `to_arrow_schema`)."""
+    return StructType(list(fields))
+
+
+Schema.from_arrow = from_arrow_schema  # type: ignore[attr-defined]
+Schema.from_json = StructType.from_json  # type: ignore[attr-defined]
 
 
 def Field(name: str, type: Any, nullable: bool = True, metadata: Mapping[str, Any] | None = None) -> StructField:  # noqa: N802
@@ -86,6 +232,8 @@ _UPDATE = {"num_added_files": "numAddedFiles", "num_removed_files": "numRemovedF
 _MERGE = {"num_source_rows": "numSourceRows", "num_target_rows_inserted": "numTargetRowsInserted",
           "num_target_rows_updated": "numTargetRowsUpdated", "num_target_rows_deleted": "numTargetRowsDeleted",
           "num_target_rows_copied": "numTargetRowsCopied", "num_output_rows": "numOutputRows",
+          "num_target_files_scanned": "numTargetFilesAfterSkipping",
+          "num_target_files_skipped_during_scan": "numTargetFilesSkipped",
           "num_target_files_added": "numTargetFilesAdded", "num_target_files_removed": "numTargetFilesRemoved",
           "execution_time_ms": "executionTimeMs", "scan_time_ms": "scanTimeMs", "rewrite_time_ms": "rewriteTimeMs"}
 
@@ -104,7 +252,12 @@ class TableMerger(dml.TableMerger):
         self.on_commit = table.update_incremental
 
     def execute(self) -> dict[str, Any]:
-        return _renamed(super().execute(), _MERGE)
+        """deltalake's MERGE metrics; `num_target_files_scanned` the target files the MERGE read,
+        `num_target_files_skipped_during_scan` those it pruned (by partition values and stats)."""
+        m = super().execute()
+        m["numTargetFilesSkipped"] = int(m.get("numTargetFilesBeforeSkipping") or 0) - \
+            int(m.get("numTargetFilesAfterSkipping") or 0)
+        return _renamed(m, _MERGE)
 
 
 class DeltaTableOptimizer(TableOptimizer):
@@ -185,7 +338,7 @@ class TableAlterer:
 
     def _update_metadata(self, operation: str, parameters: dict, **changes: Any) -> None:
         snap = self.table.log.snapshot()
-        txn = Transaction(self.table.log, operation, parameters, snapshot=snap)
+        txn = LogTransaction(self.table.log, operation, parameters, snapshot=snap)
         txn.update_metadata(dataclasses.replace(snap.metadata, **changes))
         txn.commit()
         self._done()
@@ -212,8 +365,21 @@ class TableAlterer:
         self._update_metadata("UPDATE FIELD METADATA", {"fields": json.dumps([changed.to_json_obj()])},
                               schema_string=schema.to_json())
 
-    def drop_column_not_null(self, column_name: str, **_: Any) -> None:
-        raise UnsupportedFeatureError("deltalake's alter.drop_column_not_null is not implemented by tahoe")
+    def drop_column_not_null(self, column_name: str, commit_properties: Any = None,
+                             post_commithook_properties: Any = None) -> None:
+        """ALTER COLUMN ... DROP NOT NULL on a top-level column (as deltalake: a nested path or a
+        column that is already nullable is refused); operation "CHANGE COLUMN"."""
+        _refuse(commit_properties=commit_properties, post_commithook_properties=post_commithook_properties)
+        md = self.table.log.snapshot().metadata
+        f = md.schema.get(column_name)
+        if f is None:
+            raise SchemaError(f"No column with the name '{column_name}' in the schema {md.schema.names}")
+        if f.nullable:
+            raise InvalidTableOperationError(f"Column '{column_name}' is already nullable")
+        changed = f.with_nullable(True)
+        schema = StructType([changed if g.name == f.name else g for g in md.schema.fields])
+        self._update_metadata("CHANGE COLUMN", {"column": json.dumps(changed.to_json_obj(), separators=(",", ":"))},
+                              schema_string=schema.to_json())
 
 
 class DeltaTable(Table):
@@ -223,9 +389,24 @@ class DeltaTable(Table):
     def __init__(self, table_uri: str | os.PathLike, version: int | None = None,
                  storage_options: dict | None = None, without_files: bool = False,
                  log_buffer_size: int | None = None, skip_stats: bool = False):
-        # without_files: tahoe reads the file list only when asked for it, whatever the flag says
-        _refuse(log_buffer_size=log_buffer_size, skip_stats=skip_stats)
+        # as deltalake 1.6: the three tuning flags are deprecated and ignored, with its warnings
+        for given, message in ((without_files, "The 'without_files' parameter is deprecated and ignored. "
+                                "Table loading materializes active-file metadata."),
+                               (log_buffer_size is not None, "The 'log_buffer_size' parameter is deprecated and "
+                                "ignored. Log buffering is managed internally."),
+                               (skip_stats, "The 'skip_stats' parameter is deprecated and ignored. "
+                                "Table loading retains file statistics.")):
+            if given:
+                warnings.warn(message, DeprecationWarning, stacklevel=2)
         super().__init__(os.fspath(table_uri), version=version, storage_options=storage_options)
+
+    @property
+    def table_config(self) -> DeltaTableConfig:
+        """deltalake's deprecated `table_config`: the effective defaults, with its warning."""
+        warnings.warn("The 'table_config' property is deprecated and will be removed in a future release. "
+                      "It reports effective defaults; deprecated constructor options are ignored.",
+                      DeprecationWarning, stacklevel=2)
+        return DeltaTableConfig(False, 8, False)
 
     # --- the version and its metadata, as methods ---------------------------------------------------
     def version(self) -> int:  # type: ignore[override]
@@ -312,13 +493,17 @@ class DeltaTable(Table):
                   filesystem: Any = None, filters: Any = None, types_mapper: Any = None):
         return self.to_pyarrow_table(partitions, columns, filesystem, filters).to_pandas(types_mapper=types_mapper)
 
-    def file_uris(self, partition_filters: Any = None) -> list[str]:  # type: ignore[override]
-        return super().file_uris(filter=partition_filters)
+    def file_uris(self, partition_filters: Any = None, *,  # type: ignore[override]
+                  file_pruning_predicate: Any = None) -> list[str]:
+        where = _file_filter("partition_filters", partition_filters, file_pruning_predicate)
+        return super().file_uris(filter=self._read_filter(where, None))
 
-    def partitions(self, partition_filters: Any = None) -> list[dict[str, str | None]]:
+    def partitions(self, partition_filters: Any = None, *,
+                   file_pruning_predicate: Any = None) -> list[dict[str, str | None]]:
         """The distinct partition values of the active files."""
+        where = self._read_filter(_file_filter("partition_filters", partition_filters, file_pruning_predicate), None)
         seen: dict[tuple, dict] = {}
-        for pv in self.files(["partitionValues"], filter=partition_filters).column("partitionValues").to_pylist():
+        for pv in self.files(["partitionValues"], filter=where).column("partitionValues").to_pylist():
             d = dict(pv or [])
             seen.setdefault(tuple(sorted(d.items())), d)
         return list(seen.values())
@@ -399,6 +584,91 @@ class DeltaTable(Table):
         """The symlink-format manifests of the table (`_symlink_format_manifest/`)."""
         super().generate("symlink_format_manifest")
 
+    def compact_logs(self, starting_version: int, ending_version: int) -> None:
+        """A log compaction file `<start>.<end>.compacted.json` of commits start..end (spec "Log
+        Compaction Files"); a range that is empty or reaches past the log is refused."""
+        compact_log(self.log, starting_version, ending_version)
+
+    # --- the file list ---------------------------------------------------------------------------
+    def get_add_actions(self, flatten: bool = False) -> pa.Table:
+        """One row per active file: `path`, `size_bytes`, `modification_time`, `num_records`, the
+        stats as `null_count` / `min` / `max` structs and the partition values as `partition`
+        (`flatten=True`: `min.x`, `partition.p` columns), typed by the table's schema."""
+        return add_actions_table(self.snapshot, flatten)
+
+    def deletion_vectors(self) -> pa.RecordBatchReader:
+        """The files with a deletion vector: `filepath` (URI) and `selection_vector` (True = the
+        row is live), one entry per row of the file."""
+        def rows(add: AddFile) -> int:
+            import pyarrow.parquet as pq
+            from .storage import resolve_data_path
+
+            with self.snapshot.store.open_input_file(resolve_data_path(self.table_root, add.path), add.size) as f:
+                return pq.ParquetFile(f).metadata.num_rows
+        return selection_vectors(self.snapshot, rows).to_reader()
+
+    def to_pyarrow_dataset(self, partitions: Any = None, filesystem: Any = None, parquet_read_options: Any = None,
+                           schema: pa.Schema | None = None, as_large_types: bool = False,
+                           file_pruning_predicate: Any = None):
+        """The version as a `pyarrow.dataset.Dataset`; tables with deletion vectors or column
+        mapping are refused with deltalake's DeltaProtocolError (`to_pyarrow_table` reads them).
+        `partitions` / `file_pruning_predicate`: DNF tuples or SQL selecting the files."""
+        where = self._read_filter(_file_filter("partitions", partitions, file_pruning_predicate), None)
+        files = self.files(["path", "partitionValues"], filter=where)
+        return to_pyarrow_dataset(self.snapshot, files, filesystem, parquet_read_options, schema, as_large_types)
+
+    # --- repairing and committing files -------------------------------------------------------------
+    def repair(self, dry_run: bool = False, *, commit_properties: Any = None,
+               post_commithook_properties: Any = None) -> dict[str, Any]:
+        """FSCK: remove the active files whose data file is missing, one commit ("FSCK");
+        `{"dry_run": ..., "files_removed": [paths]}`."""
+        _refuse(commit_properties=commit_properties, post_commithook_properties=post_commithook_properties)
+        metrics = fsck(self.log, dry_run=dry_run)
+        self.update_incremental()
+        return metrics
+
+    def create_write_transaction(self, actions: list[Any], mode: str, schema: Any,
+                                 partition_by: list[str] | str | None = None, partition_filters: Any = None, *,
+                                 commit_properties: Any = None, post_commithook_properties: Any = None) -> None:
+        """Commit files already written in the table's directory (`AddAction`) and removals
+        (`RemoveAction`, with mode "append" only) as one WRITE; mode "overwrite" removes the
+        files of `partition_filters` (all without) itself. The table moves to the new version."""
+        _refuse(commit_properties=commit_properties, post_commithook_properties=post_commithook_properties)
+        if mode not in ("append", "overwrite"):
+            raise InvalidOptionError(f"create_write_transaction mode must be 'append' or 'overwrite', got {mode!r}")
+        snap = self.log.snapshot()
+        parts = [partition_by] if isinstance(partition_by, str) else list(partition_by or [])
+        if parts != list(snap.partition_columns):
+            raise SchemaError(f"partition_by {parts} differs from the table's partition columns "
+                              f"{list(snap.partition_columns)}")
+        given = from_arrow_schema(schema) if isinstance(schema, pa.Schema) else \
+            from_arrow_schema(pa.schema(schema)) if not isinstance(schema, StructType) else schema
+        if given.simple_string() != snap.schema.simple_string():
+            raise SchemaError(f"the schema given ({given.simple_string()}) differs from the table's "
+                              f"({snap.schema.simple_string()}); tahoe does not change a table's schema here")
+        adds = [a for a in actions if hasattr(a, "stats")]
+        removes = [a for a in actions if not hasattr(a, "stats")]
+        if removes and mode != "append":
+            raise InvalidOptionError("RemoveAction is only allowed with mode='append' (mode='overwrite' removes "
+                                     "the files of partition_filters itself)")
+        both = {a.path for a in adds} & {r.path for r in removes}
+        if both:
+            raise InvalidTableOperationError(f"a path cannot be both added and removed in one transaction: {sorted(both)}")
+        txn = LogTransaction(self.log, "WRITE", {"mode": mode.capitalize(), "partitionBy": json.dumps(parts)},
+                           snapshot=snap)
+        if mode == "overwrite":
+            old = self.files(filter=self._read_filter(partition_filters, None))
+            txn.read_files(old)
+            txn.remove_files(add_files_from_table(old))
+        now = int(time.time() * 1000)
+        txn.remove_files([RemoveFile(r.path, r.deletion_timestamp or now, bool(r.data_change), False,
+                                     dict(r.partition_values) if r.partition_values is not None else None, r.size)
+                          for r in removes])
+        txn.add_files([AddFile(a.path, dict(a.partition_values), int(a.size), int(a.modification_time),
+                               bool(a.data_change), a.stats) for a in adds])
+        txn.commit()
+        self.update_incremental()
+
     def __repr__(self) -> str:
         return f"DeltaTable({self.table_root!r}, version={self.snapshot.version})"
 
@@ -423,3 +693,22 @@ def write_deltalake(table_or_uri: str | os.PathLike | Table, data: Any, *, parti
     if table is not None:
         table.refresh()
 
+
+
+def convert_to_deltalake(uri: str | os.PathLike, mode: str = "error", partition_by: Any = None,
+                         partition_strategy: str | None = None, name: str | None = None,
+                         description: str | None = None, configuration: Mapping[str, str | None] | None = None,
+                         storage_options: dict | None = None, *, collect_stats: bool = True,
+                         commit_properties: Any = None, post_commithook_properties: Any = None) -> None:
+    """deltalake's `convert_to_deltalake`: CONVERT TO DELTA of the parquet files under `uri`
+    (`tahoe.convert_to_delta`); `partition_by` a pyarrow schema of the hive partition columns.
+    The `directory` partition strategy (paths without `col=`) is refused."""
+    _refuse(commit_properties=commit_properties, post_commithook_properties=post_commithook_properties)
+    if partition_strategy not in (None, "hive"):
+        raise UnsupportedFeatureError(f"deltalake's partition_strategy={partition_strategy!r} is not implemented by "
+                                      f"tahoe (only 'hive': paths like col=value/)")
+    if mode not in ("error", "ignore"):
+        raise InvalidOptionError(f"mode must be 'error' or 'ignore', got {mode!r}")
+    props = {k: v for k, v in (configuration or {}).items() if v is not None} or None
+    convert_to_delta(os.fspath(uri), partition_by, collect_stats=collect_stats, mode=mode, name=name,
+                     description=description, configuration=props, storage_options=storage_options)

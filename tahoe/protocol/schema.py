@@ -198,6 +198,16 @@ class StructType(DataType):
     def simple_string(self) -> str:
         return "struct<" + ",".join(f"{f.name}:{f.type.simple_string()}" for f in self.fields) + ">"
 
+    def to_arrow(self, as_large_types: bool = False) -> pa.Schema:
+        """The Arrow schema (deltalake's `Schema.to_arrow`): with `as_large_types`, strings,
+        binaries and lists as their large variants."""
+        schema = to_arrow_schema(self)
+        if as_large_types:
+            import pyarrow as pa
+
+            schema = pa.schema([f.with_type(large_arrow_type(f.type)) for f in schema])
+        return schema
+
     # -- access --
     def __iter__(self) -> Iterator[StructField]:
         return iter(self.fields)
@@ -546,6 +556,24 @@ def to_arrow_schema(struct: StructType) -> pa.Schema:
     import pyarrow as pa
 
     return pa.schema([to_arrow_field(f) for f in struct.fields])
+
+
+def large_arrow_type(t: pa.DataType) -> pa.DataType:
+    """`t` with every string, binary and list (nested too) as its large variant."""
+    import pyarrow as pa
+
+    if pa.types.is_string(t):
+        return pa.large_string()
+    if pa.types.is_binary(t):
+        return pa.large_binary()
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(large_arrow_type(t.value_type)))
+    if pa.types.is_map(t):
+        return pa.map_(t.key_field.with_type(large_arrow_type(t.key_type)),
+                       t.item_field.with_type(large_arrow_type(t.item_type)))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(large_arrow_type(f.type)) for f in t])
+    return t
 
 
 def from_arrow_type(t: pa.DataType) -> DataType:

@@ -326,7 +326,11 @@ class _Executor:
             results, matched_source = self._target_files(candidates), None
         counts.scan_ms = int((time.perf_counter() - t0) * 1000)
         inserted = self._inserts(matched_source) if plan.operation == "MERGE" and plan.has_not_matched else None
-        return self._finish(txn, results, inserted, counts)
+        result = self._finish(txn, results, inserted, counts)
+        if plan.operation == "MERGE":   # delta-spark's SQL metrics (not in the commit's operationMetrics)
+            result["numTargetFilesBeforeSkipping"] = snap.num_files
+            result["numTargetFilesAfterSkipping"] = len(candidates)
+        return result
 
     def _target_files(self, candidates: list[AddFile]) -> list[_FileResult]:
         """DELETE / UPDATE: every candidate file, in parallel."""
