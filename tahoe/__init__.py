@@ -1,8 +1,8 @@
 """tahoe: Delta Lake and Delta Sharing in Python. Attributes are imported on first use, so `import tahoe` stays cheap.
 
   1. `tahoe.Table`: the Spark-free facade (open, inspect, read as Arrow/pandas, change: one commit each).
-  2. `tahoe.DeltaTable`, `tahoe.write_deltalake`: deltalake's API, Spark-free; delta-spark's `DeltaTable`
-     is `tahoe.spark.DeltaTable`.
+  2. `tahoe.DeltaTable`, `tahoe.write_deltalake`: deltalake's API (and `tahoe.exceptions`), Spark-free;
+     delta-spark's `DeltaTable` is `tahoe.spark.DeltaTable`.
   3. `tahoe.DeltaLog`: the log core (snapshots, history, time travel).
   4. `tahoe.write_table`, `tahoe.convert_to_delta`, and `delete` / `update` / `merge` as module functions
      (the same as `Table(uri).delete(...)`).
@@ -23,6 +23,18 @@ _LAZY = {
     "TableMerger": ("tahoe.delta_rs", "TableMerger"),
     "Field": ("tahoe.delta_rs", "Field"),
     "TableFeatures": ("tahoe.delta_rs", "TableFeatures"),
+    "Schema": ("tahoe.delta_rs", "Schema"),
+    "DataType": ("tahoe.protocol.schema", "DataType"),
+    "Metadata": ("tahoe.protocol.actions", "Metadata"),
+    "CommitProperties": ("tahoe.delta_rs", "CommitProperties"),
+    "PostCommitHookProperties": ("tahoe.delta_rs", "PostCommitHookProperties"),
+    "WriterProperties": ("tahoe.delta_rs", "WriterProperties"),
+    "ColumnProperties": ("tahoe.delta_rs", "ColumnProperties"),
+    "BloomFilterProperties": ("tahoe.delta_rs", "BloomFilterProperties"),
+    "Transaction": ("tahoe.delta_rs", "Transaction"),
+    "QueryBuilder": ("tahoe.delta_rs", "QueryBuilder"),
+    "convert_to_deltalake": ("tahoe.delta_rs", "convert_to_deltalake"),
+    "exceptions": ("tahoe.exceptions", None),
     "write_table": ("tahoe.write", "write_table"),
     "delete": ("tahoe.write.dml", "delete"),
     "convert_to_delta": ("tahoe.maintenance.convert", "convert_to_delta"),

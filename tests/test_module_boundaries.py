@@ -264,7 +264,7 @@ def test_the_cycle_finder_finds_a_lazy_cycle():
 # a strictly lower floor. The Spark-free core sits below the facade and the two wings; the
 # sharing wing is below the Spark wing, which it never imports.
 LAYERS = {
-    "tahoe.errors": 0, "tahoe.version": 0, "tahoe.cli_help": 0,
+    "tahoe.errors": 0, "tahoe.version": 0, "tahoe.cli_help": 0, "tahoe.exceptions": 1,
     "tahoe.protocol": 1, "tahoe.storage": 1,
     "tahoe.log": 2, "tahoe.expressions": 2,
     "tahoe.read": 3, "tahoe.uniform": 3,
