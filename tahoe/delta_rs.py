@@ -704,6 +704,8 @@ def convert_to_deltalake(uri: str | os.PathLike, mode: str = "error", partition_
     (`tahoe.convert_to_delta`); `partition_by` a pyarrow schema of the hive partition columns.
     The `directory` partition strategy (paths without `col=`) is refused."""
     _refuse(commit_properties=commit_properties, post_commithook_properties=post_commithook_properties)
+    if partition_by is not None and partition_strategy is None:
+        raise ValueError("Partition strategy has to be provided with partition_by.")
     if partition_strategy not in (None, "hive"):
         raise UnsupportedFeatureError(f"deltalake's partition_strategy={partition_strategy!r} is not implemented by "
                                       f"tahoe (only 'hive': paths like col=value/)")
