@@ -5,12 +5,14 @@ deltalake's names, arguments and return values, so that a deltalake user's scrip
   1. `DeltaTable` is `tahoe.Table` with deltalake's accessors (`version()`, `schema()`,
      `metadata()`, `protocol()`, `load_as_version`, `to_pyarrow_table`, ...) and its operations:
      `delete`, `update`, `merge` (a `TableMerger` with deltalake's clause names), `optimize`,
-     `vacuum`, `restore`, `history`, `load_cdf`, `create_checkpoint`, `alter`.
+     `vacuum`, `restore`, `history`, `load_cdf`, `create_checkpoint`, `alter`, `repair`,
+     `compact_logs`, `create_write_transaction`; the file list (`get_add_actions`,
+     `deletion_vectors`, `to_pyarrow_dataset`) from `tahoe.read`.
   2. Each operation runs tahoe's own (`tahoe.write.dml`, `tahoe.write.optimize`,
      `tahoe.maintenance`, `tahoe.txn`), one commit as delta-spark records it, and answers with
      deltalake's metrics (`num_deleted_rows`, ...); the table then shows the new version.
-  3. deltalake options tahoe does not implement (`writer_properties`, `commit_properties`, ...)
-     are refused by name when given, never ignored.
+  3. deltalake options tahoe does not implement (`writer_properties`, `CommitProperties` other
+     than its defaults, `QueryBuilder`, ...) are refused by name when given, never ignored.
 """
 
 from __future__ import annotations
