@@ -310,3 +310,29 @@ def test_convert_to_deltalake_as_deltalake(tmp_path):
         rows = deltalake.DeltaTable(str(tmp_path / mod.__name__)).to_pyarrow_table().sort_by("id").to_pylist()
         assert rows == [{"id": 2020, "y": 2020}, {"id": 2021, "y": 2021}], mod
     assert deltalake.DeltaTable(str(tmp_path / "tahoe")).metadata().partition_columns == ["y"]
+
+
+def test_to_pyarrow_dataset_reads_an_object_store_through_the_tables_store():
+    """On S3 (moto's server): the dataset reads through tahoe's store, rows as delta-rs's dataset."""
+    import boto3
+
+    from tests.fixtures.moto import TEST_CREDENTIALS, start_moto_server
+
+    endpoint, stop = start_moto_server()
+    try:
+        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                     aws_secret_access_key="testing").create_bucket(Bucket="dsbucket")
+        opts = {**TEST_CREDENTIALS, "endpoint_url": endpoint, "allow_http": "true"}
+        uri = "s3://dsbucket/t"
+        tahoe.write_deltalake(uri, pa.table({"id": pa.array([1, 2, 3], pa.int64()), "p": ["a", "b", "b"]}),
+                              partition_by=["p"], storage_options=opts)
+        ours = tahoe.DeltaTable(uri, storage_options=opts).to_pyarrow_dataset()
+        rs_opts = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                   "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true", "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+        theirs = deltalake.DeltaTable(uri, storage_options=rs_opts).to_pyarrow_dataset()
+        assert ours.schema == theirs.schema
+        assert ours.to_table().sort_by("id").to_pylist() == theirs.to_table().sort_by("id").to_pylist() == [
+            {"id": 1, "p": "a"}, {"id": 2, "p": "b"}, {"id": 3, "p": "b"}]
+        assert ours.to_table(filter=pa.compute.field("p") == "a").num_rows == 1
+    finally:
+        stop()
