@@ -485,11 +485,34 @@ class DeltaTable(Table):
         given = [as_expression(f) for f in (partitions, filters) if f is not None]
         return None if not given else given[0] if len(given) == 1 else and_(*given)
 
+    def to_arrow(self, columns: Iterable[str] | None = None, filter: Any = None) -> pa.Table:
+        return Table.scan(self, columns, filter=filter).to_arrow()
+
+    def scan(self, columns: list[str] | None = None, predicate: str | None = None) -> pa.RecordBatchReader:  # type: ignore[override]
+        """deltalake's `scan`: the rows matching `predicate` (SQL; deletion vectors and column
+        mapping applied) as a lazy RecordBatchReader. (`tahoe.Table.scan` is tahoe's Scan.)"""
+        s = Table.scan(self, columns, filter=predicate)
+        names = {n.lower(): n for n in s.schema.names}
+        order = [names[c.lower()] for c in columns if c.lower() in names] if columns is not None else s.schema.names
+        schema = pa.schema([s.schema.field(n) for n in order])      # deltalake: the order asked for
+        return pa.RecordBatchReader.from_batches(
+            schema, (b for t in s.to_batches() for b in t.select(order).to_batches()))
+
     def to_pyarrow_table(self, partitions: Any = None, columns: list[str] | None = None,
                          filesystem: Any = None, filters: Any = None) -> pa.Table:
-        """The rows; `partitions` and `filters`: DNF tuples (or SQL text) as deltalake takes them."""
+        """The rows; `partitions` (deprecated, as in deltalake) and `filters`: DNF tuples, SQL text
+        or a `pyarrow.dataset.Expression`; `columns` in the order given (duplicates kept)."""
         _refuse(filesystem=filesystem)
-        return self.to_arrow(columns, filter=self._read_filter(partitions, filters))
+        if partitions is not None:
+            warnings.warn("`partitions` is deprecated; use `filters` instead", DeprecationWarning, stacklevel=2)
+        expression = filters if isinstance(filters, pc.Expression) else None
+        read_cols = None if columns is None else list(dict.fromkeys(columns))
+        if expression is not None and read_cols is not None:
+            read_cols = None     # the expression may name columns not asked for
+        t = self.to_arrow(read_cols, filter=self._read_filter(partitions, None if expression is not None else filters))
+        if expression is not None:
+            t = t.filter(expression)
+        return t if columns is None else t.select(list(columns))
 
     def to_pandas(self, partitions: Any = None, columns: list[str] | None = None,  # type: ignore[override]
                   filesystem: Any = None, filters: Any = None, types_mapper: Any = None):

@@ -336,3 +336,23 @@ def test_to_pyarrow_dataset_reads_an_object_store_through_the_tables_store():
         assert ours.to_table(filter=pa.compute.field("p") == "a").num_rows == 1
     finally:
         stop()
+
+
+def test_scan_and_to_pyarrow_table_as_deltalake(tmp_path):
+    """`scan(columns, predicate)` a RecordBatchReader; `to_pyarrow_table` keeps the columns' order
+    (and duplicates) and takes a pyarrow Expression as `filters`."""
+    import pyarrow.compute as pc
+
+    path = str(tmp_path / "t")
+    deltalake.write_deltalake(path, pa.table({"p": ["a", "b", "b"], "id": pa.array([1, 2, 3], pa.int64()),
+                                              "v": ["x", "y", None]}), partition_by=["p"])
+    rs, th = deltalake.DeltaTable(path), tahoe.DeltaTable(path)
+    for kw in ({}, {"columns": ["v", "id"]}, {"predicate": "p = 'b' AND id > 2"}):
+        a, b = pa.table(rs.scan(**kw)), pa.table(th.scan(**kw))
+        assert isinstance(th.scan(**kw), pa.RecordBatchReader)
+        assert b.column_names == a.column_names and sorted(b.to_pylist(), key=str) == sorted(a.to_pylist(), key=str)
+    for kw in ({"columns": ["v", "id", "v"]}, {"columns": ["v"], "filters": pc.field("id") > 1},
+               {"filters": [("p", "=", "b")]}):
+        a, b = rs.to_pyarrow_table(**kw), th.to_pyarrow_table(**kw)
+        assert b.column_names == a.column_names and sorted(b.to_pylist(), key=str) == sorted(a.to_pylist(), key=str)
+    assert pa.table(th.scan(predicate="p = 'b' AND id > 2")).to_pylist() == [{"p": "b", "id": 3, "v": None}]
