@@ -356,3 +356,31 @@ def test_scan_and_to_pyarrow_table_as_deltalake(tmp_path):
         a, b = rs.to_pyarrow_table(**kw), th.to_pyarrow_table(**kw)
         assert b.column_names == a.column_names and sorted(b.to_pylist(), key=str) == sorted(a.to_pylist(), key=str)
     assert pa.table(th.scan(predicate="p = 'b' AND id > 2")).to_pylist() == [{"p": "b", "id": 3, "v": None}]
+
+
+@pytest.mark.parametrize("conf", [{"delta.dataSkippingNumIndexedCols": "0"}, {"delta.dataSkippingNumIndexedCols": "2"},
+                                  {"delta.dataSkippingStatsColumns": "z,s.b"}])
+def test_get_add_actions_covers_the_columns_the_table_keeps_stats_for(tmp_path, conf):
+    path = str(tmp_path / "t")
+    tahoe.write_deltalake(path, pa.table({"x": pa.array([1], pa.int64()), "s": pa.array([{"a": 1, "b": "q"}]),
+                                          "z": ["w"]}), configuration=conf)
+    theirs = pa.table(deltalake.DeltaTable(path).get_add_actions(flatten=True))
+    ours = tahoe.DeltaTable(path).get_add_actions(flatten=True)
+    assert ours.schema == theirs.schema and ours.to_pylist() == theirs.to_pylist()
+
+
+def test_get_add_actions_of_a_column_mapped_table_names_logical_columns(tmp_path):
+    """delta-rs 1.6.6 names the stats fields of a column-mapped table by their physical names
+    (`min.col-<uuid>`) while its `partition` uses logical names; tahoe names both logically (the
+    README says so). The values agree field by field."""
+    path = str(tmp_path / "cm")
+    tahoe.write_deltalake(path, pa.table({"x": pa.array([1, 2], pa.int64()), "p": ["a", "b"]}), partition_by=["p"],
+                          configuration={"delta.columnMapping.mode": "name"})
+    theirs = pa.table(deltalake.DeltaTable(path).get_add_actions(flatten=True)).sort_by("path")
+    ours = tahoe.DeltaTable(path).get_add_actions(flatten=True).sort_by("path")
+    assert ours.column_names == ["path", "size_bytes", "modification_time", "num_records", "null_count.x",
+                                 "min.x", "max.x", "partition.p"]
+    assert [c.split(".")[0] for c in theirs.column_names] == [c.split(".")[0] for c in ours.column_names]
+    for a, b in zip(theirs.columns, ours.columns):
+        assert a.to_pylist() == b.to_pylist()
+    assert ours.column("min.x").to_pylist() == [1, 2]

@@ -3,7 +3,8 @@
 
   1. `add_actions_table(snapshot, flatten)`: one row per add action — `path` (as in the log),
      `size_bytes`, `modification_time` (ms), `num_records`, then the stats as structs by logical
-     column name, typed by the table's schema: `null_count` (every leaf; arrays and maps are one
+     column name (delta-rs 1.6.6 shows physical names under column mapping), typed by the table's
+     schema, over the columns the table keeps stats for (`delta.dataSkipping*`): `null_count` (every leaf; arrays and maps are one
      leaf), `min` / `max` (the leaves data skipping bounds: numbers, decimals, dates,
      timestamps, strings, booleans), and `partition` (typed partition values) on partitioned
      tables; `flatten=True` turns each struct into top-level `min.x`, `partition.p` columns.
@@ -20,8 +21,9 @@ import pyarrow as pa
 from ..protocol import column_mapping
 from ..protocol.deletion_vectors import deleted_mask, load_deletion_vector
 from ..protocol.partition_values import partition_column_to_arrow
+from ..protocol.properties import data_skipping_settings
 from ..protocol.schema import DataType, PrimitiveType, StructType, to_arrow_type
-from ..protocol.stats import eligible_for_stats, get_nested, parse_stats, typed_value
+from ..protocol.stats import eligible_for_stats, get_nested, parse_stats, stats_columns, typed_value
 
 __all__ = ["add_actions_table", "selection_vectors", "SELECTION_VECTOR_SCHEMA"]
 
@@ -82,7 +84,8 @@ def add_actions_table(snapshot: Any, flatten: bool = False) -> pa.Table:
     schema: StructType = snapshot.schema
     cm = snapshot.column_mapping_mode
     pcols = list(snapshot.partition_columns)
-    data = StructType([f for f in schema.fields if f.name not in pcols])
+    skipping = data_skipping_settings(snapshot.configuration)     # the columns stats are kept for
+    data = stats_columns(schema, skipping.num_indexed_cols, skipping.stats_columns, pcols)
     stats = [parse_stats(s) for s in files.column("stats").to_pylist()]
     cols: dict[str, pa.Array] = {
         "path": files.column("path").combine_chunks(),
