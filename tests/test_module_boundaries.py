@@ -343,6 +343,10 @@ LAYOUT = {
     "spark/sql/statements.py": ["Merge", "CreateTable", "TableName"],
     "spark/sql/parser.py": ["parse_statement", "TokenParser"],
     "delta_rs.py": ["DeltaTable", "TableMerger", "TableAlterer", "write_deltalake"],
+    "read/add_actions.py": ["add_actions_table", "selection_vectors"],
+    "read/dataset.py": ["to_pyarrow_dataset"],
+    "maintenance/repair.py": ["repair"],
+    "storage/arrow_fs.py": ["arrow_filesystem"],
 }
 GONE = ["log/checkpoint.py", "spark/sql/grammar.py", "write/arrow.py", "protocol/checksum.py", "expressions/spark.py",
         "maintenance/manifest.py"]
