@@ -52,7 +52,7 @@ from .write.writer import write_table
 __all__ = ["DeltaTable", "TableMerger", "TableAlterer", "write_deltalake", "Field", "TableFeatures", "Schema",
            "CommitProperties", "PostCommitHookProperties", "WriterProperties", "ColumnProperties",
            "BloomFilterProperties", "Transaction", "AddAction", "RemoveAction", "DeltaTableConfig",
-           "convert_to_deltalake", "QueryBuilder"]
+           "convert_to_deltalake", "QueryBuilder", "VariantType", "init_tracing", "enable_nanosecond_timestamps"]
 
 
 @dataclasses.dataclass(init=False)
@@ -184,6 +184,23 @@ class QueryBuilder:
         raise UnsupportedFeatureError(
             "deltalake's QueryBuilder (DataFusion SQL) is not implemented by tahoe: read with "
             "DeltaTable.to_pyarrow_table(columns=..., filters=...) or run SQL with Spark (tahoe.spark)")
+
+
+def VariantType() -> Any:  # noqa: N802
+    """deltalake's `VariantType()`: the Delta `variant` type (for `Field(name, VariantType())`)."""
+    return parse_data_type("variant")
+
+
+def init_tracing(endpoint: str | None = None) -> None:
+    """deltalake's OpenTelemetry tracing of its Rust core: tahoe has none. Refused by name."""
+    raise UnsupportedFeatureError("deltalake's init_tracing (OpenTelemetry tracing of delta-rs's Rust core) is not "
+                                  "implemented by tahoe; tahoe logs through Python's logging ('tahoe' loggers)")
+
+
+def enable_nanosecond_timestamps() -> None:
+    """deltalake's experimental nanosecond timestamps (feature `timestampNanos`): refused by name."""
+    raise UnsupportedFeatureError("deltalake's enable_nanosecond_timestamps (table feature timestampNanos) is not "
+                                  "implemented by tahoe")
 
 
 def Schema(fields: list[StructField]) -> StructType:  # noqa: N802
