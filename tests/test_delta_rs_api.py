@@ -387,3 +387,16 @@ def test_get_add_actions_of_a_column_mapped_table_names_logical_columns(tmp_path
     for a, b in zip(theirs.columns, ours.columns):
         assert a.to_pylist() == b.to_pylist()
     assert ours.column("min.x").to_pylist() == [1, 2]
+
+
+def test_to_pyarrow_dataset_through_a_file_system_rooted_at_the_table(tmp_path):
+    """`filesystem=`: a pyarrow file system rooted at the table (deltalake's SubTreeFileSystem
+    recipe); partition directories Hive-escaped on disk (`p=c%3Ad`) are found."""
+    import pyarrow.fs as pa_fs
+
+    path = str(tmp_path / "t")
+    tahoe.write_deltalake(path, pa.table({"x": pa.array([1, 2], pa.int64()), "p": ["a b", "c:d"]}), partition_by=["p"])
+    sub = pa_fs.SubTreeFileSystem(path, pa_fs.LocalFileSystem())
+    rows = [sorted(mod.DeltaTable(path).to_pyarrow_dataset(filesystem=sub).to_table().to_pylist(), key=str)
+            for mod in (deltalake, tahoe)]
+    assert rows[1] == rows[0] == [{"x": 1, "p": "a b"}, {"x": 2, "p": "c:d"}]
