@@ -400,3 +400,24 @@ def test_to_pyarrow_dataset_through_a_file_system_rooted_at_the_table(tmp_path):
     rows = [sorted(mod.DeltaTable(path).to_pyarrow_dataset(filesystem=sub).to_table().to_pylist(), key=str)
             for mod in (deltalake, tahoe)]
     assert rows[1] == rows[0] == [{"x": 1, "p": "a b"}, {"x": 2, "p": "c:d"}]
+
+
+def test_create_write_transaction_overwrite_replaces_the_partitions_of_partition_filters(tmp_path):
+    from deltalake.transaction import AddAction
+
+    def build(p):
+        deltalake.write_deltalake(p, pa.table({"x": pa.array([1, 2, 3], pa.int64()), "p": ["a", "b", "b"]}),
+                                  partition_by=["p"])
+    a, b = _twins(tmp_path, build)
+    for root, mod in ((a, deltalake), (b, tahoe)):
+        pq.write_table(pa.table({"x": pa.array([9], pa.int64())}), os.path.join(root, "p=b", "new.parquet"))
+        st = os.stat(os.path.join(root, "p=b", "new.parquet"))
+        add = AddAction("p=b/new.parquet", st.st_size, {"p": "b"}, int(st.st_mtime * 1000), True,
+                        json.dumps({"numRecords": 1}))        # deltalake's own AddAction, given to both
+        dt = mod.DeltaTable(root)
+        dt.create_write_transaction([add], "overwrite", dt.schema(), partition_by=["p"],
+                                    partition_filters=[("p", "=", "b")])
+    for root in (a, b):
+        assert sorted(deltalake.DeltaTable(root).to_pyarrow_table().to_pylist(), key=str) == [
+            {"x": 1, "p": "a"}, {"x": 9, "p": "b"}]
+    assert _history0(b) == _history0(a) == ("WRITE", {"mode": "Overwrite", "partitionBy": '["p"]'})
