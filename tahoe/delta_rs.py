@@ -11,14 +11,17 @@ deltalake's names, arguments and return values, so that a deltalake user's scrip
   2. Each operation runs tahoe's own (`tahoe.write.dml`, `tahoe.write.optimize`,
      `tahoe.maintenance`, `tahoe.txn`), one commit as delta-spark records it, and answers with
      deltalake's metrics (`num_deleted_rows`, ...); the table then shows the new version.
-  3. deltalake options tahoe does not implement (`writer_properties`, `CommitProperties` other
-     than its defaults, `QueryBuilder`, ...) are refused by name when given, never ignored.
+  3. `CommitProperties` go to the operation's transaction (`tahoe.txn.commit_properties`); deltalake
+     options tahoe does not implement (`writer_properties`, `QueryBuilder`, ...) are refused by name.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
+import functools
+import inspect
 import json
 import os
 import time
@@ -39,12 +42,13 @@ from .log.compaction import compact_log
 from .log.metadata_cleanup import cleanup_expired_logs
 from .maintenance.convert import convert_to_delta
 from .maintenance.repair import repair as fsck
-from .protocol.actions import AddFile, RemoveFile
+from .protocol.actions import AddFile, RemoveFile, SetTransaction
 from .protocol.schema import StructField, StructType, from_arrow_schema, parse_data_type
 from .read.add_actions import add_actions_table, selection_vectors
 from .read.dataset import to_pyarrow_dataset
 from .table import Table, TableOptimizer
 from .txn import Transaction as LogTransaction, add_constraint, add_feature, drop_constraint, set_properties, update_schema
+from .txn.commit_properties import commit_properties as txn_commit_properties
 from .write import dml
 from .write.files import to_arrow_table
 from .write.writer import write_table
@@ -57,8 +61,8 @@ __all__ = ["DeltaTable", "TableMerger", "TableAlterer", "write_deltalake", "Fiel
 
 @dataclasses.dataclass(init=False)
 class CommitProperties:
-    """deltalake's `CommitProperties`. tahoe's operations take it only with its defaults (all
-    None); custom metadata, retries and app transactions given are refused by name."""
+    """deltalake's `CommitProperties`: `custom_metadata` as top-level commitInfo keys,
+    `max_commit_retries`, `app_transactions` written as `txn` actions (`tahoe.txn.commit_properties`)."""
 
     def __init__(self, custom_metadata: dict[str, Any] | None = None, max_commit_retries: int | None = None,
                  app_transactions: list["Transaction"] | None = None) -> None:
@@ -149,7 +153,7 @@ def _is_default(value: Any) -> bool:
     if value is None or value is False:
         return True
     if isinstance(value, CommitProperties):
-        return value.custom_metadata is None and value.max_commit_retries is None and value.app_transactions is None
+        return True     # taken by the operation's transaction (`_with_commit_properties`)
     if isinstance(value, PostCommitHookProperties):
         return value.create_checkpoint is True and value.cleanup_expired_logs is None
     return False
@@ -165,6 +169,28 @@ def _file_filter(name: str, deprecated: Any, file_pruning_predicate: Any) -> Any
     warnings.warn(f"`{name}` is deprecated; pass the filters to `file_pruning_predicate` instead",
                   DeprecationWarning, stacklevel=3)
     return deprecated
+
+
+def _commit_context(props: Any) -> contextlib.AbstractContextManager:
+    """deltalake's `CommitProperties` for the transaction an operation opens."""
+    if props is None:
+        return contextlib.nullcontext()
+    if not isinstance(props, CommitProperties):
+        raise TypeError(f"commit_properties must be a CommitProperties, not {type(props).__name__}")
+    txns = [SetTransaction(str(t.app_id), int(t.version), t.last_updated) for t in props.app_transactions or ()]
+    return txn_commit_properties(props.custom_metadata, txns, props.max_commit_retries)
+
+
+def _with_commit_properties(fn: Any) -> Any:
+    """Run `fn` with its `commit_properties` argument set for the transaction it opens."""
+    sig = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        props = sig.bind_partial(*args, **kwargs).arguments.get("commit_properties")
+        with _commit_context(props):
+            return fn(*args, **kwargs)
+    return wrapper
 
 
 def _refuse(**given: Any) -> None:
@@ -266,14 +292,16 @@ class TableMerger(dml.TableMerger):
     `execute()` answers with deltalake's MERGE metrics and moves the table to the new version."""
 
     def __init__(self, table: "DeltaTable", source: pa.Table, predicate: str, source_alias: str | None,
-                 target_alias: str | None, merge_schema: bool):
+                 target_alias: str | None, merge_schema: bool, commit_properties: Any = None):
         super().__init__(table.log, source, predicate, source_alias, target_alias, merge_schema, None)
         self.on_commit = table.update_incremental
+        self.commit_properties = commit_properties
 
     def execute(self) -> dict[str, Any]:
         """deltalake's MERGE metrics; `num_target_files_scanned` the target files the MERGE read,
         `num_target_files_skipped_during_scan` those it pruned (by partition values and stats)."""
-        m = super().execute()
+        with _commit_context(self.commit_properties):
+            m = super().execute()
         m["numTargetFilesSkipped"] = int(m.get("numTargetFilesBeforeSkipping") or 0) - \
             int(m.get("numTargetFilesAfterSkipping") or 0)
         return _renamed(m, _MERGE)
@@ -282,13 +310,15 @@ class TableMerger(dml.TableMerger):
 class DeltaTableOptimizer(TableOptimizer):
     """deltalake's `TableOptimizer`: `compact` and `z_order` answer with its metrics (no `version`)."""
 
-    def compact(self, *args: Any, **kwargs: Any) -> dict:
-        m = super().compact(*args, **kwargs)
+    def compact(self, *args: Any, commit_properties: Any = None, **kwargs: Any) -> dict:
+        with _commit_context(commit_properties):
+            m = super().compact(*args, **kwargs)
         m.pop("version", None)
         return m
 
-    def z_order(self, *args: Any, **kwargs: Any) -> dict:
-        m = super().z_order(*args, **kwargs)
+    def z_order(self, *args: Any, commit_properties: Any = None, **kwargs: Any) -> dict:
+        with _commit_context(commit_properties):
+            m = super().z_order(*args, **kwargs)
         m.pop("version", None)
         return m
 
@@ -303,6 +333,7 @@ class TableAlterer:
     def _done(self) -> None:
         self.table.update_incremental()
 
+    @_with_commit_properties
     def add_columns(self, fields: StructField | list[StructField], *, commit_properties: Any = None,
                     post_commithook_properties: Any = None) -> None:
         _refuse(commit_properties=commit_properties, post_commithook_properties=post_commithook_properties)
@@ -314,6 +345,7 @@ class TableAlterer:
         update_schema(self.table.log, StructType(list(schema.fields) + new), merge=True)
         self._done()
 
+    @_with_commit_properties
     def add_constraint(self, constraints: Mapping[str, str], *, commit_properties: Any = None,
                        post_commithook_properties: Any = None) -> None:
         """CHECK constraints, name -> SQL; existing rows are checked first (ConstraintViolationError)."""
@@ -324,12 +356,14 @@ class TableAlterer:
             add_constraint(self.table.log, name, expression, validate=self.table.count_violations)
         self._done()
 
+    @_with_commit_properties
     def drop_constraint(self, name: str, raise_if_not_exists: bool = True, *, commit_properties: Any = None,
                         post_commithook_properties: Any = None) -> None:
         _refuse(commit_properties=commit_properties, post_commithook_properties=post_commithook_properties)
         drop_constraint(self.table.log, name, if_exists=not raise_if_not_exists)
         self._done()
 
+    @_with_commit_properties
     def set_table_properties(self, properties: Mapping[str, str], raise_if_not_exists: bool = True, *,
                              commit_properties: Any = None, post_commithook_properties: Any = None) -> None:
         """Unknown `delta.*` keys are refused whatever `raise_if_not_exists` says (tahoe never writes
@@ -338,6 +372,7 @@ class TableAlterer:
         set_properties(self.table.log, dict(properties))
         self._done()
 
+    @_with_commit_properties
     def add_feature(self, feature: TableFeatures | str | list[TableFeatures | str],
                     allow_protocol_versions_increase: bool = False, *, commit_properties: Any = None,
                     post_commithook_properties: Any = None) -> None:
@@ -362,11 +397,13 @@ class TableAlterer:
         txn.commit()
         self._done()
 
+    @_with_commit_properties
     def set_table_name(self, name: str, *, commit_properties: Any = None, post_commithook_properties: Any = None) -> None:
         _refuse(commit_properties=commit_properties, post_commithook_properties=post_commithook_properties)
         self._update_metadata("UPDATE TABLE METADATA",
                               {"metadataUpdate": json.dumps({"name": name, "description": None})}, name=name)
 
+    @_with_commit_properties
     def set_table_description(self, description: str, *, commit_properties: Any = None,
                               post_commithook_properties: Any = None) -> None:
         _refuse(commit_properties=commit_properties, post_commithook_properties=post_commithook_properties)
@@ -374,6 +411,7 @@ class TableAlterer:
                               {"metadataUpdate": json.dumps({"name": None, "description": description})},
                               description=description)
 
+    @_with_commit_properties
     def set_column_metadata(self, column: str, metadata: Mapping[str, str], *, commit_properties: Any = None,
                             post_commithook_properties: Any = None) -> None:
         _refuse(commit_properties=commit_properties, post_commithook_properties=post_commithook_properties)
@@ -384,6 +422,7 @@ class TableAlterer:
         self._update_metadata("UPDATE FIELD METADATA", {"fields": json.dumps([changed.to_json_obj()])},
                               schema_string=schema.to_json())
 
+    @_with_commit_properties
     def drop_column_not_null(self, column_name: str, commit_properties: Any = None,
                              post_commithook_properties: Any = None) -> None:
         """ALTER COLUMN ... DROP NOT NULL on a top-level column (as deltalake: a nested path or a
@@ -453,6 +492,7 @@ class DeltaTable(Table):
         return DeltaLog.for_table(os.fspath(table_uri), storage_options).exists()
 
     @classmethod
+    @_with_commit_properties
     def create(cls, table_uri: str | os.PathLike, schema: Any, mode: str = "error",  # type: ignore[override]
                partition_by: list[str] | str | None = None, name: str | None = None,
                description: str | None = None, configuration: Mapping[str, str | None] | None = None,
@@ -551,6 +591,7 @@ class DeltaTable(Table):
         return list(seen.values())
 
     # --- writing ------------------------------------------------------------------------------------
+    @_with_commit_properties
     def delete(self, predicate: str | None = None, writer_properties: Any = None, *, commit_properties: Any = None,
                post_commithook_properties: Any = None) -> dict[str, Any]:
         """DELETE the rows matching `predicate` (all when None); deltalake's DELETE metrics."""
@@ -560,6 +601,7 @@ class DeltaTable(Table):
         self.update_incremental()
         return _renamed(metrics, _DELETE)
 
+    @_with_commit_properties
     def update(self, updates: Mapping[str, str] | None = None, new_values: Mapping[str, Any] | None = None,
                predicate: str | None = None, writer_properties: Any = None, error_on_type_mismatch: bool = True, *,
                commit_properties: Any = None, post_commithook_properties: Any = None) -> dict[str, Any]:
@@ -582,7 +624,9 @@ class DeltaTable(Table):
                 max_temp_directory_size=max_temp_directory_size, commit_properties=commit_properties,
                 post_commithook_properties=post_commithook_properties,
                 error_on_type_mismatch_false=not error_on_type_mismatch or None)
-        return TableMerger(self, to_arrow_table(source), predicate, source_alias, target_alias, merge_schema)
+        _commit_context(commit_properties)     # a wrong type refused now, not at execute()
+        return TableMerger(self, to_arrow_table(source), predicate, source_alias, target_alias, merge_schema,
+                           commit_properties)
 
     @property
     def optimize(self) -> DeltaTableOptimizer:  # type: ignore[override]
@@ -592,6 +636,7 @@ class DeltaTable(Table):
     def alter(self) -> TableAlterer:
         return TableAlterer(self)
 
+    @_with_commit_properties
     def restore(self, target: int | datetime | str, *, ignore_missing_files: bool = False,
                 protocol_downgrade_allowed: bool = False, commit_properties: Any = None,
                 post_commithook_properties: Any = None) -> dict[str, Any]:
@@ -601,6 +646,7 @@ class DeltaTable(Table):
                             protocol_downgrade_allowed=protocol_downgrade_allowed)
         return {"numRemovedFile": m["numRemovedFiles"], "numRestoredFile": m["numRestoredFiles"]}
 
+    @_with_commit_properties
     def vacuum(self, retention_hours: int | None = None, dry_run: bool = True,  # type: ignore[override]
                enforce_retention_duration: bool = True, *, commit_properties: Any = None,
                post_commithook_properties: Any = None, full: bool = False,
@@ -660,6 +706,7 @@ class DeltaTable(Table):
         return to_pyarrow_dataset(self.snapshot, files, filesystem, parquet_read_options, schema, as_large_types)
 
     # --- repairing and committing files -------------------------------------------------------------
+    @_with_commit_properties
     def repair(self, dry_run: bool = False, *, commit_properties: Any = None,
                post_commithook_properties: Any = None) -> dict[str, Any]:
         """FSCK: remove the active files whose data file is missing, one commit ("FSCK");
@@ -669,6 +716,7 @@ class DeltaTable(Table):
         self.update_incremental()
         return metrics
 
+    @_with_commit_properties
     def create_write_transaction(self, actions: list[Any], mode: str, schema: Any,
                                  partition_by: list[str] | str | None = None, partition_filters: Any = None, *,
                                  commit_properties: Any = None, post_commithook_properties: Any = None) -> None:
@@ -715,6 +763,7 @@ class DeltaTable(Table):
         return f"DeltaTable({self.table_root!r}, version={self.snapshot.version})"
 
 
+@_with_commit_properties
 def write_deltalake(table_or_uri: str | os.PathLike | Table, data: Any, *, partition_by: list[str] | str | None = None,
                     mode: str = "error", name: str | None = None, description: str | None = None,
                     configuration: Mapping[str, str | None] | None = None, schema_mode: str | None = None,
@@ -737,6 +786,7 @@ def write_deltalake(table_or_uri: str | os.PathLike | Table, data: Any, *, parti
 
 
 
+@_with_commit_properties
 def convert_to_deltalake(uri: str | os.PathLike, mode: str = "error", partition_by: Any = None,
                          partition_strategy: str | None = None, name: str | None = None,
                          description: str | None = None, configuration: Mapping[str, str | None] | None = None,

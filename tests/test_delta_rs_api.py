@@ -293,8 +293,9 @@ def test_deltalakes_top_level_names_and_exceptions(tmp_path):
         with pytest.raises(mod.exceptions.TableNotFoundError):
             mod.DeltaTable(str(tmp_path / "nope"))
         assert mod.DeltaTable(path).schema().to_arrow() == pa.schema([("x", pa.int64())])
-    with pytest.raises(UnsupportedFeatureError, match="commit_properties"):
-        tahoe.DeltaTable(f"{p}_tahoe").delete(commit_properties=tahoe.CommitProperties(custom_metadata={"a": "b"}))
+    with pytest.raises(UnsupportedFeatureError, match="post_commithook_properties"):
+        tahoe.DeltaTable(f"{p}_tahoe").delete(
+            post_commithook_properties=tahoe.PostCommitHookProperties(create_checkpoint=False))
     with pytest.raises(UnsupportedFeatureError, match="QueryBuilder"):
         tahoe.QueryBuilder()
 
@@ -421,3 +422,79 @@ def test_create_write_transaction_overwrite_replaces_the_partitions_of_partition
         assert sorted(deltalake.DeltaTable(root).to_pyarrow_table().to_pylist(), key=str) == [
             {"x": 1, "p": "a"}, {"x": 9, "p": "b"}]
     assert _history0(b) == _history0(a) == ("WRITE", {"mode": "Overwrite", "partitionBy": '["p"]'})
+
+
+def _commit_infos_and_txns(path: str) -> list[tuple[dict, list[dict]]]:
+    out = []
+    log = os.path.join(path, "_delta_log")
+    for f in sorted(f for f in os.listdir(log) if f.endswith(".json") and f[:20].isdigit()):
+        with open(os.path.join(log, f)) as fh:
+            actions = [json.loads(line) for line in fh if line.strip()]
+        info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
+        out.append((info, [a["txn"] for a in actions if "txn" in a]))
+    return out
+
+
+def test_commit_properties_as_deltalake(tmp_path):
+    """CommitProperties on write, delete, update, merge, compact and an alter: custom metadata as
+    top-level commitInfo keys (`userMetadata` that field), app transactions as `txn` actions
+    written as given (a lower version after a higher one too: recorded, not checked)."""
+    def script(lib, path):
+        cp = lib.CommitProperties
+        tx = lib.Transaction
+        data = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": ["a", "b", "c"]})
+        lib.write_deltalake(path, data, commit_properties=cp(
+            custom_metadata={"userMetadata": "first load", "job": "nightly", "run": "7"},
+            app_transactions=[tx(app_id="etl", version=3, last_updated=123)]))
+        lib.write_deltalake(path, data, mode="append",
+                            commit_properties=cp(app_transactions=[tx(app_id="etl", version=2)]))
+        dt = lib.DeltaTable(path)
+        dt.optimize.compact(commit_properties=cp(custom_metadata={"step": "compact"}))     # two files: one
+        dt.delete("id = 1", commit_properties=cp(custom_metadata={"step": "delete"}))
+        dt.update(updates={"v": "'z'"}, predicate="id = 2", commit_properties=cp(custom_metadata={"step": "update"}))
+        src = pa.table({"id": pa.array([3, 9], pa.int64()), "v": ["m", "n"]})
+        dt.merge(src, "t.id = s.id", source_alias="s", target_alias="t",
+                 commit_properties=cp(custom_metadata={"step": "merge"}, max_commit_retries=3)) \
+            .when_matched_update_all().when_not_matched_insert_all().execute()
+        dt.alter.set_table_properties({"delta.appendOnly": "false"},
+                                      commit_properties=cp(custom_metadata={"step": "alter"}))
+        return lib.DeltaTable(path).transaction_version("etl")
+
+    want_version = script(deltalake, str(tmp_path / "rs"))
+    got_version = script(tahoe, str(tmp_path / "tahoe"))
+    assert got_version == want_version == 2
+    want, got = _commit_infos_and_txns(str(tmp_path / "rs")), _commit_infos_and_txns(str(tmp_path / "tahoe"))
+    assert len(got) == len(want) == 7
+    custom = {"userMetadata", "job", "run", "step"}
+    for (wi, wt), (gi, gt) in zip(want, got):
+        assert {k: v for k, v in gi.items() if k in custom} == {k: v for k, v in wi.items() if k in custom}
+        assert [{k: t[k] for k in ("appId", "version", "lastUpdated") if k in t} for t in gt] == \
+            [{k: t[k] for k in ("appId", "version", "lastUpdated") if k in t} for t in wt]
+    assert got[0][0]["userMetadata"] == "first load" and got[0][1] == [{"appId": "etl", "version": 3,
+                                                                        "lastUpdated": 123}]
+    assert got[0][0]["operation"] == "WRITE"    # tahoe's own fields are never overwritten
+
+
+def test_commit_properties_max_commit_retries_bounds_the_retries(tmp_path):
+    """max_commit_retries=0: a commit that loses the race to another writer is not retried —
+    CommitFailedError (`tahoe.exceptions`, deltalake's name) — and nothing of it lands."""
+    from tahoe.log import DeltaLog
+    from tahoe.protocol.actions import AddFile
+    from tahoe.txn import Transaction
+    from tahoe.txn.commit_properties import commit_properties
+
+    path = str(tmp_path / "t")
+    tahoe.write_deltalake(path, pa.table({"id": pa.array([1], pa.int64())}))
+    log = DeltaLog.for_table(path)
+    with commit_properties(max_retries=0):
+        txn = Transaction(log, "WRITE", {"mode": "Append"})
+    txn.add_files([AddFile("x.parquet", {}, 1, 1, True)])
+    tahoe.write_deltalake(path, pa.table({"id": pa.array([2], pa.int64())}), mode="append")   # the race's winner
+    with pytest.raises(tahoe.exceptions.CommitFailedError):
+        txn.commit()
+    assert tahoe.DeltaTable(path).version() == 1
+    with commit_properties(max_retries=1):
+        txn = Transaction(log, "WRITE", {"mode": "Append"})
+    txn.add_files([AddFile("y.parquet", {}, 1, 1, True)])
+    tahoe.write_deltalake(path, pa.table({"id": pa.array([3], pa.int64())}), mode="append")
+    assert txn.commit() == 3           # one retry allowed: the blind append lands after the winner

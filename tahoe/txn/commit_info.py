@@ -35,8 +35,9 @@ def _metric(v: Any) -> str:
 
 def commit_info(a: Attempt, *, operation_parameters: dict, read_version: int, isolation_level: str,
                 blind_append: bool, operation_metrics: dict | None, user_metadata: str | None,
-                engine_info: str | None, txn_id: str) -> CommitInfo:
-    """The attempt's commitInfo (the fields of the module docstring)."""
+                engine_info: str | None, txn_id: str, custom_metadata: dict | None = None) -> CommitInfo:
+    """The attempt's commitInfo (the fields of the module docstring); `custom_metadata` (deltalake's
+    CommitProperties) adds top-level keys after them, its `userMetadata` filling that field."""
     engine = f"tahoe/{__version__}"
     if engine_info:
         engine = f"{engine_info} {engine}"
@@ -63,4 +64,9 @@ def commit_info(a: Attempt, *, operation_parameters: dict, read_version: int, is
         ci["tags"] = a.tags
     ci["engineInfo"] = engine
     ci["txnId"] = txn_id
+    for k, v in (custom_metadata or {}).items():
+        if k == "userMetadata" and user_metadata is None:
+            ci[k] = v if isinstance(v, str) else json.dumps(v, separators=(",", ":"), default=str)
+        elif k not in ci:
+            ci[k] = v
     return CommitInfo(ci)

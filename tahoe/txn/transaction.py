@@ -57,6 +57,7 @@ from . import (
 )
 from .attempt import Attempt
 from .commit_info import commit_info
+from .commit_properties import take_commit_properties
 from .conflicts import TransactionSummary, WinningCommit, check_conflicts, isolation_level_for_commit
 from .post_commit import POST_COMMIT_HOOKS, Committed, PostCommitHook, run_post_commit_hooks
 
@@ -259,6 +260,14 @@ class Transaction:
         self.post_commit_errors: list[Exception] = []   # post-commit hooks that failed (logged)
         self._post_commit_hooks: list[Callable[["Transaction", int], Any]] = []
         self.attempts = 0
+        # deltalake's CommitProperties set around the operation (`commit_properties`): the first
+        # transaction it opens takes them
+        self.commit_properties = take_commit_properties()
+        if self.commit_properties is not None:
+            if self.commit_properties.max_retries is not None:
+                self.max_retries = self.commit_properties.max_retries
+            for t in self.commit_properties.app_transactions:
+                self._txns[t.app_id] = t
 
     # --- what the transaction sees ---------------------------------------------------------
     @property
@@ -618,7 +627,8 @@ class Transaction:
 
         info = commit_info(a, operation_parameters=self.operation_parameters, read_version=self.read_version,
                            isolation_level=level, blind_append=blind, operation_metrics=operation_metrics,
-                           user_metadata=user_metadata, engine_info=self.engine_info, txn_id=self.txn_id)
+                           user_metadata=user_metadata, engine_info=self.engine_info, txn_id=self.txn_id,
+                           custom_metadata=self.commit_properties.custom_metadata if self.commit_properties else None)
         actions: list[Action] = [info]
         if plan.protocol is not None:
             actions.append(plan.protocol)
