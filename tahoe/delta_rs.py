@@ -52,6 +52,7 @@ from .txn.commit_properties import commit_properties as txn_commit_properties
 from .write import dml
 from .write.files import to_arrow_table
 from .write.writer import write_table
+from .write.writer_properties import STATISTICS_LEVELS, ColumnTuning, ParquetTuning, write_settings
 
 __all__ = ["DeltaTable", "TableMerger", "TableAlterer", "write_deltalake", "Field", "TableFeatures", "Schema",
            "CommitProperties", "PostCommitHookProperties", "WriterProperties", "ColumnProperties",
@@ -73,8 +74,9 @@ class CommitProperties:
 
 @dataclasses.dataclass(init=False)
 class PostCommitHookProperties:
-    """deltalake's `PostCommitHookProperties`: tahoe checkpoints by `delta.checkpointInterval` and
-    cleans up logs by `delta.enableExpiredLogCleanup` (these defaults); other values are refused."""
+    """deltalake's `PostCommitHookProperties`: `create_checkpoint=False` skips the checkpoint
+    `delta.checkpointInterval` makes due; `cleanup_expired_logs` True cleans up expired logs after
+    the commit, False never, None as `delta.enableExpiredLogCleanup` says (`tahoe.txn.commit_properties`)."""
 
     def __init__(self, create_checkpoint: bool = True, cleanup_expired_logs: bool | None = None) -> None:
         self.create_checkpoint = create_checkpoint
@@ -89,27 +91,139 @@ class Transaction:
     last_updated: int | None = None
 
 
-class _Unimplemented:
-    """A deltalake properties class whose settings tahoe does not implement: it can be built (a
-    script's imports and constructors run), and is refused by name when passed to an operation."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.args, self.kwargs = args, kwargs
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(*{self.args!r}, **{self.kwargs!r})"
+# deltalake's codecs: levels (range, default) of those that take one
+_CODECS = ("UNCOMPRESSED", "SNAPPY", "GZIP", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW")
+_LEVELS = {"GZIP": ((0, 10), 6), "BROTLI": ((0, 11), 1), "ZSTD": ((1, 22), 1)}
+_ENCODINGS = ("PLAIN", "RLE", "DELTA_BINARY_PACKED", "DELTA_LENGTH_BYTE_ARRAY", "DELTA_BYTE_ARRAY", "BYTE_STREAM_SPLIT")
 
 
-class WriterProperties(_Unimplemented):
-    """deltalake's parquet writer tuning: refused when passed (tahoe's writer chooses its own)."""
+class BloomFilterProperties:
+    """deltalake's parquet bloom filter of a column (inside `ColumnProperties`): `fpp` the false
+    positive probability (0 < fpp < 1, default 0.05), `ndv` the distinct values (default 1,000,000)."""
+
+    def __init__(self, set_bloom_filter_enabled: bool | None, fpp: float | None = None, ndv: int | None = None) -> None:
+        if fpp is not None and (fpp <= 0 or fpp >= 1):
+            raise ValueError("fpp must be between 0 and 1 exclusive")
+        self.set_bloom_filter_enabled = set_bloom_filter_enabled
+        self.fpp = fpp
+        self.ndv = ndv
+
+    def __str__(self) -> str:
+        return f"set_bloom_filter_enabled: {self.set_bloom_filter_enabled}, fpp: {self.fpp}, ndv: {self.ndv}"
 
 
-class ColumnProperties(_Unimplemented):
-    """deltalake's per-column parquet writer tuning (inside WriterProperties): refused when passed."""
+class ColumnProperties:
+    """deltalake's per-column parquet settings: `dictionary_enabled`, `statistics_enabled`
+    ("NONE", "CHUNK" or "PAGE": column chunk statistics, plus the page index), a bloom filter, and
+    the `encoding` of a column that is not dictionary-encoded."""
+
+    def __init__(self, dictionary_enabled: bool | None = None, statistics_enabled: str | None = None,
+                 bloom_filter_properties: BloomFilterProperties | None = None, encoding: str | None = None) -> None:
+        self.dictionary_enabled = dictionary_enabled
+        self.statistics_enabled = statistics_enabled
+        self.bloom_filter_properties = bloom_filter_properties
+        self.encoding = encoding
+        if isinstance(encoding, str) and self.dictionary_enabled:
+            raise ValueError("Cannot specify dictionary_enabled=True and encoding")
+
+    def __str__(self) -> str:
+        return (f"dictionary_enabled: {self.dictionary_enabled}, statistics_enabled: {self.statistics_enabled}, "
+                f"bloom_filter_properties: {self.bloom_filter_properties}, encoding: {self.encoding}")
 
 
-class BloomFilterProperties(_Unimplemented):
-    """deltalake's parquet bloom filter settings (inside ColumnProperties): refused when passed."""
+class WriterProperties:
+    """deltalake's parquet writer settings, for every data file an operation writes
+    (`tahoe.write.writer_properties`). As deltalake: `compression` unset writes uncompressed files;
+    a level applies to GZIP (0-10), BROTLI (0-11) and ZSTD (1-22), else their default (6, 1, 1).
+    Refused by name when passed: the Hadoop-framed `LZ4` codec, GZIP level 10 and
+    `statistics_truncate_length` (pyarrow's writer has none of them; `LZ4_RAW` is written)."""
+
+    def __init__(self, data_page_size_limit: int | None = None, dictionary_page_size_limit: int | None = None,
+                 data_page_row_count_limit: int | None = None, write_batch_size: int | None = None,
+                 max_row_group_size: int | None = None, compression: str | None = None,
+                 compression_level: int | None = None, statistics_truncate_length: int | None = None,
+                 default_column_properties: ColumnProperties | None = None,
+                 column_properties: dict[str, ColumnProperties] | None = None) -> None:
+        self.data_page_size_limit = data_page_size_limit
+        self.dictionary_page_size_limit = dictionary_page_size_limit
+        self.data_page_row_count_limit = data_page_row_count_limit
+        self.write_batch_size = write_batch_size
+        self.max_row_group_size = max_row_group_size
+        self.compression: str | None = None
+        self.statistics_truncate_length = statistics_truncate_length
+        self.default_column_properties = default_column_properties
+        self.column_properties = column_properties
+        if compression_level is not None and compression is None:
+            raise ValueError("Providing a compression level without the compression type is not possible, "
+                             "please provide the compression as well.")
+        if isinstance(compression, str):
+            codec = compression.upper()
+            if codec not in _CODECS:
+                raise ValueError(f"{compression} is not a valid Compression. Valid values are: {list(_CODECS)}")
+            if codec in _LEVELS:
+                (low, high), default = _LEVELS[codec]
+                if compression_level is not None and not low <= compression_level <= high:
+                    raise ValueError(f"Compression level for {codec} should fall between {low}-{high}")
+                codec = f"{codec}({default if compression_level is None else compression_level})"
+            self.compression = codec
+
+    def __str__(self) -> str:
+        cols = ", ".join(f"column '{k}': {v}" for k, v in self.column_properties.items()) \
+            if self.column_properties else None
+        return (f"WriterProperties(data_page_size_limit: {self.data_page_size_limit}, dictionary_page_size_limit: "
+                f"{self.dictionary_page_size_limit}, data_page_row_count_limit: {self.data_page_row_count_limit}, "
+                f"write_batch_size: {self.write_batch_size}, max_row_group_size: {self.max_row_group_size}, "
+                f"compression: {self.compression}, statistics_truncate_length: {self.statistics_truncate_length},"
+                f"default_column_properties: {self.default_column_properties}, column_properties: {cols})")
+
+
+def _column_tuning(cp: Any, where: str) -> ColumnTuning:
+    if not isinstance(cp, ColumnProperties):
+        raise TypeError(f"{where} must be a ColumnProperties, not {type(cp).__name__}")
+    stats = cp.statistics_enabled.upper() if isinstance(cp.statistics_enabled, str) else cp.statistics_enabled
+    if stats is not None and stats not in STATISTICS_LEVELS:
+        raise ValueError(f"{where}: statistics_enabled must be one of {list(STATISTICS_LEVELS)}, not {cp.statistics_enabled!r}")
+    enc = cp.encoding.upper() if isinstance(cp.encoding, str) else cp.encoding
+    if enc is not None and enc not in _ENCODINGS:
+        raise ValueError(f"{cp.encoding} is not a valid Encoding. Valid values are: {list(_ENCODINGS)}")
+    bloom = None
+    bp = cp.bloom_filter_properties
+    if bp is not None and (bp.set_bloom_filter_enabled or (bp.set_bloom_filter_enabled is None and
+                                                           (bp.fpp is not None or bp.ndv is not None))):
+        bloom = {"ndv": int(bp.ndv if bp.ndv is not None else 1_000_000),
+                 "fpp": float(bp.fpp if bp.fpp is not None else 0.05)}
+    return ColumnTuning(cp.dictionary_enabled, stats, enc, bloom)
+
+
+def _tuning(wp: Any) -> ParquetTuning | None:
+    """deltalake's `WriterProperties` as tahoe's parquet writer settings; what pyarrow cannot write
+    refused by name."""
+    if wp is None:
+        return None
+    if not isinstance(wp, WriterProperties):
+        raise TypeError(f"writer_properties must be a WriterProperties, not {type(wp).__name__}")
+    if wp.statistics_truncate_length is not None:
+        raise UnsupportedFeatureError(
+            "deltalake's WriterProperties(statistics_truncate_length=...) is not implemented by tahoe: pyarrow's "
+            "parquet writer cannot truncate min/max statistics (they are written whole)")
+    codec, level = "none", None
+    if wp.compression is not None:
+        name, _, rest = wp.compression.partition("(")
+        level = int(rest.rstrip(")")) if rest else None
+        if name == "LZ4":
+            raise UnsupportedFeatureError(
+                "deltalake's WriterProperties(compression='LZ4') (the deprecated Hadoop LZ4 framing) is not "
+                "implemented by tahoe: pyarrow's parquet writer cannot write it; use LZ4_RAW, ZSTD, SNAPPY or GZIP")
+        if name == "GZIP" and level == 10:
+            raise UnsupportedFeatureError(
+                "deltalake's WriterProperties(compression='GZIP', compression_level=10) is not implemented by "
+                "tahoe: pyarrow's gzip (zlib) levels are 0-9")
+        codec = {"UNCOMPRESSED": "none"}.get(name, name.lower())
+    cols = {str(k): _column_tuning(v, f"column_properties[{k!r}]") for k, v in (wp.column_properties or {}).items()}
+    default = _column_tuning(wp.default_column_properties, "default_column_properties") \
+        if wp.default_column_properties is not None else ColumnTuning()
+    return ParquetTuning(codec, level, wp.data_page_size_limit, wp.dictionary_page_size_limit,
+                         wp.data_page_row_count_limit, wp.write_batch_size, wp.max_row_group_size, default, cols)
 
 
 @dataclasses.dataclass
@@ -154,8 +268,8 @@ def _is_default(value: Any) -> bool:
         return True
     if isinstance(value, CommitProperties):
         return True     # taken by the operation's transaction (`_with_commit_properties`)
-    if isinstance(value, PostCommitHookProperties):
-        return value.create_checkpoint is True and value.cleanup_expired_logs is None
+    if isinstance(value, (PostCommitHookProperties, WriterProperties)):
+        return True     # taken by the operation (`_with_commit_properties`)
     return False
 
 
@@ -171,31 +285,55 @@ def _file_filter(name: str, deprecated: Any, file_pruning_predicate: Any) -> Any
     return deprecated
 
 
-def _commit_context(props: Any) -> contextlib.AbstractContextManager:
-    """deltalake's `CommitProperties` for the transaction an operation opens."""
-    if props is None:
+def _commit_context(props: Any, hooks: Any = None) -> contextlib.AbstractContextManager:
+    """deltalake's `CommitProperties` and `PostCommitHookProperties` for the transaction an
+    operation opens."""
+    if props is None and hooks is None:
         return contextlib.nullcontext()
-    if not isinstance(props, CommitProperties):
+    if props is not None and not isinstance(props, CommitProperties):
         raise TypeError(f"commit_properties must be a CommitProperties, not {type(props).__name__}")
-    txns = [SetTransaction(str(t.app_id), int(t.version), t.last_updated) for t in props.app_transactions or ()]
-    return txn_commit_properties(props.custom_metadata, txns, props.max_commit_retries)
+    if hooks is not None and not isinstance(hooks, PostCommitHookProperties):
+        raise TypeError(f"post_commithook_properties must be a PostCommitHookProperties, not {type(hooks).__name__}")
+    txns = [SetTransaction(str(t.app_id), int(t.version), t.last_updated)
+            for t in (props.app_transactions if props is not None else None) or ()]
+    return txn_commit_properties(props.custom_metadata if props is not None else None, txns,
+                                 props.max_commit_retries if props is not None else None,
+                                 hooks.create_checkpoint if hooks is not None else True,
+                                 hooks.cleanup_expired_logs if hooks is not None else None)
+
+
+@contextlib.contextmanager
+def _operation_context(commit_properties: Any = None, post_commithook_properties: Any = None,
+                       writer_properties: Any = None, target_file_size: int | None = None,
+                       table_target: bool = False) -> Any:
+    """An operation's deltalake properties: the commit's for its first transaction, the writer's
+    for every data file it writes."""
+    tuning = _tuning(writer_properties)
+    with _commit_context(commit_properties, post_commithook_properties):
+        if tuning is None and target_file_size is None and not table_target:
+            yield
+            return
+        with write_settings(tuning, target_file_size, table_target):
+            yield
 
 
 def _with_commit_properties(fn: Any) -> Any:
-    """Run `fn` with its `commit_properties` argument set for the transaction it opens."""
+    """Run `fn` with its `commit_properties`, `post_commithook_properties` and `writer_properties`
+    arguments set for the transaction it opens and the files it writes."""
     sig = inspect.signature(fn)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        props = sig.bind_partial(*args, **kwargs).arguments.get("commit_properties")
-        with _commit_context(props):
+        given = sig.bind_partial(*args, **kwargs).arguments
+        with _operation_context(given.get("commit_properties"), given.get("post_commithook_properties"),
+                                given.get("writer_properties")):
             return fn(*args, **kwargs)
     return wrapper
 
 
 def _refuse(**given: Any) -> None:
     """UnsupportedFeatureError naming the first deltalake option given that tahoe does not implement
-    (CommitProperties / PostCommitHookProperties with their defaults are not refused)."""
+    (CommitProperties, PostCommitHookProperties and WriterProperties are taken by the operation)."""
     for name, value in given.items():
         if not _is_default(value):
             raise UnsupportedFeatureError(f"deltalake option '{name}' is not implemented by tahoe")
@@ -292,15 +430,18 @@ class TableMerger(dml.TableMerger):
     `execute()` answers with deltalake's MERGE metrics and moves the table to the new version."""
 
     def __init__(self, table: "DeltaTable", source: pa.Table, predicate: str, source_alias: str | None,
-                 target_alias: str | None, merge_schema: bool, commit_properties: Any = None):
+                 target_alias: str | None, merge_schema: bool, commit_properties: Any = None,
+                 post_commithook_properties: Any = None, writer_properties: Any = None):
         super().__init__(table.log, source, predicate, source_alias, target_alias, merge_schema, None)
         self.on_commit = table.update_incremental
         self.commit_properties = commit_properties
+        self.post_commithook_properties = post_commithook_properties
+        self.writer_properties = writer_properties
 
     def execute(self) -> dict[str, Any]:
         """deltalake's MERGE metrics; `num_target_files_scanned` the target files the MERGE read,
         `num_target_files_skipped_during_scan` those it pruned (by partition values and stats)."""
-        with _commit_context(self.commit_properties):
+        with _operation_context(self.commit_properties, self.post_commithook_properties, self.writer_properties):
             m = super().execute()
         m["numTargetFilesSkipped"] = int(m.get("numTargetFilesBeforeSkipping") or 0) - \
             int(m.get("numTargetFilesAfterSkipping") or 0)
@@ -310,17 +451,20 @@ class TableMerger(dml.TableMerger):
 class DeltaTableOptimizer(TableOptimizer):
     """deltalake's `TableOptimizer`: `compact` and `z_order` answer with its metrics (no `version`)."""
 
-    def compact(self, *args: Any, commit_properties: Any = None, **kwargs: Any) -> dict:
-        with _commit_context(commit_properties):
-            m = super().compact(*args, **kwargs)
+    def _run(self, op: Any, args: tuple, kwargs: dict) -> dict:
+        given = inspect.signature(op).bind(*args, **kwargs).arguments
+        taken = {k: given.pop(k, None) for k in ("commit_properties", "post_commithook_properties",
+                                                 "writer_properties")}
+        with _operation_context(**taken):
+            m = op(**given)
         m.pop("version", None)
         return m
 
-    def z_order(self, *args: Any, commit_properties: Any = None, **kwargs: Any) -> dict:
-        with _commit_context(commit_properties):
-            m = super().z_order(*args, **kwargs)
-        m.pop("version", None)
-        return m
+    def compact(self, *args: Any, **kwargs: Any) -> dict:
+        return self._run(super().compact, args, kwargs)
+
+    def z_order(self, *args: Any, **kwargs: Any) -> dict:
+        return self._run(super().z_order, args, kwargs)
 
 
 class TableAlterer:
@@ -624,9 +768,10 @@ class DeltaTable(Table):
                 max_temp_directory_size=max_temp_directory_size, commit_properties=commit_properties,
                 post_commithook_properties=post_commithook_properties,
                 error_on_type_mismatch_false=not error_on_type_mismatch or None)
-        _commit_context(commit_properties)     # a wrong type refused now, not at execute()
+        _commit_context(commit_properties, post_commithook_properties)   # a wrong type refused now,
+        _tuning(writer_properties)                                        # not at execute()
         return TableMerger(self, to_arrow_table(source), predicate, source_alias, target_alias, merge_schema,
-                           commit_properties)
+                           commit_properties, post_commithook_properties, writer_properties)
 
     @property
     def optimize(self) -> DeltaTableOptimizer:  # type: ignore[override]
@@ -763,7 +908,6 @@ class DeltaTable(Table):
         return f"DeltaTable({self.table_root!r}, version={self.snapshot.version})"
 
 
-@_with_commit_properties
 def write_deltalake(table_or_uri: str | os.PathLike | Table, data: Any, *, partition_by: list[str] | str | None = None,
                     mode: str = "error", name: str | None = None, description: str | None = None,
                     configuration: Mapping[str, str | None] | None = None, schema_mode: str | None = None,
@@ -771,9 +915,18 @@ def write_deltalake(table_or_uri: str | os.PathLike | Table, data: Any, *, parti
                     target_file_size: int | None = None, writer_properties: Any = None,
                     commit_properties: Any = None, post_commithook_properties: Any = None) -> None:
     """deltalake's `write_deltalake`: `tahoe.write_table` with deltalake's argument names and its
-    default mode ("error": refuse an existing table). A `DeltaTable` given moves to the new version."""
-    _refuse(target_file_size=target_file_size, writer_properties=writer_properties,
-            commit_properties=commit_properties, post_commithook_properties=post_commithook_properties)
+    default mode ("error": refuse an existing table). A `DeltaTable` given moves to the new version.
+    Data files roll at about `target_file_size` bytes of unencoded data (else the table's
+    `delta.targetFileSize`), as delta-rs estimates them; `writer_properties` tune the parquet."""
+    with _operation_context(commit_properties, post_commithook_properties, writer_properties,
+                            target_file_size, table_target=True):
+        _write_deltalake(table_or_uri, data, partition_by, mode, name, description, configuration, schema_mode,
+                         storage_options, predicate)
+
+
+def _write_deltalake(table_or_uri: Any, data: Any, partition_by: Any, mode: str, name: str | None,
+                     description: str | None, configuration: Any, schema_mode: str | None,
+                     storage_options: dict | None, predicate: str | None) -> None:
     table = table_or_uri if isinstance(table_or_uri, Table) else None
     uri: Any = table.log if table is not None else os.fspath(table_or_uri)
     parts: Iterable[str] | None = [partition_by] if isinstance(partition_by, str) else partition_by

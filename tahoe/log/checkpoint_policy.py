@@ -25,7 +25,7 @@ from .segment import LogSegment
 from .snapshot import Snapshot
 from .snapshot_cache import remember
 
-__all__ = ["checkpoint_due", "checkpoint_if_needed", "json_tail_bytes"]
+__all__ = ["checkpoint_due", "checkpoint_if_needed", "json_tail_bytes", "cleanup_logs"]
 
 _logger = logging.getLogger(__name__)
 
@@ -82,7 +82,8 @@ def checkpoint_due(conf: dict, version: int, tail_bytes: "int | Callable[[], int
 
 
 def checkpoint_if_needed(log: Any, version: int, configuration: dict | None = None,
-                         tail_bytes: int | None = None, snapshot: Snapshot | None = None) -> LastCheckpoint | None:
+                         tail_bytes: int | None = None, snapshot: Snapshot | None = None,
+                         cleanup: bool = True) -> LastCheckpoint | None:
     """Post-commit hook: when `checkpoint_due` (every `delta.checkpointInterval` commits, or once
     the JSON since the last checkpoint reaches `tahoe.checkpoint.jsonSizeThreshold`), write the
     checkpoint of `version`, then (if `delta.enableExpiredLogCleanup`) clean up expired log files.
@@ -90,7 +91,8 @@ def checkpoint_if_needed(log: Any, version: int, configuration: dict | None = No
     logs a warning. `configuration`: the table configuration at `version` when the caller knows it
     (saves a read); `tail_bytes`: the JSON bytes after the newest checkpoint up to `version` when
     the caller knows them (else the log is listed, only when the interval alone does not decide);
-    `snapshot`: the snapshot of `version` when the caller has it (saves loading it)."""
+    `snapshot`: the snapshot of `version` when the caller has it (saves loading it); `cleanup`
+    False: no log cleanup after it."""
     try:
         conf = configuration if configuration is not None else _configuration_at(log, version)
         if not checkpoint_due(conf, version, tail_bytes if tail_bytes is not None
@@ -106,11 +108,17 @@ def checkpoint_if_needed(log: Any, version: int, configuration: dict | None = No
         _logger.warning("checkpoint of %s at version %s failed: %s: %s",
                         getattr(log, "table_root", "?"), version, type(e).__name__, e)
         return None
+    if cleanup and bool_property(conf, "delta.enableExpiredLogCleanup"):
+        cleanup_logs(log, version, conf)
+    return lc
+
+
+def cleanup_logs(log: Any, version: int, configuration: dict | None = None) -> None:
+    """Expired log files and unreferenced sidecars deleted (spec "Metadata Cleanup"); never raises."""
     try:
-        if bool_property(conf, "delta.enableExpiredLogCleanup"):
-            cleanup_expired_logs(log, configuration=conf)
-            cleanup_unreferenced_sidecars(log, configuration=conf)
+        conf = configuration if configuration is not None else _configuration_at(log, version)
+        cleanup_expired_logs(log, configuration=conf)
+        cleanup_unreferenced_sidecars(log, configuration=conf)
     except Exception as e:  # noqa: BLE001
         _logger.warning("log cleanup of %s after version %s failed: %s: %s",
                         getattr(log, "table_root", "?"), version, type(e).__name__, e)
-    return lc

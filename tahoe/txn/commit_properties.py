@@ -6,6 +6,9 @@ transaction the operation opens.
   2. `app_transactions`: `txn` actions written as given — recorded, not checked (deltalake's form;
      an idempotent write that skips is `txnAppId` / `txnVersion`).
   3. `max_retries`: how many times the commit retries after losing a race.
+  4. `create_checkpoint` / `cleanup_expired_logs` (deltalake's `PostCommitHookProperties`): False skips
+     the checkpoint `delta.checkpointInterval` makes due; cleanup True runs after the commit, False never,
+     None by `delta.enableExpiredLogCleanup` after a checkpoint.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ class CommitProperties:
     custom_metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
     app_transactions: list[SetTransaction] = dataclasses.field(default_factory=list)
     max_retries: int | None = None
+    create_checkpoint: bool = True
+    cleanup_expired_logs: bool | None = None
     taken: bool = False
 
 
@@ -35,14 +40,16 @@ _CURRENT: ContextVar[CommitProperties | None] = ContextVar("tahoe_commit_propert
 @contextlib.contextmanager
 def commit_properties(custom_metadata: dict[str, Any] | None = None,
                       app_transactions: list[SetTransaction] | None = None,
-                      max_retries: int | None = None) -> Iterator[CommitProperties]:
+                      max_retries: int | None = None, create_checkpoint: bool = True,
+                      cleanup_expired_logs: bool | None = None) -> Iterator[CommitProperties]:
     """The properties for the first transaction opened inside the block (this thread / task)."""
     if max_retries is not None and (not isinstance(max_retries, int) or max_retries < 0):
         raise InvalidTableOperationError(f"max_commit_retries must be an integer >= 0, not {max_retries!r}")
     ids = [t.app_id for t in app_transactions or ()]
     if len(ids) != len(set(ids)):
         raise InvalidTableOperationError(f"app_transactions name an application id twice: {ids}")
-    props = CommitProperties(dict(custom_metadata or {}), list(app_transactions or ()), max_retries)
+    props = CommitProperties(dict(custom_metadata or {}), list(app_transactions or ()), max_retries,
+                             bool(create_checkpoint), None if cleanup_expired_logs is None else bool(cleanup_expired_logs))
     token = _CURRENT.set(props)
     try:
         yield props

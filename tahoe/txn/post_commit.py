@@ -2,7 +2,8 @@
   1. `version_checksum`: the version's `.crc`, derived incrementally (`tahoe.log.crc`);
   2. `keep_snapshot`: the snapshot kept for the next load (`tahoe.log.snapshot_cache`), checked against its
      `.crc` when TAHOE_VALIDATE_CHECKSUMS asks;
-  3. `checkpoint`: when due, then log cleanup (`tahoe.log.checkpoint_policy`);
+  3. `checkpoint`: when due, then log cleanup (`tahoe.log.checkpoint_policy`; the commit's properties
+     may skip the checkpoint or force / suppress the cleanup, `tahoe.txn.commit_properties`);
   4. `symlink_manifest`, with `delta.compatibility.symlinkFormatManifest.enabled`;
   5. `uniform_iceberg`, with `delta.universalFormat.enabledFormats=iceberg`;
   6. the writer's own hooks (`Transaction.add_post_commit_hook`, e.g. auto compaction).
@@ -42,6 +43,8 @@ class Committed:
     configuration: dict | None          # the table's configuration at `version`
     read_snapshot: Snapshot | None      # the snapshot the transaction read
     snapshot: Snapshot | None           # the snapshot of `version`, derived from the read one (None: not derived)
+    create_checkpoint: bool = True      # False: no checkpoint, even when due
+    cleanup_expired_logs: bool | None = None   # True: after every commit; False: never; None: the table's
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,9 +80,12 @@ def checkpoint(c: Committed) -> None:
     tail = None
     if snap is not None and snap.version == c.version - 1:
         tail = sum(f.status.size for f in snap.segment.deltas) + c.size
-    checkpoint_policy.checkpoint_if_needed(
-        c.log, c.version, configuration=dict(c.configuration) if c.configuration is not None else None,
-        tail_bytes=tail, snapshot=c.snapshot)
+    conf = dict(c.configuration) if c.configuration is not None else None
+    if c.create_checkpoint:
+        checkpoint_policy.checkpoint_if_needed(c.log, c.version, configuration=conf, tail_bytes=tail,
+                                               snapshot=c.snapshot, cleanup=c.cleanup_expired_logs is None)
+    if c.cleanup_expired_logs:
+        checkpoint_policy.cleanup_logs(c.log, c.version, conf)
 
 
 def symlink_manifest(c: Committed) -> None:

@@ -837,8 +837,11 @@ class Transaction:
         """The post-commit hooks (`tahoe.txn.post_commit`), then the caller's."""
         self.committed_snapshot = self._derive_snapshot(version)
         assert self.committed_actions is not None
+        props = self.commit_properties
         committed = Committed(self.log, version, self.committed_actions, self._committed_bytes, configuration,
-                              self.read_snapshot, self.committed_snapshot)
+                              self.read_snapshot, self.committed_snapshot,
+                              props.create_checkpoint if props is not None else True,
+                              props.cleanup_expired_logs if props is not None else None)
         added = [PostCommitHook(getattr(h, "__name__", repr(h)), lambda c, h=h: h(self, c.version))
                  for h in self._post_commit_hooks]
         run_post_commit_hooks(committed, (*POST_COMMIT_HOOKS, *added), self.post_commit_errors)

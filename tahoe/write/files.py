@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..errors import SchemaError
+from ..errors import SchemaError, UnsupportedFeatureError
 from ..protocol import column_mapping, geospatial
 from ..protocol.actions import AddFile
 from ..protocol.partition_values import partition_path, serialize_partition_value
@@ -32,6 +32,7 @@ from ..protocol.timestamps import now_ms
 from ..storage import resolve_data_path
 from ..storage import encode_log_path
 from ..storage.base import LogStore
+from .writer_properties import ParquetTuning, current_write_settings, leaf_paths
 
 __all__ = ["write_data_files", "conform_to_schema", "to_arrow_table", "parquet_bytes",
            "nullable_type", "DEFAULT_TARGET_FILE_ROWS"]
@@ -324,12 +325,23 @@ def dictionary_columns(table: pa.Table) -> bool | list[str]:
     return True if len(chosen) == table.num_columns else chosen
 
 
-def parquet_bytes(table: pa.Table, options: ParquetWriteOptions | None = None) -> pa.Buffer:
-    """One data file's bytes (`options`: the table's codec and format version)."""
+def parquet_bytes(table: pa.Table, options: ParquetWriteOptions | None = None,
+                  tuning: ParquetTuning | None = None, names: dict[str, str] | None = None) -> pa.Buffer:
+    """One data file's bytes (`options`: the table's codec and format version; `tuning`: the
+    operation's writer settings over them, `names` the logical path of each physical leaf)."""
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, **(options or ParquetWriteOptions()).pyarrow_kwargs(), coerce_timestamps="us",
-                   allow_truncated_timestamps=True, use_compliant_nested_type=True,
-                   row_group_size=ROW_GROUP_ROWS, use_dictionary=dictionary_columns(table))
+    kw = {**(options or ParquetWriteOptions()).pyarrow_kwargs(), "row_group_size": ROW_GROUP_ROWS}
+    if tuning is None:
+        kw["use_dictionary"] = dictionary_columns(table)
+    else:
+        kw.update(tuning.pyarrow_kwargs(table, True, names or {}))   # dictionaries on, as delta-rs's writer
+    try:
+        pq.write_table(table, sink, **kw, coerce_timestamps="us", allow_truncated_timestamps=True,
+                       use_compliant_nested_type=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        if tuning is None:
+            raise
+        raise UnsupportedFeatureError(f"the parquet writer cannot write with these writer properties: {e}") from None
     return sink.getvalue()
 
 
@@ -371,6 +383,9 @@ def write_data_files(store: LogStore, table_root: str, data: pa.Table | Iterable
         return []
     parquet_options = parquet_write_options(conf)
     parquet_options.pyarrow_kwargs()   # refuses a codec pyarrow cannot write, before any file
+    settings = current_write_settings()
+    tuning = settings.tuning if settings is not None else None
+    file_bytes = settings.file_bytes(conf) if settings is not None else None
     data_names = [f.name for f in data_schema.fields]
     extras = dict(extra_columns or {})
     if extras:
@@ -385,7 +400,7 @@ def write_data_files(store: LogStore, table_root: str, data: pa.Table | Iterable
         _encode_files(table, part_fields, data_names, pv_key, snapshot_schema, physical_schema, parquet_options,
                       target_file_rows, file_prefix, subdir, table_root, store, made_dirs, uploads, adds,
                       num_indexed, indexed, prefix_len, column_mapping_mode, pcols, tight_bounds,
-                      local_timestamp_zone)
+                      local_timestamp_zone, tuning, file_bytes)
     finally:
         uploads.wait()
     return adds
@@ -426,8 +441,13 @@ class _Uploads:
 def _encode_files(table, part_fields, data_names, pv_key, snapshot_schema, physical_schema, parquet_options,
                   target_file_rows, file_prefix, subdir, table_root, store, made_dirs, uploads, adds,
                   num_indexed, indexed, prefix_len, column_mapping_mode, pcols, tight_bounds,
-                  local_zone: str | None = None) -> None:
+                  local_zone: str | None = None, tuning: ParquetTuning | None = None,
+                  file_bytes: int | None = None) -> None:
     file_no = 0
+    names: dict[str, str] = {}
+    if tuning is not None:    # physical leaf path -> logical leaf path (the names a user gives)
+        logical = pa.schema([pa.field(n, table.schema.field(n).type) for n in data_names])
+        names = dict(zip(leaf_paths(physical_schema), leaf_paths(logical)))
     for values, idx in _partition_groups(table, part_fields, local_zone):
         rows = table.select(data_names)
         if len(idx) != table.num_rows:
@@ -435,9 +455,14 @@ def _encode_files(table, part_fields, data_names, pv_key, snapshot_schema, physi
         pvs = {pv_key[f.name]: values[f.name] for f in part_fields}
         # directories are named by the partitionValues keys: physical names under column mapping
         rel_dir = partition_path([pv_key[f.name] for f in part_fields], pvs) if part_fields else ""
-        for start in range(0, rows.num_rows, target_file_rows):
-            chunk = rows.slice(start, target_file_rows)
-            name = f"{file_prefix}-{file_no:05d}-{uuid.uuid4()}-c000{parquet_options.file_suffix}.parquet"
+        per_file = target_file_rows
+        if file_bytes is not None and rows.num_rows and rows.nbytes:
+            # rolled at about `file_bytes` of unencoded data, as delta-rs estimates a file's size
+            per_file = max(1, file_bytes * rows.num_rows // rows.nbytes)
+        for start in range(0, rows.num_rows, per_file):
+            chunk = rows.slice(start, per_file)
+            suffix = tuning.file_suffix if tuning is not None else parquet_options.file_suffix
+            name = f"{file_prefix}-{file_no:05d}-{uuid.uuid4()}-c000{suffix}.parquet"
             file_no += 1
             rel = "/".join(p for p in (subdir, rel_dir, name) if p)
             log_path = encode_log_path(rel)
@@ -448,7 +473,7 @@ def _encode_files(table, part_fields, data_names, pv_key, snapshot_schema, physi
             if parent not in made_dirs:
                 store.mkdirs(parent)
                 made_dirs.add(parent)
-            body = parquet_bytes(_retype(chunk, physical_schema), parquet_options)
+            body = parquet_bytes(_retype(chunk, physical_schema), parquet_options, tuning, names)
             uploads.put(full, body)
             stats = compute_stats(chunk, snapshot_schema, num_indexed, indexed, prefix_len,
                                   column_mapping_mode=column_mapping_mode, partition_columns=pcols,
