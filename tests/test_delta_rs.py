@@ -130,10 +130,10 @@ def test_deltalake_options_tahoe_does_not_implement_are_refused_by_name(tmp_path
     path = str(tmp_path / "t")
     tahoe.write_deltalake(path, _batch([1], ["FR"], [1.0]))
     dt = tahoe.DeltaTable(path)
-    with pytest.raises(UnsupportedFeatureError, match="writer_properties"):
-        dt.delete("id = 1", writer_properties=object())
-    with pytest.raises(UnsupportedFeatureError, match="target_file_size"):
-        tahoe.write_deltalake(path, _batch([2], ["FR"], [2.0]), mode="append", target_file_size=1)
+    with pytest.raises(UnsupportedFeatureError, match="statistics_truncate_length"):
+        dt.delete("id = 1", writer_properties=tahoe.WriterProperties(statistics_truncate_length=8))
+    with pytest.raises(UnsupportedFeatureError, match="max_spill_size"):
+        dt.merge(_batch([2], ["FR"], [2.0]), "s.id = t.id", "s", "t", max_spill_size=1 << 20)
     assert dt.version() == 0 and _rows(dt.to_pyarrow_table()) == [(1, "FR", 1.0)]
 
 

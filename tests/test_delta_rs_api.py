@@ -293,9 +293,6 @@ def test_deltalakes_top_level_names_and_exceptions(tmp_path):
         with pytest.raises(mod.exceptions.TableNotFoundError):
             mod.DeltaTable(str(tmp_path / "nope"))
         assert mod.DeltaTable(path).schema().to_arrow() == pa.schema([("x", pa.int64())])
-    with pytest.raises(UnsupportedFeatureError, match="post_commithook_properties"):
-        tahoe.DeltaTable(f"{p}_tahoe").delete(
-            post_commithook_properties=tahoe.PostCommitHookProperties(create_checkpoint=False))
     with pytest.raises(UnsupportedFeatureError, match="QueryBuilder"):
         tahoe.QueryBuilder()
 
@@ -498,3 +495,202 @@ def test_commit_properties_max_commit_retries_bounds_the_retries(tmp_path):
     txn.add_files([AddFile("y.parquet", {}, 1, 1, True)])
     tahoe.write_deltalake(path, pa.table({"id": pa.array([3], pa.int64())}), mode="append")
     assert txn.commit() == 3           # one retry allowed: the blind append lands after the winner
+
+
+# --- WriterProperties, target_file_size, PostCommitHookProperties -------------------------------
+
+def _footers(path: str, files: list[str]) -> list[tuple]:
+    """What a WriterProperties decides, per data file: the codec part of its name, its row groups,
+    and per column the codec, dictionary encoding, chunk statistics, page index and bloom filter."""
+    out = []
+    for rel in files:
+        md = pq.ParquetFile(os.path.join(path, rel)).metadata
+        cols = []
+        for c in range(md.num_columns):
+            cc = md.row_group(0).column(c)
+            cols.append((cc.path_in_schema, cc.compression, "RLE_DICTIONARY" in cc.encodings,
+                         tuple(e for e in cc.encodings if e not in ("RLE", "RLE_DICTIONARY", "PLAIN")),
+                         cc.is_stats_set, cc.has_column_index, bool(cc.bloom_filter_offset)))
+        out.append((rel.rsplit("c000", 1)[1], [md.row_group(i).num_rows for i in range(md.num_row_groups)],
+                    sorted(cols)))
+    return sorted(out)
+
+
+def _files(mod, path: str) -> list[str]:
+    return sorted(mod.DeltaTable(path).get_add_actions(flatten=True).column("path").to_pylist())
+
+
+def _new_files(mod, path: str, before: set[str]) -> list[str]:
+    return sorted(set(_files(mod, path)) - before)
+
+
+def _writer_properties(mod, **over):
+    bloom = mod.BloomFilterProperties(True, 0.01, 100)
+    kw = dict(compression="ZSTD", compression_level=5, max_row_group_size=700, data_page_row_count_limit=100,
+              write_batch_size=50, data_page_size_limit=4096, dictionary_page_size_limit=4096,
+              default_column_properties=mod.ColumnProperties(dictionary_enabled=False, statistics_enabled="CHUNK"),
+              column_properties={"s": mod.ColumnProperties(dictionary_enabled=True, bloom_filter_properties=bloom),
+                                 "id": mod.ColumnProperties(statistics_enabled="NONE"),
+                                 "v": mod.ColumnProperties(encoding="BYTE_STREAM_SPLIT")})
+    kw.update(over)
+    return mod.WriterProperties(**kw)
+
+
+def test_writer_properties_land_in_the_data_files_as_deltalake(tmp_path):
+    """Every operation that writes data files (write, delete, update, merge, optimize) writes them
+    with the WriterProperties given: the same codec, row groups, dictionary, statistics, page index,
+    encodings and bloom filters as the files deltalake writes with the same properties."""
+    n = 2000
+    data = pa.table({"id": pa.array(range(n), pa.int64()), "s": [f"v{i % 7}" for i in range(n)],
+                     "v": pa.array([i * 0.5 for i in range(n)], pa.float64())})
+    seen: dict[str, list] = {}
+    for mod in (deltalake, tahoe):
+        path = str(tmp_path / mod.__name__)
+        steps = []
+
+        def step(name, run):
+            before = set(_files(mod, path)) if steps else set()
+            run()
+            steps.append((name, _footers(path, _new_files(mod, path, before))))
+
+        wp = _writer_properties(mod)
+        step("write", lambda: mod.write_deltalake(path, data, writer_properties=wp))
+        step("delete", lambda: mod.DeltaTable(path).delete("id % 10 = 0", writer_properties=wp))
+        step("update", lambda: mod.DeltaTable(path).update({"v": "v + 1"}, predicate="id % 10 = 1", writer_properties=wp))
+        step("merge", lambda: mod.DeltaTable(path).merge(data.slice(0, 50), "s.id = t.id", "s", "t",
+                                                        writer_properties=wp)
+             .when_matched_update_all().when_not_matched_insert_all().execute())
+        step("append", lambda: mod.write_deltalake(path, data.slice(0, 300), mode="append",
+                                                   writer_properties=mod.WriterProperties(compression="GZIP")))
+        step("compact", lambda: mod.DeltaTable(path).optimize.compact(writer_properties=_writer_properties(
+            mod, compression="SNAPPY", compression_level=None, max_row_group_size=5000)))
+        seen[mod.__name__] = steps
+    # the files and their row groups are compared where both lay the rows out alike (MERGE: tahoe
+    # writes inserted rows to a file of their own), the settings of each file everywhere
+    settings = {m: [(name, sorted({(f[0], tuple(f[2])) for f in files})) for name, files in seen[m]] for m in seen}
+    assert settings["tahoe"] == settings["deltalake"]
+    alike = ("write", "delete", "update", "append")
+    assert [s for s in seen["tahoe"] if s[0] in alike] == [s for s in seen["deltalake"] if s[0] in alike]
+    steps = dict(seen["tahoe"])
+    # values derived by hand: 2000 rows in row groups of 700; ZSTD everywhere; s alone dictionary-
+    # encoded, with a bloom filter; id without statistics; v byte-stream-split
+    [(suffix, groups, cols)] = steps["write"]
+    assert suffix == ".zstd.parquet" and groups == [700, 700, 600]
+    assert cols == [("id", "ZSTD", False, (), False, False, False),
+                    ("s", "ZSTD", True, (), True, False, True),
+                    ("v", "ZSTD", False, ("BYTE_STREAM_SPLIT",), True, False, False)]
+    assert {f[0] for f in steps["append"]} == {".gz.parquet"}
+    assert {c[1] for f in steps["compact"] for c in f[2]} == {"SNAPPY"}
+    for mod in (deltalake, tahoe):      # and the data reads back the same
+        t = mod.DeltaTable(str(tmp_path / mod.__name__)).to_pyarrow_table()
+        seen[mod.__name__] = sorted(t.to_pylist(), key=lambda r: (r["id"], r["v"]))
+    assert seen["tahoe"] == seen["deltalake"]
+
+
+def test_writer_properties_without_settings_write_what_deltalake_writes(tmp_path):
+    """`WriterProperties()` (nothing set) is the Rust writer's defaults: uncompressed, every column
+    dictionary-encoded, page statistics (a page index) — not tahoe's own (snappy) choice."""
+    data = pa.table({"id": pa.array(range(3000), pa.int64()), "s": [f"v{i % 3}" for i in range(3000)]})
+    seen = []
+    for mod in (deltalake, tahoe):
+        path = str(tmp_path / mod.__name__)
+        mod.write_deltalake(path, data, writer_properties=mod.WriterProperties())
+        seen.append(_footers(path, _files(mod, path)))
+    assert seen[0] == seen[1]
+    [(suffix, _groups, cols)] = seen[1]
+    assert suffix == ".parquet" and {c[1:3] for c in cols} == {("UNCOMPRESSED", True)}
+
+
+def test_writer_properties_are_validated_as_deltalake(tmp_path):
+    """The constructors refuse what deltalake's refuse, with its messages; what pyarrow's writer
+    cannot write is refused by name when the properties are used, before any file is written."""
+    bad = [lambda m: m.WriterProperties(compression="ZSTD", compression_level=23),
+           lambda m: m.WriterProperties(compression="GZIP", compression_level=-1),
+           lambda m: m.WriterProperties(compression="BROTLI", compression_level=12),
+           lambda m: m.WriterProperties(compression="FAST"),
+           lambda m: m.WriterProperties(compression_level=3),
+           lambda m: m.BloomFilterProperties(True, fpp=1.0),
+           lambda m: m.ColumnProperties(dictionary_enabled=True, encoding="PLAIN")]
+    for make in bad:
+        with pytest.raises(ValueError) as theirs:
+            make(deltalake)
+        with pytest.raises(ValueError) as ours:
+            make(tahoe)
+        assert " ".join(str(ours.value).split()) == " ".join(str(theirs.value).split())
+    for mod in (deltalake, tahoe):      # accepted by both: a level on a codec without levels is ignored
+        assert mod.WriterProperties(compression="snappy", compression_level=99).compression == "SNAPPY"
+        assert mod.WriterProperties(compression="zstd").compression == "ZSTD(1)"
+        assert mod.WriterProperties(compression="gzip", compression_level=3).compression == "GZIP(3)"
+    path = str(tmp_path / "t")
+    tahoe.write_deltalake(path, pa.table({"x": [1, 2]}))
+    dt = tahoe.DeltaTable(path)
+    for wp, name in ((tahoe.WriterProperties(compression="LZ4"), "LZ4"),
+                     (tahoe.WriterProperties(compression="GZIP", compression_level=10), "compression_level=10"),
+                     (tahoe.WriterProperties(statistics_truncate_length=4), "statistics_truncate_length")):
+        with pytest.raises(UnsupportedFeatureError, match=name):
+            tahoe.write_deltalake(path, pa.table({"x": [3]}), mode="append", writer_properties=wp)
+        with pytest.raises(UnsupportedFeatureError, match=name):
+            dt.update({"x": "x + 1"}, writer_properties=wp)
+    with pytest.raises(UnsupportedFeatureError, match="RLE.*'x': 'RLE'"):      # RLE is for booleans only
+        dt.delete("x = 1", writer_properties=tahoe.WriterProperties(
+            column_properties={"x": tahoe.ColumnProperties(encoding="RLE")}))
+    assert dt.version() == 0 and sorted(f for f in os.listdir(path) if f.endswith(".parquet")) == _files(tahoe, path)
+
+
+def test_target_file_size_rolls_files_as_deltalake(tmp_path):
+    """`target_file_size` (else the table's `delta.targetFileSize`) rolls data files at about that
+    many bytes of data: as many files as deltalake writes for the same rows, within a quarter
+    (each estimates the unencoded size its own way; deltalake documents no exact rule)."""
+    n = 200_000
+    data = pa.table({"a": pa.array(range(n), pa.int64()), "u": [f"u{i}" for i in range(n)],
+                     "r": pa.array([(i * 7919 % 1000) / 7 for i in range(n)], pa.float64())})
+    counts: dict[str, list[int]] = {}
+    for mod in (deltalake, tahoe):
+        path = str(tmp_path / mod.__name__)
+        mod.write_deltalake(path, data, target_file_size=1_000_000)
+        prop = path + "_prop"
+        mod.write_deltalake(prop, data, configuration={"delta.targetFileSize": "500000"})
+        mod.write_deltalake(prop, data.slice(0, 50_000), mode="append")
+        counts[mod.__name__] = [len(_files(mod, path)), len(_files(mod, prop))]
+        assert mod.DeltaTable(path).to_pyarrow_table().num_rows == n
+    theirs, ours = counts["deltalake"], counts["tahoe"]
+    assert theirs[0] > 3 and theirs[1] > theirs[0]
+    for t, o in zip(theirs, ours):
+        assert abs(t - o) <= max(1, t // 4), counts
+
+
+def test_post_commithook_properties_as_deltalake(tmp_path):
+    """`create_checkpoint=False` skips the checkpoint `delta.checkpointInterval` makes due;
+    `cleanup_expired_logs=True` cleans up expired logs after the commit although the table says
+    no, and without a checkpoint written by it; `False` keeps them. The log listed after each
+    step is deltalake's."""
+    conf = {"delta.checkpointInterval": "1", "delta.logRetentionDuration": "interval 1 second",
+            "delta.enableExpiredLogCleanup": "false"}
+    listings: dict[str, list] = {}
+    for mod in (deltalake, tahoe):
+        path = str(tmp_path / mod.__name__)
+        props = mod.PostCommitHookProperties
+        seen = listings[mod.__name__] = []
+
+        def listed():
+            seen.append(sorted(f for f in os.listdir(os.path.join(path, "_delta_log"))
+                               if f.endswith((".json", ".parquet")) or f == "_last_checkpoint"))
+
+        one = pa.table({"a": pa.array([1], pa.int64())})
+        mod.write_deltalake(path, one, configuration=conf)
+        listed()
+        mod.write_deltalake(path, one, mode="append", post_commithook_properties=props(create_checkpoint=False))
+        listed()
+        time.sleep(1.1)
+        mod.write_deltalake(path, one, mode="append", post_commithook_properties=props(cleanup_expired_logs=False))
+        listed()
+        time.sleep(1.1)
+        mod.write_deltalake(path, one, mode="append",
+                            post_commithook_properties=props(create_checkpoint=False, cleanup_expired_logs=True))
+        listed()
+        mod.DeltaTable(path).update({"a": "2"}, post_commithook_properties=props(create_checkpoint=False))
+        listed()
+        assert mod.DeltaTable(path).to_pyarrow_table().column("a").to_pylist() == [2] * 4
+    assert listings["tahoe"] == listings["deltalake"]
+    assert listings["tahoe"][3] == ["00000000000000000002.checkpoint.parquet", "00000000000000000002.json",
+                                    "00000000000000000003.json", "_last_checkpoint"]

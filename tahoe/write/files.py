@@ -334,14 +334,15 @@ def parquet_bytes(table: pa.Table, options: ParquetWriteOptions | None = None,
     if tuning is None:
         kw["use_dictionary"] = dictionary_columns(table)
     else:
-        kw.update(tuning.pyarrow_kwargs(table, True, names or {}))   # dictionaries on, as delta-rs's writer
+        kw.update(tuning.pyarrow_kwargs(table, names or {}))
     try:
         pq.write_table(table, sink, **kw, coerce_timestamps="us", allow_truncated_timestamps=True,
                        use_compliant_nested_type=True)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+    except (pa.ArrowException, OSError) as e:   # an in-memory sink: the writer refused a setting
         if tuning is None:
             raise
-        raise UnsupportedFeatureError(f"the parquet writer cannot write with these writer properties: {e}") from None
+        raise UnsupportedFeatureError(f"the parquet writer cannot write with these writer properties: {e} (column "
+                                      f"encodings {kw.get('column_encoding') or {}})") from None
     return sink.getvalue()
 
 

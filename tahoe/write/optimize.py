@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import json
 import math
@@ -548,7 +549,8 @@ class BinRewriter:
         if rows.num_rows <= per_file:
             return write(0)
         # a bin cut into several files (Z-order, clustering): the files are written in parallel
-        writes = [pool.submit(write, at) for at in range(0, rows.num_rows, per_file)]
+        writes = [pool.submit(contextvars.copy_context().run, write, at)   # the operation's writer settings
+                  for at in range(0, rows.num_rows, per_file)]
         adds: list[AddFile] = []
         failed: BaseException | None = None
         for w in writes:
@@ -602,7 +604,8 @@ class ArrowBinExecutor:
 
         out: list[list[AddFile] | None] = [None] * total
         ex = ThreadPoolExecutor(max_workers=workers)
-        futures = {ex.submit(rewriter.rewrite, b, store, root, reader, readers, parallel_reads): i
+        futures = {ex.submit(contextvars.copy_context().run, rewriter.rewrite, b, store, root, reader, readers,
+                             parallel_reads): i
                    for i, b in enumerate(plan.bins)}
         try:
             for fut in as_completed(futures):

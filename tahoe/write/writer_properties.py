@@ -61,19 +61,17 @@ class ParquetTuning:
                                                   if getattr(col, f.name) is not None})
         return out
 
-    def pyarrow_kwargs(self, table: pa.Table, dictionary: bool | list[str],
-                       names: dict[str, str]) -> dict[str, Any]:
-        """`pyarrow.parquet.write_table` arguments for `table` (physical columns); `dictionary`
-        tahoe's own choice of dictionary columns where none is given; `names` physical leaf path ->
-        logical leaf path."""
+    def pyarrow_kwargs(self, table: pa.Table, names: dict[str, str]) -> dict[str, Any]:
+        """`pyarrow.parquet.write_table` arguments for `table` (physical columns; `names`: physical
+        leaf path -> logical leaf path). As the Rust writer's defaults: a column is dictionary-encoded
+        unless given an encoding (pyarrow too falls back to plain past the dictionary page limit),
+        with page statistics (a page index)."""
         leaves = leaf_paths(table.schema)
-        chosen = set(leaves) if dictionary is True else set(dictionary or ())
         use_dict, stats, encodings, blooms = [], [], {}, {}
         page_index = False
         for leaf in leaves:
             col = self.column(leaf, names)
-            on = col.dictionary if col.dictionary is not None else (col.encoding is None and
-                                                                    (leaf in chosen or leaf.split(".")[0] in chosen))
+            on = col.dictionary if col.dictionary is not None else col.encoding is None
             if on:
                 use_dict.append(leaf)
             elif col.encoding is not None:
