@@ -11,8 +11,10 @@ deltalake's names, arguments and return values, so that a deltalake user's scrip
   2. Each operation runs tahoe's own (`tahoe.write.dml`, `tahoe.write.optimize`,
      `tahoe.maintenance`, `tahoe.txn`), one commit as delta-spark records it, and answers with
      deltalake's metrics (`num_deleted_rows`, ...); the table then shows the new version.
-  3. `CommitProperties` go to the operation's transaction (`tahoe.txn.commit_properties`); deltalake
-     options tahoe does not implement (`writer_properties`, `QueryBuilder`, ...) are refused by name.
+  3. `CommitProperties` and `PostCommitHookProperties` go to the operation's transaction
+     (`tahoe.txn.commit_properties`), `WriterProperties` and `target_file_size` to every data file it
+     writes (`tahoe.write.writer_properties`); deltalake options tahoe does not implement
+     (`QueryBuilder`, `statistics_truncate_length`, ...) are refused by name.
 """
 
 from __future__ import annotations
