@@ -694,3 +694,27 @@ def test_post_commithook_properties_as_deltalake(tmp_path):
     assert listings["tahoe"] == listings["deltalake"]
     assert listings["tahoe"][3] == ["00000000000000000002.checkpoint.parquet", "00000000000000000002.json",
                                     "00000000000000000003.json", "_last_checkpoint"]
+
+
+def test_column_properties_name_logical_columns_of_a_column_mapped_table(tmp_path):
+    """Column properties name the table's (logical) columns and nested fields by their paths; on a
+    column-mapped table they reach the physically named leaves (derived by hand: `s` and `st.x`
+    plain, `s` without statistics, `st.y` dictionary-encoded as by default)."""
+    path = str(tmp_path / "t")
+    t = pa.table({"s": [f"v{i % 3}" for i in range(100)],
+                  "st": pa.array([{"x": i % 2, "y": "a"} for i in range(100)])})
+    tahoe.write_deltalake(path, t, configuration={"delta.columnMapping.mode": "name"},
+                          writer_properties=tahoe.WriterProperties(column_properties={
+                              "s": tahoe.ColumnProperties(dictionary_enabled=False, statistics_enabled="NONE"),
+                              "st.x": tahoe.ColumnProperties(dictionary_enabled=False)}))
+    dt = tahoe.DeltaTable(path)
+    schema = json.loads(dt.schema().to_json())
+    phys = {f["name"]: f["metadata"]["delta.columnMapping.physicalName"] for f in schema["fields"]}
+    sub = {f["name"]: f["metadata"]["delta.columnMapping.physicalName"] for f in schema["fields"][1]["type"]["fields"]}
+    [rel] = _files(tahoe, path)
+    rg = pq.ParquetFile(os.path.join(path, rel)).metadata.row_group(0)
+    cols = {rg.column(i).path_in_schema: rg.column(i) for i in range(rg.num_columns)}
+    expect = {phys["s"]: (False, False), f"{phys['st']}.{sub['x']}": (False, True),
+              f"{phys['st']}.{sub['y']}": (True, True)}
+    assert {p: ("RLE_DICTIONARY" in c.encodings, c.is_stats_set) for p, c in cols.items()} == expect
+    assert dt.to_pyarrow_table().to_pylist() == t.to_pylist()
