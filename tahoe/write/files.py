@@ -3,7 +3,8 @@ mapping): Arrow rows conformed to the table's schema (`conform_to_schema`), spli
 directories, written as parquet, described by `add` actions. Every file `write_data_files` writes:
 
   1. has a unique name (`part-<5 digits>-<uuid4>-c000.<codec>.parquet`), never overwritten, compressed as
-     `delta.parquet.compression.codec` / `delta.parquet.format.version` say (snappy, page V1);
+     `delta.parquet.compression.codec` / `delta.parquet.format.version` say (snappy, page V1), or as the
+     operation's writer settings say (`tahoe.write.writer_properties`: deltalake's WriterProperties);
   2. holds no partition column; its columns carry physical names and field ids, all nullable;
   3. stores timestamps as INT64 microseconds; dictionaries only where they pay (`dictionary_columns`);
   4. holds rows of one set of partition values, those of its AddFile."""
