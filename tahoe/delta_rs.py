@@ -1,20 +1,13 @@
-"""delta-rs's Python API without Spark: `DeltaTable`, `write_deltalake`, `Field`, `TableFeatures`, with
-deltalake's names, arguments and return values, so that a deltalake user's script runs with
-`deltalake` replaced by `tahoe`.
+"""deltalake's (delta-rs's) Python API without Spark — `DeltaTable`, `write_deltalake` and its
+top-level names — so that a deltalake script runs with `deltalake` replaced by `tahoe`.
 
-  1. `DeltaTable` is `tahoe.Table` with deltalake's accessors (`version()`, `schema()`,
-     `metadata()`, `protocol()`, `load_as_version`, `to_pyarrow_table`, ...) and its operations:
-     `delete`, `update`, `merge` (a `TableMerger` with deltalake's clause names), `optimize`,
-     `vacuum`, `restore`, `history`, `load_cdf`, `create_checkpoint`, `alter`, `repair`,
-     `compact_logs`, `create_write_transaction`; the file list (`get_add_actions`,
-     `deletion_vectors`, `to_pyarrow_dataset`) from `tahoe.read`.
-  2. Each operation runs tahoe's own (`tahoe.write.dml`, `tahoe.write.optimize`,
-     `tahoe.maintenance`, `tahoe.txn`), one commit as delta-spark records it, and answers with
-     deltalake's metrics (`num_deleted_rows`, ...); the table then shows the new version.
-  3. `CommitProperties` and `PostCommitHookProperties` go to the operation's transaction
-     (`tahoe.txn.commit_properties`), `WriterProperties` and `target_file_size` to every data file it
-     writes (`tahoe.write.writer_properties`); deltalake options tahoe does not implement
-     (`QueryBuilder`, `statistics_truncate_length`, ...) are refused by name.
+  1. `DeltaTable` is `tahoe.Table` with deltalake's accessors, operations (`delete`, `update`,
+     `merge`, `optimize`, `vacuum`, `restore`, `alter`, `repair`, ...) and file lists.
+  2. Each operation is tahoe's own, one commit as delta-spark records it, answered with
+     deltalake's metrics; the table then shows the new version.
+  3. `CommitProperties` / `PostCommitHookProperties` go to the operation's transaction,
+     `WriterProperties` / `target_file_size` to every file it writes; what tahoe lacks
+     (`QueryBuilder`, `statistics_truncate_length`, ...) is refused by name.
 """
 
 from __future__ import annotations
