@@ -283,50 +283,71 @@ def _partition_values(buf: np.ndarray, starts: np.ndarray, parsed: pa.Array, hin
 
     Exact means: each object is, byte for byte, the one the parsed values re-encode to
     (`{"k1":"v1","k2":null}`: every hinted key, in hint order, no other key, no whitespace) — what
-    delta-spark, delta-rs and tahoe write. The comparison is one gather per distinct combination
-    of values (partition values have few); anything else (another key order, extra or absent
-    keys, escapes written differently) returns None and the caller reads the maps from the text
-    (`_map_column`)."""
+    delta-spark, delta-rs and tahoe write. The check is one comparison of every row's expected
+    text (`_texts_at`); anything else (another key order, extra or absent keys, escapes written
+    differently) returns None and the caller reads the maps from the text (`_map_column`)."""
     from .file_actions import STRING_MAP
 
     n = len(starts)
     if parsed.null_count:
         return None
-    combo = np.zeros(n, dtype=np.int64)
     codes, dicts = [], []
     for k in hint:
         enc = pc.dictionary_encode(pc.struct_field(parsed, k))
         d = enc.dictionary.to_pylist() + [None]
-        ix = int_numpy(pc.fill_null(enc.indices, scalar(len(d) - 1, enc.indices.type))).astype(np.int64)
-        combo = combo * len(d) + ix
-        if len(hint) > 1:
-            _, combo = np.unique(combo, return_inverse=True)   # keep the codes small
-        codes.append(ix)
+        codes.append(pc.fill_null(enc.indices, scalar(len(d) - 1, enc.indices.type)))
         dicts.append(d)
-    _, first, inv = np.unique(combo, return_index=True, return_inverse=True)
-    entries = [[(k, dicts[j][codes[j][row]]) for j, k in enumerate(hint)] for row in first]
+    if len(hint) == 1:   # the usual case: a map per distinct value
+        entries = [[(hint[0], v)] for v in dicts[0]]
+        which = codes[0]
+    else:                # a map per distinct combination of values
+        combo = np.zeros(n, dtype=np.int64)
+        ixs = [int_numpy(c).astype(np.int64) for c in codes]
+        for ix, d in zip(ixs, dicts):
+            combo = combo * len(d) + ix
+            _, combo = np.unique(combo, return_inverse=True)   # keep the codes small
+        _, first, inv = np.unique(combo, return_index=True, return_inverse=True)
+        entries = [[(k, dicts[j][ixs[j][row]]) for j, k in enumerate(hint)] for row in first]
+        which = numpy_array(inv.astype(np.int64))
     # the writers' compact form, else json.dumps's (a space after each `:` and `,`)
     for colon, comma in ((b":", b","), (b": ", b", ")):
-        texts = [b"{" + comma.join(orjson.dumps(k) + colon + orjson.dumps(v) for k, v in pairs) + b"}"
-                 for pairs in entries]
-        if _all_match_at(buf, starts, texts, inv):
-            return pc.take(column(entries, STRING_MAP), numpy_array(inv.astype(np.int64)))
+        if _texts_at(buf, starts, hint, dicts, codes, colon, comma):
+            return pc.take(column(entries, STRING_MAP), which)
         if not hint:    # `{}`: the same either way
             break
     return None
 
 
-def _all_match_at(buf: np.ndarray, starts: np.ndarray, texts: list[bytes], which: np.ndarray) -> bool:
-    """True when `texts[which[i]]` is at offset `starts[i]` of `buf` for every i: the offsets of
-    each text checked together (`_matches_at`)."""
-    if not len(starts):
+def _texts_at(buf: np.ndarray, starts: np.ndarray, hint: list[str], dicts: list[list], codes: list[pa.Array],
+              colon: bytes, comma: bytes) -> bool:
+    """True when at each offset `starts[i]` of `buf` is row i's map object as the writers encode
+    it: `{"k1"<colon>v1<comma>"k2"<colon>v2}`, the value of column j being `dicts[j][codes[j][i]]`
+    (orjson's encoding: a JSON string or null). The rows' texts are built in Arrow, the text's
+    slices of the same lengths taken from `buf`, and the two compared at once."""
+    n = len(starts)
+    if not n:
         return True
-    if len(texts) == 1:
-        return _matches_at(buf, starts, texts[0])
-    order = np.argsort(which, kind="stable")     # rows grouped by text, in row order within each
-    bounds = np.searchsorted(which[order], np.arange(len(texts) + 1))
-    return all(_matches_at(buf, starts[order[bounds[u]:bounds[u + 1]]], t) for u, t in enumerate(texts)
-               if bounds[u + 1] > bounds[u])
+    if not hint:
+        return _matches_at(buf, starts, b"{}")
+    cols = []
+    for j, (k, d, ix) in enumerate(zip(hint, dicts, codes)):
+        head = (b"{" if j == 0 else b"") + orjson.dumps(k) + colon
+        tail = b"}" if j == len(hint) - 1 else b""
+        cols.append(pc.take(column([head + orjson.dumps(v) + tail for v in d], pa.large_binary()), ix))
+    expected = cols[0] if len(cols) == 1 else \
+        pc.binary_join_element_wise(*cols, scalar(comma, pa.large_binary()))
+    ends = starts + int_numpy(pc.binary_length(expected)).astype(np.int64)
+    # the slices as the even values of one array over `buf` (the odd ones: the text between
+    # them): a view, so they must not overlap — each begins after the one before it ends
+    if int(starts[0]) < 0 or int(ends[-1]) > len(buf) or (n > 1 and not (starts[1:] >= ends[:-1]).all()):
+        return False
+    offsets = np.empty(2 * n + 1, np.int64)
+    offsets[0:2 * n:2] = starts
+    offsets[1:2 * n:2] = ends
+    offsets[2 * n] = len(buf)
+    both = pa.Array.from_buffers(pa.large_binary(), 2 * n, [None, pa.py_buffer(offsets), pa.py_buffer(buf)])
+    actual = pc.take(both, numpy_array(np.arange(0, 2 * n, 2, dtype=np.int64)))
+    return bool(pc.all(pc.equal(actual, expected)).as_py())
 
 
 class JsonCommit:
