@@ -139,6 +139,33 @@ def test_partition_values_tags_nulls_and_special_characters(tmp_path, monkeypatc
     assert_same(root, None, monkeypatch, all_json=True)
 
 
+def test_partition_values_of_one_width_in_another_key_order(tmp_path, monkeypatch):
+    """Two partition columns whose objects all have one length (the check compares them word by
+    word): a line with the keys in another order, or with a key more after them, is not what the
+    parse's struct re-encodes to — the maps come from the text, in the text's order."""
+    schema = json.loads(SCHEMA)
+    schema["fields"].append({"name": "q", "type": "string", "nullable": True, "metadata": {}})
+    head = _head()
+    head[2]["metaData"].update(schemaString=json.dumps(schema), partitionColumns=["p", "q"])
+
+    def add(i, pv):
+        return {"add": {**_add(f"f{i:03d}.parquet")["add"], "partitionValues": pv}}
+
+    adds = [add(i, {"p": f"{i % 7}", "q": f"{i % 3}"}) for i in range(200)]
+    adds[17] = add(17, {"q": "2", "p": "3"})                                 # same length, keys swapped
+    adds[151] = add(151, {"p": "1", "q": "1", "r": "1"})                     # a key more, after the two
+    for variant in (adds, [a for i, a in enumerate(adds) if i not in (17, 151)]):
+        root = _write(tmp_path / f"t{len(variant)}", [head + variant])
+        assert_same(root, None, monkeypatch, all_json=True)
+        monkeypatch.setattr(json_commits, "VECTOR_MIN_BYTES", 0)
+        files = DeltaLog.for_table(root).snapshot().files_table(["path", "partitionValues"]).to_pylist()
+        by_path = {f["path"]: f["partitionValues"] for f in files}
+        assert by_path["f000.parquet"] == [("p", "0"), ("q", "0")]
+        if variant is adds:
+            assert by_path["f017.parquet"] == [("q", "2"), ("p", "3")]
+            assert by_path["f151.parquet"] == [("p", "1"), ("q", "1"), ("r", "1")]
+
+
 def test_removes_dvs_and_the_dict_path_row_order(tmp_path, monkeypatch):
     c0 = _head() + [_add(f"f{i}.parquet") for i in range(10)]
     c1 = [_remove("f1.parquet"), _add("f1.parquet", deletionVector=_dv("dv1")),      # DV update
