@@ -232,29 +232,29 @@ def _long_lines(data: bytes) -> bool:
     return head > 1024 * (data.count(b"\n", 0, head) + 1)
 
 
-def _words(buf: np.ndarray) -> np.ndarray:
-    """The 8 bytes of `buf` from each offset as a little-endian word (a view: element i is
-    bytes i..i+7, unaligned reads)."""
-    return np.ndarray(shape=(len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))
+def _at(buf: np.ndarray, starts: np.ndarray) -> pa.Array | None:
+    """The text of `buf` from each of the ascending offsets `starts` as Arrow binary values (each
+    runs to the next offset: a view of the buffer, no copy), or None when `starts` do not ascend."""
+    if len(starts) > 1 and not (starts[1:] > starts[:-1]).all():
+        return None
+    offsets = np.append(starts, len(buf)).astype(np.int64)
+    return pa.Array.from_buffers(pa.large_binary(), len(starts), [None, pa.py_buffer(offsets), pa.py_buffer(buf)])
 
 
 def _matches_at(buf: np.ndarray, starts: np.ndarray, text: bytes) -> bool:
-    """True when `text` is at every offset `starts` of `buf`: the text's words (its last one
-    overlapping the one before) compared with the buffer's words at each offset — a gather of
-    one word per offset per 8 bytes of text, no copy of the text."""
+    """True when `text` is at every offset `starts` of `buf`. (Where two offsets are closer than
+    `text` is long the answer may be False: callers then take a slower exact path.)"""
     if not len(starts):
         return True
     if len(text) > len(buf) or starts.min() < 0 or starts.max() + len(text) > len(buf):
         return False
-    if len(text) >= 8:
-        words = _words(buf)
-        for k in sorted({*range(0, len(text) - 7, 8), len(text) - 8}):
-            want = np.uint64(int.from_bytes(text[k:k + 8], "little"))
-            if not (words[starts + k] == want).all():
-                return False
-        return True
+    values = _at(buf, starts)
+    if values is not None:   # Arrow's starts_with over a view of the text: a memcmp per offset
+        return bool(pc.all(pc.starts_with(values, text)).as_py())
     windows = sliding_window_view(buf, len(text))    # row i: the len(text) bytes from i (a view)
-    return bool((windows[starts] == np.frombuffer(text, dtype=np.uint8)).all())
+    want = np.frombuffer(text, dtype=np.uint8)
+    step = max(1, (1 << 24) // len(text))             # bounded gathers
+    return all((windows[starts[lo:lo + step]] == want).all() for lo in range(0, len(starts), step))
 
 
 def _map_starts(buf: np.ndarray, line_starts: np.ndarray, action: str, paths: pa.Array) -> np.ndarray | None:
@@ -312,10 +312,27 @@ def _partition_values(buf: np.ndarray, starts: np.ndarray, parsed: pa.Array, hin
     # the writers' compact form, else json.dumps's (a space after each `:` and `,`)
     for colon, comma in ((b":", b","), (b": ", b", ")):
         if _texts_at(buf, starts, hint, dicts, codes, colon, comma):
+            if len(hint) == 1 and (maps := _one_key_maps(hint[0], pc.struct_field(parsed, hint[0]))) is not None:
+                return maps
             return pc.take(column(entries, STRING_MAP), which)
         if not hint:    # `{}`: the same either way
             break
     return None
+
+
+def _one_key_maps(key: str, values: pa.Array) -> pa.Array | None:
+    """STRING_MAP rows `{key: values[i]}`, made from the parsed values in place (the keys: one
+    buffer of the key repeated) rather than gathered from a map per distinct value; None when the
+    keys would not fit a string column."""
+    from .file_actions import STRING_MAP
+
+    n, k = len(values), key.encode()
+    if values.type != pa.string() or n * len(k) >= 1 << 31:
+        return None
+    keys = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(np.arange(0, n * len(k) + 1, len(k), dtype=np.int32)),
+                                                  pa.py_buffer(k * n)])
+    offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32))])
+    return pa.MapArray.from_arrays(offsets, keys, values, type=STRING_MAP)
 
 
 def _texts_at(buf: np.ndarray, starts: np.ndarray, hint: list[str], dicts: list[list], codes: list[pa.Array],
@@ -336,21 +353,7 @@ def _texts_at(buf: np.ndarray, starts: np.ndarray, hint: list[str], dicts: list[
         cols.append(pc.take(column([head + orjson.dumps(v) + tail for v in d], pa.large_binary()), ix))
     expected = cols[0] if len(cols) == 1 else \
         pc.binary_join_element_wise(*cols, scalar(comma, pa.large_binary()))
-    lengths = int_numpy(pc.binary_length(expected)).astype(np.int64)
-    size = int(lengths[0])
-    if size >= 8 and (lengths == size).all():
-        # every object of one length (values of one width, the usual case): compared word by
-        # word (`_matches_at`) with the expected texts' words, read in place
-        if int(starts.min()) < 0 or int(starts.max()) + size > len(buf):
-            return False
-        at = int(np.frombuffer(expected.buffers()[1], np.int64, count=expected.offset + 1)[expected.offset])
-        texts, words = expected.buffers()[2], _words(buf)
-        for k in sorted({*range(0, size - 7, 8), size - 8}):
-            want = np.ndarray(shape=(n,), dtype="<u8", buffer=texts, offset=at + k, strides=(size,))
-            if not (words[starts + k] == want).all():
-                return False
-        return True
-    ends = starts + lengths
+    ends = starts + int_numpy(pc.binary_length(expected)).astype(np.int64)
     # the slices as the even values of one array over `buf` (the odd ones: the text between
     # them): a view, so they must not overlap — each begins after the one before it ends
     if int(starts[0]) < 0 or int(ends[-1]) > len(buf) or (n > 1 and not (starts[1:] >= ends[:-1]).all()):
