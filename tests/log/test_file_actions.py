@@ -64,6 +64,12 @@ def test_all_distinct_is_exact():
     assert all_distinct(arr.slice(0, 3)) and all_distinct(arr.slice(1, 3)) and not all_distinct(arr)
     # equal values in chunks of different widths (a value's digest is its own)
     assert not all_distinct(pa.chunked_array([pa.array(["p" * 74, "q" * 9]), pa.array(["r" * 98, "p" * 74])]))
+    # a chunk of one width (its values read at a fixed stride) against one of several widths
+    for w in (72, 74):
+        one_width = pa.array(["p" * w, "s" * w, "t" * (w - 1) + "u"])
+        assert not all_distinct(pa.chunked_array([one_width, pa.array(["r" * 98, "p" * w])]))
+        assert not all_distinct(pa.chunked_array([pa.array(["r" * 98, "t" * (w - 1) + "u"]), one_width.slice(1)]))
+        assert all_distinct(pa.chunked_array([one_width, pa.array(["r" * 98, "p" * (w - 1) + "q"])]))
 
 
 def test_null_columns_share_no_writable_memory():
