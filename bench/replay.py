@@ -37,64 +37,26 @@ Timed (tahoe byte-compiled first, as an installed wheel is — see bench/startup
   - bounded memory: the peak RSS of `Table.files_reader(["path", "size"])` consumed batch by
     batch on the 1M and the 10M table, and of `files()` on the 10M table beside its result's size.
 
-Measured 2026-11-29 08:45 after the rebase onto the restructured main (`--only json300k --only cp1m
-  --no-in-process`, load 12.8 at start, 12.3 at end): json300k 1.44 s vs delta-rs 4.00 s = 0.36 (cpu
-  0.65 / 1.62 = 0.40; floor 0.34), RSS 0.42; cp1m 1.35 vs 5.21 = 0.26 (cpu 0.58 / 2.64 = 0.22; floor
-  0.50), RSS 0.44. (With the restructure's module-top imports a listing also imported the
-  transaction, writer, expression and maintenance modules: 0.34 s instead of 0.20 s for a 100k-file
-  listing; test_startup's rule 5 keeps them out.)
-Measured 2026-11-29 08:06 (`--runs 3`, load 12.6 at start, 11.7 at end: other sessions' tests on the 2
-  cores, so the wall times are 2-4x their CPU; the CPU ratio is the steadier measure), whole process:
-  json300k 1.98 s vs delta-rs 3.94 s = 0.50 (cpu 0.61 / 1.44 = 0.42; target <= 0.35 missed; floor 0.30),
-  peak RSS 248 vs 603 MB = 0.41 (met); json300k-stats 3.13 vs 12.17 = 0.26 (met), RSS 0.79 (missed: the
-  floor process itself peaks at 0.77 of delta-rs's RSS, so <= 0.5 sits below that floor here);
-  cp1m 1.46 vs 3.93 = 0.37 (cpu 0.71 / 2.87 = 0.25; wall just missed, CPU met; floor 0.54), RSS 400 vs 889 MB = 0.45 (met); in process
-  against the pyarrow limit 0.87 / 1.01 / 0.63 (issue 18's <= 1.1 met on all three). Bounded memory:
-  files_reader(['path', 'size']) peak RSS 119 MB on 1M files, 126 MB on 10M (3.0 s); files() on 10M
-  1968 MB for a 1818 MB result.
-Measured 2026-11-27 21:52 (`--runs 7`, load 1.5), after big checkpoints are decoded in batches of
-  131,072 rows (a 1M-add listing's Arrow peak 525 -> 377 MB, the process's max RSS 840 -> 575 MB)
-  and a file listing stopped importing pyarrow.parquet / the file reader where it needs neither:
-  whole process json300k 0.53 s vs delta-rs 1.06 s = 0.49 (cpu 0.57), json300k-stats 1.98 vs 4.29
-  = 0.45 (cpu 0.49), cp1m 1.25 vs 2.33 = 0.52 (cpu 0.53); in process against the pyarrow limit
-  1.70 / 1.65 / 0.58, against the limit + maps + key check 1.31 / 1.51 / -. cp1m again at 21:58:
-  0.79 s vs 2.31 s = 0.34 (cpu 0.35); in process 0.58, against limit + maps + key check 0.40.
-  The cp1m whole-process figure is bimodal on this VM: the same command takes 0.45 s (sys 0.07 s)
-  or 1.1-1.2 s (sys 0.7-0.8 s) run right after a delta-rs process, with the same ~575 MB touched;
-  the medians of 21:36 and 21:58 (0.35, 0.34) fell on the first mode, 21:52 on the second. Before
-  the batches (21:2x, `--runs 3`): 0.53 / 0.49 / 0.59.
-  The in-process target stays missed on the JSON logs: the limit parses pyarrow structs and does
-  no reconciliation; returning maps and checking keys already costs it 1.3-1.1x more, and tahoe's
-  own parse of the commit (0.11-0.13 s of its 0.29 s) is cheaper than the limit's; the rest is
-  the checks that keep the vectorised replay exact (the text scans for removes and DVs, the
-  partitionValues byte check, file keys).
-Measured 2026-11-27 14:02 (`--runs 5`, load 0.9-1.2), after the scheme check of the checkpoint's
-  paths became a regex search over the string buffer (0.18 s -> 0.02 s on 1M paths): whole process
-  json300k 0.52 s vs delta-rs 1.02 s = 0.48 (cpu 0.54), cp1m 1.19 vs 2.30 = 0.49 (cpu 0.48) — target
-  <= 0.5 met on both; in process against the pyarrow limit 1.68 (json300k, missed) / 0.56 (cp1m).
-  The cp1m whole-process figure is mostly kernel time: the same command takes 0.46-0.55 s run after
-  itself and 0.8-1.5 s run right after a delta-rs process (sys time 0.1 s -> 0.6-1.0 s for the same
-  ~840 MB of resident memory), and the alternating runs put every tahoe run after a delta-rs one.
-Measured 2026-11-27 (`--runs 3`, load 2.1-4.6, deltalake 1.6.6): whole process json300k 0.55 s vs
-  delta-rs 1.21 s = 0.46 (cpu 0.52), json300k-stats 1.87 vs 4.19 = 0.45 (cpu 0.47), cp1m 1.38 vs
-  2.66 = 0.52 (cpu 0.53) — target <= 0.5 met on the JSON-heavy logs, just missed on cp1m; in
-  process against the pyarrow limit 1.64 / 1.60 / 0.59 (target <= 1.1 missed on the JSON logs).
-Measured (2-core machine shared with other sessions; wall, and the CPU ratio of the whole
-processes, which the load disturbs less):
-  before (main, load 20-33): whole process json300k 0.71, json300k-stats 0.42, cp1m 0.68;
-      in process 2.09 / 2.06 / 1.53
-  after, run 1 (load 9-26, 3 runs): whole process 0.77 (cpu 0.52) / 0.32 (cpu 0.40) / 0.63 (cpu 0.44);
-      in process 2.16 / 0.86 / 0.97
-  after, run 2 (load 15.7-18, 3 runs): whole process 0.51 (cpu 0.52) / 0.48 (cpu 0.44) / 0.92 (cpu 0.57);
-      in process 1.33 / 1.71 / 0.65
-  after, run 3 (load 7.6, json300k and cp1m only): whole process 0.52 (cpu 0.62) / 0.42 (cpu 0.54);
-      in process 1.38 / 0.66
-  The replay code itself is unchanged by issue 18's work (small checkpoints are now read without
-  the thread pool); the spread between runs is the machine's load.
-  In process, warm (load 9): tahoe 0.48 s CPU against the limit's 0.31 s on json300k: the JSON
-  parse itself is the limit's cost; tahoe adds the partitionValues check against the text
-  (~0.09 s), the file keys and their reconciliation (~0.07 s) and the scans for removes/DVs.
-  The whole-process CPU adds ~0.2 s of imports (pyarrow, pyarrow.compute) to both sides' cost.
+Measured 2026-11-29 (2 shared cores, load 3-13 through the session: wall times swing 2-3x between
+  runs and delta-rs's own CPU grows with the load, 1.27 s at load 3, 1.6 s at 12; the CPU ratio of
+  medians is the steadier figure), whole process, 11+ runs each, medians, A/B pair by pair:
+  json300k (11:30, load 11.5 -> 8.1): tahoe 0.80 s wall, 0.64 s cpu vs delta-rs 1.48 s, 1.41 s cpu
+    = wall 0.52, cpu 0.44 (target <= 0.35 missed); floor: cpu 0.33, wall 0.33; peak RSS 229 vs
+    527 MB = 0.43 (met), floor 149 MB. Against main in the same session: cpu 0.91x (0.65 vs 0.72 s).
+    `--runs 5` here: 10:59 (main, load 2.9) 0.47 wall, cpu 0.60 / 1.27 = 0.47, floor 0.34; 11:28
+    (load 7.4 -> 11.6) 0.67 wall, cpu 0.63 / 1.30 = 0.48, floor 0.44.
+  cp1m (11:32, load 8): 1.02 s vs 3.65 s = wall 0.29, cpu 0.65 / 2.53 = 0.25 (met); peak RSS 390
+    vs 860 MB = 0.45 (met); floor (10:59) 0.31, RSS 0.78. Unchanged against main (cpu 1.03x).
+  Where json300k's CPU goes beyond the floor's (~0.17 s): the floor is Python + pyarrow (0.11 s)
+  and pyarrow's parse of the three commits (~0.23 s); tahoe adds its own imports (~0.04 s: the
+  protocol's dataclasses and the log core), the parse's fields the floor skips (~10 ms a 100k-add
+  commit: baseRowId, defaultRowCommitVersion, clusteringProvider and remove.path, ~3 ms each even
+  when absent) and the checks that keep the vectorised replay exact (17 ms a commit, was 25: line
+  offsets, the layout and partitionValues checks against the text, file keys and their digests).
+  At low load the floor itself sits at ~0.34 of delta-rs: <= 0.35 there means tahoe at its floor.
+  Not re-measured today (08:06): json300k-stats 0.26 (met), RSS 0.79 against a floor of 0.77;
+  bounded memory: files_reader(['path', 'size']) peaks at 119 MB on 1M files, 126 MB on 10M (3.0
+  s); files() on 10M 1968 MB for a 1818 MB result.
 """
 
 from __future__ import annotations
