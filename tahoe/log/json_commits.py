@@ -329,8 +329,8 @@ def _one_key_maps(key: str, values: pa.Array) -> pa.Array | None:
     n, k = len(values), key.encode()
     if values.type != pa.string() or n * len(k) >= 1 << 31:
         return None
-    keys = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(np.arange(0, n * len(k) + 1, len(k), dtype=np.int32)),
-                                                  pa.py_buffer(k * n)])
+    key_offsets = np.arange(0, n * len(k) + 1, len(k), dtype=np.int32)
+    keys = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(key_offsets), pa.py_buffer(k * n)])
     offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32))])
     return pa.MapArray.from_arrays(offsets, keys, values, type=STRING_MAP)
 
