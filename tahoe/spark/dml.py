@@ -296,6 +296,7 @@ class _SparkDml:
         joins = bool(candidates) and (plan.operation != "MERGE" or plan.has_matched or plan.has_not_matched_by_source)
         modifying = [c for c in plan.clauses if c.action in ("update", "delete")]
         changed = None
+        collect = False
         summary: dict[str, dict] = {}
         if joins:
             target = self._target(candidates, columns=plan.target_columns_read())
@@ -304,8 +305,10 @@ class _SparkDml:
                 (clause,) = plan.clauses
                 target = target.alias(plan.target_alias) if plan.user_target_alias else target
                 rows = target if clause.condition is None else target.filter(to_spark_column(clause.condition))
-                rows = rows.select(FILE_COLUMN, ROW_COLUMN, F.lit(clause.index).cast("long").alias(CLAUSE),
-                                   F.lit(False).alias(_MATCHED), F.lit(None).cast("long").alias(SID))
+                collect = _collectable(candidates)
+                if not collect:
+                    rows = rows.select(FILE_COLUMN, ROW_COLUMN, F.lit(clause.index).cast("long").alias(CLAUSE),
+                                       F.lit(False).alias(_MATCHED), F.lit(None).cast("long").alias(SID))
             else:
                 if plan.operation == "MERGE":
                     target = target.withColumn(TARGET_PRESENT, F.lit(True)).alias(plan.target_alias)
@@ -333,6 +336,8 @@ class _SparkDml:
                     self._drop_inline()
                     raise DeltaUnsupportedOperationException(
                         MULTIPLE_MATCHES_MESSAGE, "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE")
+            elif changed is None and plan.operation == "DELETE" and collect:
+                summary = _deleted_positions(rows, [self._uri(a) for a in candidates], plan.clauses[0].index)
             elif changed is None:
                 summary, _, _ = _summarize(rows)
             elif modified_idx or check:
@@ -635,6 +640,51 @@ class _SparkDml:
         for p in parts[1:]:
             out = out.unionByName(p)
         return out
+
+
+# a DELETE collects its rows' positions straight (a file ordinal and a position, 12 bytes a row)
+# when its candidate files are at most this many and hold at most this many live rows; else the
+# positions are summarized in the tasks (`_summarize`: serialized bitmaps, bounded by the files)
+_COLLECT_MAX_FILES = 64
+_COLLECT_MAX_ROWS = 1 << 24
+
+
+def _collectable(candidates: list[AddFile]) -> bool:
+    if not 0 < len(candidates) <= _COLLECT_MAX_FILES:
+        return False
+    live = 0
+    for a in candidates:
+        if a.num_records is None:
+            return False
+        live += a.num_records - (a.deletion_vector.cardinality if a.deletion_vector else 0)
+    return live <= _COLLECT_MAX_ROWS
+
+
+def _deleted_positions(rows, uris: list[str], clause: int) -> dict[str, tuple[dict, dict]]:
+    """`rows` (FILE_COLUMN, ROW_COLUMN of the rows a DELETE removes; their files among `uris`) →
+    {file URI: ({clause: BitMap64 of the positions}, {})}: the positions collected straight
+    with each file's ordinal in `uris` (no Python worker, no path strings moved)."""
+    import numpy as np
+    from pyroaring import BitMap64
+    from pyspark.sql import functions as F
+
+    # the URIs as hex literals: no SQL string escaping (whatever spark.sql.parser settings)
+    arr = ", ".join(f"cast(X'{u.encode().hex()}' as string)" for u in uris)
+    ordinal = F.expr(f"array_position(array({arr}), `{FILE_COLUMN}`)")
+    t = rows.select(ordinal.cast("int").alias("f"), F.col(ROW_COLUMN)).toArrow()
+    out: dict = {}
+    if not t.num_rows:
+        return out
+    f = t.column(0).to_numpy()
+    if (f < 1).any():   # (a row of a file outside the candidates: never, the scan reads only these)
+        raise RuntimeError("tahoe: a DELETE found rows of a file it did not plan to read")
+    pos = t.column(1).to_numpy().astype(np.uint64)
+    order = np.argsort(f, kind="stable")
+    f, pos = f[order], pos[order]
+    cuts = np.flatnonzero(np.diff(f)) + 1
+    for start, part in zip(np.concatenate([[0], cuts]), np.split(pos, cuts)):
+        out[uris[int(f[start]) - 1]] = ({clause: BitMap64(part)}, {})
+    return out
 
 
 @dataclasses.dataclass
