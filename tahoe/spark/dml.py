@@ -744,7 +744,8 @@ def _summarize(df, write: _InlineWrite | None = None):
             clauses = pc.fill_null(b.column(2), -1).to_numpy(zero_copy_only=False)
             flagged = pc.fill_null(b.column(3), False).to_numpy(zero_copy_only=False)
             if b.column(4).null_count < b.num_rows:
-                sids.update(b.column(4).drop_null().to_numpy(zero_copy_only=False).astype(np.uint64))
+                # (BitMap64(array) takes a numpy array whole; .update() iterates it element by element)
+                sids |= BM(b.column(4).drop_null().to_numpy(zero_copy_only=False).astype(np.uint64))
             one_file = len(names) == 1
             for fi, name in enumerate(names):
                 in_file = None if one_file else fidx == fi
@@ -753,10 +754,13 @@ def _summarize(df, write: _InlineWrite | None = None):
                 f_flag = flagged if one_file else flagged[in_file]
                 for c in np.unique(f_clauses):
                     if c >= 0:     # -1: a matched pair no clause takes
-                        acc.setdefault((name, int(c)), BM()).update(f_rows[f_clauses == c])
+                        bm = BM(f_rows[f_clauses == c])
+                        key = (name, int(c))
+                        acc[key] = acc[key] | bm if key in acc else bm
                 n = int(f_flag.sum())
                 if n:
-                    acc.setdefault((name, -2), BM()).update(f_rows[f_flag])
+                    bm = BM(f_rows[f_flag])
+                    acc[(name, -2)] = acc[(name, -2)] | bm if (name, -2) in acc else bm
                     pairs[name] = pairs.get(name, 0) + n
             if write is not None:
                 keep = pc.fill_null(b.column(5), False)
