@@ -506,6 +506,18 @@ def _notebook(notebook: Any) -> tuple | None:
     return (None if notebook.get("notebookId") is None else str(notebook["notebookId"]),)
 
 
+def _typing_relation(table: DeltaTable, snap):
+    """An empty relation of `table`'s columns as its scan types them (aliased as `toDF`): the
+    values of an UPDATE are typed on it without planning a scan of the table."""
+    from .types import to_spark_schema
+
+    from ..protocol.schema import is_void
+
+    fields = [f for f in snap.schema.fields if not is_void(f.type)]
+    df = table._spark.createDataFrame([], to_spark_schema(StructType(fields), strip_metadata=True))
+    return df.alias(table._alias) if table._alias else df
+
+
 def delete_where(table: DeltaTable, condition=None) -> dict:
     """DELETE on `table` (see `DeltaTable.delete`); the operation's metrics (the SQL statement's
     result: `tahoe.spark.sql`)."""
@@ -520,7 +532,9 @@ def update_where(table: DeltaTable, condition, values: dict) -> dict:
     cond = _condition(table, condition)
     assignments = _assignments(table, values, "'set'")
     snap = table._log.snapshot()
-    plan = plan_update(snap, cond, assignments, table._alias, typer=spark_typer(table.toDF, {table._alias: snap.schema}),
+    plan = plan_update(snap, cond, assignments, table._alias,
+                       typer=spark_typer(lambda: _typing_relation(table, snap), {table._alias: snap.schema},
+                                         fallback=table.toDF),
                        storage_options=table._storage_options)
     return run_dml(table._spark, table._log, snap, plan)
 

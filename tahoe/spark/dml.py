@@ -75,12 +75,15 @@ def dataframe_alias(df) -> str | None:
     return internals.dataframe_alias(df)
 
 
-def spark_typer(df, known: dict | None = None):
+def spark_typer(df, known: dict | None = None, fallback=None):
     """The type of an expression over `df` (Spark's analyzer), as a tahoe type. `df` may be a
     callable making the relation, built at the first expression that needs Spark. `known`
     ({alias: tahoe StructType} of the relation's sides): a reference to a top-level column —
     `alias.name`, or a bare name exactly one side has — is typed from its schema with no
-    analysis (UPDATE SET *, MERGE ... UPDATE/INSERT *: every value is one)."""
+    analysis (UPDATE SET *, MERGE ... UPDATE/INSERT *: every value is one). `fallback`: the
+    relation (a callable) to type an expression `df` cannot analyse (`df` then an empty relation
+    of the table's columns, cheap to build, and `fallback` the table's scan)."""
+    from pyspark.errors import AnalysisException as SparkAnalysisException
     from pyspark.sql.types import StructField, StructType
 
     made: list = []
@@ -89,6 +92,15 @@ def spark_typer(df, known: dict | None = None):
         if not made:
             made.append(df() if callable(df) else df)
         return made[0]
+
+    def analysed(expr: Expression):
+        try:
+            return relation().select(to_spark_column(expr).alias("x")).schema.fields[0].dataType
+        except SparkAnalysisException:
+            if fallback is None:
+                raise
+        made[:] = [fallback()]
+        return relation().select(to_spark_column(expr).alias("x")).schema.fields[0].dataType
 
     def field_type(schema, name: str):
         hits = [f for f in schema.fields if f.name.lower() == name.lower()]
@@ -108,7 +120,7 @@ def spark_typer(df, known: dict | None = None):
         t = from_known(expr)
         if t is not None:
             return t
-        dt = relation().select(to_spark_column(expr).alias("x")).schema.fields[0].dataType
+        dt = analysed(expr)
         return from_spark_schema(StructType([StructField("x", dt)])).fields[0].type
     return typer
 
