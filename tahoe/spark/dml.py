@@ -597,7 +597,8 @@ class _SparkDml:
                 # (broadcast with no job)
                 import numpy as np
 
-                ids = pa.table({_MATCHED: pa.array(np.array(self.matched_sources, dtype=np.int64))})
+                ids = pa.table({_MATCHED: pa.array(np.frombuffer(self.matched_sources.to_array(), np.uint64)
+                                                    .astype(np.int64))})
                 matched = self.spark.createDataFrame(ids)
                 unmatched = source.join(F.broadcast(matched), on=F.col(SID) == F.col(_MATCHED), how="left_anti")
             elif changed is not None:
