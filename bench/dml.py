@@ -26,154 +26,39 @@ reader; a wrong result stops the bench.
 Floors (same run): the engine alone finding the DELETE's rows over the same files — pyarrow reading
 `id` and evaluating the condition; Spark's `spark.read.schema(s).parquet(files).filter(cond).count()` — no
 log, no positions, no DV, no commit: copy-on-write / floor is the most a DV DELETE can reach. The
-floor is timed right after each DV DELETE run (alternating), so both see the same warmth of
-Spark's JIT and the same load (timed at the end, after every other operation had warmed the
-JVM's scan loops, it favoured the floor: the DV runs before it were still warming, 0.65 -> 0.38 s).
-Spark's UPDATE / MERGE floors (same run, one Spark job each over the same files, plain parquet
-written, no log): UPDATE — the rows found and written with `v + 1`; MERGE — the matched target rows
-found (broadcast join with the source file) and written with the source's values, the inserts left
-out; copy-on-write — every touched file (all of them) read and written again.
+floor is timed right after each DV run (alternating), so both see the same warmth of Spark's JIT
+and the same load (timed at the end, after every other operation had warmed the JVM, a floor
+looked up to 2x lower). Spark's UPDATE / MERGE floors (same run, alternating with the DV runs too;
+one Spark job each over the same files, plain parquet written, no log): UPDATE — the rows found
+and written with `v + 1`; MERGE — the matched target rows found (broadcast join with the source
+file) and written with the source's values, the inserts left out; copy-on-write ("rewrite",
+timed last) — every touched file (all of them) read and written again.
 Targets (issue 13): DELETE in DV mode ≥ 10× faster than copy-on-write and faster than delta-rs;
 MERGE faster than delta-rs; UPDATE beside delta-rs (reported) — for each executor. Issue 32, for
 Spark: UPDATE (DV and copy-on-write) faster than delta-rs; MERGE upsert ≤ 0.8× delta-rs's time.
 
-Measured 2026-11-29 08:31, `python -m bench.dml --ops delete` (floors alternating with the DV runs, the
-Spark floor with the schema given; load 9.6 at start and at end — other sessions' tests on the 2
-cores), seconds (the runs in brackets):
-    arrow  delete dv 0.18 (0.38 0.18 0.27) / cow 2.45;  floor (pyarrow, 4 threads) 0.23 (0.28 0.23 0.38)
-    delta-rs delete 1.07
-    spark  delete dv 2.28 (3.63 4.32 2.28) / cow 6.19;  floor 1.08 (4.31 1.10 1.08)
-    ratios: arrow  cow/DV 13.6x, delta-rs/DV 5.9x; DV/floor 0.78x (the executor's decode beats that
-            pyarrow floor: it is no bound)
-            spark  DV/floor 2.11x (target <= 1.3x missed), delta-rs/DV 0.5x, cow/DV 2.7x
-  An earlier run (08:10, load 11.6 -> 18.6; floor timed last, schema inferred): spark DV 1.91 s, floor
-  2.12 s (0.90x); arrow DV 0.47 s, floor 0.32 s. Under this load the ratios move by 2x between runs.
-  Where a Spark DV DELETE's time goes (steady state, 10M rows, the floor timed beside it; load 10-15):
-  the scan job costs what the floor's does in CPU (JVM + Python workers + driver: 0.5-0.7 s each,
-  0.28-0.72 s for the summarizing job); the DV DELETE's extra wall time is (a) ~0.1-0.2 s of the
-  Python worker stage (mapInArrow) and the Arrow collect — the same rows collected straight to the
-  driver take 0.09-0.18 s less (min and median of 8, two runs) — and (b) driver work: 0.08 s (min)
-  to 0.2 s (median) outside the job (snapshot, plan, the DataFrame's six analysed steps: 299 Py4J calls, 0.12 s under
-  load, of which Spark resolving the scan's relation 0.047 s; the DV file and the commit: 5 fsyncs,
-  0.034 s) and 0.08-0.19 s from the collect's call to the job's submission (analysis, planning, the
-  Python UDF). Without the schema given the floor paid 0.1 s more (a footer read to infer it).
-Measured 2026-11-29 08:27, `python -m bench.dml` (best of 3; Spark UPDATE / MERGE without change data
-now write the updated rows from the scan job; machine shared: load 12.1/12.7/11.4 at start,
-10.6/10.9/11.0 at end — every figure ~3-4x a quiet run's, the ratios noisy), seconds:
-    delta-rs delete 1.17   update 0.98 (1.73 1.40 0.98)   merge 4.08 (4.85 7.49 4.08)
-    spark  delete dv 1.08 / cow 3.47   update dv 1.16 (1.78 1.16 1.37) / cow 6.79 (6.79 8.25 7.41)
-           merge dv 4.14 (7.98 4.53 4.14) / cow 7.29;   floors: delete 0.83 (the earlier way: timed
-           last, schema inferred), update 1.06, merge 2.09
-    ratios: spark UPDATE delta-rs/DV 0.85x, delta-rs/cow 0.14x (target > 1x missed: the floor — Spark
-            alone finding and writing the rows — took 1.06 s, itself 0.93x delta-rs; DV / floor 1.09x);
-            MERGE spark/delta-rs DV 1.01x, cow 1.79x (target <= 0.8x missed in this run; DV / floor
-            1.98x); the copy-on-write floor (a rewrite of the touched files) was added after this run.
-    Same session A/B of the inline path (10M rows, DV, best of 4, load ~13): UPDATE 2.74 s inline vs
-    3.30 s two-pass, MERGE 3.06 s vs 5.90 s.
-Measured 2026-11-27 19:37, `python -m bench.dml` (best of --repeat 3, with the floors; load 2.0 at
-start, 1.9 at end; deltalake 1.6.6), seconds (the runs in brackets):
-    arrow  delete dv 0.09 (0.09 0.09 0.10) / cow 0.74 (1.13 0.74 0.82)   update dv 0.24 / cow 0.74
-           merge dv 0.22 / cow 0.92;   floor (pyarrow reading id + the condition) 0.06
-    delta-rs delete 0.59   update 0.45   merge 0.95 (0.95 1.01 0.96)
-    spark  delete dv 0.38 (0.65 0.46 0.38) / cow 1.79 (3.20 2.08 1.79)   update dv 0.72 / cow 1.94
-           merge dv 0.86 (1.33 1.03 0.86) / cow 2.03;   floor (a filtered count of the files) 0.24
-    ratios: arrow  DELETE cow/DV 8.5x (>= 10x missed; cow/floor 11.5x is the ceiling), delta-rs/DV
-            6.8x (met); MERGE delta-rs/DV 4.33x (met)
-            spark  DELETE cow/DV 4.7x (>= 10x cannot be met here: cow/floor is 7.6x), delta-rs/DV
-            1.6x (met); MERGE delta-rs/DV 1.11x (met in this run; 0.89x in the 19:13 run)
-Measured 2026-11-27 19:13, `python -m bench.dml` (best of --repeat 3; 10M rows, 10 files; load 1.6
-at start, 2.6 at end; deltalake 1.6.6), seconds (the runs in brackets):
-    arrow  delete dv 0.08 (0.09 0.08 0.08) / cow 0.75 (1.03 0.77 0.75)   update dv 0.23 / cow 0.72
-           merge dv 0.21 / cow 0.91
-    delta-rs delete 0.63 (0.69 0.79 0.63)   update 0.59   merge 0.95 (0.99 0.97 0.95)
-    spark  delete dv 0.50 (0.75 0.61 0.50) / cow 1.90 (3.18 2.15 1.90)   update dv 0.75 / cow 2.04
-           merge dv 1.07 (1.85 1.07 1.10) / cow 2.16 (3.94 2.36 2.16)
-    ratios: arrow  DELETE cow/DV 9.4x (>= 10x missed), delta-rs/DV 7.9x (met); MERGE delta-rs/DV 4.45x (met)
-            spark  DELETE cow/DV 3.8x (missed: copy-on-write warms up to 1.9 s, the DV DELETE's one
-            scan job and its driver work stay ~0.4-0.5 s), delta-rs/DV 1.3x (met); MERGE
-            delta-rs/DV 0.89x (missed; 0.55x as the first timed run — the JVM's JIT warms over the
-            first runs, as the bracketed figures show)
-Measured 2026-11-27 18:19, `python -m bench.dml` (10M rows, 10 files; load 0.0 at start, 1.4 at end;
-deltalake 1.6.6), seconds:
-    arrow  delete dv 0.08 / cow 0.71   update dv 0.25 / cow 0.80   merge dv 0.22 / cow 0.92
-    delta-rs delete 0.62   update 0.60   merge 1.05
-    spark  delete dv 0.63 / cow 2.95   update dv 0.93 / cow 3.38   merge dv 1.89 / cow 3.87
-    ratios: arrow  DELETE cow/DV 8.6x (>= 10x missed), delta-rs/DV 7.6x (met); MERGE delta-rs/DV 4.82x (met)
-            spark  DELETE cow/DV 4.7x (missed), delta-rs/DV 1.0x (met, barely); MERGE delta-rs/DV 0.55x (missed)
-Measured 2026-11-27 14:19, `python -m bench.dml` (10M rows, 10 files; load 2.4 at start, 2.0 at
-end; deltalake 1.6.6), seconds:
-    arrow  delete dv 0.09 / cow 0.71   update dv 0.27 / cow 0.73   merge dv 0.22 / cow 1.02
-    delta-rs delete 0.66   update 0.52   merge 0.92
-    spark  delete dv 0.58 / cow 3.13   update dv 1.37 / cow 3.30   merge dv 1.62 / cow 3.65
-    ratios: arrow  DELETE cow/DV 8.2x (>= 10x missed: copy-on-write got faster with the writer's
-            cheaper dictionary choice, 1.01 -> 0.71 s; the DV DELETE is the id column's decode in
-            parallel, 0.09 s), delta-rs/DV 7.7x (met); MERGE delta-rs/DV 4.18x (met)
-            spark  DELETE cow/DV 5.4x (missed), delta-rs/DV 1.1x (met); MERGE delta-rs/DV 0.57x (missed)
-  Steady state (the 5th run of each in one session): Spark DV DELETE 0.44-0.53 s, its scan job
-  0.25-0.30 s (a plain `spark.read.parquet(...).filter(...).count()` of the same files: 0.22 s);
-  Spark DV MERGE 1.32 s, of which the jobs take 0.80 s (source broadcast 0.09, target scan + join +
-  bitmap summary 0.57, matched sources 0.02, write 0.12) and the driver 0.52 s between them
-  (building and analysing the DataFrames, the bitmaps, the commit); without AQE the same.
-Measured 2026-11-27 12:05, `python -m bench.dml` after the Spark DML job cuts (branch sparkdml:
-MERGE upsert 13 -> 4 Spark jobs in DV mode, 14 -> 5 copy-on-write; DELETE 1 / 3, UPDATE 2 / 3
-unchanged) — 10M rows, 10 files; shared machine, load 2.4 at start, 2.6 at end — seconds:
-    arrow  delete dv 0.09 / cow 1.01   update dv 0.27 / cow 1.03   merge dv 0.32 / cow 1.06
-    delta-rs delete 0.65   update 0.53   merge 1.06
-    spark  delete dv 0.59 / cow 3.77   update dv 1.13 / cow 3.70   merge dv 2.15 / cow 3.90
-    ratios: arrow  DELETE cow/DV 11.4x (>= 10x met), delta-rs/DV 7.3x (met); MERGE delta-rs/DV 3.27x (met)
-            spark  DELETE cow/DV 6.4x (missed), delta-rs/DV 1.1x (met, barely); UPDATE delta-rs/DV
-            0.47x; MERGE delta-rs/DV 0.49x (missed)
-  the same with `--warm-rows 1000000` (12:18, load 2.5 / 2.3):
-    arrow  delete dv 0.08 / cow 1.07   update dv 0.26 / cow 0.84   merge dv 0.44 / cow 1.04
-    delta-rs delete 0.58   update 0.52   merge 0.95
-    spark  delete dv 0.70 / cow 3.68   update dv 1.16 / cow 3.33   merge dv 1.48 / cow 3.74
-    ratios: arrow DELETE 14.1x / 7.7x, MERGE 2.16x; spark DELETE 5.3x / 0.8x, MERGE 0.64x
-  Where the Spark time goes now (event logs, 10M rows): a DV DELETE is its one scan job (id, row
-  index, file path; 0.17-0.33 s warm, 0.4-0.57 s as the first 10M-row scan after a 20K-row
-  warm-up) plus ~0.15 s on the driver (building and analysing the DataFrame, the collect, the
-  commit). A DV MERGE upsert is the source's broadcast (0.06-0.25 s), the target scan + broadcast
-  hash join + bitmap summary (0.6-0.97 s: the join probe of 10M rows costs about as much again
-  as the scan), the matched source rows' broadcast (0.02 s), one write (0.12 s), and ~0.5 s of
-  driver-side analysis and planning over the ~60 DataFrame steps of the plan.
-
-Measured 2026-11-27 (before the job cuts), `python -m bench.dml` (10M rows, 10 files; load 2.0 at
-start, 1.9 at end; deltalake 1.6.6), seconds:
-    arrow  delete dv 0.10 / cow 0.96   update dv 0.26 / cow 0.84   merge dv 0.33 / cow 1.05
-    delta-rs delete 0.58   update 0.52   merge 0.90
-    spark  delete dv 0.57 / cow 3.69   update dv 1.02 / cow 3.46   merge dv 2.33 / cow 4.11
-    ratios: arrow  DELETE cow/DV 9.6x (target >= 10x: just missed), delta-rs/DV 5.7x (> 1x met);
-            UPDATE delta-rs/DV 2.00x, /cow 0.63x; MERGE delta-rs/DV 2.74x (> 1x met), /cow 0.86x
-            spark  DELETE cow/DV 6.5x (missed), delta-rs/DV 1.0x (missed); UPDATE delta-rs/DV
-            0.51x; MERGE delta-rs/DV 0.39x, /cow 0.22x (missed: a Spark MERGE is several jobs,
-            each with local[2]'s fixed costs, against delta-rs's 0.9 s in one process)
-
-Measured 2026-11-24, `python -m bench.dml` (10M rows, 10 files, Arrow and Spark local[2]), on
-the 2-core machine shared with other jobs — seconds, one timed run each; the load was high and
-varied, so ratios moved by up to 2x between runs:
-
-  run A (load 1-min average 11.8 at start, 12.1 at end; before the column pruning of MERGE/UPDATE):
-    arrow  delete dv 1.12 / cow 5.42   update dv 1.95 / cow 6.31   merge dv 4.17 / cow 7.02
-    delta-rs delete 2.92   update 2.62   merge 9.06
-    spark  delete dv 2.02 / cow 20.55  update dv 6.94 / cow 10.86  merge dv 13.85 / cow 30.08
-    ratios: arrow  DELETE cow/DV 4.8x (target >= 10x), delta-rs/DV 2.6x (> 1x); UPDATE delta-rs/DV
-            1.34x, /cow 0.41x; MERGE delta-rs/DV 2.17x, /cow 1.29x (> 1x)
-            spark  DELETE cow/DV 10.2x (>= 10x), delta-rs/DV 1.4x (> 1x); UPDATE delta-rs/DV 0.38x,
-            /cow 0.24x; MERGE delta-rs/DV 0.65x, /cow 0.30x (> 1x: missed)
-  run B (load 16.7 at start, 21.2 at end; the code as committed):
-    arrow  delete dv 0.82 / cow 7.52   update dv 2.53 / cow 7.74   merge dv 2.18 / cow 10.70
-    delta-rs delete 2.39   update 2.43   merge 9.12
-    spark  delete dv 4.41 / cow 34.42  update dv 7.35 / cow 30.31  merge dv 19.96 / cow 34.06
-    ratios: arrow  DELETE cow/DV 9.2x (target >= 10x), delta-rs/DV 2.9x (> 1x); UPDATE delta-rs/DV
-            0.96x, /cow 0.31x; MERGE delta-rs/DV 4.18x, /cow 0.85x (> 1x for DV)
-            spark  DELETE cow/DV 7.8x (>= 10x: missed), delta-rs/DV 0.5x (missed); UPDATE
-            delta-rs/DV 0.33x, /cow 0.08x; MERGE delta-rs/DV 0.46x, /cow 0.27x (missed)
-  At 1M rows (load ~15-19): arrow DELETE cow/DV 14.6x, delta-rs/DV 8.4x; MERGE delta-rs/DV 2.6x.
-Where the time goes (profiled): an Arrow DV DELETE of 10M rows is the parquet decode of the id
-column (~0.3 s CPU) and `id % 1000 = 7` (~0.17 s) — no other column is read, nothing rewritten;
-copy-on-write pays the full read (the string column's decode dominates) and the rewrite. On
-Spark a DV DELETE is one scan of id + row index (pruned) and one small Python stage building the
-bitmaps; MERGE is dominated by the target scan + broadcast join job (16 s of 29 s at 10M rows
-under load 16), whose scan reads only `id`.
+Measured 2026-11-29 (2 cores shared with two other sessions' tests: load 1-13, every figure 1.5-3x
+a quiet run's), best of 3, seconds; "before" = main's code (fcf8e74), "after" = this file's:
+    before  10:38 --ops delete (load 1.1 -> 4.6): spark delete dv 0.87, floor 0.58 (1.51x); delta-rs 0.99
+            10:55 --ops update merge (load 3.1 -> 3.4; floors then timed last): spark update dv 0.87 /
+            cow 2.04, merge dv 1.07 / cow 3.06; delta-rs update 0.52, merge 0.94; floors update 0.23,
+            merge 0.64, rewrite 2.25
+    after   11:11 full (load 2.2 -> 6.1): delta-rs delete 1.28, update 1.01, merge 1.64;
+            spark delete dv 0.80 / cow 5.12, floor 0.55 (DV/floor 1.45x); update dv 1.38 / cow 3.39,
+            floor 0.69 (DV/floor 2.00x; delta-rs/DV 0.73x); merge dv 2.35 / cow 4.08, floor 1.09
+            (DV/floor 2.15x; spark/delta-rs 1.43x); rewrite floor 1.48 (delta-rs update / rewrite
+            floor 0.68x: a Spark copy-on-write UPDATE cannot beat delta-rs here)
+            11:17 --ops delete (load 7.0 -> 13.0): spark delete dv 1.03, floor 0.51 (2.00x); delta-rs 1.28
+  The DV DELETE's two routes A/B in one session (10M rows, alternating with the floor, 8 runs, load
+  5-7; /tmp harness, not kept): positions collected straight 0.50-0.60 s min vs the summarizing
+  Python job 0.69-0.70 s, floor 0.29-0.40 s (1.31-1.51x); CPU of the whole process tree (JVM, driver,
+  Python workers) min 0.36-0.38 s vs 0.38-0.61 s, floor 0.29-0.31 s — the collected route costs the
+  floor's CPU plus ~0.07 s (the driver: snapshot, plan, five analysed DataFrame steps, DV file and
+  commit, ~60 ms in all). DELETE of 50% (`id % 2 = 0`): 1.04 s collected vs 2.02 s summarized.
+  Where the rest goes: UPDATE / MERGE spend ~0.3 s (UPDATE) / ~0.6 s (MERGE) on the driver building
+  and analysing the DataFrames (700-1,300 Py4J calls: one per Column made) and their one job costs
+  ~2x the floor's (the changed rows go through a Python worker that writes them with pyarrow);
+  MERGE adds the inserts' write job (~0.4 s).
 """
 
 from __future__ import annotations
