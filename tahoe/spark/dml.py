@@ -4,7 +4,9 @@ deletion-vector bitmaps. `run_dml` runs a plan and makes one commit with delta-s
 
   1. Scan the candidate files with each row's file and position; a MERGE joins the source (broadcast under
      `spark.sql.autoBroadcastJoinThreshold`). Each row gets its first matching clause; the changed rows are
-     summarized per file (`_summarize`), multiple matches found without a job of their own.
+     summarized per file (`_summarize`), multiple matches found without a job of their own — a DELETE
+     without change data collects its rows' file ordinals and positions straight, no Python worker
+     (`_deleted_positions`, when `_collectable`).
   2. The inline path (every UPDATE and MERGE without change data): the same job writes the updated rows
      (`_summarize_and_write`); with change data they are kept and written afterwards with their pre-images.
   3. Write the rest with `tahoe.spark.write.write_dataframe(s)`: copy-on-write's untouched rows, MERGE
