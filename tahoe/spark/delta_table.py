@@ -20,7 +20,7 @@ from ..protocol.column_paths import quote_identifier
 from .read import jvm_reaches, read_snapshot
 from .session import session_timestamp_ms
 from .internals import is_connect
-from .types import local_dataframe, from_spark_schema
+from .types import local_dataframe, from_spark_schema, to_spark_schema
 from ..expressions import parse
 from ..maintenance.clone import clone
 from ..maintenance.convert import convert_to_delta
@@ -28,7 +28,7 @@ from ..maintenance.features import drop_feature
 from ..maintenance.restore import restore
 from ..maintenance.vacuum import RETENTION_CHECK_CONF, vacuum
 from ..protocol.properties import GENERATION_EXPRESSION, IDENTITY_ALLOW_EXPLICIT_INSERT, IDENTITY_START, IDENTITY_STEP
-from ..protocol.schema import StructField, StructType
+from ..protocol.schema import StructField, StructType, is_void
 from ..protocol.table_features import reader_features_of, writer_features_of, FEATURES, canonical_feature_name
 from ..txn import table_clustering_columns, upgrade_protocol, add_feature
 from ..txn.ddl import parse_ddl
@@ -509,10 +509,6 @@ def _notebook(notebook: Any) -> tuple | None:
 def _typing_relation(table: DeltaTable, snap):
     """An empty relation of `table`'s columns as its scan types them (aliased as `toDF`): the
     values of an UPDATE are typed on it without planning a scan of the table."""
-    from .types import to_spark_schema
-
-    from ..protocol.schema import is_void
-
     fields = [f for f in snap.schema.fields if not is_void(f.type)]
     df = table._spark.createDataFrame([], to_spark_schema(StructType(fields), strip_metadata=True))
     return df.alias(table._alias) if table._alias else df
