@@ -88,10 +88,28 @@ def local_dataframe(spark: Any, rows: list, schema: Any) -> Any:
     return spark.createDataFrame(pa.Table.from_pylist(dicts, schema=to_arrow_schema(schema)), schema)
 
 
-def col(name: str) -> Any:
-    from pyspark.sql import functions as F
+_FUNCTIONS: list = [None, None]   # (the JVM view, its org.apache.spark.sql.functions) of the running SparkContext
 
-    return F.col(quote_identifier(name))
+
+def col(name: str) -> Any:
+    """`F.col` of the quoted name. On a classic session with one Py4J call, not two: the JVM's
+    `functions` class is looked up once per SparkContext (F.col looks it up at every call, and a
+    DML builds hundreds of column references)."""
+    from pyspark import SparkContext
+    from pyspark.errors.utils import is_debugging_enabled
+    from pyspark.sql import functions as F
+    from pyspark.sql.utils import is_remote
+
+    quoted = quote_identifier(name)
+    sc = SparkContext._active_spark_context
+    jvm = getattr(sc, "_jvm", None)
+    if jvm is None or is_remote() or is_debugging_enabled():   # (F.col: Spark Connect; call sites recorded)
+        return F.col(quoted)
+    if _FUNCTIONS[0] is not jvm:
+        _FUNCTIONS[:] = [jvm, getattr(jvm, "org.apache.spark.sql.functions")]
+    from pyspark.sql.classic.column import Column
+
+    return Column(_FUNCTIONS[1].col(quoted))
 
 
 def nested_col(name: str) -> Any:
