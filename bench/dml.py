@@ -38,7 +38,8 @@ MERGE faster than delta-rs; UPDATE beside delta-rs (reported) — for each execu
 Spark: UPDATE (DV and copy-on-write) faster than delta-rs; MERGE upsert ≤ 0.8× delta-rs's time.
 
 Measured 2026-11-29 (2 cores shared with two other sessions' tests: load 1-13, every figure 1.5-3x
-a quiet run's), best of 3, seconds; "before" = main's code (fcf8e74), "after" = this file's:
+a quiet run's), best of 3, seconds; "before" = main's code (fcf8e74), "after" = with the collected
+DELETE positions, the faster bitmaps and UPDATE typing (spark/types.col's single Py4J call came later):
     before  10:38 --ops delete (load 1.1 -> 4.6): spark delete dv 0.87, floor 0.58 (1.51x); delta-rs 0.99
             10:55 --ops update merge (load 3.1 -> 3.4; floors then timed last): spark update dv 0.87 /
             cow 2.04, merge dv 1.07 / cow 3.06; delta-rs update 0.52, merge 0.94; floors update 0.23,
@@ -49,14 +50,16 @@ a quiet run's), best of 3, seconds; "before" = main's code (fcf8e74), "after" = 
             (DV/floor 2.15x; spark/delta-rs 1.43x); rewrite floor 1.48 (delta-rs update / rewrite
             floor 0.68x: a Spark copy-on-write UPDATE cannot beat delta-rs here)
             11:17 --ops delete (load 7.0 -> 13.0): spark delete dv 1.03, floor 0.51 (2.00x); delta-rs 1.28
-  The DV DELETE's two routes A/B in one session (10M rows, alternating with the floor, 8 runs, load
-  5-7; /tmp harness, not kept): positions collected straight 0.50-0.60 s min vs the summarizing
-  Python job 0.69-0.70 s, floor 0.29-0.40 s (1.31-1.51x); CPU of the whole process tree (JVM, driver,
-  Python workers) min 0.36-0.38 s vs 0.38-0.61 s, floor 0.29-0.31 s — the collected route costs the
-  floor's CPU plus ~0.07 s (the driver: snapshot, plan, five analysed DataFrame steps, DV file and
-  commit, ~60 ms in all). DELETE of 50% (`id % 2 = 0`): 1.04 s collected vs 2.02 s summarized.
+  Same-session A/B (10M rows, each run alternating with its floor; load 6-9; wall times under this
+  load move 2x between runs, so the CPU of the whole process tree — JVM, driver, Python workers — is
+  the steadier measure): DV DELETE, both routes in one process, 8 runs each: collected min 0.42 /
+  median 0.54 s vs the summarizing Python job 0.44 / 0.73 s, floor 0.31 / 0.42 s (DV/floor 1.35x by
+  the minima); CPU median 0.50 vs 0.70 s, floor 0.39 s (an earlier pair: 0.50 / 0.60 vs 0.69 / 0.70
+  s wall). DELETE of 50% (`id % 2 = 0`): 1.04 s collected vs 2.02 s summarized. main's code vs
+  this file's (4 runs each, CPU min / median): UPDATE 1.33 / 1.50 -> 1.16 / 1.31 s (floor 0.62-0.67
+  / 0.78-0.88); MERGE 2.29 / 2.69 -> 2.05 / 3.02 s (floor 0.84-0.97 / 1.05-1.12).
   Where the rest goes: UPDATE / MERGE spend ~0.3 s (UPDATE) / ~0.6 s (MERGE) on the driver building
-  and analysing the DataFrames (700-1,300 Py4J calls: one per Column made) and their one job costs
+  and analysing the DataFrames (500 / 1,100 Py4J calls, one or two per Column made) and their one job costs
   ~2x the floor's (the changed rows go through a Python worker that writes them with pyarrow);
   MERGE adds the inserts' write job (~0.4 s).
 """
