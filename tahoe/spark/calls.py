@@ -10,6 +10,10 @@ delta-spark users write that reaches no Python data source is carried to it as o
      `delta.autoOptimize.optimizeWrite` shuffles the DataFrame before saving (`__tahoe_optimizedWrite`).
   5. Native scans: a plain batch load of a table Spark's JVM reaches is the native parquet scan of the
      snapshot; `spark.tahoe.read.nativeScan=false` keeps every read on the data source.
+  6. Native streaming sink: `writeStream.format("delta").start()` on a classic session, to a table Spark's JVM
+     reaches, in append or complete mode, with options the sink takes, runs as `foreachBatch` with
+     `tahoe.spark.streaming.NativeStreamSink` (Spark's parquet writer, the same commit);
+     `spark.tahoe.write.nativeStreamingSink=false` keeps every stream on the data source's sink.
 The wrappers (`tahoe.spark.patches`) act only where the session's `delta` source is tahoe's."""
 
 from __future__ import annotations
@@ -19,13 +23,16 @@ from typing import Any
 
 from . import internals
 
-__all__ = ["tahoe_owns_delta", "writer_state", "partition_columns", "MAPPED_MODES", "NATIVE_READ_CONF"]
+__all__ = ["tahoe_owns_delta", "writer_state", "partition_columns", "MAPPED_MODES", "NATIVE_READ_CONF",
+           "NATIVE_STREAM_SINK_CONF"]
 
 PARTITION_COLUMNS_OPTION = "__partition_columns"
 MAPPED_MODES = {"errorifexists": "error", "error": "error", "default": "error", "ignore": "ignore"}
 _DELTA_SPARK_CLASS = "org.apache.spark.sql.delta.sources.DeltaDataSource"
 # rule 5 on/off: "false" sends every format("delta") batch read through the Python data source
 NATIVE_READ_CONF = "spark.tahoe.read.nativeScan"
+# rule 6 on/off: "false" sends every format("delta") streaming write through the Python data source's sink
+NATIVE_STREAM_SINK_CONF = "spark.tahoe.write.nativeStreamingSink"
 _owns: dict[int, bool] = {}
 
 
@@ -261,7 +268,56 @@ def stream_start(original: Any, self: Any, path=None, format=None, outputMode=No
         _hand_over_storage(self, internals.session_of(self), path or given.get("path"), given)
         _hand_over_time_zone(self, internals.session_of(self))
         _hand_over_utc_partition_values(self, internals.session_of(self))
+        sink = _native_stream_sink(self, path, outputMode, options)
+        if sink is not None:
+            internals.clear_stream_partitioning(self)   # handed over above; foreachBatch takes none
+            self.foreachBatch(sink)
+            return original(self, None, None, outputMode, None, queryName, **options)
     return original(self, path, None, outputMode, partitionBy, queryName, **options)
+
+
+def _conf_flag(spark: Any, name: str) -> bool:
+    """A tahoe on/off session conf (default true); another value is refused, naming the conf."""
+    value = str(spark.conf.get(name, "true")).strip().lower()
+    if value not in ("true", "false"):
+        from ..errors import InvalidOptionError
+
+        raise InvalidOptionError(f"the session conf {name} takes true or false, got {value!r}")
+    return value == "true"
+
+
+def _native_stream_sink(w: Any, path: Any, output_mode: Any, options: dict) -> Any:
+    """Rule 6: the `foreachBatch` function of a delta streaming write the native path takes, or None
+    where the data source's sink writes it (Spark Connect, the conf off, update mode, options it
+    refuses — the data source then reports them as it always does —, a store Spark's JVM does not
+    reach)."""
+    if internals.is_connect(w):
+        return None
+    spark = internals.session_of(w)
+    if not _conf_flag(spark, NATIVE_STREAM_SINK_CONF):
+        return None
+    try:
+        mode = str(output_mode or internals.stream_writer_output_mode(w)).strip().lower()
+    except internals.PySparkInternalsError:
+        return None
+    if mode not in ("append", "complete"):
+        return None
+    from .options import table_path, write_options
+    from .read import jvm_reaches
+    from .streaming import NativeStreamSink
+
+    given = {**w.__dict__.get("_tahoe_write_options", {}), **{str(k): v for k, v in options.items()}}
+    if path is not None:
+        given = {k: v for k, v in given.items() if k.lower() != "path"}
+        given["path"] = path
+    try:
+        write_options(given, streaming=True)
+        table = table_path(given)
+        if not table or not jvm_reaches(str(table), spark):
+            return None
+    except Exception:  # noqa: BLE001 - the data source's sink refuses it by name, at the first batch
+        return None
+    return NativeStreamSink(str(table), given, mode == "complete")
 
 
 _CDF_RANGE = ("startingVersion", "startingTimestamp", "endingVersion", "endingTimestamp")

@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import DeltaError
 
 __all__ = ["PySparkInternalsError", "is_connect", "session_of", "writer_format", "writer_mode", "writer_options",
-           "writer_dataframe", "stream_writer_format", "stream_writer_dataframe", "reader_format",
+           "writer_dataframe", "stream_writer_format", "stream_writer_dataframe", "stream_writer_output_mode", "clear_stream_partitioning", "reader_format",
            "reader_schema_given", "v2_table_name", "column_sql", "column_name", "dataframe_alias",
            "plan_size_in_bytes", "release_checkpoint", "jvm_has_class", "with_active_session", "ensure_thread_session",
            "connect_dataframe", "connect_plan_id", "with_hidden_output"]
@@ -155,6 +155,31 @@ def stream_writer_dataframe(w: Any) -> Any:
     if is_connect(w):
         return connect_dataframe(_attr(_attr(w, "_write_stream"), "_child"), _attr(w, "_session"))
     return _attr(w, "_df")
+
+
+def _jfield(jobj: Any, name: str) -> Any:
+    """A private field of a JVM object, made accessible (Java reflection through py4j)."""
+    f = jobj.getClass().getDeclaredField(name)
+    f.setAccessible(True)
+    return f
+
+
+def stream_writer_output_mode(w: Any) -> str:
+    """A classic DataStreamWriter's output mode as set so far ("append" by default): the JVM writer
+    keeps it in a private field (`outputMode`)."""
+    jwrite = _attr(w, "_jwrite")
+    mode = _jcall("DataStreamWriter.outputMode field of the JVM writer",
+                  lambda: _jfield(jwrite, "outputMode").get(jwrite))
+    return str(mode.toString() if mode is not None else "append").lower()
+
+
+def clear_stream_partitioning(w: Any) -> None:
+    """Forget a classic DataStreamWriter's `partitionBy` (its private `partitioningColumns` back to
+    None; `partitionBy()` with no columns leaves an empty list, which `foreachBatch` refuses)."""
+    jwrite = _attr(w, "_jwrite")
+    jvm = _attr(session_of(w), "_jvm")
+    _jcall("DataStreamWriter.partitioningColumns field of the JVM writer",
+           lambda: _jfield(jwrite, "partitioningColumns").set(jwrite, jvm.scala.Option.empty()))
 
 
 def reader_format(r: Any) -> str:

@@ -10,7 +10,10 @@ DeltaSource semantics) and as an exactly-once sink (`DeltaStreamWriter`).
      `ignoreDeletes`, `ignoreChanges` / `ignoreFileDeletion` or `skipChangeCommits`.
   5. Schema changes: see `DeltaStreamReader`; `readChangeFeed` streams change rows; cleaned-up versions fail
      (DELTA_MISSING_FILES_UNEXPECTED_VERSION) unless `failOnDataLoss=false`.
-  6. The sink commits a micro-batch as one `STREAMING UPDATE` with a `txn` action, once; modes append, complete."""
+  6. The sink commits a micro-batch as one `STREAMING UPDATE` with a `txn` action, once; modes append, complete.
+  7. Two sinks, one commit (`commit_micro_batch`): `DeltaStreamWriter` (the Python data source: rows written by
+     pyarrow in Python workers) and `NativeStreamSink` (a `foreachBatch` function the `start` wrapper installs on
+     a classic session whose JVM reaches the table: Spark's own parquet writer, `tahoe.spark.write`)."""
 
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ from ..read.changes import (
 from .scan import ChangesPartition, TableFiles, change_partitions, spark_read_schema
 from .options import stream_read_options
 
-__all__ = ["DeltaStreamReader", "DeltaStreamWriter", "source_offset", "QUERY_ID_PROPERTY", "BATCH_ID_PROPERTY"]
+__all__ = ["DeltaStreamReader", "DeltaStreamWriter", "NativeStreamSink", "checkpoint_query_id", "source_offset", "QUERY_ID_PROPERTY", "BATCH_ID_PROPERTY"]
 
 _MAX_FILES_DEFAULT = 1000
 QUERY_ID_PROPERTY = "sql.streaming.queryId"     # Spark's StreamExecution.QUERY_ID_KEY (a task property)
@@ -433,6 +436,21 @@ class DeltaStreamReader(DataSourceStreamReader, _AvailableNow):
 
 # --- the sink ----------------------------------------------------------------------------------------
 
+def checkpoint_query_id(checkpoint: Optional[str], storage_options: dict) -> Optional[str]:
+    """The query id Spark keeps in the checkpoint's `metadata` file (the same across restarts), or
+    None when there is no checkpoint or it says none."""
+    if not checkpoint:
+        return None
+    from ..storage import store_for
+
+    try:
+        store, where = store_for(checkpoint, storage_options)
+        data = store.read(store.join(where, "metadata"))
+        return json.loads(data.decode("utf-8").splitlines()[0])["id"]
+    except (OSError, ValueError, KeyError, IndexError, DeltaError):
+        return None
+
+
 class DeltaStreamWriter(DataSourceStreamArrowWriter):
     """`df.writeStream.format("delta")` (see the module docstring). Made for every micro-batch:
     its plan is the batch's."""
@@ -470,16 +488,9 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
             raise DeltaError(f"the tasks of one micro-batch name different streaming queries: {sorted(ids)}")
         if ids:
             return ids.pop()
-        if self.checkpoint:   # no task ran: the checkpoint's metadata file holds the query id
-            from ..errors import DeltaError as _StoreFailure
-            from ..storage import store_for
-
-            try:
-                store, where = store_for(self.checkpoint, self.ds.plan.storage_options)
-                data = store.read(store.join(where, "metadata"))
-                return json.loads(data.decode("utf-8").splitlines()[0])["id"]
-            except (OSError, ValueError, KeyError, IndexError, _StoreFailure):
-                pass
+        qid = checkpoint_query_id(self.checkpoint, self.ds.plan.storage_options)   # no task ran
+        if qid is not None:
+            return qid
         raise DeltaError("the Delta sink cannot tell this streaming query's id (no task of the micro-batch ran and "
                          "the checkpoint location gives none): give the query option('checkpointLocation', ...)")
 
@@ -508,3 +519,62 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
         messages = [m for m in messages if m is not None]
         plans = [m.ds for m in messages if getattr(m, "ds", None) is not None]
         datasource_abort(plans[0] if plans else self.ds, messages, str(batchId))
+
+
+class NativeStreamSink:
+    """`df.writeStream.format("delta")` as a `foreachBatch` function (rule 7; `tahoe.spark.calls` installs it
+    where the native write path reaches the table). For micro-batch `batch_id` of query Q (Spark's
+    `sql.streaming.queryId`, which the checkpoint keeps across restarts):
+
+      1. the batch is planned as `DeltaStreamWriter` plans it (`prepare_datasource_write`: the same options,
+         the same planner); a table that already records batch `batch_id` of Q is left alone (a replay);
+      2. its rows are written by Spark's parquet writer (`write_dataframe`: shaped, checked, staged, moved,
+         stats from the footers) — empty files dropped, as the data source's empty tasks write none;
+      3. ONE `STREAMING UPDATE` version with txn (Q, batch_id) — `commit_micro_batch`, which deletes the files
+         when the table recorded the batch meanwhile or the commit surely did not land."""
+
+    def __init__(self, path: str, options: dict, complete: bool):
+        from .options import SAVE_MODE_OPTION
+
+        self.path = path
+        self.complete = complete
+        self.checkpoint = next((v for k, v in options.items() if k.lower() == "checkpointlocation"), None)
+        self.options = {k: v for k, v in options.items() if k.lower() not in ("checkpointlocation", "path")}
+        self.options[SAVE_MODE_OPTION] = "overwrite" if complete else "append"
+
+    def query_id(self, df, storage_options: dict) -> str:
+        qid = None
+        try:
+            qid = df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+        except Exception:  # noqa: BLE001 - asked of the checkpoint instead
+            qid = None
+        qid = qid or checkpoint_query_id(self.checkpoint, storage_options)
+        if not qid:
+            raise DeltaError("the Delta sink cannot tell this streaming query's id (Spark set no "
+                             f"{QUERY_ID_PROPERTY} and the checkpoint location gives none): give the query "
+                             f"option('checkpointLocation', ...)")
+        return qid
+
+    def __call__(self, df, batch_id) -> None:
+        from ..write.commit import commit_micro_batch, delete_data_files
+        from .options import check_properties_apply
+        from .write import prepare_datasource_write, write_dataframe
+
+        batch_id = int(batch_id)
+        ds = prepare_datasource_write(self.path, self.options, df.schema, self.complete)
+        plan = ds.plan
+        query_id = self.query_id(df, plan.storage_options)
+        log = DeltaLog.for_table(plan.table_root, plan.storage_options)
+        if plan.read_version >= 0:
+            snap = log.snapshot(version=plan.read_version)
+            done = snap.txn_version(query_id)
+            if done is not None and done >= batch_id:
+                return   # a replay of a batch the table holds: nothing to write (rule 1)
+            if any(k.lower().startswith("delta.") for k in self.options):
+                check_properties_apply(self.options, snap)
+        adds, marks = write_dataframe(df, log, plan)
+        empty = [a for a in adds if a.num_records == 0]
+        if empty:
+            delete_data_files(log.store, log.table_root, empty)
+            adds = [a for a in adds if a.num_records != 0]
+        commit_micro_batch(plan, log, adds, marks, query_id, batch_id, "Complete" if self.complete else "Append")

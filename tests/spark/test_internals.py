@@ -43,6 +43,15 @@ def test_writer_and_reader_accessors(session, tmp_path):
     assert internals.session_of(session.readStream) is session
     if internals.is_connect(session):
         assert internals.stream_writer_format(sw) == "delta"
+    else:
+        assert internals.stream_writer_output_mode(sw) == "append"
+        assert internals.stream_writer_output_mode(sw.outputMode("Complete")) == "complete"
+        parted = session.readStream.format("rate").load().writeStream.partitionBy("value")
+        field = parted._jwrite.getClass().getDeclaredField("partitioningColumns")
+        field.setAccessible(True)
+        assert field.get(parted._jwrite).isDefined()
+        internals.clear_stream_partitioning(parted)
+        assert field.get(parted._jwrite).isEmpty()      # None: what foreachBatch accepts
 
 
 def test_dataframe_and_column_accessors(session):
