@@ -35,6 +35,17 @@ worker failed to connect back"). A query that fails so is restarted from its che
 streaming sink is exactly-once, so the rows stay right (checked) — and the retries are reported;
 the wall time includes them. The load average is printed before and after.
 
+Figures of 2026-11-29 11:44 (`python -m bench.streaming`, best of 3, 10M rows / 1,000 commits), after the native
+sink (foreachBatch + Spark's parquet writer, `tahoe.spark.streaming.NativeStreamSink`); load 3.0 at the start, 9.5
+at the end — both sinks in the same run:
+    delta -> delta, native sink 10.5 s (runs 14.8 10.5 10.8); data-source sink 14.2 s (23.0 14.2 16.7): 1.35x
+    parquet -> parquet 5.1 s; floor (Python source + sink) 14.4 s; floor (Python source -> parquet) 8.2 s
+    ratio delta/parquet 0.49 (data-source sink 0.36; target 0.8 missed); the source floor's own ratio 0.62, so no
+    sink reaches 0.8 here; native delta / source floor 0.78 (what the Delta source's log reads and the sink's
+    planning, file moves, footers and commits cost beyond it). 1-row latency median 1.09 s, max 1.36 s.
+  The run before it (11:27, load 6.9 -> 8.5, no data-source-sink row): native 7.1 s, parquet 4.9 s (0.69), source
+  floor 6.1 s (delta/floor 0.86); the same code before the change, 11:18 (load 7.7 -> 13.3): delta 28.3 s, parquet
+  12.0 s (0.42), source floor 15.4 s. The machine's load moves every figure by 2x between runs: compare within a run.
 Figures of 2026-11-29 08:43 (`python -m bench.streaming`, best of 3; machine shared, load average
 13.5/9.3/9.7 at the start, 12.2/11.4/10.6 at the end), 10M rows / 1,000 commits:
     delta -> delta 23.1 s (runs 40.5 37.0 23.1), parquet -> parquet 10.2 s (16.4 14.0 10.2),
