@@ -37,7 +37,15 @@ Targets (issue 13): DELETE in DV mode ≥ 10× faster than copy-on-write and fas
 MERGE faster than delta-rs; UPDATE beside delta-rs (reported) — for each executor. Issue 32, for
 Spark: UPDATE (DV and copy-on-write) faster than delta-rs; MERGE upsert ≤ 0.8× delta-rs's time.
 
-Measured 2026-11-29 (2 cores shared with two other sessions' tests: load 1-13, every figure 1.5-3x
+Measured 2026-11-29 12:17 on a quiet machine (`python -m bench.dml`, load 0.7 -> 2.0), best of 3, seconds:
+    delta-rs delete 0.61, update 0.52, merge 0.92
+    arrow   delete dv 0.08 / cow 0.70, update dv 0.22 / cow 0.71, merge dv 0.22 / cow 0.78; floor 0.06
+    spark   delete dv 0.34 / cow 1.71, floor 0.28 (DV/floor 1.22x, target <= 1.3x met; a --ops delete run
+            just before: 0.29 vs 0.28, 1.03x); update dv 0.45 / cow 1.80, floor 0.32 (delta-rs/DV 1.17x:
+            faster than delta-rs, met); merge dv 1.02 / cow 2.31, floor 0.34 (spark/delta-rs 1.11x, target
+            <= 0.8x missed); rewrite floor 1.08 (Spark alone rewriting the touched files: delta-rs update
+            is 0.48x of it, so a copy-on-write Spark UPDATE cannot beat delta-rs here).
+Earlier the same day, loaded (2 cores shared with two other sessions' tests: load 1-13, every figure 1.5-3x
 a quiet run's), best of 3, seconds; "before" = main's code (fcf8e74), "after" = with the collected
 DELETE positions, the faster bitmaps and UPDATE typing (spark/types.col's single Py4J call came later):
     before  10:38 --ops delete (load 1.1 -> 4.6): spark delete dv 0.87, floor 0.58 (1.51x); delta-rs 0.99

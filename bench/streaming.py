@@ -35,47 +35,22 @@ worker failed to connect back"). A query that fails so is restarted from its che
 streaming sink is exactly-once, so the rows stay right (checked) — and the retries are reported;
 the wall time includes them. The load average is printed before and after.
 
-Figures of 2026-11-29 11:44 (`python -m bench.streaming`, best of 3, 10M rows / 1,000 commits), after the native
-sink (foreachBatch + Spark's parquet writer, `tahoe.spark.streaming.NativeStreamSink`); load 3.0 at the start, 9.5
-at the end — both sinks in the same run:
-    delta -> delta, native sink 10.5 s (runs 14.8 10.5 10.8); data-source sink 14.2 s (23.0 14.2 16.7): 1.35x
-    parquet -> parquet 5.1 s; floor (Python source + sink) 14.4 s; floor (Python source -> parquet) 8.2 s
-    ratio delta/parquet 0.49 (data-source sink 0.36; target 0.8 missed); the source floor's own ratio 0.62, so no
-    sink reaches 0.8 here; native delta / source floor 0.78 (what the Delta source's log reads and the sink's
-    planning, file moves, footers and commits cost beyond it). 1-row latency median 1.09 s, max 1.36 s.
-  The run before it (11:27, load 6.9 -> 8.5, no data-source-sink row): native 7.1 s, parquet 4.9 s (0.69), source
-  floor 6.1 s (delta/floor 0.86); the same code before the change, 11:18 (load 7.7 -> 13.3): delta 28.3 s, parquet
-  12.0 s (0.42), source floor 15.4 s. The machine's load moves every figure by 2x between runs: compare within a run.
-Figures of 2026-11-29 08:43 (`python -m bench.streaming`, best of 3; machine shared, load average
-13.5/9.3/9.7 at the start, 12.2/11.4/10.6 at the end), 10M rows / 1,000 commits:
-    delta -> delta 23.1 s (runs 40.5 37.0 23.1), parquet -> parquet 10.2 s (16.4 14.0 10.2),
-    floor (Python data source alone) 22.7 s (36.0 22.7 22.7)
-    ratio delta/parquet 0.44 (target >= 0.8 missed) — the floor's own ratio is 0.45: delta/floor
-    0.98, tahoe's log, stats and commit cost ~2% over PySpark's Python data source; the gap to
-    parquet is the rows' trip through Python workers (Arrow both ways), which no format("delta")
-    stream without JVM jars avoids. 1-row latency median 0.94 s, max 1.27 s (< 2 s met); 0 restarts.
-  Where one batch's seconds go (query progress, 4M rows / 400 files, warm): addBatch (the read and
-  write job) ~95%, latestOffset + planning + commits < 0.3 s; in-process, tahoe's reader spends
-  ~80% in pyarrow's row-group decode and its writer ~70% in pyarrow's parquet encode — the same
-  calls the floor makes.
-An earlier single run of the same day (load 5.9 at the start, delta run first, one run each): delta 20.5 s,
-  parquet 7.8 s, floor 13.8 s — ratio 0.38, floor/parquet 0.57, delta/floor 0.68 (the delta stream
-  ran first, on the coldest JIT: hence the rotated best-of-3).
-Figures of 2026-11-27 on a quiet machine (load 1.6 at the start, 1.8 at the end), one run:
-  10M rows / 1,000 commits (source written in 5.0 s): delta -> delta 6.9 s (1,452,247 rows/s),
-  parquet -> parquet 4.0 s (2,531,038 rows/s): ratio 0.57 (no target); 1-row append latency
-  median 0.99 s, max 1.01 s (target < 3 s met); 0 restarts.
-Figures (one run, `python -m bench.streaming`, this 2-core machine shared with other sessions; load
-average 1/5/15 min 17.3, 16.6, 14.7 at the start, 16.4, 17.2, 15.7 at the end):
-  10M rows / 1,000 commits (source written in 113 s):
-    delta -> delta      73.1 s   136,750 rows/s
-    parquet -> parquet  32.6 s   307,102 rows/s      ratio delta/parquet 0.45 (no target; reported)
-  1-row append latency, 1 s trigger, 5 runs: median 1.14 s, max 1.45 s (target < 3 s: met)
-  0 restarts after connect-back timeouts.
-The Python data source path reads and writes every row through Spark's Arrow exchange with Python
-workers (tahoe's own work per 500k rows is ~0.15 s reading and ~0.2 s writing, measured in-process),
-so the ratio stays below native parquet's; a first query in a session is much slower (Python
-workers starting and importing: ~60 s for 1,000 rows at this load), hence the warm-up.
+Figures of 2026-11-29 12:20 / 12:22 on a quiet machine (load 1.8 -> 2.9), best of 3, 10M rows / 1,000 commits:
+                          local[2]            standalone master + worker (2 cores)
+    delta, native sink    4.0 s               4.3 s
+    delta, data-source    5.3 s               5.5 s          (native / data-source sink rows/s 1.30 / 1.28)
+    parquet -> parquet    2.1 s               2.4 s
+    floor, Python source  3.6 s               3.8 s          (into Spark's parquet sink)
+    floor, Python both    5.3 s               5.5 s
+    ratio delta/parquet   0.52                0.56           (target 0.8 missed)
+    ceiling               0.59                0.64           (parquet / Python-source floor: no stream read
+                                                              through PySpark's Python data source reaches 0.8)
+    delta / that floor    0.89                0.87
+    1-row latency         median 0.98 s, max 1.01 s / median 0.99 s, max 1.03 s (< 2 s met); 0 restarts.
+  Under load (11:44, load 3 -> 9.5) the same code gave 0.49 (native) and 0.36 (data-source sink) against a
+  ceiling of 0.62; before the native sink (11:18) 0.42. A run's figures move 2x with the load: compare within one.
+The rows' trip through Python workers (Arrow both ways, pyarrow decoding) is what the Python source costs;
+a first query in a session is slower (Python workers starting and importing), hence the warm-up.
 """
 
 from __future__ import annotations
