@@ -1,4 +1,4 @@
-"""A standalone Spark cluster on 127.0.0.1 for a bench: one master and one worker (their own JVMs,
+"""A standalone Spark cluster on 127.0.0.1 for a bench (and tests/spark/test_clusters.py): one master and one worker (their own JVMs,
 executors with their own Python workers), started from the `spark-class` that ships with pyspark
 and stopped when the `with` block ends.
 
@@ -35,17 +35,19 @@ def _wait_port(port: int, timeout: float = 120) -> None:
 
 
 @contextlib.contextmanager
-def standalone_cluster(cores: int = 2, memory: str = "4g"):
+def standalone_cluster(cores: int = 2, memory: str = "4g", env: dict | None = None):
     """Yield the master's URL (`spark://127.0.0.1:<port>`) of a running master + worker; the
     worker offers `cores` and `memory`, its executors' Python workers run this interpreter
-    (tahoe is installed in it, so the nodes find the `delta` source by themselves)."""
+    (tahoe is installed in it, so the nodes find the `delta` source by themselves). `env`: the
+    daemons' environment instead of this one's with Spark's settings (logs in a temporary folder)."""
     import pyspark
 
     home = os.path.dirname(pyspark.__file__)
-    work = tempfile.mkdtemp(prefix="tahoe-bench-cluster-")
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
-               PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_HOME=home, SPARK_NO_DAEMONIZE="1",
-               SPARK_LOG_DIR=os.path.join(work, "logs"), SPARK_WORKER_DIR=os.path.join(work, "work"))
+    if env is None:
+        work = tempfile.mkdtemp(prefix="tahoe-bench-cluster-")
+        env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
+                   PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_HOME=home, SPARK_NO_DAEMONIZE="1",
+                   SPARK_LOG_DIR=os.path.join(work, "logs"), SPARK_WORKER_DIR=os.path.join(work, "work"))
     spark_class = os.path.join(home, "bin", "spark-class")
     port = _free_port()
     procs = []

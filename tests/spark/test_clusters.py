@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -25,12 +22,6 @@ import pytest
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _spark_home() -> str:
@@ -56,16 +47,6 @@ def connect_env(tmp_path) -> dict:
     env = _env(tmp_path)
     env["SPARK_TESTING"] = "1"
     return env
-
-
-def _wait_port(port: int, timeout: float = 60) -> None:
-    end = time.time() + timeout
-    while time.time() < end:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.3)
-    raise TimeoutError(f"nothing listening on 127.0.0.1:{port}")
 
 
 # the no-register part of a driver: tahoe installed where Spark's Python runs, nothing of tahoe in
@@ -142,20 +123,11 @@ def _s3_hadoop_confs(options: dict) -> dict:
 
 
 def _standalone_cluster(tmp_path, stores: dict):
+    from bench.cluster import standalone_cluster
+
     env = _env(tmp_path)
-    spark_class = os.path.join(_spark_home(), "bin", "spark-class")
-    port = _free_port()
-    procs = []
-    try:
-        procs.append(subprocess.Popen(
-            [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-             "--webui-port", str(_free_port())], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True))
-        _wait_port(port)
-        procs.append(subprocess.Popen(
-            [spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host", "127.0.0.1",
-             "--cores", "1", "--memory", "1g", "--webui-port", str(_free_port())],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+    with standalone_cluster(cores=1, memory="1g", env=env) as master:
+        port = master.rsplit(":", 1)[1]
         zip_base = str(tmp_path / "tahoe_pkg")
         shutil.make_archive(zip_base, "zip", root_dir=str(REPO), base_dir="tahoe")
         table = str(tmp_path / "t")
@@ -191,17 +163,6 @@ def _standalone_cluster(tmp_path, stores: dict):
             spark.stop()
         """)
         _run_driver(code, env)
-    finally:
-        for p in reversed(procs):
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
 
 
 def test_spark_connect(connect_server, tmp_path):
