@@ -18,6 +18,7 @@ _LAZY = {
     "Snapshot": ("tahoe.log", "Snapshot"),
     "Table": ("tahoe.table", "Table"),
     "errors": ("tahoe.errors", None),
+    "delta_rs": ("tahoe.delta_rs", None),   # deltalake's API: tahoe.delta_rs.AddAction, RemoveAction, ...
     "DeltaTable": ("tahoe.delta_rs", "DeltaTable"),     # deltalake's, Spark-free (delta-spark's: tahoe.spark)
     "write_deltalake": ("tahoe.delta_rs", "write_deltalake"),
     "TableMerger": ("tahoe.delta_rs", "TableMerger"),

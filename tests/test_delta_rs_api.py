@@ -718,3 +718,16 @@ def test_column_properties_name_logical_columns_of_a_column_mapped_table(tmp_pat
               f"{phys['st']}.{sub['y']}": (True, True)}
     assert {p: ("RLE_DICTIONARY" in c.encodings, c.is_stats_set) for p, c in cols.items()} == expect
     assert dt.to_pyarrow_table().to_pylist() == t.to_pylist()
+
+
+def test_the_deltalake_module_is_reached_from_the_package_in_a_fresh_process():
+    """`tahoe.delta_rs.AddAction` (the README's name for deltalake's `deltalake.transaction.AddAction`)
+    right after `import tahoe`, as `tahoe.exceptions` — not only once another import loaded it."""
+    import subprocess
+    import sys
+
+    code = ("import tahoe; print(tahoe.delta_rs.AddAction.__name__, tahoe.delta_rs.RemoveAction.__name__, "
+            "tahoe.exceptions.DeltaError.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["AddAction", "RemoveAction", "DeltaError"]
