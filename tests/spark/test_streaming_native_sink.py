@@ -210,3 +210,33 @@ def test_the_conf_switches_back_to_the_data_source_sink(spark, tmp_path):
     assert _txns(sink) == [(q.id, 0), (q.id, 1)]
     assert _delta_rs_rows(sink) == [(1,), (2,), (3,)]
     assert [i["operation"] for i in _commit_infos(sink)] == ["STREAMING UPDATE"] * 2
+
+
+def test_a_spark_connect_stream_runs_on_the_data_source_sink(connect, tmp_path):
+    """Over Spark Connect the client cannot run `foreachBatch` in the server's JVM with tahoe's
+    writer, so a Connect session keeps the data source's sink (rule 6): a Delta → Delta stream,
+    restarted after another source commit, commits one `STREAMING UPDATE` version per batch with
+    its `txn` (query id, batch id), every row once; Spark names the Python sink, not ForeachBatchSink."""
+    src, sink, ck = str(tmp_path / "src"), str(tmp_path / "sink"), str(tmp_path / "ck")
+    _append(src, [0, 1])
+    _append(src, [2, 3, 4])
+
+    def writer():
+        return (connect.readStream.format("delta").option("maxFilesPerTrigger", 1).load(src)
+                .selectExpr("id", "id * 10 AS v")
+                .writeStream.format("delta").option("checkpointLocation", ck))
+
+    q = _run(writer(), sink)
+    assert q.exception() is None
+    assert _sink_description(q) != NATIVE
+    assert _delta_rs_rows(sink) == [(i, 10 * i) for i in range(5)]
+    _append(src, [5])
+    q2 = _run(writer(), sink)
+    assert q2.exception() is None and q2.id == q.id
+    assert _sink_description(q2) != NATIVE
+    assert _txns(sink) == [(q.id, b) for b in range(3)]            # one batch per source commit
+    assert [i["operation"] for i in _commit_infos(sink)] == ["STREAMING UPDATE"] * 3
+    assert [i["operationParameters"]["epochId"] for i in _commit_infos(sink)] == ["0", "1", "2"]
+    assert _delta_rs_rows(sink) == [(i, 10 * i) for i in range(6)]
+    live = {a["add"]["path"] for actions in _commits(sink) for a in actions if "add" in a}
+    assert _parquet_files(sink) == live and _leftovers(sink) == []
