@@ -312,18 +312,24 @@ def _operation_context(commit_properties: Any = None, post_commithook_properties
             yield
 
 
-def _with_commit_properties(fn: Any) -> Any:
+def _with_commit_properties(fn: Any, table_target: bool = False) -> Any:
     """Run `fn` with its `commit_properties`, `post_commithook_properties` and `writer_properties`
-    arguments set for the transaction it opens and the files it writes."""
+    arguments set for the transaction it opens and the files it writes (`table_target`: files roll
+    at the table's `delta.targetFileSize` when it is set, as delta-rs's DML writes them)."""
     sig = inspect.signature(fn)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         given = sig.bind_partial(*args, **kwargs).arguments
         with _operation_context(given.get("commit_properties"), given.get("post_commithook_properties"),
-                                given.get("writer_properties")):
+                                given.get("writer_properties"), table_target=table_target):
             return fn(*args, **kwargs)
     return wrapper
+
+
+def _dml(fn: Any) -> Any:
+    """`_with_commit_properties` for an operation that rewrites data files (DELETE, UPDATE)."""
+    return _with_commit_properties(fn, table_target=True)
 
 
 def _refuse(**given: Any) -> None:
@@ -436,7 +442,8 @@ class TableMerger(dml.TableMerger):
     def execute(self) -> dict[str, Any]:
         """deltalake's MERGE metrics; `num_target_files_scanned` the target files the MERGE read,
         `num_target_files_skipped_during_scan` those it pruned (by partition values and stats)."""
-        with _operation_context(self.commit_properties, self.post_commithook_properties, self.writer_properties):
+        with _operation_context(self.commit_properties, self.post_commithook_properties, self.writer_properties,
+                                table_target=True):
             m = super().execute()
         m["numTargetFilesSkipped"] = int(m.get("numTargetFilesBeforeSkipping") or 0) - \
             int(m.get("numTargetFilesAfterSkipping") or 0)
@@ -730,7 +737,7 @@ class DeltaTable(Table):
         return list(seen.values())
 
     # --- writing ------------------------------------------------------------------------------------
-    @_with_commit_properties
+    @_dml
     def delete(self, predicate: str | None = None, writer_properties: Any = None, *, commit_properties: Any = None,
                post_commithook_properties: Any = None) -> dict[str, Any]:
         """DELETE the rows matching `predicate` (all when None); deltalake's DELETE metrics."""
@@ -740,7 +747,7 @@ class DeltaTable(Table):
         self.update_incremental()
         return _renamed(metrics, _DELETE)
 
-    @_with_commit_properties
+    @_dml
     def update(self, updates: Mapping[str, str] | None = None, new_values: Mapping[str, Any] | None = None,
                predicate: str | None = None, writer_properties: Any = None, error_on_type_mismatch: bool = True, *,
                commit_properties: Any = None, post_commithook_properties: Any = None) -> dict[str, Any]:

@@ -659,6 +659,40 @@ def test_target_file_size_rolls_files_as_deltalake(tmp_path):
         assert abs(t - o) <= max(1, t // 4), counts
 
 
+def test_dml_rewrites_roll_files_at_the_tables_target_file_size(tmp_path):
+    """DELETE, UPDATE and MERGE through the deltalake facade write their rewritten files at the
+    table's `delta.targetFileSize`, as delta-rs's DML does: one file written before the property
+    was set, rewritten into as many files as deltalake writes, within a quarter; rows equal."""
+    n = 200_000
+    data = pa.table({"a": pa.array(range(n), pa.int64()), "u": [f"u{i}" for i in range(n)],
+                     "r": pa.array([(i * 7919 % 1000) / 7 for i in range(n)], pa.float64())})
+    counts: dict[str, list[int]] = {}
+    rows: dict[str, list] = {}
+    for mod in (deltalake, tahoe):
+        seen = counts[mod.__name__] = []
+        for op in ("delete", "update", "merge"):
+            path = str(tmp_path / f"{mod.__name__}_{op}")
+            mod.write_deltalake(path, data)
+            dt = mod.DeltaTable(path)
+            dt.alter.set_table_properties({"delta.targetFileSize": "500000"})
+            if op == "delete":
+                dt.delete("a % 10 = 0")
+            elif op == "update":
+                dt.update({"r": "r + 1"})
+            else:
+                dt.merge(data.slice(0, 1000), "t.a = s.a", "s", "t").when_matched_update({"u": "'m'"}).execute()
+            seen.append(len(mod.DeltaTable(path).file_uris()))
+            t = mod.DeltaTable(path).to_pyarrow_table().sort_by("a")
+            rows.setdefault(op, []).append((t.num_rows, pa.compute.sum(t.column("r")).as_py(),
+                                            t.column("u").to_pylist()[:3]))
+    theirs, ours = counts["deltalake"], counts["tahoe"]
+    assert all(t > 3 for t in theirs), counts
+    for t, o in zip(theirs, ours):
+        assert abs(t - o) <= max(1, t // 4), counts
+    for op, (r_theirs, r_ours) in rows.items():
+        assert r_theirs[0] == r_ours[0] and r_theirs[2] == r_ours[2] and abs(r_theirs[1] - r_ours[1]) < 1e-6, op
+
+
 def test_post_commithook_properties_as_deltalake(tmp_path):
     """`create_checkpoint=False` skips the checkpoint `delta.checkpointInterval` makes due;
     `cleanup_expired_logs=True` cleans up expired logs after the commit although the table says
