@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -23,7 +23,7 @@ import pyarrow.json as pa_json
 from ..storage.base import LogStore
 from . import compute as pc
 from .arrow_build import (
-    all_distinct, bool_numpy, column, int_numpy, lean, memory_pool, null_array, numpy_array, scalar,
+    all_distinct, bool_numpy, column, empty, int_numpy, lean, memory_pool, null_array, numpy_array, scalar,
     string_digests, table_from_rows,
 )
 
@@ -100,11 +100,13 @@ def _text(lines: pa.Array) -> pa.Array:
         raise Fallback("not UTF-8") from None
 
 
-def _read_json(data: bytes, columns: dict[str, list[str]], partition_hint: list[str] | None = None) -> pa.Table:
-    """Parse `data` keeping only `{action: [column, ...]}`. Map columns come back as structs:
-    `partitionValues` with a string field per column of `partition_hint` (the values the
-    partition columns most likely hold; `_partition_values` checks them against the text), the
-    others empty (their validity only)."""
+def _read_json(data: bytes, columns: dict[str, list[str]], partition_hint: list[str] | None = None, *,
+               span: tuple[int, int] | None = None, strict: bool = False) -> pa.Table:
+    """Parse `data` (its bytes `span` when given) keeping only `{action: [column, ...]}`. Map
+    columns come back as structs: `partitionValues` with a string field per column of
+    `partition_hint` (the values the partition columns most likely hold; `_partition_values`
+    checks them against the text), the others empty (their validity only). `strict`: a field of
+    any line that `columns` does not name is an error (Fallback), not skipped."""
     from .file_actions import ADD_SCHEMA, REMOVE_SCHEMA
 
     fields = []
@@ -119,7 +121,9 @@ def _read_json(data: bytes, columns: dict[str, list[str]], partition_hint: list[
                 t = pa.struct([])
             sub.append(pa.field(c, t))
         fields.append(pa.field(action, pa.struct(sub)))
-    options = pa_json.ParseOptions(explicit_schema=pa.schema(fields), unexpected_field_behavior="ignore")
+    options = pa_json.ParseOptions(explicit_schema=pa.schema(fields),
+                                   unexpected_field_behavior="error" if strict else "ignore")
+    lo, hi = span if span is not None else (0, len(data))
     whole = pa.py_buffer(data)
 
     def parse(piece: pa.Buffer) -> pa.Table:
@@ -132,10 +136,10 @@ def _read_json(data: bytes, columns: dict[str, list[str]], partition_hint: list[
     # pyarrow's reader parses a text on one core, threads or not (measured: the same wall time):
     # a large commit is cut at line ends into a piece per core, parsed at once (a newline never
     # occurs inside a JSON line), the pieces' rows in order
-    cuts = _piece_bounds(data)
-    if len(cuts) <= 2:
-        return parse(whole)
+    cuts = _piece_bounds(data, lo, hi)
     pieces = [whole.slice(a, b - a) for a, b in zip(cuts[:-1], cuts[1:])]
+    if len(pieces) == 1:
+        return parse(pieces[0])
     with ThreadPoolExecutor(max_workers=len(pieces) - 1) as ex:
         rest = ex.map(parse, pieces[1:])
         first = parse(pieces[0])
@@ -145,20 +149,21 @@ def _read_json(data: bytes, columns: dict[str, list[str]], partition_hint: list[
 _PIECE_MIN_BYTES = 4 << 20
 
 
-def _piece_bounds(data: bytes) -> list[int]:
-    """Offsets cutting `data` into about one piece per core, each ending at a line end (pieces
-    of at least _PIECE_MIN_BYTES)."""
+def _piece_bounds(data: bytes, lo: int = 0, hi: int | None = None) -> list[int]:
+    """Offsets cutting `data[lo:hi]` into about one piece per core, each ending at a line end
+    (pieces of at least _PIECE_MIN_BYTES)."""
     import os
 
-    n = min(os.cpu_count() or 1, len(data) // _PIECE_MIN_BYTES)
-    cuts = [0]
+    hi = len(data) if hi is None else hi
+    n = min(os.cpu_count() or 1, (hi - lo) // _PIECE_MIN_BYTES)
+    cuts = [lo]
     for k in range(1, n):
-        at = data.find(b"\n", len(data) * k // n)
-        if at < 0 or at + 1 >= len(data):
+        at = data.find(b"\n", lo + (hi - lo) * k // n, hi)
+        if at < 0 or at + 1 >= hi:
             break
         if at + 1 > cuts[-1]:
             cuts.append(at + 1)
-    cuts.append(len(data))
+    cuts.append(hi)
     return cuts
 
 
@@ -320,6 +325,31 @@ def _partition_values(buf: np.ndarray, starts: np.ndarray, parsed: pa.Array, hin
     return None
 
 
+def _parsed_maps(parsed: pa.Array, hint: list[str]) -> pa.Array | None:
+    """The partitionValues maps of a strict parse's struct of the `hint` columns (see
+    `JsonCommit.parse`) when they follow from it alone: no partition column, or one set on every
+    line. A strict parse fails on an object with a key other than the hint's, with a key twice,
+    or with a value that is not a string or null; so such an object is `{}`, or `{key: value}`
+    with the parsed value — what json.loads reads. (With two columns or more their order in
+    the text is not known: `_partition_values` compares the text.)"""
+    from .file_actions import STRING_MAP
+
+    n = len(parsed)
+    if parsed.null_count or len(hint) > 1:
+        return None
+    if not hint:
+        zeros = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(np.zeros(n + 1, np.int32))])
+        return pa.MapArray.from_arrays(zeros, empty(pa.string()), empty(pa.string()), type=STRING_MAP)
+    values = pc.struct_field(parsed, hint[0])
+    if values.null_count:
+        return None
+    try:
+        values.validate(full=True)    # UTF-8, as a JSON parse checks
+    except pa.ArrowInvalid:
+        return None
+    return _one_key_maps(hint[0], values)
+
+
 def _one_key_maps(key: str, values: pa.Array) -> pa.Array | None:
     """STRING_MAP rows `{key: values[i]}`, made from the parsed values in place (the keys: one
     buffer of the key repeated) rather than gathered from a map per distinct value; None when the
@@ -367,6 +397,112 @@ def _texts_at(buf: np.ndarray, starts: np.ndarray, hint: list[str], dicts: list[
     return bool(pc.all(pc.equal(actual, expected)).as_py())
 
 
+_FILE_PREFIXES = (b'{"add":', b'{"remove":')
+# Lines other than file actions a commit may hold before and after its run of file actions (its
+# commitInfo, protocol, metaData, txns, domain metadata ...) for the strict parse to be tried.
+_EDGE_MAX_LINES = 64
+
+
+class _Parse(NamedTuple):
+    """What `JsonCommit.parse` makes of a commit's text."""
+    table: pa.Table                    # a row per line parsed (from the line numbered `first` on)
+    columns: dict[str, list[str]]      # the columns parsed, per action
+    hint: list[str] | None             # the partition columns partitionValues was parsed with
+    absent: dict[str, list[str]]       # columns no line holds a value of (all null), per action
+    first: int                         # the number of non-blank lines before the table's first row
+    edges: list[bytes] | None          # strict: the non-blank lines before and after the parsed run
+    n_rows: int                        # the commit's non-blank lines
+
+
+def _file_run(data: bytes) -> tuple[int, int, list[bytes], list[bytes]] | None:
+    """The run of file-action lines of a commit laid out as writers lay out a big one: a few
+    other actions before and after lines that each begin `{"add":` or `{"remove":`. Returns
+    (start, stop, lines before, lines after): `data[start:stop]` runs from the start of the first
+    file line to the end of the last (its newline excluded); the others are the non-blank lines
+    outside it. None when no line begins so, or more than _EDGE_MAX_LINES others."""
+    head: list[bytes] = []
+    pos = 0
+    while not data.startswith(_FILE_PREFIXES, pos):
+        end = data.find(b"\n", pos)
+        line = data[pos:] if end < 0 else data[pos:end]
+        if line.strip():
+            if len(head) == _EDGE_MAX_LINES:
+                return None
+            head.append(line)
+        if end < 0:
+            return None
+        pos = end + 1
+    tail: list[bytes] = []
+    stop = len(data)
+    while True:      # ends at the latest at the first file line, found above
+        nl = data.rfind(b"\n", pos, stop)
+        begin = nl + 1 if nl >= 0 else pos
+        if data.startswith(_FILE_PREFIXES, begin):
+            break
+        line = data[begin:stop]
+        if line.strip():
+            if len(tail) == _EDGE_MAX_LINES:
+                return None
+            tail.append(line)
+        stop = nl
+    tail.reverse()
+    return pos, stop, head, tail
+
+
+def _strict_columns(data: bytes, start: int, stop: int, hint: list[str] | None) -> dict[str, list[str]] | None:
+    """The columns to parse a run of file lines (`_file_run`) with in strict mode: the fields the
+    run's first and last lines hold (a writer writes the same fields on each line). None when
+    those lines hold a field the strict parse cannot take as the plain one does: a field the
+    schema does not know, tags with values (read from the text), partition values under keys
+    other than the partition columns'."""
+    from .file_actions import ADD_SCHEMA, REMOVE_SCHEMA
+
+    if hint is None:
+        return None
+    end = data.find(b"\n", start, stop)
+    lines = {data[start:stop if end < 0 else end], data[data.rfind(b"\n", start, stop) + 1:stop]}
+    seen: dict[str, set[str]] = {}
+    for line in lines:
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(obj, dict) or len(obj) != 1:
+            return None
+        (action, value), = obj.items()
+        if action not in ("add", "remove") or not isinstance(value, dict):
+            return None
+        names = (ADD_SCHEMA if action == "add" else REMOVE_SCHEMA).names
+        for k, v in value.items():
+            if k not in names or (k == "tags" and v is not None):
+                return None
+            if k == "partitionValues" and v is not None and not (isinstance(v, dict) and set(v) <= set(hint)):
+                return None
+        seen.setdefault(action, set()).update(value)
+    return {action: [c for c in (ADD_SCHEMA if action == "add" else REMOVE_SCHEMA).names
+                     if c in keys or c == "path"] for action, keys in seen.items()}
+
+
+def _newlines(buf: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """The offsets of the newlines of `buf[lo:hi]`, found a few MB at a time: one comparison of
+    the whole text would allocate (and fault in) a mask as large as the commit."""
+    step = 1 << 22
+    found = [np.flatnonzero(buf[a:min(a + step, hi)] == 10) + a for a in range(lo, hi, step)]
+    return np.concatenate(found) if found else np.zeros(0, np.int64)
+
+
+def _one_object_per_line(buf: np.ndarray, lo: int, hi: int, rows: int) -> bool:
+    """True when `buf[lo:hi]`, parsed as `rows` objects, holds one object a line, as a
+    line-by-line parse (the dict path) reads it: it has `rows` lines, each beginning with `{` and
+    ending with `}`. That is enough: JSON allows no newline inside a string (the parse refuses
+    it) and no `{` right after a value closes, so a newline between `}` and `{` lies between two
+    objects — no object spans lines — and each line, beginning with `{`, begins one."""
+    nl = _newlines(buf, lo, hi)
+    if len(nl) + 1 != rows:
+        return False
+    return bool((buf[np.append(lo, nl + 1)] == ord("{")).all() and (buf[np.append(nl, hi) - 1] == ord("}")).all())
+
+
 class JsonCommit:
     """One large JSON commit, replayed vectorised. After construction: `others` (its non-file
     actions as dicts, in order), and per file action in order `is_add`, `keys`, `kind_row` (the
@@ -379,10 +515,36 @@ class JsonCommit:
     text when first asked for."""
 
     @staticmethod
-    def parse(data: bytes, partition_columns: list[str] | None = None) -> tuple:
+    def parse(data: bytes, partition_columns: list[str] | None = None) -> _Parse:
         """The parse of the commit's text a `JsonCommit` is built from (Fallback when pyarrow
         cannot parse it as expected): no Python objects are made, so it can run in another
-        thread (`tahoe.log.replay` parses the next large commit while it replays one)."""
+        thread (`tahoe.log.replay` parses the next large commit while it replays one).
+
+        1. Strict, where the commit is laid out as writers lay out big ones (`_file_run`): its run
+           of file lines parsed with the fields its first and last lines hold, any other field
+           an error. Parsed so, the fields no line holds cost nothing (they are all null), and
+           every map holds only the keys parsed, each once, with string values.
+        2. Otherwise (or when the strict parse fails) every column of the file actions, fields
+           the schema does not name skipped."""
+        hint = _partition_hint(data, partition_columns)
+        run = _file_run(data)
+        columns = _strict_columns(data, run[0], run[1], hint) if run is not None else None
+        if columns is not None:
+            start, stop, head, tail = run
+            try:
+                t = _read_json(data, columns, hint, span=(start, stop), strict=True)
+            except Fallback:
+                t = None
+            if t is not None and _one_object_per_line(np.frombuffer(data, np.uint8), start, stop, t.num_rows):
+                from .file_actions import ADD_SCHEMA, REMOVE_SCHEMA
+
+                absent = {a: [c for c in (ADD_SCHEMA if a == "add" else REMOVE_SCHEMA).names
+                              if c not in columns.get(a, ())] for a in ("add", "remove")}
+                return _Parse(t, columns, hint, absent, len(head), head + tail, len(head) + t.num_rows + len(tail))
+        return JsonCommit._plain_parse(data, hint)
+
+    @staticmethod
+    def _plain_parse(data: bytes, hint: list[str] | None) -> _Parse:
         from .file_actions import ADD_SCHEMA
 
         # parse only what the text can hold: most big commits have no DVs (a quoted key can only
@@ -393,24 +555,28 @@ class JsonCommit:
         has_dv = _long_lines(data) or b'"deletionVector"' in data
         wanted = {"add": [c for c in ADD_SCHEMA.names if c != "deletionVector" or has_dv],
                   "remove": [c for c in _KEY_COLUMNS["remove"] if c != "deletionVector" or has_dv]}
-        hint = _partition_hint(data, partition_columns)
-        return _read_json(data, wanted, hint), wanted, hint, has_dv
+        t = _read_json(data, wanted, hint)
+        absent = {a: [] if has_dv else ["deletionVector"] for a in ("add", "remove")}
+        return _Parse(t, wanted, hint, absent, 0, None, t.num_rows)
 
     def __init__(self, store: LogStore, path: str, data: bytes, key_root: str,
                  partition_columns: list[str] | None = None, parsed: Any = None):
         """`parsed`: `JsonCommit.parse(data, ...)` already made (or the Fallback it raised)."""
-        from .file_actions import DV_TYPE, file_keys
+        from .file_actions import ADD_SCHEMA, REMOVE_SCHEMA, file_keys
 
         self._store = store
         self.path = path
         if isinstance(parsed, Fallback):
             raise parsed
-        t, wanted, hint, has_dv = parsed if parsed is not None else JsonCommit.parse(data, partition_columns)
-        self._n_rows = t.num_rows
-        add = t.column("add")    # chunked, as parsed: combining the chunks would copy every column
-        rem = t.column("remove")
-        add_ok = _flat(pc.is_valid(add))
-        rem_ok = _flat(pc.is_valid(rem))
+        p = parsed if parsed is not None else JsonCommit.parse(data, partition_columns)
+        t, wanted, hint = p.table, p.columns, p.hint
+        self._n_rows = p.n_rows
+        self._strict = p.edges is not None
+        no_rows = numpy_array(np.zeros(t.num_rows, dtype=bool))
+        add = t.column("add") if "add" in t.column_names else None   # chunked, as parsed: combining
+        rem = t.column("remove") if "remove" in t.column_names else None   # the chunks would copy every column
+        add_ok = _flat(pc.is_valid(add)) if add is not None else no_rows
+        rem_ok = _flat(pc.is_valid(rem)) if rem is not None else no_rows
         if not rem_ok.true_count:     # the usual big commit: adds only
             rem = rem_ok = None
         file_rows = add_ok if rem_ok is None else pc.or_(add_ok, rem_ok)
@@ -419,7 +585,9 @@ class JsonCommit:
         other = int_numpy(pc.indices_nonzero(pc.invert(file_rows))).tolist()
         self.others: list[dict] = []
         lines = functools.cache(lambda: _nonblank_lines(data))   # the line offsets, found once if needed
-        for line in _lines_at(data, other, lines):
+        if p.edges is not None and other:
+            raise Fallback("a line of the file actions' run without one")
+        for line in p.edges if p.edges is not None else _lines_at(data, other, lines):
             try:
                 obj = orjson.loads(line)
             except orjson.JSONDecodeError:
@@ -427,26 +595,31 @@ class JsonCommit:
             if not isinstance(obj, dict):
                 raise Fallback("not an object")
             self.others.append(obj)
-        self._rows = {"add": pc.indices_nonzero(add_ok),
-                      "remove": pc.indices_nonzero(rem_ok) if rem_ok is not None else numpy_array(np.zeros(0, np.uint64))}
+        local = {"add": pc.indices_nonzero(add_ok),
+                 "remove": pc.indices_nonzero(rem_ok) if rem_ok is not None else numpy_array(np.zeros(0, np.uint64))}
+        # the rows among the commit's non-blank lines (the parse's rows when it parsed them all)
+        self._rows = local if not p.first else \
+            {a: numpy_array(int_numpy(r) + np.uint64(p.first)) for a, r in local.items()}
         self._cache: dict[str, dict[str, pa.Array | pa.ChunkedArray]] = {"add": {}, "remove": {}}
         self._lock = threading.Lock()
         maps: dict[str, dict[str, pa.Array]] = {"add": {}, "remove": {}}
         for action, arr in (("add", add), ("remove", rem)):
             if arr is None:
                 continue
-            sel = _take(arr, self._rows[action])
+            sel = _take(arr, local[action])
             for c in wanted[action]:
                 col = pc.struct_field(sel, c)
                 if c in _MAP_FIELDS:
                     maps[action][c] = _flat(col)
                     continue
-                if c in _KEY_COLUMNS[action] and c != "deletionVector" and col.null_count:
-                    raise Fallback(f"{action} without {c}")
                 # an all-null column (row ids, clustering provider, ...) costs nothing kept
                 self._cache[action][c] = lean(_flat(col) if c in ("path", "deletionVector") else col)
-            if not has_dv:
-                self._cache[action]["deletionVector"] = null_array(DV_TYPE, len(self._rows[action]))
+            schema = ADD_SCHEMA if action == "add" else REMOVE_SCHEMA
+            for c in p.absent[action]:     # no line holds one
+                self._cache[action][c] = null_array(schema.field(c).type, len(local[action]))
+            for c in _KEY_COLUMNS[action]:
+                if c != "deletionVector" and c in self._cache[action] and self._cache[action][c].null_count:
+                    raise Fallback(f"{action} without {c}")
             dv = self._cache[action]["deletionVector"]
             if dv.null_count != len(dv):
                 has = pc.is_valid(dv)
@@ -471,8 +644,9 @@ class JsonCommit:
 
     def _maps(self, data: bytes, parsed: dict[str, dict[str, pa.Array]], hint: list[str] | None,
               nonblank_lines: Callable[[], pa.Array]) -> None:
-        """Cache the map columns the parse gives exactly: tags nobody wrote, partitionValues that
-        match the text (`_partition_values`). The others are left for `table` to read."""
+        """Cache the map columns the parse gives exactly: tags nobody wrote, partitionValues a
+        strict parse gives (`_parsed_maps`) or that match the text (`_partition_values`). The
+        others are left for `table` to read."""
         from .file_actions import STRING_MAP
 
         pv_rows = {}
@@ -483,6 +657,12 @@ class JsonCommit:
             pv = cols.get("partitionValues")
             if pv is not None and hint is not None and len(pv):
                 pv_rows[action] = pv
+        if self._strict:
+            for action in list(pv_rows):
+                got = _parsed_maps(pv_rows[action], hint)
+                if got is not None:
+                    self._cache[action]["partitionValues"] = got
+                    del pv_rows[action]
         if not pv_rows:
             return
         lines = nonblank_lines()
