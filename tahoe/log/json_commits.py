@@ -449,18 +449,18 @@ def _file_run(data: bytes) -> tuple[int, int, list[bytes], list[bytes]] | None:
     return pos, stop, head, tail
 
 
-def _strict_columns(data: bytes, start: int, stop: int, hint: list[str] | None) -> dict[str, list[str]] | None:
+def _strict_columns(data: bytes, start: int, stop: int,
+                    hint: list[str] | None) -> tuple[dict[str, list[str]], list[str]] | None:
     """The columns to parse a run of file lines (`_file_run`) with in strict mode: the fields the
-    run's first and last lines hold (a writer writes the same fields on each line). None when
-    those lines hold a field the strict parse cannot take as the plain one does: a field the
-    schema does not know, tags with values (read from the text), partition values under keys
-    other than the partition columns'."""
+    run's first and last lines hold (a writer writes the same fields on each line); and the
+    partition columns to parse partitionValues with (`hint`, else the keys of the first line's).
+    None when those lines hold a field the strict parse cannot take as the plain one does: a
+    field the schema does not know, tags with values (read from the text), partition values
+    under other keys."""
     from .file_actions import ADD_SCHEMA, REMOVE_SCHEMA
 
-    if hint is None:
-        return None
     end = data.find(b"\n", start, stop)
-    lines = {data[start:stop if end < 0 else end], data[data.rfind(b"\n", start, stop) + 1:stop]}
+    lines = [data[start:stop if end < 0 else end], data[data.rfind(b"\n", start, stop) + 1:stop]]
     seen: dict[str, set[str]] = {}
     for line in lines:
         try:
@@ -473,14 +473,18 @@ def _strict_columns(data: bytes, start: int, stop: int, hint: list[str] | None) 
         if action not in ("add", "remove") or not isinstance(value, dict):
             return None
         names = (ADD_SCHEMA if action == "add" else REMOVE_SCHEMA).names
+        if hint is None and isinstance(value.get("partitionValues"), dict):
+            hint = list(value["partitionValues"])
         for k, v in value.items():
             if k not in names or (k == "tags" and v is not None):
                 return None
-            if k == "partitionValues" and v is not None and not (isinstance(v, dict) and set(v) <= set(hint)):
+            if k == "partitionValues" and v is not None and not (isinstance(v, dict) and set(v) <= set(hint or ())):
                 return None
         seen.setdefault(action, set()).update(value)
+    if hint is None:
+        return None
     return {action: [c for c in (ADD_SCHEMA if action == "add" else REMOVE_SCHEMA).names
-                     if c in keys or c == "path"] for action, keys in seen.items()}
+                     if c in keys or c == "path"] for action, keys in seen.items()}, hint
 
 
 def _newlines(buf: np.ndarray, lo: int, hi: int) -> np.ndarray:
@@ -528,9 +532,9 @@ class JsonCommit:
            the schema does not name skipped."""
         hint = _partition_hint(data, partition_columns)
         run = _file_run(data)
-        columns = _strict_columns(data, run[0], run[1], hint) if run is not None else None
-        if columns is not None:
-            start, stop, head, tail = run
+        strict = _strict_columns(data, run[0], run[1], hint) if run is not None else None
+        if strict is not None:
+            (columns, hint), (start, stop, head, tail) = strict, run
             try:
                 t = _read_json(data, columns, hint, span=(start, stop), strict=True)
             except Fallback:

@@ -318,3 +318,180 @@ def test_piece_tail_reconcile_matches_dict_semantics_on_random_histories():
         got = PieceTail._reconcile(pa.array([k for _, k in acts]), pa.array([a for a, _ in acts]))
         assert got["add"].to_pylist() == list(adds.values())
         assert got["remove"].to_pylist() == list(removes.values())
+
+
+# --- the strict parse of a commit's run of file lines (`JsonCommit.parse`) --------------------------
+
+def _oracle_files(text: str) -> list[dict]:
+    """The active files of a one-commit table by a plain json.loads of each line: the adds by
+    path, a later reference replacing an earlier one (none here is removed), every ADD_SCHEMA
+    column (maps as lists of pairs in the text's order, absent fields null)."""
+    from tahoe.log.file_actions import ADD_SCHEMA, DV_TYPE
+
+    def value(a: dict, c: str):
+        v = a.get(c)
+        if v is not None and c in ("partitionValues", "tags"):
+            return list(v.items())
+        if v is not None and c == "deletionVector":
+            return {f.name: v.get(f.name) for f in DV_TYPE}
+        return v
+
+    files: dict[str, dict] = {}
+    for line in text.splitlines():
+        if line.strip():
+            a = json.loads(line).get("add")
+            if a is not None:
+                files.pop(a["path"], None)
+                files[a["path"]] = {c: value(a, c) for c in ADD_SCHEMA.names}
+    return list(files.values())
+
+
+def _strict_case(tmp_path, monkeypatch, lines: list[str], *, head: list[dict] | None = None,
+                 tail: list[dict] | None = None, strict: bool = True) -> str:
+    """A one-commit table of `lines` (the run of file lines, as written) between `head` (the
+    protocol and metaData of a table partitioned by `p`) and `tail`: the vectorised replay gives
+    what the dict path and a json.loads oracle give, by the strict parse when `strict`."""
+    head = _head() if head is None else head
+    text = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in head) + "".join(x + "\n" for x in lines) + \
+        "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in tail or [])
+    root = _write(tmp_path / f"t{len(list(tmp_path.iterdir()))}", [[]], raw={0: text})
+    assert_same(root, None, monkeypatch, all_json=True)
+    monkeypatch.setattr(json_commits, "VECTOR_MIN_BYTES", 0)
+    snap = DeltaLog.for_table(root).snapshot()
+    piece = snap._state.files._tail._pieces[0]
+    assert piece._strict is strict
+    assert snap.files_table().to_pylist() == _oracle_files(text)
+    return root
+
+
+def _spark_add(i: int, p: str | None = None, **kw) -> str:
+    """An add as delta-spark writes it: compact, the fields it sets in its order, no nulls."""
+    a = {"path": f"p={p or i % 3}/part-{i:05d}-c000.snappy.parquet", "partitionValues": {"p": p or str(i % 3)},
+         "size": 1000 + i, "modificationTime": 1700000000000 + i, "dataChange": True,
+         "stats": json.dumps({"numRecords": i, "minValues": {"id": i}, "maxValues": {"id": i},
+                              "nullCount": {"id": 0}}, separators=(",", ":"))}
+    a.update(kw)
+    return json.dumps({"add": a}, separators=(",", ":"))
+
+
+def test_strict_parse_of_the_writers_layouts(tmp_path, monkeypatch):
+    """delta-spark's layout (commitInfo first, compact adds, no optional field) and delta-rs's
+    (explicit nulls for every optional field, commitInfo last): parsed strictly, the same files
+    as a line-by-line json.loads and as the dict path."""
+    _strict_case(tmp_path, monkeypatch, [_spark_add(i) for i in range(200)])
+    rs = [json.dumps({"add": {"path": f"p={i % 2}/part-{i:05d}.parquet", "partitionValues": {"p": str(i % 2)},
+                              "size": i, "modificationTime": i, "dataChange": True, "stats": None, "tags": None,
+                              "deletionVector": None, "baseRowId": None, "defaultRowCommitVersion": None,
+                              "clusteringProvider": None}}, separators=(",", ":")) for i in range(200)]
+    head = _head()
+    _strict_case(tmp_path, monkeypatch, rs, head=head[1:], tail=head[:1])
+    # row tracking and clustering: values set on every line are parsed
+    rows = [_spark_add(i, baseRowId=100 * i, defaultRowCommitVersion=0, clusteringProvider="liquid")
+            for i in range(50)]
+    _strict_case(tmp_path, monkeypatch, rows)
+    # json.dumps's own layout (a space after each ':' and ','), a blank line before the run
+    spaced = [json.dumps(json.loads(_spark_add(i))) for i in range(50)]
+    _strict_case(tmp_path, monkeypatch, spaced, head=_head() + [{"txn": {"appId": "a", "version": 3}}])
+
+
+def test_strict_parse_escapes_unicode_and_partition_values(tmp_path, monkeypatch):
+    """Escaped and unicode strings in paths, stats and partition values (as json.dumps escapes
+    them and as UTF-8), on every line: the maps come from the parse, equal to json.loads's."""
+    lines = []
+    for i, v in enumerate(SPECIAL * 5):
+        a = json.loads(_spark_add(i, p=v))["add"]
+        a["path"] = f"p={v}/{'é日本' if i % 2 else 'x'}-{i}.parquet"
+        lines.append(json.dumps({"add": a}, ensure_ascii=bool(i % 3), separators=(",", ":")))
+    root = _strict_case(tmp_path, monkeypatch, lines)
+    assert "partitionValues" in DeltaLog.for_table(root).snapshot()._state.files._tail._pieces[0]._cache["add"]
+
+
+def test_strict_parse_null_absent_and_several_partition_values(tmp_path, monkeypatch):
+    """A null or absent partition value, two partition columns in either order, no partition
+    column: parsed strictly, the maps read from the text where the parse cannot tell."""
+    lines = [_spark_add(i) for i in range(40)]
+    lines[7] = _spark_add(7, partitionValues={"p": None})
+    lines[9] = _spark_add(9, partitionValues={})
+    _strict_case(tmp_path, monkeypatch, lines)
+    schema = json.loads(SCHEMA)
+    schema["fields"].append({"name": "q", "type": "string", "nullable": True, "metadata": {}})
+    head = _head()
+    head[2]["metaData"].update(schemaString=json.dumps(schema), partitionColumns=["p", "q"])
+    two = [_spark_add(i, partitionValues={"p": str(i % 2), "q": str(i % 5)}) for i in range(40)]
+    two[3] = _spark_add(3, partitionValues={"q": "x", "p": "y"})
+    _strict_case(tmp_path, monkeypatch, two, head=head)
+    _strict_case(tmp_path, monkeypatch, [_spark_add(i, partitionValues={}) for i in range(40)],
+                 head=_head(partitioned=False))
+
+
+def test_strict_parse_removes_and_dvs_in_the_run(tmp_path, monkeypatch):
+    """A run that begins with removes and ends with adds carrying deletion vectors (a DELETE
+    by DVs as delta-spark writes it): both parsed strictly, keyed as the dict path keys them."""
+    adds = [_spark_add(i) for i in range(30)]
+    dv_adds = [_spark_add(i, deletionVector=_dv(f"dv{i}")) for i in range(5)]
+    removes = [json.dumps(_remove(json.loads(_spark_add(i))["add"]["path"], extendedFileMetadata=True,
+                                  partitionValues={"p": str(i % 3)}, size=1000 + i), separators=(",", ":"))
+               for i in range(5)]
+    c0 = _head() + [json.loads(x) for x in adds]
+    root = _write(tmp_path / "t", [c0, [{"commitInfo": {"operation": "DELETE"}}] +
+                                   [json.loads(x) for x in removes + dv_adds]])
+    for v in (0, 1):
+        assert_same(root, v, monkeypatch, all_json=True)
+    monkeypatch.setattr(json_commits, "VECTOR_MIN_BYTES", 0)
+    assert [p._strict for p in DeltaLog.for_table(root).snapshot()._state.files._tail._pieces] == [True, True]
+
+
+@pytest.mark.parametrize("odd", ["tags", "baseRowId", "dv", "unknown", "remove", "stats-null", "commitInfo"])
+def test_strict_parse_falls_back_on_a_field_its_sample_missed(tmp_path, monkeypatch, odd):
+    """A field on a line in the middle of the run that its first and last lines do not hold: the
+    strict parse refuses it and the plain one gives the dict path's result."""
+    lines = [_spark_add(i) for i in range(60)]
+    a = json.loads(lines[30])["add"]
+    if odd == "tags":
+        a["tags"] = {"INSERTION_TIME": "1"}
+    elif odd == "baseRowId":
+        a["baseRowId"] = 7
+    elif odd == "dv":
+        a["deletionVector"] = _dv("mid")
+    elif odd == "unknown":
+        a["someNewField"] = {"x": 1}
+    elif odd == "stats-null":
+        a["stats"] = None
+    if odd == "remove":
+        lines[30] = json.dumps(_remove(a["path"]), separators=(",", ":"))
+    elif odd == "commitInfo":
+        lines[30] = json.dumps({"commitInfo": {"operation": "WRITE"}}, separators=(",", ":"))
+    else:
+        lines[30] = json.dumps({"add": a}, separators=(",", ":"))
+    _strict_case(tmp_path, monkeypatch, lines, strict=odd in ("stats-null",))
+
+
+@pytest.mark.parametrize("bad", [
+    lambda x, y: x + y,                          # two objects on one line
+    lambda x, y: x + " " + y,
+    lambda x, y: x[:-1] + "\n}\n" + y,           # an object over two lines
+    lambda x, y: x.replace(',"size"', ',\n"size"') + "\n" + y,
+    lambda x, y: x.replace('"path":', '"path":\n') + "\n" + y,
+])
+def test_strict_parse_keeps_one_object_a_line(tmp_path, monkeypatch, bad):
+    """Objects that do not sit one a line in the run (JSON to pyarrow, not to a line-by-line
+    parse): the vectorised replay raises what the dict path raises."""
+    lines = [_spark_add(i) for i in range(20)]
+    text = "".join(json.dumps(a) + "\n" for a in _head()) + "\n".join(lines[:10]) + "\n" + \
+        bad(lines[10], lines[11]) + "\n" + "\n".join(lines[12:]) + "\n"
+    root = _write(tmp_path / "t", [[]], raw={0: text})
+    monkeypatch.setattr(json_commits, "VECTOR_MIN_BYTES", 1 << 62)
+    with pytest.raises(CorruptLogError) as ref:
+        DeltaLog.for_table(root).snapshot().files_table()
+    monkeypatch.setattr(json_commits, "VECTOR_MIN_BYTES", 0)
+    with pytest.raises(CorruptLogError) as got:   # when the files are listed, at the latest
+        DeltaLog.for_table(root).snapshot().files_table()
+    assert str(got.value) == str(ref.value)
+
+
+def test_strict_parse_blank_and_crlf_lines(tmp_path, monkeypatch):
+    """Blank lines inside the run and CRLF line ends: not one object a line by the newlines'
+    check, so the plain parse — the dict path's result either way."""
+    lines = [_spark_add(i) for i in range(20)]
+    _strict_case(tmp_path, monkeypatch, lines[:10] + [""] + lines[10:], strict=False)
+    _strict_case(tmp_path, monkeypatch, [x + "\r" for x in lines], strict=False)
