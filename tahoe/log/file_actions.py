@@ -61,7 +61,6 @@ REMOVE_SCHEMA = pa.schema([
 ])
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
-_COLON = re.compile(b":")
 
 
 def root_uri(table_root: str) -> str:
@@ -120,11 +119,14 @@ def _all_relative(paths: pa.Array) -> bool:
     lo, hi = int(offsets[0]), int(offsets[-1])
     if hi <= lo:
         return True
-    # a regex search over the buffer itself: a memchr-speed scan with no copy (a numpy compare
-    # allocates a bool per byte: 10x slower on a million paths)
-    if _COLON.search(memoryview(data_buf)[lo:hi]) is not None:
-        return False
     data = np.frombuffer(data_buf, dtype=np.uint8)
+    # compared a MB at a time into one mask (one mask as long as the buffer would be faulted in
+    # afresh: slower than the compare itself; a regex search of the buffer: 6x slower)
+    mask = np.empty(min(hi - lo, 1 << 20), dtype=bool)
+    for a in range(lo, hi, len(mask)):
+        part = data[a:min(a + len(mask), hi)]
+        if np.equal(part, ord(":"), out=mask[:len(part)]).any():
+            return False
     starts = offsets[:-1][offsets[1:] > offsets[:-1]]
     return not (data[starts] == ord("/")).any()
 

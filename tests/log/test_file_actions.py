@@ -29,6 +29,19 @@ def test_keys_of_sliced_columns_look_only_at_their_rows():
     assert file_keys(pa.array(["", "", "x"]).slice(0, 2), None, root).to_pylist() == ["", ""]
 
 
+def test_keys_of_a_scheme_far_into_a_long_column():
+    """A path with a scheme after megabytes of relative ones (the colon scan goes a MB at a
+    time), in the first, a middle and the last place of a sliced column."""
+    root = root_uri("/tbl")
+    rel = [f"p={i % 7}/part-{i:08d}-0123456789abcdef.parquet" for i in range(60_000)]   # ~2.6 MB
+    for at in (0, 31_234, len(rel) - 1):
+        paths = list(rel)
+        paths[at] = "file:/tbl/x.parquet"      # under the root: keyed relative
+        got = file_keys(pa.array(["s3://b/outside"] + paths).slice(1), None, root).to_pylist()
+        assert got == rel[:at] + ["x.parquet"] + rel[at + 1:]
+    assert file_keys(pa.array(rel), None, root).to_pylist() == rel
+
+
 def test_keys_carry_the_deletion_vector_id():
     dvs = pa.array([{"storageType": "u", "pathOrInlineDv": "ab^cd", "offset": 1, "sizeInBytes": 40,
                      "cardinality": 2}, None,
