@@ -509,8 +509,9 @@ def _one_object_per_line(buf: np.ndarray, lo: int, hi: int, rows: int) -> bool:
 
 class JsonCommit:
     """One large JSON commit, replayed vectorised. After construction: `others` (its non-file
-    actions as dicts, in order), and per file action in order `is_add`, `keys`, `kind_row` (the
-    action's index among the commit's adds, or among its removes).
+    actions as dicts, in order), and per file action in order `is_add`, `keys` (in chunks: a list
+    of arrays, with `key_digests` a list to match), `kind_row` (the action's index among the
+    commit's adds, or among its removes).
 
     The text is parsed once, with every column of the file actions: the caller of a replay
     almost always lists the files next (their paths, partition values, sizes and stats), and
@@ -616,8 +617,10 @@ class JsonCommit:
                 if c in _MAP_FIELDS:
                     maps[action][c] = _flat(col)
                     continue
-                # an all-null column (row ids, clustering provider, ...) costs nothing kept
-                self._cache[action][c] = lean(_flat(col) if c in ("path", "deletionVector") else col)
+                # an all-null column (row ids, clustering provider, ...) costs nothing kept; the
+                # path stays in the parse's chunks (keyed chunk by chunk) unless removes join it
+                flat = c == "deletionVector" or (c == "path" and rem_ok is not None)
+                self._cache[action][c] = lean(_flat(col) if flat else col)
             schema = ADD_SCHEMA if action == "add" else REMOVE_SCHEMA
             for c in p.absent[action]:     # no line holds one
                 self._cache[action][c] = null_array(schema.field(c).type, len(local[action]))
@@ -642,9 +645,12 @@ class JsonCommit:
             order = numpy_array(np.where(flags, self.kind_row, len(adds["path"]) + self.kind_row).astype(np.int64))
             paths = pc.take(pa.concat_arrays([adds["path"], rems["path"]]), order)
             dvs = pc.take(pa.concat_arrays([adds["deletionVector"], rems["deletionVector"]]), order)
-        self.keys = file_keys(paths, dvs, key_root)
+        if isinstance(paths, pa.ChunkedArray) and dvs.null_count == len(dvs):   # no DV: keyed chunk by chunk
+            self.keys = [file_keys(c, None, key_root) for c in paths.chunks]
+        else:
+            self.keys = [file_keys(paths, dvs, key_root)]
         # made here, while the next commit is being parsed, rather than all at once at the end
-        self.key_digests = string_digests(self.keys)
+        self.key_digests = [string_digests(k) for k in self.keys]
 
     def _maps(self, data: bytes, parsed: dict[str, dict[str, pa.Array]], hint: list[str] | None,
               nonblank_lines: Callable[[], pa.Array]) -> None:
@@ -759,8 +765,8 @@ class DictPiece:
         self._by_kind = {"add": [a for k, _, a in actions if k == "add"],
                          "remove": [a for k, _, a in actions if k == "remove"]}
         self.is_add = column([k == "add" for k, _, _ in actions], pa.bool_())
-        self.keys = column([key for _, key, _ in actions], pa.string())
-        self.key_digests = None
+        self.keys = [column([key for _, key, _ in actions], pa.string())]
+        self.key_digests = [None]
         flags = np.array([k == "add" for k, _, _ in actions], dtype=bool)
         self.kind_row = np.where(flags, np.cumsum(flags) - 1, np.cumsum(~flags) - 1)
 
@@ -776,13 +782,13 @@ class PieceTail:
     def __init__(self, pieces: list[Any]):
         self._pieces = pieces
         # the keys stay in their pieces' chunks: checking them chunk by chunk needs no copy of them all
-        keys = pa.chunked_array([p.keys for p in pieces], pa.string())
+        keys = pa.chunked_array([k for p in pieces for k in p.keys], pa.string())
         is_add = pa.chunked_array([p.is_add for p in pieces], pa.bool_()).combine_chunks()
-        self._piece_no = np.repeat(np.arange(len(pieces)), [len(p.keys) for p in pieces])
+        self._piece_no = np.repeat(np.arange(len(pieces)), [sum(len(k) for k in p.keys) for p in pieces])
         self._kind_row = np.concatenate([p.kind_row for p in pieces]) if pieces else np.zeros(0, np.int64)
         self._keys = keys
         self._touched: pa.Array | None = None    # the distinct keys, when a checkpoint asks (`touched`)
-        if all_distinct(keys, [p.key_digests for p in pieces]):    # every key once: nothing to reconcile
+        if all_distinct(keys, [d for p in pieces for d in p.key_digests]):    # every key once: nothing to reconcile
             self._selected = {"add": pc.indices_nonzero(is_add), "remove": pc.indices_nonzero(pc.invert(is_add))}
         else:
             self._selected = self._reconcile(keys.combine_chunks(), is_add)
