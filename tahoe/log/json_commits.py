@@ -1,9 +1,10 @@
 """Vectorised replay of large JSON commits: `tahoe.log.replay`'s reconciliation (spec "Action Reconciliation")
 with the file actions kept in Arrow.
 
-  1. pyarrow's JSON reader parses the commit; replay reads only path, size and deletion vector, the other
-     columns later, on demand (`JsonCommit.table`).
-  2. `partitionValues` and `tags` are decoded with orjson once per distinct value, key order and nulls kept.
+  1. pyarrow's JSON reader parses the commit (`JsonCommit.parse`): strictly — the fields its file lines hold,
+     any other an error — where it is laid out as writers lay out big commits, else every field it may hold.
+  2. `partitionValues` come from the parse where it proves them exact, else, with `tags`, from the text:
+     decoded with orjson once per distinct value, key order and nulls kept.
   3. Anything uncertain raises `Fallback`: the caller replays that commit with the dict path (`read_commit`).
   4. `PieceTail` reconciles the commits after a checkpoint in the dict path's row order."""
 
@@ -599,6 +600,8 @@ class JsonCommit:
                 raise Fallback("not JSON") from None
             if not isinstance(obj, dict):
                 raise Fallback("not an object")
+            if p.edges is not None and ("add" in obj or "remove" in obj):   # a file action laid out otherwise
+                raise Fallback("a file action outside the run")
             self.others.append(obj)
         local = {"add": pc.indices_nonzero(add_ok),
                  "remove": pc.indices_nonzero(rem_ok) if rem_ok is not None else numpy_array(np.zeros(0, np.uint64))}

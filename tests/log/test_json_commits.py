@@ -489,6 +489,19 @@ def test_strict_parse_keeps_one_object_a_line(tmp_path, monkeypatch, bad):
     assert str(got.value) == str(ref.value)
 
 
+@pytest.mark.parametrize("where", ["before", "after"])
+@pytest.mark.parametrize("line", [" " + _spark_add(99), '{ "add"' + _spark_add(99)[6:], '{"add":null}',
+                                  '{"commitInfo":{},"add":' + _spark_add(99)[7:]])
+def test_strict_parse_file_actions_outside_the_run(tmp_path, monkeypatch, where, line):
+    """A file action the run's line prefix does not find (indented, spaced, null, after another
+    key), before or after the run: the dict path's result."""
+    lines = [_spark_add(i) for i in range(20)]
+    text = "".join(json.dumps(a) + "\n" for a in _head()) + (line + "\n" if where == "before" else "") + \
+        "\n".join(lines) + "\n" + (line + "\n" if where == "after" else "")
+    root = _write(tmp_path / "t", [[]], raw={0: text})
+    assert_same(root, None, monkeypatch, all_json=False)
+
+
 def test_strict_parse_blank_and_crlf_lines(tmp_path, monkeypatch):
     """Blank lines inside the run and CRLF line ends: not one object a line by the newlines'
     check, so the plain parse — the dict path's result either way."""
