@@ -402,6 +402,8 @@ _FILE_PREFIXES = (b'{"add":', b'{"remove":')
 # Lines other than file actions a commit may hold before and after its run of file actions (its
 # commitInfo, protocol, metaData, txns, domain metadata ...) for the strict parse to be tried.
 _EDGE_MAX_LINES = 64
+# Lines of the run sampled between its first and last for the fields the strict parse is given.
+_SAMPLE_LINES = 16
 
 
 class _Parse(NamedTuple):
@@ -452,16 +454,24 @@ def _file_run(data: bytes) -> tuple[int, int, list[bytes], list[bytes]] | None:
 
 def _strict_columns(data: bytes, start: int, stop: int,
                     hint: list[str] | None) -> tuple[dict[str, list[str]], list[str]] | None:
-    """The columns to parse a run of file lines (`_file_run`) with in strict mode: the fields the
-    run's first and last lines hold (a writer writes the same fields on each line); and the
-    partition columns to parse partitionValues with (`hint`, else the keys of the first line's).
-    None when those lines hold a field the strict parse cannot take as the plain one does: a
-    field the schema does not know, tags with values (read from the text), partition values
-    under other keys."""
+    """The columns to parse a run of file lines (`_file_run`) with in strict mode: the fields its
+    first and last lines and _SAMPLE_LINES lines spread between hold (a writer writes the same
+    fields on each line of a kind; one that writes a field on some lines only makes the strict
+    parse fail, and the plain one is made instead); and the partition columns to parse
+    partitionValues with (`hint`, else the keys of the first line's). None when those lines hold
+    a field the strict parse cannot take as the plain one does: a field the schema does not
+    know, tags with values (read from the text), partition values under other keys."""
     from .file_actions import ADD_SCHEMA, REMOVE_SCHEMA
 
-    end = data.find(b"\n", start, stop)
-    lines = [data[start:stop if end < 0 else end], data[data.rfind(b"\n", start, stop) + 1:stop]]
+    starts = [start, data.rfind(b"\n", start, stop) + 1]
+    for k in range(1, _SAMPLE_LINES + 1):    # the line after each of evenly spread offsets
+        at = data.find(b"\n", start + (stop - start) * k // (_SAMPLE_LINES + 1), stop)
+        if at >= 0:
+            starts.append(at + 1)
+    lines = []
+    for a in sorted(set(starts)):
+        end = data.find(b"\n", a, stop)
+        lines.append(data[a:stop if end < 0 else end])
     seen: dict[str, set[str]] = {}
     for line in lines:
         try:

@@ -287,6 +287,21 @@ def test_shapes_the_vectorised_reader_refuses_give_the_dict_path_result(tmp_path
     assert_same(root, None, monkeypatch)
 
 
+def test_strict_parse_samples_fields_some_lines_hold(tmp_path, monkeypatch):
+    """Deletion vectors and row ids on every third line, tags with values on a few (a DML commit):
+    the sampled lines find the first two, parsed strictly; tags with values send the commit to
+    the plain parse before any strict one is tried."""
+    lines = [_spark_add(i, **({"deletionVector": _dv(f"d{i}"), "baseRowId": i} if i % 3 == 1 else {}))
+             for i in range(300)]
+    _strict_case(tmp_path, monkeypatch, lines)
+    tagged = [_spark_add(i, **({"tags": {"k": str(i)}} if i % 10 == 5 else {})) for i in range(300)]
+    tried = []
+    real = json_commits._read_json
+    monkeypatch.setattr(json_commits, "_read_json", lambda *a, **kw: tried.append(kw.get("strict")) or real(*a, **kw))
+    _strict_case(tmp_path, monkeypatch, tagged, strict=False)
+    assert True not in tried
+
+
 @pytest.mark.parametrize("bad", ['{"add":{"path":"x.parquet"}}', '{"add":{"size":1}}', "[1]", "{not json"])
 def test_corrupt_large_commits_raise_the_dict_path_error(tmp_path, monkeypatch, bad):
     text = "".join(json.dumps(a) + "\n" for a in _head(False)) + bad + "\n"
@@ -443,8 +458,10 @@ def test_strict_parse_removes_and_dvs_in_the_run(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("odd", ["tags", "baseRowId", "dv", "unknown", "remove", "stats-null", "commitInfo"])
 def test_strict_parse_falls_back_on_a_field_its_sample_missed(tmp_path, monkeypatch, odd):
-    """A field on a line in the middle of the run that its first and last lines do not hold: the
-    strict parse refuses it and the plain one gives the dict path's result."""
+    """A field on a line in the middle of the run that the lines sampled for the strict parse's
+    fields do not hold (none sampled but the first and last here): the strict parse refuses it
+    and the plain one gives the dict path's result."""
+    monkeypatch.setattr(json_commits, "_SAMPLE_LINES", 0)
     lines = [_spark_add(i) for i in range(60)]
     a = json.loads(lines[30])["add"]
     if odd == "tags":
