@@ -463,7 +463,8 @@ def _strict_columns(data: bytes, start: int, stop: int,
     know, tags with values (read from the text), partition values under other keys."""
     from .file_actions import ADD_SCHEMA, REMOVE_SCHEMA
 
-    starts = [start, data.rfind(b"\n", start, stop) + 1]
+    last = data.rfind(b"\n", start, stop)
+    starts = [start, last + 1 if last >= 0 else start]
     for k in range(1, _SAMPLE_LINES + 1):    # the line after each of evenly spread offsets
         at = data.find(b"\n", start + (stop - start) * k // (_SAMPLE_LINES + 1), stop)
         if at >= 0:
@@ -621,6 +622,7 @@ class JsonCommit:
         self._cache: dict[str, dict[str, pa.Array | pa.ChunkedArray]] = {"add": {}, "remove": {}}
         self._lock = threading.Lock()
         maps: dict[str, dict[str, pa.Array]] = {"add": {}, "remove": {}}
+        self._cache["add"] = {} if add is not None else {f.name: empty(f.type) for f in ADD_SCHEMA}   # a run of removes
         for action, arr in (("add", add), ("remove", rem)):
             if arr is None:
                 continue

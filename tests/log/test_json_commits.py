@@ -456,6 +456,21 @@ def test_strict_parse_removes_and_dvs_in_the_run(tmp_path, monkeypatch):
     assert [p._strict for p in DeltaLog.for_table(root).snapshot()._state.files._tail._pieces] == [True, True]
 
 
+def test_strict_parse_a_run_of_removes_and_a_run_of_one_line(tmp_path, monkeypatch):
+    """A commit whose run is removes only (a DELETE of whole files) and one whose run is a single
+    add between its commitInfo and a txn: parsed strictly, the dict path's files and tombstones."""
+    c0 = _head() + [json.loads(_spark_add(i)) for i in range(30)]
+    c1 = [{"commitInfo": {"operation": "DELETE"}}] + \
+        [_remove(json.loads(_spark_add(i))["add"]["path"], extendedFileMetadata=True, size=1000 + i,
+                 partitionValues={"p": str(i % 3)}) for i in range(0, 30, 2)]
+    c2 = [{"commitInfo": {"operation": "WRITE"}}, json.loads(_spark_add(77)), {"txn": {"appId": "a", "version": 1}}]
+    root = _write(tmp_path / "t", [c0, c1, c2])
+    for v in range(3):
+        assert_same(root, v, monkeypatch, all_json=True)
+    monkeypatch.setattr(json_commits, "VECTOR_MIN_BYTES", 0)
+    assert [p._strict for p in DeltaLog.for_table(root).snapshot()._state.files._tail._pieces] == [True] * 3
+
+
 @pytest.mark.parametrize("odd", ["tags", "baseRowId", "dv", "unknown", "remove", "stats-null", "commitInfo"])
 def test_strict_parse_falls_back_on_a_field_its_sample_missed(tmp_path, monkeypatch, odd):
     """A field on a line in the middle of the run that the lines sampled for the strict parse's
