@@ -457,10 +457,10 @@ def _strict_columns(data: bytes, start: int, stop: int,
     """The columns to parse a run of file lines (`_file_run`) with in strict mode: the fields its
     first and last lines and _SAMPLE_LINES lines spread between hold (a writer writes the same
     fields on each line of a kind; one that writes a field on some lines only makes the strict
-    parse fail, and the plain one is made instead); and the partition columns to parse
-    partitionValues with (`hint`, else the keys of the first line's). None when those lines hold
-    a field the strict parse cannot take as the plain one does: a field the schema does not
-    know, tags with values (read from the text), partition values under other keys."""
+    parse fail, and the plain one is made instead); and the keys to parse partitionValues with
+    (`hint`, else the first sampled line's). None when those lines hold a field the strict parse
+    cannot take as the plain one does: a field the schema does not know, tags with values (read
+    from the text), partition values under keys other than the first line's."""
     from .file_actions import ADD_SCHEMA, REMOVE_SCHEMA
 
     last = data.rfind(b"\n", start, stop)
@@ -474,6 +474,7 @@ def _strict_columns(data: bytes, start: int, stop: int,
         end = data.find(b"\n", a, stop)
         lines.append(data[a:stop if end < 0 else end])
     seen: dict[str, set[str]] = {}
+    pvs: list[dict] = []
     for line in lines:
         try:
             obj = orjson.loads(line)
@@ -485,16 +486,19 @@ def _strict_columns(data: bytes, start: int, stop: int,
         if action not in ("add", "remove") or not isinstance(value, dict):
             return None
         names = (ADD_SCHEMA if action == "add" else REMOVE_SCHEMA).names
-        if hint is None and isinstance(value.get("partitionValues"), dict):
-            hint = list(value["partitionValues"])
         for k, v in value.items():
             if k not in names or (k == "tags" and v is not None):
                 return None
-            if k == "partitionValues" and v is not None and not (isinstance(v, dict) and set(v) <= set(hint or ())):
-                return None
+            if k == "partitionValues" and v is not None:
+                if not isinstance(v, dict):
+                    return None
+                pvs.append(v)
         seen.setdefault(action, set()).update(value)
-    if hint is None:
-        return None
+    # the partition columns, else the first line's keys (physical names, under column mapping)
+    if hint is None or not all(set(v) <= set(hint) for v in pvs):
+        hint = list(pvs[0]) if pvs else []
+        if not all(set(v) <= set(hint) for v in pvs):
+            return None
     return {action: [c for c in (ADD_SCHEMA if action == "add" else REMOVE_SCHEMA).names
                      if c in keys or c == "path"] for action, keys in seen.items()}, hint
 
