@@ -456,6 +456,13 @@ def test_strict_parse_removes_and_dvs_in_the_run(tmp_path, monkeypatch):
     assert [p._strict for p in DeltaLog.for_table(root).snapshot()._state.files._tail._pieces] == [True, True]
 
 
+def test_strict_parse_partition_values_under_physical_names(tmp_path, monkeypatch):
+    """Column mapping: the log's partitionValues are keyed by the columns' physical names, not the
+    partition columns' (logical) names — parsed strictly under the first line's keys."""
+    lines = [_spark_add(i, partitionValues={"col-5f1c0e3a-p": str(i % 4)}) for i in range(50)]
+    _strict_case(tmp_path, monkeypatch, lines)
+
+
 def test_strict_parse_a_run_of_removes_and_a_run_of_one_line(tmp_path, monkeypatch):
     """A commit whose run is removes only (a DELETE of whole files) and one whose run is a single
     add between its commitInfo and a txn: parsed strictly, the dict path's files and tombstones."""
