@@ -410,7 +410,7 @@ class _Parse(NamedTuple):
     """What `JsonCommit.parse` makes of a commit's text."""
     table: pa.Table                    # a row per line parsed (from the line numbered `first` on)
     columns: dict[str, list[str]]      # the columns parsed, per action
-    hint: list[str] | None             # the partition columns partitionValues was parsed with
+    hint: list[str] | None             # the keys partitionValues was parsed with (as a struct)
     absent: dict[str, list[str]]       # columns no line holds a value of (all null), per action
     first: int                         # the number of non-blank lines before the table's first row
     edges: list[bytes] | None          # strict: the non-blank lines before and after the parsed run
@@ -542,9 +542,10 @@ class JsonCommit:
         thread (`tahoe.log.replay` parses the next large commit while it replays one).
 
         1. Strict, where the commit is laid out as writers lay out big ones (`_file_run`): its run
-           of file lines parsed with the fields its first and last lines hold, any other field
-           an error. Parsed so, the fields no line holds cost nothing (they are all null), and
-           every map holds only the keys parsed, each once, with string values.
+           of file lines parsed with the fields its sampled lines hold (`_strict_columns`), any
+           other field an error, and checked to hold one object a line. Parsed so, the fields no
+           line holds cost nothing (they are all null), and every map holds only the keys
+           parsed, each once, with string values.
         2. Otherwise (or when the strict parse fails) every column of the file actions, fields
            the schema does not name skipped."""
         hint = _partition_hint(data, partition_columns)
