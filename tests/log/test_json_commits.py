@@ -547,3 +547,73 @@ def test_strict_parse_blank_and_crlf_lines(tmp_path, monkeypatch):
     lines = [_spark_add(i) for i in range(20)]
     _strict_case(tmp_path, monkeypatch, lines[:10] + [""] + lines[10:], strict=False)
     _strict_case(tmp_path, monkeypatch, [x + "\r" for x in lines], strict=False)
+
+
+def _random_commit(rng, n: int, partitioned: bool) -> list[str]:
+    """A run of `n` file lines as some writer might shape it: fields present, absent or null on
+    every line or on some, partition values with escapes and unicode, a compact or a spaced
+    layout, a few removes, ensure_ascii on or off."""
+    optional = ["stats", "tags", "deletionVector", "baseRowId", "defaultRowCommitVersion", "clusteringProvider"]
+    every = {f: rng.choice(["absent", "null", "value", "some"]) for f in optional}
+    spaced, ascii_ = rng.random() < 0.3, rng.random() < 0.5
+    values = ["a", "é", "x\"y", "a\\b", "日本", "", "null", "}{", "a b"]
+    out = []
+    for i in range(n):
+        if rng.random() < 0.1:
+            a = {"remove": {"path": f"f{rng.randrange(n)}.parquet", "deletionTimestamp": i, "dataChange": True}}
+        else:
+            add = {"path": f"p/{rng.choice(values)}-{i}.parquet", "partitionValues": {"p": rng.choice(values)}
+                   if partitioned else {}, "size": i, "modificationTime": i, "dataChange": bool(i % 2)}
+            for f, how in every.items():
+                if how == "absent" or (how == "some" and rng.random() < 0.7):
+                    continue
+                if how == "null":
+                    add[f] = None
+                elif f == "stats":
+                    add[f] = json.dumps({"numRecords": i, "minValues": {"p": rng.choice(values)}})
+                elif f == "tags":
+                    add[f] = {"k": rng.choice(values)}
+                elif f == "deletionVector":
+                    add[f] = _dv(f"d{i}", rng.choice([None, i]))
+                elif f == "clusteringProvider":
+                    add[f] = "liquid"
+                else:
+                    add[f] = i
+            a = {"add": add}
+        out.append(json.dumps(a, ensure_ascii=ascii_, separators=(", ", ": ") if spaced else (",", ":")))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_commits_match_the_dict_path_and_json_loads(tmp_path, monkeypatch, seed):
+    """Random runs of file lines (see `_random_commit`) between a commit's other actions: the
+    vectorised replay (strict or plain, whichever the shape allows) gives the dict path's files
+    and tombstones, and the files a line-by-line json.loads gives."""
+    import random
+
+    rng = random.Random(seed)
+    partitioned = rng.random() < 0.8
+    lines = _random_commit(rng, rng.randrange(1, 120), partitioned)
+    head = _head(partitioned)
+    tail = [{"txn": {"appId": "x", "version": seed}}] if rng.random() < 0.5 else []
+    text = "".join(json.dumps(a) + "\n" for a in head) + "".join(x + "\n" for x in lines) + \
+        "".join(json.dumps(a) + "\n" for a in tail)
+    root = _write(tmp_path / "t", [[]], raw={0: text})
+    assert_same(root, None, monkeypatch, all_json=True)
+    monkeypatch.setattr(json_commits, "VECTOR_MIN_BYTES", 0)
+    files = DeltaLog.for_table(root).snapshot().files_table().to_pylist()
+    oracle = {}
+    for line in text.splitlines():
+        obj = json.loads(line)
+        if "add" in obj:
+            oracle.pop(obj["add"]["path"], None)
+            oracle[obj["add"]["path"]] = obj["add"]
+        elif "remove" in obj:
+            oracle.pop(obj["remove"]["path"], None)
+    assert [f["path"] for f in files] == list(oracle)
+    for f in files:
+        a = oracle[f["path"]]
+        assert f["partitionValues"] == list(a["partitionValues"].items())
+        assert f["tags"] == (list(a["tags"].items()) if a.get("tags") is not None else None)
+        assert (f["stats"], f["baseRowId"], f["size"]) == (a.get("stats"), a.get("baseRowId"), a["size"])
+        assert (f["deletionVector"] is None) == (a.get("deletionVector") is None)
