@@ -50,7 +50,9 @@ Measured 2026-11-29 (2 shared cores; another session's Spark benches kept the lo
     sits below the floor's median, and tahoe is within 0.06 s of CPU of the floor.
     Against main (7c1523e) in the same minutes, pair by pair: cpu 0.80-0.87x (0.47-0.55 vs
     0.59-0.64 s), wall 0.86-0.87x, peak RSS 196 vs 224-227 MB; json300k-stats cpu 0.83x, RSS 717
-    vs 767 MB.
+    vs 767 MB. In process (14:03, load 4.1, alternating with main): tahoe 0.15-0.28 s = 0.92-0.94
+    of the pyarrow limit (issue 18: <= 1.1; main 1.25-1.97 in the same minutes), 0.72-0.75 of the
+    limit + maps + key check.
   cp1m (13:52, load 3.5-3.9): tahoe 0.50-0.57 s, cpu 0.56-0.61 vs delta-rs 2.15-2.34 s = wall
     0.23-0.24, cpu 0.23-0.24 (met); peak RSS 388 vs 867-887 MB = 0.44-0.45 (met); floor 0.29-0.30,
     RSS 0.76-0.78. Against main: cpu 0.98x.
