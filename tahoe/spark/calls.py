@@ -14,6 +14,9 @@ delta-spark users write that reaches no Python data source is carried to it as o
      reaches, in append or complete mode, with options the sink takes, runs as `foreachBatch` with
      `tahoe.spark.streaming.NativeStreamSink` (Spark's parquet writer, the same commit);
      `spark.tahoe.write.nativeStreamingSink=false` keeps every stream on the data source's sink.
+  7. Native streaming source: `readStream.format("delta").load()` on a classic session, of a table Spark's JVM
+     reaches, without a schema or the change data feed, is `tahoe.spark.streaming.NativeStreamSource` (Spark's
+     parquet reader); `spark.tahoe.read.nativeStreamingSource=false` keeps every stream read on the data source.
 The wrappers (`tahoe.spark.patches`) act only where the session's `delta` source is tahoe's."""
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 from . import internals
 
 __all__ = ["tahoe_owns_delta", "writer_state", "partition_columns", "MAPPED_MODES", "NATIVE_READ_CONF",
-           "NATIVE_STREAM_SINK_CONF"]
+           "NATIVE_STREAM_SINK_CONF", "NATIVE_STREAM_SOURCE_CONF"]
 
 PARTITION_COLUMNS_OPTION = "__partition_columns"
 MAPPED_MODES = {"errorifexists": "error", "error": "error", "default": "error", "ignore": "ignore"}
@@ -33,6 +36,8 @@ _DELTA_SPARK_CLASS = "org.apache.spark.sql.delta.sources.DeltaDataSource"
 NATIVE_READ_CONF = "spark.tahoe.read.nativeScan"
 # rule 6 on/off: "false" sends every format("delta") streaming write through the Python data source's sink
 NATIVE_STREAM_SINK_CONF = "spark.tahoe.write.nativeStreamingSink"
+# rule 7 on/off: "false" sends every format("delta") streaming read through the Python data source
+NATIVE_STREAM_SOURCE_CONF = "spark.tahoe.read.nativeStreamingSource"
 _owns: dict[int, bool] = {}
 
 
@@ -406,6 +411,10 @@ def _load(original: Any, self: Any, batch: bool, path=None, format=None, schema=
                 return native
         given = {**self.__dict__.get("_tahoe_options", {}), **{str(k).lower(): v for k, v in options.items()}}
         _hand_over_storage(self, spark, path if isinstance(path, str) else given.get("path"), given)
+        if not batch and schema is None:
+            native = _native_stream_source(self, spark, path, options)
+            if native is not None:
+                return native
         if batch and internals.is_connect(self):
             # Spark Connect analyses a plan only when it is used: resolve it now (one round trip,
             # the schema kept by the DataFrame), so that a missing table, a version out of range
@@ -426,30 +435,17 @@ def stream_load(original: Any, self: Any, path=None, format=None, schema=None, *
     return _load(original, self, False, path, format, schema, **options)
 
 
-def _native_read(reader: Any, spark: Any, path: Any, options: dict) -> Any:
-    """Rule 5: a batch snapshot read of a table Spark's JVM reaches, as the native parquet scan
-    (`tahoe.spark.read.read_snapshot`, what `DeltaTable.toDF()` returns); None where the data
-    source reads it (Spark Connect, a schema given, several paths, the change data feed,
-    `storage.*` options, a store the JVM cannot reach) — and where the options or the table
-    are wrong, so that the source reports it as it always does."""
-    if internals.is_connect(reader):
+def _native_snapshot(reader: Any, spark: Any, path: Any, options: dict, conf: str, parse: Any,
+                     snapshot: Any) -> tuple[dict, Any] | None:
+    """Rules 5 and 7: (the read's options, its snapshot) when the native path reads it, else None
+    — Spark Connect, `conf` off, a schema given, several paths, the change data feed, a store the
+    JVM does not reach, and options or a table that are wrong, so that the source reports them as
+    it always does. `parse`: the options' check; `snapshot(log, opts)`: the snapshot read."""
+    if internals.is_connect(reader) or (path is not None and not isinstance(path, str)):
         return None
-    if path is not None and not isinstance(path, str):
-        return None
-    try:
-        native = str(spark.conf.get(NATIVE_READ_CONF, "true")).strip().lower()
-    except Exception:  # noqa: BLE001
-        return None
-    if native not in ("true", "false"):
-        from ..errors import InvalidOptionError
-
-        raise InvalidOptionError(f"the session conf {NATIVE_READ_CONF} takes true or false, got {native!r}")
-    if native == "false":
-        return None
-    if internals.reader_schema_given(reader):
+    if not _conf_flag(spark, conf) or internals.reader_schema_given(reader):
         return None
     from ..log import DeltaLog
-    from .options import read_options
     from .read import jvm_reaches
 
     given = {**reader.__dict__.get("_tahoe_options", {}), **{str(k).lower(): v for k, v in options.items()}}
@@ -458,13 +454,46 @@ def _native_read(reader: Any, spark: Any, path: Any, options: dict) -> Any:
     if not given.get("path"):
         return None
     try:
-        opts = read_options(given)
+        opts = parse(given)
         if opts["cdf"] or not jvm_reaches(str(opts["path"]), spark):
             return None
-        snap = DeltaLog.for_table(opts["path"], opts["storage_options"]).snapshot(
-            version=opts["version"], timestamp=opts["timestamp"])
+        return given, snapshot(DeltaLog.for_table(opts["path"], opts["storage_options"]), opts)
     except Exception:  # noqa: BLE001 - bad options, no table, ...: the source fails with its error
         return None
+
+
+def _native_stream_source(reader: Any, spark: Any, path: Any, options: dict) -> Any:
+    """Rule 7: the streaming DataFrame of `NativeStreamSource`, or None where the data source reads
+    the stream (as `_native_snapshot`; also Spark without the classes it needs, a table whose
+    native read differs from the declared schema)."""
+    from .options import stream_read_options
+    from .scan import spark_read_schema
+    from .streaming import NativeStreamSource
+
+    found = _native_snapshot(reader, spark, path, options, NATIVE_STREAM_SOURCE_CONF, stream_read_options,
+                             lambda log, opts: log.snapshot())
+    if found is None:
+        return None
+    given, snap = found
+    try:
+        schema = spark_read_schema(snap)
+        source = NativeStreamSource(spark, given, schema, str(snap.table_root))
+        if not source.reads_as_declared(snap):
+            return None
+        return internals.jvm_stream_source_dataframe(spark, source, schema)
+    except Exception:  # noqa: BLE001 - the data source reads it, and reports what is wrong
+        return None
+
+
+def _native_read(reader: Any, spark: Any, path: Any, options: dict) -> Any:
+    """Rule 5: a batch snapshot read of a table Spark's JVM reaches, as the native parquet scan
+    (`tahoe.spark.read.read_snapshot`, what `DeltaTable.toDF()` returns); None where the data
+    source reads it (`_native_snapshot`)."""
+    from .options import read_options
     from .row_tracking import read_table
 
-    return read_table(spark, snap)   # `_metadata.row_id` / `row_commit_version` on row-tracking tables
+    found = _native_snapshot(reader, spark, path, options, NATIVE_READ_CONF, read_options,
+                             lambda log, opts: log.snapshot(version=opts["version"], timestamp=opts["timestamp"]))
+    if found is None:
+        return None
+    return read_table(spark, found[1])   # `_metadata.row_id` / `row_commit_version` on row-tracking tables

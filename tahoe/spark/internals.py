@@ -20,7 +20,8 @@ __all__ = ["PySparkInternalsError", "is_connect", "session_of", "writer_format",
            "writer_dataframe", "stream_writer_format", "stream_writer_dataframe", "stream_writer_output_mode", "clear_stream_partitioning", "reader_format",
            "reader_schema_given", "v2_table_name", "column_sql", "column_name", "dataframe_alias",
            "plan_size_in_bytes", "release_checkpoint", "jvm_has_class", "with_active_session", "ensure_thread_session",
-           "connect_dataframe", "connect_plan_id", "with_hidden_output"]
+           "connect_dataframe", "connect_plan_id", "with_hidden_output", "jvm_stream_source_dataframe",
+           "jvm_offset", "jvm_read_limit", "python_read_limit", "jvm_streaming_batch"]
 
 
 class PySparkInternalsError(DeltaError):
@@ -343,3 +344,71 @@ def with_hidden_output(spark: Any, df: Any, hidden: str) -> Any:
         return jvm.org.apache.spark.sql.classic.Dataset.ofRows(jsession, top)
 
     return DataFrame(_jcall("Catalyst's Project.hiddenOutputTag", build), spark)
+
+
+# --- a streaming source run in the driver (classic sessions): `tahoe.spark.streaming.NativeStreamSource` --------
+
+def jvm_stream_source_dataframe(spark: Any, source: Any, schema: Any) -> Any:
+    """A streaming DataFrame read from `source`, a Python object implementing Spark's v1 streaming
+    `Source` through py4j's callback server (as `foreachBatch` functions are called): Catalyst's
+    `StreamingExecutionRelation(source, <schema's attributes>)` — what Spark's own file sources
+    become when a query starts. `schema`: a pyspark StructType."""
+    from pyspark.java_gateway import ensure_callback_server_started
+    from pyspark.sql import DataFrame
+
+    jsession = _attr(spark, "_jsparkSession")
+    gateway = _attr(_attr(spark, "sparkContext"), "_gateway")
+    jvm = _attr(spark, "_jvm")
+
+    def build() -> Any:
+        ensure_callback_server_started(gateway)
+        jschema = jsession.parseDataType(schema.json())
+        attrs = jvm.org.apache.spark.sql.catalyst.types.DataTypeUtils.toAttributes(jschema)
+        relation_cls = jvm.org.apache.spark.sql.execution.streaming.runtime.StreamingExecutionRelation
+        name = getattr(relation_cls, "$lessinit$greater$default$4")()
+        relation = relation_cls(source, attrs, jvm.scala.Option.empty(), name, jsession)
+        return getattr(getattr(jvm.org.apache.spark.sql.classic, "Dataset$"), "MODULE$").ofRows(jsession, relation)
+    return DataFrame(_jcall("Spark's StreamingExecutionRelation (Spark 4.1+)", build), spark)
+
+
+def jvm_offset(spark: Any, text: str) -> Any:
+    """Spark's `SerializedOffset` of an offset's JSON text (what the checkpoint's offset log keeps)."""
+    jvm = _attr(spark, "_jvm")
+    return _jcall("Spark's SerializedOffset", lambda: getattr(getattr(
+        jvm.org.apache.spark.sql.execution.streaming.runtime, "SerializedOffset$"), "MODULE$").apply(text))
+
+
+def jvm_read_limit(spark: Any, limit: Any) -> Any:
+    """A pyspark ReadLimit (`pyspark.sql.streaming.datasource`) as Spark's ReadLimit."""
+    from pyspark.sql.streaming.datasource import ReadMaxBytes, ReadMaxFiles, ReadMaxRows
+
+    limits = _attr(spark, "_jvm").org.apache.spark.sql.connector.read.streaming.ReadLimit
+    if isinstance(limit, ReadMaxFiles):
+        return _jcall("ReadLimit.maxFiles", lambda: limits.maxFiles(int(limit.max_files)))
+    if isinstance(limit, ReadMaxBytes):
+        return _jcall("ReadLimit.maxBytes", lambda: limits.maxBytes(int(limit.max_bytes)))
+    if isinstance(limit, ReadMaxRows):
+        return _jcall("ReadLimit.maxRows", lambda: limits.maxRows(int(limit.max_rows)))
+    return _jcall("ReadLimit.allAvailable", lambda: limits.allAvailable())
+
+
+def python_read_limit(jlimit: Any) -> Any:
+    """Spark's ReadLimit as a pyspark ReadLimit, as PySpark hands one to a Python data source's
+    `latestOffset` (a limit tahoe does not bound by — rows, a composite — as ReadAllAvailable)."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles
+
+    kind = _jcall("a ReadLimit's class", lambda: jlimit.getClass().getSimpleName())
+    if kind == "ReadMaxFiles":
+        return ReadMaxFiles(int(jlimit.maxFiles()))
+    if kind == "ReadMaxBytes":
+        return ReadMaxBytes(int(jlimit.maxBytes()))
+    return ReadAllAvailable()
+
+
+def jvm_streaming_batch(df: Any) -> Any:
+    """The JVM Dataset of a micro-batch a v1 `Source.getBatch` returns: `df`'s rows (its executed
+    plan, read natively) as a streaming relation, as Spark's own sources mark theirs."""
+    jdf = _attr(df, "_jdf")
+    jsession = _attr(df.sparkSession, "_jsparkSession")
+    return _jcall("SparkSession.internalCreateDataFrame", lambda: jsession.internalCreateDataFrame(
+        jdf.queryExecution().toRdd(), jdf.schema(), True))

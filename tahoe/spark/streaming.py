@@ -33,7 +33,7 @@ from ..read.changes import (
 from .scan import ChangesPartition, TableFiles, change_partitions, spark_read_schema
 from .options import stream_read_options
 
-__all__ = ["DeltaStreamReader", "DeltaStreamWriter", "NativeStreamSink", "checkpoint_query_id", "source_offset", "QUERY_ID_PROPERTY", "BATCH_ID_PROPERTY"]
+__all__ = ["DeltaStreamReader", "DeltaStreamWriter", "NativeStreamSink", "NativeStreamSource", "checkpoint_query_id", "source_offset", "QUERY_ID_PROPERTY", "BATCH_ID_PROPERTY"]
 
 _MAX_FILES_DEFAULT = 1000
 QUERY_ID_PROPERTY = "sql.streaming.queryId"     # Spark's StreamExecution.QUERY_ID_KEY (a task property)
@@ -432,6 +432,132 @@ class DeltaStreamReader(DataSourceStreamReader, _AvailableNow):
     def stop(self) -> None:
         self._versions.clear()
         self._snapshots.clear()
+
+
+class NativeStreamSource:
+    """`spark.readStream.format("delta")` read natively (`tahoe.spark.calls` rule 7, classic sessions): Spark's v1
+    streaming `Source`, implemented here and called by the query's thread through py4j's callback server.
+
+      1. Offsets, admission (`maxFilesPerTrigger`, `maxBytesPerTrigger`, AvailableNow), schema checks and the
+         errors are `DeltaStreamReader`'s, made at the query's first call as the data source makes it at start;
+         an offset's JSON is the data source's text, so a checkpoint moves between the two sources.
+      2. A micro-batch's files are read by Spark's parquet reader (`tahoe.spark.read.read_snapshot`: partition
+         values, deletion vectors, column mapping) and handed to Spark as a streaming relation."""
+
+    class Java:
+        implements = ["org.apache.spark.sql.execution.streaming.Source",
+                      "org.apache.spark.sql.connector.read.streaming.SupportsAdmissionControl",
+                      "org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow"]
+
+    def __init__(self, spark, options: dict, schema, table_root: str):
+        import threading
+
+        self.spark = spark
+        self.options = dict(options)
+        self.declared = schema
+        self.table_root = table_root
+        self._reader: Optional[DeltaStreamReader] = None
+        self._jschema = None
+        self._lock = threading.Lock()
+
+    @property
+    def reader(self) -> DeltaStreamReader:
+        with self._lock:
+            if self._reader is None:
+                self._reader = DeltaStreamReader(self.options, self.declared)
+            return self._reader
+
+    def _offset(self, off: dict):
+        from .internals import jvm_offset
+
+        return jvm_offset(self.spark, json.dumps(off))
+
+    # --- java.lang.Object, Source, SupportsAdmissionControl, SupportsTriggerAvailableNow ----------------------
+    def toString(self) -> str:
+        return f"DeltaSource[{self.table_root}]"
+
+    def hashCode(self) -> int:
+        return id(self) & 0x7FFFFFFF
+
+    def equals(self, other) -> bool:
+        return other is self
+
+    def schema(self):
+        if self._jschema is None:
+            self._jschema = self.spark._jsparkSession.parseDataType(self.declared.json())
+        return self._jschema
+
+    def initialOffset(self):
+        return self._offset(self.reader.initialOffset())
+
+    def deserializeOffset(self, text: str):
+        from .internals import jvm_offset
+
+        return jvm_offset(self.spark, text)
+
+    def getDefaultReadLimit(self):
+        from .internals import jvm_read_limit
+
+        return jvm_read_limit(self.spark, self.reader.getDefaultReadLimit())
+
+    def latestOffset(self, start, limit):
+        from .internals import python_read_limit
+
+        r = self.reader
+        begin = json.loads(start.json()) if start is not None else r.initialOffset()
+        return self._offset(r.latestOffset(begin, python_read_limit(limit)))
+
+    def getOffset(self):
+        from .internals import jvm_read_limit
+
+        r = self.reader
+        jvm = self.spark._jvm
+        return jvm.scala.Some(self.latestOffset(None, jvm_read_limit(self.spark, r.getDefaultReadLimit())))
+
+    def reportLatestOffset(self):
+        return None
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.reader.prepareForTriggerAvailableNow()
+
+    def getBatch(self, start, end):
+        from .internals import jvm_streaming_batch
+
+        r = self.reader
+        s = r._parse(json.loads(start.get().json()) if start.isDefined() else r.initialOffset())
+        e = r._parse(json.loads(end.json()))
+        items = [] if s == e else [it for it in r._after(*s, end=e) if it.readable]
+        return jvm_streaming_batch(self.batch([it.action for it in items]))
+
+    def commit(self, end) -> None:
+        self.reader.commit(json.loads(end.json()))
+
+    def stop(self) -> None:
+        if self._reader is not None:
+            self._reader.stop()
+
+    # --- the rows -----------------------------------------------------------------------------------------
+    def batch(self, adds: list[dict], snap=None):
+        """A DataFrame of the rows of `adds` (add actions of the table), in the declared schema
+        (`snap`: the snapshot whose schema reads them, else the stream's)."""
+        import pyarrow as pa
+
+        from ..log.file_actions import ADD_SCHEMA
+        from .read import read_snapshot
+
+        names = ["path", "partitionValues", "size", "stats", "deletionVector"]
+        files = pa.Table.from_pylist([{n: a.get(n) for n in names} for a in adds],
+                                     schema=pa.schema([ADD_SCHEMA.field(n) for n in names]))
+        df = read_snapshot(self.spark, snap if snap is not None else self.reader.read_snapshot, files=files)
+        wanted = [f.name for f in self.declared.fields]
+        if df.columns != wanted:
+            df = df.select(*[f"`{n}`" for n in wanted])
+        return df
+
+    def reads_as_declared(self, snap) -> bool:
+        """Whether the native read of `snap`'s files gives the declared columns and types."""
+        got = self.batch([], snap).schema
+        return [(f.name, f.dataType) for f in got.fields] == [(f.name, f.dataType) for f in self.declared.fields]
 
 
 # --- the sink ----------------------------------------------------------------------------------------

@@ -85,3 +85,34 @@ def test_a_missing_attribute_fails_by_name(spark):
     del w._jwrite
     with pytest.raises(internals.PySparkInternalsError, match=r"DataFrameWriter\._jwrite.*PySpark 4"):
         internals.writer_format(w)
+
+
+def test_driver_streaming_source_accessors(spark):
+    """The JVM pieces `NativeStreamSource` is built from: offsets as Spark's SerializedOffset (its
+    JSON kept to the byte), read limits both ways (pyspark's classes ↔ Spark's), a micro-batch
+    DataFrame marked streaming, and a streaming DataFrame over a Python `Source` (analysed, not
+    started: its schema is the one given)."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxFiles, ReadMaxRows
+
+    text = '{"sourceVersion": 1, "reservoirVersion": 3}'
+    assert internals.jvm_offset(spark, text).json() == text
+    for limit, kind in ((ReadMaxFiles(7), "ReadMaxFiles"), (ReadMaxBytes(1 << 20), "ReadMaxBytes"),
+                        (ReadMaxRows(5), "ReadMaxRows"), (ReadAllAvailable(), "ReadAllAvailable")):
+        j = internals.jvm_read_limit(spark, limit)
+        assert j.getClass().getSimpleName() == kind
+        back = internals.python_read_limit(j)
+        if kind == "ReadMaxFiles":
+            assert isinstance(back, ReadMaxFiles) and back.max_files == 7
+        elif kind == "ReadMaxBytes":
+            assert isinstance(back, ReadMaxBytes) and back.max_bytes == 1 << 20
+        else:   # a limit tahoe's source does not bound by
+            assert isinstance(back, ReadAllAvailable)
+    batch = internals.jvm_streaming_batch(spark.range(3))
+    assert batch.isStreaming() and batch.queryExecution().analyzed().rdd().count() == 3   # (no action on it)
+
+    class Unstarted:
+        class Java:
+            implements = ["org.apache.spark.sql.execution.streaming.Source"]
+
+    df = internals.jvm_stream_source_dataframe(spark, Unstarted(), spark.range(1).schema)
+    assert df.isStreaming and df.schema == spark.range(1).schema
