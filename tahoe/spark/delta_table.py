@@ -161,7 +161,12 @@ class DeltaTable:
         return df
 
     def alias(self, aliasName: str) -> "DeltaTable":
-        return DeltaTable(self._spark, self._path, aliasName, self._storage_options, self._frames)
+        """The same table (its storage options and log, as delta-spark's alias keeps its
+        DeltaLog: the session's confs are not read again) under `aliasName`."""
+        t = DeltaTable.__new__(DeltaTable)
+        t.__dict__.update(self.__dict__)
+        t._alias = aliasName
+        return t
 
     def history(self, limit: int | None = None) -> "DataFrame":
         from pyspark.sql.types import (

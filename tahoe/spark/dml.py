@@ -148,7 +148,8 @@ def _broadcast_threshold(spark) -> int:
 def run_dml(spark, log: DeltaLog, snap, plan: DmlPlan, source=None) -> dict[str, Any]:
     """Run a planned DML on Spark and commit it; delta-spark's metrics and `version`."""
     configure(spark)
-    return _SparkDml(spark, log, snap, plan, source).run()
+    with internals.internal_columns():   # (PySpark's call sites of tahoe's own Columns: not sent)
+        return _SparkDml(spark, log, snap, plan, source).run()
 
 
 class _SparkDml:

@@ -11,8 +11,9 @@ every function against the installed PySpark, classic and Connect.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from typing import Any
+from typing import Any, Iterator
 
 from ..errors import DeltaError
 
@@ -21,7 +22,8 @@ __all__ = ["PySparkInternalsError", "is_connect", "session_of", "writer_format",
            "reader_schema_given", "v2_table_name", "column_sql", "column_name", "dataframe_alias",
            "plan_size_in_bytes", "release_checkpoint", "jvm_has_class", "with_active_session", "ensure_thread_session",
            "connect_dataframe", "connect_plan_id", "with_hidden_output", "jvm_stream_source_dataframe",
-           "jvm_offset", "jvm_read_limit", "python_read_limit", "jvm_streaming_batch"]
+           "jvm_offset", "jvm_read_limit", "python_read_limit", "jvm_streaming_batch",
+           "internal_columns"]
 
 
 class PySparkInternalsError(DeltaError):
@@ -299,6 +301,41 @@ def with_active_session(spark: Any, fn: Any) -> Any:
 
 
 _thread = threading.local()
+_quiet_lock = threading.Lock()
+_quiet = [0, None]   # (how many `internal_columns` blocks are open, the debugging flag they found)
+
+
+@contextlib.contextmanager
+def internal_columns() -> Iterator[None]:
+    """A block building tahoe's own DataFrames and Columns (the DML executor's hundreds of them)
+    without PySpark's call-site capture (`spark.python.sql.dataFrameDebugging.enabled`, on by
+    default): with it, every Column method is wrapped to send the JVM its Python call site — a
+    conf read, a class lookup, a set and a clear, ~6 Py4J round trips per Column made, for a
+    call site inside tahoe that no user error message needs. PySpark caches the flag in
+    `pyspark.errors.utils._enable_debugging_cache`; it reads False while a block is open (blocks
+    nest and overlap across threads: the flag found by the first is restored by the last). A
+    PySpark without the cache runs the block as it is (only slower)."""
+    try:
+        import pyspark.errors.utils as utils
+    except ImportError:
+        yield
+        return
+    if not hasattr(utils, "_enable_debugging_cache"):
+        yield
+        return
+    with _quiet_lock:
+        if _quiet[0] == 0:
+            _quiet[1] = utils._enable_debugging_cache
+        _quiet[0] += 1
+        utils._enable_debugging_cache = False
+    try:
+        yield
+    finally:
+        with _quiet_lock:
+            _quiet[0] -= 1
+            if _quiet[0] == 0:
+                utils._enable_debugging_cache = _quiet[1]
+                _quiet[1] = None
 
 
 def ensure_thread_session(obj: Any) -> None:
