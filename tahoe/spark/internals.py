@@ -23,7 +23,8 @@ __all__ = ["PySparkInternalsError", "is_connect", "session_of", "writer_format",
            "plan_size_in_bytes", "release_checkpoint", "jvm_has_class", "with_active_session", "ensure_thread_session",
            "connect_dataframe", "connect_plan_id", "with_hidden_output", "jvm_stream_source_dataframe",
            "jvm_offset", "jvm_read_limit", "python_read_limit", "jvm_streaming_batch",
-           "internal_columns"]
+           "internal_columns",
+           "spark_conf_with_prefix"]
 
 
 class PySparkInternalsError(DeltaError):
@@ -298,6 +299,17 @@ def with_active_session(spark: Any, fn: Any) -> Any:
             sessions.setActiveSession(previous.get())
         else:
             sessions.clearActiveSession()
+
+
+def spark_conf_with_prefix(sc: Any, prefix: str) -> dict[str, str]:
+    """The SparkContext's conf entries whose keys start with `prefix` (keys whole), read on the JVM
+    side (`SparkConf.getAllWithPrefix`: two Py4J calls and three per entry found —
+    `sc.getConf().getAll()` copies the whole conf, six calls per entry, ~600 on a default session)."""
+    jconf = _attr(_attr(sc, "_conf"), "_jconf")
+    if jconf is None:   # (a context whose conf is not the JVM's: PySpark keeps it in Python)
+        return {k: v for k, v in sc.getConf().getAll() if k.startswith(prefix)}
+    found = _jcall("SparkConf.getAllWithPrefix", lambda: jconf.getAllWithPrefix(prefix))
+    return {prefix + str(t._1()): str(t._2()) for t in found}
 
 
 _thread = threading.local()

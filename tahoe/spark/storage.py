@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..storage.hadoop import is_hadoop_key, storage_options_from_hadoop
+from .internals import spark_conf_with_prefix
 
 __all__ = ["session_storage_options", "merged_storage_options", "split_storage_options", "hand_over"]
 
@@ -29,7 +30,7 @@ def _session_hadoop_confs(spark: Any) -> dict[str, str]:
     sc = getattr(spark, "_sc", None)
     if sc is not None:
         try:
-            out.update({k: v for k, v in sc.getConf().getAll() if k.startswith(_PREFIX) and is_hadoop_key(k)})
+            out.update({k: v for k, v in spark_conf_with_prefix(sc, _PREFIX).items() if is_hadoop_key(k)})
         except Exception:  # noqa: BLE001 - a stopped context: nothing to add
             pass
     try:

@@ -116,3 +116,52 @@ def test_driver_streaming_source_accessors(spark):
 
     df = internals.jvm_stream_source_dataframe(spark, Unstarted(), spark.range(1).schema)
     assert df.isStreaming and df.schema == spark.range(1).schema
+
+
+def test_internal_columns_skip_call_sites_and_restore_the_flag(spark):
+    """Inside `internal_columns` PySpark sends no call site for a Column made (its debugging
+    flag reads False: one Py4J call for `F.col`, not ~6); the flag PySpark had is back after the
+    block, nested blocks included, and after an error inside one."""
+    import py4j.clientserver as cs
+    from pyspark.errors.utils import is_debugging_enabled
+    from pyspark.sql import functions as F
+
+    before = is_debugging_enabled()
+    sent = []
+    orig = cs.ClientServerConnection.send_command
+
+    def counting(self, command, *a, **k):
+        sent.append(command)
+        return orig(self, command, *a, **k)
+
+    def calls_for(fn) -> int:
+        sent.clear()
+        cs.ClientServerConnection.send_command = counting
+        try:
+            fn()
+        finally:
+            cs.ClientServerConnection.send_command = orig
+        return len(sent)
+
+    with internals.internal_columns():
+        assert is_debugging_enabled() is False
+        with internals.internal_columns():
+            assert is_debugging_enabled() is False
+        assert is_debugging_enabled() is False
+        inside = calls_for(lambda: F.col("x") + 1)
+    assert is_debugging_enabled() is before
+    with pytest.raises(ZeroDivisionError):
+        with internals.internal_columns():
+            1 / 0
+    assert is_debugging_enabled() is before
+    if before:   # (the default: the call-site capture is on outside a block: a conf read, a lookup, a
+        # set and a clear around each Column method)
+        assert calls_for(lambda: F.col("x") + 1) >= inside + 4
+
+
+def test_spark_conf_with_prefix_reads_the_context_conf(spark):
+    """`spark_conf_with_prefix` gives what `sc.getConf().getAll()` filtered by the prefix gives."""
+    sc = spark.sparkContext
+    want = {k: v for k, v in sc.getConf().getAll() if k.startswith("spark.app.")}
+    assert want and internals.spark_conf_with_prefix(sc, "spark.app.") == want
+    assert internals.spark_conf_with_prefix(sc, "spark.tahoe.no.such.prefix.") == {}
