@@ -244,8 +244,12 @@ class _SparkDml:
                            if n in df.columns]
         raw = df.select(*sel, *[col(n) for n in keep])
         types = {f.name: f.dataType for f in raw.schema.fields}
-        out = raw.select(*[assign_by_name(col(name), types[name], to_spark_type(self.schema.field(name).type))
-                           .alias(name) for name in columns], *[col(n) for n in keep])
+        targets = {name: to_spark_type(self.schema.field(name).type) for name in columns}
+        if all(types[name] == targets[name] for name in columns):
+            out = raw   # (every value already of its column's type: no second projection to analyse)
+        else:
+            out = raw.select(*[assign_by_name(col(name), types[name], targets[name]).alias(name)
+                               for name in columns], *[col(n) for n in keep])
         for name, (expr, recompute) in generated.items():
             f = self.schema.field(name)
             value = to_spark_column(expr).cast(to_spark_type(f.type))
