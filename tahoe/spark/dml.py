@@ -96,13 +96,14 @@ def spark_typer(df, known: dict | None = None, fallback=None):
         return made[0]
 
     def analysed(expr: Expression):
-        try:
+        with internals.internal_columns():
+            try:
+                return relation().select(to_spark_column(expr).alias("x")).schema.fields[0].dataType
+            except SparkAnalysisException:
+                if fallback is None:
+                    raise
+            made[:] = [fallback()]
             return relation().select(to_spark_column(expr).alias("x")).schema.fields[0].dataType
-        except SparkAnalysisException:
-            if fallback is None:
-                raise
-        made[:] = [fallback()]
-        return relation().select(to_spark_column(expr).alias("x")).schema.fields[0].dataType
 
     def field_type(schema, name: str):
         hits = [f for f in schema.fields if f.name.lower() == name.lower()]
