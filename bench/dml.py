@@ -66,10 +66,28 @@ DELETE positions, the faster bitmaps and UPDATE typing (spark/types.col's single
   s wall). DELETE of 50% (`id % 2 = 0`): 1.04 s collected vs 2.02 s summarized. main's code vs
   this file's (4 runs each, CPU min / median): UPDATE 1.33 / 1.50 -> 1.16 / 1.31 s (floor 0.62-0.67
   / 0.78-0.88); MERGE 2.29 / 2.69 -> 2.05 / 3.02 s (floor 0.84-0.97 / 1.05-1.12).
-  Where the rest goes: UPDATE / MERGE spend ~0.3 s (UPDATE) / ~0.6 s (MERGE) on the driver building
-  and analysing the DataFrames (500 / 1,100 Py4J calls, one or two per Column made) and their one job costs
-  ~2x the floor's (the changed rows go through a Python worker that writes them with pyarrow);
-  MERGE adds the inserts' write job (~0.4 s).
+  Where the rest goes (before the change below): UPDATE / MERGE spent ~0.3 s (UPDATE) / ~0.6 s (MERGE) on
+  the driver building and analysing the DataFrames and their one job costs ~2x the floor's; MERGE adds
+  the inserts' write job (~0.4 s).
+Issue 32, Spark MERGE, 2026-11-29 14:04-14:09 (`--ops merge`, main's code vs this branch alternating in
+one window, another session's tests running: load 2.7-4.3, every figure 1.3-2x a quiet run's), best of 3,
+seconds — spark merge dv / delta-rs merge / floor spark merge:
+    after  14:04 (load 4.2) 1.72 / 1.61 / 0.84 (1.07x delta-rs, 2.06x floor)
+    before 14:06 (load 4.1) 2.16 / 1.52 / 0.49 (1.42x, 4.41x)
+    after  14:07 (load 3.6) 1.14 / 0.87 / 0.54 (1.31x, 2.11x)
+    before 14:08 (load 2.7) 1.37 / 0.87 / 0.53 (1.57x, 2.58x)
+  The change: PySpark's call-site capture (`spark.python.sql.dataFrameDebugging.enabled`, on by default)
+  sent ~6 Py4J calls around every Column method; the DML's own Columns are now built without it
+  (`tahoe.spark.internals.internal_columns`), `DeltaTable.alias` no longer re-reads the session's confs
+  and `forPath` reads the SparkConf by prefix. Py4J calls of the timed MERGE (alias .. execute, main
+  thread): 2,570 -> 696 (plus 509 -> 397 object releases on py4j's GC thread); `forPath` 430 -> 163;
+  driver (Python) CPU per MERGE 0.10 -> 0.05 s. The target (<= 0.8x delta-rs) is still missed: at
+  10M rows the one scan job dominates — its tasks wait on the JVM's scan + join for all but ~30 ms
+  (the Python worker's bitmaps and pyarrow write of the 50k updated rows), and the job (with the
+  source's broadcast job) runs ~2x the floor's; the inserts add a build (~0.1 s) and a second job
+  (~0.3 s, loaded). The inserts cannot join the scan job without a shuffle: Spark broadcasts no outer
+  side (a right / full outer broadcast hash join does not exist), so a job that both probes the target
+  and emits the source rows nothing matched is a shuffled full outer join of the 10M target rows.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ __all__ = ["PySparkInternalsError", "is_connect", "session_of", "writer_format",
            "connect_dataframe", "connect_plan_id", "with_hidden_output", "jvm_stream_source_dataframe",
            "jvm_offset", "jvm_read_limit", "python_read_limit", "jvm_streaming_batch",
            "internal_columns",
-           "spark_conf_with_prefix"]
+           "spark_conf_with_prefix", "runtime_conf_with_prefix"]
 
 
 class PySparkInternalsError(DeltaError):
@@ -310,6 +310,24 @@ def spark_conf_with_prefix(sc: Any, prefix: str) -> dict[str, str]:
         return {k: v for k, v in sc.getConf().getAll() if k.startswith(prefix)}
     found = _jcall("SparkConf.getAllWithPrefix", lambda: jconf.getAllWithPrefix(prefix))
     return {prefix + str(t._1()): str(t._2()) for t in found}
+
+
+def runtime_conf_with_prefix(spark: Any, prefix: str) -> dict[str, str]:
+    """A classic session's runtime conf entries (`spark.conf.getAll`) whose keys start with
+    `prefix`, in ~6 Py4J calls: the keys and the values of one Scala map each joined on the JVM
+    side (one map: both in its one iteration order), split here on NUL. A key or value holding
+    NUL (the counts then disagree) is read entry by entry, as `spark.conf.getAll` reads them all
+    (three calls per entry, ~300 on a default session)."""
+    jconf = _jcall("SparkSession.conf", lambda: _attr(spark, "_jsparkSession").conf())
+    m = _jcall("RuntimeConfig.getAll", lambda: jconf.getAll())
+    size = int(m.size())
+    if not size:
+        return {}
+    keys = str(m.keys().mkString("\u0000")).split("\u0000")
+    values = str(m.values().mkString("\u0000")).split("\u0000")
+    if len(keys) != size or len(values) != size:
+        return {str(k): str(v) for k, v in dict(jconf.getAllAsJava()).items() if str(k).startswith(prefix)}
+    return {k: v for k, v in zip(keys, values) if k.startswith(prefix)}
 
 
 _thread = threading.local()

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..storage.hadoop import is_hadoop_key, storage_options_from_hadoop
-from .internals import spark_conf_with_prefix
+from .internals import runtime_conf_with_prefix, spark_conf_with_prefix
 
 __all__ = ["session_storage_options", "merged_storage_options", "split_storage_options", "hand_over"]
 
@@ -34,8 +34,15 @@ def _session_hadoop_confs(spark: Any) -> dict[str, str]:
         except Exception:  # noqa: BLE001 - a stopped context: nothing to add
             pass
     try:
-        every = spark.conf.getAll
-        every = every() if callable(every) else every
+        every = None
+        if sc is not None:    # (classic: read by prefix on the JVM side, not entry by entry)
+            try:
+                every = runtime_conf_with_prefix(spark, _PREFIX)
+            except Exception:  # noqa: BLE001 - read as PySpark reads them, below
+                every = None
+        if every is None:
+            every = spark.conf.getAll
+            every = every() if callable(every) else every
         out.update({k: v for k, v in dict(every).items() if str(k).startswith(_PREFIX) and is_hadoop_key(str(k))})
     except Exception:  # noqa: BLE001 - a server that does not answer confs
         pass

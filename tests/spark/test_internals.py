@@ -165,3 +165,24 @@ def test_spark_conf_with_prefix_reads_the_context_conf(spark):
     want = {k: v for k, v in sc.getConf().getAll() if k.startswith("spark.app.")}
     assert want and internals.spark_conf_with_prefix(sc, "spark.app.") == want
     assert internals.spark_conf_with_prefix(sc, "spark.tahoe.no.such.prefix.") == {}
+
+
+def test_runtime_conf_with_prefix_reads_what_spark_conf_get_all_reads(spark):
+    """`runtime_conf_with_prefix` gives `spark.conf.getAll` filtered by the prefix: values with
+    separators, newlines and non-ASCII text read exactly; a value holding NUL (the joined read's
+    separator) read entry by entry."""
+    confs = {"spark.tahoe.test.a": "x,y=z", "spark.tahoe.test.b": "line1\nline2 é", "spark.tahoe.test.c": ""}
+    try:
+        for k, v in confs.items():
+            spark.conf.set(k, v)
+        want = {k: v for k, v in spark.conf.getAll.items() if k.startswith("spark.tahoe.test.")} \
+            if not callable(spark.conf.getAll) else \
+            {k: v for k, v in spark.conf.getAll().items() if k.startswith("spark.tahoe.test.")}
+        assert want == confs
+        assert internals.runtime_conf_with_prefix(spark, "spark.tahoe.test.") == confs
+        spark.conf.set("spark.tahoe.test.d", "a\u0000b")
+        assert internals.runtime_conf_with_prefix(spark, "spark.tahoe.test.") == {**confs, "spark.tahoe.test.d": "a\u0000b"}
+        assert internals.runtime_conf_with_prefix(spark, "spark.tahoe.no.such.prefix.") == {}
+    finally:
+        for k in [*confs, "spark.tahoe.test.d"]:
+            spark.conf.unset(k)
