@@ -30,7 +30,11 @@ def _session_hadoop_confs(spark: Any) -> dict[str, str]:
     sc = getattr(spark, "_sc", None)
     if sc is not None:
         try:
-            out.update({k: v for k, v in spark_conf_with_prefix(sc, _PREFIX).items() if is_hadoop_key(k)})
+            try:    # (read by prefix on the JVM side, not the whole conf copied entry by entry)
+                found = spark_conf_with_prefix(sc, _PREFIX)
+            except Exception:  # noqa: BLE001 - read as PySpark reads it, below
+                found = dict(sc.getConf().getAll())
+            out.update({k: v for k, v in found.items() if k.startswith(_PREFIX) and is_hadoop_key(k)})
         except Exception:  # noqa: BLE001 - a stopped context: nothing to add
             pass
     try:
