@@ -81,8 +81,9 @@ seconds — spark merge dv / delta-rs merge / floor spark merge:
   The change: PySpark's call-site capture (`spark.python.sql.dataFrameDebugging.enabled`, on by default)
   sent ~6 Py4J calls around every Column method; the DML's own Columns are now built without it
   (`tahoe.spark.internals.internal_columns`), `DeltaTable.alias` no longer re-reads the session's confs
-  and `forPath` reads the SparkConf by prefix. Py4J calls of the timed MERGE (alias .. execute, main
-  thread): 2,570 -> 696 (plus 509 -> 397 object releases on py4j's GC thread); `forPath` 430 -> 163;
+  and `forPath` reads them by prefix on the JVM side. Py4J calls of the timed MERGE (alias .. execute,
+  main thread): 2,570 -> 696 (plus 509 -> 397 object releases on py4j's GC thread); `forPath` 430 -> 25;
+  an UPDATE (forPath included) 1,420 -> 470;
   driver (Python) CPU per MERGE 0.10 -> 0.05 s. The target (<= 0.8x delta-rs) is still missed: at
   10M rows the one scan job dominates — its tasks wait on the JVM's scan + join for all but ~30 ms
   (the Python worker's bitmaps and pyarrow write of the 50k updated rows), and the job (with the
