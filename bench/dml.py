@@ -77,7 +77,8 @@ seconds — spark merge dv / delta-rs merge / floor spark merge:
     after  14:07 (load 3.6) 1.14 / 0.87 / 0.54 (1.31x, 2.11x)
     before 14:08 (load 2.7) 1.37 / 0.87 / 0.53 (1.57x, 2.58x)
     (14:22-14:29, `--ops update merge`, load 7-9: before 2.42 / 2.06 / 0.57, after 1.74 / 2.36 / 1.03 —
-    delta-rs slowed most by that load, so its 0.74x is no target met)
+    delta-rs slowed most by that load, so its 0.74x is no target met; 14:39-14:43, `--ops merge`, load
+    2.5 -> 8.1: after 2.81 / 1.67 / 1.40 (1.68x, 2.00x), before 3.34 / 2.03 / 1.07 (1.65x, 3.13x))
   The change: PySpark's call-site capture (`spark.python.sql.dataFrameDebugging.enabled`, on by default)
   sent ~6 Py4J calls around every Column method; the DML's own Columns are now built without it
   (`tahoe.spark.internals.internal_columns`), `DeltaTable.alias` no longer re-reads the session's confs
