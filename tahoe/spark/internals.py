@@ -22,7 +22,7 @@ __all__ = ["PySparkInternalsError", "is_connect", "session_of", "writer_format",
            "reader_schema_given", "v2_table_name", "column_sql", "column_name", "dataframe_alias",
            "plan_size_in_bytes", "release_checkpoint", "jvm_has_class", "with_active_session", "ensure_thread_session",
            "connect_dataframe", "connect_plan_id", "with_hidden_output", "jvm_stream_source_dataframe",
-           "jvm_offset", "jvm_read_limit", "python_read_limit", "jvm_streaming_batch",
+           "jvm_offset", "jvm_read_limit", "python_read_limit", "jvm_streaming_batch", "parquet_scan",
            "internal_columns",
            "spark_conf_with_prefix", "runtime_conf_with_prefix"]
 
@@ -473,9 +473,45 @@ def python_read_limit(jlimit: Any) -> Any:
 
 
 def jvm_streaming_batch(df: Any) -> Any:
-    """The JVM Dataset of a micro-batch a v1 `Source.getBatch` returns: `df`'s rows (its executed
-    plan, read natively) as a streaming relation, as Spark's own sources mark theirs."""
+    """The JVM Dataset of a micro-batch a v1 `Source.getBatch` returns: `df`'s plan with its file
+    scans marked streaming (`LogicalRelation(isStreaming = true)`, as Spark's own file source marks
+    its scan: the query plans and fuses the scan with what follows), or — a plan without a file
+    scan — its rows as a streaming relation."""
     jdf = _attr(df, "_jdf")
-    jsession = _attr(df.sparkSession, "_jsparkSession")
-    return _jcall("SparkSession.internalCreateDataFrame", lambda: jsession.internalCreateDataFrame(
-        jdf.queryExecution().toRdd(), jdf.schema(), True))
+    spark = df.sparkSession
+    jsession = _attr(spark, "_jsparkSession")
+    jvm = _attr(spark, "_jvm")
+
+    def marked(plan: Any) -> tuple[Any, bool]:
+        if plan.getClass().getSimpleName() == "LogicalRelation":
+            return plan.copy(plan.relation(), plan.output(), plan.catalogTable(), True, plan.stream()), True
+        children = plan.children()
+        kids = [marked(children.apply(i)) for i in range(children.size())]
+        if not any(found for _, found in kids):
+            return plan, False
+        return plan.withNewChildren(jvm.PythonUtils.toSeq([k for k, _ in kids])), True
+
+    def build() -> Any:
+        plan, found = marked(jdf.queryExecution().analyzed())
+        if found:
+            return getattr(getattr(jvm.org.apache.spark.sql.classic, "Dataset$"), "MODULE$").ofRows(jsession, plan)
+        return jsession.internalCreateDataFrame(jdf.queryExecution().toRdd(), jdf.schema(), True)
+    return _jcall("a streaming micro-batch plan (LogicalRelation.copy, Dataset.ofRows)", build)
+
+
+def parquet_scan(reader: Any, paths: list[str]) -> Any:
+    """`reader.parquet(*paths)`, the paths handed to the JVM in one string (PySpark sends a list
+    element by element: a Py4J round trip per path, ~0.07 s per 1,000 files)."""
+    if is_connect(reader) or len(paths) < 16 or any("\n" in p for p in paths):
+        return reader.parquet(*paths)
+    from pyspark.sql import DataFrame
+
+    spark = _attr(reader, "_spark")
+    jreader = _attr(reader, "_jreader")
+    jvm = _attr(spark, "_jvm")
+
+    def build() -> Any:
+        array = jvm.java.util.regex.Pattern.compile("\n").split("\n".join(paths))
+        seqs = getattr(getattr(jvm.scala.collection.immutable, "ArraySeq$"), "MODULE$")
+        return jreader.parquet(seqs.unsafeWrapArray(array))
+    return DataFrame(_jcall("DataFrameReader.parquet(Seq)", build), spark)

@@ -26,6 +26,7 @@ from ..protocol.deletion_vectors import DeletionVectorDescriptor, load_deletion_
 from ..protocol.partition_values import partition_path, partition_values_to_arrow
 from ..protocol.schema import PrimitiveType, StructField, StructType, is_void
 from ..storage import resolve_data_path
+from .internals import parquet_scan
 from .session import configure, session_conf, session_time_zone
 from .skipping import plan_files
 from .types import col, to_spark_schema, to_spark_type, user_metadata
@@ -276,7 +277,7 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
             scan = spark.read.schema(scan_schema).option("basePath", _os_root(root))
         else:  # no discovery: directories of an unpartitioned table are not partitions
             scan = reader
-        df = with_file_row(scan.parquet(*[glob_escape(p) for p in abs_paths]))
+        df = with_file_row(parquet_scan(scan, [glob_escape(p) for p in abs_paths]))
         if has_dv:
             df = drop_on_scan(df, range(len(abs_paths)))
     elif (not has_dv or on_scan) and len(
@@ -284,7 +285,7 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
         # no join for partition values: one scan per partition with literal columns
         parts = []
         for values, idx in groups:
-            g = with_file_row(reader.parquet(*[glob_escape(abs_paths[i]) for i in idx]))
+            g = with_file_row(parquet_scan(reader, [glob_escape(abs_paths[i]) for i in idx]))
             if has_dv:
                 g = drop_on_scan(g, idx)
             for f, v in zip(part_fields, values):
@@ -294,7 +295,7 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
         for g in parts[1:]:
             df = df.unionByName(g)
     else:
-        df = reader.parquet(*[glob_escape(p) for p in abs_paths])
+        df = parquet_scan(reader, [glob_escape(p) for p in abs_paths])
         df = with_file_row(df.withColumn(_KEY, F.col("_metadata.file_path")))
         if has_dv:
             df = df.withColumn(_ROW, F.expr(row_sql if array is not None or not unfilled

@@ -107,7 +107,7 @@ def test_driver_streaming_source_accessors(spark):
             assert isinstance(back, ReadMaxBytes) and back.max_bytes == 1 << 20
         else:   # a limit tahoe's source does not bound by
             assert isinstance(back, ReadAllAvailable)
-    batch = internals.jvm_streaming_batch(spark.range(3))
+    batch = internals.jvm_streaming_batch(spark.range(3))      # no file scan: its rows as a streaming RDD
     assert batch.isStreaming() and batch.queryExecution().analyzed().rdd().count() == 3   # (no action on it)
 
     class Unstarted:
@@ -186,3 +186,29 @@ def test_runtime_conf_with_prefix_reads_what_spark_conf_get_all_reads(spark):
     finally:
         for k in [*confs, "spark.tahoe.test.d"]:
             spark.conf.unset(k)
+
+
+def test_parquet_scan_hands_paths_over_in_one_string(spark, tmp_path):
+    """`parquet_scan` reads what `reader.parquet(*paths)` reads — 20 files, names with spaces, `%`,
+    brackets (glob-escaped, as tahoe's reads give them) — and its DataFrame, marked by
+    `jvm_streaming_batch`, is a streaming plan over the same file scan (its relation streaming)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tahoe.spark.read import glob_escape
+
+    paths = []
+    for i in range(20):
+        p = tmp_path / f"part {i} %20 [x]{{y}}.parquet"
+        pq.write_table(pa.table({"id": pa.array([i, 100 + i], pa.int64())}), str(p))
+        paths.append(glob_escape(str(p)))
+    reader = spark.read.schema("id BIGINT")
+    ours = internals.parquet_scan(reader, paths)
+    theirs = reader.parquet(*paths)
+    assert sorted(r.id for r in ours.collect()) == sorted(r.id for r in theirs.collect()) == \
+        sorted([i for i in range(20)] + [100 + i for i in range(20)])
+    batch = internals.jvm_streaming_batch(ours.select("id"))
+    plan = batch.queryExecution().analyzed()
+    leaf = plan.children().apply(0)
+    assert batch.isStreaming() and plan.treeString().startswith("~Project")
+    assert leaf.getClass().getSimpleName() == "LogicalRelation" and leaf.isStreaming()
