@@ -35,20 +35,20 @@ worker failed to connect back"). A query that fails so is restarted from its che
 streaming sink is exactly-once, so the rows stay right (checked) — and the retries are reported;
 the wall time includes them. The load average is printed before and after.
 
-Figures of 2026-11-29 12:20 / 12:22 on a quiet machine (load 1.8 -> 2.9), best of 3, 10M rows / 1,000 commits:
-                          local[2]            standalone master + worker (2 cores)
-    delta, native sink    4.0 s               4.3 s
-    delta, data-source    5.3 s               5.5 s          (native / data-source sink rows/s 1.30 / 1.28)
-    parquet -> parquet    2.1 s               2.4 s
-    floor, Python source  3.6 s               3.8 s          (into Spark's parquet sink)
-    floor, Python both    5.3 s               5.5 s
-    ratio delta/parquet   0.52                0.56           (target 0.8 missed)
-    ceiling               0.59                0.64           (parquet / Python-source floor: no stream read
-                                                              through PySpark's Python data source reaches 0.8)
-    delta / that floor    0.89                0.87
-    1-row latency         median 0.98 s, max 1.01 s / median 0.99 s, max 1.03 s (< 2 s met); 0 restarts.
-  Under load (11:44, load 3 -> 9.5) the same code gave 0.49 (native) and 0.36 (data-source sink) against a
-  ceiling of 0.62; before the native sink (11:18) 0.42. A run's figures move 2x with the load: compare within one.
+Figures of 2026-11-29 15:04 / 15:10 on a quiet machine (load 1.5 -> 2.8), best of 3, 10M rows / 1,000 commits:
+                                local[2]     standalone master + worker (2 cores)
+    delta, native source + sink  2.3 s        2.5 s
+    delta, Python source         3.9 s        4.2 s      (native sink; spark.tahoe.read.nativeStreamingSource=false)
+    delta, data source both      5.3 s        6.4 s      (as on Spark Connect)
+    parquet -> parquet           1.9 s        2.0 s
+    floor, Python source         3.5 s        3.7 s      (into Spark's parquet sink)
+    ratio delta/parquet          0.81         0.79       (target 0.8; the Python source's ceiling 0.54 / 0.53)
+    1-row latency                median 0.97 s, max 1.03 s / median 1.05 s, max 1.10 s (< 2 s met)
+  An earlier run of the native source (14:54, its micro-batch an RDD of the scan's rows): 0.78 / 0.76. Before
+  the native source (12:20): 0.52 / 0.56, the Python source's ceiling then 0.59 / 0.64.
+  What is left between delta and parquet (same process, 14:5x): the micro-batch's planning in the driver
+  (getBatch 0.09-0.15 s against the file source's 0.04-0.06 s) and the sink's batch write job with its
+  staging, moves, footers and commit (~0.3 s over the parquet sink's addBatch).
 The rows' trip through Python workers (Arrow both ways, pyarrow decoding) is what the Python source costs;
 a first query in a session is slower (Python workers starting and importing), hence the warm-up.
 """
