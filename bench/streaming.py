@@ -23,7 +23,9 @@ file per commit.
     pyarrow reads each file, pyarrow writes each task's rows, no log, no stats, no commit) —
     PySpark's Python data source alone, which every `format("delta")` stream runs on;
   - the source floor: that bare Python source into Spark's own parquet sink — what a stream read
-    through a Python data source reaches with the fastest sink there is.
+    through a Python data source reaches with the fastest sink there is;
+  - the sink floor: parquet -> Spark's parquet writer called from `foreachBatch` (no log, no stats, no
+    commit) — what tahoe's native sink, a foreachBatch function, cannot go below.
 Ratio: delta / parquet rows per second (target >= 0.8, issue 32); (Python source -> parquet) / parquet
 is the most a stream read through the Python data source reaches here, delta / that floor what the
 native sink's own work leaves of it; floor / parquet bounds the data-source sink the same way.
@@ -35,20 +37,22 @@ worker failed to connect back"). A query that fails so is restarted from its che
 streaming sink is exactly-once, so the rows stay right (checked) — and the retries are reported;
 the wall time includes them. The load average is printed before and after.
 
-Figures of 2026-11-29 15:04 / 15:10 on a quiet machine (load 1.5 -> 2.8), best of 3, 10M rows / 1,000 commits:
+Figures of 2026-11-29 15:47 / 15:49 on a quiet machine (load 1.7 -> 2.7), best of 3, 10M rows / 1,000 commits:
                                 local[2]     standalone master + worker (2 cores)
-    delta, native source + sink  2.3 s        2.5 s
-    delta, Python source         3.9 s        4.2 s      (native sink; spark.tahoe.read.nativeStreamingSource=false)
-    delta, data source both      5.3 s        6.4 s      (as on Spark Connect)
-    parquet -> parquet           1.9 s        2.0 s
-    floor, Python source         3.5 s        3.7 s      (into Spark's parquet sink)
-    ratio delta/parquet          0.81         0.79       (target 0.8; the Python source's ceiling 0.54 / 0.53)
-    1-row latency                median 0.97 s, max 1.03 s / median 1.05 s, max 1.10 s (< 2 s met)
-  An earlier run of the native source (14:54, its micro-batch an RDD of the scan's rows): 0.78 / 0.76. Before
-  the native source (12:20): 0.52 / 0.56, the Python source's ceiling then 0.59 / 0.64.
-  What is left between delta and parquet (same process, 14:5x): the micro-batch's planning in the driver
-  (getBatch 0.09-0.15 s against the file source's 0.04-0.06 s) and the sink's batch write job with its
-  staging, moves, footers and commit (~0.3 s over the parquet sink's addBatch).
+    delta, native source + sink  2.1 s        2.2 s
+    delta, Python source         4.1 s        4.1 s      (native sink; spark.tahoe.read.nativeStreamingSource=false)
+    delta, data source both      5.5 s        5.4 s      (as on Spark Connect)
+    parquet -> parquet           1.8 s        2.1 s
+    floor, parquet -> foreachBatch 2.2 s      2.3 s      (the sink's floor: 0.84 / 0.89 of parquet)
+    floor, Python source         3.5 s        3.6 s      (into Spark's parquet sink)
+    ratio delta/parquet          0.89         0.95       (target 0.8 met; the Python source's ceiling 0.53 / 0.58)
+    1-row latency                median 0.99 s, max 1.01 s / median 0.99 s, max 0.99 s (< 2 s met)
+  The runs of 15:04 / 15:10 (same code but the foreachBatch floor): 0.81 / 0.79; of 14:54 (a micro-batch then
+  an RDD of the scan's rows): 0.78 / 0.76 — runs move by 0.1. Before the native source (12:20): 0.52 / 0.56.
+  What is left between delta and parquet: foreachBatch itself (the floor above: Spark's writer called from a
+  foreachBatch function, the only way to a native sink without JVM jars), the micro-batch's planning in the
+  driver (getBatch 0.09-0.15 s against the file source's 0.04-0.06 s) and the sink's staging, moves, footers
+  and commit (~0.1-0.2 s).
 The rows' trip through Python workers (Arrow both ways, pyarrow decoding) is what the Python source costs;
 a first query in a session is slower (Python workers starting and importing), hence the warm-up.
 """
@@ -274,7 +278,7 @@ def main() -> None:
                     .trigger(availableNow=True).start(os.path.join(work, "warm3")), "warm-up", retries)
 
         schema = spark.read.format("delta").load(src).schema
-        kinds = ["delta", "parquet", "floor", "floor-source", "delta-datasource", "delta-pysource"]
+        kinds = ["delta", "parquet", "floor", "floor-source", "delta-datasource", "delta-pysource", "floor-foreachbatch"]
         confs = {"delta-datasource": ("spark.tahoe.read.nativeStreamingSource", "spark.tahoe.write.nativeStreamingSink"),
                  "delta-pysource": ("spark.tahoe.read.nativeStreamingSource",)}
         times: dict[str, list[float]] = {k: [] for k in kinds}
@@ -300,6 +304,13 @@ def main() -> None:
                                      .option("checkpointLocation", ck).trigger(availableNow=True).start(sink),
                                      "parquet -> parquet", retries)
                     n = spark.read.parquet(sink).count()
+                elif kind == "floor-foreachbatch":   # parquet -> Spark's parquet writer inside foreachBatch
+                    t_ = _run_to_end(lambda: spark.readStream.schema(schema).option("maxFilesPerTrigger", 1000)
+                                     .option("pathGlobFilter", "*.parquet").parquet(src).writeStream
+                                     .foreachBatch(lambda b, _i, out=sink: b.write.mode("append").parquet(out))
+                                     .option("checkpointLocation", ck).trigger(availableNow=True).start(),
+                                     "parquet -> foreachBatch parquet", retries)
+                    n = spark.read.parquet(sink).count()
                 elif kind == "floor":
                     t_ = _run_to_end(lambda: spark.readStream.format("tahoe_bench_floor").load(src).writeStream
                                      .format("tahoe_bench_floor").option("checkpointLocation", ck)
@@ -313,7 +324,7 @@ def main() -> None:
                 assert n == rows, (kind, n, rows)                # exactly once, retries or not
                 times[kind].append(t_)
                 shutil.rmtree(sink, ignore_errors=True)
-        delta_s, parquet_s, floor_s, source_s, ds_s, py_s = (min(times[k]) for k in kinds)
+        delta_s, parquet_s, floor_s, source_s, ds_s, py_s, fb_s = (min(times[k]) for k in kinds)
         for k in times:
             print(f"  {k} runs: {' '.join(f'{x:.1f}' for x in times[k])} s")
         print(f"delta -> delta     (AvailableNow): {delta_s:7.1f} s  {rows / delta_s:12,.0f} rows/s   (tahoe's native "
@@ -327,11 +338,15 @@ def main() -> None:
               f"reader and writer, no log, no stats, no commit)")
         print(f"floor: Python source -> parquet  : {source_s:7.1f} s  {rows / source_s:12,.0f} rows/s   (the bare "
               f"Python source into Spark's own parquet sink)")
+        print(f"floor: parquet -> foreachBatch    : {fb_s:7.1f} s  {rows / fb_s:12,.0f} rows/s   (Spark's parquet writer "
+              f"called from foreachBatch, as tahoe's native sink is: no log, no stats, no commit)")
         ratio = parquet_s / delta_s
         print(f"ratio delta/parquet rows/s: {ratio:.2f}   (target >= 0.8: {'met' if ratio >= 0.8 else 'MISSED'})")
         print(f"  through the Python source: {parquet_s / py_s:.2f} (its ceiling, the bare Python source -> parquet: "
               f"{parquet_s / source_s:.2f}); data source both: {parquet_s / ds_s:.2f} (the bare Python source and "
               f"sink: {parquet_s / floor_s:.2f}); native source / Python source rows/s {py_s / delta_s:.2f}")
+        print(f"  the sink's floor: parquet / (parquet -> foreachBatch) = {parquet_s / fb_s:.2f} (what any format('delta') "
+              f"sink without JVM jars keeps: foreachBatch or a Python sink); delta / that floor rows/s {fb_s / delta_s:.2f}")
 
         # latency of a one-row append through a running 1 s trigger
         import pyarrow as pa
