@@ -407,11 +407,15 @@ class DeltaStreamReader(DataSourceStreamReader, _AvailableNow):
         return [_Item(vc.version, n, a) for n, a in adds if self._included(a["path"])]
 
     # --- batches --------------------------------------------------------------------------------
-    def partitions(self, start: dict, end: dict):
+    def readable_between(self, start: dict, end: dict) -> list[_Item]:
+        """The items with rows after offset `start`, up to and including `end`, in stream order."""
         s, e = self._parse(start), self._parse(end)
-        if s == e:
+        return [] if s == e else [it for it in self._after(*s, end=e) if it.readable]
+
+    def partitions(self, start: dict, end: dict):
+        items = self.readable_between(start, end)
+        if not items:
             return []
-        items = [it for it in self._after(*s, end=e) if it.readable]
         if self.cdf:
             return change_partitions([it.unit for it in items])
         return self.files.partitions([(it.action["path"], dict(it.action.get("partitionValues") or {}),
@@ -524,9 +528,8 @@ class NativeStreamSource:
         from .internals import jvm_streaming_batch
 
         r = self.reader
-        s = r._parse(json.loads(start.get().json()) if start.isDefined() else r.initialOffset())
-        e = r._parse(json.loads(end.json()))
-        items = [] if s == e else [it for it in r._after(*s, end=e) if it.readable]
+        items = r.readable_between(json.loads(start.get().json()) if start.isDefined() else r.initialOffset(),
+                                   json.loads(end.json()))
         return jvm_streaming_batch(self.batch([it.action for it in items]))
 
     def commit(self, end) -> None:
