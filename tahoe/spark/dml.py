@@ -42,7 +42,9 @@ from .read import FILE_COLUMN, ROW_COLUMN, hadoop_uri, jvm_reaches, read_snapsho
 from .session import session_time_zone
 from .session import configure
 from .types import assign_by_name, col, from_spark_schema, to_spark_type
-from .write import session_plan, shape_rows, write_arrow_rows, write_dataframe, write_dataframes
+from .write import (
+    drop_staging, move_staged, session_plan, shape_rows, write_arrow_rows, write_dataframe, write_dataframes,
+)
 
 __all__ = ["run_dml", "column_sql", "dataframe_alias", "spark_typer"]
 
@@ -174,6 +176,7 @@ class _SparkDml:
         self.inline_files: list[AddFile] = []
         self.inline_marks: dict[str, int] = {}
         self.inline_staging: str | None = None
+        self.small_source = False
 
     # --- reading the target -------------------------------------------------------------------------
     def _files_table(self, adds: list[AddFile], dvs: dict[str, Any] | None = None) -> pa.Table:
@@ -313,6 +316,7 @@ class _SparkDml:
             est = _estimated_bytes(self.source)
             if est is not None and est <= _broadcast_threshold(spark):
                 source = F.broadcast(source)
+                self.small_source = True   # (its inserts: few rows, `write_dataframe(few_rows=True)`)
         joins = bool(candidates) and (plan.operation != "MERGE" or plan.has_matched or plan.has_not_matched_by_source)
         modifying = [c for c in plan.clauses if c.action in ("update", "delete")]
         changed = None
@@ -409,38 +413,14 @@ class _SparkDml:
         summary, duplicates, sids, adds, marks = _summarize(
             shaped.select(*summary_cols, *[col(f.name) for f in self.schema.fields], *[col(n) for n in extras]),
             _InlineWrite(wplan, [f.name for f in self.schema.fields], extras, staging))
-        self.inline_files = self._move_staged(adds, staging) if staging else adds
+        self.inline_files = move_staged(self.log, adds, staging) if staging else adds
+        self.inline_staging = None
         self.inline_marks = marks
         return summary, duplicates, sids
 
-    def _move_staged(self, adds: list[AddFile], staging: str) -> list[AddFile]:
-        """The inline job's files, moved from the staging directory into the table (their
-        partition directories), as AddFiles of their final paths; the staging directory goes."""
-        from urllib.parse import unquote
-
-        from ..write.files import encode_log_path
-
-        store, root = self.log.store, self.log.table_root
-        moved: list[AddFile] = []
-        try:
-            for a in adds:
-                rel = unquote(a.path)
-                final = rel[len(staging) + 1:]
-                store.rename_data(store.join(root, *rel.split("/")), store.join(root, *final.split("/")))
-                moved.append(dataclasses.replace(a, path=encode_log_path(final)))
-        except BaseException:
-            delete_data_files(store, root, moved)
-            raise
-        finally:
-            self._drop_staging()
-        return moved
-
     def _drop_staging(self) -> None:
         if self.inline_staging:
-            try:
-                self.log.store.delete_tree(self.log.store.join(self.log.table_root, self.inline_staging))
-            except OSError:
-                pass
+            drop_staging(self.log, self.inline_staging)
             self.inline_staging = None
 
     def _drop_inline(self) -> None:
@@ -560,7 +540,7 @@ class _SparkDml:
                     added += files
                     new_files += files
                 if inserts is not None:
-                    inserted, job_marks = write_dataframe(inserts, self.log, plan.insert_plan)
+                    inserted, job_marks = write_dataframe(inserts, self.log, plan.insert_plan, few_rows=self.small_source)
                     marks.update(job_marks)
                     added += inserted
                     new_files += inserted

@@ -464,6 +464,53 @@ def test_small_merge_source_is_broadcast(spark, tmp_path):
         (3, "x"), (7, "y"), (5000, "z")]
 
 
+def test_small_upsert_writes_inserts_in_the_tasks_and_leaves_nothing_on_failure(spark, tmp_path):
+    """An upsert whose source is broadcast writes its inserts with pyarrow in the tasks through a
+    staging directory (no Spark write job: no InsertIntoHadoopFsRelationCommand among the plans).
+    Oracles: rows by hand, read back by delta-rs; the inserts land in their partition directories
+    with hive-style names; the commit's numTargetRowsInserted counts them. A CHECK constraint that
+    an inserted row breaks fails the MERGE with delta-spark's error class: the version stays, no
+    staging directory and no new data file is left on disk."""
+    from tahoe.errors import ConstraintViolationError
+    from tahoe.spark import DeltaTable
+
+    path = str(tmp_path / "t")
+    (spark.createDataFrame([(i, "a" if i % 2 else "b", i * 10) for i in range(20)], "id long, p string, v long")
+     .write.format("delta").partitionBy("p").option("delta.enableDeletionVectors", "true")
+     .option("delta.constraints.vnonneg", "v >= 0").save(path))
+    dt = DeltaTable.forPath(spark, path)
+    def local(rows):   # (a local relation: its size known, so broadcast)
+        return spark.createDataFrame(pa.table({"id": pa.array([r[0] for r in rows], pa.int64()),
+                                               "p": [r[1] for r in rows], "v": pa.array([r[2] for r in rows], pa.int64())}))
+
+    src = local([(3, "a", 333), (100, "a", 1000), (101, "c", 1010)])
+    with SparkQueries(spark) as q:
+        (dt.alias("t").merge(src.alias("s"), "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll()
+         .execute())
+    assert any("BroadcastHashJoin" in p for p in q.plans())
+    assert not any("InsertIntoHadoopFsRelationCommand" in p for p in q.plans())
+    want = sorted([(i, "a" if i % 2 else "b", i * 10) for i in range(20) if i != 3] +
+                  [(3, "a", 333), (100, "a", 1000), (101, "c", 1010)])
+    (rs,) = run_deltars([{"path": path, "ops": []}], tmp_path / "rs")
+    assert rs["error"] is None and sorted_rows(rs["rows"], ["id", "p", "v"]) == want
+    adds = [a["path"] for a in log_actions(path, latest_version(path)).get("add", [])]
+    assert {a.split("/")[0] for a in adds} == {"p=a", "p=c"} and not any("staging" in a for a in adds)
+    metrics = commit_infos(path)[-1]["operationMetrics"]
+    assert metrics["numTargetRowsInserted"] == "2" and metrics["numTargetRowsUpdated"] == "1"
+
+    def files() -> set[str]:
+        return {os.path.relpath(os.path.join(d, n), path) for d, _, ns in os.walk(path) for n in ns}
+
+    before, version = files(), latest_version(path)
+    bad = local([(5, "a", 55), (200, "a", -1)])
+    with pytest.raises(ConstraintViolationError) as e:
+        dt.alias("t").merge(bad.alias("s"), "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    assert e.value.error_class == "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES" and "vnonneg" in str(e.value)
+    assert latest_version(path) == version
+    assert files() == before
+    assert not [n for n in os.listdir(path) if n.startswith("_tahoe_staging")]
+
+
 def _broadcast_sides(plan: str) -> list[str]:
     """The text of each BroadcastExchange's subtree in a formatted physical plan (its node
     line and the lines indented under it), with the nodes' details (the "(n) Scan parquet ...
