@@ -258,17 +258,18 @@ def main() -> None:
         def timed(name: str, op: str, base_path: str, runner, floor=None) -> None:
             """`repeat` runs of `op`, each on a fresh copy; with `floor`, the floor is timed right
             after each run (alternating: both see the same warmth of the JIT and the same load)."""
-            times, floors = [], []
+            fl = [] if floor is None else floor if isinstance(floor, list) else [floor]
+            times, floors = [], {f[0]: [] for f in fl}
             for _ in range(repeat):
                 path = fresh(base_path)
                 times.append(runner(op, path))
                 check(path, op, want[op], name)
                 shutil.rmtree(path, ignore_errors=True)
-                if floor is not None:
-                    floors.append(floor[1]())
+                for f_name, f_run in fl:
+                    floors[f_name].append(f_run())
             record(name, times)
-            if floor is not None:
-                record(floor[0], floors)
+            for f_name, f_times in floors.items():
+                record(f_name, f_times)
 
         def arrow_floor() -> float:
             """pyarrow alone finding the DELETE's rows: the condition's column of every file read
@@ -349,7 +350,9 @@ def main() -> None:
                 over the same files, writing plain parquet (no log, no positions, no DV, no
                 commit): UPDATE — the rows found, `v + 1` set, written; MERGE — the target rows the
                 source matches found (a broadcast join, the source read from its file) and written
-                with the source's values (the inserts' writing left out); copy-on-write ("rewrite")
+                with the source's values (the inserts' writing left out); "upsert" — the same, then
+                the source rows no target row matched found (an anti join with the written rows'
+                ids, broadcast) and written: the two writes any upsert needs; copy-on-write ("rewrite")
                 — every file the 1% touches (all of them) read and written again with `v + 1` where
                 the UPDATE's condition holds."""
                 from pyspark.sql import functions as F
@@ -367,13 +370,18 @@ def main() -> None:
                 else:
                     rows = target.select("id").join(F.broadcast(s), "id", "inner")
                 rows.write.parquet(out)
+                if op == "upsert":   # ... and the source rows nothing matched, found and written
+                    matched = spark.read.schema("id BIGINT").parquet(out).select("id")
+                    s.join(F.broadcast(matched), "id", "left_anti").write.parquet(out + "-inserts")
                 took = time.perf_counter() - t
+                shutil.rmtree(out + "-inserts", ignore_errors=True)
                 shutil.rmtree(out, ignore_errors=True)
                 return took
 
             floors = {("delete", "dv"): ("floor spark delete", spark_floor),
                       ("update", "dv"): ("floor spark update", lambda: spark_write_floor("update")),
-                      ("merge", "dv"): ("floor spark merge", lambda: spark_write_floor("merge"))}
+                      ("merge", "dv"): [("floor spark merge", lambda: spark_write_floor("merge")),
+                                        ("floor spark upsert", lambda: spark_write_floor("upsert"))]}
             for op in ops:                                      # warm-up, untimed
                 for mode in ("dv", "cow"):
                     run_spark(op, fresh(smalls[mode]), small_src_path)
@@ -414,6 +422,11 @@ def main() -> None:
                     print(f"      floor {op} (DV): the engine alone finding and writing the changed rows takes "
                           f"{floor:.2f} s: delta-rs / floor {rs_t(op) / floor:.2f}x, DV / floor "
                           f"{g(op, 'dv') / floor:.2f}x")
+            upsert = results.get(f"floor {ex.split('-')[1]} upsert")
+            if upsert and "merge" in ops:
+                print(f"      floor upsert (DV): the engine alone doing both writes an upsert needs (the matched rows "
+                      f"found and written, then the source rows nothing matched found and written) takes "
+                      f"{upsert:.2f} s = {upsert / rs_t('merge'):.2f}x delta-rs; DV / floor {g('merge', 'dv') / upsert:.2f}x")
             rewrite = results.get(f"floor {ex.split('-')[1]} rewrite")
             if rewrite and {"update", "merge"} <= set(ops):
                 print(f"      floor copy-on-write: the engine alone rewriting the touched files takes {rewrite:.2f} s: "
