@@ -38,7 +38,7 @@ from ..write.dml_plan import (
 from ..write.commit import delete_data_files
 from ..write.dml_commit import Counts, cdc_needed, write_and_commit
 from . import internals
-from .read import FILE_COLUMN, ROW_COLUMN, file_uri, jvm_reaches, read_snapshot
+from .read import FILE_COLUMN, ROW_COLUMN, hadoop_uri, jvm_reaches, read_snapshot
 from .session import session_time_zone
 from .session import configure
 from .types import assign_by_name, col, from_spark_schema, to_spark_type
@@ -194,14 +194,14 @@ class _SparkDml:
         return ft
 
     def _uri(self, add: AddFile) -> str:
-        return file_uri(resolve_data_path(self.snap.table_root, add.path))
+        return hadoop_uri(resolve_data_path(self.snap.table_root, add.path))
 
     def _target(self, adds: list[AddFile], dvs: dict[str, Any] | None = None, columns: list[str] | None = None):
         """The rows of `adds` (logical columns of the read schema: all, or `columns`) with
         FILE_COLUMN / ROW_COLUMN and, with row tracking, ROW_ID / ROW_COMMIT_VERSION."""
         from pyspark.sql import functions as F
 
-        df = read_snapshot(self.spark, self.snap, files=self._files_table(adds, dvs), file_row=True, file_keys=True,
+        df = read_snapshot(self.spark, self.snap, files=self._files_table(adds, dvs), file_row=True,
                            extra_columns=self.tracking or None, columns=columns)   # Spark reads only these
         if not self.tracking:
             return df

@@ -28,7 +28,7 @@ from ..write.plan import WritePlan
 from .session import DELTA_CONF, default_parallelism, session_conf, session_time_zone, spark_context
 from .types import local_dataframe, nested_col
 from ..storage import resolve_data_path
-from .read import jvm_reaches, read_snapshot, FILE_COLUMN, ROW_COLUMN, file_uri
+from .read import jvm_reaches, read_snapshot, FILE_COLUMN, ROW_COLUMN, hadoop_uri
 from .write import write_dataframe
 
 __all__ = ["SparkBinExecutor", "DeltaOptimizeBuilder", "DeltaReorgBuilder", "optimize_full", "optimize_settings",
@@ -213,10 +213,10 @@ class SparkBinExecutor:
         keys = hash_partition_keys(self.spark, n)
         bin_of = {f.path: k for k, i in enumerate(idx) for f in plan.bins[i].files}
         chosen = files.filter(pc.is_in(files.column("path"), value_set=pa.array(list(bin_of), pa.string())))
-        df = read_snapshot(self.spark, snap, files=chosen, file_row=True, file_keys=True)
+        df = read_snapshot(self.spark, snap, files=chosen, file_row=True)
         uri, key = "__tahoe_bin_uri", "__tahoe_bin_key"
         mapping = self.spark.createDataFrame(
-            [(file_uri(resolve_data_path(snap.table_root, p)), keys[k]) for p, k in bin_of.items()],
+            [(hadoop_uri(resolve_data_path(snap.table_root, p)), keys[k]) for p, k in bin_of.items()],
             f"{uri} string, {key} bigint")
         df = df.join(F.broadcast(mapping), F.col(FILE_COLUMN) == F.col(uri), "left")
         # a row whose file is in no bin would be a bug: fail the job rather than misplace it

@@ -34,7 +34,7 @@ from ..protocol.stats import parse_stats
 from ..read.arrow_reader import ArrowFileReader
 from ..storage.options import kind_of, scheme_of
 
-__all__ = ["read_snapshot", "hadoop_uri", "file_uri", "glob_escape", "jvm_reaches", "FILE_COLUMN", "ROW_COLUMN"]
+__all__ = ["read_snapshot", "hadoop_uri", "glob_escape", "jvm_reaches", "FILE_COLUMN", "ROW_COLUMN"]
 
 _KEY = "__tahoe_file"
 _FID = "__tahoe_fid"
@@ -79,15 +79,6 @@ def hadoop_uri(local_path: str) -> str:
     if m and len(m.group(1).split(":", 1)[0]) > 1:
         return m.group(1) + _quote_path(m.group(2) or "")
     return "file:" + _quote_path(os.path.normpath(local_path))
-
-
-def file_uri(path: str) -> str:
-    """The URI FILE_COLUMN holds for data file `path` in `read_snapshot(file_row=True,
-    file_keys=True)`: on local disk `input_file_name()`'s spelling (`file:///` + the path quoted
-    as `hadoop_uri` quotes it: measured equal on Spark 4.3 for spaces, %, #, [ ] { }, ?, é, + and
-    =), elsewhere `hadoop_uri`'s (`_metadata.file_path`'s)."""
-    u = hadoop_uri(path)
-    return "file://" + u[len("file:"):] if u.startswith("file:/") and not u.startswith("file://") else u
 
 
 def glob_escape(path: str) -> str:
@@ -173,7 +164,7 @@ def _existing_files(snap, files):
 
 def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: pa.Table | None = None,
                   file_row: bool = False, extra_columns: dict | None = None, schema: StructType | None = None,
-                  columns: list[str] | None = None, file_keys: bool = False):
+                  columns: list[str] | None = None):
     """A DataFrame of `snap`'s rows (see the module docstring). `files`: read these active
     files (a `files_table` selection: path, partitionValues, size, stats, deletionVector)
     instead of planning them from `filters`. `file_row`: add FILE_COLUMN (the file's URI as
@@ -182,10 +173,7 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
     they are in the files, null where absent (the materialized row-tracking columns). `schema`:
     read as this schema instead of the snapshot's (files a commit in progress wrote after a
     schema change: a MERGE with schema evolution). `columns`: only these of the schema's
-    columns (by name, in table order), the others neither read nor returned. `file_keys` (for
-    executors that only map FILE_COLUMN back to their files — DML, OPTIMIZE): on local disk
-    FILE_COLUMN is `input_file_name()`, spelled as `file_uri` gives it — `_metadata.file_path`
-    builds a struct per row, ~15% of a 10M-row scan (measured: bench/dml, 2026-11-29)."""
+    columns (by name, in table order), the others neither read nor returned."""
     configure(spark)
     from pyspark.sql import functions as F
 
@@ -265,9 +253,8 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
         if not file_row:
             return g
         row = f"coalesce({row_sql}, {unfilled})" if unfilled else row_sql
-        file_sql = "input_file_name()" if file_keys and kind_of(snap.table_root) == "local" else "_metadata.file_path"
         # (one selectExpr: a third of the Py4J round trips of withColumns over built Columns)
-        return g.selectExpr("*", f"{file_sql} AS `{FILE_COLUMN}`", f"{row} AS `{ROW_COLUMN}`")
+        return g.selectExpr("*", f"_metadata.file_path AS `{FILE_COLUMN}`", f"{row} AS `{ROW_COLUMN}`")
 
     def drop_on_scan(g, idx):
         """Apply the DVs of files `idx` on a scan (`_metadata` is gone after a union)."""
@@ -291,19 +278,17 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
             scan = spark.read.schema(scan_schema).option("basePath", _os_root(root))
         else:  # no discovery: directories of an unpartitioned table are not partitions
             scan = reader
-        df = parquet_scan(scan, [glob_escape(p) for p in abs_paths])
-        if has_dv:   # (before `with_file_row`: above `input_file_name()` Spark would ask for `_metadata` whole)
+        df = with_file_row(parquet_scan(scan, [glob_escape(p) for p in abs_paths]))
+        if has_dv:
             df = drop_on_scan(df, range(len(abs_paths)))
-        df = with_file_row(df)
     elif (not has_dv or on_scan) and len(
             groups := _partition_groups(files, part_fields, mode, tz)) <= _MAX_UNION_GROUPS:
         # no join for partition values: one scan per partition with literal columns
         parts = []
         for values, idx in groups:
-            g = parquet_scan(reader, [glob_escape(abs_paths[i]) for i in idx])
+            g = with_file_row(parquet_scan(reader, [glob_escape(abs_paths[i]) for i in idx]))
             if has_dv:
                 g = drop_on_scan(g, idx)
-            g = with_file_row(g)
             for f, v in zip(part_fields, values):
                 g = g.withColumn(f.name, F.lit(v).cast(to_spark_type(f.type)))
             parts.append(g)
