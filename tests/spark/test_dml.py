@@ -511,6 +511,35 @@ def test_small_upsert_writes_inserts_in_the_tasks_and_leaves_nothing_on_failure(
     assert not [n for n in os.listdir(path) if n.startswith("_tahoe_staging")]
 
 
+def test_small_upsert_computes_identity_and_generated_columns_of_its_inserts(spark, tmp_path):
+    """The inserts of an upsert with a broadcast source (written in the tasks) get identity values
+    above the table's high-water mark, on the column's step, distinct; generated columns
+    computed; the high-water mark moves to the largest value written. Oracle: the generator's
+    definition (start 10, step 5) and the expression (x * 2), values derived by hand."""
+    from tahoe import Table
+    from tahoe.spark import DeltaTable, IdentityGenerator, write_delta
+
+    path = str(tmp_path / "ident")
+    (DeltaTable.create(spark).location(path)
+        .addColumn("id", "BIGINT", generatedAlwaysAs=IdentityGenerator(start=10, step=5))
+        .addColumn("x", "INT")
+        .addColumn("y", "INT", generatedAlwaysAs="x * 2")
+        .property("delta.enableDeletionVectors", "true")
+        .execute())
+    write_delta(spark.sql("select cast(id as int) as x from range(6)"), path)
+    before = {r.x: r.id for r in DeltaTable.forPath(spark, path).toDF().collect()}
+    src = spark.createDataFrame(pa.table({"x": pa.array([2, 100, 101, 102], pa.int32())}))
+    (DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.x = s.x")
+     .whenMatchedUpdate(set={"x": "s.x"}).whenNotMatchedInsert(values={"x": "s.x"}).execute())
+    rows = {r.x: (r.id, r.y) for r in DeltaTable.forPath(spark, path).toDF().collect()}
+    assert sorted(rows) == [0, 1, 2, 3, 4, 5, 100, 101, 102]
+    assert all(rows[x] == (before[x], 2 * x) for x in range(6))
+    new_ids = [rows[x][0] for x in (100, 101, 102)]
+    assert len(set(new_ids)) == 3 and all(i > max(before.values()) and (i - 10) % 5 == 0 for i in new_ids)
+    assert [rows[x][1] for x in (100, 101, 102)] == [200, 202, 204]
+    assert int(Table(path).schema.field("id").metadata["delta.identity.highWaterMark"]) == max(new_ids)
+
+
 def _broadcast_sides(plan: str) -> list[str]:
     """The text of each BroadcastExchange's subtree in a formatted physical plan (its node
     line and the lines indented under it), with the nodes' details (the "(n) Scan parquet ...
