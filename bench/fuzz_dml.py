@@ -13,7 +13,7 @@ LEFT JOIN + first-matching-clause CASE, LEFT ANTI JOIN for inserts, delta-spark'
 rule). Checked: the rows tahoe and delta-rs read afterwards, operationMetrics, MERGE's result
 DataFrame, expected failures (nothing committed). Mismatches are printed with their seed (rerun
 with --seed S --rounds 1 -v); exit code 1 when there is any: keep each as a named test in
-tests/spark/test_dml_fuzz_regressions.py.
+tests/spark/test_dml_fuzz.py.
 
 Measured: see the end of this docstring (filled in from the runs below).
 """
@@ -21,6 +21,7 @@ Measured: see the end of this docstring (filled in from the runs below).
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import tempfile
 import time
@@ -42,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     from tests.fixtures import dml_fuzz as fuzz
 
     spark = local_session("local[2]", "tahoe-fuzz-dml", quick_start=True)
+    spark.sparkContext.setLogLevel("OFF")       # (expected failures: no stack traces)
+    logging.disable(logging.ERROR)              # (PySpark's query-context loggers)
     tahoe.spark.register(spark)
     started = time.perf_counter()
     done, bad, kinds, errors = 0, [], Counter(), Counter()

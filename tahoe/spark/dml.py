@@ -351,7 +351,7 @@ class _SparkDml:
                     changed = self._kept(joined.filter(keep))
             # one job: the changed rows' places per clause and, for a MERGE, every matched pair's
             # place (a target row matched twice: delta-spark's error)
-            check = plan.operation == "MERGE" and plan.has_matched and not plan.multiple_matches_allowed
+            check = plan.checks_multiple_matches
             modified_idx = [c.index for c in modifying]
             if self.inline and plan.operation != "DELETE":
                 summary, duplicates, sids = self._summarize_and_write(rows, modified_idx, check, uses_sid)

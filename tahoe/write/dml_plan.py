@@ -183,6 +183,14 @@ class DmlPlan:
         return self.has_source and all(c.kind == "notMatched" for c in self.clauses)
 
     @property
+    def checks_multiple_matches(self) -> bool:
+        """A MERGE that fails when two source rows match one target row (by the ON condition
+        alone, whatever the clauses' conditions): every MERGE but an insert-only one — one with
+        only WHEN NOT MATCHED BY SOURCE clauses too — unless its matched clauses are exactly one
+        unconditional delete (delta-spark's findTouchedFiles / throwErrorOnMultipleMatches)."""
+        return self.has_source and not self.insert_only and not self.multiple_matches_allowed
+
+    @property
     def modifies_target(self) -> bool:
         return any(c.action in ("update", "delete") for c in self.clauses)
 
