@@ -50,6 +50,13 @@ _WORD_BITS = 26  # row index >> 6 of a row index below 2^32
 # digits and non-ASCII characters that are neither spaces nor controls).
 _URI_SAFE = set("_-!.~'()*,;:$&+=/@")
 
+# The parquet scans' options (they reach the Hadoop configuration of the relation's reader only).
+# parquet-java's dictionary row-group filter compares doubles and floats by their bits: a row group
+# whose dictionary holds -0.0 is dropped for `x = 0.0` / `x IN (0.0, ...)` (and +0.0 for -0.0),
+# though Spark SQL holds -0.0 = 0.0 — rows silently missing from reads and DML conditions (files
+# of delta-rs, pyarrow; the differential DML fuzzer, seed 2171). Min/max statistics still prune.
+SCAN_OPTIONS = {"parquet.filter.dictionary.enabled": "false"}
+
 
 def _quote_path(path: str) -> str:
     out = []
@@ -234,7 +241,7 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
                     f"{row_col}; deletion vectors cannot be applied')")
     else:
         row_sql, unfilled = "_metadata.row_index", None
-    reader = spark.read.schema(spark_phys)
+    reader = spark.read.schema(spark_phys).options(**SCAN_OPTIONS)
 
     # the DV words: one array shipped with the query (keys[i] = where file i's run starts), or —
     # too many to ship — a broadcast join keyed by the file's on-disk size (when the sizes are
@@ -265,7 +272,8 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
         if not pairs:
             return g
         key_sql = _key_by_size_sql("_metadata.file_size", pairs)
-        return g.withColumn(_WORDS, words).filter(F.expr(_dv_keep_sql(row_sql, key_sql, _WORDS, unfilled)))
+        # (the words column dropped: a partition's scan without deletion vectors has none to union with)
+        return g.withColumn(_WORDS, words).filter(F.expr(_dv_keep_sql(row_sql, key_sql, _WORDS, unfilled))).drop(_WORDS)
 
     if (not has_dv or on_scan) and (
             not part_fields or _hive_layout(root, abs_paths, files, pcs, part_fields, mode)):
@@ -275,7 +283,7 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
             from pyspark.sql.types import StructType as SparkStruct
             scan_schema = SparkStruct(list(spark_phys.fields) + list(
                 to_spark_schema(StructType(part_fields), strip_metadata=True, nullable=True).fields))
-            scan = spark.read.schema(scan_schema).option("basePath", _os_root(root))
+            scan = spark.read.schema(scan_schema).options(**SCAN_OPTIONS).option("basePath", _os_root(root))
         else:  # no discovery: directories of an unpartitioned table are not partitions
             scan = reader
         df = with_file_row(parquet_scan(scan, [glob_escape(p) for p in abs_paths]))
