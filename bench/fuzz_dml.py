@@ -3,7 +3,7 @@
 
     python -m bench.fuzz_dml                         # 300 rounds from seed 1
     python -m bench.fuzz_dml --rounds 2000 --seed 5000
-    python -m bench.fuzz_dml --seed 123 --rounds 1 -v  # one round, its table and operation printed
+    python -m bench.fuzz_dml --seeds 2171,2239 -v     # these rounds again, their tables and operations printed
 
 Each round (seed S, S+1, ...; tests/fixtures/dml_fuzz.py): a table of 8-36 rows of mixed types with
 NULLs, one to three rows per file, sometimes partitioned, sometimes with deletion vectors, written
@@ -12,7 +12,7 @@ MERGE. The oracle is plain Spark SQL in the same session and zone over the gener
 LEFT JOIN + first-matching-clause CASE, LEFT ANTI JOIN for inserts, delta-spark's multiple-match
 rule). Checked: the rows tahoe and delta-rs read afterwards, operationMetrics, MERGE's result
 DataFrame, expected failures (nothing committed). Mismatches are printed with their seed (rerun
-with --seed S --rounds 1 -v); exit code 1 when there is any: keep each as a named test in
+with --seeds S -v); exit code 1 when there is any: keep each as a named test in
 tests/spark/test_dml_fuzz.py.
 
 Measured: see the end of this docstring (filled in from the runs below).
@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--seed", type=int, default=1, help="seed of the first round (then +1 per round)")
     ap.add_argument("--batch", type=int, default=25, help="rounds per delta-rs subprocess (writes, reads)")
+    ap.add_argument("--seeds", type=str, default=None, help="exactly these seeds (comma-separated): rerun mismatches")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every round's table and operation")
     args = ap.parse_args(argv)
 
@@ -48,10 +49,14 @@ def main(argv: list[str] | None = None) -> int:
     tahoe.spark.register(spark)
     started = time.perf_counter()
     done, bad, kinds, errors = 0, [], Counter(), Counter()
+    chosen = [int(x) for x in args.seeds.split(",")] if args.seeds else None
+    if chosen:
+        args.rounds = len(chosen)
     try:
         seed = args.seed
         while done < args.rounds:
-            seeds = list(range(seed, seed + min(args.batch, args.rounds - done)))
+            seeds = chosen[done:done + args.batch] if chosen else \
+                list(range(seed, seed + min(args.batch, args.rounds - done)))
             with tempfile.TemporaryDirectory(prefix="tahoe-fuzz-dml-") as work:
                 for r, o in fuzz.run_batch(spark, seeds, Path(work)):
                     kinds[o.kind] += 1
