@@ -28,6 +28,9 @@ Measured 2026-11-29 (local[2], 2 cores shared with other work; deltalake 1.6.6, 
   some partitions: NUM_COLUMNS_MISMATCH) — both fixed in tahoe/spark/read.py; all five rerun clean.
 - `--rounds 800 --seed 3000` after the fixes: 767 s, 1.04 rounds/s (402 MERGE, 190 DELETE, 208
   UPDATE; 30 expected multiple-match failures, 6 expected ANSI failures), 0 mismatches.
+- rebased on main's latest tahoe/spark/dml.py: `--rounds 500 --seed 5000` 519 s, 0.96 rounds/s,
+  0 mismatches (17 + 3 expected failures); `--rounds 500 --seed 7000` 434 s, 1.15 rounds/s,
+  0 mismatches (20 + 11 expected failures). In all: 2,610 rounds, 3 tahoe bugs found and fixed.
 Regressions: tests/spark/test_dml_fuzz.py (named tests, and six fixed seeds in the suite).
 """
 
