@@ -92,6 +92,26 @@ seconds — spark merge dv / delta-rs merge / floor spark merge:
   (~0.3 s, loaded). The inserts cannot join the scan job without a shuffle: Spark broadcasts no outer
   side (a right / full outer broadcast hash join does not exist), so a job that both probes the target
   and emits the source rows nothing matched is a shuffled full outer join of the 10M target rows.
+
+Issue 32, session 40 (2026-11-29 18:12, quiet machine: `python -m bench.dml`, load 1.2 -> 2.2), best of 3, s:
+    delta-rs delete 0.55, update 0.49, merge 0.87
+    spark    delete dv 0.27, floor 0.25 (1.12x, target <= 1.3x met); update dv 0.43 (delta-rs / DV 1.12x, met),
+             floor 0.26; update cow 1.57, rewrite floor 1.05 (delta-rs update 0.46x of it: below the floor);
+             merge dv 0.88 (1.02x delta-rs, target <= 0.8x missed), floor merge 0.34, floor upsert 0.52 =
+             0.60x delta-rs (DV / upsert floor 1.70x)
+  18:14 `--ops merge --repeat 5`: merge dv 0.91 vs delta-rs 0.82 (1.11x); upsert floor 0.53 = 0.65x delta-rs.
+  The upsert floor (new): plain Spark doing the two writes every upsert on Spark needs — the matched
+  rows found (broadcast join) and written, then the source rows nothing matched found (an anti join
+  against the written ids) and written — with no log, positions, DVs or commit. It sits at 0.60-0.65x
+  delta-rs, so the 0.8x target leaves tahoe ~1.25x that floor for its positions, deletion vectors,
+  staging and commit (the DV DELETE's target is 1.3x its floor). What tahoe adds above it today
+  (session 40's phase timings, warm JVM): the scan job's row index / file path columns and its
+  Python summary (~0.1-0.15 s), the inserts' build and job (~0.2 s; written by pyarrow in the
+  tasks since this session: `write_dataframe(few_rows=True)`, ~0.05 s less than Spark's writer),
+  the commit with its DV file and checksum (~0.06 s). Tried and dropped (A/B, one process,
+  alternating): collecting the source to the driver and writing the inserts there (+0.25 s: a local
+  relation's projection is interpreted and its toArrow ships rows in the task), and
+  `input_file_name()` instead of `_metadata.file_path` (no change end to end).
 """
 
 from __future__ import annotations

@@ -53,6 +53,10 @@ Figures of 2026-11-29 15:47 / 15:49 on a quiet machine (load 1.7 -> 2.7), best o
   foreachBatch function, the only way to a native sink without JVM jars), the micro-batch's planning in the
   driver (getBatch 0.09-0.15 s against the file source's 0.04-0.06 s) and the sink's staging, moves, footers
   and commit (~0.1-0.2 s).
+Session 40 (2026-11-29 18:15 standalone / 18:17 local[2], quiet, load 2.2 -> 3.1; code unchanged since
+15:49 but tahoe's scans no longer use parquet-java's dictionary filter): standalone delta 2.1 s, parquet 1.7 s,
+0.81 (sink floor 0.80, delta / that floor 1.01); local[2] delta 2.2 s, parquet 1.9 s, 0.86 (sink floor 0.89);
+1-row latency median 0.98 / 0.99 s, max 1.03 / 1.02 s. Target 0.8 met in both, as in 5 of the last 6 runs.
 The rows' trip through Python workers (Arrow both ways, pyarrow decoding) is what the Python source costs;
 a first query in a session is slower (Python workers starting and importing), hence the warm-up.
 """
