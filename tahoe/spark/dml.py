@@ -316,7 +316,9 @@ class _SparkDml:
             est = _estimated_bytes(self.source)
             if est is not None and est <= _broadcast_threshold(spark):
                 source = F.broadcast(source)
-                self.small_source = True   # (its inserts: few rows, `write_dataframe(few_rows=True)`)
+                # its inserts: few rows, written in the tasks (`write_dataframe(few_rows=True)`; classic
+                # sessions, where it was measured — over Spark Connect Spark's writer as before)
+                self.small_source = not internals.is_connect(self.source)
         joins = bool(candidates) and (plan.operation != "MERGE" or plan.has_matched or plan.has_not_matched_by_source)
         modifying = [c for c in plan.clauses if c.action in ("update", "delete")]
         changed = None
