@@ -10,7 +10,8 @@ deletion-vector bitmaps. `run_dml` runs a plan and makes one commit with delta-s
   2. The inline path (every UPDATE and MERGE without change data): the same job writes the updated rows
      (`_summarize_and_write`); with change data they are kept and written afterwards with their pre-images.
   3. Write the rest with `tahoe.spark.write.write_dataframe(s)`: copy-on-write's untouched rows, MERGE
-     inserts (a broadcast anti join), change data rows.
+     inserts (a broadcast anti join), change data rows. A broadcast source's plain inserts (`_driver_inserts`)
+     are collected with it while the driver plans step 1 and written by the driver, no inserts job.
   4. Commit once through `tahoe.write.dml_commit.write_and_commit`."""
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import DeltaUnsupportedOperationException, UnsupportedFeatureError
-from ..expressions import Column as ColumnRef, Expression
+from ..expressions import Column as ColumnRef, Expression, Literal
 from .columns import to_spark_column
 from ..log import DeltaLog
 from ..protocol.actions import AddCDCFile, AddFile
@@ -43,7 +44,8 @@ from .session import session_time_zone
 from .session import configure
 from .types import assign_by_name, col, from_spark_schema, to_spark_type
 from .write import (
-    drop_staging, move_staged, session_plan, shape_rows, write_arrow_rows, write_dataframe, write_dataframes,
+    drop_staging, move_staged, not_null_columns, session_plan, shape_rows, write_arrow_rows, write_dataframe,
+    write_dataframes,
 )
 
 __all__ = ["run_dml", "column_sql", "dataframe_alias", "spark_typer"]
@@ -177,6 +179,7 @@ class _SparkDml:
         self.inline_marks: dict[str, int] = {}
         self.inline_staging: str | None = None
         self.small_source = False
+        self.fetching = None   # MERGE: the thread collecting the insert candidates (`_fetch_inserts`)
 
     # --- reading the target -------------------------------------------------------------------------
     def _files_table(self, adds: list[AddFile], dvs: dict[str, Any] | None = None) -> pa.Table:
@@ -292,6 +295,8 @@ class _SparkDml:
         try:
             return self._run()
         finally:
+            if self.fetching is not None:   # (its job reads the kept source: done before it goes)
+                self.fetching.join()
             for df in self.persisted:    # the checkpoint's blocks (else freed only by a JVM GC)
                 internals.release_checkpoint(df)
 
@@ -308,10 +313,12 @@ class _SparkDml:
         source = None
         uses_sid = plan.has_not_matched and (plan.has_matched or plan.has_not_matched_by_source)
         if plan.operation == "MERGE":
-            source = self.source.withColumn(SOURCE_PRESENT, F.lit(True))
             if uses_sid:
                 # materialized by the first job that reads it (the matching), read again by the inserts
-                source = self._kept(source.withColumn(SID, F.monotonically_increasing_id()))
+                source = self._kept(self.source.withColumns({SOURCE_PRESENT: F.lit(True),
+                                                             SID: F.monotonically_increasing_id()}))
+            else:
+                source = self.source.withColumn(SOURCE_PRESENT, F.lit(True))
             source = source.alias(plan.source_alias)
             est = _estimated_bytes(self.source)
             if est is not None and est <= _broadcast_threshold(spark):
@@ -320,6 +327,8 @@ class _SparkDml:
                 # sessions, where it was measured — over Spark Connect Spark's writer as before)
                 self.small_source = not internals.is_connect(self.source)
         joins = bool(candidates) and (plan.operation != "MERGE" or plan.has_matched or plan.has_not_matched_by_source)
+        if uses_sid and joins and self.inline and self.small_source and self._driver_inserts():
+            self._fetch_inserts(source)
         modifying = [c for c in plan.clauses if c.action in ("update", "delete")]
         changed = None
         collect = False
@@ -410,6 +419,8 @@ class _SparkDml:
         wplan = session_plan(self.spark, plan.rewrite_plan)   # (write.utcTimestampPartitionValues)
         shaped = shape_rows(values, wplan, [*extras, *summary_cols], where=_WRITE)
         local = jvm_reaches(self.log.table_root, self.spark)
+        if self.fetching is not None:   # its job first (it materializes the kept source the join reads)
+            self.fetching.join()
         staging = f"_tahoe_staging_{uuid.uuid4().hex}" if local else ""
         self.inline_staging = staging or None
         summary, duplicates, sids, adds, marks = _summarize(
@@ -518,8 +529,15 @@ class _SparkDml:
                 copies = copies.select(*self._plain_old(copies),
                                        *([col(ROW_ID), col(ROW_COMMIT_VERSION)] if extras else []))
                 parts.insert(0, copies)
-            inserts = self._inserts(changed, source) if plan.operation == "MERGE" and plan.has_not_matched else None
+            fetched = self.fetching.result() if self.fetching is not None else None
+            inserts = self._inserts(changed, source) \
+                if plan.operation == "MERGE" and plan.has_not_matched and fetched is None else None
             inserted: list[AddFile] = []
+            if fetched is not None:
+                inserted = self._write_fetched(fetched)
+                added += inserted
+                new_files += inserted
+                counts.inserted = sum(a.num_records or 0 for a in inserted)
             rewritten = None
             if parts:
                 rewritten = parts[0]
@@ -560,6 +578,94 @@ class _SparkDml:
             return added, cdcs, marks
 
         return write_and_commit(plan, txn, snap, counts, removed, dv_rows, write)
+
+    def _driver_inserts(self) -> bool:
+        """Whether a MERGE's inserts can be collected with the source and written by the driver
+        (`_fetch_inserts`): one unconditional insert clause whose values are bare columns or
+        literals already of their column's type (checked on the analysed projection), nothing
+        computed or checked (no identity, generated, default, NOT NULL, CHECK), a table Spark's
+        JVM reaches. Then evaluating those values on every source row — matched ones too — can
+        neither fail nor differ from evaluating them on the unmatched rows only."""
+        plan, ip = self.plan, self.plan.insert_plan
+        nm = plan.clauses_of("notMatched")
+        if ip is None or len(nm) != 1 or nm[0].condition is not None or nm[0].action != "insert":
+            return False
+        if ip.identity or ip.generated or ip.defaults or ip.constraints or plan.insert_generated \
+                or not_null_columns(ip.schema):
+            return False
+        names = [f.name for f in ip.schema.fields]
+        values = nm[0].values
+        if set(plan.insert_columns) != set(names) or \
+                not all(isinstance(values.get(n), (ColumnRef, Literal)) for n in names):
+            return False
+        return jvm_reaches(self.log.table_root, self.spark)
+
+    def _fetch_inserts(self, source) -> None:
+        """MERGE with a broadcast source (`_driver_inserts`): a thread collects the source's
+        rows as the insert clause writes them, with their source row ids (SID), while the driver
+        plans the matching — its job also materializes the kept source the matching reads. Once
+        the matching has given the matched ids, `_write_fetched` writes the others: no inserts
+        job. `result()`: the Arrow table, or None (a value not of its column's type: the anti
+        join as usual)."""
+        from pyspark import InheritableThread
+        from pyspark.sql import functions as F
+
+        plan = self.plan
+        (clause,) = plan.clauses_of("notMatched")
+        wplan = session_plan(self.spark, plan.insert_plan)
+        out: dict[str, Any] = {}
+
+        def fetch() -> None:
+            try:
+                targets = {f.name: to_spark_type(f.type) for f in plan.insert_plan.schema.fields}
+                raw = source.select(*[to_spark_column(clause.values[n]).alias(n) for n in targets], F.col(SID))
+                if any(f.dataType != targets[f.name] for f in raw.schema.fields if f.name in targets):
+                    out["table"] = None
+                    return
+                out["table"] = shape_rows(raw, wplan, [SID]).toArrow()
+            except BaseException as e:  # noqa: BLE001 - raised where the result is taken
+                out["error"] = e
+
+        def result():
+            thread.join()
+            if "error" in out:
+                raise out["error"]
+            return out["table"]
+
+        thread = InheritableThread(target=fetch, daemon=True)
+        thread.result = result   # type: ignore[attr-defined]
+        thread.start()
+        self.fetching = thread
+
+    def _write_fetched(self, table: pa.Table) -> list[AddFile]:
+        """`_fetch_inserts`' rows no target row matched, written by the driver (as the tasks of
+        `write_dataframe(few_rows=True)` write them: through a staging directory, moved into
+        place)."""
+        import json
+
+        import numpy as np
+        import pyarrow.compute as pc
+
+        from ..write.files import DEFAULT_TARGET_FILE_ROWS
+
+        matched = self.matched_sources
+        if matched:
+            ids = pa.array(np.frombuffer(matched.to_array(), np.uint64).astype(np.int64))
+            table = table.filter(pc.invert(pc.is_in(table.column(SID), value_set=ids)))
+        rows = table.drop_columns([SID])
+        if not rows.num_rows:
+            return []
+        wplan = session_plan(self.spark, self.plan.insert_plan)
+        staging = f"_tahoe_staging_{uuid.uuid4().hex}"
+        adds: list[AddFile] = []
+        try:
+            for start in range(0, rows.num_rows, DEFAULT_TARGET_FILE_ROWS):
+                lines, _ = write_arrow_rows(wplan, rows.slice(start, DEFAULT_TARGET_FILE_ROWS), None, staging)
+                adds += [AddFile.from_dict(json.loads(a)["add"]) for a in lines]
+        except BaseException:
+            drop_staging(self.log, staging)
+            raise
+        return move_staged(self.log, adds, staging)
 
     def _source_rows(self, source, counts: Counts) -> int:
         """numSourceRows. A MERGE whose last insert clause takes every unmatched source row

@@ -540,6 +540,88 @@ def test_small_upsert_computes_identity_and_generated_columns_of_its_inserts(spa
     assert int(Table(path).schema.field("id").metadata["delta.identity.highWaterMark"]) == max(new_ids)
 
 
+def test_small_upsert_writes_plain_inserts_from_the_driver_without_an_inserts_job(spark, tmp_path):
+    """An upsert whose source is broadcast and whose one insert clause takes bare columns of the
+    table's types, on a table that computes and checks nothing, collects its insert candidates
+    with the source and writes the unmatched ones from the driver: no anti join, no write job.
+    Session time zone Los Angeles, partitioned by a timestamp (the log's value: the UTC instant,
+    delta-spark's write.utcTimestampPartitionValues default). Oracles: rows by hand, read back by
+    delta-rs; numSourceRows / numTargetRowsInserted / numOutputRows by hand; no staging left."""
+    import datetime as dt
+
+    from tahoe.spark import DeltaTable
+
+    path = str(tmp_path / "t")
+    utc = dt.timezone.utc
+    t0, t1 = dt.datetime(2024, 1, 1, 7, 30, tzinfo=utc), dt.datetime(2024, 1, 2, 3, 0, tzinfo=utc)
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
+    try:
+        def local(rows):   # (a local relation: its size known, so broadcast)
+            return spark.createDataFrame(pa.table({"id": pa.array([r[0] for r in rows], pa.int64()),
+                                                   "ts": pa.array([r[1] for r in rows], pa.timestamp("us", "UTC")),
+                                                   "v": pa.array([r[2] for r in rows], pa.float64())}))
+
+        local([(i, t0 if i % 2 else t1, i / 2) for i in range(12)]).write.format("delta").partitionBy("ts") \
+            .option("delta.enableDeletionVectors", "true").save(path)
+        src = local([(3, t0, 33.5), (7, t1, 77.5), (100, t1, None), (101, t0, 1.5), (102, t1, -0.0)])
+        with SparkQueries(spark) as q:
+            res = (DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id")
+                   .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+        plans = q.plans()
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    assert [tuple(r) for r in res.collect()] == [(5, 2, 0, 3)]
+    assert not any("LeftAnti" in p or "InsertIntoHadoopFsRelationCommand" in p for p in plans)
+    want = sorted([(i, t0 if i % 2 else t1, i / 2) for i in range(12) if i not in (3, 7)] +
+                  [(3, t0, 33.5), (7, t1, 77.5), (100, t1, None), (101, t0, 1.5), (102, t1, -0.0)])
+    (rs,) = run_deltars([{"path": path, "ops": []}], tmp_path / "rs")
+    assert rs["error"] is None
+    got = sorted_rows(rs["rows"], ["id", "ts", "v"])
+    assert [(i, _as_utc(ts), v) for i, ts, v in got] == want
+    metrics = commit_infos(path)[-1]["operationMetrics"]
+    assert (metrics["numSourceRows"], metrics["numTargetRowsInserted"], metrics["numTargetRowsUpdated"]) == \
+        ("5", "3", "2")
+    adds = log_actions(path, latest_version(path)).get("add", [])
+    inserted = [a for a in adds if "deletionVector" not in a or a.get("deletionVector") is None]
+    assert {a["partitionValues"]["ts"] for a in inserted} <= {"2024-01-01T07:30:00.000000Z", "2024-01-02T03:00:00.000000Z"}
+    assert all(a["path"].startswith("ts=") and a["path"].count("/") == 1 for a in inserted)
+    assert not [n for n in os.listdir(path) if n.startswith("_tahoe_staging")]
+
+
+def _as_utc(ts):
+    import datetime as dt
+
+    if isinstance(ts, str):
+        ts = dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    return ts if ts.tzinfo else ts.replace(tzinfo=dt.timezone.utc)
+
+
+@pytest.mark.parametrize("case", ["overflowing cast", "null into NOT NULL"])
+def test_small_upsert_evaluates_insert_values_on_unmatched_rows_only(spark, tmp_path, case):
+    """delta-spark evaluates an insert clause's values (their store-assignment cast) and the
+    table's NOT NULL checks only on the source rows no target row matches. A matched source row
+    whose value would overflow the target's INT (ANSI store assignment raises), or that is NULL
+    in a NOT NULL column, does not fail the MERGE when the matched clause does not write it.
+    Oracle: the rows by hand (delta-spark's semantics: only inserted rows are cast and checked)."""
+    from tahoe.spark import DeltaTable
+
+    path = str(tmp_path / "t")
+    if case == "overflowing cast":
+        spark.createDataFrame([(1, 10), (2, 20)], "id long, x int").write.format("delta") \
+            .option("delta.enableDeletionVectors", "true").save(path)
+        src = spark.createDataFrame(pa.table({"id": pa.array([1, 5], pa.int64()), "x": pa.array([1 << 40, 50], pa.int64())}))
+    else:
+        DeltaTable.create(spark).location(path).addColumn("id", "BIGINT").addColumn("x", "INT", nullable=False) \
+            .property("delta.enableDeletionVectors", "true").execute()
+        spark.createDataFrame([(1, 10), (2, 20)], "id long, x int").write.format("delta").mode("append").save(path)
+        src = spark.createDataFrame(pa.table({"id": pa.array([1, 5], pa.int64()), "x": pa.array([None, 50], pa.int32())}))
+    (DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id")
+     .whenMatchedUpdate(set={"id": "s.id + 100"}).whenNotMatchedInsertAll().execute())
+    got = sorted(tuple(r) for r in DeltaTable.forPath(spark, path).toDF().collect())
+    assert got == [(2, 20), (5, 50), (101, 10)]
+
+
 def _broadcast_sides(plan: str) -> list[str]:
     """The text of each BroadcastExchange's subtree in a formatted physical plan (its node
     line and the lines indented under it), with the nodes' details (the "(n) Scan parquet ...
