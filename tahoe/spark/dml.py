@@ -419,8 +419,6 @@ class _SparkDml:
         wplan = session_plan(self.spark, plan.rewrite_plan)   # (write.utcTimestampPartitionValues)
         shaped = shape_rows(values, wplan, [*extras, *summary_cols], where=_WRITE)
         local = jvm_reaches(self.log.table_root, self.spark)
-        if self.fetching is not None:   # its job first (it materializes the kept source the join reads)
-            self.fetching.join()
         staging = f"_tahoe_staging_{uuid.uuid4().hex}" if local else ""
         self.inline_staging = staging or None
         summary, duplicates, sids, adds, marks = _summarize(
