@@ -262,12 +262,38 @@ def plan_size_in_bytes(df: Any) -> int | None:
 
 
 def release_checkpoint(df: Any) -> None:
-    """Unpersist the blocks of a classic `localCheckpoint` (else freed only by a JVM GC); Spark
-    Connect releases them with the plan."""
+    """Release a `localCheckpoint` now, in the calling thread. Classic: unpersist its blocks (else
+    freed only by a JVM GC). Spark Connect: remove the server's cached relation with a command on
+    the client's ordinary execute path, then disarm the plan's finalizer. Left to it, PySpark's
+    `CachedRemoteRelation.__del__` removes the relation whenever the last reference goes, through
+    a raw unary `ExecutePlan` call with no deadline: over one session used by two threads it hung
+    a MERGE for good (SPARK-58846; tests/spark/test_internals.py). Best effort, as PySpark's: a
+    failed removal is logged (the server drops the relation with the session), never raised over
+    the result of the work the checkpoint served."""
     if is_connect(df):
+        _release_connect_checkpoint(df)
         return
     jdf = _attr(df, "_jdf")
     _jcall("the RDD of a checkpointed DataFrame", lambda: jdf.queryExecution().analyzed().rdd().unpersist(False))
+
+
+def _release_connect_checkpoint(df: Any) -> None:
+    from pyspark.sql.connect.plan import CachedRemoteRelation, RemoveRemoteCachedRelation
+
+    plan = _attr(df, "_plan")
+    if not isinstance(plan, CachedRemoteRelation) or _attr(plan, "_relation_id") is None:
+        return   # not a checkpoint (nothing cached on the server), or released already
+    client = _attr(_attr(df, "_session"), "client")
+    try:
+        if not client.is_closed:
+            client.execute_command(RemoveRemoteCachedRelation(plan).command(client))
+    except Exception as e:  # noqa: BLE001 - best effort, as PySpark's own release
+        import logging
+
+        logging.getLogger(__name__).warning("tahoe: releasing a Spark Connect checkpoint failed (%s: %s); the "
+                                            "server drops it with the session", type(e).__name__, e)
+    finally:
+        plan._relation_id = None   # PySpark's finalizer: nothing left to release
 
 
 def jvm_has_class(spark: Any, name: str) -> bool | None:

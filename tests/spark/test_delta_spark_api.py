@@ -295,6 +295,69 @@ def test_format_delta_writes_and_merge_from_worker_threads(session, tmp_path):
     assert threading.active_count() >= 1
 
 
+def test_connect_merges_in_two_threads_release_their_checkpoints_themselves(connect, tmp_path, monkeypatch):
+    """Two MERGEs (update matched, insert not matched: the source is checkpointed on the server to
+    number its rows) on one Connect session in two threads, made to hold their checkpoints at once
+    and release them together (a barrier before `release_checkpoint`). Each removes its own
+    relation in its own thread; none is left to PySpark's finalizer, whose removal (a raw unary
+    call with no deadline, SPARK-58846) hung the worker-thread test above in the full suite."""
+    import gc
+
+    from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
+
+    from tahoe.spark import DeltaTable, internals
+    from tests.fixtures.connect import armed_checkpoint_finalizers, server_has_relation
+
+    armed = armed_checkpoint_finalizers(monkeypatch)
+    made: list = []
+    checkpoint = ConnectDataFrame.localCheckpoint
+
+    def recorded_checkpoint(self, *args, **kwargs):
+        out = checkpoint(self, *args, **kwargs)
+        made.append(out._plan._relation_id)
+        return out
+
+    monkeypatch.setattr(ConnectDataFrame, "localCheckpoint", recorded_checkpoint)
+    together = threading.Barrier(2, timeout=120)
+    release = internals.release_checkpoint
+
+    def release_together(df):
+        together.wait()
+        release(df)
+
+    monkeypatch.setattr(internals, "release_checkpoint", release_together)
+    results: dict = {}
+
+    def ingest(i):
+        try:
+            path = str(tmp_path / f"t{i}")
+            _write(connect, path, [(f"k{i}", i), ("old", 1)])
+            src = connect.createDataFrame([(f"k{i}", i * 10), ("new", 0)], "key STRING, value BIGINT")
+            DeltaTable.forPath(connect, path).alias("t").merge(src.alias("s"), "t.key = s.key") \
+                .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+            results[i] = (_rows(connect.read.format("delta").load(path), "key", "value"),
+                          [r.operation for r in DeltaTable.forPath(connect, path).history().collect()])
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            results[i] = e
+            together.abort()
+
+    threads = [threading.Thread(target=ingest, args=(i,), daemon=True) for i in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not any(t.is_alive() for t in threads), "a MERGE thread did not finish in 300 s"
+    for i in (1, 2):
+        if isinstance(results[i], BaseException):
+            raise results[i]
+        assert results[i] == (sorted([(f"k{i}", i * 10), ("new", 0), ("old", 1)]), ["MERGE", "WRITE"])
+    assert len(made) == 2
+    for rid in made:
+        assert not server_has_relation(connect, rid)
+    gc.collect()
+    assert not set(made) & set(armed)
+
+
 def test_delta_sql_after_the_one_line_setup(session, tmp_path):
     """`enable(spark)` (or configure_spark_with_delta_pip's builder) on classic and Connect alike."""
     from tahoe.spark import enable

@@ -80,6 +80,26 @@ def test_dataframe_and_column_accessors(session):
     assert hidden.columns == ["id", "p"] and hidden.select("_meta").collect()[0][0] == 7
 
 
+def test_release_checkpoint_removes_a_connect_checkpoint_and_disarms_its_finalizer(connect, monkeypatch):
+    """A Connect checkpoint is removed from the server in the calling thread, never left to
+    PySpark's finalizer (SPARK-58846: its removal call has no deadline and hung a MERGE)."""
+    import gc
+
+    from tests.fixtures.connect import armed_checkpoint_finalizers, server_has_relation
+
+    armed = armed_checkpoint_finalizers(monkeypatch)
+    kept = connect.range(5).localCheckpoint(eager=True)
+    rid = kept._plan._relation_id
+    derived = kept.filter("id > 2")
+    assert server_has_relation(connect, rid) and derived.count() == 2
+    internals.release_checkpoint(kept)
+    assert not server_has_relation(connect, rid)
+    internals.release_checkpoint(kept)   # (twice: nothing more to do)
+    del kept, derived
+    gc.collect()
+    assert rid not in armed
+
+
 def test_a_missing_attribute_fails_by_name(spark):
     w = spark.createDataFrame([(1,)], "id BIGINT").write
     del w._jwrite
