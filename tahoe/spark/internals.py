@@ -266,10 +266,12 @@ def release_checkpoint(df: Any) -> None:
     freed only by a JVM GC). Spark Connect: remove the server's cached relation with a command on
     the client's ordinary execute path, then disarm the plan's finalizer. Left to it, PySpark's
     `CachedRemoteRelation.__del__` removes the relation whenever the last reference goes, through
-    a raw unary `ExecutePlan` call with no deadline: over one session used by two threads it hung
-    a MERGE for good (SPARK-58846; tests/spark/test_internals.py). Best effort, as PySpark's: a
-    failed removal is logged (the server drops the relation with the session), never raised over
-    the result of the work the checkpoint served."""
+    a raw unary call on the streaming `ExecutePlan` with no deadline (SPARK-58846): it never
+    completes when the server streams back two responses, as it sometimes does (an
+    `execution_progress`) while other threads run operations on the session — it hung a MERGE in
+    a worker thread for good. Best effort, as PySpark's: a failed removal is logged (the server
+    drops the relation with the session), never raised over the result of the work the
+    checkpoint served."""
     if is_connect(df):
         _release_connect_checkpoint(df)
         return
