@@ -4,8 +4,9 @@ Statistics", "Partition Value Serialization"); `file_mask` gives a numpy mask ov
   1. Three-valued and conservative: per node `may_true` / `may_false`, combined as Kleene logic; a file is
      dropped only when `may_true` is surely False; anything unknown keeps the file.
   2. Partition columns are exact: expressions over them alone are evaluated by the Arrow evaluator.
-  3. Bounds follow Spark's type coercion (`tahoe.expressions.coercion`); a NaN bound is unknown, timestamp
-     bounds widen by 1 ms, truncated string bounds never prove equality."""
+  3. Bounds follow Spark's type coercion (`tahoe.expressions.coercion`); a NaN bound is unknown, and so is
+     every float / double max (NaN, above every value, may hide behind it); timestamp bounds widen by
+     1 ms, truncated string bounds never prove equality."""
 
 from __future__ import annotations
 
@@ -311,6 +312,11 @@ class _Files:
         name = _name(fc.type)
         orderable = name in _NUMERIC or name in ("string", "date", "timestamp", "timestamp_ntz", "boolean")
         widen = name in ("timestamp", "timestamp_ntz")
+        # a float's max is no bound: NaN sorts above every value in Spark SQL, and writers that leave
+        # NaN out of min/max (delta-rs, Arrow, footer-based stats) give a finite max for a file holding
+        # NaN — `x > 1000` would drop it (the min stays a bound: no comparison with a number is true
+        # below it for NaN)
+        floating = name in ("float", "double")
         path = list(fc.key)
         for i, st in enumerate(self.stats):
             if st is None:
@@ -336,7 +342,7 @@ class _Files:
             if widen:   # stats keep milliseconds
                 a = a - _MS if a is not None else None
                 b = b + _MS if b is not None else None
-            lo[i], hi[i] = a, b
+            lo[i], hi[i] = a, (None if floating else b)
         return _Bounds(fc.type, lo, hi, may_null, may_value, False)
 
     # --- value expressions ---------------------------------------------------------------------
