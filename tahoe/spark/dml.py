@@ -603,8 +603,8 @@ class _SparkDml:
         rows as the insert clause writes them, with their source row ids (SID), while the driver
         plans the matching — its job also materializes the kept source the matching reads. Once
         the matching has given the matched ids, `_write_fetched` writes the others: no inserts
-        job. `result()`: the Arrow table, or None (a value not of its column's type: the anti
-        join as usual)."""
+        job. `result()`: the Arrow table, or None (a value not of its column's type, or a source
+        that failed to collect: the anti join as usual)."""
         from pyspark import InheritableThread
         from pyspark.sql import functions as F
 
@@ -621,6 +621,8 @@ class _SparkDml:
                     out["table"] = None
                     return
                 out["table"] = shape_rows(raw, wplan, [SID]).toArrow()
+            except Exception:  # noqa: BLE001 - e.g. a type Arrow does not carry: the anti join decides
+                out["table"] = None
             except BaseException as e:  # noqa: BLE001 - raised where the result is taken
                 out["error"] = e
 
