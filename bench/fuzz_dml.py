@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.disable(logging.ERROR)              # (PySpark's query-context loggers)
     tahoe.spark.register(spark)
     started = time.perf_counter()
-    done, bad, kinds, errors = 0, [], Counter(), Counter()
+    done, bad, kinds, errors, checks = 0, [], Counter(), Counter(), Counter()
     chosen = [int(x) for x in args.seeds.split(",")] if args.seeds else None
     if chosen:
         args.rounds = len(chosen)
@@ -76,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
             with tempfile.TemporaryDirectory(prefix="tahoe-fuzz-dml-") as work:
                 for r, o in fuzz.run_batch(spark, seeds, Path(work)):
                     kinds[o.kind] += 1
+                    checks.update(o.checked + [k for k, on in (("extra types", r.extra), ("string key", r.key == "s"),
+                                                               ("many files", r.many)) if on])
                     if o.expected_error:
                         errors["multiple-match" if o.expected_error == "multiple" else "oracle error"] += 1
                     if args.verbose:
@@ -91,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         spark.stop()
     wall = time.perf_counter() - started
     print(f"\n{done} rounds ({dict(kinds)}) from seed {args.seed} in {wall:.0f} s, {done / wall:.2f} rounds/s; "
-          f"expected failures: {dict(errors)}; {len(bad)} mismatching rounds"
+          f"expected failures: {dict(errors)}; rounds with {dict(checks)}; {len(bad)} mismatching rounds"
           + (f": seeds {[o.seed for o in bad]}" if bad else ""))
     return 1 if bad else 0
 
