@@ -326,6 +326,34 @@ def dictionary_columns(table: pa.Table) -> bool | list[str]:
     return True if len(chosen) == table.num_columns else chosen
 
 
+def nan_leaves(table: pa.Table) -> list[str]:
+    """The float / double leaves (parquet column paths) of `table` holding a NaN. Their chunks get
+    no min/max statistics: parquet's rule (NaN never in min/max) leaves a reader unaware of the NaN,
+    and parquet-java's row-group filter (Spark's, delta-spark's) then drops the row group for
+    `x > 1.5` or `x = NaN` — though Spark SQL orders NaN above every number (the DML fuzzer,
+    seed 177). parquet-java's own writer gives such chunks no usable min/max either."""
+    out: list[str] = []
+
+    def walk(prefix: str, arr) -> None:
+        t = arr.type
+        if pa.types.is_float32(t) or pa.types.is_float64(t):
+            if pc.any(pc.is_nan(arr)).as_py():
+                out.append(prefix)
+        elif pa.types.is_struct(t):
+            for i in range(t.num_fields):
+                walk(f"{prefix}.{t.field(i).name}", pc.struct_field(arr, [i]))
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            walk(f"{prefix}.list.element", pc.list_flatten(arr))
+        elif pa.types.is_map(t):
+            chunks = arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]
+            walk(f"{prefix}.key_value.key", pa.chunked_array([c.keys for c in chunks], t.key_type))
+            walk(f"{prefix}.key_value.value", pa.chunked_array([c.items for c in chunks], t.item_type))
+
+    for name, col in zip(table.column_names, table.columns):
+        walk(name, col)
+    return out
+
+
 def parquet_bytes(table: pa.Table, options: ParquetWriteOptions | None = None,
                   tuning: ParquetTuning | None = None, names: dict[str, str] | None = None) -> pa.Buffer:
     """One data file's bytes (`options`: the table's codec and format version; `tuning`: the
@@ -336,6 +364,10 @@ def parquet_bytes(table: pa.Table, options: ParquetWriteOptions | None = None,
         kw["use_dictionary"] = dictionary_columns(table)
     else:
         kw.update(tuning.pyarrow_kwargs(table, names or {}))
+    nan = nan_leaves(table) if kw.get("write_statistics", True) is not False else []
+    if nan:
+        stats = kw.get("write_statistics", True)
+        kw["write_statistics"] = [c for c in (leaf_paths(table.schema) if stats is True else stats) if c not in nan]
     try:
         pq.write_table(table, sink, **kw, coerce_timestamps="us", allow_truncated_timestamps=True,
                        use_compliant_nested_type=True)

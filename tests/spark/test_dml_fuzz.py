@@ -167,3 +167,36 @@ def test_reads_partitions_some_with_deletion_vectors_of_a_delta_rs_table(spark, 
     assert sorted((r.id, r.p) for r in read_delta(spark, path).filter("id > 0").collect()) == want
     (r,) = run_deltars([{"path": path, "ops": []}], tmp_path / "rs-read")
     assert r["error"] is None and sorted_rows(r["rows"], ["id", "p"]) == want
+
+
+def test_nan_rows_kept_by_parquet_row_group_statistics(spark, tmp_path):
+    """Fuzzer seed 177: `DELETE WHERE x > 1.5D` left the rows whose x is NaN in files tahoe wrote.
+    Spark SQL orders NaN above every number (plain Spark over the rows in memory deletes them);
+    parquet's min/max statistics leave NaN out (pyarrow wrote max 0.0), so parquet-java's
+    row-group filter — Spark's and delta-spark's — dropped the file from the scan: reads with the
+    filter and DELETE / UPDATE missed the rows. Oracle: Spark over the rows in memory, and Spark's
+    own parquet reader (filter pushdown on) over the files tahoe wrote."""
+    import glob
+
+    from tahoe.spark import DeltaTable
+    from tahoe.write.writer import write_table
+
+    rows = pa.table({"id": pa.array([0, 1, 2, 3], pa.int64()), "x": [float("nan"), 0.0, None, -2.5],
+                     "st": pa.array([{"f": float("nan")}, {"f": 0.5}, None, {"f": 1.0}])})
+    mem = spark.createDataFrame(rows)
+    assert sorted(r.id for r in mem.filter("x > 1.5D").collect()) == [0]          # Spark's own semantics
+    assert sorted(r.id for r in mem.filter("st.f > 1.5").collect()) == [0]
+    paths = [str(tmp_path / f"t{i}") for i in range(3)]
+    for p in paths:
+        write_table(p, rows, target_file_rows=4)
+    files = glob.glob(paths[0] + "/*.parquet")
+    assert sorted(r.id for r in spark.read.parquet(*files).filter("x > 1.5D").collect()) == [0]
+    assert sorted(r.id for r in spark.read.parquet(*files).filter("st.f >= 2.0").collect()) == [0]
+    assert sorted(r.id for r in spark.read.format("delta").load(paths[0]).filter("x = CAST('NaN' AS DOUBLE)")
+                  .collect()) == [0]
+    DeltaTable.forPath(spark, paths[0]).delete("x > 1.5D")
+    DeltaTable.forPath(spark, paths[1]).update("x > 100", {"id": "id + 10"})
+    DeltaTable.forPath(spark, paths[2]).delete("st.f > 1.5")
+    want = {paths[0]: [1, 2, 3], paths[1]: [1, 2, 3, 10], paths[2]: [1, 2, 3]}
+    for p in paths:
+        assert sorted(r.id for r in DeltaTable.forPath(spark, p).toDF().collect()) == want[p], p
