@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1, help="seed of the first round (then +1 per round)")
     ap.add_argument("--batch", type=int, default=25, help="rounds per delta-rs subprocess (writes, reads)")
     ap.add_argument("--seeds", type=str, default=None, help="exactly these seeds (comma-separated): rerun mismatches")
+    ap.add_argument("--no-extras", action="store_true",
+                    help="the first generator's rounds only (no SQL text, extra types, string keys, >64 files)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every round's table and operation")
     args = ap.parse_args(argv)
 
@@ -74,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             seeds = chosen[done:done + args.batch] if chosen else \
                 list(range(seed, seed + min(args.batch, args.rounds - done)))
             with tempfile.TemporaryDirectory(prefix="tahoe-fuzz-dml-") as work:
-                for r, o in fuzz.run_batch(spark, seeds, Path(work)):
+                for r, o in fuzz.run_batch(spark, seeds, Path(work), not args.no_extras):
                     kinds[o.kind] += 1
                     checks.update(o.checked + [k for k, on in (("extra types", r.extra), ("string key", r.key == "s"),
                                                                ("many files", r.many)) if on])
