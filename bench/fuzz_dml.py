@@ -45,10 +45,9 @@ Measured 2026-11-29 (local[2], 2 cores shared with other work; deltalake 1.6.6, 
   expected failures; 50 rounds with change rows checked, 97 SQL, 109 extra types, 42 string keys,
   33 with >64 files, 37 file counts); `--rounds 200 --seed 5000` 252 s, 0 mismatches;
   `--no-extras --rounds 200 --seed 8000` 282 s, 0 mismatches. Rebased on main's NaN read fix:
-  `--rounds 250 --seed 9000` 352 s, 0.71 rounds/s: seed 9116 still mismatches (also with
-  --no-extras) — OPEN: delta-rs's stats leave NaN out of maxValues, and tahoe's log skipping
-  (tahoe/expressions/skipping.py) prunes a file whose x max is below the bound of `x >= id` /
-  `x > 1.5` though it holds NaN rows (reads without pushed filters find them; the DML does not).
+  `--rounds 250 --seed 9000` 352 s, 0.71 rounds/s: seed 9116 still mismatched (also with
+  --no-extras: delta-rs's maxValues leave NaN out, and the log skipping pruned the file for
+  `x >= id`) — fixed on main by 76eff81 (a float max is no bound); 9116 reruns clean after it.
 Regressions: tests/spark/test_dml_fuzz.py (named tests, six fixed seeds of the first generator and
 five of the second in the suite).
 """
