@@ -610,7 +610,6 @@ class _SparkDml:
 
         plan = self.plan
         (clause,) = plan.clauses_of("notMatched")
-        wplan = session_plan(self.spark, plan.insert_plan)
         out: dict[str, Any] = {}
 
         def fetch() -> None:
@@ -620,7 +619,7 @@ class _SparkDml:
                 if any(f.dataType != targets[f.name] for f in raw.schema.fields if f.name in targets):
                     out["table"] = None
                     return
-                out["table"] = shape_rows(raw, wplan, [SID]).toArrow()
+                out["table"] = raw.toArrow()   # (already shaped: the columns' types, nothing to compute or check)
             except Exception:  # noqa: BLE001 - e.g. a type Arrow does not carry: the anti join decides
                 out["table"] = None
             except BaseException as e:  # noqa: BLE001 - raised where the result is taken
