@@ -29,7 +29,7 @@ from .columns import to_spark_column
 from ..log import DeltaLog
 from ..protocol.actions import AddCDCFile, AddFile
 from ..protocol.deletion_vectors import inline_dv, load_deletion_vector
-from ..protocol.schema import is_void
+from ..protocol.schema import StructType as DeltaStruct, is_void
 from ..storage import resolve_data_path
 from ..txn import Transaction
 from ..write.dml_plan import (
@@ -44,8 +44,7 @@ from .session import session_time_zone
 from .session import configure
 from .types import assign_by_name, col, from_spark_schema, to_spark_type
 from .write import (
-    drop_staging, move_staged, not_null_columns, session_plan, shape_rows, write_arrow_rows, write_dataframe,
-    write_dataframes,
+    drop_staging, move_staged, session_plan, shape_rows, write_arrow_rows, write_dataframe, write_dataframes,
 )
 
 __all__ = ["run_dml", "column_sql", "dataframe_alias", "spark_typer"]
@@ -589,7 +588,7 @@ class _SparkDml:
         if ip is None or len(nm) != 1 or nm[0].condition is not None or nm[0].action != "insert":
             return False
         if ip.identity or ip.generated or ip.defaults or ip.constraints or plan.insert_generated \
-                or not_null_columns(ip.schema):
+                or _has_not_null(ip.schema):
             return False
         names = [f.name for f in ip.schema.fields]
         values = nm[0].values
@@ -748,6 +747,12 @@ class _SparkDml:
         for p in parts[1:]:
             out = out.unionByName(p)
         return out
+
+
+def _has_not_null(schema) -> bool:
+    """Whether some column, or some field of a struct column, is NOT NULL (the columns
+    `tahoe.spark.write._shape` checks)."""
+    return any(not f.nullable or (isinstance(f.type, DeltaStruct) and _has_not_null(f.type)) for f in schema.fields)
 
 
 # a DELETE collects its rows' positions straight (a file ordinal and a position, 12 bytes a row)

@@ -247,7 +247,7 @@ def _shape(df, plan: WritePlan, passthrough: list[str] = (), where: str | None =
 
     names = [col(f.name) for f in schema.fields]
     checks = [(col(name).isNotNull(), identity_overflow_message(schema.field(name))) for name in plan.identity]
-    for path, c in not_null_columns(schema):
+    for path, c in _not_null_columns(schema):
         checks.append((c.isNotNull(), f"NOT NULL constraint on column {path}"))
     for name, (expr, is_given) in generated.items():
         if is_given:
@@ -273,7 +273,7 @@ def shape_rows(df, plan: WritePlan, passthrough: list[str] = (), where: str | No
     return _checked(_shape(df, plan, list(passthrough), where))
 
 
-def not_null_columns(schema: StructType, prefix: str = "", parent=None) -> list:
+def _not_null_columns(schema: StructType, prefix: str = "", parent=None) -> list:
     """(path, column) of every NOT NULL column and NOT NULL field of a struct column (not inside
     arrays or maps): null when the field or any parent struct is — delta-spark's NOT NULL of a
     nested field constrains its parents too."""
@@ -283,7 +283,7 @@ def not_null_columns(schema: StructType, prefix: str = "", parent=None) -> list:
         if not f.nullable:
             out.append((f"{prefix}{f.name}", c))
         if isinstance(f.type, StructType):
-            out += not_null_columns(f.type, f"{prefix}{f.name}.", c)
+            out += _not_null_columns(f.type, f"{prefix}{f.name}.", c)
     return out
 
 
