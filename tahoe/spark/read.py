@@ -57,8 +57,8 @@ _URI_SAFE = set("_-!.~'()*,;:$&+=/@")
 # of delta-rs, pyarrow; the differential DML fuzzer, seed 2171). Min/max statistics still prune.
 SCAN_OPTIONS = {"parquet.filter.dictionary.enabled": "false"}
 # ... and over float / double columns the row-group min/max filter, the page index and bloom filters
-# too: parquet-java, Arrow and parquet-rs leave NaN out of min/max, so a row group holding NaN is
-# dropped for `x > 1`, `x = NaN`, `x != 0.1`, `x BETWEEN NaN AND NaN`, ..., all true for NaN in Spark
+# too: Arrow and parquet-rs (pyarrow, delta-rs) leave NaN out of min/max, so parquet-java's filters
+# drop a row group holding NaN for `x > 1`, `x = NaN`, `x != 0.1`, `x BETWEEN NaN AND NaN`, ..., all true for NaN in Spark
 # SQL (NaN above every value) — plain `spark.read.parquet(f).filter("x > 1")` misses the NaN rows
 # too (the fuzzer, seeds 9116 and 9132); bloom filters hash -0.0 and 0.0 apart. Tables without
 # such columns keep row-group pruning; every table keeps the log's file skipping (NaN-safe).
