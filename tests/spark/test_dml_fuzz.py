@@ -16,7 +16,7 @@ FUZZ_SEEDS = [3, 7, 12, 129, 2171, 2252]
 # the second generator's rounds (`make_round(S)`): change rows checked (readChangeFeed, table_changes_by_path,
 # delta-rs's load_cdf), SQL text (MERGE INTO / UPDATE), boolean / binary / timestamp_ntz / struct columns,
 # a string join key, a DELETE over 106 files, copy-on-write file counts, NaN rows (seed 177)
-EXTENDED_SEEDS = [2, 42, 122, 152, 177]
+EXTENDED_SEEDS = [2, 42, 122, 152, 177, 21058, 21164]   # (21058, 21164: plain upserts, inserts written by the driver)
 
 
 def test_dml_fuzz_fixed_seeds(spark, tmp_path):
@@ -29,7 +29,9 @@ def test_dml_fuzz_fixed_seeds(spark, tmp_path):
 
 
 def test_dml_fuzz_extended_seeds(spark, tmp_path):
-    """The same for rounds with the change data feed, SQL text, more types, string keys, >64 files."""
+    """The same for rounds with the change data feed, SQL text, more types, string keys, >64 files,
+    and plain upserts (a source of the target's types: their inserts collected with the broadcast
+    source and written by the driver — seeds 21058, 21164)."""
     from tests.fixtures import dml_fuzz
 
     out = dml_fuzz.run_batch(spark, EXTENDED_SEEDS, tmp_path)
