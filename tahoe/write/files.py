@@ -331,7 +331,7 @@ def nan_leaves(table: pa.Table) -> list[str]:
     no min/max statistics: parquet's rule (NaN never in min/max) leaves a reader unaware of the NaN,
     and parquet-java's row-group filter (Spark's, delta-spark's) then drops the row group for
     `x > 1.5` or `x = NaN` — though Spark SQL orders NaN above every number (the DML fuzzer,
-    seed 177). parquet-java's own writer gives such chunks no usable min/max either."""
+    seed 177). (parquet-java 1.17's writer sets such a chunk's max to NaN, which its filter keeps.)"""
     out: list[str] = []
 
     def walk(prefix: str, arr) -> None:
