@@ -324,7 +324,7 @@ def read_snapshot(spark, snap, filters: Iterable[Any] | None = None, *, files: p
             if has_dv:
                 g = drop_on_scan(g, idx)
             for f, v in zip(part_fields, values):
-                g = g.withColumn(f.name, F.lit(v).cast(to_spark_type(f.type)))
+                g = g.withColumn(f.name, _partition_literal(v, f.type))
             parts.append(g)
         df = parts[0]
         for g in parts[1:]:
@@ -523,6 +523,17 @@ def _rows_below(files: pa.Table, limit: int) -> bool:
         if st is None or st.num_records is None or st.num_records >= limit:
             return False
     return True
+
+
+def _partition_literal(value: Any, t) -> Any:
+    """A typed partition value as a literal column of its type. A timestamp_ntz goes in as its
+    text, cast: `F.lit` of a naive datetime is a TIMESTAMP read in Python's local zone, which the
+    cast to timestamp_ntz then reads in the session's — a wall clock shifted by both zones."""
+    from pyspark.sql import functions as F
+
+    if value is not None and isinstance(t, PrimitiveType) and t.name == "timestamp_ntz":
+        return F.lit(value.isoformat(sep=" ", timespec="microseconds")).cast(to_spark_type(t))
+    return F.lit(value).cast(to_spark_type(t))
 
 
 def _partition_groups(files: pa.Table, part_fields: list[StructField], mode: str, time_zone: str | None = None):

@@ -319,3 +319,85 @@ def test_dml_differential_against_delta_rs_in_a_non_utc_zone(tz_spark, zone_name
     # and by hand: 02:00 deleted; 12:00 +1; 16:00, 20:00, 23:00 +10; MERGE: 4 (20:00 > 10:00) takes
     # v 7, 1 (08:00 is not > 10:00) and 9 are inserted
     assert sorted_rows(got, ["id", "v"]) == [(1, 0), (1, 7), (2, 1), (3, 10), (4, 7), (5, 10), (9, 7)]
+
+
+# --- the conformance tables read in sessions outside UTC ----------------------------------------------
+
+def _timeish(t: pa.DataType) -> bool:
+    if pa.types.is_timestamp(t) or pa.types.is_date(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_timeish(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _timeish(t.value_type)
+    if pa.types.is_map(t):
+        return _timeish(t.key_type) or _timeish(t.item_type)
+    return False
+
+
+def _time_tables() -> list:
+    """The conformance tables with expected rows holding a date or timestamp anywhere."""
+    from tests.conftest import MANIFEST, conformance_params, read_expected
+
+    entries = [e for e in MANIFEST if e["expect"] == "rows"
+               and any(_timeish(f.type) for f in read_expected(e).schema)]
+    return conformance_params(entries, [e["name"] for e in entries])
+
+
+def _log_json(table: Path) -> list[dict]:
+    return [json.loads(line) for p in sorted((table / "_delta_log").glob("*.json"))
+            for line in p.read_text().splitlines() if line.strip()]
+
+
+def _in_zone(expected: pa.Table, table: Path, zone: str) -> pa.Table:
+    """The rows a session in `zone` reads, from the reference's rows (read in UTC): a timestamp
+    partition column whose log values are zone-less (`2021-09-08 11:11:11`) holds wall-clock
+    times of the session's zone — delta-spark casts them with the session zone —, so each of
+    its instants moves to the same wall clock in `zone` (stdlib zoneinfo). Everything else,
+    timestamp_ntz partitions included, reads the same in every zone."""
+    import re
+    from zoneinfo import ZoneInfo
+
+    actions = _log_json(table)
+    meta = [a["metaData"] for a in actions if "metaData" in a][-1]
+    fields = {f["name"]: f for f in json.loads(meta["schemaString"])["fields"]}
+    shifted = [c for c in meta["partitionColumns"] if fields[c]["type"] == "timestamp"]
+    if not shifted:
+        return expected
+    raw = [v for a in actions if "add" in a for v in (a["add"].get("partitionValues") or {}).values()
+           if v is not None]
+    zone_less = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?$")
+    ts_like = [v for v in raw if re.match(r"^\d{4}-\d\d-\d\d[ T]\d\d:", v)]
+    assert ts_like and all(zone_less.match(v) for v in ts_like), f"{table}: partition values {ts_like}"
+    tz = ZoneInfo(zone)
+    for c in shifted:
+        col = expected.column(c)
+        moved = [None if v is None else v.replace(tzinfo=None).replace(tzinfo=tz).astimezone(UTC)
+                 for v in col.to_pylist()]
+        expected = expected.set_column(expected.schema.get_field_index(c), c, pa.array(moved, col.type))
+    return expected
+
+
+@pytest.mark.parametrize("entry", _time_tables())
+def test_conformance_tables_with_dates_and_timestamps_read_outside_utc(tz_spark, entry):
+    """Every conformance table holding a date or timestamp, read on Spark in Los Angeles and
+    Kolkata sessions (the native scan in both, the Python data source in Kolkata): the
+    reference's rows, with only zone-less timestamp partition values moved to the session's
+    wall clock (`_in_zone`). A timestamp_ntz partition value read in a non-UTC session came out
+    shifted by the zone's offset before (a naive datetime made a TIMESTAMP literal)."""
+    from tahoe.spark.calls import NATIVE_READ_CONF
+    from tests.conftest import GOLDEN, assert_rows_equal, read_expected
+
+    table = GOLDEN / entry["table"]
+    expected = read_expected(entry)
+    key = "spark.sql.session.timeZone"
+    before = tz_spark.conf.get(key)
+    try:
+        for zone, native in (("America/Los_Angeles", True), ("Asia/Kolkata", True), ("Asia/Kolkata", False)):
+            tz_spark.conf.set(key, zone)
+            tz_spark.conf.set(NATIVE_READ_CONF, str(native).lower())
+            got = tz_spark.read.format("delta").load(str(table)).toArrow()
+            assert_rows_equal(got, _in_zone(expected, table, zone), f"{entry['name']} in {zone} (native {native})")
+    finally:
+        tz_spark.conf.set(key, before)
+        tz_spark.conf.unset(NATIVE_READ_CONF)
