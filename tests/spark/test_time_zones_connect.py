@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from tests.spark.test_time_zones import (
-    AS_OF, BEFORE_NOON, INSTANTS, NOON, _at_noon, _before_noon, _ids, _table, _versioned,
+    AS_OF, BEFORE_NOON, INSTANTS, NOON, _at_noon, _before_noon, _ids, _in_zone, _table, _time_tables, _versioned,
 )
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
@@ -91,3 +91,19 @@ def test_partition_filter_over_connect(connect, zone, kind, tmp_path):
     shown = df.filter("id = 1").selectExpr("CAST(ts AS STRING)").collect()[0][0]
     local = INSTANTS[1].astimezone(zoneinfo.ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M:%S")
     assert shown == (NOON if kind == "zoneless" else local)
+
+
+@pytest.mark.parametrize("entry", _time_tables())
+def test_conformance_tables_with_dates_and_timestamps_read_in_kolkata(connect, entry):
+    """The classic test's conformance tables over Connect, in a Kolkata client session: the
+    reference's rows, zone-less timestamp partition values at the session's wall clock."""
+    from tests.conftest import GOLDEN, assert_rows_equal, read_expected
+
+    table = GOLDEN / entry["table"]
+    before = connect.conf.get(KEY)
+    connect.conf.set(KEY, "Asia/Kolkata")
+    try:
+        got = connect.read.format("delta").load(str(table)).toArrow()
+    finally:
+        connect.conf.set(KEY, before)
+    assert_rows_equal(got, _in_zone(read_expected(entry), table, "Asia/Kolkata"), entry["name"])
