@@ -4,9 +4,10 @@ Statistics", "Partition Value Serialization"); `file_mask` gives a numpy mask ov
   1. Three-valued and conservative: per node `may_true` / `may_false`, combined as Kleene logic; a file is
      dropped only when `may_true` is surely False; anything unknown keeps the file.
   2. Partition columns are exact: expressions over them alone are evaluated by the Arrow evaluator.
-  3. Bounds follow Spark's type coercion (`tahoe.expressions.coercion`); a NaN bound is unknown, and so is
-     every float / double max (NaN, above every value, may hide behind it); timestamp bounds widen by
-     1 ms, truncated string bounds never prove equality."""
+  3. Bounds follow Spark's type coercion (`tahoe.expressions.coercion`); a NaN bound is unknown; a float /
+     double max bounds only the numbers (`_Bounds.nan_hidden`: a NaN, above every value in Spark SQL, may
+     hide behind it), so it proves `x = c`, `x < c`, `x IN (...)` false, never `x > c`; timestamp bounds
+     widen by 1 ms, truncated string bounds never prove equality."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import datetime as _dt
 import functools
 import math
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Callable, Sequence
 
@@ -162,13 +163,16 @@ def _maybe(res: list, known: list) -> list:
 class _Bounds:
     """Per file: a lower and an upper bound (None: unknown) of the non-null values of a value
     expression, whether it may be NULL and whether it may be non-NULL. `exact`: lo == hi is the
-    value itself (partition values, constants)."""
+    value itself (partition values, constants). `nan_hidden`: `hi` bounds the numbers only — a
+    row may also be NaN (a float / double column's max: writers that leave NaN out of min/max,
+    delta-rs, Arrow, footer-based stats, give a finite max for a file holding NaN)."""
     type: DataType
     lo: list
     hi: list
     may_null: list
     may_value: list
     exact: bool
+    nan_hidden: bool = False
 
 
 def _name(t: DataType) -> str | None:
@@ -312,10 +316,10 @@ class _Files:
         name = _name(fc.type)
         orderable = name in _NUMERIC or name in ("string", "date", "timestamp", "timestamp_ntz", "boolean")
         widen = name in ("timestamp", "timestamp_ntz")
-        # a float's max is no bound: NaN sorts above every value in Spark SQL, and writers that leave
-        # NaN out of min/max (delta-rs, Arrow, footer-based stats) give a finite max for a file holding
-        # NaN — `x > 1000` would drop it (the min stays a bound: no comparison with a number is true
-        # below it for NaN)
+        # a float's max bounds its numbers only: NaN sorts above every value in Spark SQL, and writers
+        # that leave NaN out of min/max (delta-rs, Arrow, footer-based stats) give a finite max for a
+        # file holding NaN — `x > 1000` must keep it (`compare_same`); the min is a bound (no
+        # comparison with a number is true below it for NaN)
         floating = name in ("float", "double")
         path = list(fc.key)
         for i, st in enumerate(self.stats):
@@ -342,8 +346,8 @@ class _Files:
             if widen:   # stats keep milliseconds
                 a = a - _MS if a is not None else None
                 b = b + _MS if b is not None else None
-            lo[i], hi[i] = a, (None if floating else b)
-        return _Bounds(fc.type, lo, hi, may_null, may_value, False)
+            lo[i], hi[i] = a, b
+        return _Bounds(fc.type, lo, hi, may_null, may_value, False, nan_hidden=floating)
 
     # --- value expressions ---------------------------------------------------------------------
     def constant(self, e: Expression) -> _Bounds | None:
@@ -433,6 +437,10 @@ class _Files:
         src, dst = _name(b.type), _name(to)
         if b.type == to:
             return b
+        if b.nan_hidden and dst not in ("float", "double"):
+            # NaN cast to an exact type is 0 (legacy), NULL (decimal) or an error (ANSI): anywhere
+            unknown = [None] * len(b.lo)
+            return _Bounds(to, unknown, unknown, [True] * len(b.lo), b.may_value, False)
         if src in _NUMERIC and dst in _NUMERIC:
             def conv(v):
                 try:
@@ -452,7 +460,8 @@ class _Files:
                         for x, y, u, w in zip(b.lo, lo, b.hi, hi)]
                 lo = [None if g else v for v, g in zip(lo, gone)]
                 hi = [None if g else v for v, g in zip(hi, gone)]
-            return _Bounds(to, [_clean(v) for v in lo], [_clean(v) for v in hi], b.may_null, b.may_value, exact)
+            return _Bounds(to, [_clean(v) for v in lo], [_clean(v) for v in hi], b.may_null, b.may_value, exact,
+                           b.nan_hidden)
         if dst in ("timestamp", "timestamp_ntz") and src in ("date", "timestamp", "timestamp_ntz"):
             return self.map_bounds(b, to, lambda v: self.to_timestamp(v, dst))
         return None
@@ -714,6 +723,8 @@ class _Files:
         if op == "<>":
             et, ef = self.compare_same("=", a, b)
             return ef, et
+        if a.nan_hidden or b.nan_hidden:
+            return self.compare_nan(op, a, b)
         both = _and(a.may_value, b.may_value)
         if op == "=":
             below, k1 = _compare("<", a.hi, b.lo)
@@ -736,6 +747,31 @@ class _Files:
             t, kt = _compare(op, a.hi, b.lo)
             f, kf = _compare("<=" if strict else "<", a.lo, b.hi)
         return _and(_maybe(t, kt), both), _and(_maybe(f, kf), both)
+
+    def compare_nan(self, op: str, a: _Bounds, b: _Bounds) -> tuple[list, list]:
+        """`compare_same` where a side's max bounds its numbers only (`nan_hidden`). Against an
+        exact number (a constant, a partition value) the numbers are compared by their bounds and
+        a hidden NaN row by Spark SQL's order — NaN above every value: `NaN > c`, `NaN >= c` hold,
+        `NaN = c`, `NaN < c`, `NaN <= c` do not. Anything else (NaN on both sides, a NaN or
+        unknown constant) drops the max."""
+        none = [None] * self.n
+        if a.nan_hidden and b.nan_hidden or not (b.exact if a.nan_hidden else a.exact):
+            a = replace(a, hi=none, nan_hidden=False) if a.nan_hidden else a
+            b = replace(b, hi=none, nan_hidden=False) if b.nan_hidden else b
+            return self.compare_same(op, a, b)
+        side, other = (a, b) if a.nan_hidden else (b, a)
+        t, f = self.compare_same(op, replace(a, nan_hidden=False), replace(b, nan_hidden=False))
+        t0, f0 = self.compare_same(op, replace(a, hi=none, nan_hidden=False) if a is side else a,
+                                   replace(b, hi=none, nan_hidden=False) if b is side else b)
+        holds = op in (">", ">=") if side is a else op in ("<", "<=")   # NaN (left) > c; c < NaN (right)
+        nan_rows = _and(side.may_value, other.may_value)
+        if holds:
+            t = _or(t, nan_rows)
+        else:
+            f = _or(f, nan_rows)
+        number = [v is not None for v in other.lo]   # an exact number (NaN and unknown are None)
+        return ([x if k else y for x, y, k in zip(t, t0, number)],
+                [x if k else y for x, y, k in zip(f, f0, number)])
 
     def like_prefix(self, value: Expression, pattern: Expression, like: bool) -> tuple[list, list]:
         b = self.bounds(value)

@@ -169,8 +169,10 @@ def test_nan_hides_behind_a_finite_max(tmp_path):
     """delta-rs (like Arrow and parquet-rs) leaves NaN out of a float column's min/max: a file
     holding 0.1, NaN and 2.5 gets max 2.5. Spark SQL puts NaN above every value, so `x > 1000` and
     `x = NaN` match the NaN row: the file must stay. The min still bounds (`x < 0`: dropped, no
-    comparison with a number below the min is true for NaN). Oracle: delta-rs's own stats (read
-    from the log it wrote) and Spark SQL's NaN ordering."""
+    comparison with a number below the min is true for NaN), and the max bounds the numbers:
+    `x = 1000` and `x IN (7, 1000.5)` are false for NaN too, so the file goes. Oracle: delta-rs's
+    own stats (read from the log it wrote), Spark SQL's NaN ordering, and Spark itself (the
+    rows `spark.sql` gives for each predicate, tests/spark/test_dml_fuzz.py's NaN test)."""
     from tests.fixtures.deltars import run_deltars, source_file
 
     path = str(tmp_path / "t")
@@ -183,5 +185,12 @@ def test_nan_hides_behind_a_finite_max(tmp_path):
     (st,) = files.column("stats").to_pylist()
     assert json.loads(st)["maxValues"]["x"] == 2.5          # NaN left out by the writer
     for sql, keep in [("x > 1000", True), ("x = CAST('NaN' AS DOUBLE)", True), ("x >= 2.6", True), ("x < 0", False),
-                      ("x = -1", False)]:
+                      ("x = -1", False),
+                      # the max still bounds the numbers: NaN = 1000, NaN IN (...) and NaN < 1000 are false
+                      ("x = 1000", False), ("x IN (7, 1000.5)", False), ("x IN (7, 2.5)", True),
+                      ("1000 = x", False), ("1000 < x", True), ("1000 > x", True), ("NOT (x <= 1000)", True),
+                      ("x BETWEEN 5 AND 10", True), ("x <> 2.5", True), ("x = '1000'", False),
+                      ("CAST(x AS FLOAT) = 1000", False), ("CAST(x AS INT) < 0", True), ("x + 0 > 1000", True),
+                      # ±Infinity: NaN is above Infinity too
+                      ("x >= CAST('Infinity' AS DOUBLE)", True), ("x = CAST('Infinity' AS DOUBLE)", False)]:
         assert list(file_mask(parse(sql), files, snap.schema, snap.partition_columns)) == [keep], sql
