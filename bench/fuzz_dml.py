@@ -72,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=str, default=None, help="exactly these seeds (comma-separated): rerun mismatches")
     ap.add_argument("--no-extras", action="store_true",
                     help="the first generator's rounds only (no SQL text, extra types, string keys, >64 files)")
+    ap.add_argument("--no-shapes", action="store_true",
+                    help="the first two generators' rounds only (no column mapping, arrays / maps, nested struct, "
+                         "ALTER, schema evolution)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every round's table and operation")
     args = ap.parse_args(argv)
 
@@ -95,10 +98,13 @@ def main(argv: list[str] | None = None) -> int:
             seeds = chosen[done:done + args.batch] if chosen else \
                 list(range(seed, seed + min(args.batch, args.rounds - done)))
             with tempfile.TemporaryDirectory(prefix="tahoe-fuzz-dml-") as work:
-                for r, o in fuzz.run_batch(spark, seeds, Path(work), not args.no_extras):
+                for r, o in fuzz.run_batch(spark, seeds, Path(work), not args.no_extras,
+                                             not args.no_shapes):
                     kinds[o.kind] += 1
-                    checks.update(o.checked + [k for k, on in (("extra types", r.extra), ("string key", r.key == "s"),
-                                                               ("many files", r.many)) if on])
+                    checks.update(o.checked + [k for k, on in (
+                        ("extra types", r.extra), ("string key", r.key == "s"), ("many files", r.many),
+                        (f"column mapping {r.cm}", r.cm), ("arrays/maps", "arr" in r.shape),
+                        ("nested struct", "ns" in r.shape), ("alter", r.alter), ("schema evolution", r.evo)) if on])
                     if o.expected_error:
                         errors["multiple-match" if o.expected_error == "multiple" else "oracle error"] += 1
                     if args.verbose:

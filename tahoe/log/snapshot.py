@@ -216,7 +216,8 @@ class Snapshot:
 
     @property
     def column_mapping_mode(self) -> str:
-        return column_mapping.mode(self.metadata.configuration)
+        """The mode in effect (`column_mapping.effective_mode`: the property needs the protocol's feature)."""
+        return column_mapping.effective_mode(self.metadata.configuration, self.protocol)
 
     def supports_feature(self, name: str) -> bool:
         return is_feature_supported(self.protocol, name)

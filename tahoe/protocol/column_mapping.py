@@ -21,13 +21,16 @@ from ..errors import InvalidTableOperationError, SchemaError
 from .properties import enum_property, int_property
 from .schema import ArrayType, DataType, MapType, StructField, StructType, to_arrow_type
 from .iceberg_compat import creating_defaults
+from .table_features import reader_features_of
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
+    from .actions import Protocol
+
 __all__ = [
     "MODE_KEY", "MAX_COLUMN_ID_KEY", "ID_KEY", "PHYSICAL_NAME_KEY", "PARQUET_FIELD_ID_KEY",
-    "ARROW_FIELD_ID_KEY", "mode", "physical_name", "field_id", "to_physical_schema",
+    "ARROW_FIELD_ID_KEY", "mode", "effective_mode", "physical_name", "field_id", "to_physical_schema",
     "physical_arrow_schema", "logical_to_physical_names", "assign_ids", "max_field_id",
     "rename_column", "drop_column", "assign_ids_for_table", "renames_or_drops",
 ]
@@ -48,6 +51,19 @@ def mode(configuration: dict | None) -> str:
         return enum_property(configuration, MODE_KEY)
     except InvalidTableOperationError as e:
         raise SchemaError(str(e)) from None
+
+
+def effective_mode(configuration: dict | None, protocol: "Protocol | None") -> str:
+    """The mode in effect for reading and writing the table's files: `mode(configuration)` when
+    the protocol supports column mapping — reader version 2, or reader version 3 listing
+    `columnMapping` in readerFeatures — else 'none' (spec "Column Mapping": the property is
+    allowed but ignored without the feature; delta-kernel-rs's `column_mapping_mode` alike).
+    delta-rs 1.6 writes such tables: `delta.columnMapping.mode` set, physical names in the schema,
+    a 3/7 protocol without the feature, and data files with the logical names."""
+    m = mode(configuration)
+    if m == "none" or protocol is None:
+        return m
+    return m if "columnMapping" in reader_features_of(protocol) else "none"
 
 
 def physical_name(field: StructField) -> str:

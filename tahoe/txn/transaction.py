@@ -481,7 +481,12 @@ class Transaction:
             md, features, reader_v, writer_v = self._normalize_metadata(md, read_md)
         effective_md = md or read_md
         assert effective_md is not None
-        required = features_for_metadata(effective_md.configuration, effective_md.schema) | features
+        # the features the metadata asks for are added when it changes (delta-spark upgrades the
+        # protocol in updateMetadata); a commit without metadata keeps the protocol it read — a
+        # table that sets a property without its feature (delta-rs: delta.columnMapping.mode on a
+        # 3/7 protocol) is not turned into another table by an append or a DML
+        required = (features_for_metadata(effective_md.configuration, effective_md.schema)
+                    if md is not None or read_proto is None else set()) | features
         clustering = self._clustering_paths()
         if clustering and CLUSTERING_DOMAIN in self._domains:
             required.add(CLUSTERING_FEATURE)
@@ -559,7 +564,7 @@ class Transaction:
                     f"cannot {what} of {self.log.table_root} while it holds data: the same commit "
                     f"must remove every file (overwrite the table)")
 
-    def _check_files(self, md: Metadata) -> None:
+    def _check_files(self, md: Metadata, protocol: Protocol | None = None) -> None:
         seen: dict[str, AddFile] = {}
         for a in self._adds:
             k = canonical_key(a.path, None, self._root_uri)
@@ -574,7 +579,7 @@ class Transaction:
                 raise InvalidTableOperationError(
                     f"file {r.path} is removed twice in one commit (at most one remove per path)")
             seen_r.add(k)
-        mode = column_mapping.mode(md.configuration)
+        mode = column_mapping.effective_mode(md.configuration, protocol)
         pcols = list(md.partition_columns)
         if pcols and mode != "none":
             phys = column_mapping.logical_to_physical_names(md.schema, mode)
@@ -869,15 +874,15 @@ class Transaction:
         md, proto = self._finalize_metadata()
         effective_md = md or (self.read_snapshot.metadata if self.read_snapshot is not None else None)
         assert effective_md is not None
-        self._check_files(effective_md)
-        removes = self._finalize_removes()
         final_proto = proto or (self.read_snapshot.protocol if self.read_snapshot is not None else None)
+        self._check_files(effective_md, final_proto)
+        removes = self._finalize_removes()
         removes_rt = removes
         if final_proto is not None and is_feature_supported(final_proto, "rowTracking"):
             removes_rt = row_tracking.fill_remove_row_ids(self.read_snapshot, removes, self._path_key)
         read_md = self.read_snapshot.metadata if self.read_snapshot is not None else effective_md
         pcols = tuple(read_md.partition_columns)
-        mode = column_mapping.mode(read_md.configuration)
+        mode = column_mapping.effective_mode(read_md.configuration, final_proto)
         p2l: dict[str, str] = {}
         if pcols and mode != "none":
             phys = column_mapping.logical_to_physical_names(read_md.schema, mode)

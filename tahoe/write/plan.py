@@ -107,6 +107,8 @@ class WritePlan:
                                      # table, or txnAppId/txnVersion already recorded)
     replaces_table: bool = False     # REPLACE TABLE AS SELECT: a new definition of the table
     clustering: list | None = None   # the clustering columns a new (or replaced) table gets
+    mapping_off: bool = False        # delta.columnMapping.mode set on a table whose protocol lacks the
+                                     # feature: ignored (`column_mapping.effective_mode`)
 
     @property
     def schema(self) -> StructType:
@@ -118,7 +120,7 @@ class WritePlan:
 
     @property
     def column_mapping_mode(self) -> str:
-        return column_mapping.mode(self.configuration)
+        return "none" if self.mapping_off else column_mapping.mode(self.configuration)
 
     @property
     def creates_table(self) -> bool:
@@ -466,7 +468,7 @@ def plan_write(log: DeltaLog, incoming: StructType, *, mode: str = "append",
                      identity=identity, generated=generated, defaults=defaults,
                      constraints=constraint_expressions(schema, conf), replaces_table=replace_table and snap is not None,
                      replace_rows=replace_rows,
-                     clustering=clustering), snap
+                     clustering=clustering, mapping_off=_mapping_off(snap) and new_md is None), snap
 
 
 def plan_rows(snapshot: "Snapshot", incoming: StructType, operation: str, parameters: dict | None = None,
@@ -501,7 +503,7 @@ def plan_rows(snapshot: "Snapshot", incoming: StructType, operation: str, parame
                      configuration=dict(conf), new_metadata=None, incoming_json=incoming.to_json(),
                      tight_bounds=tight_bounds(conf, snapshot.protocol), identity=identity, generated=generated,
                      defaults=defaults, constraints=constraint_expressions(schema, conf),
-                     user_metadata=user_metadata)
+                     user_metadata=user_metadata, mapping_off=_mapping_off(snapshot))
 
 
 def plan_rewrite(snapshot: "Snapshot", operation: str, parameters: dict | None = None,
@@ -519,7 +521,13 @@ def plan_rewrite(snapshot: "Snapshot", operation: str, parameters: dict | None =
                      read_version=snapshot.version, operation=operation, parameters=dict(parameters or {}),
                      schema_json=schema.to_json(), partition_columns=list(snapshot.partition_columns),
                      configuration=dict(conf), new_metadata=None, incoming_json=schema.to_json(),
-                     tight_bounds=tight_bounds(conf, snapshot.protocol))
+                     tight_bounds=tight_bounds(conf, snapshot.protocol), mapping_off=_mapping_off(snapshot))
+
+
+def _mapping_off(snap: "Snapshot | None") -> bool:
+    """Whether `snap` sets delta.columnMapping.mode without the protocol's feature (the files carry
+    the logical names: the property is ignored, spec "Column Mapping")."""
+    return snap is not None and snap.column_mapping_mode == "none" and column_mapping.mode(snap.configuration) != "none"
 
 
 def _merge(snap: "Snapshot", incoming: StructType) -> StructType:

@@ -217,3 +217,38 @@ def test_nan_rows_kept_by_parquet_row_group_statistics(spark, tmp_path):
     want = {paths[0]: [1, 2, 3], paths[1]: [1, 2, 3, 10], paths[2]: [1, 2, 3]}
     for p in paths:
         assert sorted(r.id for r in DeltaTable.forPath(spark, p).toDF().collect()) == want[p], p
+
+
+def test_column_mapping_property_without_the_feature_is_ignored(spark, tmp_path):
+    """Fuzzer seed 30002: delta-rs 1.6 creates a table with deletion vectors and
+    `delta.columnMapping.mode` = name as a 3/7 protocol WITHOUT the columnMapping feature (its
+    schema carries physical names, its files the logical ones). The spec (PROTOCOL.md "Column
+    Mapping") says the property is then ignored — delta-kernel-rs's `column_mapping_mode` and
+    delta-rs's reads do so; tahoe read the files by the physical names: every value NULL, and the
+    DML matched nothing. Oracle: the rows written, delta-rs reading the table after tahoe's DML
+    and append."""
+    from tahoe import Table
+    from tahoe.spark import DeltaTable
+    from tahoe.write.writer import write_table
+    from tests.fixtures.delta_log import log_actions
+    from tests.fixtures.deltars import run_deltars, sorted_rows, source_file
+
+    rows = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "odd col-1": pa.array([5, None, 7], pa.int32())})
+    path = str(tmp_path / "t")
+    src = source_file(rows, tmp_path / "src", "rows")
+    (w,) = run_deltars([{"path": path, "read": False, "ops": [{"op": "write", "source": src, "configuration": {
+        "delta.columnMapping.mode": "name", "delta.enableDeletionVectors": "true"}}]}], tmp_path / "rs")
+    assert w["error"] is None
+    proto = log_actions(path, 0)["protocol"][0]
+    assert "columnMapping" not in proto.get("readerFeatures", []) and proto["minReaderVersion"] == 3   # (the shape)
+    want = [(1, 5), (2, None), (3, 7)]
+    assert sorted_rows(Table(path).to_arrow(), ["id", "odd col-1"]) == want
+    dt = DeltaTable.forPath(spark, path)
+    assert sorted(tuple(r) for r in dt.toDF().collect()) == [(1, 5), (2, None), (3, 7)]
+    dt.delete("id = 1")
+    dt.update("id = 2", {"`odd col-1`": "42"})
+    write_table(path, pa.table({"id": pa.array([4], pa.int64()), "odd col-1": pa.array([8], pa.int32())}))
+    want = [(2, 42), (3, 7), (4, 8)]
+    assert sorted(tuple(r) for r in dt.toDF().collect()) == want
+    (r,) = run_deltars([{"path": path, "ops": []}], tmp_path / "rs-read")
+    assert r["error"] is None and sorted_rows(r["rows"], ["id", "odd col-1"]) == want
