@@ -7,7 +7,7 @@ written, returning the snapshot after the commit (the current one when nothing c
   3. `upgrade_protocol`, `add_feature` (never removes one).
   4. `add_constraint` / `drop_constraint`: CHECK constraints.
   5. `update_schema` (mergeSchema / overwriteSchema rules), `add_columns`, `alter_column` (type widening,
-     NOT NULL, COMMENT, FIRST / AFTER), and under column mapping `name` `rename_column` / `drop_column`.
+     NOT NULL, COMMENT, FIRST / AFTER), and under column mapping (`name` or `id`) `rename_column` / `drop_column`.
   6. `set_identity_high_water_mark`."""
 
 from __future__ import annotations
@@ -632,16 +632,16 @@ def alter_column(log: DeltaLog | str, column: str, *, data_type: DataType | None
 
 
 def _require_mapping(snap: Snapshot, what: str) -> None:
-    mode = column_mapping.mode(snap.configuration)
-    if mode != "name":
+    mode = snap.column_mapping_mode
+    if mode == "none":   # delta-spark refuses only NoMapping (RENAME: DELTA_UNSUPPORTED_RENAME_COLUMN, DROP)
         raise InvalidTableOperationError(
-            f"{what} needs column mapping mode 'name' (the table's is '{mode}'); enable it first: "
+            f"{what} needs column mapping (mode 'name' or 'id'; the table's is '{mode}'); enable it first: "
             f"set_properties(..., {{'delta.columnMapping.mode': 'name'}})")
 
 
 def rename_column(log: DeltaLog | str, column: str, new_name: str, storage_options: dict | None = None) -> Snapshot:
     """Rename a column (dotted path for nested fields) without rewriting data (column mapping
-    mode 'name'; other modes are an InvalidTableOperationError)."""
+    mode 'name' or 'id'; without column mapping an InvalidTableOperationError)."""
     log = _log(log, storage_options)
     snap = log.snapshot()
     _require_mapping(snap, "renaming a column")
@@ -661,7 +661,7 @@ def rename_column(log: DeltaLog | str, column: str, new_name: str, storage_optio
 
 def drop_column(log: DeltaLog | str, column: str, storage_options: dict | None = None) -> Snapshot:
     """Drop a column (dotted path for nested fields) without rewriting data (column mapping mode
-    'name'). Partition columns and columns used by CHECK constraints cannot be dropped."""
+    'name' or 'id'). Partition columns and columns used by CHECK constraints cannot be dropped."""
     log = _log(log, storage_options)
     snap = log.snapshot()
     _require_mapping(snap, "dropping a column")
