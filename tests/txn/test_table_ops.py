@@ -409,12 +409,15 @@ def test_set_properties_by_path(tmp_path):
         drop_column(path, "w")
 
 
-def test_rename_and_drop_need_name_mode(tmp_path):
+def test_rename_and_drop_under_id_mode(tmp_path):
+    """delta-spark refuses RENAME / DROP COLUMN only without column mapping (`columnMappingMode ==
+    NoMapping`): in id mode they are metadata-only too (the files are read by field id)."""
     t = Table.create(str(tmp_path / "idmode"), SCHEMA, properties={"delta.columnMapping.mode": "id"})
-    for op in (lambda: t.rename_column("v", "w"), lambda: t.drop_column("v")):
-        with pytest.raises(InvalidTableOperationError, match="mode 'name'.*'id'"):
-            op()
-    assert latest_version(t.table_root) == 0
+    ids = {f.name: f.metadata["delta.columnMapping.id"] for f in t.schema}
+    t = t.rename_column("v", "w")
+    assert t.schema.field("w").metadata["delta.columnMapping.id"] == ids["v"]
+    t = t.drop_column("w")
+    assert "w" not in t.schema.names and latest_version(t.table_root) == 2
 
 
 def test_rename_a_partition_column_under_column_mapping(tmp_path):
