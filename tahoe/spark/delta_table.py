@@ -691,8 +691,12 @@ class DeltaMergeBuilder:
             target = t.toDF() if t._alias else t.toDF().alias(DEFAULT_TARGET_ALIAS)
             return target.crossJoin(src)
         known = {t._alias or DEFAULT_TARGET_ALIAS: snap.schema, sa or DEFAULT_SOURCE_ALIAS: source_schema}
+        # delta-spark: withSchemaEvolution(), or the session's spark.databricks.delta.schema.autoMerge.enabled
+        from .sql import confs   # (the Delta SQL wing's reader of delta-spark's session confs)
+
+        evolve = self._schema_evolution or confs.auto_merge(t._spark)
         plan = plan_merge(snap, source_schema, on, clauses, t._alias, sa,
-                          schema_evolution=self._schema_evolution, typer=spark_typer(relation, known),
+                          schema_evolution=evolve, typer=spark_typer(relation, known),
                           storage_options=t._storage_options)
         return t._result(run_dml(t._spark, t._log, snap, plan, src))
 

@@ -289,3 +289,34 @@ def test_rename_and_drop_under_column_mapping_id_then_dml(spark, tmp_path, write
     assert sorted(tuple(r) for r in dt.toDF().collect()) == want
     (r,) = run_deltars([{"path": path, "ops": []}], tmp_path / "rs-read")
     assert r["error"] is None and sorted_rows(r["rows"], ["id", "odd col-1"]) == want
+
+
+def test_merge_api_honours_the_auto_merge_conf(spark, tmp_path):
+    """Fuzzer seeds 30016, 30024, 30041: a MERGE through the Python API (`DeltaTable.merge`) with
+    `spark.databricks.delta.schema.autoMerge.enabled` = true and UPDATE SET * / INSERT * from a
+    source with a new column `ev` and a new nested field `ns.y` failed ("Cannot cast ...") or left
+    the schema as it was: only `withSchemaEvolution()` and SQL honoured the conf. delta-spark's
+    documentation (Merge: automatic schema evolution) enables it for the API by the conf alike:
+    `ev` added at the end, `y` at the end of `ns`, NULL for the rows the MERGE did not write."""
+    from tahoe.spark import DeltaTable
+    from tahoe.write.writer import write_table
+    from tests.fixtures.deltars import run_deltars
+
+    ns = pa.struct([("a", pa.int64())])
+    path = str(tmp_path / "t")
+    write_table(path, pa.table({"id": pa.array([1, 2], pa.int64()), "ns": pa.array([{"a": 1}, {"a": 2}], ns)}))
+    src = spark.createDataFrame([(2, (20, "y2"), 7), (3, (30, None), 8)],
+                                "id long, ns struct<a: bigint, y: string>, ev long")
+    spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
+    try:
+        (DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id")
+         .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+    finally:
+        spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
+    df = DeltaTable.forPath(spark, path).toDF()
+    assert df.columns == ["id", "ns", "ev"] and df.schema["ns"].dataType.names == ["a", "y"]
+    want = [(1, (1, None), None), (2, (20, "y2"), 7), (3, (30, None), 8)]
+    assert sorted((r.id, tuple(r.ns), r.ev) for r in df.collect()) == want
+    (r,) = run_deltars([{"path": path, "ops": []}], tmp_path / "rs-read")
+    assert r["error"] is None
+    assert sorted((x["id"], (x["ns"]["a"], x["ns"]["y"]), x["ev"]) for x in r["rows"].to_pylist()) == want
