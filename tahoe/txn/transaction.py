@@ -487,6 +487,12 @@ class Transaction:
         # 3/7 protocol) is not turned into another table by an append or a DML
         required = (features_for_metadata(effective_md.configuration, effective_md.schema)
                     if md is not None or read_proto is None else set()) | features
+        if md is not None and read_md is not None and read_proto is not None \
+                and column_mapping.effective_mode(read_md.configuration, read_proto) == "none" \
+                and column_mapping.mode(read_md.configuration) == column_mapping.mode(md.configuration) != "none":
+            # the mode was set without the feature and stays as it was: its files carry the logical
+            # names — adding the feature now would make them unreadable (a schema change by MERGE)
+            required.discard("columnMapping")
         clustering = self._clustering_paths()
         if clustering and CLUSTERING_DOMAIN in self._domains:
             required.add(CLUSTERING_FEATURE)
