@@ -116,13 +116,15 @@ def write_and_commit(plan: DmlPlan, txn: "Transaction", snapshot: "Snapshot", co
     and the identity high-water marks), then the deletion vectors of `dv_rows` ({path: row
     positions}) are written and everything is staged (`stage`) and committed in one version
     (`commit_new_files`). The files of a failed attempt are deleted (a failed write, or a commit
-    that surely did not land). Nothing to change: no commit, the snapshot's version. Returns the
+    that surely did not land). Nothing to change (no new metadata either): no commit, the snapshot's version. Returns the
     operation metrics and `version`."""
     t0 = time.perf_counter()
     new_files: list = []
     try:
         added, cdcs, marks = write(new_files)
-        if not removed and not dv_rows and not added:
+        if not removed and not dv_rows and not added and plan.new_metadata is None:
+            # (a MERGE whose schema evolution adds columns commits them even when no row changes:
+            # delta-spark's commit skips only an empty one, and the new metadata is an action)
             delete_data_files(snapshot.store, snapshot.table_root, new_files)
             return {**metrics(plan, counts, [], [], []), "version": snapshot.version}
         dv_old, dv_new = stage_deleted_rows(snapshot, dv_rows) if dv_rows else ([], [])

@@ -330,3 +330,36 @@ def test_merge_api_honours_the_auto_merge_conf(spark, tmp_path):
     (r,) = run_deltars([{"path": path, "ops": []}], tmp_path / "rs-read")
     assert r["error"] is None
     assert sorted((x["id"], (x["ns"]["a"], x["ns"]["y"]), x["ev"]) for x in r["rows"].to_pylist()) == want
+
+
+@pytest.mark.parametrize("how", ["api", "sql"])
+def test_merge_schema_evolution_commits_the_schema_when_no_row_changes(spark, tmp_path, how):
+    """Fuzzer seed 30061: a MERGE with schema evolution (UPDATE SET * from a source with a new
+    column `ev`) whose source matches no target row committed nothing, so the table kept its
+    schema. delta-spark adds the column anyway: the evolved metadata is one of the commit's
+    actions (OptimisticTransaction.commitImpl skips only a commit with no actions). Oracle: that
+    rule, the rows by hand, delta-rs reading the table."""
+    from tahoe.spark import DeltaTable
+    from tahoe.write.writer import write_table
+    from tests.fixtures import dml_fuzz
+    from tests.fixtures.deltars import run_deltars
+
+    path = str(tmp_path / "t")
+    write_table(path, pa.table({"id": pa.array([1, 2], pa.int64()), "v": pa.array([10, 20], pa.int64())}))
+    v0 = latest_version(path)
+    src = spark.createDataFrame([(7, 70, 1)], "id long, v long, ev long")
+    if how == "api":
+        r = (DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id").withSchemaEvolution()
+             .whenMatchedUpdateAll().execute())
+        assert tuple(r.collect()[0]) == (0, 0, 0, 0)
+    else:
+        ss = dml_fuzz.sql_session(spark)
+        ss.createDataFrame(src.collect(), src.schema).createOrReplaceTempView("evo_src")
+        ss.sql(f"MERGE WITH SCHEMA EVOLUTION INTO delta.`{path}` t USING evo_src s "
+                                        f"ON t.id = s.id WHEN MATCHED THEN UPDATE SET *").collect()
+    assert latest_version(path) == v0 + 1
+    df = DeltaTable.forPath(spark, path).toDF()
+    assert df.columns == ["id", "v", "ev"]
+    assert sorted(tuple(x) for x in df.collect()) == [(1, 10, None), (2, 20, None)]
+    (r,) = run_deltars([{"path": path, "ops": []}], tmp_path / "rs-read")
+    assert r["error"] is None and r["rows"].column_names == ["id", "v", "ev"]
