@@ -326,6 +326,37 @@ def dictionary_columns(table: pa.Table) -> bool | list[str]:
     return True if len(chosen) == table.num_columns else chosen
 
 
+def _nested_leaves(table: pa.Table):
+    """(parquet column path, values) of each leaf inside a list / map / struct column of `table`."""
+    def walk(prefix: str, arr):
+        t = arr.type
+        if pa.types.is_struct(t):
+            for i in range(t.num_fields):
+                yield from walk(f"{prefix}.{t.field(i).name}", pc.struct_field(arr, [i]))
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            yield from walk(f"{prefix}.list.element", pc.list_flatten(arr))
+        elif pa.types.is_map(t):
+            chunks = arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]
+            yield from walk(f"{prefix}.key_value.key", pa.chunked_array([c.keys for c in chunks], t.key_type))
+            yield from walk(f"{prefix}.key_value.value", pa.chunked_array([c.items for c in chunks], t.item_type))
+        else:
+            yield prefix, arr
+
+    for name, col in zip(table.column_names, table.columns):
+        if pa.types.is_nested(col.type):
+            yield from walk(name, col)
+
+
+def valueless_nested_leaves(table: pa.Table) -> list[str]:
+    """The leaves inside list / map / struct columns that hold no value (every element NULL, or
+    none): written without a dictionary. pyarrow (and arrow-rs) write such a chunk with an empty
+    dictionary page, and Spark's vectorized parquet reader then fails on a lambda over the array —
+    `filter(arr, x -> x IS NOT NULL)`, `transform`, `exists`, `array_compact` over `[NULL]`:
+    ArrayIndexOutOfBoundsException in PlainIntegerDictionary.decodeToInt (the DML fuzzer, seed
+    30096; parquet-java writes no dictionary page there, so delta-spark's files read)."""
+    return [path for path, arr in _nested_leaves(table) if len(arr) - arr.null_count == 0]
+
+
 def nan_leaves(table: pa.Table) -> list[str]:
     """The float / double leaves (parquet column paths) of `table` holding a NaN. Their chunks get
     no min/max statistics: parquet's rule (NaN never in min/max) leaves a reader unaware of the NaN,
@@ -364,6 +395,13 @@ def parquet_bytes(table: pa.Table, options: ParquetWriteOptions | None = None,
         kw["use_dictionary"] = dictionary_columns(table)
     else:
         kw.update(tuning.pyarrow_kwargs(table, names or {}))
+    empty = valueless_nested_leaves(table)
+    if empty and kw.get("use_dictionary", True) is not False:
+        chosen = kw.get("use_dictionary", True)
+        leaves = leaf_paths(table.schema)
+        if chosen is not True:   # (columns or leaves: each as its leaves)
+            leaves = [p for p in leaves if p in chosen or any(p.startswith(c + ".") for c in chosen)]
+        kw["use_dictionary"] = [p for p in leaves if p not in empty]
     nan = nan_leaves(table) if kw.get("write_statistics", True) is not False else []
     if nan:
         stats = kw.get("write_statistics", True)
