@@ -397,3 +397,35 @@ def test_lambdas_over_arrays_of_null_elements_in_files_tahoe_wrote(spark, tmp_pa
     assert got == [(1, []), (2, []), (3, [])]
     (r,) = run_deltars([{"path": path, "ops": []}], tmp_path / "rs-read")
     assert r["error"] is None and sorted((x["id"], x["arr"]) for x in r["rows"].to_pylist()) == got
+
+
+def test_merge_nested_field_set_beside_struct_evolution(spark, tmp_path):
+    """Fuzzer seed 30140: a MERGE with schema evolution where the source's struct `ns` has a new
+    field `y` (INSERT * carries it), a matched UPDATE leaves `ns` alone and a NOT MATCHED BY SOURCE
+    clause sets a nested field (`t.ns.q = ...`): tahoe built that clause's struct with an untyped
+    NULL for `y`, and Spark refused the CASE over the clauses ([DATATYPE_MISMATCH.DATA_DIFF_TYPES]). delta-spark: `y`
+    added at the end of `ns`, NULL where the clause did not write it, and the nested SET rebuilds
+    the struct field by field (a NULL `ns` becomes a struct). Oracle: those rules, the rows by hand,
+    delta-rs reading the table."""
+    from tahoe.spark import DeltaTable
+    from tahoe.write.writer import write_table
+    from tests.fixtures.deltars import run_deltars
+
+    ns = pa.struct([("a", pa.int64()), ("q", pa.struct([("c", pa.string())]))])
+    path = str(tmp_path / "t")
+    write_table(path, pa.table({"id": pa.array([1, 2, 3], pa.int64()),
+                                "ns": pa.array([{"a": 1, "q": {"c": "x"}}, {"a": 2, "q": None}, None], ns)}))
+    src = spark.createDataFrame([(1, (10, ("s",), "y1")), (4, (40, None, None))],
+                                "id long, ns struct<a: bigint, q: struct<c: string>, y: string>")
+    (DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), "t.id = s.id").withSchemaEvolution()
+     .whenMatchedUpdate(set={"id": "s.id + 10"}).whenNotMatchedInsertAll()
+     .whenNotMatchedBySourceUpdate(set={"t.ns.q": "named_struct('c', 'nm')"}).execute())
+    df = DeltaTable.forPath(spark, path).toDF()
+    assert df.schema["ns"].dataType.names == ["a", "q", "y"]
+
+    def tup(v):
+        return None if v is None else (v["a"], None if v["q"] is None else v["q"]["c"], v["y"])
+    want = [(2, (2, "nm", None)), (3, (None, "nm", None)), (4, (40, None, None)), (11, (1, "x", None))]
+    assert sorted((r.id, tup(r.ns.asDict(True) if r.ns else None)) for r in df.collect()) == want
+    (r,) = run_deltars([{"path": path, "ops": []}], tmp_path / "rs-read")
+    assert r["error"] is None and sorted((x["id"], tup(x["ns"])) for x in r["rows"].to_pylist()) == want
