@@ -5,6 +5,7 @@
     python -m bench.fuzz_dml --rounds 2000 --seed 5000
     python -m bench.fuzz_dml --seeds 2171,2239 -v     # these rounds again, their tables and operations printed
     python -m bench.fuzz_dml --no-extras ...          # the first generator's rounds only
+    python -m bench.fuzz_dml --connect ...            # over Spark Connect (a local server started)
     python -m bench.fuzz_dml --no-shapes ...          # the first two generators' rounds (no table shapes)
 
 Each round (seed S, S+1, ...; tests/fixtures/dml_fuzz.py): a table of 8-36 rows of mixed types with
@@ -75,6 +76,17 @@ Measured 2026-11-29 (local[2], 2 cores shared with other work; deltalake 1.6.6, 
   0 mismatches (56 rounds column mapping name, 22 id, 22 ALTER, 67 arrays/maps, 78 nested
   struct, 21 schema evolution, 31 change rows, 52 SQL). In all 400 rounds of the third
   generator, 7 tahoe bugs found and fixed (named tests in tests/spark/test_dml_fuzz.py).
+- lead, on main after the third generator: `--connect --rounds 150 --seed 40000` (tahoe and the
+  oracle over a Spark Connect server) 415 s, 0 mismatches (the SQL-text rounds first failed
+  with SESSION_NOT_SAME / DATAFRAME_NOT_FOUND: the fixture's `newSession()` is another server
+  session over Connect — it now enables Delta SQL on the session itself there). A fourth draw
+  (`modes-S`): spark.sql.ansi.enabled=false in a quarter of the rounds, the oracle storing
+  values as delta-spark does (storeAssignmentPolicy=ANSI: a value its column cannot hold fails
+  whatever ansi.enabled; before, with ANSI off the oracle's CAST gave NULL where tahoe, as
+  delta-spark, failed: seeds 30078, 31054 of an all-ANSI-off run); `--rounds 60 --seed 50000`
+  and `--rounds 80 --seed 51000` 369 s, 0 mismatches (18 rounds ANSI off in the second). An
+  all-ANSI-off run before that (250 rounds, seeds 30000-30099, 31000-31149, the rounds then):
+  0 mismatching rows.
 Regressions: tests/spark/test_dml_fuzz.py (named tests, six fixed seeds of the first generator,
 seven of the second, five of the third in the suite).
 """
@@ -101,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-shapes", action="store_true",
                     help="the first two generators' rounds only (no column mapping, arrays / maps, nested struct, "
                          "ALTER, schema evolution)")
+    ap.add_argument("--connect", action="store_true",
+                    help="tahoe and the oracle over Spark Connect (a local Connect server started for the run)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every round's table and operation")
     args = ap.parse_args(argv)
 
@@ -109,10 +123,22 @@ def main(argv: list[str] | None = None) -> int:
     from tahoe.spark.session import local_session
     from tests.fixtures import dml_fuzz as fuzz
 
-    spark = local_session("local[2]", "tahoe-fuzz-dml", quick_start=True)
-    spark.sparkContext.setLogLevel("OFF")       # (expected failures: no stack traces)
+    server = None
+    if args.connect:
+        import os
+
+        from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+        from tests.fixtures import connect
+
+        server = connect.start_server(Path(tempfile.mkdtemp(prefix="tahoe-fuzz-connect-")))
+        os.environ[connect._MODE] = "1"
+        spark = RemoteSparkSession.builder.remote(server[0]).getOrCreate()
+    else:
+        spark = local_session("local[2]", "tahoe-fuzz-dml", quick_start=True)
+        spark.sparkContext.setLogLevel("OFF")   # (expected failures: no stack traces)
+        tahoe.spark.register(spark)
     logging.disable(logging.ERROR)              # (PySpark's query-context loggers)
-    tahoe.spark.register(spark)
     started = time.perf_counter()
     done, bad, kinds, errors, checks = 0, [], Counter(), Counter(), Counter()
     chosen = [int(x) for x in args.seeds.split(",")] if args.seeds else None
@@ -130,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
                     checks.update(o.checked + [k for k, on in (
                         ("extra types", r.extra), ("string key", r.key == "s"), ("many files", r.many),
                         (f"column mapping {r.cm}", r.cm), ("arrays/maps", "arr" in r.shape),
-                        ("nested struct", "ns" in r.shape), ("alter", r.alter), ("schema evolution", r.evo)) if on])
+                        ("nested struct", "ns" in r.shape), ("alter", r.alter), ("schema evolution", r.evo),
+                        ("ansi off", r.ansi_off)) if on])
                     if o.expected_error:
                         errors["multiple-match" if o.expected_error == "multiple" else "oracle error"] += 1
                     if args.verbose:
@@ -144,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{done} rounds in {wall:.0f} s ({done / wall:.2f} rounds/s), {len(bad)} mismatching", flush=True)
     finally:
         spark.stop()
+        if server is not None:
+            connect.stop_server(server[1])
     wall = time.perf_counter() - started
     print(f"\n{done} rounds ({dict(kinds)}) from seed {args.seed} in {wall:.0f} s, {done / wall:.2f} rounds/s; "
           f"expected failures: {dict(errors)}; rounds with {dict(checks)}; {len(bad)} mismatching rounds"
