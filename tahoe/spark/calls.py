@@ -397,7 +397,8 @@ def _load(original: Any, self: Any, batch: bool, path=None, format=None, schema=
                                  **{str(k).lower(): v for k, v in options.items()}})
         self.option(READ_KIND_OPTION, "batch" if batch else "stream")
         if batch:
-            self.option(PUSHDOWN_OPTION, "true")
+            if internals.python_scans_scoped(spark):   # else pushed filters may pick another scan's files
+                self.option(PUSHDOWN_OPTION, "true")
             parallelism = default_parallelism(spark)
             if parallelism:
                 self.option(PARALLELISM_OPTION, str(parallelism))

@@ -143,7 +143,10 @@ class DeltaReader(DataSourceReader):
 class DeltaFilteringReader(DeltaReader):
     """A DeltaReader that takes Spark's pushed filters for file skipping — only where the session
     has filter pushdown on (Spark refuses a reader with `pushFilters` otherwise), which tahoe's
-    `load` wrapper sees to and tells the source (`tahoe.spark.options.PUSHDOWN_OPTION`)."""
+    `load` wrapper sees to and tells the source (`tahoe.spark.options.PUSHDOWN_OPTION`) — and only
+    where Spark keeps the partitions planned after a pushdown with that one scan
+    (`tahoe.spark.internals.python_scans_scoped`; Spark 4.3 shares them among every scan of one
+    DataFrame, so a self-join's scans would read each other's skipped file lists)."""
 
     def pushFilters(self, filters):
         # Spark re-applies every filter; tahoe uses the supported ones for file skipping only.

@@ -23,7 +23,7 @@ __all__ = ["PySparkInternalsError", "is_connect", "session_of", "writer_format",
            "plan_size_in_bytes", "release_checkpoint", "jvm_has_class", "with_active_session", "ensure_thread_session",
            "connect_dataframe", "connect_plan_id", "with_hidden_output", "jvm_stream_source_dataframe",
            "jvm_offset", "jvm_read_limit", "python_read_limit", "jvm_streaming_batch", "parquet_scan",
-           "internal_columns",
+           "internal_columns", "python_scans_scoped",
            "spark_conf_with_prefix", "runtime_conf_with_prefix"]
 
 
@@ -310,6 +310,32 @@ def jvm_has_class(spark: Any, name: str) -> bool | None:
         return True
     except Py4JJavaError:   # ClassNotFoundException
         return False
+
+
+_PYTHON_SOURCE = "org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2"
+_SCOPED: dict[int, bool] = {}
+
+
+def python_scans_scoped(spark: Any) -> bool:
+    """Whether the partitions a Python data source reader plans after `pushFilters` stay with the
+    scan that pushed them. Spark 4.3 keeps them on the provider (`PythonDataSourceV2.setReadInfo`),
+    shared by every scan of one DataFrame: in a self-join, a self-union or a view read twice, the
+    last scan's pushed filters choose the files of all of them — the others silently lose rows
+    (tests/spark/test_spark_read_fuzz.py). Apache Spark later moved them onto the scan
+    (`PythonScanBuilder.readInfo`). Classic: asked of the JVM once (the provider has no
+    `setReadInfo` any more); Spark Connect: no JVM to ask, so False (no filter-dependent plans)."""
+    if is_connect(spark):
+        return False
+    key = id(spark.sparkContext)
+    if key not in _SCOPED:
+        jvm = _attr(spark, "_jvm")
+        try:
+            cls = jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(_PYTHON_SOURCE)
+            names = {m.getName() for m in cls.getDeclaredMethods()}
+            _SCOPED[key] = "setReadInfo" not in names
+        except Exception:  # noqa: BLE001 - no such class: no Python data sources to worry about
+            _SCOPED[key] = False
+    return _SCOPED[key]
 
 
 def with_active_session(spark: Any, fn: Any) -> Any:
