@@ -108,6 +108,29 @@ def _stringy(t: pa.DataType) -> bool:
     return pa.types.is_string(t) or pa.types.is_large_string(t)
 
 
+def _time_list_type(types: list[pa.DataType]) -> pa.DataType | None:
+    """The one type of an IN list of dates, timestamps, strings and NULLs (at least one date or
+    timestamp): the widest of DATE < TIMESTAMP_NTZ < TIMESTAMP; None for any other list."""
+    def rank(t):
+        if pa.types.is_date(t):
+            return 0
+        if pa.types.is_timestamp(t):
+            return 1 if t.tz is None else 2
+        return None
+    best = None
+    for t in types:
+        r = rank(t)
+        if r is None:
+            if not (_stringy(t) or pa.types.is_null(t)):
+                return None
+            continue
+        if best is None or r > rank(best):
+            best = t
+    if best is not None and pa.types.is_timestamp(best):
+        best = pa.timestamp("us", tz=best.tz)
+    return best
+
+
 def _temporal(t: pa.DataType) -> bool:
     return pa.types.is_date(t) or pa.types.is_timestamp(t)
 
@@ -379,6 +402,12 @@ class _Evaluator:
         v = self.ev(n.value)
         items = [self.ev(x) for x in n.items]
         vals = [v, *items]
+        top = _time_list_type([x.type for x in vals])
+        if top is not None and any(x.type != top and not pa.types.is_null(x.type) for x in vals):
+            # dates, timestamps and strings: Spark casts the value and every item to the list's
+            # one type (DATE < TIMESTAMP_NTZ < TIMESTAMP), not pairwise
+            vals = [self.cast_value(x, top, n) for x in vals]
+            v, items = vals[0], vals[1:]
         if any(_numeric(x.type) for x in vals) and all(
                 _numeric(x.type) or pa.types.is_null(x.type) or _stringy(x.type) for x in vals):
             # Spark casts the value and every item to one type: the wider type of them all, folded

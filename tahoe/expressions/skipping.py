@@ -175,6 +175,9 @@ class _Bounds:
     nan_hidden: bool = False
 
 
+_TIMES = ("date", "timestamp_ntz", "timestamp")   # an IN list of these meets in the last present
+
+
 def _name(t: DataType) -> str | None:
     if isinstance(t, DecimalType):
         return "decimal"
@@ -675,6 +678,9 @@ class _Files:
                 if t not in modes:
                     modes.append(t)
         if not modes:
+            items = self.time_items(v, items)
+            if items is None:
+                return self.unknown()
             t, f = self.zeros(), self.ones()
             for x in items:
                 xt, xf = self.compare("=", v, x)
@@ -691,6 +697,33 @@ class _Files:
                 t, f = _or(t, xt), _and(f, xf)
             t_all, f_all = _or(t_all, t), _or(f_all, f)
         return t_all, f_all
+
+    def time_items(self, v: _Bounds, items: list[_Bounds]) -> list[_Bounds] | None:
+        """The items of `v IN (items)` as Spark compares them where dates, timestamps and
+        strings meet: Spark casts the value and every item to the list's one type (DATE <
+        TIMESTAMP_NTZ < TIMESTAMP, a string taking the other side's type), so an item whose own
+        comparison with `v` would meet in another type is cast to the list's first (`d IN
+        ('2024-03-31 01:30:00', TIMESTAMP '...')` compares as TIMESTAMPs, not DATEs). None when
+        an item does not convert."""
+        names = [_name(x.type) for x in (v, *items)]
+        if not any(n in _TIMES for n in names) or not all(n in _TIMES or n in ("string", "void") for n in names):
+            return items
+        top = max((n for n in names if n in _TIMES), key=_TIMES.index)
+        nv = names[0]
+        out = []
+        for x, nx in zip(items, names[1:]):
+            if nx in ("string", "void"):
+                pair = nv
+            elif nv in ("string", "void"):
+                pair = nx
+            else:
+                pair = max(nv, nx, key=_TIMES.index)
+            if pair != top and nx != "void":
+                x = self.to_type(x, PrimitiveType(top))
+                if x is None:
+                    return None
+            out.append(x)
+        return out
 
     def to_type(self, b: _Bounds, to: DataType) -> _Bounds | None:
         """`b` cast to `to`: numbers by Spark's casts, exact strings as Spark reads them."""
