@@ -42,10 +42,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", type=int, default=20000, help="predicates in all (each checked on two tables)")
     ap.add_argument("--seed", type=int, default=1, help="seed of the first round (then +1 per round)")
     ap.add_argument("--rows", type=int, default=24, help="rows (= files) per table")
-    ap.add_argument("--per-round", type=int, default=1500, help="predicates per round (one table pair)")
+    ap.add_argument("--per-round", type=int, default=None,
+                    help="predicates per round (one table pair); default 1500, with --spark 60")
+    ap.add_argument("--spark", action="store_true",
+                    help="fuzz tahoe's SPARK read path instead (tests/fixtures/spark_read_fuzz.py): "
+                         "format('delta').load(p).where(pred), SQL on delta.`p`, the data source; a session zone per round")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    if args.spark:
+        return spark_main(args)
+    args.per_round = args.per_round or 1500
     from tahoe.spark.session import local_session
     from tests.fixtures import predicate_fuzz as fuzz
 
@@ -80,6 +87,43 @@ def main(argv: list[str] | None = None) -> int:
     print(f"tahoe {1000 * t_tahoe / max(cases, 1):.1f} ms per case (files + to_arrow), "
           f"Spark {1000 * t_spark / max(total, 1):.1f} ms per predicate (batched); "
           f"ratio tahoe/Spark per predicate-table {t_tahoe / max(cases, 1) / (t_spark / max(total, 1)):.1f}x")
+    return 1 if mismatches else 0
+
+
+def spark_main(args) -> int:
+    """--spark: rounds of tests/fixtures/spark_read_fuzz.py (three read paths x two writers per
+    predicate; truth = Spark SQL over a parquet copy of the rows, same session and zone)."""
+    import tahoe.spark
+    from tahoe.spark.session import local_session
+    from tests.fixtures import spark_read_fuzz as fuzz
+
+    per_round = args.per_round or 60
+    spark = local_session("local[2]", "tahoe-fuzz-spark-reads", quick_start=True)
+    tahoe.spark.register(spark)
+    total = cases = mismatches = refused = 0
+    zones: dict[str, int] = {}
+    seed = args.seed
+    started = time.perf_counter()
+    try:
+        while total < args.cases:
+            n = min(per_round, args.cases - total)
+            with tempfile.TemporaryDirectory(prefix="tahoe-fuzz-spark-") as work:
+                report = fuzz.run(spark, Path(work), seed, n, args.rows)
+            print(report.summary(), flush=True)
+            for m in report.mismatches:
+                print(f"  seed {seed}: {m}", flush=True)
+            total += n
+            cases += report.cases
+            mismatches += len(report.mismatches)
+            refused += len(report.refused_by_spark)
+            zones[report.zone] = zones.get(report.zone, 0) + 1
+            seed += 1
+    finally:
+        spark.stop()
+    wall = time.perf_counter() - started
+    print(f"\n{total} predicates, {cases} cases (predicate x path x table) over {seed - args.seed} rounds "
+          f"(seeds {args.seed}..{seed - 1}) in {wall:.0f} s: {mismatches} mismatches, {refused} predicates Spark refused; "
+          f"zones {zones}")
     return 1 if mismatches else 0
 
 

@@ -4,7 +4,8 @@ delta-spark users write that reaches no Python data source is carried to it as o
   1. Save modes: `ErrorIfExists` (the default) and `Ignore` become `append` plus `saveMode=error|ignore`;
      the session's `spark.sql.sources.partitionOverwriteMode` is handed over (an explicit option wins).
   2. Partitioning: `partitionBy` of `write` and `writeStream` becomes the `__partition_columns` option.
-  3. Reads: filter pushdown turned on and said (`__tahoe_filterPushdown`, also for `deltaSharing`), the
+  3. Reads: filter pushdown turned on and said (`__tahoe_filterPushdown`, also for `deltaSharing`) where
+     Spark keeps each scan's pushdown plan to that scan (`internals.python_scans_scoped`: not Spark 4.3), the
      session time zone (`__tahoe_sessionTimeZone`) and batch or stream (`__tahoe_readKind`) handed over.
   4. Optimized writes: `optimizeWrite`, `spark.databricks.delta.optimizeWrite.enabled` or the table property
      `delta.autoOptimize.optimizeWrite` shuffles the DataFrame before saving (`__tahoe_optimizedWrite`).
@@ -381,8 +382,10 @@ def _load(original: Any, self: Any, batch: bool, path=None, format=None, schema=
         from .options import PUSHDOWN_OPTION
         from .session import configure
 
-        configure(internals.session_of(self))
-        self.option(PUSHDOWN_OPTION, "true")
+        spark = internals.session_of(self)
+        configure(spark)
+        if internals.python_scans_scoped(spark):   # else one scan's hints may pick another scan's files
+            self.option(PUSHDOWN_OPTION, "true")
     if sharing:   # its timestamp options are read in the session zone, as the official connector's
         _hand_over_time_zone(self, internals.session_of(self))
     if ours:

@@ -89,3 +89,27 @@ def test_in_list_with_string_items_widens_in_order(tmp_path):
     check(path, "d IN (CAST(9007199254740992 AS DECIMAL(20,0)), '0.0000', -0.3000, 2)", [3])
     check(path, "d IN ('1.005000', 2147483648.000000F, 0.30000000000000001BD, 5.000000, NULL)", [1])
     check(path, "d NOT IN (CAST(4611686018427387904 AS BIGINT), '99.99', CAST(0 AS DECIMAL(38,0)))", [1, 2, 3])
+
+
+def test_in_list_of_dates_timestamps_and_strings_meets_in_one_type(tmp_path):
+    """The Spark-read fuzzer (tests/fixtures/spark_read_fuzz.py), seed 2, America/Los_Angeles:
+    `p_dt NOT IN ('2024-03-31 01:30:00', TIMESTAMP '2024-01-02 00:00:00')` over a DATE. Spark casts
+    the value and every item to the list's one type — DATE, STRING and TIMESTAMP meet as
+    TIMESTAMP — so the date (midnight) is not the string's 01:30 and NOT IN is TRUE; tahoe compared
+    item by item (the string as a DATE: equal) and dropped the row and its file. Spark 4.3, by hand:
+    `DATE'2024-03-31' IN ('2024-03-31 01:30:00', TIMESTAMP '2024-01-02 00:00:00')` is false (either
+    order), `DATE'2024-03-31' IN ('2024-03-31 01:30:00')` true (one string: DATE),
+    `DATE'2024-03-31' IN ('2024-03-31', TIMESTAMP '2024-01-02 00:00:00')` true."""
+    import datetime as dt
+
+    path = str(tmp_path / "dates")
+    tahoe.write_table(path, pa.table({"id": pa.array([1, 2, 3], pa.int64()),
+                                      "d": pa.array([dt.date(2024, 3, 31), dt.date(2024, 1, 2), None], pa.date32())}),
+                      target_file_rows=1)
+    check(path, "d NOT IN ('2024-03-31 01:30:00', TIMESTAMP '2024-01-02 00:00:00')", [1])
+    check(path, "d IN ('2024-03-31 01:30:00', TIMESTAMP '2024-01-02 00:00:00')", [2])
+    check(path, "d IN (TIMESTAMP '2024-01-02 00:00:00', '2024-03-31 01:30:00')", [2])
+    check(path, "d IN ('2024-03-31 01:30:00')", [1])
+    check(path, "d IN ('2024-03-31', TIMESTAMP '2024-01-02 00:00:00')", [1, 2])
+    check(path, "d IN ('2024-03-31 00:00:00', TIMESTAMP_NTZ '2024-01-02 00:00:00')", [1, 2])
+    check(path, "d NOT IN ('2024-03-31 00:00:01', TIMESTAMP_NTZ '2024-01-02 00:00:00')", [1])
