@@ -83,8 +83,8 @@ SEEDS = {1: "Asia/Kolkata, deletion vectors (three rows a file, some deleted)",
 
 @pytest.mark.parametrize("seed", sorted(SEEDS))
 def test_spark_read_fuzz_seed(spark, tmp_path, seed):
-    report = fuzz.run(spark, tmp_path, seed, 24, tables=("tahoe",))
+    report = fuzz.run(spark, tmp_path, seed, 16, tables=("tahoe",))
     print(report.summary())
     assert not report.mismatches, (f"{len(report.mismatches)} mismatches with Spark (seed {seed}):\n"
                                    + "\n".join(str(m) for m in report.mismatches[:20]))
-    assert report.cases >= 3 * 20   # three paths, every predicate Spark answers
+    assert report.cases >= 3 * 14   # three paths, every predicate Spark answers
