@@ -4,6 +4,7 @@ filter against Spark 4 itself, round after round of fresh seeded tables and pred
     python -m bench.fuzz_predicates                          # 20,000 predicates from seed 1
     python -m bench.fuzz_predicates --cases 100000 --seed 7  # more, from another seed
     python -m bench.fuzz_predicates --rows 48 --per-round 2000
+    python -m bench.fuzz_predicates --spark --cases 1200 --seed 4   # tahoe's SPARK read path (below)
 
 Each round (seed S, S+1, ...): a table of --rows rows, ONE ROW PER FILE, written by tahoe and by
 delta-rs; --per-round predicates; Spark's answers over a parquet copy of the rows; every table and
