@@ -137,6 +137,23 @@ Issue 32, session 41 (2026-11-29, quiet machine), best of 3 (merge-only runs: be
   the Arrow hand-off to Python ~25-50 ms), the driver's tail (~30-60 ms: the inserts written, DVs,
   commit). Starting the candidates' job with the matching job instead (racing for the kept source's
   blocks): no difference measured.
+
+Issue 32, session 42 (2026-11-30, quiet machine; --warm-runs 3: three untimed full-size runs of each
+timed operation per runner first), best of 3, seconds:
+    00:17 full (load 2.2 -> 2.2): delta-rs delete 0.57, update 0.49, merge 0.86
+          spark delete dv 0.18, floor 0.17 (1.03x, target <= 1.3x met); update dv 0.36 (delta-rs / DV
+          1.35x, met), floor 0.28; update cow 1.50, rewrite floor 1.08 (delta-rs update 0.46x of it:
+          below the floor); merge dv 0.52 = 0.60x delta-rs (target <= 0.8x met), upsert floor 0.55
+    00:22 / 00:24 / 00:26 `--ops delete merge`: merge dv 0.63 / 0.52 / 0.63 vs delta-rs 0.89 / 0.88 /
+          0.90 = 0.71x / 0.58x / 0.70x; delete dv / floor 1.05x / 0.97x / 1.14x
+    00:13 full, loaded (two fuzzers at nice 19: load 5-6): merge 0.75 vs 0.94 = 0.80x; delete 1.50x
+          its floor (the floor's best 0.19 s of 0.44 / 0.19 / 0.27)
+  What changed is the warm-up, not tahoe's code: measured with the JVM's CompilationMXBean, one
+  MERGE after another on the 10M-row table compiles 6.0, 1.6, 1.5, 1.1, 1.2, 1.0, 0.6 s of JIT code
+  per MERGE (Catalyst's planner and analyser, on 2 cores beside the tasks) while the MERGE's own
+  time falls 5.8, 1.3, 1.3, 1.0, 1.0, 1.0, 0.9 ... 0.7 s; 30 small-table MERGEs first leave it
+  still compiling 1.2 -> 0.5 s per large one. The old warm-up (one small-table run) timed that
+  tail; a long-running application (a streaming upsert job) has long finished it.
 """
 
 from __future__ import annotations
